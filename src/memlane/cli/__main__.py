@@ -1,0 +1,3 @@
+from memlane.cli.app import main
+
+main()

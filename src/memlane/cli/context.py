@@ -1,0 +1,72 @@
+"""What every command shares: loading settings once, opening the store, printing, failing."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from memlane.config import ConfigError, LoadedSettings, Settings, load_settings
+from memlane.store import Store, StoreError, open_store
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+@dataclass
+class CliState:
+    """Global options, set by the root callback, read by every command."""
+
+    config_file: Path | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    _loaded: LoadedSettings | None = None
+
+    def loaded(self) -> LoadedSettings:
+        if self._loaded is None:
+            try:
+                self._loaded = load_settings(config_file=self.config_file, overrides=self.overrides)
+            except ConfigError as exc:
+                fail(str(exc))
+        return self._loaded
+
+    @property
+    def settings(self) -> Settings:
+        return self.loaded().settings
+
+
+def state(ctx: typer.Context) -> CliState:
+    root = ctx.find_root()
+    if not isinstance(root.obj, CliState):
+        root.obj = CliState()
+    return root.obj
+
+
+def fail(message: str, *, code: int = 1) -> NoReturn:
+    """Print a one-line error (no traceback: this is a user's mistake or the machine's state)."""
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def opened_store(settings: Settings) -> Iterator[Store]:
+    try:
+        store = open_store(settings)
+    except StoreError as exc:
+        fail(str(exc))
+    try:
+        yield store
+    except StoreError as exc:
+        fail(str(exc))
+    finally:
+        store.close()
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")

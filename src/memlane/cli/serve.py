@@ -1,0 +1,29 @@
+"""`memlane serve`: run the proxy."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from memlane.cli.context import err_console, fail, state
+
+
+def serve(
+    ctx: typer.Context,
+    host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port to bind (default 8100).")] = None,
+    upstream: Annotated[
+        str | None, typer.Option("--upstream", help="Upstream OpenAI-compatible base URL.")
+    ] = None,
+) -> None:
+    """Run the OpenAI-compatible memory proxy."""
+    cli = state(ctx)
+    cli.overrides.update({"host": host, "port": port, "upstream_url": upstream})
+    settings = cli.settings
+    from memlane.proxy.server import ServeError, run
+
+    try:
+        run(settings, announce=err_console.print)
+    except ServeError as exc:
+        fail(str(exc))

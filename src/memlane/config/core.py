@@ -1,0 +1,60 @@
+"""Settings every face needs: where data lives, where the proxy listens, what it talks to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+
+class CoreSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    home: Path = Field(
+        default=Path("~/.local/share/memlane"),
+        description="Data home: database, session folders, memory files.",
+    )
+    host: str = Field(default="127.0.0.1", description="Address the proxy binds.")
+    port: int = Field(default=8100, ge=0, le=65535, description="Port the proxy binds (0: any).")
+    upstream_url: str = Field(
+        default="http://127.0.0.1:11434/v1",
+        description="OpenAI-compatible base URL requests are forwarded to.",
+    )
+    upstream_api_key: SecretStr | None = Field(
+        default=None,
+        description="Key sent upstream when the client sends none. Never stored or logged.",
+    )
+    upstream_timeout: float = Field(
+        default=600.0, gt=0, description="Seconds to wait for the upstream before failing."
+    )
+    store_url: str | None = Field(
+        default=None,
+        description="postgresql://… selects PostgreSQL; empty means the SQLite file in home.",
+    )
+    sqlite_synchronous: Literal["normal", "full"] = Field(
+        default="normal",
+        description="normal survives a process crash; full also survives power loss (slower).",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="Log verbosity."
+    )
+    embedding_backend: Literal["minilm", "openai", "hashing"] = Field(
+        default="minilm",
+        description="minilm: the packaged all-MiniLM-L6-v2 (offline); openai: an "
+        "OpenAI-compatible /v1/embeddings endpoint; hashing: a tiny deterministic embedder.",
+    )
+    embedding_model: str = Field(
+        default="all-MiniLM-L6-v2",
+        description="Model name sent to the embeddings endpoint (openai backend).",
+    )
+    embedding_base_url: str | None = Field(
+        default=None, description="Embeddings endpoint; empty means upstream_url."
+    )
+    embedding_api_key: SecretStr | None = Field(
+        default=None, description="Key for the embeddings endpoint."
+    )
+    llm_model: str | None = Field(
+        default=None,
+        description="Model memlane's own LLM calls use when no request names one (CLI, library).",
+    )

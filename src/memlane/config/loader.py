@@ -1,0 +1,131 @@
+"""Build `Settings` from its layers and remember where each value came from.
+
+Precedence, lowest first: built-in defaults < TOML file (`$MEMLANE_HOME/config.toml`
+or `--config`) < `MEMLANE_*` environment < CLI flags.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr, ValidationError
+
+from memlane.config.settings import Settings
+
+ENV_PREFIX = "MEMLANE_"
+CONFIG_FILE_NAME = "config.toml"
+
+
+class ConfigError(Exception):
+    """Configuration that cannot be used; the message names the key and the fix."""
+
+
+@dataclass(frozen=True)
+class LoadedSettings:
+    settings: Settings
+    sources: Mapping[str, str]
+    config_file: Path | None
+
+
+def default_home(environ: Mapping[str, str]) -> Path:
+    xdg = environ.get("XDG_DATA_HOME")
+    base = Path(xdg) if xdg else Path("~/.local/share")
+    return (base / "memlane").expanduser()
+
+
+def load_settings(
+    *,
+    config_file: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> LoadedSettings:
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {"home": default_home(env)}
+    sources: dict[str, str] = {name: "default" for name in Settings.model_fields}
+    if env.get("OPENAI_BASE_URL"):
+        values["upstream_url"] = env["OPENAI_BASE_URL"]
+        sources["upstream_url"] = "env OPENAI_BASE_URL"
+
+    env_values = _from_env(env)
+    cli_values = {k: v for k, v in (overrides or {}).items() if v is not None}
+    home = Path(cli_values.get("home") or env_values.get("home") or values["home"]).expanduser()
+
+    explicit_file = config_file is not None or bool(env.get("MEMLANE_CONFIG"))
+    path = config_file or Path(env.get("MEMLANE_CONFIG") or home / CONFIG_FILE_NAME)
+    file_values = _from_toml(path, required=explicit_file)
+    for layer, origin in (
+        (file_values, f"file {path}"),
+        (env_values, "env"),
+        (cli_values, "flag"),
+    ):
+        for key, value in layer.items():
+            values[key] = value
+            sources[key] = f"env {ENV_PREFIX}{key.upper()}" if origin == "env" else origin
+
+    try:
+        settings = Settings(**values)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, sources)) from None
+    return LoadedSettings(settings, sources, path if file_values or explicit_file else None)
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX) or name == "MEMLANE_CONFIG":
+            continue
+        key = name[len(ENV_PREFIX) :].lower()
+        if key not in Settings.model_fields:
+            raise ConfigError(
+                f"unknown setting {name}: unset it, or see `memlane config show` for valid names"
+            )
+        found[key] = value
+    return found
+
+
+def _from_toml(path: Path, *, required: bool) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if required:
+            raise ConfigError(f"config file {path} does not exist") from None
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    table = data.get("memlane", data)
+    unknown = sorted(set(table) - set(Settings.model_fields))
+    if unknown:
+        raise ConfigError(
+            f"unknown setting {unknown[0]!r} in {path}: remove it, "
+            "or see `memlane config show` for valid names"
+        )
+    return dict(table)
+
+
+def _describe(exc: ValidationError, sources: Mapping[str, str]) -> str:
+    first = exc.errors()[0]
+    key = ".".join(str(part) for part in first["loc"]) or "settings"
+    origin = sources.get(key.split(".")[0], "default")
+    return f"invalid setting {key!r} (from {origin}): {first['msg']}"
+
+
+def effective_values(loaded: LoadedSettings) -> dict[str, Any]:
+    """Every setting as JSON-ready data; secrets are shown as set or unset, never in clear."""
+    out: dict[str, Any] = {}
+    for name in Settings.model_fields:
+        value = getattr(loaded.settings, name)
+        if isinstance(value, SecretStr):
+            value = "********" if value.get_secret_value() else ""
+        elif isinstance(value, Path):
+            value = str(value)
+        out[name] = value
+    return out

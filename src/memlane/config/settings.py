@@ -1,0 +1,38 @@
+"""The one frozen Settings object, composed from each part's own fields.
+
+Each part of memlane declares its knobs in its own module (`core`, `proxy`,
+`governance`, `memory`, `sessions`); `Settings` is their union, flat, so every
+field has one environment name: `MEMLANE_<FIELD>`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ConfigDict
+
+from memlane.config.core import CoreSettings
+from memlane.config.governance import GovernanceSettings
+from memlane.config.memory import MemorySettings
+from memlane.config.proxy import ProxySettings
+from memlane.config.sessions import SessionsSettings
+
+
+class Settings(CoreSettings, ProxySettings, GovernanceSettings, MemorySettings, SessionsSettings):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @property
+    def home_path(self) -> Path:
+        return self.home.expanduser()
+
+    @property
+    def database_path(self) -> Path:
+        return self.home_path / "memlane.db"
+
+    @property
+    def sessions_path(self) -> Path:
+        return self.home_path / "sessions"
+
+    @property
+    def memory_path(self) -> Path:
+        return self.home_path / "memory"

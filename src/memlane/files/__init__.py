@@ -1,0 +1,1 @@
+"""Human-readable files: session folders, memory Markdown, git, the watcher."""

@@ -1,0 +1,30 @@
+"""Where things live under the data home, and the one way a session key becomes a folder name."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+MAX_SAFE_KEY = 80
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_key(key: str) -> str:
+    """A folder name for a session key: readable, bounded, collision-free, never a path.
+
+    The readable part keeps letters, digits, `.`, `_` and `-`; a short hash of
+    the exact key is always appended, so two keys that clean up to the same text
+    (`a/b` and `a_b`) still get different folders, and `..` can never survive.
+    """
+    cleaned = _UNSAFE.sub("_", key).strip("._-")[:MAX_SAFE_KEY] or "session"
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{cleaned}-{digest}"
+
+
+def session_dir(sessions_root: Path, key: str) -> Path:
+    """The session's folder, guaranteed to be a direct child of `sessions_root`."""
+    path = sessions_root / safe_key(key)
+    if path.parent != sessions_root or path.name in {"", ".", ".."}:
+        raise ValueError(f"session folder escapes {sessions_root}")
+    return path

@@ -1,0 +1,232 @@
+"""The storage contract every backend implements (SQLite embedded, PostgreSQL at scale).
+
+Everything memlane persists goes through `Store`: sessions, their ordered
+messages, events, scaffold state, long-term memory entries (facts), and the
+derived search index (keywords and vectors). Methods are synchronous and
+short; async callers run them in a worker thread. Backend-specific SQL never
+leaves the backend module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from memlane.types import DocKind, Event, Fact, FactRole, Hit, Message, Session, StoredMessage
+
+Vector = npt.NDArray[np.float32]
+
+# Tables that `dump` / `load` move between backends, in dependency order.
+TABLES = ("sessions", "session_state", "messages", "events", "facts", "vectors", "meta")
+
+
+class StoreError(Exception):
+    """The store cannot do what was asked; the message says why and what to do."""
+
+
+class SessionNotFound(StoreError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """A message to append, with its token count (computed by the caller's tokenizer)."""
+
+    message: Message
+    token_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    """What `sync_messages` did with a client's resent history."""
+
+    matched: int
+    added: tuple[StoredMessage, ...]
+    superseded: int
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilter:
+    """Which documents a search may return. `None` means no restriction on that axis."""
+
+    kinds: tuple[DocKind, ...] = ("fact", "message", "event")
+    scopes: tuple[str, ...] | None = None
+    session_id: str | None = None
+    fact_roles: tuple[FactRole, ...] | None = None
+
+
+@runtime_checkable
+class Store(Protocol):
+    """The persistence seam. See `tests/store/contract.py` for the behaviour each method owes."""
+
+    url: str
+
+    def close(self) -> None: ...
+
+    # --- sessions -------------------------------------------------------
+    def ensure_session(self, key: str, *, namespace: str | None = None) -> Session:
+        """The session for `key`, created on first use; `namespace` defaults to the key."""
+        ...
+
+    def get_session(self, session_id: str) -> Session | None: ...
+
+    def find_session(self, key: str) -> Session | None: ...
+
+    def list_sessions(
+        self, *, namespace: str | None = None, limit: int | None = None
+    ) -> list[Session]:
+        """Newest activity first."""
+        ...
+
+    def update_session(
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        summary: str | None = None,
+        summarized_count: int | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Session:
+        """Set the given fields (None leaves a field as it is); `metadata` replaces the whole map."""
+        ...
+
+    def add_usage(
+        self, session_id: str, *, prompt_tokens: int = 0, completion_tokens: int = 0,
+        cost_usd: float = 0.0,
+    ) -> None: ...
+
+    def delete_session(self, session_id: str) -> bool:
+        """Remove the session and everything of it: messages, events, state, its facts, index."""
+        ...
+
+    def fork_session(
+        self, session_id: str, *, new_key: str, at_position: int | None = None
+    ) -> Session:
+        """A new session whose history is a copy of the source's messages before `at_position`."""
+        ...
+
+    # --- scaffold state (todo, pinned, anchor, spec flags) ----------------
+    def get_state(self, session_id: str) -> dict[str, str]: ...
+
+    def set_state(self, session_id: str, name: str, value: str | None) -> None:
+        """Store one named state text; None removes it."""
+        ...
+
+    # --- messages ---------------------------------------------------------
+    def sync_messages(self, session_id: str, incoming: Sequence[NewMessage]) -> SyncResult:
+        """Store what is new in a client's full history, atomically per session.
+
+        Clients resend the whole conversation each turn. The client-origin
+        messages already stored are matched against `incoming` by position and
+        fingerprint; the unmatched rest is appended. A history that diverges
+        (an edited or regenerated turn) marks the stored tail `superseded`.
+        A message said twice is two messages: matching is positional.
+        """
+        ...
+
+    def append_messages(
+        self, session_id: str, messages: Sequence[NewMessage]
+    ) -> list[StoredMessage]:
+        """Append after the last stored message (assistant turns, memlane's own items)."""
+        ...
+
+    def list_messages(
+        self,
+        session_id: str,
+        *,
+        transcript_only: bool = False,
+        include_superseded: bool = False,
+        since_position: int = 0,
+    ) -> list[StoredMessage]:
+        """Messages in position order."""
+        ...
+
+    def set_message_status(self, message_id: int, status: str) -> None: ...
+
+    # --- events -----------------------------------------------------------
+    def add_event(
+        self, session_id: str, kind: str, payload: Mapping[str, Any], *, text: str = ""
+    ) -> Event:
+        """Append an event; non-empty `text` is keyword-indexed for retrieval."""
+        ...
+
+    def list_events(
+        self, session_id: str, *, kind: str | None = None, limit: int | None = None
+    ) -> list[Event]:
+        """Oldest first; with `limit`, the newest `limit` events (still oldest first)."""
+        ...
+
+    # --- long-term memory entries ------------------------------------------
+    def put_fact(self, fact: Fact) -> None:
+        """Insert or replace the entry with this id, and re-index its text."""
+        ...
+
+    def get_fact(self, fact_id: str) -> Fact | None: ...
+
+    def list_facts(
+        self,
+        *,
+        scope: str | None = None,
+        conversation_id: str | None = None,
+        roles: Sequence[FactRole] | None = None,
+        include_deleted: bool = False,
+        limit: int | None = None,
+    ) -> list[Fact]:
+        """Oldest first."""
+        ...
+
+    def delete_fact(self, fact_id: str, *, replaced_by: str | None = None) -> bool:
+        """Tombstone: the entry stays readable (deleted=True) and leaves the search index."""
+        ...
+
+    def purge_fact(self, fact_id: str) -> bool:
+        """Remove the entry entirely (its file is gone)."""
+        ...
+
+    # --- search -------------------------------------------------------------
+    def keyword_search(self, query: str, flt: SearchFilter, *, limit: int = 10) -> list[Hit]:
+        """BM25-style ranking over `store.analysis.terms`; best first, higher score is better."""
+        ...
+
+    def put_vectors(self, kind: DocKind, items: Sequence[tuple[str, Vector]], *, model: str) -> None:
+        """Attach embeddings (unit length) made by `model` to indexed documents."""
+        ...
+
+    def vector_search(
+        self, vector: Vector, flt: SearchFilter, *, model: str, limit: int = 10
+    ) -> list[Hit]:
+        """Cosine similarity over vectors of `model`; best first."""
+        ...
+
+    def get_vectors(self, kind: DocKind, refs: Sequence[str], *, model: str) -> dict[str, Vector]:
+        ...
+
+    def missing_vectors(
+        self, kind: DocKind, *, model: str, limit: int = 1000
+    ) -> list[tuple[str, str]]:
+        """(ref, text) of active documents that have no vector for `model` yet."""
+        ...
+
+    def drop_vectors(self, *, except_model: str) -> int:
+        """Remove vectors of every other model (the embedding model changed)."""
+        ...
+
+    # --- small key/value facts about the store -----------------------------
+    def get_meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    # --- whole-store copy (store migrate) ------------------------------------
+    def dump(self, table: str) -> Iterator[dict[str, Any]]:
+        """Every row of a table in `TABLES`, as plain JSON-ready values."""
+        ...
+
+    def load(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert rows produced by another backend's `dump`, keeping ids."""
+        ...
+
+    def count(self, table: str) -> int: ...

@@ -1,0 +1,1 @@
+"""Text services: tokens, embeddings, and the LLM client."""

@@ -1,0 +1,30 @@
+"""Plain data shared by every layer. Imports nothing from memlane."""
+
+from memlane.types.messages import Kind, Message, Origin, Role, ToolCall, Wire
+from memlane.types.records import (
+    DocKind,
+    Event,
+    Fact,
+    FactRole,
+    Hit,
+    MessageStatus,
+    Session,
+    StoredMessage,
+)
+
+__all__ = [
+    "DocKind",
+    "Event",
+    "Fact",
+    "FactRole",
+    "Hit",
+    "Kind",
+    "Message",
+    "MessageStatus",
+    "Origin",
+    "Role",
+    "Session",
+    "StoredMessage",
+    "ToolCall",
+    "Wire",
+]

@@ -1,0 +1,92 @@
+"""The one internal message shape every wire format is translated into.
+
+Clients speak Chat Completions or Responses; the engine only ever sees
+`Message`. Each message keeps the wire item it came from (`raw`) so that an
+unchanged message is forwarded byte-for-byte as the client sent it, which is
+what keeps provider prompt caches hitting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+Kind = Literal["message", "tool_call", "tool_result", "reasoning"]
+Wire = Literal["chat", "responses", "internal"]
+Origin = Literal["client", "state", "summary", "recall", "reference", "note"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One function call the assistant asked for."""
+
+    id: str
+    name: str
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A conversation item, independent of the wire format it travelled in.
+
+    `kind` says what the item is for the model: text, a request to call tools,
+    a tool's result, or reasoning. `origin` says who wrote it: the client, or
+    memlane itself (the state block, a summary, recalled snippets, an `@@`
+    reference, a loop note) — memlane's own items are never mistaken for the
+    user's words.
+    """
+
+    role: Role
+    text: str = ""
+    kind: Kind = "message"
+    tool_calls: tuple[ToolCall, ...] = ()
+    call_id: str | None = None
+    name: str | None = None
+    raw: Mapping[str, Any] | None = field(default=None, compare=False)
+    wire: Wire = "internal"
+    origin: Origin = "client"
+
+    def fingerprint(self) -> str:
+        """Content hash used to recognise a message a client sends again.
+
+        Only what the model reads counts (role, kind, text, calls), so a client
+        that re-serialises the same message slightly differently still matches.
+        """
+        canonical = json.dumps(
+            [
+                self.role,
+                self.kind,
+                self.text,
+                [[c.id, c.name, c.arguments] for c in self.tool_calls],
+                self.call_id,
+            ],
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    def with_text(self, text: str) -> Message:
+        """A copy with new text; the wire item is dropped because it no longer matches."""
+        return replace(self, text=text, raw=None)
+
+    @property
+    def call_ids(self) -> tuple[str, ...]:
+        """The call ids this item opens (tool calls) or closes (a tool result)."""
+        if self.tool_calls:
+            return tuple(c.id for c in self.tool_calls)
+        if self.call_id is not None:
+            return (self.call_id,)
+        return ()
+
+    @property
+    def is_transcript(self) -> bool:
+        """User prompts and final assistant answers: what a replay shows by default."""
+        if self.origin != "client":
+            return False
+        if self.role == "user" and self.kind == "message":
+            return True
+        return self.role == "assistant" and self.kind == "message" and bool(self.text)

@@ -1,0 +1,100 @@
+"""Plain records the store hands back: sessions, stored messages, events, facts, hits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from memlane.types.messages import Message
+
+DocKind = Literal["fact", "message", "event"]
+FactRole = Literal["memory", "user", "assistant", "summary"]
+MessageStatus = Literal["ok", "failed", "superseded"]
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A conversation memlane keeps, with its running summary and counters."""
+
+    id: str
+    key: str
+    namespace: str
+    created_at: datetime
+    updated_at: datetime
+    title: str | None = None
+    parent_id: str | None = None
+    fork_position: int | None = None
+    summary: str = ""
+    summarized_count: int = 0
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    message_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message as persisted: ordered by `position` inside its session."""
+
+    id: int
+    session_id: str
+    position: int
+    message: Message
+    content_hash: str
+    token_count: int
+    created_at: datetime
+    status: MessageStatus = "ok"
+
+    @property
+    def transcript(self) -> bool:
+        return self.message.is_transcript
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Something that happened to a session: history dropped, output offloaded, a loop seen."""
+
+    id: int
+    session_id: str
+    kind: str
+    payload: Mapping[str, Any]
+    text: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """A long-term memory entry: an extracted fact, a remembered turn or a rolling summary.
+
+    Deleted entries stay as tombstones (`deleted`, `replaced_by`) so history is auditable.
+    """
+
+    id: str
+    scope: str
+    conversation_id: str
+    role: FactRole
+    text: str
+    created_at: datetime
+    updated_at: datetime
+    deleted: bool = False
+    replaced_by: str | None = None
+    summary_kind: str | None = None
+    source_session: str | None = None
+    source_message: int | None = None
+    content_hash: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result, from keyword or vector search, before fusion."""
+
+    kind: DocKind
+    ref: str
+    scope: str
+    session_id: str | None
+    text: str
+    score: float
+    created_at: datetime
