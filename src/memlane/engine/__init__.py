@@ -1,1 +1,1 @@
-"""engine."""
+"""The engine: governance, memory, retrieval, sessions, scaffold."""

@@ -1,0 +1,1 @@
+"""Long-term memory: extraction, reconciliation, files, retrieval."""

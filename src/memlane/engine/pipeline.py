@@ -1,0 +1,64 @@
+"""Order the stages of a turn. See `engine.turn` for the picture."""
+
+from __future__ import annotations
+
+import asyncio
+
+from memlane.engine import scaffold
+from memlane.engine.governance import govern_turn
+from memlane.engine.memory.ingest import schedule_ingest
+from memlane.engine.memory.recall import recall_for_turn
+from memlane.engine.runtime import Runtime
+from memlane.engine.sessions.indexing import schedule_index
+from memlane.engine.sessions.references import resolve_references
+from memlane.engine.turn import Answer, Turn
+from memlane.store import NewMessage
+from memlane.types import Message
+
+
+async def prepare(rt: Runtime, turn: Turn) -> list[Message]:
+    """Persist what is new, then build the message list to forward upstream."""
+    await asyncio.to_thread(store_incoming, rt, turn)
+    messages = await resolve_references(rt, turn, list(turn.messages))
+    messages = await scaffold.add_state_block(rt, turn, messages)
+    messages = await govern_turn(rt, turn, messages)
+    return await recall_for_turn(rt, turn, messages)
+
+
+async def finish(rt: Runtime, turn: Turn, answer: Answer) -> None:
+    """Persist the assistant's answer and usage; everything slow goes to the background."""
+    await asyncio.to_thread(store_answer, rt, turn, answer)
+    if turn.session is None or answer.failed:
+        return
+    schedule_ingest(rt, turn, answer)
+    schedule_index(rt, turn)
+
+
+def store_incoming(rt: Runtime, turn: Turn) -> None:
+    """The user's turn is durable before anything is forwarded (nothing is lost)."""
+    if turn.ephemeral:
+        return
+    store = rt.store
+    if turn.session is None:
+        turn.session = store.ensure_session(turn.key, namespace=turn.namespace)
+    client = [m for m in turn.messages if m.origin == "client"]
+    counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in client]
+    turn.synced = store.sync_messages(turn.session.id, counted)
+
+
+def store_answer(rt: Runtime, turn: Turn, answer: Answer) -> None:
+    if turn.session is None:
+        return
+    store = rt.store
+    session_id = turn.session.id
+    if answer.failed:
+        if turn.synced is not None and turn.synced.added:
+            store.set_message_status(turn.synced.added[-1].id, "failed")
+        return
+    counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in answer.messages]
+    store.append_messages(session_id, counted)
+    store.add_usage(
+        session_id,
+        prompt_tokens=answer.prompt_tokens,
+        completion_tokens=answer.completion_tokens,
+    )

@@ -1,0 +1,1 @@
+"""Sessions: working context, index metadata, @@ references, query_session."""

@@ -1,0 +1,58 @@
+"""One request's journey through the engine, whatever face it came from.
+
+    prepare:  store what is new  ->  @@ references  ->  scaffold state block
+              ->  governance (mask, summarise, re-inject)  ->  long-term recall
+    finish:   store the assistant turn and usage  ->  schedule background work
+              (fact extraction, session summary and index, git commit)
+
+Each stage is a function owned by its own module; this file only orders them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from memlane.engine.runtime import Runtime
+from memlane.store import SyncResult
+from memlane.types import Message, Session, Wire
+
+
+@dataclass
+class Turn:
+    """What the engine knows about the request in flight."""
+
+    key: str
+    namespace: str
+    model: str
+    wire: Wire
+    messages: list[Message]
+    """The request's messages as the client sent them, in the internal shape."""
+    session: Session | None = None
+    """None for ephemeral sessions: governed and forwarded, never stored."""
+    agentic: bool = False
+    ephemeral: bool = False
+    flags: Mapping[str, str] = field(default_factory=dict)
+    """`X-Memlane-*` header values by lower-case suffix (`todo`, `spec-mode`, …)."""
+    synced: SyncResult | None = None
+    trimmed: bool = False
+    """Set by governance when the request had to be cut to fit."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def user_text(self) -> str:
+        """The latest user message's text: what retrieval and fact extraction look at."""
+        for message in reversed(self.messages):
+            if message.role == "user" and message.origin == "client" and message.kind == "message":
+                return message.text
+        return ""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The final assistant output of a turn, assembled from the upstream's answer or stream."""
+
+    messages: list[Message]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    failed: bool = False

@@ -1,0 +1,8 @@
+"""Fixtures shared by the whole suite live in tests/support/, one module per concern."""
+
+pytest_plugins = [
+    "tests.support.stores",
+    "tests.support.text",
+    "tests.support.upstream",
+    "tests.support.pg",
+]
