@@ -32,7 +32,8 @@ def _version(value: bool) -> None:
 def root(
     ctx: typer.Context,
     config: Annotated[
-        Path | None, typer.Option("--config", help="TOML config file (default: $MEMLANE_HOME/config.toml).")
+        Path | None,
+        typer.Option("--config", help="TOML config file (default: $MEMLANE_HOME/config.toml)."),
     ] = None,
     home: Annotated[
         Path | None, typer.Option("--home", help="Data home (default: ~/.local/share/memlane).")

@@ -25,7 +25,9 @@ def show(
         print_json(
             {
                 "config_file": str(loaded.config_file) if loaded.config_file else None,
-                "settings": {k: {"value": v, "source": loaded.sources[k]} for k, v in values.items()},
+                "settings": {
+                    k: {"value": v, "source": loaded.sources[k]} for k, v in values.items()
+                },
             }
         )
         return

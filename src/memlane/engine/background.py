@@ -34,8 +34,10 @@ class Background:
     def pending(self) -> int:
         return len(self._tasks)
 
-    async def drain(self, timeout: float = 30.0) -> None:
-        """Wait until no background work is left (tasks may spawn more tasks)."""
-        async with asyncio.timeout(timeout):
-            while self._tasks:
-                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+    async def drain(self) -> None:
+        """Wait until no background work is left (tasks may spawn more tasks).
+
+        Callers bound the wait themselves (`asyncio.timeout`), as shutdown and tests differ.
+        """
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from memlane.engine.runtime import Runtime
 from memlane.store import SyncResult
 from memlane.types import Message, Session, Wire
 

@@ -91,11 +91,15 @@ class Store(Protocol):
         summarized_count: int | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> Session:
-        """Set the given fields (None leaves a field as it is); `metadata` replaces the whole map."""
+        """Set the given fields (None leaves one as it is); `metadata` replaces the map."""
         ...
 
     def add_usage(
-        self, session_id: str, *, prompt_tokens: int = 0, completion_tokens: int = 0,
+        self,
+        session_id: str,
+        *,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
         cost_usd: float = 0.0,
     ) -> None: ...
 
@@ -192,7 +196,9 @@ class Store(Protocol):
         """BM25-style ranking over `store.analysis.terms`; best first, higher score is better."""
         ...
 
-    def put_vectors(self, kind: DocKind, items: Sequence[tuple[str, Vector]], *, model: str) -> None:
+    def put_vectors(
+        self, kind: DocKind, items: Sequence[tuple[str, Vector]], *, model: str
+    ) -> None:
         """Attach embeddings (unit length) made by `model` to indexed documents."""
         ...
 
@@ -202,8 +208,9 @@ class Store(Protocol):
         """Cosine similarity over vectors of `model`; best first."""
         ...
 
-    def get_vectors(self, kind: DocKind, refs: Sequence[str], *, model: str) -> dict[str, Vector]:
-        ...
+    def get_vectors(
+        self, kind: DocKind, refs: Sequence[str], *, model: str
+    ) -> dict[str, Vector]: ...
 
     def missing_vectors(
         self, kind: DocKind, *, model: str, limit: int = 1000

@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memlane.config import ConfigError, effective_values, load_settings
+
+
+def test_defaults_need_no_config(tmp_path: Path) -> None:
+    loaded = load_settings(environ={"XDG_DATA_HOME": str(tmp_path)})
+    assert loaded.settings.home == tmp_path / "memlane"
+    assert loaded.settings.port == 8100
+    assert loaded.settings.upstream_url == "http://127.0.0.1:11434/v1"
+    assert loaded.sources["port"] == "default"
+    assert loaded.config_file is None
+
+
+def test_openai_base_url_is_the_upstream_default(tmp_path: Path) -> None:
+    env = {"XDG_DATA_HOME": str(tmp_path), "OPENAI_BASE_URL": "http://10.0.0.1:9/v1"}
+    loaded = load_settings(environ=env)
+    assert loaded.settings.upstream_url == "http://10.0.0.1:9/v1"
+    assert loaded.sources["upstream_url"] == "env OPENAI_BASE_URL"
+
+
+def test_precedence_file_then_env_then_flags(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('port = 9001\nhost = "127.0.0.2"\nlog_level = "debug"\n')
+    env = {"MEMLANE_HOME": str(home), "MEMLANE_PORT": "9002", "MEMLANE_HOST": "127.0.0.3"}
+    loaded = load_settings(environ=env, overrides={"port": 9003})
+    assert loaded.settings.log_level == "debug"
+    assert loaded.sources["log_level"] == f"file {home / 'config.toml'}"
+    assert loaded.settings.host == "127.0.0.3"
+    assert loaded.sources["host"] == "env MEMLANE_HOST"
+    assert loaded.settings.port == 9003
+    assert loaded.sources["port"] == "flag"
+    assert loaded.config_file == home / "config.toml"
+
+
+def test_explicit_config_file_and_memlane_table(tmp_path: Path) -> None:
+    path = tmp_path / "custom.toml"
+    path.write_text("[memlane]\nport = 7000\n")
+    loaded = load_settings(config_file=path, environ={"XDG_DATA_HOME": str(tmp_path)})
+    assert loaded.settings.port == 7000
+
+
+def test_missing_explicit_config_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(config_file=tmp_path / "nope.toml", environ={})
+
+
+@pytest.mark.parametrize(
+    ("env", "fragment"),
+    [
+        ({"MEMLANE_PORT": "eighty"}, "'port' (from env MEMLANE_PORT)"),
+        ({"MEMLANE_PORT": "70000"}, "'port'"),
+        ({"MEMLANE_LOG_LEVEL": "loud"}, "'log_level'"),
+        ({"MEMLANE_NO_SUCH_THING": "1"}, "unknown setting MEMLANE_NO_SUCH_THING"),
+    ],
+)
+def test_invalid_values_name_the_key(tmp_path: Path, env: dict[str, str], fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(environ={"XDG_DATA_HOME": str(tmp_path), **env})
+    assert fragment in str(info.value)
+
+
+def test_bad_toml_and_unknown_file_keys(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    home.mkdir()
+    (home / "config.toml").write_text("port = = 1")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_settings(environ={"MEMLANE_HOME": str(home)})
+    (home / "config.toml").write_text("prot = 1")
+    with pytest.raises(ConfigError, match="unknown setting 'prot'"):
+        load_settings(environ={"MEMLANE_HOME": str(home)})
+
+
+def test_secrets_are_masked_in_effective_values(tmp_path: Path) -> None:
+    env = {"XDG_DATA_HOME": str(tmp_path), "MEMLANE_UPSTREAM_API_KEY": "sk-secret-value"}
+    loaded = load_settings(environ=env)
+    values = effective_values(loaded)
+    assert values["upstream_api_key"] == "********"
+    assert "sk-secret-value" not in repr(values)
+    assert "sk-secret-value" not in repr(loaded.settings)
