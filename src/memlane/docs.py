@@ -1,0 +1,43 @@
+"""Reference tables generated from the code itself, for the README and `--help` pages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+import typer
+from pydantic import SecretStr
+
+from memlane.config import Settings
+
+
+def config_table() -> str:
+    rows = ["| setting (env) | default | description |", "| --- | --- | --- |"]
+    for name, field in Settings.model_fields.items():
+        default: Any = field.default
+        empty = default is None or (isinstance(default, dict | list | tuple) and not default)
+        shown = "—" if empty or isinstance(default, SecretStr) else f"`{default}`"
+        description = (field.description or "").replace("|", "\\|")
+        rows.append(f"| `MEMLANE_{name.upper()}` | {shown} | {description} |")
+    return "\n".join(rows)
+
+
+def cli_table() -> str:
+    from memlane.cli.app import app
+
+    root = typer.main.get_command(app)
+    rows = ["| command | what it does |", "| --- | --- |"]
+    for path, command in _walk(root, ["memlane"]):
+        summary = (command.help or "").strip().splitlines()[0] if command.help else ""
+        rows.append(f"| `{' '.join(path)}` | {summary} |")
+    return "\n".join(rows)
+
+
+def _walk(command: click.Command, path: list[str]) -> list[tuple[list[str], click.Command]]:
+    found: list[tuple[list[str], click.Command]] = []
+    if isinstance(command, click.Group):
+        for name in sorted(command.commands):
+            found.extend(_walk(command.commands[name], [*path, name]))
+    else:
+        found.append((path, command))
+    return found
