@@ -58,3 +58,31 @@ class CoreSettings(BaseModel):
         default=None,
         description="Model memlane's own LLM calls use when no request names one (CLI, library).",
     )
+    llm_base_url: str | None = Field(
+        default=None,
+        description="Base URL of memlane's own LLM calls (summaries, facts, metadata); "
+        "empty means upstream_url.",
+    )
+    llm_api_key: SecretStr | None = Field(
+        default=None,
+        description="Key for memlane's own LLM calls; empty means upstream_api_key, then the "
+        "OPENAI_API_KEY environment variable. Never stored or logged.",
+    )
+    llm_timeout: float = Field(
+        default=120.0, gt=0, description="Seconds memlane's own LLM calls may take before failing."
+    )
+    summary_model: str | None = Field(
+        default=None,
+        description="A dedicated (cheaper) model for summaries; empty means llm_model or the "
+        "model of the request being summarised.",
+    )
+    summary_base_url: str | None = Field(
+        default=None,
+        description="Base URL of the summary model; empty means llm_base_url, then upstream_url.",
+    )
+    tokenizer: Literal["auto", "cl100k_base", "o200k_base"] = Field(
+        default="auto",
+        description="auto: the encoding of the model named in the request (o200k_base for the "
+        "gpt-4o/4.1/5 and o-series families, cl100k_base for gpt-4/3.5, and cl100k_base for "
+        "models it does not know, e.g. local ones); or force one encoding for every model.",
+    )

@@ -1,10 +1,18 @@
-"""memlane's own calls to an OpenAI-compatible LLM (summaries, facts, metadata)."""
+"""memlane's own calls to an OpenAI-compatible LLM (summaries, facts, metadata).
+
+These calls never carry tools and never stream: one prompt in, one text out.
+Every failure (unreachable, timeout, non-2xx, a body that is not a completion)
+becomes `LLMError` with a short reason, so each caller can take its documented
+fallback. The API key is only ever sent as a header, never put in a message.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+import httpx
 
 
 class LLMError(Exception):
@@ -31,3 +39,110 @@ class LLM(Protocol):
     ) -> Completion:
         """One chat completion with no tools. Raises `LLMError` on any failure."""
         ...
+
+
+class OpenAICompatibleLLM:
+    """`POST {base_url}/chat/completions` with httpx.
+
+    Each call opens its own `httpx.AsyncClient`: memlane's LLM calls are few and
+    slow (seconds), and a client bound to no event loop can be built at start-up
+    and used from the proxy's loop, a CLI's `asyncio.run` or a test's loop alike.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        default_model: str | None = None,
+        timeout: float = 120.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.default_model = default_model
+        self._api_key = api_key
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = timeout
+        self._transport = transport
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        json_mode: bool = False,
+    ) -> Completion:
+        chosen = model or self.default_model
+        if not chosen:
+            raise LLMError("no model: set llm_model (or summary_model) or name one per call")
+        body: dict[str, Any] = {
+            "model": chosen,
+            "messages": [dict(m) for m in messages],
+            "temperature": temperature,
+            "stream": False,
+        }
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        if json_mode:
+            body["response_format"] = {"type": "json_object"}
+        payload = await self._post(body)
+        return _parse_completion(payload, chosen)
+
+    async def _post(self, body: Mapping[str, Any]) -> Any:
+        url = f"{self.base_url}/chat/completions"
+        try:
+            async with httpx.AsyncClient(
+                timeout=self._timeout, headers=self._headers, transport=self._transport
+            ) as client:
+                response = await client.post(url, json=body)
+        except httpx.TimeoutException as exc:
+            raise LLMError(f"LLM timed out after {self._timeout:g}s ({self.base_url})") from exc
+        except httpx.HTTPError as exc:
+            raise LLMError(f"LLM unreachable at {self.base_url}: {type(exc).__name__}") from exc
+        if not response.is_success:
+            raise LLMError(
+                f"LLM answered HTTP {response.status_code}{_error_hint(response, self._api_key)}"
+            )
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise LLMError("LLM answered a body that is not JSON") from exc
+
+
+def _parse_completion(payload: Any, requested_model: str) -> Completion:
+    try:
+        choice = payload["choices"][0]
+        text = choice["message"]["content"]
+    except (KeyError, IndexError, TypeError) as exc:
+        raise LLMError("LLM answered without a message (no choices[0].message)") from exc
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        raise LLMError("LLM answered a message whose content is not text")
+    usage = payload.get("usage") if isinstance(payload, dict) else None
+    usage = usage if isinstance(usage, dict) else {}
+    return Completion(
+        text=text,
+        model=str(payload.get("model") or requested_model),
+        prompt_tokens=_as_int(usage.get("prompt_tokens")),
+        completion_tokens=_as_int(usage.get("completion_tokens")),
+    )
+
+
+def _as_int(value: Any) -> int:
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
+def _error_hint(response: httpx.Response, api_key: str | None) -> str:
+    """The upstream's own error message, short, with the key masked if it was echoed."""
+    try:
+        error = response.json().get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+    except (ValueError, AttributeError):
+        return ""
+    if not isinstance(message, str) or not message:
+        return ""
+    if api_key:
+        message = message.replace(api_key, "***")
+    return ": " + message[:200]

@@ -1,13 +1,113 @@
-"""Counting tokens the way the model will.
+"""Counting tokens the way the model will, offline.
 
-Implementation: see the text-layer issue. The protocol is the seam governance uses.
+The BPE encodings (cl100k_base, o200k_base) ship gzipped inside the `bpe-openai`
+wheel. memlane reads them from there, checks them against the sha256 tiktoken
+publishes for the same file, and builds a `tiktoken.Encoding` through its public
+constructor, so nothing is ever downloaded and no tiktoken internals are touched.
+
+Which encoding a model uses comes from tiktoken's own model table; a model it
+does not know (a local Ollama or vLLM model, say) is counted with cl100k_base.
+For such models the count is an estimate (typically within ±15% of the model's
+own tokenizer), which governance's safety margin absorbs.
+
+Governance counts every message of every request, and long histories repeat
+the same large tool outputs turn after turn, so counts of long texts are
+memoised in a bounded LRU keyed by a digest of the text.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import base64
+import gzip
+import hashlib
+import importlib.util
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+import tiktoken
+import tiktoken.model
 
 from memlane.types import Message
+
+EncodingName = Literal["cl100k_base", "o200k_base"]
+FALLBACK_ENCODING: EncodingName = "cl100k_base"
+"""The encoding used for models tiktoken does not know (local models, other vendors)."""
+
+MESSAGE_OVERHEAD = 3
+"""Framing tokens around every message (start marker, role separator, end marker)."""
+NAME_OVERHEAD = 1
+"""Extra token when a message carries a `name`."""
+TOOL_CALL_OVERHEAD = 3
+"""Framing tokens around each tool call (its id and the call envelope)."""
+REPLY_PRIMING = 3
+"""Tokens every request spends priming the assistant's reply."""
+
+MEMO_MIN_CHARS = 512
+"""Texts shorter than this are encoded directly: hashing them would not save time."""
+MEMO_SIZE = 4096
+"""Long-text counts remembered per encoding."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    """Everything tiktoken's own definition of an encoding holds, minus the download."""
+
+    file: str
+    sha256: str
+    pat_str: str
+    special_tokens: dict[str, int]
+
+
+_ENDOFTEXT = "<|endoftext|>"
+_ENDOFPROMPT = "<|endofprompt|>"
+
+_SPECS: dict[EncodingName, _Spec] = {
+    "cl100k_base": _Spec(
+        file="cl100k_base.tiktoken.gz",
+        sha256="223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        pat_str=(
+            r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+|"""
+            r""" ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+        ),
+        special_tokens={
+            _ENDOFTEXT: 100257,
+            "<|fim_prefix|>": 100258,
+            "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260,
+            _ENDOFPROMPT: 100276,
+        },
+    ),
+    "o200k_base": _Spec(
+        file="o200k_base.tiktoken.gz",
+        sha256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        pat_str="|".join(
+            [
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""\p{N}{1,3}""",
+                r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+                r"""\s*[\r\n]+""",
+                r"""\s+(?!\S)""",
+                r"""\s+""",
+            ]
+        ),
+        special_tokens={_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018},
+    ),
+}
+
+# tiktoken names encodings memlane does not ship; each maps to the closest one it does.
+_ALIASES: dict[str, EncodingName] = {
+    "o200k_harmony": "o200k_base",  # same ranks, more special tokens
+    "cl100k_base": "cl100k_base",
+    "o200k_base": "o200k_base",
+}
+
+
+class TokenizerError(Exception):
+    """The packaged encoding is missing or damaged (a broken install)."""
 
 
 class Tokenizer(Protocol):
@@ -18,3 +118,111 @@ class Tokenizer(Protocol):
     def count_message(self, message: Message) -> int:
         """Tokens a message costs in a request, including per-message framing."""
         ...
+
+
+def encoding_for_model(model: str | None) -> EncodingName:
+    """The encoding a model counts with: tiktoken's table, else the documented fallback.
+
+    A provider prefix (`openai/gpt-4o`) is ignored; an empty model gets the fallback.
+    """
+    if not model:
+        return FALLBACK_ENCODING
+    bare = model.rsplit("/", 1)[-1].strip()
+    try:
+        name = tiktoken.model.encoding_name_for_model(bare)
+    except KeyError:
+        return FALLBACK_ENCODING
+    return _ALIASES.get(name, FALLBACK_ENCODING)
+
+
+class BPETokenizer:
+    """A real BPE tokenizer (tiktoken) with a memo for long texts. Thread-safe."""
+
+    def __init__(self, encoding: tiktoken.Encoding, *, memo_size: int = MEMO_SIZE) -> None:
+        self.name: str = encoding.name
+        self._encoding = encoding
+        self._memo: OrderedDict[bytes, int] = OrderedDict()
+        self._memo_size = memo_size
+        self._lock = threading.Lock()
+
+    def count(self, text: str) -> int:
+        if len(text) < MEMO_MIN_CHARS:
+            return self._encode_len(text)
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        with self._lock:
+            cached = self._memo.get(key)
+            if cached is not None:
+                self._memo.move_to_end(key)
+                return cached
+        counted = self._encode_len(text)
+        with self._lock:
+            self._memo[key] = counted
+            if len(self._memo) > self._memo_size:
+                self._memo.popitem(last=False)
+        return counted
+
+    def count_message(self, message: Message) -> int:
+        total = MESSAGE_OVERHEAD + self.count(message.role) + self.count(message.text)
+        if message.name:
+            total += NAME_OVERHEAD + self.count(message.name)
+        for call in message.tool_calls:
+            total += TOOL_CALL_OVERHEAD + self.count(call.name) + self.count(call.arguments)
+        return total
+
+    def _encode_len(self, text: str) -> int:
+        # Special-token strings in user text are counted as plain text, never rejected.
+        return len(self._encoding.encode(text, disallowed_special=()))
+
+
+def count_messages(tokenizer: Tokenizer, messages: list[Message]) -> int:
+    """Tokens a whole request's messages cost, including the reply priming."""
+    return REPLY_PRIMING + sum(tokenizer.count_message(m) for m in messages)
+
+
+_TOKENIZERS: dict[EncodingName, BPETokenizer] = {}
+_TOKENIZERS_LOCK = threading.Lock()
+
+
+def get_tokenizer(encoding: EncodingName) -> BPETokenizer:
+    """The process-wide tokenizer of an encoding, loaded once (0.1–0.3 s) on first use."""
+    with _TOKENIZERS_LOCK:
+        tokenizer = _TOKENIZERS.get(encoding)
+        if tokenizer is None:
+            tokenizer = BPETokenizer(load_encoding(encoding))
+            _TOKENIZERS[encoding] = tokenizer
+        return tokenizer
+
+
+def load_encoding(name: EncodingName) -> tiktoken.Encoding:
+    """Build an encoding from the file shipped in `bpe-openai`, after checking its hash."""
+    spec = _SPECS[name]
+    path = _packaged_file(spec.file)
+    try:
+        data = gzip.decompress(path.read_bytes())
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise TokenizerError(f"cannot read the {name} encoding at {path}: {exc}") from exc
+    if hashlib.sha256(data).hexdigest() != spec.sha256:
+        raise TokenizerError(f"the {name} encoding at {path} is damaged (hash mismatch)")
+    return tiktoken.Encoding(
+        name=name,
+        pat_str=spec.pat_str,
+        mergeable_ranks=_parse_ranks(data),
+        special_tokens=spec.special_tokens,
+    )
+
+
+def _parse_ranks(data: bytes) -> dict[bytes, int]:
+    ranks: dict[bytes, int] = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def _packaged_file(filename: str) -> Path:
+    # find_spec locates the data folder without importing bpe-openai's native bindings.
+    spec = importlib.util.find_spec("bpe_openai")
+    if spec is None or not spec.submodule_search_locations:
+        raise TokenizerError("the bpe-openai package (memlane's token encodings) is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "data" / filename

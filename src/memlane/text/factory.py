@@ -1,0 +1,81 @@
+"""Build the text services from `Settings`: the one door built-ins and options share.
+
+Tokenizers and the MiniLM model are process-wide (loading them costs 0.1–1 s);
+the LLM client and the endpoint embedder are cheap and built per call.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+
+from memlane.config import Settings
+from memlane.text.embeddings import Embedder, HashingEmbedder, MiniLMEmbedder, OpenAIEmbedder
+from memlane.text.llm import LLM, OpenAICompatibleLLM
+from memlane.text.tokens import Tokenizer, encoding_for_model, get_tokenizer
+
+SUMMARY_PURPOSE = "summary"
+"""The purpose that may use the dedicated summary model and base URL."""
+
+_MINILM: MiniLMEmbedder | None = None
+_MINILM_LOCK = threading.Lock()
+
+
+def make_tokenizer(settings: Settings, model: str | None = None) -> Tokenizer:
+    """The tokenizer for `model` (else `llm_model`), unless `tokenizer` forces one."""
+    if settings.tokenizer != "auto":
+        return get_tokenizer(settings.tokenizer)
+    return get_tokenizer(encoding_for_model(model or settings.llm_model))
+
+
+def make_embedder(settings: Settings) -> Embedder:
+    """The embedder `embedding_backend` names; MiniLM is shared by the whole process."""
+    if settings.embedding_backend == "hashing":
+        return HashingEmbedder()
+    if settings.embedding_backend == "openai":
+        key = settings.embedding_api_key or settings.upstream_api_key
+        return OpenAIEmbedder(
+            settings.embedding_base_url or settings.upstream_url,
+            settings.embedding_model,
+            api_key=key.get_secret_value() if key else os.environ.get("OPENAI_API_KEY"),
+        )
+    return _shared_minilm()
+
+
+def make_llm(
+    settings: Settings,
+    *,
+    purpose: str = "default",
+    environ: Mapping[str, str] | None = None,
+) -> LLM:
+    """memlane's own LLM client.
+
+    purpose "summary" prefers `summary_model` / `summary_base_url`; every purpose
+    then falls back to `llm_model` / `llm_base_url`, then `upstream_url`. With no
+    model configured, each call must name one (the proxy passes the request's).
+    The key: `llm_api_key`, else `upstream_api_key`, else `$OPENAI_API_KEY`.
+    """
+    env = os.environ if environ is None else environ
+    summary = purpose == SUMMARY_PURPOSE
+    base_url = (
+        (settings.summary_base_url if summary else None)
+        or settings.llm_base_url
+        or settings.upstream_url
+    )
+    model = (settings.summary_model if summary else None) or settings.llm_model
+    key = settings.llm_api_key or settings.upstream_api_key
+    return OpenAICompatibleLLM(
+        base_url,
+        api_key=key.get_secret_value() if key else env.get("OPENAI_API_KEY") or None,
+        default_model=model,
+        timeout=settings.llm_timeout,
+    )
+
+
+def _shared_minilm() -> MiniLMEmbedder:
+    global _MINILM
+    with _MINILM_LOCK:
+        if _MINILM is None:
+            _MINILM = MiniLMEmbedder()
+        return _MINILM
