@@ -1,0 +1,1111 @@
+"""The PostgreSQL + pgvector backend: one database shared by many proxy replicas.
+
+Same contract as the SQLite file (see `store.base.Store`), built for several
+processes on several machines writing at once:
+
+- the schema is migrated at start-up under an advisory lock (`postgres_schema`);
+- every write to a session's history locks that session's row first
+  (`SELECT … FOR NO KEY UPDATE`), so two replicas serving the same session
+  append in order and never store a resent turn twice;
+- keyword search ranks with BM25 over a GIN-indexed `tsvector` whose lexemes
+  are exactly the shared analyser's terms (so `src/app/main.py`, `snake_case`
+  and `camelCase` parts match as they do in SQLite);
+- vectors live in one `vector` column of any dimension, with a partial HNSW
+  index (cosine) per dimension, created on first use.
+
+Nothing here keeps state another replica could not see: every answer comes
+from the database.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any, cast
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from memlane.store import analysis, codec
+from memlane.store.base import (
+    TABLES,
+    NewMessage,
+    SearchFilter,
+    SessionNotFound,
+    StoreError,
+    SyncResult,
+    Vector,
+)
+from memlane.store.postgres_schema import LOCK_CLASS, VECTOR_INDEX_LOCK, migrate
+from memlane.store.transcript import plan_sync
+from memlane.types import DocKind, Event, Fact, FactRole, Hit, Session, StoredMessage
+
+Conn = psycopg.Connection[dict[str, Any]]
+Row = dict[str, Any]
+
+# BM25 parameters (the usual defaults, as SQLite's FTS5 uses).
+BM25_K1 = 1.2
+BM25_B = 0.75
+# The most candidates an HNSW scan visits to fill a filtered result (pgvector's default).
+HNSW_MAX_SCAN = 20_000
+# pgvector indexes `vector` columns up to this dimension; above it, search is exact.
+HNSW_MAX_DIM = 2_000
+POOL_MAX = 10
+CONNECT_TIMEOUT = 10
+
+_SESSION_COLUMNS = (
+    "id, key, namespace, title, parent_id, fork_position, summary, summarized_count, "
+    "metadata, prompt_tokens, completion_tokens, cost_usd, message_count, created_at, updated_at"
+)
+_MESSAGE_COLUMNS = (
+    "id, session_id, position, role, kind, origin, wire, content, text, content_hash, "
+    "token_count, status, created_at"
+)
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages and `Store.url`."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+class PostgresStore:
+    """A `Store` over a PostgreSQL database with the pgvector extension."""
+
+    def __init__(self, url: str, *, pool_size: int = POOL_MAX) -> None:
+        self.url = redact(url)
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
+                migrate(cast("psycopg.Connection[tuple[object, ...]]", conn))
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot open the PostgreSQL store at {self.url}: {_reason(exc)} "
+                "(check MEMLANE_STORE_URL, that the server runs and has the pgvector extension)"
+            ) from exc
+        self._pool: ConnectionPool[Conn] = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max(1, pool_size),
+            kwargs={"row_factory": dict_row},
+            configure=_configure,
+            open=False,
+            name="memlane",
+        )
+        try:
+            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+        except PoolTimeout as exc:
+            self._pool.close()
+            raise StoreError(f"cannot connect to the PostgreSQL store at {self.url}") from exc
+        self._indexed_dims: set[int] = set()
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def _tx(self) -> AbstractContextManager[Conn]:
+        """A pooled connection in one transaction: committed on success, rolled back on error."""
+        return self._pool.connection()
+
+    # --- sessions -------------------------------------------------------
+    def ensure_session(self, key: str, *, namespace: str | None = None) -> Session:
+        if not key:
+            raise StoreError("a session key must not be empty")
+        stamp = codec.now()
+        with self._tx() as conn:
+            # Race-free across replicas: the unique key decides, the loser reads the winner's row.
+            conn.execute(
+                "INSERT INTO sessions (id, key, namespace, created_at, updated_at) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
+                (_new_session_id(), key, namespace or key, stamp, stamp),
+            )
+            row = conn.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE key = %s", (key,)
+            ).fetchone()
+        assert row is not None
+        return _session(row)
+
+    def get_session(self, session_id: str) -> Session | None:
+        with self._tx() as conn:
+            row = conn.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = %s", (session_id,)
+            ).fetchone()
+        return _session(row) if row else None
+
+    def find_session(self, key: str) -> Session | None:
+        with self._tx() as conn:
+            row = conn.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE key = %s", (key,)
+            ).fetchone()
+        return _session(row) if row else None
+
+    def list_sessions(
+        self, *, namespace: str | None = None, limit: int | None = None
+    ) -> list[Session]:
+        with self._tx() as conn:
+            rows = conn.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions "
+                "WHERE (%(ns)s::text IS NULL OR namespace = %(ns)s) "
+                "ORDER BY updated_at DESC, id DESC LIMIT %(limit)s",
+                {"ns": namespace, "limit": limit},
+            ).fetchall()
+        return [_session(r) for r in rows]
+
+    def update_session(
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        summary: str | None = None,
+        summarized_count: int | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Session:
+        with self._tx() as conn:
+            row = conn.execute(
+                f"""UPDATE sessions SET
+                    title = coalesce(%(title)s, title),
+                    summary = coalesce(%(summary)s, summary),
+                    summarized_count = coalesce(%(summarized_count)s, summarized_count),
+                    metadata = coalesce(%(metadata)s, metadata),
+                    updated_at = %(now)s
+                WHERE id = %(id)s RETURNING {_SESSION_COLUMNS}""",
+                {
+                    "id": session_id,
+                    "title": title,
+                    "summary": summary,
+                    "summarized_count": summarized_count,
+                    "metadata": Jsonb(dict(metadata)) if metadata is not None else None,
+                    "now": codec.now(),
+                },
+            ).fetchone()
+        if row is None:
+            raise SessionNotFound(f"no session {session_id!r}")
+        return _session(row)
+
+    def add_usage(
+        self,
+        session_id: str,
+        *,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        cost_usd: float = 0.0,
+    ) -> None:
+        with self._tx() as conn:
+            cur = conn.execute(
+                "UPDATE sessions SET prompt_tokens = prompt_tokens + %s, "
+                "completion_tokens = completion_tokens + %s, cost_usd = cost_usd + %s "
+                "WHERE id = %s",
+                (prompt_tokens, completion_tokens, cost_usd, session_id),
+            )
+            if cur.rowcount == 0:
+                raise SessionNotFound(f"no session {session_id!r}")
+
+    def delete_session(self, session_id: str) -> bool:
+        with self._tx() as conn:
+            row = conn.execute(
+                "SELECT id FROM sessions WHERE id = %s FOR UPDATE", (session_id,)
+            ).fetchone()
+            if row is None:
+                return False
+            conn.execute(
+                "DELETE FROM docs WHERE session_id = %s AND kind IN ('message', 'event')",
+                (session_id,),
+            )
+            fact_ids = [
+                r["id"]
+                for r in conn.execute(
+                    "DELETE FROM facts WHERE conversation_id = %s OR source_session = %s "
+                    "RETURNING id",
+                    (session_id, session_id),
+                ).fetchall()
+            ]
+            if fact_ids:
+                conn.execute("DELETE FROM docs WHERE kind = 'fact' AND ref = ANY(%s)", (fact_ids,))
+            conn.execute("DELETE FROM sessions WHERE id = %s", (session_id,))
+        return True
+
+    def fork_session(
+        self, session_id: str, *, new_key: str, at_position: int | None = None
+    ) -> Session:
+        stamp = codec.now()
+        with self._tx() as conn:
+            source = conn.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = %s FOR NO KEY UPDATE",
+                (session_id,),
+            ).fetchone()
+            if source is None:
+                raise SessionNotFound(f"no session {session_id!r}")
+            if conn.execute("SELECT 1 FROM sessions WHERE key = %s", (new_key,)).fetchone():
+                raise StoreError(f"a session with key {new_key!r} already exists")
+            new_id = _new_session_id()
+            conn.execute(
+                "INSERT INTO sessions (id, key, namespace, title, parent_id, fork_position, "
+                "metadata, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    new_id,
+                    new_key,
+                    source["namespace"],
+                    source["title"],
+                    session_id,
+                    at_position,
+                    Jsonb(source["metadata"]),
+                    stamp,
+                    stamp,
+                ),
+            )
+            rows = conn.execute(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE session_id = %s "
+                "AND status <> 'superseded' AND (%s::int IS NULL OR position < %s) "
+                "ORDER BY position",
+                (session_id, at_position, at_position),
+            ).fetchall()
+            copies = [
+                NewMessage(codec.message_from_json(r["content"]), r["token_count"]) for r in rows
+            ]
+            self._append(conn, new_id, source["namespace"], copies, start=0, stamp=stamp)
+            row = conn.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = %s", (new_id,)
+            ).fetchone()
+        assert row is not None
+        return _session(row)
+
+    # --- scaffold state ---------------------------------------------------
+    def get_state(self, session_id: str) -> dict[str, str]:
+        with self._tx() as conn:
+            rows = conn.execute(
+                "SELECT name, value FROM session_state WHERE session_id = %s ORDER BY name",
+                (session_id,),
+            ).fetchall()
+        return {r["name"]: r["value"] for r in rows}
+
+    def set_state(self, session_id: str, name: str, value: str | None) -> None:
+        with self._tx() as conn:
+            _lock_session(conn, session_id)
+            if value is None:
+                conn.execute(
+                    "DELETE FROM session_state WHERE session_id = %s AND name = %s",
+                    (session_id, name),
+                )
+            else:
+                conn.execute(
+                    "INSERT INTO session_state (session_id, name, value) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (session_id, name) DO UPDATE SET value = excluded.value",
+                    (session_id, name, value),
+                )
+
+    # --- messages ---------------------------------------------------------
+    def sync_messages(self, session_id: str, incoming: Sequence[NewMessage]) -> SyncResult:
+        stamp = codec.now()
+        with self._tx() as conn:
+            session = _lock_session(conn, session_id)
+            stored = conn.execute(
+                "SELECT id, position, content_hash FROM messages WHERE session_id = %s "
+                "AND origin = 'client' AND status <> 'superseded' ORDER BY position",
+                (session_id,),
+            ).fetchall()
+            plan = plan_sync(
+                [r["content_hash"] for r in stored],
+                [m.message.fingerprint() for m in incoming],
+            )
+            superseded = 0
+            if plan.supersede_from is not None:
+                first = stored[plan.supersede_from]["position"]
+                superseded = self._supersede_from(conn, session_id, first)
+            added = self._append(
+                conn,
+                session_id,
+                session["namespace"],
+                incoming[plan.matched :],
+                start=_next_position(conn, session_id),
+                stamp=stamp,
+            )
+        return SyncResult(plan.matched, tuple(added), superseded)
+
+    def append_messages(
+        self, session_id: str, messages: Sequence[NewMessage]
+    ) -> list[StoredMessage]:
+        stamp = codec.now()
+        with self._tx() as conn:
+            session = _lock_session(conn, session_id)
+            return self._append(
+                conn,
+                session_id,
+                session["namespace"],
+                messages,
+                start=_next_position(conn, session_id),
+                stamp=stamp,
+            )
+
+    def list_messages(
+        self,
+        session_id: str,
+        *,
+        transcript_only: bool = False,
+        include_superseded: bool = False,
+        since_position: int = 0,
+    ) -> list[StoredMessage]:
+        with self._tx() as conn:
+            rows = conn.execute(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE session_id = %s "
+                "AND position >= %s AND (%s OR status <> 'superseded') ORDER BY position",
+                (session_id, since_position, include_superseded),
+            ).fetchall()
+        out = [_stored(r) for r in rows]
+        return [m for m in out if m.transcript] if transcript_only else out
+
+    def set_message_status(self, message_id: int, status: str) -> None:
+        if status not in ("ok", "failed", "superseded"):
+            raise StoreError(f"unknown message status {status!r}: use ok, failed or superseded")
+        with self._tx() as conn:
+            row = conn.execute(
+                "UPDATE messages SET status = %s WHERE id = %s RETURNING id", (status, message_id)
+            ).fetchone()
+            if row is None:
+                raise StoreError(f"no message {message_id}")
+            conn.execute(
+                "UPDATE docs SET active = %s WHERE kind = 'message' AND ref = %s",
+                (status != "superseded", str(message_id)),
+            )
+
+    def _supersede_from(self, conn: Conn, session_id: str, position: int) -> int:
+        rows = conn.execute(
+            "UPDATE messages SET status = 'superseded' WHERE session_id = %s "
+            "AND position >= %s AND status <> 'superseded' RETURNING id",
+            (session_id, position),
+        ).fetchall()
+        refs = [str(r["id"]) for r in rows]
+        if refs:
+            conn.execute(
+                "UPDATE docs SET active = false WHERE kind = 'message' AND ref = ANY(%s)", (refs,)
+            )
+        conn.execute(
+            "UPDATE sessions SET message_count = message_count - %s WHERE id = %s",
+            (len(refs), session_id),
+        )
+        return len(refs)
+
+    def _append(
+        self,
+        conn: Conn,
+        session_id: str,
+        scope: str,
+        messages: Sequence[NewMessage],
+        *,
+        start: int,
+        stamp: datetime,
+    ) -> list[StoredMessage]:
+        """Insert after `start - 1`; the caller holds the session's lock."""
+        out: list[StoredMessage] = []
+        for offset, new in enumerate(messages):
+            msg = new.message
+            row = conn.execute(
+                "INSERT INTO messages (session_id, position, role, kind, origin, wire, content, "
+                "text, content_hash, token_count, created_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                (
+                    session_id,
+                    start + offset,
+                    msg.role,
+                    msg.kind,
+                    msg.origin,
+                    msg.wire,
+                    Jsonb(codec.message_to_json(msg)),
+                    msg.text,
+                    msg.fingerprint(),
+                    new.token_count,
+                    stamp,
+                ),
+            ).fetchone()
+            assert row is not None
+            stored = StoredMessage(
+                id=int(row["id"]),
+                session_id=session_id,
+                position=start + offset,
+                message=msg,
+                content_hash=msg.fingerprint(),
+                token_count=new.token_count,
+                created_at=stamp,
+            )
+            if _indexable(stored):
+                _put_doc(conn, "message", str(stored.id), scope, session_id, None, msg.text, stamp)
+            out.append(stored)
+        if out:
+            conn.execute(
+                "UPDATE sessions SET message_count = message_count + %s, updated_at = %s "
+                "WHERE id = %s",
+                (len(out), stamp, session_id),
+            )
+        return out
+
+    # --- events -----------------------------------------------------------
+    def add_event(
+        self, session_id: str, kind: str, payload: Mapping[str, Any], *, text: str = ""
+    ) -> Event:
+        stamp = codec.now()
+        with self._tx() as conn:
+            session = conn.execute(
+                "SELECT namespace FROM sessions WHERE id = %s", (session_id,)
+            ).fetchone()
+            if session is None:
+                raise SessionNotFound(f"no session {session_id!r}")
+            row = conn.execute(
+                "INSERT INTO events (session_id, kind, payload, text, created_at) "
+                "VALUES (%s, %s, %s, %s, %s) RETURNING id",
+                (session_id, kind, Jsonb(dict(payload)), text, stamp),
+            ).fetchone()
+            assert row is not None
+            event_id = int(row["id"])
+            if text.strip():
+                _put_doc(
+                    conn,
+                    "event",
+                    str(event_id),
+                    session["namespace"],
+                    session_id,
+                    None,
+                    text,
+                    stamp,
+                )
+        return Event(event_id, session_id, kind, dict(payload), text, stamp)
+
+    def list_events(
+        self, session_id: str, *, kind: str | None = None, limit: int | None = None
+    ) -> list[Event]:
+        with self._tx() as conn:
+            rows = conn.execute(
+                "SELECT id, session_id, kind, payload, text, created_at FROM events "
+                "WHERE session_id = %(sid)s AND (%(kind)s::text IS NULL OR kind = %(kind)s) "
+                "ORDER BY id DESC LIMIT %(limit)s",
+                {"sid": session_id, "kind": kind, "limit": limit},
+            ).fetchall()
+        return [
+            Event(r["id"], r["session_id"], r["kind"], r["payload"], r["text"], r["created_at"])
+            for r in reversed(rows)
+        ]
+
+    # --- long-term memory entries ------------------------------------------
+    def put_fact(self, fact: Fact) -> None:
+        row = codec.fact_to_row(fact)
+        row["created_at"] = fact.created_at
+        row["updated_at"] = fact.updated_at
+        columns = ", ".join(codec.FACT_COLUMNS)
+        values = ", ".join(f"%({c})s" for c in codec.FACT_COLUMNS)
+        updates = ", ".join(f"{c} = excluded.{c}" for c in codec.FACT_COLUMNS if c != "id")
+        with self._tx() as conn:
+            conn.execute(
+                f"INSERT INTO facts ({columns}) VALUES ({values}) "
+                f"ON CONFLICT (id) DO UPDATE SET {updates}",
+                row,
+            )
+            _index_fact(conn, fact)
+
+    def get_fact(self, fact_id: str) -> Fact | None:
+        with self._tx() as conn:
+            row = conn.execute(
+                f"SELECT {', '.join(codec.FACT_COLUMNS)} FROM facts WHERE id = %s", (fact_id,)
+            ).fetchone()
+        return _fact(row) if row else None
+
+    def list_facts(
+        self,
+        *,
+        scope: str | None = None,
+        conversation_id: str | None = None,
+        roles: Sequence[FactRole] | None = None,
+        include_deleted: bool = False,
+        limit: int | None = None,
+    ) -> list[Fact]:
+        with self._tx() as conn:
+            rows = conn.execute(
+                f"SELECT {', '.join(codec.FACT_COLUMNS)} FROM facts WHERE "
+                "(%(scope)s::text IS NULL OR scope = %(scope)s) "
+                "AND (%(conv)s::text IS NULL OR conversation_id = %(conv)s) "
+                "AND (%(roles)s::text[] IS NULL OR role = ANY(%(roles)s)) "
+                "AND (%(deleted)s OR NOT deleted) "
+                "ORDER BY created_at, id LIMIT %(limit)s",
+                {
+                    "scope": scope,
+                    "conv": conversation_id,
+                    "roles": list(roles) if roles is not None else None,
+                    "deleted": include_deleted,
+                    "limit": limit,
+                },
+            ).fetchall()
+        return [_fact(r) for r in rows]
+
+    def delete_fact(self, fact_id: str, *, replaced_by: str | None = None) -> bool:
+        with self._tx() as conn:
+            row = conn.execute(
+                "UPDATE facts SET deleted = true, replaced_by = coalesce(%s, replaced_by), "
+                "updated_at = %s WHERE id = %s RETURNING id",
+                (replaced_by, codec.now(), fact_id),
+            ).fetchone()
+            if row is None:
+                return False
+            conn.execute("DELETE FROM docs WHERE kind = 'fact' AND ref = %s", (fact_id,))
+        return True
+
+    def purge_fact(self, fact_id: str) -> bool:
+        with self._tx() as conn:
+            conn.execute("DELETE FROM docs WHERE kind = 'fact' AND ref = %s", (fact_id,))
+            row = conn.execute("DELETE FROM facts WHERE id = %s RETURNING id", (fact_id,))
+            return row.fetchone() is not None
+
+    # --- search -------------------------------------------------------------
+    def keyword_search(self, query: str, flt: SearchFilter, *, limit: int = 10) -> list[Hit]:
+        words = analysis.query_terms(query)
+        if not words or limit <= 0:
+            return []
+        where, params = _filter_sql(flt, "d")
+        params.update(
+            terms=words,
+            singles=[_tsquery([w]) for w in words],
+            any=_tsquery(words),
+            k1=BM25_K1,
+            b=BM25_B,
+            limit=limit,
+        )
+        sql = f"""
+            WITH stats AS (
+                SELECT count(*)::float8 AS n, coalesce(avg(length), 1)::float8 AS avgdl
+                FROM docs WHERE active
+            ),
+            q AS (
+                SELECT t.term, ln(1 + (s.n - df.n + 0.5) / (df.n + 0.5)) AS idf
+                FROM unnest(%(terms)s::text[], %(singles)s::tsquery[]) AS t(term, query)
+                CROSS JOIN stats s
+                CROSS JOIN LATERAL (
+                    SELECT count(*)::float8 AS n FROM docs WHERE active AND terms @@ t.query
+                ) df
+            ),
+            cand AS (
+                SELECT d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at, d.terms,
+                       d.length
+                FROM docs d
+                WHERE d.active AND d.terms @@ %(any)s::tsquery AND {where}
+            )
+            SELECT c.kind, c.ref, c.scope, c.session_id, c.text, c.created_at,
+                   sum(q.idf * u.tf * (%(k1)s + 1)
+                       / (u.tf + %(k1)s * (1 - %(b)s + %(b)s * c.length / s.avgdl))) AS score
+            FROM cand c
+            CROSS JOIN stats s
+            CROSS JOIN LATERAL (
+                SELECT lexeme, cardinality(positions)::float8 AS tf FROM unnest(c.terms)
+            ) u
+            JOIN q ON q.term = u.lexeme
+            GROUP BY c.kind, c.ref, c.scope, c.session_id, c.text, c.created_at
+            ORDER BY score DESC, c.created_at DESC, c.ref
+            LIMIT %(limit)s
+        """
+        with self._tx() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        return [_hit(r, float(r["score"])) for r in rows]
+
+    def put_vectors(
+        self, kind: DocKind, items: Sequence[tuple[str, Vector]], *, model: str
+    ) -> None:
+        if not items:
+            return
+        prepared = [
+            (ref, codec.as_vector(vec, what=f"vector for {kind} {ref}")) for ref, vec in items
+        ]
+        dims = {int(v.shape[0]) for _, v in prepared}
+        with self._tx() as conn:
+            for dim in sorted(dims - self._indexed_dims):
+                _ensure_vector_index(conn, dim)
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO vectors (kind, ref, model, dim, embedding) "
+                    "SELECT kind, ref, %s, %s, %s::real[]::vector FROM docs "
+                    "WHERE kind = %s AND ref = %s "
+                    "ON CONFLICT (kind, ref, model) DO UPDATE "
+                    "SET dim = excluded.dim, embedding = excluded.embedding",
+                    [(model, int(v.shape[0]), v.tolist(), kind, ref) for ref, v in prepared],
+                )
+        self._indexed_dims |= dims
+
+    def vector_search(
+        self, vector: Vector, flt: SearchFilter, *, model: str, limit: int = 10
+    ) -> list[Hit]:
+        query = codec.as_vector(vector, what="query vector")
+        if limit <= 0:
+            return []
+        dim = int(query.shape[0])
+        where, params = _filter_sql(flt, "d")
+        params.update(model=model, q=query.tolist(), limit=limit)
+        # The dimension is inlined (an int) so the planner can use that dimension's index.
+        distance = f"v.embedding::vector({dim}) <=> %(q)s::real[]::vector({dim})"
+        sql = f"""
+            SELECT d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at,
+                   {distance} AS distance
+            FROM vectors v JOIN docs d ON d.kind = v.kind AND d.ref = v.ref
+            WHERE v.model = %(model)s AND v.dim = {dim} AND d.active AND {where}
+            ORDER BY distance
+            LIMIT %(limit)s
+        """
+        with self._tx() as conn:
+            # A filtered HNSW scan keeps going until `limit` rows pass the filter.
+            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {HNSW_MAX_SCAN}")
+            rows = conn.execute(sql, params).fetchall()
+        hits = [_hit(r, 1.0 - float(r["distance"])) for r in rows]
+        return sorted(hits, key=lambda h: -h.score)
+
+    def get_vectors(self, kind: DocKind, refs: Sequence[str], *, model: str) -> dict[str, Vector]:
+        if not refs:
+            return {}
+        with self._tx() as conn:
+            rows = conn.execute(
+                "SELECT ref, embedding::real[] AS vec FROM vectors "
+                "WHERE kind = %s AND model = %s AND ref = ANY(%s)",
+                (kind, model, list(refs)),
+            ).fetchall()
+        return {r["ref"]: np.asarray(r["vec"], dtype=np.float32) for r in rows}
+
+    def missing_vectors(
+        self, kind: DocKind, *, model: str, limit: int = 1000
+    ) -> list[tuple[str, str]]:
+        with self._tx() as conn:
+            rows = conn.execute(
+                "SELECT d.ref, d.text FROM docs d WHERE d.kind = %s AND d.active AND NOT EXISTS "
+                "(SELECT 1 FROM vectors v WHERE v.kind = d.kind AND v.ref = d.ref "
+                "AND v.model = %s) ORDER BY d.created_at, d.ref LIMIT %s",
+                (kind, model, limit),
+            ).fetchall()
+        return [(r["ref"], r["text"]) for r in rows]
+
+    def drop_vectors(self, *, except_model: str) -> int:
+        with self._tx() as conn:
+            cur = conn.execute("DELETE FROM vectors WHERE model <> %s", (except_model,))
+            return cur.rowcount
+
+    # --- meta -------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        with self._tx() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
+        return str(row["value"]) if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (%s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    # --- whole-store copy -------------------------------------------------------
+    def dump(self, table: str) -> Iterator[dict[str, Any]]:
+        _check_table(table)
+        with self._tx() as conn, conn.cursor(name=f"dump_{table}") as cur:
+            cur.itersize = 1000
+            cur.execute(_DUMP_SQL[table])
+            for row in cur:
+                yield _dump_row(table, row)
+
+    def load(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        _check_table(table)
+        if not rows:
+            return
+        with self._tx() as conn:
+            _LOADERS[table](self, conn, rows)
+
+    def count(self, table: str) -> int:
+        _check_table(table)
+        with self._tx() as conn:
+            row = conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()
+        assert row is not None
+        return int(row["n"])
+
+    # --- loaders (rows from any backend's dump) -------------------------------
+    def _load_sessions(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> None:
+        with conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES "
+                "(%(id)s, %(key)s, %(namespace)s, %(title)s, %(parent_id)s, %(fork_position)s, "
+                "%(summary)s, %(summarized_count)s, %(metadata)s, %(prompt_tokens)s, "
+                "%(completion_tokens)s, %(cost_usd)s, %(message_count)s, %(created_at)s, "
+                "%(updated_at)s)",
+                [
+                    {
+                        **r,
+                        "metadata": Jsonb(dict(r.get("metadata") or {})),
+                        "created_at": codec.ts_from_text(r["created_at"]),
+                        "updated_at": codec.ts_from_text(r["updated_at"]),
+                    }
+                    for r in rows
+                ],
+            )
+
+    def _load_session_state(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> None:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO session_state (session_id, name, value) "
+                "VALUES (%(session_id)s, %(name)s, %(value)s)",
+                list(rows),
+            )
+
+    def _load_messages(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> None:
+        prepared = [
+            {**r, "content": Jsonb(r["content"]), "created_at": codec.ts_from_text(r["created_at"])}
+            for r in rows
+        ]
+        with conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO messages ({_MESSAGE_COLUMNS}) VALUES "
+                "(%(id)s, %(session_id)s, %(position)s, %(role)s, %(kind)s, %(origin)s, "
+                "%(wire)s, %(content)s, %(text)s, %(content_hash)s, %(token_count)s, "
+                "%(status)s, %(created_at)s)",
+                prepared,
+            )
+        scopes = _namespaces(conn, {r["session_id"] for r in rows})
+        for r in prepared:
+            stored = _stored({**r, "content": r["content"].obj})
+            if _indexable(stored):
+                _put_doc(
+                    conn,
+                    "message",
+                    str(stored.id),
+                    scopes[stored.session_id],
+                    stored.session_id,
+                    None,
+                    stored.message.text,
+                    stored.created_at,
+                    active=stored.status != "superseded",
+                )
+        _advance_sequence(conn, "messages")
+
+    def _load_events(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> None:
+        prepared = [
+            {
+                **r,
+                "payload": Jsonb(dict(r.get("payload") or {})),
+                "created_at": codec.ts_from_text(r["created_at"]),
+            }
+            for r in rows
+        ]
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO events (id, session_id, kind, payload, text, created_at) VALUES "
+                "(%(id)s, %(session_id)s, %(kind)s, %(payload)s, %(text)s, %(created_at)s)",
+                prepared,
+            )
+        scopes = _namespaces(conn, {r["session_id"] for r in rows})
+        for r in prepared:
+            if str(r["text"]).strip():
+                _put_doc(
+                    conn,
+                    "event",
+                    str(r["id"]),
+                    scopes[r["session_id"]],
+                    r["session_id"],
+                    None,
+                    r["text"],
+                    r["created_at"],
+                )
+        _advance_sequence(conn, "events")
+
+    def _load_facts(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> None:
+        facts = [codec.fact_from_row(r) for r in rows]
+        columns = ", ".join(codec.FACT_COLUMNS)
+        values = ", ".join(f"%({c})s" for c in codec.FACT_COLUMNS)
+        with conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO facts ({columns}) VALUES ({values})",
+                [
+                    {**codec.fact_to_row(f), "created_at": f.created_at, "updated_at": f.updated_at}
+                    for f in facts
+                ],
+            )
+        for fact in facts:
+            _index_fact(conn, fact)
+
+    def _load_vectors(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> None:
+        prepared = [
+            (r["kind"], r["ref"], r["model"], codec.vector_from_text(r["vec"])) for r in rows
+        ]
+        dims = {int(v.shape[0]) for *_, v in prepared}
+        for dim in sorted(dims - self._indexed_dims):
+            _ensure_vector_index(conn, dim)
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO vectors (kind, ref, model, dim, embedding) "
+                "VALUES (%s, %s, %s, %s, %s::real[]::vector)",
+                [(k, ref, m, int(v.shape[0]), v.tolist()) for k, ref, m, v in prepared],
+            )
+        self._indexed_dims |= dims
+
+    def _load_meta(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> None:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO meta (key, value) VALUES (%(key)s, %(value)s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                list(rows),
+            )
+
+
+_LOADERS = {
+    "sessions": PostgresStore._load_sessions,
+    "session_state": PostgresStore._load_session_state,
+    "messages": PostgresStore._load_messages,
+    "events": PostgresStore._load_events,
+    "facts": PostgresStore._load_facts,
+    "vectors": PostgresStore._load_vectors,
+    "meta": PostgresStore._load_meta,
+}
+
+_DUMP_SQL = {
+    "sessions": f"SELECT {_SESSION_COLUMNS} FROM sessions ORDER BY created_at, id",
+    "session_state": "SELECT session_id, name, value FROM session_state ORDER BY session_id, name",
+    "messages": f"SELECT {_MESSAGE_COLUMNS} FROM messages ORDER BY id",
+    "events": "SELECT id, session_id, kind, payload, text, created_at FROM events ORDER BY id",
+    "facts": f"SELECT {', '.join(codec.FACT_COLUMNS)} FROM facts ORDER BY created_at, id",
+    "vectors": "SELECT kind, ref, model, dim, embedding::real[] AS vec FROM vectors "
+    "ORDER BY kind, ref, model",
+    "meta": "SELECT key, value FROM meta ORDER BY key",
+}
+
+
+def _dump_row(table: str, row: Row) -> dict[str, Any]:
+    out = dict(row)
+    for name in ("created_at", "updated_at"):
+        if isinstance(out.get(name), datetime):
+            out[name] = codec.ts_to_text(out[name])
+    if table == "vectors":
+        out["vec"] = codec.vector_to_text(np.asarray(out["vec"], dtype=np.float32))
+    if table == "sessions":
+        out["cost_usd"] = float(out["cost_usd"])
+    return out
+
+
+def _check_table(table: str) -> None:
+    if table not in TABLES:
+        raise StoreError(f"unknown table {table!r}: one of {', '.join(TABLES)}")
+
+
+# --- helpers ------------------------------------------------------------------
+
+
+def _configure(conn: Conn) -> None:
+    """Every pooled connection reads timestamps in UTC, like the SQLite backend."""
+    conn.execute("SET TIME ZONE 'UTC'")
+    conn.commit()
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _new_session_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _lock_session(conn: Conn, session_id: str) -> Row:
+    """Take the session's row lock for this transaction: one writer of its history at a time.
+
+    `NO KEY UPDATE` still lets other transactions add events that reference the row.
+    """
+    row = conn.execute(
+        "SELECT id, namespace FROM sessions WHERE id = %s FOR NO KEY UPDATE", (session_id,)
+    ).fetchone()
+    if row is None:
+        raise SessionNotFound(f"no session {session_id!r}")
+    return row
+
+
+def _next_position(conn: Conn, session_id: str) -> int:
+    row = conn.execute(
+        "SELECT coalesce(max(position) + 1, 0) AS next FROM messages WHERE session_id = %s",
+        (session_id,),
+    ).fetchone()
+    assert row is not None
+    return int(row["next"])
+
+
+def _indexable(stored: StoredMessage) -> bool:
+    """Client words with text are searchable; memlane's own injected items never are."""
+    return stored.message.origin == "client" and bool(stored.message.text.strip())
+
+
+def _tsvector(words: Sequence[str]) -> str:
+    """A tsvector literal whose lexemes are exactly `words`, with positions (term frequency)."""
+    positions: dict[str, list[int]] = {}
+    for index, word in enumerate(words[:16_000], start=1):
+        positions.setdefault(word, []).append(index)
+    return " ".join(
+        f"{_quote(word)}:{','.join(map(str, spots[:256]))}" for word, spots in positions.items()
+    )
+
+
+def _tsquery(words: Sequence[str]) -> str:
+    """A tsquery literal matching any of `words` exactly."""
+    return " | ".join(_quote(word) for word in words)
+
+
+def _quote(word: str) -> str:
+    return "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _put_doc(
+    conn: Conn,
+    kind: DocKind,
+    ref: str,
+    scope: str,
+    session_id: str | None,
+    role: str | None,
+    text: str,
+    created_at: datetime,
+    *,
+    active: bool = True,
+) -> None:
+    words = analysis.terms(text)
+    conn.execute(
+        "INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, length, created_at, "
+        "active) VALUES (%s, %s, %s, %s, %s, %s, %s::tsvector, %s, %s, %s) "
+        "ON CONFLICT (kind, ref) DO UPDATE SET scope = excluded.scope, "
+        "session_id = excluded.session_id, role = excluded.role, text = excluded.text, "
+        "terms = excluded.terms, length = excluded.length, created_at = excluded.created_at, "
+        "active = excluded.active",
+        (
+            kind,
+            ref,
+            scope,
+            session_id,
+            role,
+            text,
+            _tsvector(words),
+            len(words),
+            created_at,
+            active,
+        ),
+    )
+
+
+def _index_fact(conn: Conn, fact: Fact) -> None:
+    if fact.deleted or not fact.text.strip():
+        conn.execute("DELETE FROM docs WHERE kind = 'fact' AND ref = %s", (fact.id,))
+        return
+    _put_doc(
+        conn,
+        "fact",
+        fact.id,
+        fact.scope,
+        fact.source_session,
+        fact.role,
+        fact.text,
+        fact.created_at,
+    )
+
+
+def _ensure_vector_index(conn: Conn, dim: int) -> None:
+    """An HNSW (cosine) index over the vectors of one dimension, made once per database."""
+    if dim > HNSW_MAX_DIM:
+        return
+    # Replicas adding the same index at once would collide in the catalog: take turns.
+    conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, VECTOR_INDEX_LOCK))
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS vectors_hnsw_{dim} ON vectors "
+        f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE dim = {dim}"
+    )
+
+
+def _filter_sql(flt: SearchFilter, alias: str) -> tuple[str, dict[str, Any]]:
+    """The WHERE clause (over the `docs` alias) and its parameters for a search filter."""
+    clauses = [f"{alias}.kind = ANY(%(f_kinds)s)"]
+    params: dict[str, Any] = {"f_kinds": list(flt.kinds)}
+    if flt.scopes is not None:
+        clauses.append(f"{alias}.scope = ANY(%(f_scopes)s)")
+        params["f_scopes"] = list(flt.scopes)
+    if flt.session_id is not None:
+        clauses.append(f"{alias}.session_id = %(f_session)s")
+        params["f_session"] = flt.session_id
+    if flt.fact_roles is not None:
+        clauses.append(f"({alias}.kind <> 'fact' OR {alias}.role = ANY(%(f_roles)s))")
+        params["f_roles"] = list(flt.fact_roles)
+    return " AND ".join(clauses), params
+
+
+def _namespaces(conn: Conn, session_ids: set[str]) -> dict[str, str]:
+    rows = conn.execute(
+        "SELECT id, namespace FROM sessions WHERE id = ANY(%s)", (list(session_ids),)
+    ).fetchall()
+    return {r["id"]: r["namespace"] for r in rows}
+
+
+def _advance_sequence(conn: Conn, table: str) -> None:
+    """After loading rows with their ids, new rows must get ids above them."""
+    conn.execute(
+        f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+        f"greatest((SELECT max(id) FROM {table}), 1))"
+    )
+
+
+def _session(row: Row) -> Session:
+    return Session(
+        id=row["id"],
+        key=row["key"],
+        namespace=row["namespace"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        title=row["title"],
+        parent_id=row["parent_id"],
+        fork_position=row["fork_position"],
+        summary=row["summary"],
+        summarized_count=row["summarized_count"],
+        metadata=row["metadata"] or {},
+        prompt_tokens=int(row["prompt_tokens"]),
+        completion_tokens=int(row["completion_tokens"]),
+        cost_usd=float(row["cost_usd"]),
+        message_count=int(row["message_count"]),
+    )
+
+
+def _stored(row: Row) -> StoredMessage:
+    return StoredMessage(
+        id=int(row["id"]),
+        session_id=row["session_id"],
+        position=int(row["position"]),
+        message=codec.message_from_json(row["content"]),
+        content_hash=row["content_hash"],
+        token_count=int(row["token_count"]),
+        created_at=row["created_at"],
+        status=row["status"],
+    )
+
+
+def _fact(row: Row) -> Fact:
+    return Fact(
+        id=row["id"],
+        scope=row["scope"],
+        conversation_id=row["conversation_id"],
+        role=row["role"],
+        text=row["text"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        deleted=bool(row["deleted"]),
+        replaced_by=row["replaced_by"],
+        summary_kind=row["summary_kind"],
+        source_session=row["source_session"],
+        source_message=row["source_message"],
+        content_hash=row["content_hash"] or "",
+    )
+
+
+def _hit(row: Row, score: float) -> Hit:
+    return Hit(
+        kind=row["kind"],
+        ref=row["ref"],
+        scope=row["scope"],
+        session_id=row["session_id"],
+        text=row["text"],
+        score=score,
+        created_at=row["created_at"],
+    )

@@ -1,0 +1,187 @@
+"""The PostgreSQL schema as named migrations, applied once each at start-up.
+
+Every replica runs `migrate` when it opens the store. A session-level advisory
+lock makes replicas that start at the same moment take turns: the first one
+applies what is missing, the others find it recorded and go on. Each migration
+runs in its own transaction, so a crash leaves the schema at a named step.
+Migration names follow the same `mNNN_name` list as the SQLite backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import psycopg
+
+from memlane.store.base import StoreError
+
+# Advisory lock keys (two-int form, so they never meet the per-session bigint locks).
+LOCK_CLASS = 0x6D6C  # "ml"
+MIGRATION_LOCK = 1
+VECTOR_INDEX_LOCK = 2
+
+Migration = Callable[[psycopg.Connection[tuple[object, ...]]], None]
+
+
+def m001_initial(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Sessions, their messages, events and state; facts; the derived search index."""
+    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    conn.execute(
+        """
+        CREATE TABLE sessions (
+            id text PRIMARY KEY,
+            key text NOT NULL UNIQUE,
+            namespace text NOT NULL,
+            title text,
+            parent_id text,
+            fork_position integer,
+            summary text NOT NULL DEFAULT '',
+            summarized_count integer NOT NULL DEFAULT 0,
+            metadata jsonb NOT NULL DEFAULT '{}'::jsonb,
+            prompt_tokens bigint NOT NULL DEFAULT 0,
+            completion_tokens bigint NOT NULL DEFAULT 0,
+            cost_usd double precision NOT NULL DEFAULT 0,
+            message_count integer NOT NULL DEFAULT 0,
+            created_at timestamptz NOT NULL,
+            updated_at timestamptz NOT NULL
+        )
+        """
+    )
+    conn.execute("CREATE INDEX sessions_namespace ON sessions (namespace, updated_at DESC)")
+    conn.execute("CREATE INDEX sessions_updated ON sessions (updated_at DESC)")
+    conn.execute(
+        """
+        CREATE TABLE session_state (
+            session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            name text NOT NULL,
+            value text NOT NULL,
+            PRIMARY KEY (session_id, name)
+        )
+        """
+    )
+    conn.execute(
+        """
+        CREATE TABLE messages (
+            id bigserial PRIMARY KEY,
+            session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            position integer NOT NULL,
+            role text NOT NULL,
+            kind text NOT NULL,
+            origin text NOT NULL,
+            wire text NOT NULL,
+            content jsonb NOT NULL,
+            text text NOT NULL DEFAULT '',
+            content_hash text NOT NULL,
+            token_count integer NOT NULL DEFAULT 0,
+            status text NOT NULL DEFAULT 'ok',
+            created_at timestamptz NOT NULL,
+            UNIQUE (session_id, position)
+        )
+        """
+    )
+    conn.execute(
+        """
+        CREATE TABLE events (
+            id bigserial PRIMARY KEY,
+            session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            kind text NOT NULL,
+            payload jsonb NOT NULL,
+            text text NOT NULL DEFAULT '',
+            created_at timestamptz NOT NULL
+        )
+        """
+    )
+    conn.execute("CREATE INDEX events_session ON events (session_id, id)")
+    conn.execute(
+        """
+        CREATE TABLE facts (
+            id text PRIMARY KEY,
+            scope text NOT NULL,
+            conversation_id text NOT NULL,
+            role text NOT NULL,
+            text text NOT NULL,
+            created_at timestamptz NOT NULL,
+            updated_at timestamptz NOT NULL,
+            deleted boolean NOT NULL DEFAULT false,
+            replaced_by text,
+            summary_kind text,
+            source_session text,
+            source_message bigint,
+            content_hash text NOT NULL DEFAULT ''
+        )
+        """
+    )
+    conn.execute("CREATE INDEX facts_scope ON facts (scope, created_at)")
+    conn.execute("CREATE INDEX facts_conversation ON facts (conversation_id, created_at)")
+    # The search index is derived from the rows above (never dumped, rebuilt on load).
+    conn.execute(
+        """
+        CREATE TABLE docs (
+            kind text NOT NULL,
+            ref text NOT NULL,
+            scope text NOT NULL,
+            session_id text,
+            role text,
+            text text NOT NULL,
+            terms tsvector NOT NULL,
+            length integer NOT NULL,
+            created_at timestamptz NOT NULL,
+            active boolean NOT NULL DEFAULT true,
+            PRIMARY KEY (kind, ref)
+        )
+        """
+    )
+    conn.execute("CREATE INDEX docs_terms ON docs USING gin (terms)")
+    conn.execute("CREATE INDEX docs_session ON docs (session_id)")
+    # One row per (document, model); an HNSW index per dimension is added on first use.
+    conn.execute(
+        """
+        CREATE TABLE vectors (
+            kind text NOT NULL,
+            ref text NOT NULL,
+            model text NOT NULL,
+            dim integer NOT NULL,
+            embedding vector NOT NULL,
+            PRIMARY KEY (kind, ref, model),
+            FOREIGN KEY (kind, ref) REFERENCES docs (kind, ref) ON DELETE CASCADE
+        )
+        """
+    )
+    conn.execute("CREATE INDEX vectors_model ON vectors (model, dim)")
+    conn.execute("CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)")
+
+
+MIGRATIONS: tuple[tuple[str, Migration], ...] = (("m001_initial", m001_initial),)
+
+
+def migrate(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
+    """Apply the missing migrations in order; return the names applied now.
+
+    `conn` must be in autocommit mode: the advisory lock is held across the
+    per-migration transactions.
+    """
+    conn.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS migrations ("
+            " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        applied = {str(r[0]) for r in conn.execute("SELECT name FROM migrations")}
+        known = {name for name, _ in MIGRATIONS}
+        unknown = sorted(applied - known)
+        if unknown:
+            raise StoreError(
+                f"the database has migrations this memlane does not know ({', '.join(unknown)}): "
+                "it was written by a newer memlane; upgrade memlane"
+            )
+        done: list[str] = []
+        for name, step in MIGRATIONS:
+            if name in applied:
+                continue
+            with conn.transaction():
+                step(conn)
+                conn.execute("INSERT INTO migrations (name) VALUES (%s)", (name,))
+            done.append(name)
+        return done
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
