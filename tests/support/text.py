@@ -16,12 +16,17 @@ Fixtures (any test may request them by name):
 - `minilm_embedder` — the real default embedder (all-MiniLM-L6-v2 int8, shared per
   process; the first use loads it in ~1 s). For tests that claim retrieval quality.
 - `tokenizer` — the real cl100k_base tokenizer.
+- `no_network` — while active, any connection or name lookup other than loopback
+  raises `NetworkUsed` (a process audit hook, nothing patched). Use it to prove a
+  code path never downloads.
 """
 
 from __future__ import annotations
 
+import sys
+import threading
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,3 +129,42 @@ def minilm_embedder() -> MiniLMEmbedder:
 @pytest.fixture(scope="session")
 def tokenizer() -> BPETokenizer:
     return get_tokenizer("cl100k_base")
+
+
+class NetworkUsed(AssertionError):
+    """Raised inside code that reached for the network while `no_network` was active."""
+
+
+_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost", "0.0.0.0"})
+_guard_depth = 0
+_guard_lock = threading.Lock()
+_hook_installed = False
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if _guard_depth == 0:
+        return
+    if event == "socket.getaddrinfo":
+        host = args[0].decode() if isinstance(args[0], bytes) else args[0]
+        if host is not None and str(host) not in _LOOPBACK:
+            raise NetworkUsed(f"name lookup of {host!r} while the network is forbidden")
+    elif event in ("socket.connect", "socket.sendto"):
+        address = args[1] if event == "socket.connect" else args[2]
+        host = address[0] if isinstance(address, tuple) and address else None
+        if host is not None and str(host) not in _LOOPBACK:
+            raise NetworkUsed(f"connection to {address!r} while the network is forbidden")
+
+
+@pytest.fixture
+def no_network() -> Iterator[None]:
+    global _guard_depth, _hook_installed
+    with _guard_lock:
+        if not _hook_installed:  # audit hooks cannot be removed: install once, gate by depth
+            sys.addaudithook(_audit)
+            _hook_installed = True
+        _guard_depth += 1
+    try:
+        yield
+    finally:
+        with _guard_lock:
+            _guard_depth -= 1

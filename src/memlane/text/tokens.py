@@ -161,6 +161,11 @@ class BPETokenizer:
                 self._memo.popitem(last=False)
         return counted
 
+    @property
+    def memo_entries(self) -> int:
+        """How many long-text counts are remembered (bounded by `memo_size`)."""
+        return len(self._memo)
+
     def count_message(self, message: Message) -> int:
         total = MESSAGE_OVERHEAD + self.count(message.role) + self.count(message.text)
         if message.name:
@@ -196,7 +201,7 @@ def get_tokenizer(encoding: EncodingName) -> BPETokenizer:
 def load_encoding(name: EncodingName) -> tiktoken.Encoding:
     """Build an encoding from the file shipped in `bpe-openai`, after checking its hash."""
     spec = _SPECS[name]
-    path = _packaged_file(spec.file)
+    path = packaged_file(spec.file)
     try:
         data = gzip.decompress(path.read_bytes())
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
@@ -220,7 +225,8 @@ def _parse_ranks(data: bytes) -> dict[bytes, int]:
     return ranks
 
 
-def _packaged_file(filename: str) -> Path:
+def packaged_file(filename: str) -> Path:
+    """Where an encoding file sits inside the installed `bpe-openai` package."""
     # find_spec locates the data folder without importing bpe-openai's native bindings.
     spec = importlib.util.find_spec("bpe_openai")
     if spec is None or not spec.submodule_search_locations:

@@ -1,0 +1,89 @@
+"""The factory picks services from Settings: the same door for defaults and options."""
+
+from __future__ import annotations
+
+from pydantic import SecretStr
+
+from memlane.config import Settings
+from memlane.text.embeddings import HashingEmbedder, MiniLMEmbedder, OpenAIEmbedder
+from memlane.text.factory import make_embedder, make_llm, make_tokenizer
+from memlane.text.llm import OpenAICompatibleLLM
+
+
+def test_tokenizer_follows_the_model() -> None:
+    settings = Settings()
+    assert make_tokenizer(settings, "gpt-4o").name == "o200k_base"
+    assert make_tokenizer(settings, "gpt-4").name == "cl100k_base"
+    assert make_tokenizer(settings, "llama3.2").name == "cl100k_base"
+    assert make_tokenizer(settings).name == "cl100k_base"
+
+
+def test_tokenizer_uses_llm_model_when_no_model_given() -> None:
+    assert make_tokenizer(Settings(llm_model="gpt-4.1-mini")).name == "o200k_base"
+
+
+def test_tokenizer_setting_forces_one_encoding() -> None:
+    settings = Settings(tokenizer="o200k_base")
+    assert make_tokenizer(settings, "gpt-3.5-turbo").name == "o200k_base"
+    assert make_tokenizer(settings, "llama3.2").name == "o200k_base"
+
+
+def test_embedder_backends() -> None:
+    assert isinstance(make_embedder(Settings(embedding_backend="hashing")), HashingEmbedder)
+    minilm = make_embedder(Settings())
+    assert isinstance(minilm, MiniLMEmbedder)
+    assert make_embedder(Settings()) is minilm  # one model per process
+    endpoint = make_embedder(
+        Settings(embedding_backend="openai", embedding_model="nomic-embed-text")
+    )
+    assert isinstance(endpoint, OpenAIEmbedder)
+    assert endpoint.model_id == "openai:nomic-embed-text"
+
+
+def llm(settings: Settings, purpose: str = "default", **env: str) -> OpenAICompatibleLLM:
+    client = make_llm(settings, purpose=purpose, environ=env)
+    assert isinstance(client, OpenAICompatibleLLM)
+    return client
+
+
+def test_llm_defaults_to_the_upstream() -> None:
+    client = llm(Settings(upstream_url="http://up.test/v1"))
+    assert client.base_url == "http://up.test/v1"
+    assert client.default_model is None
+
+
+def test_llm_base_url_and_model_override_the_upstream() -> None:
+    settings = Settings(
+        upstream_url="http://up.test/v1", llm_base_url="http://own.test/v1", llm_model="m1"
+    )
+    client = llm(settings)
+    assert (client.base_url, client.default_model) == ("http://own.test/v1", "m1")
+    # without a summary model, summaries use the same client settings
+    summary = llm(settings, "summary")
+    assert (summary.base_url, summary.default_model) == ("http://own.test/v1", "m1")
+
+
+def test_summary_purpose_uses_the_dedicated_model_and_url() -> None:
+    settings = Settings(
+        llm_model="big",
+        summary_model="small",
+        summary_base_url="http://cheap.test/v1",
+        upstream_url="http://up.test/v1",
+    )
+    summary = llm(settings, "summary")
+    assert (summary.base_url, summary.default_model) == ("http://cheap.test/v1", "small")
+    facts = llm(settings, "facts")
+    assert (facts.base_url, facts.default_model) == ("http://up.test/v1", "big")
+
+
+def test_llm_key_precedence() -> None:
+    own = Settings(llm_api_key=SecretStr("k-own"), upstream_api_key=SecretStr("k-up"))
+    assert llm(own, OPENAI_API_KEY="k-env")._headers["Authorization"] == "Bearer k-own"
+    upstream = Settings(upstream_api_key=SecretStr("k-up"))
+    assert llm(upstream, OPENAI_API_KEY="k-env")._headers["Authorization"] == "Bearer k-up"
+    assert llm(Settings(), OPENAI_API_KEY="k-env")._headers["Authorization"] == "Bearer k-env"
+    assert "Authorization" not in llm(Settings())._headers
+
+
+def test_llm_timeout_comes_from_settings() -> None:
+    assert llm(Settings(llm_timeout=7.5))._timeout == 7.5
