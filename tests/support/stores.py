@@ -1,1 +1,25 @@
-"""Shared test fixtures: stores."""
+"""Shared store fixtures: a fresh SQLite store and matching settings in a temporary home."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memlane.config import Settings
+from memlane.store.sqlite import SQLiteStore
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Settings rooted in `tmp_path`, with the tiny deterministic embedder (no model load)."""
+    return Settings(home=tmp_path, embedding_backend="hashing")
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[SQLiteStore]:
+    """A fresh SQLite store in `tmp_path/memlane.db` (the default database path)."""
+    store = SQLiteStore(tmp_path / "memlane.db")
+    yield store
+    store.close()

@@ -1,0 +1,147 @@
+"""Plain-value encodings every backend shares, so `dump` of one `load`s into another.
+
+A stored message keeps the whole `Message` (with its `raw` wire item) as JSON;
+timestamps travel as ISO-8601 UTC text; a vector travels as base64 of its
+little-endian float32 bytes. Backends use these helpers for their columns and
+for the rows of `Store.dump` / `Store.load`, whose shape is pinned here:
+
+- sessions: the `Session` fields (metadata as an object, timestamps as text)
+- session_state: session_id, name, value
+- messages: id, session_id, position, role, kind, origin, wire, content (the
+  `message_to_json` object), text, content_hash, token_count, status, created_at
+- events: id, session_id, kind, payload (an object), text, created_at
+- facts: the `Fact` fields (timestamps as text)
+- vectors: kind, ref, model, dim, vec (base64)
+- meta: key, value
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import numpy as np
+
+from memlane.store.base import StoreError, Vector
+from memlane.types import Fact, Message, ToolCall
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def ts_to_text(value: datetime) -> str:
+    """ISO-8601 in UTC with microseconds: sorts as text in time order."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def ts_from_text(value: str) -> datetime:
+    parsed = datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON that keeps non-ASCII text readable."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def message_to_json(message: Message) -> dict[str, Any]:
+    """Every field of the message, `raw` included, so it round-trips exactly."""
+    return {
+        "role": message.role,
+        "text": message.text,
+        "kind": message.kind,
+        "tool_calls": [[c.id, c.name, c.arguments] for c in message.tool_calls],
+        "call_id": message.call_id,
+        "name": message.name,
+        "raw": dict(message.raw) if message.raw is not None else None,
+        "wire": message.wire,
+        "origin": message.origin,
+    }
+
+
+def message_from_json(data: Mapping[str, Any]) -> Message:
+    return Message(
+        role=data["role"],
+        text=data.get("text", ""),
+        kind=data.get("kind", "message"),
+        tool_calls=tuple(ToolCall(*call) for call in data.get("tool_calls", ())),
+        call_id=data.get("call_id"),
+        name=data.get("name"),
+        raw=data.get("raw"),
+        wire=data.get("wire", "internal"),
+        origin=data.get("origin", "client"),
+    )
+
+
+FACT_COLUMNS = (
+    "id",
+    "scope",
+    "conversation_id",
+    "role",
+    "text",
+    "created_at",
+    "updated_at",
+    "deleted",
+    "replaced_by",
+    "summary_kind",
+    "source_session",
+    "source_message",
+    "content_hash",
+)
+
+
+def fact_to_row(fact: Fact) -> dict[str, Any]:
+    row = asdict(fact)
+    row["created_at"] = ts_to_text(fact.created_at)
+    row["updated_at"] = ts_to_text(fact.updated_at)
+    row["deleted"] = bool(fact.deleted)
+    return row
+
+
+def fact_from_row(row: Mapping[str, Any]) -> Fact:
+    return Fact(
+        id=row["id"],
+        scope=row["scope"],
+        conversation_id=row["conversation_id"],
+        role=row["role"],
+        text=row["text"],
+        created_at=ts_from_text(row["created_at"]),
+        updated_at=ts_from_text(row["updated_at"]),
+        deleted=bool(row["deleted"]),
+        replaced_by=row["replaced_by"],
+        summary_kind=row["summary_kind"],
+        source_session=row["source_session"],
+        source_message=row["source_message"],
+        content_hash=row["content_hash"] or "",
+    )
+
+
+def vector_to_bytes(vector: Vector) -> bytes:
+    return np.ascontiguousarray(vector, dtype="<f4").tobytes()
+
+
+def vector_from_bytes(blob: bytes) -> Vector:
+    return cast(Vector, np.frombuffer(blob, dtype="<f4").astype(np.float32))
+
+
+def vector_to_text(vector: Vector) -> str:
+    return base64.b64encode(vector_to_bytes(vector)).decode("ascii")
+
+
+def vector_from_text(text: str) -> Vector:
+    return vector_from_bytes(base64.b64decode(text))
+
+
+def as_vector(vector: Vector | Any, *, what: str) -> Vector:
+    """A finite 1-d float32 copy, or a clear error."""
+    array = np.asarray(vector, dtype=np.float32)
+    if array.ndim != 1 or array.size == 0 or not np.all(np.isfinite(array)):
+        raise StoreError(f"{what}: a vector must be a non-empty 1-d array of finite numbers")
+    return array

@@ -1,0 +1,191 @@
+"""The SQLite schema as named migrations, each applied once, in a transaction, at open.
+
+Add a migration by appending a new `mNNN_*` function to `MIGRATIONS`; never
+edit one that has shipped. The `migrations` table records what was applied, so
+a database written by a newer memlane is recognised and left alone.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from memlane.store.codec import now, ts_to_text
+
+# Characters the analyser keeps inside a term (`src/app.py`, `snake_case`, `a:b`, `#12`, `c++`).
+FTS_TOKENIZER = "unicode61 remove_diacritics 0 tokenchars '_./-:#@+'"
+
+
+def m001_initial(conn: sqlite3.Connection) -> None:
+    statements = [
+        """CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            key TEXT NOT NULL UNIQUE,
+            namespace TEXT NOT NULL,
+            title TEXT,
+            parent_id TEXT,
+            fork_position INTEGER,
+            summary TEXT NOT NULL DEFAULT '',
+            summarized_count INTEGER NOT NULL DEFAULT 0,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            prompt_tokens INTEGER NOT NULL DEFAULT 0,
+            completion_tokens INTEGER NOT NULL DEFAULT 0,
+            cost_usd REAL NOT NULL DEFAULT 0,
+            message_count INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX sessions_updated ON sessions(updated_at)",
+        "CREATE INDEX sessions_namespace ON sessions(namespace, updated_at)",
+        """CREATE TABLE messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            origin TEXT NOT NULL,
+            wire TEXT NOT NULL,
+            content TEXT NOT NULL,
+            text TEXT NOT NULL DEFAULT '',
+            content_hash TEXT NOT NULL,
+            token_count INTEGER NOT NULL DEFAULT 0,
+            status TEXT NOT NULL DEFAULT 'ok',
+            created_at TEXT NOT NULL,
+            UNIQUE (session_id, position)
+        )""",
+        """CREATE TABLE events (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL,
+            payload TEXT NOT NULL DEFAULT '{}',
+            text TEXT NOT NULL DEFAULT '',
+            created_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX events_session ON events(session_id, kind, id)",
+        """CREATE TABLE session_state (
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            value TEXT NOT NULL,
+            PRIMARY KEY (session_id, name)
+        )""",
+        """CREATE TABLE facts (
+            id TEXT PRIMARY KEY,
+            scope TEXT NOT NULL,
+            conversation_id TEXT NOT NULL,
+            role TEXT NOT NULL,
+            text TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            deleted INTEGER NOT NULL DEFAULT 0,
+            replaced_by TEXT,
+            summary_kind TEXT,
+            source_session TEXT,
+            source_message INTEGER,
+            content_hash TEXT NOT NULL DEFAULT ''
+        )""",
+        "CREATE INDEX facts_scope ON facts(scope, created_at)",
+        "CREATE INDEX facts_conversation ON facts(conversation_id, created_at)",
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        # The search index: one row per searchable text, derived from the tables above.
+        """CREATE TABLE docs (
+            rowid INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind TEXT NOT NULL,
+            ref TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            session_id TEXT,
+            role TEXT,
+            text TEXT NOT NULL,
+            terms TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            active INTEGER NOT NULL DEFAULT 1,
+            UNIQUE (kind, ref)
+        )""",
+        "CREATE INDEX docs_session ON docs(session_id)",
+        f"""CREATE VIRTUAL TABLE docs_fts USING fts5(
+            terms, content='docs', content_rowid='rowid', tokenize="{FTS_TOKENIZER}"
+        )""",
+        """CREATE TRIGGER docs_fts_insert AFTER INSERT ON docs BEGIN
+            INSERT INTO docs_fts(rowid, terms) VALUES (new.rowid, new.terms);
+        END""",
+        """CREATE TRIGGER docs_fts_delete AFTER DELETE ON docs BEGIN
+            INSERT INTO docs_fts(docs_fts, rowid, terms) VALUES ('delete', old.rowid, old.terms);
+        END""",
+        """CREATE TRIGGER docs_fts_update AFTER UPDATE OF terms ON docs BEGIN
+            INSERT INTO docs_fts(docs_fts, rowid, terms) VALUES ('delete', old.rowid, old.terms);
+            INSERT INTO docs_fts(rowid, terms) VALUES (new.rowid, new.terms);
+        END""",
+        """CREATE TABLE vectors (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            doc_id INTEGER NOT NULL REFERENCES docs(rowid) ON DELETE CASCADE,
+            model TEXT NOT NULL,
+            dim INTEGER NOT NULL,
+            vec BLOB NOT NULL,
+            UNIQUE (doc_id, model)
+        )""",
+        "CREATE INDEX vectors_model ON vectors(model, id)",
+        # Bumped whenever cached vector rows become stale (a vector removed, a document
+        # moved to another scope), so every process's in-memory vector cache reloads.
+        "CREATE TABLE vector_epoch (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL)",
+        "INSERT INTO vector_epoch (id, n) VALUES (1, 0)",
+        """CREATE TRIGGER vectors_deleted AFTER DELETE ON vectors BEGIN
+            UPDATE vector_epoch SET n = n + 1 WHERE id = 1;
+        END""",
+        """CREATE TRIGGER docs_moved AFTER UPDATE OF kind, scope, session_id, role ON docs
+            WHEN old.kind IS NOT new.kind OR old.scope IS NOT new.scope
+              OR old.session_id IS NOT new.session_id OR old.role IS NOT new.role
+        BEGIN
+            UPDATE vector_epoch SET n = n + 1 WHERE id = 1;
+        END""",
+    ]
+    for statement in statements:
+        conn.execute(statement)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_initial]
+
+
+class NewerSchema(Exception):
+    """The database has migrations this version of memlane does not know."""
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Apply every missing migration in one IMMEDIATE transaction; return the names applied.
+
+    Raises `NewerSchema` when the file was written by a newer memlane, and
+    `ForeignDatabase` when it is some other application's SQLite file.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        tables = {
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if "migrations" not in tables:
+            if tables:
+                raise ForeignDatabase(sorted(tables))
+            conn.execute(
+                "CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+            )
+        applied = {row[0] for row in conn.execute("SELECT name FROM migrations")}
+        known = {m.__name__ for m in MIGRATIONS}
+        unknown = applied - known
+        if unknown:
+            raise NewerSchema(sorted(unknown))
+        done: list[str] = []
+        for migration in MIGRATIONS:
+            if migration.__name__ in applied:
+                continue
+            migration(conn)
+            conn.execute(
+                "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
+                (migration.__name__, ts_to_text(now())),
+            )
+            done.append(migration.__name__)
+        conn.execute("COMMIT")
+        return done
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+class ForeignDatabase(Exception):
+    """The file is a SQLite database, but not memlane's."""
