@@ -12,7 +12,7 @@ own tokenizer), which governance's safety margin absorbs.
 
 Governance counts every message of every request, and long histories repeat
 the same large tool outputs turn after turn, so counts of long texts are
-memoised in a bounded LRU keyed by a digest of the text.
+memoised in a bounded LRU keyed by the text's hash and length.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ REPLY_PRIMING = 3
 
 MEMO_MIN_CHARS = 512
 """Texts shorter than this are encoded directly: hashing them would not save time."""
-MEMO_SIZE = 4096
+MEMO_SIZE = 16_384
 """Long-text counts remembered per encoding."""
 
 
@@ -141,14 +141,17 @@ class BPETokenizer:
     def __init__(self, encoding: tiktoken.Encoding, *, memo_size: int = MEMO_SIZE) -> None:
         self.name: str = encoding.name
         self._encoding = encoding
-        self._memo: OrderedDict[bytes, int] = OrderedDict()
+        self._memo: OrderedDict[tuple[int, int], int] = OrderedDict()
         self._memo_size = memo_size
         self._lock = threading.Lock()
 
     def count(self, text: str) -> int:
         if len(text) < MEMO_MIN_CHARS:
             return self._encode_len(text)
-        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        # Python's string hash is fast (and cached on the string object); with the
+        # length it makes a 64+ bit key, so a wrong hit needs a collision among a
+        # few thousand live entries: negligible, and the memo lives only in-process.
+        key = (hash(text), len(text))
         with self._lock:
             cached = self._memo.get(key)
             if cached is not None:
