@@ -87,11 +87,13 @@ class MiniLMEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         self._load()
-        rows = [
-            self._embed_batch(texts[i : i + self._batch_size])
-            for i in range(0, len(texts), self._batch_size)
-        ]
-        return np.concatenate(rows, axis=0)
+        # Batching texts of similar length wastes less compute on padding.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self._batch_size):
+            chunk = order[start : start + self._batch_size]
+            out[chunk] = self._embed_batch([texts[i] for i in chunk])
+        return out
 
     def _embed_batch(self, texts: Sequence[str]) -> Vectors:
         encodings = self._tokenizer.encode_batch(list(texts))
