@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from memlane.store import Store
+from memlane.store.postgres import PostgresStore
 from memlane.store.sqlite import SQLiteStore
 
-STORE_BACKENDS = ["sqlite"]
+STORE_BACKENDS = ["sqlite", "postgres"]
 
 StoreFactory = Callable[[], Store]
 
@@ -25,6 +26,8 @@ def open_backend(name: str, request: pytest.FixtureRequest, folder: Path) -> Sto
     """A fresh, empty store of backend `name`; `folder` is a new empty directory."""
     if name == "sqlite":
         return SQLiteStore(folder / "memlane.db")
+    if name == "postgres":
+        return PostgresStore(request.getfixturevalue("pg_new_database")())
     raise ValueError(f"no test hook for store backend {name!r}")
 
 

@@ -45,7 +45,7 @@ from memlane.store.codec import (
     vector_to_bytes,
     vector_to_text,
 )
-from memlane.store.sqlite_schema import ForeignDatabase, NewerSchema, migrate
+from memlane.store.sqlite_schema import ForeignDatabase, NewerSchema, check, migrate
 from memlane.store.transcript import plan_sync
 from memlane.store.vector_index import VectorCache
 from memlane.types import DocKind, Event, Fact, FactRole, Hit, Session, StoredMessage
@@ -95,6 +95,7 @@ class SQLiteStore:
             )
         try:
             conn = self._conn()
+            check(conn)  # before anything writes: a refused file must stay as it was
             conn.execute("PRAGMA journal_mode = WAL").fetchone()
             migrate(conn)
         except ForeignDatabase as exc:

@@ -148,28 +148,33 @@ class NewerSchema(Exception):
     """The database has migrations this version of memlane does not know."""
 
 
-def migrate(conn: sqlite3.Connection) -> list[str]:
-    """Apply every missing migration in one IMMEDIATE transaction; return the names applied.
+def check(conn: sqlite3.Connection) -> set[str]:
+    """The migrations already applied; reads only, so a refused file is left byte-for-byte.
 
-    Raises `NewerSchema` when the file was written by a newer memlane, and
-    `ForeignDatabase` when it is some other application's SQLite file.
+    Raises `ForeignDatabase` for some other application's SQLite file and
+    `NewerSchema` for a file written by a newer memlane.
     """
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "migrations" not in tables:
+        if tables:
+            raise ForeignDatabase(sorted(tables))
+        return set()
+    applied = {str(row[0]) for row in conn.execute("SELECT name FROM migrations")}
+    unknown = applied - {m.__name__ for m in MIGRATIONS}
+    if unknown:
+        raise NewerSchema(sorted(unknown))
+    return applied
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Apply every missing migration in one IMMEDIATE transaction; return the names applied."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        tables = {
-            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        }
-        if "migrations" not in tables:
-            if tables:
-                raise ForeignDatabase(sorted(tables))
-            conn.execute(
-                "CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-            )
-        applied = {row[0] for row in conn.execute("SELECT name FROM migrations")}
-        known = {m.__name__ for m in MIGRATIONS}
-        unknown = applied - known
-        if unknown:
-            raise NewerSchema(sorted(unknown))
+        applied = check(conn)
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS migrations"
+            " (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+        )
         done: list[str] = []
         for migration in MIGRATIONS:
             if migration.__name__ in applied:

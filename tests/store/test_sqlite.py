@@ -1,0 +1,242 @@
+"""What only the SQLite backend must show: processes sharing a file, crashes, bad files."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memlane.store import NewMessage, SearchFilter, StoreError
+from memlane.store.sqlite import SQLiteStore
+from memlane.store.sqlite_schema import MIGRATIONS
+from memlane.types import Message
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def writer(db: Path, mode: str, tag: str, count: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.store.writer", str(db), mode, tag, str(count)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(process: subprocess.Popen[str]) -> str:
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    return out
+
+
+def user(text: str) -> NewMessage:
+    return NewMessage(Message(role="user", text=text))
+
+
+def test_two_processes_appending_to_one_session_lose_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "memlane.db"
+    SQLiteStore(db).close()
+    count = 150
+    children = [writer(db, "append", tag, count) for tag in ("left", "right")]
+    for child in children:
+        assert len(finish(child).split()) == count
+
+    store = SQLiteStore(db)
+    session = store.find_session("shared")
+    assert session is not None
+    stored = store.list_messages(session.id)
+    assert [m.position for m in stored] == list(range(2 * count))
+    for tag in ("left", "right"):
+        mine = [m.message.text for m in stored if m.message.text.startswith(tag)]
+        assert mine == [f"{tag} message {i}" for i in range(count)]
+    assert session.message_count == 2 * count
+    store.close()
+
+
+def test_two_processes_resending_one_history_store_it_once(tmp_path: Path) -> None:
+    db = tmp_path / "memlane.db"
+    SQLiteStore(db).close()
+    count = 60
+    children = [writer(db, "sync", tag, count) for tag in ("a", "b")]
+    for child in children:
+        finish(child)
+
+    store = SQLiteStore(db)
+    session = store.find_session("shared")
+    assert session is not None
+    everything = store.list_messages(session.id, include_superseded=True)
+    assert [m.message.text for m in everything] == [f"turn {i}" for i in range(count)]
+    store.close()
+
+
+def test_sigkill_mid_append_keeps_every_committed_message(tmp_path: Path) -> None:
+    db = tmp_path / "memlane.db"
+    SQLiteStore(db).close()
+    child = writer(db, "append", "crash", 100_000)
+    assert child.stdout is not None
+    committed: list[int] = []
+    for line in child.stdout:
+        committed.append(int(line))
+        if len(committed) >= 300:
+            break
+    os.kill(child.pid, signal.SIGKILL)
+    rest, _ = child.communicate(timeout=30)
+    committed.extend(int(n) for n in rest.split())
+    assert child.returncode == -signal.SIGKILL
+
+    with sqlite3.connect(db) as raw:
+        assert raw.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    store = SQLiteStore(db)
+    session = store.find_session("shared")
+    assert session is not None
+    stored = [m.message.text for m in store.list_messages(session.id)]
+    assert stored[: len(committed)] == [f"crash message {i}" for i in committed]
+    assert stored == [f"crash message {i}" for i in range(len(stored))]
+    assert session.message_count == len(stored)
+    store.append_messages(session.id, [user("after the crash")])
+    assert store.keyword_search("after crash", SearchFilter())[0].text == "after the crash"
+    store.close()
+
+
+def test_threads_share_one_store(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "memlane.db")
+    session = store.ensure_session("s")
+    errors: list[BaseException] = []
+
+    def work(tag: int) -> None:
+        try:
+            for i in range(40):
+                store.append_messages(session.id, [user(f"t{tag}-{i}")])
+        except BaseException as exc:  # reported to the test thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert [m.position for m in store.list_messages(session.id)] == list(range(160))
+    store.close()
+
+
+def test_a_second_instance_sees_vectors_written_and_removed_elsewhere(tmp_path: Path) -> None:
+    """The in-process vector cache follows writes made through another connection."""
+    reader = SQLiteStore(tmp_path / "memlane.db")
+    other = SQLiteStore(tmp_path / "memlane.db")
+    session = other.ensure_session("s", namespace="ns")
+    stored = other.append_messages(session.id, [user("one"), user("two")])
+    vectors = np.eye(4, dtype=np.float32)
+    assert reader.vector_search(vectors[0], SearchFilter(), model="m") == []
+    other.put_vectors("message", [(str(stored[0].id), vectors[0])], model="m")
+    assert [h.ref for h in reader.vector_search(vectors[0], SearchFilter(), model="m")] == [
+        str(stored[0].id)
+    ]
+    other.put_vectors("message", [(str(stored[1].id), vectors[1])], model="m")
+    hits = reader.vector_search(vectors[1], SearchFilter(scopes=("ns",)), model="m", limit=1)
+    assert [h.ref for h in hits] == [str(stored[1].id)]
+    other.delete_session(session.id)
+    assert reader.vector_search(vectors[1], SearchFilter(), model="m") == []
+    fresh = other.ensure_session("t")
+    ref = str(other.append_messages(fresh.id, [user("x")])[0].id)
+    other.put_vectors("message", [(ref, vectors[2])], model="m")
+    assert [h.ref for h in reader.vector_search(vectors[2], SearchFilter(), model="m")] == [ref]
+    with pytest.raises(StoreError, match="dimensions"):
+        reader.vector_search(np.ones(3, dtype=np.float32), SearchFilter(), model="m")
+    reader.close()
+    other.close()
+
+
+def test_reopening_keeps_data_and_applies_migrations_once(tmp_path: Path) -> None:
+    db = tmp_path / "deep" / "er" / "memlane.db"
+    store = SQLiteStore(db)
+    session = store.ensure_session("s")
+    store.append_messages(session.id, [user("kept")])
+    store.close()
+    store = SQLiteStore(db, synchronous="full")
+    assert [m.message.text for m in store.list_messages(session.id)] == ["kept"]
+    store.close()
+    with sqlite3.connect(db) as raw:
+        names = [r[0] for r in raw.execute("SELECT name FROM migrations ORDER BY name")]
+        assert names == [m.__name__ for m in MIGRATIONS]
+        assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_closed_store_refuses_work(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "memlane.db")
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.ensure_session("s")
+
+
+# --- bad files: a clear one-line error, and the file left exactly as it was --------------
+
+
+def assert_refused(db: Path, *fragments: str) -> None:
+    before = db.read_bytes() if db.is_file() else None
+    with pytest.raises(StoreError) as caught:
+        SQLiteStore(db)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert str(db) in message
+    for fragment in fragments:
+        assert fragment in message
+    if before is not None:
+        assert db.read_bytes() == before
+
+
+def test_a_corrupt_file_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    db = tmp_path / "memlane.db"
+    db.write_bytes(b"this is not a database, just notes\n" * 200)
+    assert_refused(db, "not a readable memlane database", "backup")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memlane.db"]
+
+
+def test_a_database_with_a_damaged_header_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "memlane.db"
+    store = SQLiteStore(db)
+    store.ensure_session("s")
+    store.close()
+    data = bytearray(db.read_bytes())
+    data[:16] = b"garbage garbage!"
+    db.write_bytes(bytes(data))
+    assert_refused(db, "not a readable memlane database")
+
+
+def test_another_applications_database_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "app.db"
+    with sqlite3.connect(db) as raw:
+        raw.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+        raw.execute("INSERT INTO invoices (total) VALUES (9.5)")
+    raw.close()
+    assert_refused(db, "another application", "invoices")
+
+
+def test_a_database_from_a_newer_memlane_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "memlane.db"
+    SQLiteStore(db).close()
+    with sqlite3.connect(db) as raw:
+        raw.execute("INSERT INTO migrations VALUES ('m999_future', '2030-01-01T00:00:00+00:00')")
+    raw.close()
+    assert_refused(db, "newer memlane", "m999_future")
+
+
+def test_an_unwritable_home_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "home"
+    blocker.write_text("a file where the data home should be\n")
+    assert_refused(blocker / "memlane.db", "MEMLANE_HOME")
+    assert blocker.read_text() == "a file where the data home should be\n"
+
+
+def test_a_folder_in_place_of_the_database_is_a_clear_error(tmp_path: Path) -> None:
+    db = tmp_path / "memlane.db"
+    db.mkdir()
+    assert_refused(db, "not a database file")
