@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -67,11 +67,21 @@ def pg_server() -> Iterator[str]:
 
 
 @pytest.fixture
-def pg_url(pg_server: str) -> Iterator[str]:
-    """URL of a fresh, empty database on the test server, dropped after the test."""
-    name = f"memlane_test_{os.getpid()}_{next(_counter)}"
-    url = create_database(pg_server, name)
-    try:
-        yield url
-    finally:
+def pg_new_database(pg_server: str) -> Iterator[Callable[[], str]]:
+    """Makes fresh, empty databases on the test server (URLs); all dropped after the test."""
+    made: list[str] = []
+
+    def make() -> str:
+        name = f"memlane_test_{os.getpid()}_{next(_counter)}"
+        made.append(name)
+        return create_database(pg_server, name)
+
+    yield make
+    for name in made:
         drop_database(pg_server, name)
+
+
+@pytest.fixture
+def pg_url(pg_new_database: Callable[[], str]) -> str:
+    """URL of a fresh, empty database on the test server, dropped after the test."""
+    return pg_new_database()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -117,15 +118,13 @@ class PostgresStore:
 
     # --- sessions -------------------------------------------------------
     def ensure_session(self, key: str, *, namespace: str | None = None) -> Session:
-        if not key:
-            raise StoreError("a session key must not be empty")
         stamp = codec.now()
         with self._tx() as conn:
             # Race-free across replicas: the unique key decides, the loser reads the winner's row.
             conn.execute(
                 "INSERT INTO sessions (id, key, namespace, created_at, updated_at) "
                 "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
-                (_new_session_id(), key, namespace or key, stamp, stamp),
+                (_new_session_id(), key, key if namespace is None else namespace, stamp, stamp),
             )
             row = conn.execute(
                 f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE key = %s", (key,)
@@ -154,7 +153,7 @@ class PostgresStore:
             rows = conn.execute(
                 f"SELECT {_SESSION_COLUMNS} FROM sessions "
                 "WHERE (%(ns)s::text IS NULL OR namespace = %(ns)s) "
-                "ORDER BY updated_at DESC, id DESC LIMIT %(limit)s",
+                "ORDER BY updated_at DESC, seq DESC LIMIT %(limit)s",
                 {"ns": namespace, "limit": limit},
             ).fetchall()
         return [_session(r) for r in rows]
@@ -187,7 +186,7 @@ class PostgresStore:
                 },
             ).fetchone()
         if row is None:
-            raise SessionNotFound(f"no session {session_id!r}")
+            raise SessionNotFound(f"no session with id {session_id}")
         return _session(row)
 
     def add_usage(
@@ -201,40 +200,30 @@ class PostgresStore:
         with self._tx() as conn:
             cur = conn.execute(
                 "UPDATE sessions SET prompt_tokens = prompt_tokens + %s, "
-                "completion_tokens = completion_tokens + %s, cost_usd = cost_usd + %s "
-                "WHERE id = %s",
-                (prompt_tokens, completion_tokens, cost_usd, session_id),
+                "completion_tokens = completion_tokens + %s, cost_usd = cost_usd + %s, "
+                "updated_at = %s WHERE id = %s",
+                (prompt_tokens, completion_tokens, cost_usd, codec.now(), session_id),
             )
             if cur.rowcount == 0:
-                raise SessionNotFound(f"no session {session_id!r}")
+                raise SessionNotFound(f"no session with id {session_id}")
 
     def delete_session(self, session_id: str) -> bool:
         with self._tx() as conn:
-            row = conn.execute(
-                "SELECT id FROM sessions WHERE id = %s FOR UPDATE", (session_id,)
-            ).fetchone()
-            if row is None:
-                return False
+            # Index rows of the session (its messages, events and facts) go with it.
+            conn.execute("DELETE FROM docs WHERE session_id = %s", (session_id,))
             conn.execute(
-                "DELETE FROM docs WHERE session_id = %s AND kind IN ('message', 'event')",
+                "DELETE FROM docs WHERE kind = 'fact' AND ref IN "
+                "(SELECT id FROM facts WHERE conversation_id = %s)",
                 (session_id,),
             )
-            fact_ids = [
-                r["id"]
-                for r in conn.execute(
-                    "DELETE FROM facts WHERE conversation_id = %s OR source_session = %s "
-                    "RETURNING id",
-                    (session_id, session_id),
-                ).fetchall()
-            ]
-            if fact_ids:
-                conn.execute("DELETE FROM docs WHERE kind = 'fact' AND ref = ANY(%s)", (fact_ids,))
-            conn.execute("DELETE FROM sessions WHERE id = %s", (session_id,))
-        return True
+            conn.execute("DELETE FROM facts WHERE conversation_id = %s", (session_id,))
+            cur = conn.execute("DELETE FROM sessions WHERE id = %s", (session_id,))
+            return cur.rowcount > 0
 
     def fork_session(
         self, session_id: str, *, new_key: str, at_position: int | None = None
     ) -> Session:
+        new_id = _new_session_id()
         stamp = codec.now()
         with self._tx() as conn:
             source = conn.execute(
@@ -242,35 +231,69 @@ class PostgresStore:
                 (session_id,),
             ).fetchone()
             if source is None:
-                raise SessionNotFound(f"no session {session_id!r}")
+                raise SessionNotFound(f"no session with id {session_id}")
             if conn.execute("SELECT 1 FROM sessions WHERE key = %s", (new_key,)).fetchone():
                 raise StoreError(f"a session with key {new_key!r} already exists")
-            new_id = _new_session_id()
+            # The running summary holds only if the fork keeps everything it summarised.
+            keeps_summary = at_position is None or at_position >= source["summarized_count"]
             conn.execute(
                 "INSERT INTO sessions (id, key, namespace, title, parent_id, fork_position, "
-                "metadata, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                "summary, summarized_count, metadata, created_at, updated_at) "
+                "VALUES (%s, %s, %s, NULL, %s, %s, %s, %s, %s, %s, %s)",
                 (
                     new_id,
                     new_key,
                     source["namespace"],
-                    source["title"],
                     session_id,
                     at_position,
+                    source["summary"] if keeps_summary else "",
+                    source["summarized_count"] if keeps_summary else 0,
                     Jsonb(source["metadata"]),
                     stamp,
                     stamp,
                 ),
             )
-            rows = conn.execute(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE session_id = %s "
-                "AND status <> 'superseded' AND (%s::int IS NULL OR position < %s) "
-                "ORDER BY position",
-                (session_id, at_position, at_position),
+            copied = conn.execute(
+                "INSERT INTO messages (session_id, position, role, kind, origin, wire, content, "
+                "text, content_hash, token_count, status, created_at) "
+                "SELECT %s, position, role, kind, origin, wire, content, text, content_hash, "
+                "token_count, status, created_at FROM messages WHERE session_id = %s "
+                "AND status = 'ok' AND (%s::int IS NULL OR position < %s) ORDER BY position "
+                "RETURNING id",
+                (new_id, session_id, at_position, at_position),
             ).fetchall()
-            copies = [
-                NewMessage(codec.message_from_json(r["content"]), r["token_count"]) for r in rows
-            ]
-            self._append(conn, new_id, source["namespace"], copies, start=0, stamp=stamp)
+            # Index the copies under their new ids, reusing the vectors (no re-embedding).
+            pairs = conn.execute(
+                "SELECT o.id::text AS old_ref, n.id::text AS new_ref FROM messages o "
+                "JOIN messages n ON n.session_id = %s AND n.position = o.position "
+                "WHERE o.session_id = %s",
+                (new_id, session_id),
+            ).fetchall()
+            if pairs:
+                refs = ([p["old_ref"] for p in pairs], [p["new_ref"] for p in pairs])
+                conn.execute(
+                    "INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, length, "
+                    "created_at, active) SELECT d.kind, m.new_ref, d.scope, %s, d.role, d.text, "
+                    "d.terms, d.length, d.created_at, d.active FROM docs d "
+                    "JOIN unnest(%s::text[], %s::text[]) AS m(old_ref, new_ref) "
+                    "ON d.kind = 'message' AND d.ref = m.old_ref ORDER BY d.seq",
+                    (new_id, *refs),
+                )
+                conn.execute(
+                    "INSERT INTO vectors (kind, ref, model, dim, embedding) "
+                    "SELECT v.kind, m.new_ref, v.model, v.dim, v.embedding FROM vectors v "
+                    "JOIN unnest(%s::text[], %s::text[]) AS m(old_ref, new_ref) "
+                    "ON v.kind = 'message' AND v.ref = m.old_ref",
+                    refs,
+                )
+            conn.execute(
+                "UPDATE sessions SET message_count = %s WHERE id = %s", (len(copied), new_id)
+            )
+            conn.execute(
+                "INSERT INTO session_state (session_id, name, value) "
+                "SELECT %s, name, value FROM session_state WHERE session_id = %s",
+                (new_id, session_id),
+            )
             row = conn.execute(
                 f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = %s", (new_id,)
             ).fetchone()
@@ -300,15 +323,18 @@ class PostgresStore:
                     "ON CONFLICT (session_id, name) DO UPDATE SET value = excluded.value",
                     (session_id, name, value),
                 )
+            conn.execute(
+                "UPDATE sessions SET updated_at = %s WHERE id = %s", (codec.now(), session_id)
+            )
 
     # --- messages ---------------------------------------------------------
     def sync_messages(self, session_id: str, incoming: Sequence[NewMessage]) -> SyncResult:
-        stamp = codec.now()
         with self._tx() as conn:
+            # The lock makes replicas take turns: the second sees what the first stored.
             session = _lock_session(conn, session_id)
             stored = conn.execute(
-                "SELECT id, position, content_hash FROM messages WHERE session_id = %s "
-                "AND origin = 'client' AND status <> 'superseded' ORDER BY position",
+                "SELECT id, content_hash FROM messages WHERE session_id = %s "
+                "AND origin = 'client' AND status = 'ok' ORDER BY position",
                 (session_id,),
             ).fetchall()
             plan = plan_sync(
@@ -317,32 +343,17 @@ class PostgresStore:
             )
             superseded = 0
             if plan.supersede_from is not None:
-                first = stored[plan.supersede_from]["position"]
-                superseded = self._supersede_from(conn, session_id, first)
-            added = self._append(
-                conn,
-                session_id,
-                session["namespace"],
-                incoming[plan.matched :],
-                start=_next_position(conn, session_id),
-                stamp=stamp,
-            )
+                stale = [int(r["id"]) for r in stored[plan.supersede_from :]]
+                superseded = _set_status(conn, stale, "superseded")
+            added = _append(conn, session_id, session["namespace"], incoming[plan.matched :])
         return SyncResult(plan.matched, tuple(added), superseded)
 
     def append_messages(
         self, session_id: str, messages: Sequence[NewMessage]
     ) -> list[StoredMessage]:
-        stamp = codec.now()
         with self._tx() as conn:
             session = _lock_session(conn, session_id)
-            return self._append(
-                conn,
-                session_id,
-                session["namespace"],
-                messages,
-                start=_next_position(conn, session_id),
-                stamp=stamp,
-            )
+            return _append(conn, session_id, session["namespace"], messages)
 
     def list_messages(
         self,
@@ -366,84 +377,12 @@ class PostgresStore:
             raise StoreError(f"unknown message status {status!r}: use ok, failed or superseded")
         with self._tx() as conn:
             row = conn.execute(
-                "UPDATE messages SET status = %s WHERE id = %s RETURNING id", (status, message_id)
+                "SELECT session_id FROM messages WHERE id = %s", (message_id,)
             ).fetchone()
             if row is None:
-                raise StoreError(f"no message {message_id}")
-            conn.execute(
-                "UPDATE docs SET active = %s WHERE kind = 'message' AND ref = %s",
-                (status != "superseded", str(message_id)),
-            )
-
-    def _supersede_from(self, conn: Conn, session_id: str, position: int) -> int:
-        rows = conn.execute(
-            "UPDATE messages SET status = 'superseded' WHERE session_id = %s "
-            "AND position >= %s AND status <> 'superseded' RETURNING id",
-            (session_id, position),
-        ).fetchall()
-        refs = [str(r["id"]) for r in rows]
-        if refs:
-            conn.execute(
-                "UPDATE docs SET active = false WHERE kind = 'message' AND ref = ANY(%s)", (refs,)
-            )
-        conn.execute(
-            "UPDATE sessions SET message_count = message_count - %s WHERE id = %s",
-            (len(refs), session_id),
-        )
-        return len(refs)
-
-    def _append(
-        self,
-        conn: Conn,
-        session_id: str,
-        scope: str,
-        messages: Sequence[NewMessage],
-        *,
-        start: int,
-        stamp: datetime,
-    ) -> list[StoredMessage]:
-        """Insert after `start - 1`; the caller holds the session's lock."""
-        out: list[StoredMessage] = []
-        for offset, new in enumerate(messages):
-            msg = new.message
-            row = conn.execute(
-                "INSERT INTO messages (session_id, position, role, kind, origin, wire, content, "
-                "text, content_hash, token_count, created_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                (
-                    session_id,
-                    start + offset,
-                    msg.role,
-                    msg.kind,
-                    msg.origin,
-                    msg.wire,
-                    Jsonb(codec.message_to_json(msg)),
-                    msg.text,
-                    msg.fingerprint(),
-                    new.token_count,
-                    stamp,
-                ),
-            ).fetchone()
-            assert row is not None
-            stored = StoredMessage(
-                id=int(row["id"]),
-                session_id=session_id,
-                position=start + offset,
-                message=msg,
-                content_hash=msg.fingerprint(),
-                token_count=new.token_count,
-                created_at=stamp,
-            )
-            if _indexable(stored):
-                _put_doc(conn, "message", str(stored.id), scope, session_id, None, msg.text, stamp)
-            out.append(stored)
-        if out:
-            conn.execute(
-                "UPDATE sessions SET message_count = message_count + %s, updated_at = %s "
-                "WHERE id = %s",
-                (len(out), stamp, session_id),
-            )
-        return out
+                raise StoreError(f"no message with id {message_id}")
+            _lock_session(conn, row["session_id"])
+            _set_status(conn, [message_id], status)
 
     # --- events -----------------------------------------------------------
     def add_event(
@@ -455,7 +394,7 @@ class PostgresStore:
                 "SELECT namespace FROM sessions WHERE id = %s", (session_id,)
             ).fetchone()
             if session is None:
-                raise SessionNotFound(f"no session {session_id!r}")
+                raise SessionNotFound(f"no session with id {session_id}")
             row = conn.execute(
                 "INSERT INTO events (session_id, kind, payload, text, created_at) "
                 "VALUES (%s, %s, %s, %s, %s) RETURNING id",
@@ -463,7 +402,7 @@ class PostgresStore:
             ).fetchone()
             assert row is not None
             event_id = int(row["id"])
-            if text.strip():
+            if text:
                 _put_doc(
                     conn,
                     "event",
@@ -474,6 +413,7 @@ class PostgresStore:
                     text,
                     stamp,
                 )
+            conn.execute("UPDATE sessions SET updated_at = %s WHERE id = %s", (stamp, session_id))
         return Event(event_id, session_id, kind, dict(payload), text, stamp)
 
     def list_events(
@@ -530,7 +470,7 @@ class PostgresStore:
                 "AND (%(conv)s::text IS NULL OR conversation_id = %(conv)s) "
                 "AND (%(roles)s::text[] IS NULL OR role = ANY(%(roles)s)) "
                 "AND (%(deleted)s OR NOT deleted) "
-                "ORDER BY created_at, id LIMIT %(limit)s",
+                "ORDER BY created_at, seq LIMIT %(limit)s",
                 {
                     "scope": scope,
                     "conv": conversation_id,
@@ -548,10 +488,10 @@ class PostgresStore:
                 "updated_at = %s WHERE id = %s RETURNING id",
                 (replaced_by, codec.now(), fact_id),
             ).fetchone()
-            if row is None:
-                return False
-            conn.execute("DELETE FROM docs WHERE kind = 'fact' AND ref = %s", (fact_id,))
-        return True
+            conn.execute(
+                "UPDATE docs SET active = false WHERE kind = 'fact' AND ref = %s", (fact_id,)
+            )
+        return row is not None
 
     def purge_fact(self, fact_id: str) -> bool:
         with self._tx() as conn:
@@ -562,7 +502,7 @@ class PostgresStore:
     # --- search -------------------------------------------------------------
     def keyword_search(self, query: str, flt: SearchFilter, *, limit: int = 10) -> list[Hit]:
         words = analysis.query_terms(query)
-        if not words or limit <= 0:
+        if not words or limit <= 0 or not flt.kinds:
             return []
         where, params = _filter_sql(flt, "d")
         params.update(
@@ -636,7 +576,7 @@ class PostgresStore:
         self, vector: Vector, flt: SearchFilter, *, model: str, limit: int = 10
     ) -> list[Hit]:
         query = codec.as_vector(vector, what="query vector")
-        if limit <= 0:
+        if limit <= 0 or not flt.kinds:
             return []
         dim = int(query.shape[0])
         where, params = _filter_sql(flt, "d")
@@ -677,7 +617,7 @@ class PostgresStore:
             rows = conn.execute(
                 "SELECT d.ref, d.text FROM docs d WHERE d.kind = %s AND d.active AND NOT EXISTS "
                 "(SELECT 1 FROM vectors v WHERE v.kind = d.kind AND v.ref = d.ref "
-                "AND v.model = %s) ORDER BY d.created_at, d.ref LIMIT %s",
+                "AND v.model = %s) ORDER BY d.seq LIMIT %s",
                 (kind, model, limit),
             ).fetchall()
         return [(r["ref"], r["text"]) for r in rows]
@@ -766,20 +706,23 @@ class PostgresStore:
                 prepared,
             )
         scopes = _namespaces(conn, {r["session_id"] for r in rows})
-        for r in prepared:
-            stored = _stored({**r, "content": r["content"].obj})
-            if _indexable(stored):
-                _put_doc(
-                    conn,
+        _load_docs(
+            conn,
+            [
+                _Doc(
                     "message",
-                    str(stored.id),
-                    scopes[stored.session_id],
-                    stored.session_id,
+                    str(r["id"]),
+                    scopes.get(r["session_id"], ""),
+                    r["session_id"],
                     None,
-                    stored.message.text,
-                    stored.created_at,
-                    active=stored.status != "superseded",
+                    r["text"],
+                    r["created_at"],
+                    r["status"] != "superseded",
                 )
+                for r in prepared
+                if r["text"]
+            ],
+        )
         _advance_sequence(conn, "messages")
 
     def _load_events(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -798,18 +741,23 @@ class PostgresStore:
                 prepared,
             )
         scopes = _namespaces(conn, {r["session_id"] for r in rows})
-        for r in prepared:
-            if str(r["text"]).strip():
-                _put_doc(
-                    conn,
+        _load_docs(
+            conn,
+            [
+                _Doc(
                     "event",
                     str(r["id"]),
-                    scopes[r["session_id"]],
+                    scopes.get(r["session_id"], ""),
                     r["session_id"],
                     None,
                     r["text"],
                     r["created_at"],
+                    True,
                 )
+                for r in prepared
+                if r["text"]
+            ],
+        )
         _advance_sequence(conn, "events")
 
     def _load_facts(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -824,13 +772,39 @@ class PostgresStore:
                     for f in facts
                 ],
             )
-        for fact in facts:
-            _index_fact(conn, fact)
+        _load_docs(
+            conn,
+            [
+                _Doc(
+                    "fact",
+                    f.id,
+                    f.scope,
+                    f.conversation_id,
+                    f.role,
+                    f.text,
+                    f.created_at,
+                    not f.deleted,
+                )
+                for f in facts
+            ],
+        )
 
     def _load_vectors(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> None:
         prepared = [
             (r["kind"], r["ref"], r["model"], codec.vector_from_text(r["vec"])) for r in rows
         ]
+        refs = {(k, ref) for k, ref, _, _ in prepared}
+        known = conn.execute(
+            "SELECT kind, ref FROM docs JOIN unnest(%s::text[], %s::text[]) AS r(k, f) "
+            "ON kind = r.k AND ref = r.f",
+            ([k for k, _ in refs], [f for _, f in refs]),
+        ).fetchall()
+        orphans = refs - {(r["kind"], r["ref"]) for r in known}
+        if orphans:
+            kind, ref = sorted(orphans)[0]
+            raise StoreError(
+                f"vector for {kind} {ref} has no document: load the tables in store.TABLES order"
+            )
         dims = {int(v.shape[0]) for *_, v in prepared}
         for dim in sorted(dims - self._indexed_dims):
             _ensure_vector_index(conn, dim)
@@ -862,11 +836,11 @@ _LOADERS = {
 }
 
 _DUMP_SQL = {
-    "sessions": f"SELECT {_SESSION_COLUMNS} FROM sessions ORDER BY created_at, id",
+    "sessions": f"SELECT {_SESSION_COLUMNS} FROM sessions ORDER BY seq",
     "session_state": "SELECT session_id, name, value FROM session_state ORDER BY session_id, name",
     "messages": f"SELECT {_MESSAGE_COLUMNS} FROM messages ORDER BY id",
     "events": "SELECT id, session_id, kind, payload, text, created_at FROM events ORDER BY id",
-    "facts": f"SELECT {', '.join(codec.FACT_COLUMNS)} FROM facts ORDER BY created_at, id",
+    "facts": f"SELECT {', '.join(codec.FACT_COLUMNS)} FROM facts ORDER BY seq",
     "vectors": "SELECT kind, ref, model, dim, embedding::real[] AS vec FROM vectors "
     "ORDER BY kind, ref, model",
     "meta": "SELECT key, value FROM meta ORDER BY key",
@@ -917,8 +891,84 @@ def _lock_session(conn: Conn, session_id: str) -> Row:
         "SELECT id, namespace FROM sessions WHERE id = %s FOR NO KEY UPDATE", (session_id,)
     ).fetchone()
     if row is None:
-        raise SessionNotFound(f"no session {session_id!r}")
+        raise SessionNotFound(f"no session with id {session_id}")
     return row
+
+
+def _append(
+    conn: Conn, session_id: str, namespace: str, items: Sequence[NewMessage]
+) -> list[StoredMessage]:
+    """Insert after the session's last position; the caller holds the session's lock."""
+    if not items:
+        return []
+    start = _next_position(conn, session_id)
+    created = codec.now()
+    out: list[StoredMessage] = []
+    for offset, item in enumerate(items):
+        message = item.message
+        content_hash = message.fingerprint()
+        row = conn.execute(
+            "INSERT INTO messages (session_id, position, role, kind, origin, wire, content, "
+            "text, content_hash, token_count, status, created_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'ok', %s) RETURNING id",
+            (
+                session_id,
+                start + offset,
+                message.role,
+                message.kind,
+                message.origin,
+                message.wire,
+                Jsonb(codec.message_to_json(message)),
+                message.text,
+                content_hash,
+                item.token_count,
+                created,
+            ),
+        ).fetchone()
+        assert row is not None
+        stored = StoredMessage(
+            id=int(row["id"]),
+            session_id=session_id,
+            position=start + offset,
+            message=message,
+            content_hash=content_hash,
+            token_count=item.token_count,
+            created_at=created,
+        )
+        if message.text:
+            _put_doc(
+                conn, "message", str(stored.id), namespace, session_id, None, message.text, created
+            )
+        out.append(stored)
+    conn.execute(
+        "UPDATE sessions SET message_count = message_count + %s, updated_at = %s WHERE id = %s",
+        (len(out), created, session_id),
+    )
+    return out
+
+
+def _set_status(conn: Conn, ids: Sequence[int], status: str) -> int:
+    """Change status, keeping the session's message_count and the index in step."""
+    changed = 0
+    for message_id in ids:
+        row = conn.execute(
+            "SELECT session_id, status FROM messages WHERE id = %s", (message_id,)
+        ).fetchone()
+        if row is None or row["status"] == status:
+            continue
+        delta = int(status != "superseded") - int(row["status"] != "superseded")
+        conn.execute("UPDATE messages SET status = %s WHERE id = %s", (status, message_id))
+        conn.execute(
+            "UPDATE docs SET active = %s WHERE kind = 'message' AND ref = %s",
+            (status != "superseded", str(message_id)),
+        )
+        if delta:
+            conn.execute(
+                "UPDATE sessions SET message_count = message_count + %s WHERE id = %s",
+                (delta, row["session_id"]),
+            )
+        changed += 1
+    return changed
 
 
 def _next_position(conn: Conn, session_id: str) -> int:
@@ -928,11 +978,6 @@ def _next_position(conn: Conn, session_id: str) -> int:
     ).fetchone()
     assert row is not None
     return int(row["next"])
-
-
-def _indexable(stored: StoredMessage) -> bool:
-    """Client words with text are searchable; memlane's own injected items never are."""
-    return stored.message.origin == "client" and bool(stored.message.text.strip())
 
 
 def _tsvector(words: Sequence[str]) -> str:
@@ -966,7 +1011,13 @@ def _put_doc(
     *,
     active: bool = True,
 ) -> None:
+    """Insert or refresh one search document; a changed text drops its stale vectors."""
     words = analysis.terms(text)
+    old = conn.execute(
+        "SELECT text FROM docs WHERE kind = %s AND ref = %s FOR UPDATE", (kind, ref)
+    ).fetchone()
+    if old is not None and old["text"] != text:
+        conn.execute("DELETE FROM vectors WHERE kind = %s AND ref = %s", (kind, ref))
     conn.execute(
         "INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, length, created_at, "
         "active) VALUES (%s, %s, %s, %s, %s, %s, %s::tsvector, %s, %s, %s) "
@@ -989,19 +1040,57 @@ def _put_doc(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Doc:
+    kind: DocKind
+    ref: str
+    scope: str
+    session_id: str | None
+    role: str | None
+    text: str
+    created_at: datetime
+    active: bool
+
+
+def _load_docs(conn: Conn, docs: Sequence[_Doc]) -> None:
+    """Index loaded rows in one pipelined batch (a store copy moves many thousands)."""
+    rows = []
+    for doc in docs:
+        words = analysis.terms(doc.text)
+        rows.append(
+            (
+                doc.kind,
+                doc.ref,
+                doc.scope,
+                doc.session_id,
+                doc.role,
+                doc.text,
+                _tsvector(words),
+                len(words),
+                doc.created_at,
+                doc.active,
+            )
+        )
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, length, "
+            "created_at, active) VALUES (%s, %s, %s, %s, %s, %s, %s::tsvector, %s, %s, %s)",
+            rows,
+        )
+
+
 def _index_fact(conn: Conn, fact: Fact) -> None:
-    if fact.deleted or not fact.text.strip():
-        conn.execute("DELETE FROM docs WHERE kind = 'fact' AND ref = %s", (fact.id,))
-        return
+    """A fact is indexed under its conversation; a tombstone stays, inactive, with its vectors."""
     _put_doc(
         conn,
         "fact",
         fact.id,
         fact.scope,
-        fact.source_session,
+        fact.conversation_id,
         fact.role,
         fact.text,
         fact.created_at,
+        active=not fact.deleted,
     )
 
 

@@ -10,6 +10,7 @@ Migration names follow the same `mNNN_name` list as the SQLite backend.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import psycopg
 
@@ -24,12 +25,16 @@ Migration = Callable[[psycopg.Connection[tuple[object, ...]]], None]
 
 
 def m001_initial(conn: psycopg.Connection[tuple[object, ...]]) -> None:
-    """Sessions, their messages, events and state; facts; the derived search index."""
+    """Sessions, their messages, events and state; facts; the derived search index.
+
+    `seq` columns keep insertion order (SQLite's rowid) for ties; they are not dumped.
+    """
     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     conn.execute(
         """
         CREATE TABLE sessions (
             id text PRIMARY KEY,
+            seq bigserial NOT NULL,
             key text NOT NULL UNIQUE,
             namespace text NOT NULL,
             title text,
@@ -47,8 +52,8 @@ def m001_initial(conn: psycopg.Connection[tuple[object, ...]]) -> None:
         )
         """
     )
-    conn.execute("CREATE INDEX sessions_namespace ON sessions (namespace, updated_at DESC)")
-    conn.execute("CREATE INDEX sessions_updated ON sessions (updated_at DESC)")
+    conn.execute("CREATE INDEX sessions_namespace ON sessions (namespace, updated_at, seq)")
+    conn.execute("CREATE INDEX sessions_updated ON sessions (updated_at, seq)")
     conn.execute(
         """
         CREATE TABLE session_state (
@@ -96,6 +101,7 @@ def m001_initial(conn: psycopg.Connection[tuple[object, ...]]) -> None:
         """
         CREATE TABLE facts (
             id text PRIMARY KEY,
+            seq bigserial NOT NULL,
             scope text NOT NULL,
             conversation_id text NOT NULL,
             role text NOT NULL,
@@ -111,12 +117,14 @@ def m001_initial(conn: psycopg.Connection[tuple[object, ...]]) -> None:
         )
         """
     )
-    conn.execute("CREATE INDEX facts_scope ON facts (scope, created_at)")
-    conn.execute("CREATE INDEX facts_conversation ON facts (conversation_id, created_at)")
+    conn.execute("CREATE INDEX facts_scope ON facts (scope, created_at, seq)")
+    conn.execute("CREATE INDEX facts_conversation ON facts (conversation_id, created_at, seq)")
+    conn.execute("CREATE INDEX facts_order ON facts (created_at, seq)")
     # The search index is derived from the rows above (never dumped, rebuilt on load).
     conn.execute(
         """
         CREATE TABLE docs (
+            seq bigserial NOT NULL,
             kind text NOT NULL,
             ref text NOT NULL,
             scope text NOT NULL,
@@ -133,6 +141,7 @@ def m001_initial(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     )
     conn.execute("CREATE INDEX docs_terms ON docs USING gin (terms)")
     conn.execute("CREATE INDEX docs_session ON docs (session_id)")
+    conn.execute("CREATE INDEX docs_order ON docs (kind, seq)")
     # One row per (document, model); an HNSW index per dimension is added on first use.
     conn.execute(
         """
@@ -162,6 +171,7 @@ def migrate(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
     """
     conn.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
     try:
+        _refuse_foreign(conn)
         conn.execute(
             "CREATE TABLE IF NOT EXISTS migrations ("
             " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
@@ -185,3 +195,19 @@ def migrate(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
         return done
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
+
+
+def _refuse_foreign(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Tables of ours without our migrations record belong to another application."""
+    row = conn.execute(
+        "SELECT to_regclass('migrations') IS NULL, "
+        "array_remove(ARRAY[to_regclass('sessions')::text, to_regclass('messages')::text, "
+        "to_regclass('facts')::text], NULL)"
+    ).fetchone()
+    assert row is not None
+    missing_record, clashes = row[0], cast("list[str]", row[1])
+    if missing_record and clashes:
+        raise StoreError(
+            f"the database already has tables named {', '.join(clashes)} that are not "
+            "memlane's; memlane leaves them alone: give it its own database or schema"
+        )
