@@ -52,7 +52,9 @@ class CoreSettings(BaseModel):
         default=None, description="Embeddings endpoint; empty means upstream_url."
     )
     embedding_api_key: SecretStr | None = Field(
-        default=None, description="Key for the embeddings endpoint."
+        default=None,
+        description="Key for the embeddings endpoint; empty means upstream_api_key, then the "
+        "OPENAI_API_KEY environment variable.",
     )
     llm_model: str | None = Field(
         default=None,
