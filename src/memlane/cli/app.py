@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from memlane import __version__
-from memlane.cli import config_cmd, serve
+from memlane.cli import config_cmd, serve, sessions
 from memlane.cli.context import CliState
 
 app = typer.Typer(
@@ -19,6 +19,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(config_cmd.app, name="config")
+app.add_typer(sessions.app, name="sessions")
 app.command("serve")(serve.serve)
 
 

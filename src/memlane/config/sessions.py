@@ -1,9 +1,62 @@
-"""Settings owned by the sessions part of memlane."""
+"""Settings owned by the sessions part of memlane.
+
+Summarisation knobs (running summary, seed 001) are validated strictly: a bad
+value is a start-up error naming the key. The index knobs are deliberately
+loose here and checked by `memlane.engine.sessions.indexing.index_config`: an
+invalid index configuration only disables indexing (with a warning at start-up)
+so the proxy still serves.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class SessionsSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    summary_enabled: bool = Field(
+        default=False,
+        description="Keep a running summary of each session: past the threshold, the oldest "
+        "messages are folded into it and the working context is the summary plus the rest.",
+    )
+    summary_threshold: int = Field(
+        default=40, ge=1, description="Stored messages a session must exceed before summarising."
+    )
+    summary_keep_last: int = Field(
+        default=12, ge=0, description="Newest messages that always stay verbatim."
+    )
+    index_enabled: bool = Field(
+        default=True,
+        description="Generate session metadata (name, description, summary, tags) in the "
+        "background.",
+    )
+    index_min_new_user_messages: int = Field(
+        default=5,
+        description="New user messages since the last indexing that trigger a new one "
+        "(checked at start-up; invalid values disable indexing with a warning).",
+    )
+    index_max_input_chars: int = Field(
+        default=50_000,
+        description="Characters of conversation sent to the index model; the most recent part "
+        "is kept.",
+    )
+    index_model: str | None = Field(
+        default=None,
+        description="Model that writes session metadata; empty means summary_model, then "
+        "llm_model, then the model of the request.",
+    )
+    index_price_input: float = Field(
+        default=0.0,
+        description="USD per million input tokens of the index and query model (cost telemetry).",
+    )
+    index_price_output: float = Field(
+        default=0.0,
+        description="USD per million output tokens of the index and query model.",
+    )
+    query_max_input_chars: int = Field(
+        default=60_000,
+        ge=1_000,
+        description="Characters of a past session sent to answer a question about it "
+        "(stored summaries plus the most recent part).",
+    )

@@ -1,10 +1,332 @@
-"""Session metadata (name, description, summary, tags), generated in the background."""
+"""Session metadata (name, description, summary, tags), generated in the background (seed 002).
+
+After a turn, once at least `index_min_new_user_messages` user messages arrived
+since the last indexed message, a cheap model reads the conversation (user and
+assistant text only, the most recent `index_max_input_chars`) and answers one
+JSON object. The answer must parse and pass the `SessionMeta` schema; a
+malformed answer is retried with the error shown to the model (3 attempts in
+all); a transport error is not retried (the next turn tries again). Every
+attempt is recorded as a `session.index` event with its usage and cost.
+
+The result is stored twice: in the store (the session's metadata, which `@@`
+references and `memlane sessions list` read) and atomically as `meta.json` in
+the session folder, for people. An invalid index configuration disables
+indexing with a warning at start-up; the proxy keeps serving.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from memlane.config import Settings
 from memlane.engine.runtime import Runtime
+from memlane.engine.sessions.metafile import meta_path, read_meta, write_meta
+from memlane.engine.sessions.models import cheap_llm, cost_usd, index_model, usage_payload
+from memlane.engine.sessions.serialize import is_conversation, keep_tail, serialize
 from memlane.engine.turn import Turn
+from memlane.store import SessionNotFound
+from memlane.text.llm import Completion, LLMError
+from memlane.types import Session, StoredMessage
+
+log = logging.getLogger("memlane.sessions.index")
+
+INDEX_EVENT = "session.index"
+MAX_ATTEMPTS = 3
+"""One try plus two retries of a malformed answer; transport errors are never retried."""
+MAX_NAME_CHARS = 48
+MAX_TAGS = 8
+
+INDEX_PROMPT = """\
+You index conversations between a user and an assistant so they can be found
+and referenced later. Read the conversation and answer with ONE JSON object,
+nothing before or after it, with exactly these keys:
+
+  "name":        a short lowercase slug naming the topic, 2-5 words joined by
+                 hyphens, e.g. "confirm-button-refactor"
+  "description": one sentence saying what the session is about
+  "summary":     a dense paragraph of what was asked, decided and done, with the
+                 names, numbers and open questions someone resuming it needs
+  "tags":        1-8 short lowercase keywords
+
+Use only what the conversation says."""
+
+PARENT_NOTE = "This session continues (was forked from) a session summarised as:\n{summary}"
+RETRY_NOTE = "That answer was not usable: {error}. Answer again with only the JSON object."
+
+_SLUG_UNSAFE = re.compile(r"[^a-z0-9]+")
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
+
+
+def slugify(text: str, *, limit: int = MAX_NAME_CHARS) -> str:
+    """Lowercase words joined by hyphens, at most `limit` characters, cut at a word."""
+    slug = _SLUG_UNSAFE.sub("-", text.lower()).strip("-")
+    if len(slug) > limit:
+        slug = slug[:limit].rsplit("-", 1)[0] if "-" in slug[:limit] else slug[:limit]
+    return slug
+
+
+class SessionMeta(BaseModel):
+    """The schema an index answer must satisfy; names and tags are normalised to slugs."""
+
+    model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
+
+    name: str = Field(min_length=1)
+    description: str = Field(min_length=1, max_length=500)
+    summary: str = Field(min_length=1, max_length=8_000)
+    tags: list[str] = Field(default_factory=list, max_length=32)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_slug(cls, value: str) -> str:
+        slug = slugify(value)
+        if not slug:
+            raise ValueError("name must contain letters or digits")
+        return slug
+
+    @field_validator("tags")
+    @classmethod
+    def _tags_are_slugs(cls, value: list[str]) -> list[str]:
+        tags: list[str] = []
+        for tag in value:
+            slug = slugify(tag, limit=32)
+            if slug and slug not in tags:
+                tags.append(slug)
+        return tags[:MAX_TAGS]
+
+
+class MalformedMetadata(ValueError):
+    """The model's answer is not one JSON object matching `SessionMeta`."""
+
+
+def parse_metadata(text: str) -> SessionMeta:
+    """Parse an index answer; a fenced ```json block is accepted, anything else must be JSON."""
+    body = text.strip()
+    fenced = _FENCE.match(body)
+    if fenced:
+        body = fenced.group(1)
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise MalformedMetadata(f"not valid JSON ({exc.msg} at char {exc.pos})") from None
+    if not isinstance(data, dict):
+        raise MalformedMetadata("not a JSON object")
+    try:
+        return SessionMeta.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "object"
+        raise MalformedMetadata(f"field {where!r}: {first['msg']}") from None
+
+
+# --- configuration --------------------------------------------------------------
+
+
+class IndexConfig(BaseModel):
+    """The index knobs, validated on their own so a bad value disables only indexing."""
+
+    model_config = ConfigDict(frozen=True)
+
+    min_new_user_messages: int = Field(ge=1)
+    max_input_chars: int = Field(ge=1_000)
+
+
+def index_config_problem(settings: Settings) -> str | None:
+    """Why indexing cannot run with these settings, or None when it can."""
+    try:
+        _config(settings)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = f"MEMLANE_INDEX_{str(first['loc'][0]).upper()}"
+        return f"session indexing is disabled: invalid {key} ({first['msg']})"
+    return None
+
+
+def startup_warnings(settings: Settings) -> list[str]:
+    """What a face should print when it starts (an invalid index configuration)."""
+    if not settings.index_enabled:
+        return []
+    problem = index_config_problem(settings)
+    return [problem] if problem else []
+
+
+def _config(settings: Settings) -> IndexConfig:
+    return IndexConfig(
+        min_new_user_messages=settings.index_min_new_user_messages,
+        max_input_chars=settings.index_max_input_chars,
+    )
+
+
+# --- scheduling -----------------------------------------------------------------
+
+_IN_FLIGHT: set[tuple[int, str]] = set()
+"""(event loop, session) pairs being indexed: one writer per session's metadata at a time."""
 
 
 def schedule_index(rt: Runtime, turn: Turn) -> None:
-    return None
+    """After a stored turn: index in the background if enough new user messages arrived."""
+    if turn.ephemeral or turn.session is None or not rt.settings.index_enabled:
+        return
+    if index_config_problem(rt.settings) is not None:
+        return
+    slot = (id(asyncio.get_running_loop()), turn.session.id)
+    if slot in _IN_FLIGHT:
+        return
+    _IN_FLIGHT.add(slot)
+    rt.background.spawn(
+        _index_when_due(rt, turn.session.id, turn.model, slot), name=f"index {turn.session.id}"
+    )
+
+
+async def _index_when_due(rt: Runtime, session_id: str, model: str, slot: tuple[int, str]) -> None:
+    try:
+        session = await asyncio.to_thread(rt.store.get_session, session_id)
+        if session is None:
+            return
+        stored = await asyncio.to_thread(rt.store.list_messages, session_id)
+        due = _config(rt.settings).min_new_user_messages
+        if new_user_messages(stored, last_indexed_position(session)) >= due:
+            await index_session(rt, session_id, model=model)
+    finally:
+        _IN_FLIGHT.discard(slot)
+
+
+def last_indexed_position(session: Session) -> int:
+    value = session.metadata.get("last_indexed_position")
+    return value if isinstance(value, int) else -1
+
+
+def new_user_messages(stored: list[StoredMessage], since_position: int) -> int:
+    """User prompts stored after `since_position` (memlane's own items do not count)."""
+    return sum(
+        1
+        for item in stored
+        if item.position > since_position
+        and item.message.role == "user"
+        and is_conversation(item.message)
+    )
+
+
+# --- generation -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class IndexResult:
+    ok: bool
+    attempts: int
+    meta: SessionMeta | None = None
+    error: str | None = None
+    cost_usd: float = 0.0
+
+
+async def index_session(rt: Runtime, session_id: str, *, model: str | None = None) -> IndexResult:
+    """Generate and store the session's metadata now (what `memlane sessions index` runs)."""
+    problem = index_config_problem(rt.settings)
+    if problem is not None:
+        return IndexResult(ok=False, attempts=0, error=problem)
+    store = rt.store
+    session = await asyncio.to_thread(store.get_session, session_id)
+    if session is None:
+        raise SessionNotFound(f"no session {session_id!r}: see `memlane sessions list`")
+    stored = await asyncio.to_thread(store.list_messages, session_id)
+    conversation = keep_tail(serialize(stored), _config(rt.settings).max_input_chars)
+    if not conversation:
+        return IndexResult(ok=False, attempts=0, error="the session has no conversation to index")
+    request = await _request(rt, session, conversation)
+    llm, chosen = cheap_llm(rt), index_model(rt, model)
+    spent = 0.0
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        try:
+            completion = await llm.complete(request, model=chosen, json_mode=True)
+        except LLMError as exc:
+            await _record(rt, session_id, attempt, None, error=str(exc))
+            return IndexResult(ok=False, attempts=attempt, error=str(exc), cost_usd=spent)
+        spent += cost_usd(rt, completion)
+        try:
+            meta = parse_metadata(completion.text)
+        except MalformedMetadata as exc:
+            await _record(rt, session_id, attempt, completion, error=str(exc))
+            request = [
+                *request,
+                {"role": "assistant", "content": completion.text},
+                {"role": "user", "content": RETRY_NOTE.format(error=exc)},
+            ]
+            continue
+        await _record(rt, session_id, attempt, completion, error=None)
+        await asyncio.to_thread(_save, rt, session_id, meta, completion.model, stored, spent)
+        return IndexResult(ok=True, attempts=attempt, meta=meta, cost_usd=spent)
+    error = f"the index model gave no usable answer in {MAX_ATTEMPTS} attempts"
+    log.warning("session %s: %s", session_id, error)
+    return IndexResult(ok=False, attempts=MAX_ATTEMPTS, error=error, cost_usd=spent)
+
+
+async def _request(rt: Runtime, session: Session, conversation: str) -> list[dict[str, str]]:
+    parts = [f"Conversation:\n{conversation}"]
+    if session.parent_id:
+        parent = await asyncio.to_thread(rt.store.get_session, session.parent_id)
+        parent_summary = str(parent.metadata.get("summary") or parent.summary) if parent else ""
+        if parent_summary:
+            parts.insert(0, PARENT_NOTE.format(summary=parent_summary))
+    return [
+        {"role": "system", "content": INDEX_PROMPT},
+        {"role": "user", "content": "\n\n".join(parts)},
+    ]
+
+
+async def _record(
+    rt: Runtime, session_id: str, attempt: int, completion: Completion | None, *, error: str | None
+) -> None:
+    payload: dict[str, Any] = {"success": error is None, "attempt": attempt}
+    if completion is not None:
+        payload.update(usage_payload(rt, completion))
+    if error is not None:
+        payload["error"] = error
+    await asyncio.to_thread(rt.store.add_event, session_id, INDEX_EVENT, payload)
+
+
+def _save(
+    rt: Runtime,
+    session_id: str,
+    meta: SessionMeta,
+    model: str,
+    stored: list[StoredMessage],
+    cost: float,
+) -> None:
+    store = rt.store
+    session = store.get_session(session_id)
+    if session is None:  # deleted while the model was thinking
+        return
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    last = stored[-1].position if stored else -1
+    metadata = {
+        **session.metadata,
+        **meta.model_dump(),
+        "indexed_model": model,
+        "indexed_at": now,
+        "last_indexed_position": last,
+        "index_cost_usd": round(float(session.metadata.get("index_cost_usd", 0.0)) + cost, 8),
+    }
+    store.update_session(session_id, metadata=metadata)
+    path = meta_path(rt.settings.sessions_path, session.key)
+    read_meta(path)  # a corrupt file is reported (warning) before it is replaced
+    write_meta(
+        path,
+        {
+            "session_id": session.id,
+            "key": session.key,
+            "namespace": session.namespace,
+            "parent_session_id": session.parent_id,
+            **meta.model_dump(),
+            "created_at": session.created_at.isoformat(timespec="seconds"),
+            "updated_at": now,
+            "model": model,
+            "last_indexed_position": last,
+        },
+    )

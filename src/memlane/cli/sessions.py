@@ -1,0 +1,360 @@
+"""`memlane sessions`: list, inspect, fork, export, import, index, ask and delete sessions.
+
+Every command that names a session accepts its id, an id prefix, its key or
+its indexed name. Everything a script reads has `--json`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from memlane.cli.context import console, err_console, fail, opened_store, print_json, state
+from memlane.engine.runtime import Runtime
+from memlane.engine.sessions import lifecycle
+from memlane.engine.sessions.indexing import index_session
+from memlane.engine.sessions.lookup import SessionLookupError, find_session
+from memlane.engine.sessions.metafile import CorruptMeta, load_meta, meta_path
+from memlane.engine.sessions.query import query_session
+from memlane.store import Store
+from memlane.text.llm import LLMError
+from memlane.types import Session, StoredMessage
+
+app = typer.Typer(
+    help="List, inspect, fork, export, import and delete sessions.", no_args_is_help=True
+)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+SessionArg = Annotated[str, typer.Argument(help="Session id, id prefix, key or name.")]
+ModelOpt = Annotated[
+    str | None, typer.Option("--model", help="Model to use (default: index_model/llm_model).")
+]
+
+
+@contextmanager
+def _runtime(ctx: typer.Context) -> Iterator[Runtime]:
+    settings = state(ctx).settings
+    with opened_store(settings) as store:
+        yield Runtime(settings, store)
+
+
+def _find(store: Store, ref: str) -> Session:
+    try:
+        return find_session(store, ref)
+    except SessionLookupError as exc:
+        fail(str(exc))
+
+
+def session_json(store: Store, session: Session) -> dict[str, Any]:
+    """A session as scripts read it: every stored field plus the derived title."""
+    return {
+        "id": session.id,
+        "key": session.key,
+        "namespace": session.namespace,
+        "title": lifecycle.session_title(store, session),
+        "parent_id": session.parent_id,
+        "fork_position": session.fork_position,
+        "message_count": session.message_count,
+        "prompt_tokens": session.prompt_tokens,
+        "completion_tokens": session.completion_tokens,
+        "cost_usd": session.cost_usd,
+        "summary": session.summary,
+        "summarized_count": session.summarized_count,
+        "metadata": dict(session.metadata),
+        "created_at": session.created_at.isoformat(),
+        "updated_at": session.updated_at.isoformat(),
+    }
+
+
+def message_json(item: StoredMessage) -> dict[str, Any]:
+    message = item.message
+    return {
+        "id": item.id,
+        "position": item.position,
+        "role": message.role,
+        "kind": message.kind,
+        "origin": message.origin,
+        "status": item.status,
+        "text": message.text,
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
+        ],
+        "call_id": message.call_id,
+        "token_count": item.token_count,
+        "created_at": item.created_at.isoformat(),
+    }
+
+
+def age(moment: datetime, now: datetime | None = None) -> str:
+    """`42s`, `5m`, `3h`, `2d`: how long ago, in the largest whole unit."""
+    seconds = max(0, int(((now or datetime.now(UTC)) - moment).total_seconds()))
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+@app.command("list")
+def list_sessions(
+    ctx: typer.Context,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", help="Only sessions of this namespace.")
+    ] = None,
+    tag: Annotated[str | None, typer.Option("--tag", help="Only sessions with this tag.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most this many.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Sessions, newest activity first: title, messages, age, tokens and cost."""
+    with _runtime(ctx) as rt:
+        sessions = rt.store.list_sessions(namespace=namespace)
+        if tag is not None:
+            wanted = tag.lower()
+            sessions = [s for s in sessions if wanted in _tags(s)]
+        sessions = sessions[:limit] if limit is not None else sessions
+        rows = [session_json(rt.store, s) for s in sessions]
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        console.print("no sessions yet: they are created on the first user message")
+        return
+    table = Table("id", "title", "messages", "age", "tokens", "cost", "namespace")
+    for session, row in zip(sessions, rows, strict=True):
+        table.add_row(
+            session.id[:12],
+            row["title"],
+            str(session.message_count),
+            age(session.updated_at),
+            str(session.prompt_tokens + session.completion_tokens),
+            f"${session.cost_usd:.4f}",
+            session.namespace,
+        )
+    console.print(table)
+
+
+def _tags(session: Session) -> list[str]:
+    tags = session.metadata.get("tags")
+    return [str(t).lower() for t in tags] if isinstance(tags, list) else []
+
+
+@app.command("show")
+def show(
+    ctx: typer.Context,
+    ref: SessionArg,
+    show_all: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="Every stored item (tool calls, memlane's own), not just the transcript."
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """One session: its metadata, summaries and messages."""
+    with _runtime(ctx) as rt:
+        session = _find(rt.store, ref)
+        data = session_json(rt.store, session)
+        items = rt.store.list_messages(session.id, transcript_only=not show_all)
+        data["messages"] = [message_json(m) for m in items]
+        data["events"] = len(rt.store.list_events(session.id))
+        path = meta_path(rt.settings.sessions_path, session.key)
+        data["meta_file"] = str(path)
+    try:
+        load_meta(path)
+    except FileNotFoundError:
+        data["meta_file"] = None
+    except CorruptMeta as exc:
+        err_console.print(f"[yellow]warning:[/] {exc}", highlight=False, soft_wrap=True)
+    if as_json:
+        print_json(data)
+        return
+    _print_session(data)
+
+
+def _print_session(data: dict[str, Any]) -> None:
+    meta = data["metadata"]
+    console.print(f"[bold]{data['title']}[/]  ({data['id']})", highlight=False)
+    lines = [
+        ("key", data["key"]),
+        ("namespace", data["namespace"]),
+        ("parent", data["parent_id"]),
+        ("messages", data["message_count"]),
+        ("tokens", data["prompt_tokens"] + data["completion_tokens"]),
+        ("cost", f"${data['cost_usd']:.4f}"),
+        ("description", meta.get("description")),
+        ("tags", ", ".join(meta.get("tags", [])) or None),
+        ("summary", meta.get("summary")),
+        ("running summary", data["summary"] or None),
+        ("meta.json", data["meta_file"]),
+    ]
+    for label, value in lines:
+        if value not in (None, ""):
+            console.print(f"[dim]{label}:[/] {value}", highlight=False, soft_wrap=True)
+    for message in data["messages"]:
+        who = message["role"] if message["origin"] == "client" else message["origin"]
+        text = message["text"] or ", ".join(c["name"] for c in message["tool_calls"])
+        console.print(f"\n[bold]{who}[/] #{message['position']}", highlight=False)
+        console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+
+@app.command("delete")
+def delete(
+    ctx: typer.Context,
+    ref: SessionArg,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete a session and everything of it (messages, events, files, memories)."""
+    with _runtime(ctx) as rt:
+        session = _find(rt.store, ref)
+        title = lifecycle.session_title(rt.store, session)
+        if not yes:
+            if not sys.stdin.isatty():
+                fail("refusing to delete without confirmation: add --yes")
+            if not typer.confirm(f"Delete session {session.id} ({title})?"):
+                fail("nothing deleted")
+        lifecycle.delete(rt.store, rt.settings, session)
+    if as_json:
+        print_json({"deleted": session.id})
+    else:
+        console.print(f"deleted {session.id} ({title})", highlight=False)
+
+
+@app.command("fork")
+def fork(
+    ctx: typer.Context,
+    ref: SessionArg,
+    at: Annotated[
+        int | None,
+        typer.Option("--at", min=0, help="Copy only messages before this position."),
+    ] = None,
+    key: Annotated[str | None, typer.Option("--key", help="Key of the new session.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A new session continuing this one (a copy of its history, with a parent link)."""
+    with _runtime(ctx) as rt:
+        source = _find(rt.store, ref)
+        new_key = key or f"{source.key}~fork-{datetime.now(UTC):%Y%m%d%H%M%S%f}"
+        forked = lifecycle.fork(rt.store, source, new_key=new_key, at_position=at)
+        data = session_json(rt.store, forked)
+    if as_json:
+        print_json(data)
+    else:
+        console.print(f"forked {source.id} -> {forked.id} (key {forked.key})", highlight=False)
+
+
+@app.command("export")
+def export(
+    ctx: typer.Context,
+    ref: SessionArg,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")
+    ] = None,
+) -> None:
+    """Write a session as JSON lines (session, messages, events, state)."""
+    with _runtime(ctx) as rt:
+        session = _find(rt.store, ref)
+        lines = list(lifecycle.export_lines(rt.store, session))
+    text = "".join(line + "\n" for line in lines)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot write {output}: {exc.strerror}")
+    err_console.print(f"exported {session.id} ({len(lines) - 1} entries) to {output}")
+
+
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    source: Annotated[
+        Path, typer.Argument(help="A file written by `sessions export` (- for stdin).")
+    ],
+    key: Annotated[
+        str | None, typer.Option("--key", help="Import under this key instead of the exported one.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Recreate a session from `memlane sessions export` output."""
+    try:
+        text = sys.stdin.read() if str(source) == "-" else source.read_text(encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot read {source}: {exc.strerror}")
+    except UnicodeDecodeError:
+        fail(f"{source} is not UTF-8 text: expected `memlane sessions export` output")
+    with _runtime(ctx) as rt:
+        try:
+            session = lifecycle.import_lines(rt.store, text.splitlines(), key=key)
+        except lifecycle.ImportProblem as exc:
+            fail(f"{source}: {exc}")
+        data = session_json(rt.store, session)
+    if as_json:
+        print_json(data)
+    else:
+        console.print(
+            f"imported {session.id} (key {session.key}, {session.message_count} messages)",
+            highlight=False,
+        )
+
+
+@app.command("index")
+def index(
+    ctx: typer.Context, ref: SessionArg, model: ModelOpt = None, as_json: JsonOpt = False
+) -> None:
+    """Generate the session's name, description, summary and tags now."""
+    with _runtime(ctx) as rt:
+        session = _find(rt.store, ref)
+        result = asyncio.run(index_session(rt, session.id, model=model))
+    if not result.ok or result.meta is None:
+        fail(f"indexing {session.id} failed after {result.attempts} attempt(s): {result.error}")
+    data = {
+        "id": session.id,
+        "attempts": result.attempts,
+        "cost_usd": result.cost_usd,
+        **result.meta.model_dump(),
+    }
+    if as_json:
+        print_json(data)
+        return
+    console.print(f"[bold]{result.meta.name}[/]  ({session.id})", highlight=False)
+    console.print(result.meta.description, highlight=False, soft_wrap=True)
+    console.print(f"[dim]tags:[/] {', '.join(result.meta.tags)}", highlight=False)
+    console.print(f"[dim]cost:[/] ${result.cost_usd:.6f} in {result.attempts} attempt(s)")
+
+
+@app.command("ask")
+def ask(
+    ctx: typer.Context,
+    ref: SessionArg,
+    question: Annotated[str, typer.Argument(help="What to ask about the session.")],
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer a question about a past session (query_session, with a cheap model)."""
+    with _runtime(ctx) as rt:
+        session = _find(rt.store, ref)
+        try:
+            answer = asyncio.run(query_session(rt, session, question, model=model))
+        except LLMError as exc:
+            fail(f"could not ask the model: {exc} (check MEMLANE_LLM_BASE_URL / MEMLANE_LLM_MODEL)")
+    if as_json:
+        print_json(
+            {
+                "id": session.id,
+                "question": question,
+                "answer": answer.text,
+                "model": answer.model,
+                "cost_usd": answer.cost_usd,
+            }
+        )
+        return
+    console.print(answer.text, highlight=False, markup=False, soft_wrap=True)

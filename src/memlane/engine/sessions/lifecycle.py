@@ -1,0 +1,300 @@
+"""A session's life outside a turn: title, fork, delete, export and import.
+
+Export is JSON lines: one `session` line, then every message (superseded ones
+too, with their status), event and state entry of the session. Import reads
+the whole file and validates it before writing anything, so a bad file
+changes nothing; it recreates the session under its key (or a new one), with
+new ids and the same content. `delete` removes everything of the session: its
+rows (messages, events, state, facts, index), its folder (todo, pinned,
+summary, offloaded outputs, meta.json) and the memory files it produced.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+from collections.abc import Iterable, Iterator
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from memlane.config import Settings
+from memlane.engine.sessions.lookup import session_name
+from memlane.engine.sessions.serialize import is_conversation
+from memlane.files.paths import session_dir
+from memlane.store import NewMessage, Store
+from memlane.store.codec import message_from_json, message_to_json
+from memlane.types import Session
+
+TITLE_CHARS = 100
+EXPORT_FORMAT = "memlane-session"
+EXPORT_VERSION = 1
+
+
+# --- titles -----------------------------------------------------------------------
+
+
+def first_prompt(store: Store, session_id: str) -> str | None:
+    for item in store.list_messages(session_id, transcript_only=True):
+        if item.message.role == "user" and is_conversation(item.message):
+            return item.message.text
+    return None
+
+
+def title_from_prompt(prompt: str) -> str:
+    """The first prompt on one line, cut to 100 characters."""
+    line = " ".join(prompt.split())
+    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
+
+
+def session_title(store: Store, session: Session) -> str:
+    """The indexed name, else the stored title, else the first prompt cut to 100 chars."""
+    name = session_name(session)
+    if name:
+        return name
+    if session.title:
+        return session.title
+    prompt = first_prompt(store, session.id)
+    return title_from_prompt(prompt) if prompt else "(no messages yet)"
+
+
+def ensure_title(store: Store, session: Session) -> None:
+    """Record the first-prompt title once, so listing never has to read messages."""
+    if session.title:
+        return
+    prompt = first_prompt(store, session.id)
+    if prompt:
+        store.update_session(session.id, title=title_from_prompt(prompt))
+
+
+# --- fork and delete ---------------------------------------------------------------
+
+
+def fork(store: Store, source: Session, *, new_key: str, at_position: int | None = None) -> Session:
+    """A new session with a parent link and a copy of the history before `at_position`.
+
+    The fork keeps the source's description, summary and tags as context but not
+    its name, so `@@name` still designates one session.
+    """
+    forked = store.fork_session(source.id, new_key=new_key, at_position=at_position)
+    metadata = {k: v for k, v in forked.metadata.items() if k != "name"}
+    title = f"fork of {session_title(store, source)}"
+    return store.update_session(forked.id, metadata=metadata, title=title_from_prompt(title))
+
+
+def delete(store: Store, settings: Settings, session: Session) -> bool:
+    """Remove the session's rows, its folder and its memory files."""
+    forget = getattr(importlib.import_module("memlane.engine.memory"), "forget_session", None)
+    if callable(forget):
+        forget(store, settings, session)
+    removed = store.delete_session(session.id)
+    folder = session_dir(settings.sessions_path, session.key)
+    if folder.exists():
+        shutil.rmtree(folder)
+    return removed
+
+
+# --- export and import --------------------------------------------------------------
+
+
+class _SessionLine(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["session"]
+    format: Literal["memlane-session"]
+    version: int = Field(ge=1, le=EXPORT_VERSION)
+    id: str
+    key: str = Field(min_length=1)
+    namespace: str
+    title: str | None = None
+    parent_id: str | None = None
+    summary: str = ""
+    summarized_count: int = Field(default=0, ge=0)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    cost_usd: float = Field(default=0.0, ge=0)
+    created_at: str | None = None
+    updated_at: str | None = None
+
+
+class _MessageLine(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["message"]
+    position: int = Field(ge=0)
+    status: Literal["ok", "failed", "superseded"] = "ok"
+    token_count: int = Field(default=0, ge=0)
+    created_at: str | None = None
+    message: dict[str, Any]
+
+
+class _EventLine(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["event"]
+    kind: str = Field(min_length=1)
+    payload: dict[str, Any] = Field(default_factory=dict)
+    text: str = ""
+    created_at: str | None = None
+
+
+class _StateLine(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["state"]
+    name: str = Field(min_length=1)
+    value: str
+
+
+_Line = Annotated[_MessageLine | _EventLine | _StateLine, Field(discriminator="type")]
+_LINE = TypeAdapter(_Line)
+
+
+class ImportProblem(ValueError):
+    """The file cannot be imported; the message names the line and what is wrong."""
+
+
+def export_lines(store: Store, session: Session) -> Iterator[str]:
+    """The session as JSON lines (see the module docstring)."""
+    head = {
+        "type": "session",
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "id": session.id,
+        "key": session.key,
+        "namespace": session.namespace,
+        "title": session.title,
+        "parent_id": session.parent_id,
+        "summary": session.summary,
+        "summarized_count": session.summarized_count,
+        "metadata": dict(session.metadata),
+        "prompt_tokens": session.prompt_tokens,
+        "completion_tokens": session.completion_tokens,
+        "cost_usd": session.cost_usd,
+        "created_at": session.created_at.isoformat(),
+        "updated_at": session.updated_at.isoformat(),
+    }
+    yield _dumps(head)
+    for item in store.list_messages(session.id, include_superseded=True):
+        yield _dumps(
+            {
+                "type": "message",
+                "position": item.position,
+                "status": item.status,
+                "token_count": item.token_count,
+                "created_at": item.created_at.isoformat(),
+                "message": message_to_json(item.message),
+            }
+        )
+    for event in store.list_events(session.id):
+        yield _dumps(
+            {
+                "type": "event",
+                "kind": event.kind,
+                "payload": dict(event.payload),
+                "text": event.text,
+                "created_at": event.created_at.isoformat(),
+            }
+        )
+    for name, value in store.get_state(session.id).items():
+        yield _dumps({"type": "state", "name": name, "value": value})
+
+
+def import_lines(store: Store, lines: Iterable[str], *, key: str | None = None) -> Session:
+    """Recreate an exported session (under `key` if given). Validates everything first."""
+    head, body = _parse(lines)
+    new_key = key or head.key
+    if store.find_session(new_key) is not None:
+        raise ImportProblem(
+            f"a session with key {new_key!r} already exists: delete it first, "
+            "or import under another key with --key"
+        )
+    session = store.ensure_session(new_key, namespace=head.namespace)
+    try:
+        _write(store, session, head, body)
+    except BaseException:
+        store.delete_session(session.id)
+        raise
+    created = store.get_session(session.id)
+    assert created is not None
+    return created
+
+
+def _parse(
+    lines: Iterable[str],
+) -> tuple[_SessionLine, list[_MessageLine | _EventLine | _StateLine]]:
+    head: _SessionLine | None = None
+    body: list[_MessageLine | _EventLine | _StateLine] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ImportProblem(f"line {number} is not JSON ({exc.msg})") from None
+        try:
+            if head is None:
+                head = _SessionLine.model_validate(data)
+                continue
+            item = _LINE.validate_python(data)
+            if isinstance(item, _MessageLine):
+                message_from_json(item.message)
+        except (ValidationError, KeyError, TypeError, ValueError) as exc:
+            what = "the session header" if head is None else "an entry"
+            raise ImportProblem(
+                f"line {number} is not {what} of a memlane export: {_short(exc)}"
+            ) from None
+        body.append(item)
+    if head is None:
+        raise ImportProblem("the file is empty: expected a memlane session export (JSON lines)")
+    positions = [item.position for item in body if isinstance(item, _MessageLine)]
+    if positions != sorted(set(positions)):
+        raise ImportProblem("message positions are not strictly increasing")
+    return head, body
+
+
+def _write(
+    store: Store,
+    session: Session,
+    head: _SessionLine,
+    body: list[_MessageLine | _EventLine | _StateLine],
+) -> None:
+    messages = [item for item in body if isinstance(item, _MessageLine)]
+    stored = store.append_messages(
+        session.id,
+        [NewMessage(message_from_json(m.message), m.token_count) for m in messages],
+    )
+    for line, item in zip(messages, stored, strict=True):
+        if line.status != "ok":
+            store.set_message_status(item.id, line.status)
+    for entry in body:
+        if isinstance(entry, _EventLine):
+            store.add_event(session.id, entry.kind, entry.payload, text=entry.text)
+        elif isinstance(entry, _StateLine):
+            store.set_state(session.id, entry.name, entry.value)
+    metadata = {**head.metadata, "imported_from": head.id}
+    if head.parent_id:
+        metadata["imported_parent_id"] = head.parent_id
+    store.update_session(
+        session.id,
+        title=head.title,
+        summary=head.summary,
+        summarized_count=head.summarized_count,
+        metadata=metadata,
+    )
+    store.add_usage(
+        session.id,
+        prompt_tokens=head.prompt_tokens,
+        completion_tokens=head.completion_tokens,
+        cost_usd=head.cost_usd,
+    )
+
+
+def _dumps(value: dict[str, Any]) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _short(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "line"
+        return f"{where}: {first['msg']}"
+    return str(exc) or type(exc).__name__

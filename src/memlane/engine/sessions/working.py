@@ -1,0 +1,125 @@
+"""The working context of a session: a running summary plus the newest turns (seed 001).
+
+A session's transcript (user prompts and final answers) grows without bound;
+what a model is given is bounded. With `summary_enabled`, once the transcript
+has more than `summary_threshold` messages, one LLM call folds the oldest ones
+(all but the newest `summary_keep_last`) into the session's stored running
+summary and records how many messages it covers (`summarized_count`). The
+working context is then a system message carrying the summary, followed by the
+messages the summary does not cover.
+
+Fallback: if the LLM fails, the stored summary is left exactly as it was and
+the full transcript is returned, so a broken summariser never loses context.
+This is the piece agent code with its own loop can call directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from memlane.engine.runtime import Runtime
+from memlane.engine.sessions.models import cheap_llm, summary_model, usage_payload
+from memlane.engine.sessions.serialize import serialize
+from memlane.store import SessionNotFound
+from memlane.text.llm import LLMError
+from memlane.types import Message
+
+log = logging.getLogger("memlane.sessions.working")
+
+SUMMARY_EVENT = "session.summary"
+
+SUMMARY_PROMPT = """\
+You keep the running summary of a conversation between a user and an assistant.
+You are given the current summary (possibly empty) and the next messages of the
+conversation. Write the updated summary: one self-contained text that keeps
+every decision, fact, preference, name, number, open question and task from
+both, most important first. Write plain prose or short bullet points, no
+preamble, no closing remarks. Do not invent anything."""
+
+SUMMARY_HEADER = "Summary of the earlier conversation ({count} messages):"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkingContext:
+    """What to send the model for a session, and how it was obtained."""
+
+    messages: list[Message]
+    summary: str
+    summarized_count: int
+    folded: int = 0
+    """Messages folded into the summary by this call (0: the summary was not touched)."""
+    fallback: str | None = None
+    """Why the full transcript was returned instead (the LLM failed), else None."""
+
+
+def summary_message(summary: str, count: int) -> Message:
+    """The system message that carries the running summary at the top of the context."""
+    header = SUMMARY_HEADER.format(count=count)
+    return Message(role="system", text=f"{header}\n{summary}", origin="summary")
+
+
+def summary_request(summary: str, messages: list[Message]) -> list[dict[str, str]]:
+    """The one LLM request that folds `messages` into `summary`."""
+    current = summary.strip() or "(empty)"
+    body = f"Current summary:\n{current}\n\nNext messages:\n{serialize(messages)}"
+    return [{"role": "system", "content": SUMMARY_PROMPT}, {"role": "user", "content": body}]
+
+
+async def working_context(
+    rt: Runtime, session_id: str, *, model: str | None = None
+) -> WorkingContext:
+    """The session's working context, summarising first when the threshold is passed.
+
+    `model` is the model of the conversation; the summary uses `summary_model`
+    or `llm_model` when configured, else this one.
+    """
+    store = rt.store
+    session = await asyncio.to_thread(store.get_session, session_id)
+    if session is None:
+        raise SessionNotFound(f"no session {session_id!r}: see `memlane sessions list`")
+    stored = await asyncio.to_thread(store.list_messages, session_id, transcript_only=True)
+    transcript = [item.message for item in stored]
+    settings = rt.settings
+    if not settings.summary_enabled:
+        return WorkingContext(transcript, session.summary, session.summarized_count)
+
+    summary = session.summary
+    covered = min(session.summarized_count, len(transcript))
+    target = len(transcript) - settings.summary_keep_last
+    folded = 0
+    if len(transcript) > settings.summary_threshold and target > covered:
+        try:
+            summary = await _fold(rt, session_id, summary, transcript[covered:target], model)
+        except LLMError as exc:
+            log.warning(
+                "session %s: summary failed (%s); using the full transcript", session_id, exc
+            )
+            await asyncio.to_thread(
+                store.add_event, session_id, SUMMARY_EVENT, {"success": False, "error": str(exc)}
+            )
+            return WorkingContext(
+                transcript, session.summary, session.summarized_count, fallback=str(exc)
+            )
+        folded = target - covered
+        covered = target
+        await asyncio.to_thread(
+            store.update_session, session_id, summary=summary, summarized_count=covered
+        )
+    head = [summary_message(summary, covered)] if summary and covered else []
+    return WorkingContext(head + transcript[covered:], summary, covered, folded=folded)
+
+
+async def _fold(
+    rt: Runtime, session_id: str, summary: str, messages: list[Message], model: str | None
+) -> str:
+    completion = await cheap_llm(rt).complete(
+        summary_request(summary, messages), model=summary_model(rt, model)
+    )
+    text = completion.text.strip()
+    if not text:
+        raise LLMError("the summary model answered nothing")
+    payload = {"success": True, "folded": len(messages), **usage_payload(rt, completion)}
+    await asyncio.to_thread(rt.store.add_event, session_id, SUMMARY_EVENT, payload)
+    return text

@@ -1,0 +1,304 @@
+"""`memlane sessions …` against a real SQLite store in a temporary home."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memlane.cli.app import app
+from memlane.files.paths import session_dir
+from memlane.store import NewMessage
+from memlane.store.sqlite import SQLiteStore
+from memlane.types import Message, Session
+from tests.support.upstream import Reply, ScriptedUpstream
+
+
+@pytest.fixture
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.setenv("MEMLANE_HOME", str(tmp_path))
+    for name in ("OPENAI_BASE_URL", "MEMLANE_CONFIG", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    return CliRunner()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteStore]:
+    opened = SQLiteStore(tmp_path / "memlane.db")
+    yield opened
+    opened.close()
+
+
+def add_session(
+    store: SQLiteStore,
+    key: str,
+    prompts: list[str],
+    *,
+    namespace: str | None = None,
+    metadata: dict[str, object] | None = None,
+) -> Session:
+    session = store.ensure_session(key, namespace=namespace)
+    for prompt in prompts:
+        store.append_messages(
+            session.id,
+            [
+                NewMessage(Message(role="user", text=prompt), 5),
+                NewMessage(Message(role="assistant", text=f"answer to {prompt}"), 7),
+            ],
+        )
+    store.add_usage(session.id, prompt_tokens=100, completion_tokens=20, cost_usd=0.25)
+    if metadata is not None:
+        store.update_session(session.id, metadata=metadata)
+    found = store.get_session(session.id)
+    assert found is not None
+    return found
+
+
+def invoke(runner: CliRunner, *args: str, input: str | None = None) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args), input=input)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_list_is_empty_at_first(runner: CliRunner) -> None:
+    code, out, _ = invoke(runner, "sessions", "list", "--json")
+    assert code == 0
+    assert json.loads(out) == []
+    code, out, _ = invoke(runner, "sessions", "list")
+    assert "no sessions yet" in out
+
+
+def test_list_newest_first_with_title_messages_tokens_cost(
+    runner: CliRunner, store: SQLiteStore
+) -> None:
+    long_prompt = "why " * 60
+    old = add_session(store, "old", [long_prompt])
+    new = add_session(store, "new", ["plan the release"], metadata={"name": "release-plan"})
+    code, out, _ = invoke(runner, "sessions", "list", "--json")
+    assert code == 0
+    rows = json.loads(out)
+    assert [r["id"] for r in rows] == [new.id, old.id]
+    assert rows[0]["title"] == "release-plan"
+    assert len(rows[1]["title"]) == 100
+    assert rows[1]["title"].startswith("why why")
+    assert rows[1]["message_count"] == 2
+    assert rows[1]["prompt_tokens"] + rows[1]["completion_tokens"] == 120
+    assert rows[1]["cost_usd"] == pytest.approx(0.25)
+    code, out, _ = invoke(runner, "sessions", "list")
+    assert code == 0
+    assert "release-plan" in out
+    assert "$0.2500" in out
+
+
+def test_list_filters_by_namespace_and_tag(runner: CliRunner, store: SQLiteStore) -> None:
+    a = add_session(store, "a", ["x"], namespace="repo-a", metadata={"tags": ["auth", "db"]})
+    b = add_session(store, "b", ["y"], namespace="repo-b", metadata={"tags": ["ui"]})
+    _, out, _ = invoke(runner, "sessions", "list", "--namespace", "repo-b", "--json")
+    assert [r["id"] for r in json.loads(out)] == [b.id]
+    _, out, _ = invoke(runner, "sessions", "list", "--tag", "AUTH", "--json")
+    assert [r["id"] for r in json.loads(out)] == [a.id]
+
+
+def test_show_by_name_prefix_and_key(runner: CliRunner, store: SQLiteStore) -> None:
+    session = add_session(store, "chat-1", ["hello", "more"], metadata={"name": "greeting"})
+    for ref in ("greeting", "GREETING", session.id[:8], "chat-1", session.id):
+        code, out, err = invoke(runner, "sessions", "show", ref, "--json")
+        assert code == 0, err
+        data = json.loads(out)
+        assert data["id"] == session.id
+    assert [m["text"] for m in data["messages"]] == [
+        "hello",
+        "answer to hello",
+        "more",
+        "answer to more",
+    ]
+    code, out, _ = invoke(runner, "sessions", "show", "greeting")
+    assert code == 0
+    assert "answer to more" in out
+
+
+def test_show_unknown_session_is_one_clear_line(runner: CliRunner, store: SQLiteStore) -> None:
+    add_session(store, "k", ["x"])
+    code, _, err = invoke(runner, "sessions", "show", "nope")
+    assert code == 1
+    assert "no session matches 'nope'" in err
+    assert "memlane sessions list" in err
+    assert "Traceback" not in err
+
+
+def test_show_warns_about_a_corrupt_meta_file(
+    runner: CliRunner, store: SQLiteStore, tmp_path: Path
+) -> None:
+    session = add_session(store, "k", ["x"])
+    folder = session_dir(tmp_path / "sessions", "k")
+    folder.mkdir(parents=True)
+    (folder / "meta.json").write_text("{not json", encoding="utf-8")
+    code, out, err = invoke(runner, "sessions", "show", session.id, "--json")
+    assert code == 0
+    assert "meta.json is not valid JSON" in err
+    assert json.loads(out)["id"] == session.id
+
+
+def test_delete_asks_and_refuses_without_a_terminal(runner: CliRunner, store: SQLiteStore) -> None:
+    session = add_session(store, "k", ["x"])
+    code, _, err = invoke(runner, "sessions", "delete", session.id)
+    assert code == 1
+    assert "--yes" in err
+    assert store.get_session(session.id) is not None
+
+
+def test_delete_yes_removes_rows_and_folder(
+    runner: CliRunner, store: SQLiteStore, tmp_path: Path
+) -> None:
+    session = add_session(store, "k", ["x"])
+    store.add_event(session.id, "note", {"a": 1})
+    folder = session_dir(tmp_path / "sessions", "k")
+    folder.mkdir(parents=True)
+    (folder / "todo.md").write_text("- [ ] x\n", encoding="utf-8")
+    code, out, _ = invoke(runner, "sessions", "delete", session.id, "--yes", "--json")
+    assert code == 0
+    assert json.loads(out) == {"deleted": session.id}
+    assert store.get_session(session.id) is None
+    assert store.list_messages(session.id) == []
+    assert not folder.exists()
+
+
+def test_export_import_round_trip(runner: CliRunner, store: SQLiteStore, tmp_path: Path) -> None:
+    session = add_session(store, "trip", ["first", "second"], metadata={"name": "trip"})
+    store.append_messages(
+        session.id, [NewMessage(Message(role="user", text="ctx", origin="reference"), 3)]
+    )
+    stale = store.append_messages(session.id, [NewMessage(Message(role="user", text="old"), 1)])
+    store.set_message_status(stale[0].id, "superseded")
+    store.add_event(session.id, "session.index", {"success": True, "attempt": 1})
+    store.set_state(session.id, "todo", "- [ ] ship it")
+    store.update_session(session.id, summary="they said hi", summarized_count=2)
+    export = tmp_path / "trip.jsonl"
+    code, _, err = invoke(runner, "sessions", "export", "trip", "-o", str(export))
+    assert code == 0, err
+    first = export.read_text(encoding="utf-8")
+
+    code, _, _ = invoke(runner, "sessions", "delete", "trip", "--yes")
+    assert code == 0
+    code, out, err = invoke(runner, "sessions", "import", str(export), "--json")
+    assert code == 0, err
+    imported = json.loads(out)
+    assert imported["key"] == "trip"
+    assert imported["id"] != session.id
+
+    code, second, _ = invoke(runner, "sessions", "export", "trip")
+    assert code == 0
+    assert _comparable(second) == _comparable(first)
+
+
+def _comparable(text: str) -> list[dict[str, object]]:
+    """Export lines without what an import legitimately renews (ids, times, import marks)."""
+    out = []
+    for line in text.splitlines():
+        data = json.loads(line)
+        for volatile in ("id", "created_at", "updated_at"):
+            data.pop(volatile, None)
+        if data["type"] == "session":
+            data["metadata"] = {k: v for k, v in data["metadata"].items() if k != "imported_from"}
+        out.append(data)
+    return out
+
+
+def test_import_rejects_bad_files_and_stores_nothing(
+    runner: CliRunner, store: SQLiteStore, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type": "session"}\n', encoding="utf-8")
+    code, _, err = invoke(runner, "sessions", "import", str(bad))
+    assert code == 1
+    assert "line 1 is not the session header" in err
+    good_head = add_session(store, "src", ["x"])
+    _, exported, _ = invoke(runner, "sessions", "export", good_head.id)
+    broken = exported.splitlines()
+    broken[1] = '{"type": "message", "position": "x"}'
+    bad.write_text("\n".join(broken), encoding="utf-8")
+    code, _, err = invoke(runner, "sessions", "import", str(bad), "--key", "other")
+    assert code == 1
+    assert "line 2" in err
+    assert store.find_session("other") is None
+    code, _, err = invoke(runner, "sessions", "import", str(tmp_path / "missing.jsonl"))
+    assert code == 1
+    assert "cannot read" in err
+
+
+def test_import_refuses_an_existing_key_and_accepts_another(
+    runner: CliRunner, store: SQLiteStore
+) -> None:
+    session = add_session(store, "dup", ["x"])
+    _, exported, _ = invoke(runner, "sessions", "export", session.id)
+    code, _, err = invoke(runner, "sessions", "import", "-", input=exported)
+    assert code == 1
+    assert "already exists" in err
+    assert "--key" in err
+    code, out, err = invoke(runner, "sessions", "import", "-", "--key", "dup2", input=exported)
+    assert code == 0, err
+    assert "dup2" in out
+    copy = store.find_session("dup2")
+    assert copy is not None
+    assert copy.message_count == 2
+
+
+def test_fork_copies_history_with_a_parent_link(runner: CliRunner, store: SQLiteStore) -> None:
+    source = add_session(store, "src", ["one", "two"], metadata={"name": "src", "summary": "s"})
+    code, out, err = invoke(runner, "sessions", "fork", "src", "--at", "2", "--json")
+    assert code == 0, err
+    forked = json.loads(out)
+    assert forked["parent_id"] == source.id
+    assert forked["message_count"] == 2
+    assert "name" not in forked["metadata"]
+    assert forked["metadata"]["summary"] == "s"
+    assert forked["title"] == "fork of src"
+    # the name still designates only the source
+    code, out, _ = invoke(runner, "sessions", "show", "src", "--json")
+    assert json.loads(out)["id"] == source.id
+
+
+def test_index_and_ask_use_the_configured_llm(
+    runner: CliRunner,
+    store: SQLiteStore,
+    upstream: ScriptedUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MEMLANE_LLM_BASE_URL", upstream.url)
+    monkeypatch.setenv("MEMLANE_LLM_MODEL", "scripted-small")
+    session = add_session(store, "k", ["we chose postgres for the queue"])
+    answer = {
+        "name": "Queue Backend Choice",
+        "description": "Choosing the queue backend.",
+        "summary": "Postgres was chosen for the queue.",
+        "tags": ["queue", "postgres"],
+    }
+    upstream.script(Reply(text=json.dumps(answer)), Reply(text="Postgres."))
+    code, out, err = invoke(runner, "sessions", "index", session.id, "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["name"] == "queue-backend-choice"
+    assert data["attempts"] == 1
+    assert upstream.model_requests[0].json["response_format"] == {"type": "json_object"}
+    code, out, err = invoke(
+        runner, "sessions", "ask", "queue-backend-choice", "which database?", "--json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["answer"] == "Postgres."
+    asked = upstream.model_requests[1].messages[-1]["content"]
+    assert "Question: which database?" in asked
+    assert "Postgres was chosen for the queue." in asked
+
+
+def test_ask_reports_an_unreachable_llm(
+    runner: CliRunner, store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMLANE_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("MEMLANE_LLM_MODEL", "m")
+    session = add_session(store, "k", ["x"])
+    code, _, err = invoke(runner, "sessions", "ask", session.id, "what?")
+    assert code == 1
+    assert "could not ask the model" in err
+    assert "Traceback" not in err
