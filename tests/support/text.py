@@ -148,8 +148,8 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         host = args[0].decode() if isinstance(args[0], bytes) else args[0]
         if host is not None and str(host) not in _LOOPBACK:
             raise NetworkUsed(f"name lookup of {host!r} while the network is forbidden")
-    elif event in ("socket.connect", "socket.sendto"):
-        address = args[1] if event == "socket.connect" else args[2]
+    elif event in ("socket.connect", "socket.sendto", "socket.sendmsg"):
+        address = args[1]
         host = address[0] if isinstance(address, tuple) and address else None
         if host is not None and str(host) not in _LOOPBACK:
             raise NetworkUsed(f"connection to {address!r} while the network is forbidden")

@@ -25,3 +25,8 @@ def test_guard_lets_loopback_through(no_network: None) -> None:
         server.listen(1)
         with socket.create_connection(server.getsockname(), timeout=2):
             pass
+
+
+def test_guard_blocks_a_public_datagram(no_network: None) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock, pytest.raises(NetworkUsed):
+        sock.sendto(b"x", ("192.0.2.1", 53))
