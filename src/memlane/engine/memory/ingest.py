@@ -1,10 +1,263 @@
-"""The write path: facts from what the user said, after the response."""
+"""The write path: after a turn's response, remember it and learn from it.
+
+Runs in the background (`schedule_ingest`), never in front of a response:
+
+1. the user's and the assistant's turns become entries of the conversation
+   (`turns/user`, `turns/assistant`), with their provenance;
+2. facts are extracted from the *new* user message only (never assistant text
+   or tool output) and reconciled against their neighbourhood in the fact scope;
+3. the conversation's rolling summary takes in the new facts;
+4. the conversation is evicted down to `memory_max_entries`;
+5. one git commit records the update, its message saying what changed.
+
+Each step logs and carries on when the LLM or the embedder fails; the turns are
+written first, so a failure later never loses what was said.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from memlane.config import Settings
+from memlane.engine.memory import scopes
+from memlane.engine.memory.book import MemoryBook, book_for, new_fact
+from memlane.engine.memory.evict import choose_evictions
+from memlane.engine.memory.extract import extract_facts
+from memlane.engine.memory.reconcile import Plan, reconcile
+from memlane.engine.memory.summary import SUMMARY_KIND, summary_id, update_summary
+from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Answer, Turn
+from memlane.files.memory_files import new_id, now_utc
+from memlane.types import Fact
+
+log = logging.getLogger("memlane.memory")
+
+NEIGHBOURS_PER_FACT = 5
+MAX_NEIGHBOURS = 15
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInput:
+    """What the write path needs from one finished turn (copied: the turn object moves on)."""
+
+    session_id: str
+    namespace: str
+    model: str | None
+    user_text: str = ""
+    user_message_id: int | None = None
+    assistant_text: str = ""
+
+
+@dataclass
+class IngestReport:
+    turns: int = 0
+    facts_added: list[str] = field(default_factory=list)
+    facts_updated: int = 0
+    facts_deleted: int = 0
+    summary: bool = False
+    evicted: int = 0
+    reason: str = ""
+
+    def message(self, conversation: str) -> str:
+        """The git commit message: what this update changed."""
+        parts = []
+        if self.facts_added:
+            parts.append(f"+{len(self.facts_added)} fact(s)")
+        if self.facts_updated:
+            parts.append(f"{self.facts_updated} updated")
+        if self.facts_deleted:
+            parts.append(f"{self.facts_deleted} deleted")
+        if self.turns:
+            parts.append(f"{self.turns} turn(s)")
+        if self.summary:
+            parts.append("summary updated")
+        if self.evicted:
+            parts.append(f"{self.evicted} evicted")
+        head = f"memory: {', '.join(parts) or 'no change'} in conversation {conversation}"
+        body = "\n".join(f"+ {text}" for text in self.facts_added)
+        return f"{head}\n\n{body}" if body else head
 
 
 def schedule_ingest(rt: Runtime, turn: Turn, answer: Answer) -> None:
-    return None
+    """Queue the write path for a finished turn; returns at once."""
+    item = turn_input(rt.settings, turn, answer)
+    if item is None:
+        return
+    rt.background.spawn(ingest_turn(rt, item), name=f"memory-ingest:{item.session_id}")
+
+
+def turn_input(settings: Settings, turn: Turn, answer: Answer) -> TurnInput | None:
+    """The parts of a turn worth remembering; None when there is nothing to do."""
+    if not settings.memory_enabled or turn.session is None or turn.ephemeral or answer.failed:
+        return None
+    user_text, user_id = _new_user_message(turn)
+    assistant = "\n\n".join(
+        m.text
+        for m in answer.messages
+        if m.role == "assistant" and m.kind == "message" and m.text.strip()
+    )
+    if not user_text and not assistant:
+        return None
+    return TurnInput(
+        session_id=turn.session.id,
+        namespace=turn.namespace,
+        model=settings.memory_llm_model or settings.llm_model or turn.model or None,
+        user_text=user_text,
+        user_message_id=user_id,
+        assistant_text=assistant,
+    )
+
+
+def _new_user_message(turn: Turn) -> tuple[str, int | None]:
+    """The latest user message if this request added it (a resent history adds nothing)."""
+    if turn.synced is None:
+        return turn.user_text, None
+    for stored in reversed(turn.synced.added):
+        message = stored.message
+        if message.role == "user" and message.kind == "message" and message.origin == "client":
+            return message.text, stored.id
+    return "", None
+
+
+async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
+    """Run the whole write path for one turn (what the background task does)."""
+    settings = rt.settings
+    book = book_for(rt)
+    await book.ready()
+    report = IngestReport()
+    conversation = scopes.conversation_scope(item.session_id)
+    if settings.memory_store_turns:
+        report.turns = await _store_turns(book, item, conversation)
+    facts: list[str] = []
+    if settings.memory_extract_facts and item.user_text.strip():
+        facts = await extract_facts(rt.llm, item.user_text, model=item.model)
+    if facts:
+        scope = scopes.fact_scope(settings, item.session_id, item.namespace)
+        async with book.scope_lock(scope):
+            existing = await neighbourhood(rt, facts, scope)
+            plan = await reconcile(rt.llm, facts, existing, model=item.model)
+            await apply_plan(book, plan, existing, scope=scope, item=item, report=report)
+    if settings.memory_summarization and report.facts_added:
+        report.summary = await _update_summary(rt, book, item, conversation, report.facts_added)
+    report.evicted = await evict_conversation(rt, book, item.session_id)
+    await book.commit(report.message(item.session_id))
+    return report
+
+
+async def _store_turns(book: MemoryBook, item: TurnInput, scope: str) -> int:
+    entries: list[Fact] = []
+    if item.user_text.strip():
+        entries.append(
+            new_fact(
+                scope=scope,
+                conversation_id=item.session_id,
+                role="user",
+                text=item.user_text,
+                fact_id=new_id(),
+                source_session=item.session_id,
+                source_message=item.user_message_id,
+            )
+        )
+    if item.assistant_text.strip():
+        entries.append(
+            new_fact(
+                scope=scope,
+                conversation_id=item.session_id,
+                role="assistant",
+                text=item.assistant_text,
+                fact_id=new_id(),
+                source_session=item.session_id,
+            )
+        )
+    await book.write(puts=entries)
+    return len(entries)
+
+
+async def neighbourhood(rt: Runtime, facts: Sequence[str], scope: str) -> list[Fact]:
+    """Existing facts of `scope` close to any new fact: what reconciliation compares with."""
+    found: dict[str, None] = {}
+    for text in facts:
+        hits = await search(rt, text, scopes=(scope,), roles=("memory",), top_k=NEIGHBOURS_PER_FACT)
+        for hit in hits:
+            found.setdefault(hit.ref)
+    ids = list(found)[:MAX_NEIGHBOURS]
+    loaded = await asyncio.to_thread(lambda: [rt.store.get_fact(i) for i in ids])
+    return [f for f in loaded if f is not None and not f.deleted]
+
+
+async def apply_plan(
+    book: MemoryBook,
+    plan: Plan,
+    existing: Sequence[Fact],
+    *,
+    scope: str,
+    item: TurnInput,
+    report: IngestReport,
+) -> None:
+    """Write a reconciliation plan: adds, updates (tombstone + fresh fact), deletes."""
+    by_id = {f.id: f for f in existing}
+
+    def fresh(text: str) -> Fact:
+        return new_fact(
+            scope=scope,
+            conversation_id=item.session_id,
+            role="memory",
+            text=text,
+            fact_id=new_id(),
+            source_session=item.session_id,
+            source_message=item.user_message_id,
+        )
+
+    puts = [fresh(text) for text in plan.adds]
+    tombstones: list[tuple[Fact, str | None]] = []
+    for old_id, text in plan.updates:
+        replacement = fresh(text)
+        puts.append(replacement)
+        tombstones.append((by_id[old_id], replacement.id))
+    tombstones += [(by_id[old_id], None) for old_id in plan.deletes if old_id in by_id]
+    await book.write(puts=puts, tombstones=tombstones)
+    report.facts_added = [f.text for f in puts]
+    report.facts_updated = len(plan.updates)
+    report.facts_deleted = len(tombstones) - len(plan.updates)
+    report.reason = plan.reason
+
+
+async def _update_summary(
+    rt: Runtime, book: MemoryBook, item: TurnInput, scope: str, facts: Sequence[str]
+) -> bool:
+    sid = summary_id(item.session_id)
+    previous = await asyncio.to_thread(rt.store.get_fact, sid)
+    old_text = previous.text if previous is not None and not previous.deleted else ""
+    text = await update_summary(rt.llm, old_text, facts, model=item.model)
+    if not text.strip() or text == old_text:
+        return False
+    now = now_utc()
+    summary = new_fact(
+        scope=scope,
+        conversation_id=item.session_id,
+        role="summary",
+        text=text,
+        fact_id=sid,
+        source_session=item.session_id,
+        summary_kind=SUMMARY_KIND,
+        created_at=previous.created_at if previous is not None else now,
+    )
+    summary = replace(summary, updated_at=now)
+    await book.write(puts=[summary])
+    return True
+
+
+async def evict_conversation(rt: Runtime, book: MemoryBook, conversation_id: str) -> int:
+    """Soft-delete the oldest facts and turns over `memory_max_entries`."""
+    entries = await asyncio.to_thread(
+        rt.store.list_facts,
+        conversation_id=conversation_id,
+        roles=("memory", "user", "assistant"),
+    )
+    evicted = choose_evictions(entries, rt.settings.memory_max_entries)
+    await book.write(tombstones=[(fact, None) for fact in evicted])
+    return len(evicted)

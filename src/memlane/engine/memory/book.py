@@ -1,0 +1,324 @@
+"""The memory book: writes entries to their source of truth and keeps the index in step.
+
+Embedded mode (SQLite): the Markdown files are the truth. Every change is
+written to its file first (atomically), then to the store's index (keyword
+terms and, through `embed_missing`, vectors), and the content-hash snapshot is
+updated; `sync_files` rebuilds or catches the index up from the files (start,
+`memlane memory reindex`, the watcher). PostgreSQL mode: the database is the
+truth, `files` is None and every file step is skipped (`memlane memory export`
+writes the tree on demand). One code path either way.
+
+One book per runtime (`book_for`); writes are serialised by one lock, so the
+files, the snapshot and the index never disagree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+
+from memlane.config import Settings
+from memlane.engine.runtime import Runtime
+from memlane.files.git import GitRepo, commit_quietly
+from memlane.files.memory_files import MemoryFileError, MemoryFiles, id_from_name, now_utc
+from memlane.files.memory_snapshot import Snapshot
+from memlane.text.embeddings import EmbeddingError
+from memlane.types import Fact, FactRole
+
+log = logging.getLogger("memlane.memory")
+
+EMBED_BATCH = 256
+MODEL_META = "memory.embedding_model"
+Progress = Callable[[int, int | None], None]
+"""(done, total): total is None while it is not known yet."""
+
+
+def files_are_truth(settings: Settings) -> bool:
+    """SQLite (the default) keeps memories as files; PostgreSQL keeps them in the database."""
+    url = settings.store_url
+    return not url or url.startswith("sqlite:")
+
+
+@dataclass
+class SyncReport:
+    """What a files → index pass did."""
+
+    scanned: int = 0
+    indexed: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    skipped: list[str] = field(default_factory=list)
+    embedded: int = 0
+
+
+class MemoryBook:
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        settings = rt.settings
+        root = settings.memory_path
+        self.files: MemoryFiles | None = MemoryFiles(root) if files_are_truth(settings) else None
+        self.snapshot: Snapshot | None = Snapshot.load(root) if self.files else None
+        use_git = self.files is not None and settings.memory_git and GitRepo.available()
+        self.git: GitRepo | None = GitRepo(root) if use_git else None
+        self._lock: asyncio.Lock | None = None
+        self._scope_locks: dict[str, asyncio.Lock] = {}
+        self._started: asyncio.Task[SyncReport] | None = None
+        self.watch_task: asyncio.Task[None] | None = None
+
+    # --- locks ----------------------------------------------------------------
+    @property
+    def lock(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    def scope_lock(self, scope: str) -> asyncio.Lock:
+        """Held across a reconciliation (read neighbourhood, ask, apply) in one scope."""
+        return self._scope_locks.setdefault(scope, asyncio.Lock())
+
+    # --- start -----------------------------------------------------------------
+    async def ready(self) -> SyncReport:
+        """Catch the index up with the files once per process (edits made while stopped)."""
+        if self._started is None:
+            self._started = asyncio.get_running_loop().create_task(self.sync_files())
+        return await asyncio.shield(self._started)
+
+    # --- writes ------------------------------------------------------------------
+    async def write(
+        self,
+        puts: Sequence[Fact] = (),
+        tombstones: Sequence[tuple[Fact, str | None]] = (),
+    ) -> None:
+        """Write new or changed entries and tombstone others, then embed what is new."""
+        if not puts and not tombstones:
+            return
+        async with self.lock:
+            await asyncio.to_thread(self._write_sync, puts, tombstones)
+            await asyncio.to_thread(self._embed_missing_sync)
+
+    def _write_sync(
+        self, puts: Sequence[Fact], tombstones: Sequence[tuple[Fact, str | None]]
+    ) -> None:
+        store = self.rt.store
+        for fact in puts:
+            if self.files is not None:
+                old = self.files.find(fact)
+                written = self.files.write(fact)
+                self._forget_path(old)
+                self._remember(written.path, written.digest, fact.id)
+            store.put_fact(fact)
+        for fact, replaced_by in tombstones:
+            if self.files is not None:
+                old = self.files.find(replace(fact, deleted=False))
+                written = self.files.move_to_deleted(fact, replaced_by=replaced_by)
+                self._forget_path(old)
+                self._remember(written.path, written.digest, fact.id)
+            store.delete_fact(fact.id, replaced_by=replaced_by)
+        self._save_snapshot()
+
+    def _remember(self, path: Path, digest: str, fact_id: str) -> None:
+        if self.files is not None and self.snapshot is not None:
+            self.snapshot.set(self.files.relative(path), digest, fact_id)
+
+    def _forget_path(self, path: Path | None) -> None:
+        if path is None or path.exists() or self.files is None or self.snapshot is None:
+            return
+        self.snapshot.pop(self.files.relative(path))
+
+    def _save_snapshot(self) -> None:
+        if self.snapshot is not None:
+            try:
+                self.snapshot.save()
+            except OSError as exc:
+                log.warning("memory snapshot not saved (rebuilt at next start): %s", exc)
+
+    # --- vectors -----------------------------------------------------------------
+    def _embed_missing_sync(self, progress: Progress | None = None) -> int:
+        """Embed every active entry without a vector of the current model (content-addressed:
+        the store drops a vector only when its text changes, so unchanged text is never
+        re-embedded). A failing embedder is logged: keyword search still finds the entry."""
+        store = self.rt.store
+        try:
+            embedder = self.rt.embedder
+            model = embedder.model_id
+            if store.get_meta(MODEL_META) != model:
+                dropped = store.drop_vectors(except_model=model)
+                if dropped:
+                    log.info("embedding model is now %s: re-embedding %d entries", model, dropped)
+                store.set_meta(MODEL_META, model)
+            done = 0
+            while True:
+                batch = store.missing_vectors("fact", model=model, limit=EMBED_BATCH)
+                if not batch:
+                    return done
+                vectors = embedder.embed([text for _, text in batch])
+                store.put_vectors(
+                    "fact", [(ref, vectors[i]) for i, (ref, _) in enumerate(batch)], model=model
+                )
+                done += len(batch)
+                if progress is not None:
+                    progress(done, None)
+                if len(batch) < EMBED_BATCH:
+                    return done
+        except (EmbeddingError, OSError, RuntimeError, ValueError) as exc:
+            log.warning("memory entries not embedded (keyword search still works): %s", exc)
+            return 0
+
+    # --- files → index -------------------------------------------------------------
+    async def sync_files(
+        self, progress: Progress | None = None, embed_progress: Progress | None = None
+    ) -> SyncReport:
+        """Bring the index in line with the files (everything, content-hash checked)."""
+        async with self.lock:
+            report = SyncReport()
+            if self.files is not None:
+                report = await asyncio.to_thread(self._sync_sync, progress)
+            report.embedded = await asyncio.to_thread(self._embed_missing_sync, embed_progress)
+        return report
+
+    def _sync_sync(self, progress: Progress | None) -> SyncReport:
+        assert self.files is not None
+        assert self.snapshot is not None
+        files, snapshot, store = self.files, self.snapshot, self.rt.store
+        report = SyncReport()
+        paths = list(files.scan())
+        known = {f.id for f in store.list_facts(include_deleted=True)}
+        present: set[str] = set()
+        on_disk: set[str] = set()
+        for number, path in enumerate(paths, start=1):
+            rel = files.relative(path)
+            on_disk.add(rel)
+            report.scanned += 1
+            outcome = self._index_path(path, rel, present, known)
+            if outcome == "indexed":
+                report.indexed += 1
+            elif outcome == "unchanged":
+                report.unchanged += 1
+            else:
+                report.skipped.append(outcome)
+            if progress is not None:
+                progress(number, len(paths))
+        for rel in list(snapshot.paths()):
+            if rel not in on_disk:
+                snapshot.pop(rel)
+        for fact_id in known - present:
+            store.purge_fact(fact_id)
+            report.removed += 1
+        self._save_snapshot()
+        return report
+
+    def _index_path(
+        self, path: Path, rel: str, present: set[str], known: set[str] | None = None
+    ) -> str:
+        """Index one file if it changed; returns "indexed", "unchanged" or why it was skipped.
+
+        `present` collects the ids found on disk; `known` (the ids in the store) guards
+        against a snapshot that outlived its database; None trusts the snapshot.
+        """
+        assert self.files is not None
+        assert self.snapshot is not None
+        seen = self.snapshot.get(rel)
+        try:
+            entry = self.files.read(path)
+        except MemoryFileError as exc:
+            log.warning("memory file skipped: %s", exc)
+            if seen is not None:
+                present.add(seen.fact_id)  # keep the last good version in the index
+            named = id_from_name(path.name)
+            if named:
+                present.add(named)
+            return str(exc)
+        fact = entry.fact
+        if fact.id in present:
+            log.warning(
+                "memory file %s skipped: id %s is already used by another file", path, fact.id
+            )
+            return f"{path}: duplicate id {fact.id}"
+        present.add(fact.id)
+        indexed = known is None or fact.id in known
+        if seen is not None and seen.digest == entry.digest and indexed:
+            return "unchanged"
+        self.rt.store.put_fact(fact)
+        if fact.deleted:
+            self.rt.store.delete_fact(fact.id, replaced_by=fact.replaced_by)
+        self.snapshot.set(rel, entry.digest, fact.id)
+        return "indexed"
+
+    async def apply_file_changes(self, paths: Iterable[Path]) -> int:
+        """Re-index files a person created, edited or deleted; returns how many changed."""
+        if self.files is None:
+            return 0
+        async with self.lock:
+            changed = await asyncio.to_thread(self._changes_sync, sorted(set(paths)))
+            if changed:
+                await asyncio.to_thread(self._embed_missing_sync)
+        return changed
+
+    def _changes_sync(self, paths: Sequence[Path]) -> int:
+        assert self.files is not None
+        assert self.snapshot is not None
+        files, snapshot, store = self.files, self.snapshot, self.rt.store
+        changed = 0
+        for path in paths:
+            if not files.is_entry_path(path):
+                continue
+            rel = files.relative(path)
+            if path.exists():
+                if self._index_path(path, rel, set()) == "indexed":
+                    changed += 1
+                continue
+            seen = snapshot.pop(rel)
+            if seen is None:
+                continue  # memlane moved or removed it itself
+            if not snapshot.paths_of(seen.fact_id):
+                store.purge_fact(seen.fact_id)
+                changed += 1
+        self._save_snapshot()
+        return changed
+
+    # --- history -------------------------------------------------------------------
+    async def commit(self, message: str) -> bool:
+        if self.git is None:
+            return False
+        return await commit_quietly(self.git, message)
+
+
+def book_for(rt: Runtime) -> MemoryBook:
+    """The runtime's memory book, created on first use (kept on the runtime itself)."""
+    book = vars(rt).get("_memory_book")
+    if not isinstance(book, MemoryBook):
+        book = MemoryBook(rt)
+        vars(rt)["_memory_book"] = book
+    return book
+
+
+def new_fact(
+    *,
+    scope: str,
+    conversation_id: str,
+    role: FactRole,
+    text: str,
+    fact_id: str,
+    source_session: str | None = None,
+    source_message: int | None = None,
+    summary_kind: str | None = None,
+    created_at: datetime | None = None,
+) -> Fact:
+    """A fresh entry stamped now (or at `created_at`)."""
+    when = created_at or now_utc()
+    return Fact(
+        id=fact_id,
+        scope=scope,
+        conversation_id=conversation_id,
+        role=role,
+        text=text,
+        created_at=when,
+        updated_at=when,
+        summary_kind=summary_kind,
+        source_session=source_session,
+        source_message=source_message,
+    )

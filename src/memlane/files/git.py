@@ -1,0 +1,134 @@
+"""Version the memory files with git: one commit per update, never in front of a response.
+
+The memory root is a plain git repository, so `git log`, `git diff` and
+`git revert` work on what memlane remembers. Derived files (the content-hash
+snapshot, temporary files) are ignored. Every call runs `git` as an asyncio
+subprocess, serialised by a lock so two updates never race on the index; a
+failure (no git, a broken repository) is logged and the memory keeps working
+without history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from memlane.files.memory_files import atomic_write
+from memlane.files.memory_snapshot import SNAPSHOT_FILE
+
+log = logging.getLogger("memlane.memory.git")
+
+GITIGNORE = f"""# derived by memlane; rebuilt from the Markdown files
+/{SNAPSHOT_FILE}
+.*.tmp
+"""
+_IDENTITY = ("-c", "user.name=memlane", "-c", "user.email=memlane@localhost")
+_QUIET = ("-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null")
+
+
+class GitError(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    commit: str
+    date: str
+    message: str
+
+
+class GitRepo:
+    """The memory root as a git repository."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._lock: asyncio.Lock | None = None
+        self._ready = False
+
+    @staticmethod
+    def available() -> bool:
+        return shutil.which("git") is not None
+
+    async def ensure(self) -> None:
+        """Create the repository and its `.gitignore` on first use."""
+        if self._ready:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not (self.root / ".git").exists():
+            await self._git("init", "-q")
+        ignore = self.root / ".gitignore"
+        if not ignore.exists():
+            atomic_write(ignore, GITIGNORE.encode())
+        self._ready = True
+
+    async def commit(self, message: str) -> bool:
+        """Stage everything under the root and commit it; False when nothing changed."""
+        async with self._locked():
+            await self.ensure()
+            await self._git("add", "-A", ".")
+            if await self._git_status("diff", "--cached", "--quiet") == 0:
+                return False
+            await self._git(*_IDENTITY, *_QUIET, "commit", "-q", "--no-verify", "-m", message)
+            return True
+
+    async def log(self, *, limit: int = 20, path: str | None = None) -> list[LogEntry]:
+        """Newest first."""
+        if not (self.root / ".git").exists():
+            return []
+        args = ["log", f"-n{limit}", "--format=%H%x1f%cI%x1f%B%x1e"]
+        if path:
+            args += ["--", path]
+        out = await self._git(*args)
+        entries = []
+        for record in out.split("\x1e"):
+            record = record.strip("\n")
+            if not record:
+                continue
+            commit, date, message = record.split("\x1f", 2)
+            entries.append(LogEntry(commit, date, message.strip()))
+        return entries
+
+    def _locked(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    async def _git(self, *args: str) -> str:
+        code, out, err = await self._run(*args)
+        if code != 0:
+            command = next((a for a in args if a.isalpha()), "")
+            raise GitError(f"git {command} failed: {err.strip() or out.strip()}")
+        return out
+
+    async def _git_status(self, *args: str) -> int:
+        code, _, _ = await self._run(*args)
+        return code
+
+    async def _run(self, *args: str) -> tuple[int, str, str]:
+        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "git",
+                *args,
+                cwd=self.root,
+                env=env,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except OSError as exc:
+            raise GitError(f"cannot run git: {exc}") from None
+        out, err = await proc.communicate()
+        return proc.returncode or 0, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+async def commit_quietly(repo: GitRepo, message: str) -> bool:
+    """Commit, logging instead of raising: history is a convenience, never a reason to fail."""
+    try:
+        return await repo.commit(message)
+    except GitError as exc:
+        log.warning("memory not versioned this time: %s", exc)
+        return False

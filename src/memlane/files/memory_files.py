@@ -1,0 +1,349 @@
+"""Long-term memory as plain Markdown files: the source of truth in embedded (SQLite) mode.
+
+Layout under the memory root (`$MEMLANE_HOME/memory`)::
+
+    entries/<scope>/facts/<timestamp>__<id>.md
+    entries/<scope>/turns/user/<timestamp>__<id>.md
+    entries/<scope>/turns/assistant/<timestamp>__<id>.md
+    entries/<scope>/summaries/<timestamp>__<id>.md
+    entries/<scope>/deleted/<same sub-folders>/…      # soft deletes and tombstones
+
+Each file is YAML front matter (`id`, `role`, `scope`, `conversation_id`,
+`created_at`, `summary_kind`, `replaced_by`, provenance) and the text as body,
+so a person can read, edit, create or delete any memory with an editor.
+`<scope>` is `global` or the scope made safe by `files.paths.safe_key`; the
+exact scope is also kept in the folder's `.scope` file, so a hand-written file
+without front matter still lands in the right scope. Writes are atomic
+(temporary file, fsync, rename): a crash leaves the old file or the new one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memlane.files.paths import safe_key
+from memlane.types import Fact, FactRole
+
+ENTRIES = "entries"
+DELETED = "deleted"
+SCOPE_FILE = ".scope"
+GLOBAL_SCOPE = "global"
+ROLE_DIRS: dict[FactRole, str] = {
+    "memory": "facts",
+    "user": "turns/user",
+    "assistant": "turns/assistant",
+    "summary": "summaries",
+}
+_DIR_ROLES = {value: key for key, value in ROLE_DIRS.items()}
+_NAME = re.compile(r"^(?P<stamp>[^_]+)__(?P<id>[A-Za-z0-9._-]+)\.md$")
+_STAMP = "%Y%m%dT%H%M%S%fZ"
+
+
+class MemoryFileError(Exception):
+    """A memory file that cannot be read as a memory; the message names the file and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class EntryFile:
+    """A memory read from disk, with the hash of the exact bytes (the snapshot compares it)."""
+
+    path: Path
+    fact: Fact
+    digest: str
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
+
+
+def digest_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def id_from_name(name: str) -> str | None:
+    """The entry id a file name carries (`<timestamp>__<id>.md`), if it follows the layout."""
+    match = _NAME.match(name)
+    return match.group("id") if match else None
+
+
+def scope_dir_name(scope: str) -> str:
+    """The folder of a scope: `global` stays readable, everything else goes through safe_key."""
+    return GLOBAL_SCOPE if scope == GLOBAL_SCOPE else safe_key(scope)
+
+
+def render(fact: Fact) -> str:
+    """The file text of an entry: front matter, then the text as body."""
+    meta: dict[str, Any] = {
+        "id": fact.id,
+        "role": fact.role,
+        "scope": fact.scope,
+        "conversation_id": fact.conversation_id,
+        "created_at": _iso(fact.created_at),
+        "updated_at": _iso(fact.updated_at),
+    }
+    if fact.summary_kind is not None:
+        meta["summary_kind"] = fact.summary_kind
+    if fact.replaced_by is not None:
+        meta["replaced_by"] = fact.replaced_by
+    if fact.source_session is not None:
+        meta["source_session"] = fact.source_session
+    if fact.source_message is not None:
+        meta["source_message"] = fact.source_message
+    head = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=10_000)
+    return f"---\n{head}---\n\n{fact.text.strip()}\n"
+
+
+def parse(
+    text: str,
+    *,
+    path: Path,
+    scope_hint: str | None,
+    role_hint: FactRole | None,
+    deleted: bool,
+    mtime: datetime,
+) -> Fact:
+    """An entry from file text. Missing fields come from the file's place; bad ones raise."""
+    meta, body = _split_front_matter(text, path)
+    body = body.strip()
+    if not body:
+        raise MemoryFileError(f"{path}: empty memory (no text after the front matter)")
+    name = _NAME.match(path.name)
+    fact_id = _text(meta, "id", path) or (name.group("id") if name else _path_id(path))
+    role = _text(meta, "role", path) or role_hint
+    if role not in ROLE_DIRS:
+        raise MemoryFileError(f"{path}: role must be one of {sorted(ROLE_DIRS)}, not {role!r}")
+    scope = _text(meta, "scope", path) or scope_hint
+    if not scope:
+        raise MemoryFileError(f"{path}: no scope in the front matter nor in the folder")
+    created = _time(meta, "created_at", path) or mtime
+    source_message = meta.get("source_message")
+    if source_message is not None and not isinstance(source_message, int):
+        raise MemoryFileError(f"{path}: source_message must be an integer")
+    return Fact(
+        id=fact_id,
+        scope=scope,
+        conversation_id=_text(meta, "conversation_id", path) or scope,
+        role=role,
+        text=body,
+        created_at=created,
+        updated_at=_time(meta, "updated_at", path) or max(created, mtime),
+        deleted=deleted,
+        replaced_by=_text(meta, "replaced_by", path),
+        summary_kind=_text(meta, "summary_kind", path),
+        source_session=_text(meta, "source_session", path),
+        source_message=source_message,
+    )
+
+
+class MemoryFiles:
+    """Reads and writes the Markdown tree. Stateless apart from its root; safe to share."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.entries = root / ENTRIES
+
+    # --- layout -----------------------------------------------------------
+    def scope_dir(self, scope: str) -> Path:
+        path = self.entries / scope_dir_name(scope)
+        if path.parent != self.entries:
+            raise ValueError(f"memory scope folder escapes {self.entries}")
+        return path
+
+    def path_for(self, fact: Fact) -> Path:
+        """Where an entry lives: active, or under `deleted/` once tombstoned."""
+        base = self.scope_dir(fact.scope)
+        if fact.deleted:
+            base = base / DELETED
+        stamp = fact.created_at.astimezone(UTC).strftime(_STAMP)
+        return base / ROLE_DIRS[fact.role] / f"{stamp}__{fact.id}.md"
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def find(self, fact: Fact) -> Path | None:
+        """The file currently holding this entry (a hand edit may have changed its name)."""
+        expected = self.path_for(fact)
+        if expected.exists():
+            return expected
+        base = self.scope_dir(fact.scope)
+        if fact.deleted:
+            base = base / DELETED
+        for path in base.glob(f"{ROLE_DIRS[fact.role]}/*__{fact.id}.md"):
+            return path
+        return None
+
+    # --- writing ----------------------------------------------------------
+    def write(self, fact: Fact) -> EntryFile:
+        """Write (or rewrite) an entry atomically; returns what is now on disk."""
+        self._ensure_scope(fact.scope)
+        path = self.path_for(fact)
+        stale = self.find(fact)
+        data = render(fact).encode("utf-8")
+        atomic_write(path, data)
+        if stale is not None and stale != path:
+            stale.unlink(missing_ok=True)
+        return EntryFile(path, fact, digest_bytes(data))
+
+    def move_to_deleted(self, fact: Fact, *, replaced_by: str | None = None) -> EntryFile:
+        """Soft delete: the file moves under `deleted/` with its tombstone fields set."""
+        tomb = replace(
+            fact, deleted=True, replaced_by=replaced_by or fact.replaced_by, updated_at=now_utc()
+        )
+        active = self.find(replace(fact, deleted=False))
+        written = self.write(tomb)
+        if active is not None and active != written.path:
+            active.unlink(missing_ok=True)
+        return written
+
+    def remove(self, path: Path) -> None:
+        path.unlink(missing_ok=True)
+
+    # --- reading ----------------------------------------------------------
+    def scan(self) -> Iterator[Path]:
+        """Every memory file, active and deleted, in a stable order."""
+        if not self.entries.is_dir():
+            return
+        for path in sorted(self.entries.rglob("*.md")):
+            if not path.name.startswith(".") and path.is_file():
+                yield path
+
+    def read(self, path: Path) -> EntryFile:
+        """Parse one file; raises `MemoryFileError` when it is not a usable memory."""
+        try:
+            data = path.read_bytes()
+            stat = path.stat()
+        except OSError as exc:
+            raise MemoryFileError(f"{path}: cannot read: {exc.strerror}") from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise MemoryFileError(f"{path}: not UTF-8 text") from None
+        scope_hint, role_hint, deleted = self._place(path)
+        mtime = datetime.fromtimestamp(stat.st_mtime, UTC)
+        fact = parse(
+            text,
+            path=path,
+            scope_hint=scope_hint,
+            role_hint=role_hint,
+            deleted=deleted,
+            mtime=mtime,
+        )
+        return EntryFile(path, fact, digest_bytes(data))
+
+    def is_entry_path(self, path: Path) -> bool:
+        try:
+            rel = path.relative_to(self.entries)
+        except ValueError:
+            return False
+        return path.suffix == ".md" and not path.name.startswith(".") and len(rel.parts) >= 3
+
+    def _place(self, path: Path) -> tuple[str | None, FactRole | None, bool]:
+        """Scope, role and deleted-ness implied by where a file sits."""
+        rel = path.relative_to(self.entries).parts
+        scope_folder = self.entries / rel[0]
+        rest = list(rel[1:-1])
+        deleted = bool(rest) and rest[0] == DELETED
+        if deleted:
+            rest = rest[1:]
+        role = _DIR_ROLES.get("/".join(rest))
+        return self._scope_of(scope_folder), role, deleted
+
+    def _scope_of(self, folder: Path) -> str | None:
+        if folder.name == GLOBAL_SCOPE:
+            return GLOBAL_SCOPE
+        try:
+            return (folder / SCOPE_FILE).read_text(encoding="utf-8").strip() or None
+        except OSError:
+            return None
+
+    def _ensure_scope(self, scope: str) -> None:
+        folder = self.scope_dir(scope)
+        marker = folder / SCOPE_FILE
+        if not marker.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            atomic_write(marker, f"{scope}\n".encode())
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` so that readers see the old content or the new, never half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _split_front_matter(text: str, path: Path) -> tuple[dict[str, Any], str]:
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if not text.startswith("---"):
+        return {}, text
+    lines = text.split("\n")
+    if lines[0].strip() != "---":
+        return {}, text
+    for index in range(1, len(lines)):
+        if lines[index].strip() == "---":
+            head = "\n".join(lines[1:index])
+            body = "\n".join(lines[index + 1 :])
+            break
+    else:
+        raise MemoryFileError(f"{path}: front matter is not closed by a '---' line")
+    try:
+        meta = yaml.safe_load(head) if head.strip() else {}
+    except yaml.YAMLError as exc:
+        raise MemoryFileError(f"{path}: front matter is not valid YAML: {exc}") from None
+    if not isinstance(meta, dict):
+        raise MemoryFileError(f"{path}: front matter must be a mapping of fields")
+    return meta, body
+
+
+def _text(meta: dict[str, Any], key: str, path: Path) -> Any:
+    value = meta.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise MemoryFileError(f"{path}: {key} must be text")
+    return str(value).strip() or None
+
+
+def _time(meta: dict[str, Any], key: str, path: Path) -> datetime | None:
+    value = meta.get(key)
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        parsed = value
+    else:
+        try:
+            parsed = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise MemoryFileError(f"{path}: {key} is not an ISO 8601 time: {value!r}") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _iso(moment: datetime) -> str:
+    aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).isoformat()
+
+
+def _path_id(path: Path) -> str:
+    """A stable id for a hand-made file with no id anywhere: a hash of its name."""
+    return "f" + hashlib.sha256(path.name.encode("utf-8")).hexdigest()[:31]

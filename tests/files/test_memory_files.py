@@ -1,0 +1,137 @@
+"""The Markdown tree: layout, format, atomic writes, soft deletes, bad files."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from memlane.files.memory_files import (
+    MemoryFileError,
+    MemoryFiles,
+    id_from_name,
+    parse,
+    render,
+)
+from memlane.types import Fact
+
+WHEN = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
+
+
+def fact(**changes: object) -> Fact:
+    base: dict[str, object] = {
+        "id": "abc123",
+        "scope": "ns:repo",
+        "conversation_id": "s1",
+        "role": "memory",
+        "text": "The user's wife is named Anne",
+        "created_at": WHEN,
+        "updated_at": WHEN,
+        "source_session": "s1",
+        "source_message": 7,
+    }
+    base.update(changes)
+    return Fact(**base)  # type: ignore[arg-type]
+
+
+def test_layout_follows_scope_role_and_timestamp(tmp_path: Path) -> None:
+    files = MemoryFiles(tmp_path)
+    path = files.write(fact()).path
+    rel = path.relative_to(tmp_path).as_posix()
+    assert rel.startswith("entries/ns_repo-")
+    assert rel.endswith("/facts/20240508T135600000000Z__abc123.md")
+    turn = files.write(fact(id="t1", role="user", scope="global")).path
+    assert turn.relative_to(tmp_path).as_posix() == (
+        "entries/global/turns/user/20240508T135600000000Z__t1.md"
+    )
+    assert id_from_name(turn.name) == "t1"
+
+
+def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
+    files = MemoryFiles(tmp_path)
+    original = fact(summary_kind=None, replaced_by=None)
+    written = files.write(original)
+    assert files.read(written.path).fact == original
+    text = written.path.read_text()
+    assert text.startswith("---\nid: abc123\nrole: memory\n")
+    assert text.endswith("---\n\nThe user's wife is named Anne\n")
+
+
+def test_writes_leave_no_temporary_files(tmp_path: Path) -> None:
+    files = MemoryFiles(tmp_path)
+    files.write(fact())
+    files.write(fact(text="changed"))
+    leftovers = [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+    assert leftovers == []
+    assert [files.read(p).fact.text for p in files.scan()] == ["changed"]
+
+
+def test_soft_delete_moves_the_file_under_deleted(tmp_path: Path) -> None:
+    files = MemoryFiles(tmp_path)
+    active = files.write(fact()).path
+    tomb = files.move_to_deleted(fact(), replaced_by="new1").path
+    assert not active.exists()
+    assert "/deleted/facts/" in tomb.as_posix()
+    read = files.read(tomb).fact
+    assert read.deleted
+    assert read.replaced_by == "new1"
+    assert read.text == "The user's wife is named Anne"
+
+
+def test_a_hand_written_file_without_front_matter_takes_its_place(tmp_path: Path) -> None:
+    files = MemoryFiles(tmp_path)
+    files.write(fact())  # creates the scope folder and its .scope marker
+    folder = files.scope_dir("ns:repo") / "facts"
+    hand = folder / "my-note.md"
+    hand.write_text("The user prefers tabs over spaces\n")
+    read = files.read(hand).fact
+    assert (read.scope, read.role, read.deleted) == ("ns:repo", "memory", False)
+    assert read.text == "The user prefers tabs over spaces"
+    assert read.id  # derived from the file name, stable
+    assert files.read(hand).fact.id == read.id
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("---\nid: [unclosed\n---\ntext\n", "not valid YAML"),
+        ("---\nid: x\nrole: memory\n", "not closed"),
+        ("---\n- a list\n---\ntext\n", "mapping"),
+        ("---\nid: x\nrole: wizard\n---\ntext\n", "role must be"),
+        ("---\nid: x\ncreated_at: yesterday\n---\ntext\n", "ISO 8601"),
+        ("---\nid: x\n---\n\n", "empty memory"),
+    ],
+)
+def test_broken_files_raise_a_clear_error(content: str, why: str) -> None:
+    with pytest.raises(MemoryFileError, match=why):
+        parse(
+            content,
+            path=Path("entries/global/facts/x.md"),
+            scope_hint="global",
+            role_hint="memory",
+            deleted=False,
+            mtime=WHEN,
+        )
+
+
+def test_not_utf8_is_a_clear_error(tmp_path: Path) -> None:
+    files = MemoryFiles(tmp_path)
+    bad = tmp_path / "entries" / "global" / "facts" / "bad.md"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b"\xff\xfe\x00broken")
+    with pytest.raises(MemoryFileError, match="not UTF-8"):
+        files.read(bad)
+
+
+def test_render_escapes_nothing_a_reader_needs() -> None:
+    text = render(fact(text="Line one\n---\nline three"))
+    parsed = parse(
+        text,
+        path=Path("x__abc123.md"),
+        scope_hint=None,
+        role_hint=None,
+        deleted=False,
+        mtime=WHEN,
+    )
+    assert parsed.text == "Line one\n---\nline three"
