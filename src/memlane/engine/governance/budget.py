@@ -1,0 +1,163 @@
+"""How many tokens a request may use: the model's window, and the shares of it.
+
+The window comes, in order, from the configuration (`governance_context_windows`),
+from what an upstream taught memlane with a `context_length_exceeded` error
+(kept in the store's meta table), from the built-in table below, and last from
+`governance_default_window`. Keys match a model by name or by prefix, after a
+provider prefix (`openai/`) and a tag (`:8b`) are ignored; the longest key wins.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from memlane.config import Settings
+from memlane.store import Store
+
+WindowSource = Literal["config", "learned", "table", "default"]
+
+KNOWN_WINDOWS: Mapping[str, int] = {
+    "gpt-5": 272_000,
+    "gpt-4.1": 1_047_576,
+    "gpt-4o": 128_000,
+    "gpt-4-turbo": 128_000,
+    "gpt-4-1106": 128_000,
+    "gpt-4-0125": 128_000,
+    "gpt-4-32k": 32_768,
+    "gpt-4": 8_192,
+    "gpt-3.5-turbo": 16_385,
+    "o1": 200_000,
+    "o1-mini": 128_000,
+    "o3": 200_000,
+    "o3-mini": 200_000,
+    "o4-mini": 200_000,
+    "codex-mini": 200_000,
+    "claude": 200_000,
+    "gemini-1.5-pro": 2_097_152,
+    "gemini-1.5-flash": 1_048_576,
+    "gemini-2": 1_048_576,
+    "llama3.1": 131_072,
+    "llama3.2": 131_072,
+    "llama3.3": 131_072,
+    "llama3": 8_192,
+    "qwen2.5": 32_768,
+    "qwen3": 40_960,
+    "mistral": 32_768,
+    "mixtral": 32_768,
+    "deepseek": 128_000,
+    "gemma3": 131_072,
+    "phi4": 16_384,
+}
+"""Input windows of well-known model families (tokens). Override any in the configuration."""
+
+LEARNED_PREFIX = "governance.window."
+"""Store meta key prefix of windows learned from upstream errors."""
+
+_WINDOW_IN_ERROR = re.compile(
+    r"(?:maximum context length|context (?:window|length|size)|max(?:imum)? (?:input )?tokens)"
+    r"\D{0,40}?(\d[\d,_]{2,})",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    tokens: int
+    source: WindowSource
+
+    @property
+    def known(self) -> bool:
+        """A default window is a guess: requests are fitted to it but never refused by it."""
+        return self.source != "default"
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """The token figures of one request, all derived from the window and the settings."""
+
+    window: Window
+    margin: int
+    limit: int
+    """What the request may use: the window minus the room kept for the answer."""
+    threshold: int
+    """Above this a compaction starts (0: never)."""
+    target: int
+    """What a compaction brings the request down to."""
+    tail: int
+    """Most tokens of the verbatim recent tail."""
+
+    @classmethod
+    def of(cls, settings: Settings, window: Window) -> Budget:
+        margin = min(settings.governance_safety_margin, window.tokens // 4)
+        limit = window.tokens - margin
+        threshold = int(limit * settings.governance_compact_threshold)
+        target = int(limit * settings.governance_compact_target)
+        tail = min(int(limit * settings.governance_tail_share), target)
+        return cls(window, margin, limit, threshold, target, tail)
+
+
+def bare_model(model: str) -> str:
+    """`openai/gpt-4o` → `gpt-4o`, `llama3.1:8b` → `llama3.1`, lower case."""
+    return model.rsplit("/", 1)[-1].split(":", 1)[0].strip().lower()
+
+
+def _lookup(table: Mapping[str, int], model: str) -> int | None:
+    bare = bare_model(model)
+    best: tuple[int, int] | None = None
+    for key, tokens in table.items():
+        candidate = bare_model(key)
+        if (bare == candidate or bare.startswith(candidate)) and (
+            best is None or len(candidate) > best[0]
+        ):
+            best = (len(candidate), tokens)
+    return best[1] if best else None
+
+
+def context_window(settings: Settings, store: Store | None, model: str) -> Window:
+    configured = _lookup(settings.governance_context_windows, model)
+    if configured is not None:
+        return Window(configured, "config")
+    if store is not None and model:
+        learned = store.get_meta(LEARNED_PREFIX + bare_model(model))
+        if learned and learned.isdigit():
+            return Window(int(learned), "learned")
+    known = _lookup(KNOWN_WINDOWS, model)
+    if known is not None:
+        return Window(known, "table")
+    return Window(settings.governance_default_window, "default")
+
+
+def window_from_error(message: str) -> int | None:
+    """The window an upstream's `context_length_exceeded` message states, if it states one."""
+    match = _WINDOW_IN_ERROR.search(message)
+    if match is None:
+        return None
+    tokens = int(re.sub(r"[,_]", "", match.group(1)))
+    return tokens if tokens >= 1_024 else None
+
+
+def learn_window(
+    settings: Settings, store: Store, model: str, message: str, *, sent_tokens: int | None = None
+) -> int | None:
+    """Remember the window an upstream refused a request with; the next request fits it.
+
+    The proxy calls this on an upstream `context_length_exceeded` error. When the
+    message names no number, the window is taken as 90% of what was just sent
+    (and never raised). Returns the window now in force, or None if nothing
+    could be learned.
+    """
+    if not model:
+        return None
+    learned = window_from_error(message)
+    current = context_window(settings, store, model)
+    if learned is None and sent_tokens:
+        learned = max(1_024, int(sent_tokens * 0.9))
+    if learned is None:
+        return None
+    if current.source == "learned":
+        learned = min(learned, current.tokens)
+    store.set_meta(LEARNED_PREFIX + bare_model(model), str(learned))
+    return learned

@@ -1,0 +1,208 @@
+"""Cache-stable compaction: the orchestration of the passes, one request at a time.
+
+Between compactions the forwarded history is the stored plan applied to the
+request, so a request that only appends is forwarded as the previous request
+plus its new items, byte for byte. When a request grows past the threshold, a
+compaction makes a new plan that brings it down to the target, well below the
+threshold, so the next many requests append again:
+
+1. mask (pass 1): large old tool outputs become previews (offloaded);
+2. window (pass 2), if still above the target: keep the head and a tail, drop
+   a new stretch of the middle, fold it into the snapshot (summariser, or the
+   static marker), strip reasoning from the kept head;
+3. the new plan is kept only if it makes the request smaller (inflation guard).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from memlane.config import Settings
+from memlane.engine.governance import mask, render, window
+from memlane.engine.governance.budget import Budget
+from memlane.engine.governance.ledger import (
+    EVENT_COMPACTED,
+    EVENT_INFLATED,
+    EVENT_SUMMARY_FAILED,
+    Ledger,
+)
+from memlane.engine.governance.plan import Plan
+from memlane.engine.governance.structure import last_user_turn, safe_cuts
+from memlane.engine.governance.summarise import MARKER, Summariser, SummaryError
+from memlane.text.llm import LLMError
+from memlane.text.tokens import REPLY_PRIMING, Tokenizer
+from memlane.types import Message
+
+SUMMARY_OVERHEAD = 40
+"""Tokens of the summary message's title and framing."""
+
+_MARKER_LINE = re.compile(re.escape(MARKER).replace(r"\{count\}", r"(\d+)") + r"\s*$")
+
+
+@dataclass
+class Stats:
+    """What one governed request cost, for logs and the benchmark."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    compacted: bool = False
+    summariser_calls: int = 0
+    llm_seconds: float = 0.0
+    masked: int = 0
+    dropped: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Governor:
+    """Everything one governed request needs; built per request by the face."""
+
+    settings: Settings
+    tokenizer: Tokenizer
+    budget: Budget
+    ledger: Ledger
+    summariser: Summariser | None
+    model: str = ""
+
+    def count(self, message: Message) -> int:
+        return self.tokenizer.count_message(message)
+
+    def total(self, messages: Sequence[Message]) -> int:
+        return REPLY_PRIMING + sum(self.count(m) for m in messages)
+
+    def render(self, plan: Plan, messages: Sequence[Message]) -> list[Message]:
+        return render.apply(plan, messages, self.settings, self.count)
+
+    async def compact(
+        self, plan: Plan, messages: Sequence[Message], stats: Stats, *, force: bool = False
+    ) -> Plan:
+        """A new plan that brings `messages` down to the target (or as close as it can)."""
+        conversation = [m for m in messages if m.origin == "client"]
+        if not conversation:
+            return plan
+        others = sum(self.count(m) for m in messages if m.origin != "client")
+        counts = [self.count(m) for m in conversation]
+        masked = dict(plan.masked)
+        gone = set(plan.dropped_indices())
+        for index in mask.choose(conversation, counts, self.settings, self.budget, masked, gone):
+            masked[index] = await asyncio.to_thread(
+                self.ledger.offload, index, conversation[index], counts[index]
+            )
+            stats.masked += 1
+        plan = replace(plan, masked=masked)
+        effective = [
+            self.count(mask.masked(m, self.settings, counts[i], masked[i]))
+            if i in masked
+            else counts[i]
+            for i, m in enumerate(conversation)
+        ]
+        current = self.total(self.render(plan, messages))
+        if current <= self.budget.target and not force:
+            return plan.covering(conversation) if stats.masked else plan
+        return await self._window(plan, conversation, effective, others, stats)
+
+    async def _window(
+        self,
+        plan: Plan,
+        conversation: list[Message],
+        counts: list[int],
+        others: int,
+        stats: Stats,
+    ) -> Plan:
+        cuts = safe_cuts(conversation)
+        reserve = (
+            others
+            + REPLY_PRIMING
+            + self.settings.governance_summary_max_tokens
+            + SUMMARY_OVERHEAD
+            + self.settings.governance_recall_chars // 3
+        )
+        if plan.trims:
+            head = plan.head
+        else:
+            head = window.choose_head(conversation, counts, cuts, self.budget.target // 4)
+        tail_budget = max(
+            0, min(self.budget.tail, self.budget.target - reserve - sum(counts[:head]))
+        )
+        chosen = window.choose(conversation, counts, cuts, plan, head=head, tail_budget=tail_budget)
+        before = set(plan.dropped_indices()) if plan.trims else set()
+        after = replace(plan, head=head, dropped=chosen.dropped, pinned=chosen.pinned)
+        newly = [i for i in after.dropped_indices() if i not in before]
+        if not newly:
+            return plan.covering(conversation)
+        removed = [conversation[i] for i in newly]
+        removed_tokens = sum(counts[i] for i in newly)
+        snapshot = await self._snapshot(plan.snapshot, removed, removed_tokens, stats)
+        user = last_user_turn(conversation)
+        dropped_set = set(after.dropped_indices())
+        await asyncio.to_thread(
+            self.ledger.record_dropped,
+            [(i, conversation[i]) for i in newly if i not in plan.masked],
+        )
+        stats.dropped += len(newly)
+        new_plan = replace(
+            after,
+            snapshot=snapshot,
+            summarised=(plan.summarised if plan.trims else 0) + len(newly),
+            masked={i: ref for i, ref in plan.masked.items() if i not in dropped_set},
+            strip_reasoning=user is not None and user >= head,
+            compactions=plan.compactions + 1,
+        ).covering(conversation)
+        await asyncio.to_thread(
+            self.ledger.record_event,
+            EVENT_COMPACTED,
+            {
+                "head": new_plan.head,
+                "dropped": new_plan.dropped,
+                "newly_dropped": len(newly),
+                "removed_tokens": removed_tokens,
+                "snapshot_chars": len(snapshot),
+                "compaction": new_plan.compactions,
+            },
+        )
+        return new_plan
+
+    async def _snapshot(
+        self, previous: str, removed: list[Message], removed_tokens: int, stats: Stats
+    ) -> str:
+        fallback = add_marker(previous, len(removed))
+        if self.summariser is None or not self.settings.governance_summarise:
+            return fallback
+        started = time.perf_counter()
+        stats.summariser_calls += 1
+        try:
+            snapshot = await self.summariser.snapshot(previous, removed)
+        except (LLMError, SummaryError) as exc:
+            await asyncio.to_thread(
+                self.ledger.record_event,
+                EVENT_SUMMARY_FAILED,
+                {"removed": len(removed), "error": str(exc)[:300]},
+            )
+            return fallback
+        finally:
+            stats.llm_seconds += time.perf_counter() - started
+        replaced = self.tokenizer.count(previous) + removed_tokens
+        if self.tokenizer.count(snapshot) >= replaced:
+            # Inflation guard: a summary not smaller than what it replaces is rolled back;
+            # the span is folded into the marker and never summarised again.
+            await asyncio.to_thread(
+                self.ledger.record_event,
+                EVENT_INFLATED,
+                {"removed": len(removed), "replaced_tokens": replaced},
+            )
+            return fallback
+        return snapshot
+
+
+def add_marker(previous: str, count: int) -> str:
+    """Append (or extend) the static marker line of messages removed without a summary."""
+    match = _MARKER_LINE.search(previous)
+    if match:
+        count += int(match.group(1))
+        previous = previous[: match.start()].rstrip()
+    line = MARKER.format(count=count)
+    return f"{previous}\n{line}" if previous else line

@@ -1,0 +1,103 @@
+"""One governed request, start to end: plan, compaction, loops, recall, pre-flight."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+
+from memlane.engine.governance import loops, recall
+from memlane.engine.governance.cache import Governor, Stats
+from memlane.engine.governance.errors import ContextOverflow
+from memlane.engine.governance.ledger import EVENT_LOOP
+from memlane.engine.governance.plan import Plan
+from memlane.types import Message
+
+LongTermRecall = Callable[[str, int, int], Awaitable[list[recall.Snippet]]]
+"""(query, limit, chars per snippet) → long-term memory snippets, best first."""
+
+
+@dataclass(frozen=True)
+class Governed:
+    messages: list[Message]
+    plan: Plan
+    stats: Stats
+
+    @property
+    def trimmed(self) -> bool:
+        return self.plan.trims
+
+
+async def govern(
+    gov: Governor,
+    messages: Sequence[Message],
+    *,
+    user_text: str = "",
+    longterm: LongTermRecall | None = None,
+    force: bool = False,
+) -> Governed:
+    """The message list to forward. Raises `ContextOverflow` when it cannot fit."""
+    settings = gov.settings
+    stats = Stats()
+    conversation = [m for m in messages if m.origin == "client"]
+    stored = await asyncio.to_thread(gov.ledger.load_plan)
+    plan = stored if stored.matches(conversation) else Plan()
+    out = gov.render(plan, messages)
+    tokens = stats.tokens_in = gov.total(out)
+    threshold = gov.budget.threshold
+    if force or (threshold and tokens > threshold):
+        candidate = await gov.compact(plan, messages, stats, force=force)
+        candidate_out = gov.render(candidate, messages)
+        candidate_tokens = gov.total(candidate_out)
+        if candidate_tokens < tokens:
+            plan, out, tokens = candidate, candidate_out, candidate_tokens
+            stats.compacted = True
+    plan = replace(plan, model=gov.model or plan.model)
+    loop = loops.detect(conversation, settings.governance_loop_threshold)
+    if loop is not None and loop.key not in plan.loops_noted:
+        await asyncio.to_thread(
+            gov.ledger.record_event, EVENT_LOOP, {"tool": loop.name, "count": loop.count}, ""
+        )
+        plan = replace(plan, loops_noted=(*plan.loops_noted[-9:], loop.key))
+    if plan != stored:
+        await asyncio.to_thread(gov.ledger.save_plan, plan)
+    tail: list[Message] = []
+    if plan.trims:
+        snippets = await _recall(gov, user_text, longterm)
+        if snippets:
+            tail.append(recall.recall_message(snippets))
+    if loop is not None:
+        tail.append(loops.note(loop))
+        stats.notes.append(f"loop: {loop.name} x{loop.count}")
+    for extra in tail:
+        cost = gov.count(extra)
+        if tokens + cost <= gov.budget.limit or extra.origin == "note":
+            out.append(extra)
+            tokens += cost
+    stats.tokens_out = tokens
+    if settings.governance_preflight and tokens > gov.budget.limit and gov.budget.window.known:
+        raise ContextOverflow(
+            model=gov.model,
+            tokens=tokens,
+            limit=gov.budget.limit,
+            window=gov.budget.window.tokens,
+        )
+    return Governed(out, plan, stats)
+
+
+async def _recall(gov: Governor, query: str, longterm: LongTermRecall | None) -> list[str]:
+    settings = gov.settings
+    limit = settings.governance_recall_snippets
+    chars = settings.governance_recall_chars
+    if limit <= 0 or chars <= 0 or not query.strip():
+        return []
+    per_snippet = max(200, chars // limit)
+    found = _by_rank(await asyncio.to_thread(gov.ledger.recall, query, limit, per_snippet))
+    if longterm is not None:
+        found += _by_rank(await longterm(query, limit, per_snippet))
+    return recall.select(found, limit, chars)
+
+
+def _by_rank(snippets: list[recall.Snippet]) -> list[recall.Snippet]:
+    """Scores of different searches do not compare; ranks do (the two lists interleave)."""
+    return [recall.Snippet(s.text, 1.0 / (rank + 1)) for rank, s in enumerate(snippets)]

@@ -1,0 +1,184 @@
+"""Where governance keeps what it decides and what it drops, per session.
+
+`StoreLedger` is the proxy's: the plan lives in the session's state, dropped
+items and offloaded tool outputs become events (keyword-indexed, so they can be
+recalled), full tool outputs are written to the session folder (SQLite mode) or
+kept in the event itself (PostgreSQL mode, where replicas share no disk).
+`MemoryLedger` serves ephemeral sessions and the library: the same decisions,
+kept in memory for as long as the caller keeps the object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from memlane.config import Settings
+from memlane.engine.governance.plan import Plan
+from memlane.engine.governance.recall import Snippet, best_window, keyword_score
+from memlane.files.paths import session_dir
+from memlane.store import SearchFilter, Store
+from memlane.types import Message
+
+PLAN_STATE = "governance.plan"
+"""Name of the session state entry that holds the plan."""
+EVENT_DROPPED = "governance.dropped"
+EVENT_OFFLOADED = "governance.tool_output"
+EVENT_COMPACTED = "governance.compacted"
+EVENT_LOOP = "governance.loop"
+EVENT_INFLATED = "governance.summary_inflated"
+EVENT_SUMMARY_FAILED = "governance.summary_failed"
+
+DROPPED_TEXT_CHARS = 2_000
+"""Characters of one dropped item kept in its (indexed) event; full tool outputs are offloaded."""
+OUTPUTS_FOLDER = "tool-outputs"
+
+
+class Ledger(Protocol):
+    def load_plan(self) -> Plan: ...
+
+    def save_plan(self, plan: Plan) -> None: ...
+
+    def offload(self, index: int, message: Message, tokens: int) -> str:
+        """Keep a tool result's full text; return where a person (or the model) finds it."""
+        ...
+
+    def record_dropped(self, items: Sequence[tuple[int, Message]]) -> None: ...
+
+    def record_event(self, kind: str, payload: Mapping[str, Any], text: str = "") -> None: ...
+
+    def recall(self, query: str, limit: int, chars: int) -> list[Snippet]:
+        """Dropped history relevant to `query`, best first, each at most `chars` long."""
+        ...
+
+
+def describe(message: Message) -> str:
+    """One item as plain text, for the event log and the summariser."""
+    if message.kind == "tool_call":
+        calls = "; ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
+        prefix = f"{message.text}\n" if message.text else ""
+        return f"{prefix}assistant called {calls}"
+    if message.kind == "tool_result":
+        return f"tool {message.name or message.call_id or ''} returned: {message.text}"
+    if message.kind == "reasoning":
+        return f"assistant reasoning: {message.text}"
+    return f"{message.role}: {message.text}"
+
+
+def output_name(message: Message) -> str:
+    """A file name for an offloaded output: stable for the same output, never a path."""
+    digest = hashlib.sha256(message.fingerprint().encode()).hexdigest()[:16]
+    return f"{digest}.txt"
+
+
+class StoreLedger:
+    def __init__(self, settings: Settings, store: Store, session_id: str, key: str) -> None:
+        self.settings = settings
+        self.store = store
+        self.session_id = session_id
+        self.key = key
+
+    @property
+    def files(self) -> bool:
+        """Full outputs go to disk in SQLite mode; PostgreSQL keeps them in the event."""
+        return not (self.settings.store_url or "").startswith(("postgres://", "postgresql"))
+
+    def load_plan(self) -> Plan:
+        return Plan.from_json(self.store.get_state(self.session_id).get(PLAN_STATE))
+
+    def save_plan(self, plan: Plan) -> None:
+        self.store.set_state(self.session_id, PLAN_STATE, plan.to_json())
+
+    def offload(self, index: int, message: Message, tokens: int) -> str:
+        payload: dict[str, Any] = {
+            "index": index,
+            "call_id": message.call_id,
+            "name": message.name,
+            "chars": len(message.text),
+            "tokens": tokens,
+            "fingerprint": message.fingerprint(),
+        }
+        reference = ""
+        if self.files:
+            folder = session_dir(self.settings.sessions_path, self.key) / OUTPUTS_FOLDER
+            path = folder / output_name(message)
+            _write_atomically(path, message.text)
+            payload["path"] = str(path)
+            reference = str(path)
+        else:
+            payload["content"] = message.text
+        text = describe(message)[:DROPPED_TEXT_CHARS]
+        event = self.store.add_event(self.session_id, EVENT_OFFLOADED, payload, text=text)
+        return reference or f"memlane event {event.id} of this session"
+
+    def record_dropped(self, items: Sequence[tuple[int, Message]]) -> None:
+        for index, message in items:
+            payload = {
+                "index": index,
+                "role": message.role,
+                "kind": message.kind,
+                "call_ids": list(message.call_ids),
+                "fingerprint": message.fingerprint(),
+            }
+            text = describe(message)[:DROPPED_TEXT_CHARS]
+            self.store.add_event(self.session_id, EVENT_DROPPED, payload, text=text)
+
+    def record_event(self, kind: str, payload: Mapping[str, Any], text: str = "") -> None:
+        self.store.add_event(self.session_id, kind, payload, text=text)
+
+    def recall(self, query: str, limit: int, chars: int) -> list[Snippet]:
+        if not query.strip() or limit <= 0:
+            return []
+        flt = SearchFilter(kinds=("event",), session_id=self.session_id)
+        hits = self.store.keyword_search(query, flt, limit=limit)
+        return [Snippet(best_window(hit.text, query, chars), hit.score) for hit in hits]
+
+
+class MemoryLedger:
+    """A ledger held in memory: the library's, and the proxy's for ephemeral sessions."""
+
+    def __init__(self, outputs_dir: Path | None = None) -> None:
+        self.plan = Plan()
+        self.outputs_dir = outputs_dir
+        self.dropped: list[str] = []
+        self.outputs: dict[str, str] = {}
+        self.events: list[tuple[str, dict[str, Any], str]] = []
+
+    def load_plan(self) -> Plan:
+        return self.plan
+
+    def save_plan(self, plan: Plan) -> None:
+        self.plan = plan
+
+    def offload(self, index: int, message: Message, tokens: int) -> str:
+        name = output_name(message)
+        self.outputs[name] = message.text
+        self.dropped.append(describe(message)[:DROPPED_TEXT_CHARS])
+        if self.outputs_dir is not None:
+            path = self.outputs_dir / name
+            _write_atomically(path, message.text)
+            return str(path)
+        return f"memlane output {name} (kept in memory)"
+
+    def record_dropped(self, items: Sequence[tuple[int, Message]]) -> None:
+        self.dropped.extend(describe(m)[:DROPPED_TEXT_CHARS] for _, m in items)
+
+    def record_event(self, kind: str, payload: Mapping[str, Any], text: str = "") -> None:
+        self.events.append((kind, dict(payload), text))
+
+    def recall(self, query: str, limit: int, chars: int) -> list[Snippet]:
+        scored = [(keyword_score(query, text), text) for text in self.dropped]
+        ranked = sorted((s for s in scored if s[0] > 0), key=lambda s: -s[0])[:limit]
+        return [Snippet(best_window(text, query, chars), score) for score, text in ranked]
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        return
+    temp = path.with_suffix(f".{os.getpid()}.tmp")
+    temp.write_text(text, encoding="utf-8")
+    temp.replace(path)

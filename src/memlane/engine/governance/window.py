@@ -1,0 +1,71 @@
+"""Pass 2: keep the head and a recent tail, replace the middle by a summary.
+
+The head is the first run, up to its first text answer (however many tool
+messages it spans); it is chosen once and kept for the life of the session.
+The tail is the newest items that fit a share of the budget, starting at a
+safe cut (see `structure`). The middle is dropped, except the user's current
+instruction when it would fall inside it: an agentic turn can outlast many
+compactions, and the model must still see what it is working on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memlane.engine.governance.plan import Plan
+from memlane.engine.governance.structure import (
+    first_run_end,
+    is_user_turn,
+    last_user_turn,
+    leading_instructions,
+)
+from memlane.types import Message
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    head: int
+    dropped: int
+    pinned: tuple[int, ...]
+
+
+def choose_head(
+    conversation: Sequence[Message], counts: Sequence[int], cuts: Sequence[bool], most: int
+) -> int:
+    """The first run, or only the instructions and first user message when that is too big."""
+    head = first_run_end(conversation, cuts)
+    if sum(counts[:head]) <= most:
+        return head
+    start = leading_instructions(conversation)
+    if start < len(conversation) and is_user_turn(conversation[start]) and cuts[start + 1]:
+        return start + 1
+    return start
+
+
+def choose(
+    conversation: Sequence[Message],
+    counts: Sequence[int],
+    cuts: Sequence[bool],
+    plan: Plan,
+    *,
+    head: int,
+    tail_budget: int,
+) -> Window:
+    """Where the dropped middle ends (the tail starts), never before what is already dropped."""
+    n = len(conversation)
+    floor = max(head, plan.dropped)
+    newest_cut = max((i for i in range(floor, n) if cuts[i]), default=n)
+    start = newest_cut
+    used = sum(counts[newest_cut:])
+    for i in range(newest_cut - 1, floor - 1, -1):
+        used += counts[i]
+        if used > tail_budget:
+            break
+        if cuts[i]:
+            start = i
+    pinned: tuple[int, ...] = ()
+    user = last_user_turn(conversation)
+    if user is not None and head <= user < start and cuts[user] and cuts[user + 1]:
+        pinned = (user,)
+    return Window(head=head, dropped=start, pinned=pinned)
