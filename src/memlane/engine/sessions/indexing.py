@@ -121,9 +121,11 @@ def parse_metadata(text: str) -> SessionMeta:
     try:
         return SessionMeta.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "object"
-        raise MalformedMetadata(f"field {where!r}: {first['msg']}") from None
+        problems = [
+            f"field {'.'.join(str(p) for p in error['loc']) or 'object'!r}: {error['msg']}"
+            for error in exc.errors()
+        ]
+        raise MalformedMetadata("; ".join(problems)) from None
 
 
 # --- configuration --------------------------------------------------------------

@@ -1,0 +1,223 @@
+"""Seed 002 phases 2 and 3: `@@` references, stored in place, and `@@name: question`."""
+
+from __future__ import annotations
+
+import pytest
+
+from memlane.engine.pipeline import store_incoming
+from memlane.engine.runtime import Runtime
+from memlane.engine.sessions.lifecycle import delete
+from memlane.engine.sessions.query import QUERY_EVENT
+from memlane.engine.sessions.references import (
+    Reference,
+    ReferenceFailed,
+    parse_references,
+    resolve_references,
+)
+from memlane.engine.turn import Turn
+from memlane.store import NewMessage
+from memlane.store.sqlite import SQLiteStore
+from memlane.text.llm import LLMError
+from memlane.types import Message
+from tests.engine.sessions.conftest import chat
+from tests.support.text import ScriptedLLM
+
+
+def test_parse_references() -> None:
+    assert parse_references("same as @@confirm-button-refactor?") == [
+        Reference("confirm-button-refactor")
+    ]
+    assert parse_references("see @@auth.v2. and @@db~2, then @@auth.v2 again") == [
+        Reference("auth.v2"),
+        Reference("db", depth=2),
+    ]
+    assert parse_references("@@race-fix: what did we decide about locks?\nthanks") == [
+        Reference("race-fix", question="what did we decide about locks?")
+    ]
+    assert parse_references("mail me at a@@b or @@@x or @@ alone") == []
+
+
+async def turn_with(
+    rt: Runtime, key: str, history: list[Message], *, ephemeral: bool = False
+) -> tuple[Turn, list[Message]]:
+    """What the proxy does before this stage: store the client's messages, then resolve."""
+    turn = Turn(
+        key=key, namespace=key, model="req", wire="chat", messages=history, ephemeral=ephemeral
+    )
+    store_incoming(rt, turn)
+    return turn, await resolve_references(rt, turn, list(history))
+
+
+async def test_reference_is_injected_before_the_user_message_and_stored(
+    rt: Runtime, sqlite_store: SQLiteStore
+) -> None:
+    target = chat(sqlite_store, "old", ["a", "b"], name="auth-refactor", summary="Tokens rotate.")
+    history = [
+        Message(role="system", text="be brief"),
+        Message(role="user", text="hi"),
+        Message(role="assistant", text="hello"),
+        Message(role="user", text="do it like @@Auth-Refactor"),
+    ]
+    turn, out = await turn_with(rt, "new", history)
+    assert [m.origin for m in out] == ["client", "client", "client", "reference", "client"]
+    injected = out[3]
+    assert injected.role == "user"
+    assert "Tokens rotate." in injected.text
+    assert target.id in injected.text
+    assert out[4].text == "do it like @@Auth-Refactor"  # the user's words are unchanged
+
+    assert turn.session is not None
+    stored = sqlite_store.list_messages(turn.session.id)
+    assert [m.message.origin for m in stored][-2:] == ["client", "reference"]
+
+    # the next request resends the history: the reference is replayed at its place, once
+    answer = Message(role="assistant", text="done")
+    sqlite_store.append_messages(turn.session.id, [NewMessage(answer, 1)])
+    later = [*history, answer, Message(role="user", text="thanks")]
+    _, out2 = await turn_with(rt, "new", later)
+    assert [m.text for m in out2] == [
+        "be brief",
+        "hi",
+        "hello",
+        injected.text,
+        "do it like @@Auth-Refactor",
+        "done",
+        "thanks",
+    ]
+    refs = [
+        m for m in sqlite_store.list_messages(turn.session.id) if m.message.origin == "reference"
+    ]
+    assert len(refs) == 1
+
+
+async def test_a_retried_request_does_not_resolve_twice(
+    rt: Runtime, sqlite_store: SQLiteStore, scripted_llm: ScriptedLLM
+) -> None:
+    chat(sqlite_store, "old", ["a"], name="target")
+    history = [Message(role="user", text="@@target: what was a?")]
+    scripted_llm.push("It was the letter a.")
+    _, first = await turn_with(rt, "new", history)
+    _, again = await turn_with(rt, "new", history)
+    assert [m.text for m in again] == [m.text for m in first]
+    assert len(scripted_llm.calls) == 1
+
+
+async def test_resolution_order_id_then_name_then_fuzzy(
+    rt: Runtime, sqlite_store: SQLiteStore
+) -> None:
+    exact = chat(sqlite_store, "s1", ["x"], name="billing-export", summary="S1")
+    chat(sqlite_store, "s2", ["x"], name="billing-export-v2", summary="S2")
+    chat(sqlite_store, "s3", ["x"], name="search-ranking", summary="S3")
+    _, by_id = await turn_with(rt, "a", [Message(role="user", text=f"@@{exact.id}")])
+    assert "S1" in by_id[0].text
+    _, by_name = await turn_with(rt, "b", [Message(role="user", text="@@BILLING-EXPORT")])
+    assert "S1" in by_name[0].text
+    _, fuzzy = await turn_with(rt, "c", [Message(role="user", text="@@search-ranknig")])
+    assert "S3" in fuzzy[0].text
+
+
+async def test_an_ambiguous_name_lists_the_candidates(
+    rt: Runtime, sqlite_store: SQLiteStore
+) -> None:
+    one = chat(sqlite_store, "s1", ["x"], name="billing-export")
+    two = chat(sqlite_store, "s2", ["x"], name="billing-import")
+    with pytest.raises(ReferenceFailed) as failed:
+        await turn_with(rt, "me", [Message(role="user", text="like @@billing")])
+    answer = failed.value.answer
+    assert answer.startswith("memlane could not resolve @@billing:")
+    assert f"billing-export ({one.id})" in answer
+    assert f"billing-import ({two.id})" in answer
+    me = sqlite_store.find_session("me")
+    assert me is not None
+    assert all(m.message.origin == "client" for m in sqlite_store.list_messages(me.id))
+
+
+async def test_a_deleted_session_is_a_clear_answer(rt: Runtime, sqlite_store: SQLiteStore) -> None:
+    gone = chat(sqlite_store, "gone", ["x"], name="old-work")
+    delete(sqlite_store, rt.settings, gone)
+    for ref in (gone.id, "old-work"):
+        with pytest.raises(ReferenceFailed, match="no session matches .* may have been deleted"):
+            await turn_with(rt, f"me-{ref}", [Message(role="user", text=f"see @@{ref}")])
+
+
+async def test_a_session_cannot_reference_itself(rt: Runtime, sqlite_store: SQLiteStore) -> None:
+    me = chat(sqlite_store, "me", ["x"], name="mine")
+    with pytest.raises(ReferenceFailed, match="this session itself"):
+        await turn_with(rt, "me", [Message(role="user", text=f"@@{me.id}")])
+
+
+async def test_ancestors_are_added_on_request(rt: Runtime, sqlite_store: SQLiteStore) -> None:
+    root = chat(sqlite_store, "root", ["x"], name="root-work", summary="ROOT")
+    mid = sqlite_store.fork_session(root.id, new_key="mid")
+    sqlite_store.update_session(mid.id, metadata={"name": "mid-work", "summary": "MID"})
+    leaf = sqlite_store.fork_session(mid.id, new_key="leaf")
+    sqlite_store.update_session(leaf.id, metadata={"name": "leaf-work", "summary": "LEAF"})
+    _, plain = await turn_with(rt, "a", [Message(role="user", text="@@leaf-work")])
+    assert "LEAF" in plain[0].text
+    assert "MID" not in plain[0].text
+    _, two = await turn_with(rt, "b", [Message(role="user", text="@@leaf-work~2")])
+    text = two[0].text
+    assert text.index("LEAF") < text.index("MID") < text.index("ROOT")
+
+
+async def test_question_is_answered_by_query_session(
+    rt: Runtime, sqlite_store: SQLiteStore, scripted_llm: ScriptedLLM
+) -> None:
+    target = chat(sqlite_store, "old", ["use a mutex?", "yes, a mutex per queue"], name="race-fix")
+    scripted_llm.push("A mutex per queue.")
+    _, out = await turn_with(
+        rt, "new", [Message(role="user", text="@@race-fix: what did we decide about locks?")]
+    )
+    assert out[0].origin == "reference"
+    assert "what did we decide about locks?" in out[0].text
+    assert out[0].text.endswith("A mutex per queue.")
+    prompt = scripted_llm.prompts[0]
+    assert "User: use a mutex?" in prompt
+    assert prompt.endswith("Question: what did we decide about locks?")
+    event = sqlite_store.list_events(target.id, kind=QUERY_EVENT)[-1]
+    assert event.payload["answer"] == "A mutex per queue."
+
+
+async def test_question_falls_back_to_the_summary_when_the_llm_fails(
+    rt: Runtime, sqlite_store: SQLiteStore, scripted_llm: ScriptedLLM
+) -> None:
+    chat(sqlite_store, "old", ["x"], name="race-fix", summary="Mutex per queue.")
+    scripted_llm.push(LLMError("down"))
+    _, out = await turn_with(rt, "new", [Message(role="user", text="@@race-fix: locks?")])
+    assert "Mutex per queue." in out[0].text
+
+
+async def test_unindexed_session_contributes_its_latest_conversation(
+    rt: Runtime, sqlite_store: SQLiteStore
+) -> None:
+    old = chat(sqlite_store, "old", ["we picked sqlite", "good choice"])
+    _, out = await turn_with(rt, "new", [Message(role="user", text=f"@@{old.id[:8]}")])
+    assert "User: we picked sqlite" in out[0].text
+
+
+async def test_ephemeral_turns_get_the_reference_but_store_nothing(
+    rt: Runtime, sqlite_store: SQLiteStore
+) -> None:
+    chat(sqlite_store, "old", ["x"], name="target", summary="SUM")
+    turn, out = await turn_with(rt, "eph", [Message(role="user", text="@@target")], ephemeral=True)
+    assert "SUM" in out[0].text
+    assert turn.session is None
+    assert sqlite_store.find_session("eph") is None
+
+
+async def test_continued_requests_only_get_new_references(
+    rt: Runtime, sqlite_store: SQLiteStore
+) -> None:
+    chat(sqlite_store, "old", ["x"], name="target", summary="SUM")
+    _, first = await turn_with(rt, "new", [Message(role="user", text="@@target")])
+    turn = Turn(
+        key="new",
+        namespace="new",
+        model="req",
+        wire="responses",
+        messages=[Message(role="user", text="and now?")],
+        continued=True,
+    )
+    store_incoming(rt, turn)
+    out = await resolve_references(rt, turn, list(turn.messages))
+    assert [m.text for m in out] == ["and now?"]
