@@ -136,7 +136,7 @@ async def test_a_deleted_session_is_a_clear_answer(rt: Runtime, sqlite_store: SQ
     gone = chat(sqlite_store, "gone", ["x"], name="old-work")
     delete(sqlite_store, rt.settings, gone)
     for ref in (gone.id, "old-work"):
-        with pytest.raises(ReferenceFailed, match="no session matches .* may have been deleted"):
+        with pytest.raises(ReferenceFailed, match=r"no session matches .* may have been deleted"):
             await turn_with(rt, f"me-{ref}", [Message(role="user", text=f"see @@{ref}")])
 
 
@@ -209,7 +209,7 @@ async def test_continued_requests_only_get_new_references(
     rt: Runtime, sqlite_store: SQLiteStore
 ) -> None:
     chat(sqlite_store, "old", ["x"], name="target", summary="SUM")
-    _, first = await turn_with(rt, "new", [Message(role="user", text="@@target")])
+    await turn_with(rt, "new", [Message(role="user", text="@@target")])
     turn = Turn(
         key="new",
         namespace="new",
