@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import psycopg
@@ -45,6 +44,7 @@ from memlane.store.base import (
 )
 from memlane.store.postgres_schema import LOCK_CLASS, VECTOR_INDEX_LOCK, migrate
 from memlane.store.transcript import plan_sync
+from memlane.store.urls import redact
 from memlane.types import DocKind, Event, Fact, FactRole, Hit, Session, StoredMessage
 
 Conn = psycopg.Connection[dict[str, Any]]
@@ -59,6 +59,8 @@ HNSW_MAX_SCAN = 20_000
 HNSW_MAX_DIM = 2_000
 POOL_MAX = 10
 CONNECT_TIMEOUT = 10
+# Seconds a request waits for a free pooled connection before failing.
+POOL_WAIT = 30.0
 
 _SESSION_COLUMNS = (
     "id, key, namespace, title, parent_id, fork_position, summary, summarized_count, "
@@ -68,16 +70,6 @@ _MESSAGE_COLUMNS = (
     "id, session_id, position, role, kind, origin, wire, content, text, content_hash, "
     "token_count, status, created_at"
 )
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for messages and `Store.url`."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
 class PostgresStore:
@@ -108,13 +100,28 @@ class PostgresStore:
             self._pool.close()
             raise StoreError(f"cannot connect to the PostgreSQL store at {self.url}") from exc
         self._indexed_dims: set[int] = set()
+        self._closed = False
 
     def close(self) -> None:
+        self._closed = True
         self._pool.close()
 
-    def _tx(self) -> AbstractContextManager[Conn]:
-        """A pooled connection in one transaction: committed on success, rolled back on error."""
-        return self._pool.connection()
+    @contextmanager
+    def _tx(self) -> Iterator[Conn]:
+        """A pooled connection in one transaction: committed on success, rolled back on error.
+
+        A lost server or an exhausted pool becomes a `StoreError` naming the store.
+        """
+        if self._closed:
+            raise StoreError(f"the store {self.url} is closed")
+        try:
+            with self._pool.connection(timeout=POOL_WAIT) as conn:
+                yield conn
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise StoreError(
+                f"the PostgreSQL store at {self.url} failed: {_reason(exc)} "
+                "(is the server running and reachable?)"
+            ) from exc
 
     # --- sessions -------------------------------------------------------
     def ensure_session(self, key: str, *, namespace: str | None = None) -> Session:
@@ -516,19 +523,19 @@ class PostgresStore:
         sql = f"""
             WITH stats AS (
                 SELECT count(*)::float8 AS n, coalesce(avg(length), 1)::float8 AS avgdl
-                FROM docs WHERE active
+                FROM docs
             ),
             q AS (
                 SELECT t.term, ln(1 + (s.n - df.n + 0.5) / (df.n + 0.5)) AS idf
                 FROM unnest(%(terms)s::text[], %(singles)s::tsquery[]) AS t(term, query)
                 CROSS JOIN stats s
                 CROSS JOIN LATERAL (
-                    SELECT count(*)::float8 AS n FROM docs WHERE active AND terms @@ t.query
+                    SELECT count(*)::float8 AS n FROM docs WHERE terms @@ t.query
                 ) df
             ),
             cand AS (
-                SELECT d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at, d.terms,
-                       d.length
+                SELECT d.seq, d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at,
+                       d.terms, d.length
                 FROM docs d
                 WHERE d.active AND d.terms @@ %(any)s::tsquery AND {where}
             )
@@ -541,8 +548,8 @@ class PostgresStore:
                 SELECT lexeme, cardinality(positions)::float8 AS tf FROM unnest(c.terms)
             ) u
             JOIN q ON q.term = u.lexeme
-            GROUP BY c.kind, c.ref, c.scope, c.session_id, c.text, c.created_at
-            ORDER BY score DESC, c.created_at DESC, c.ref
+            GROUP BY c.seq, c.kind, c.ref, c.scope, c.session_id, c.text, c.created_at
+            ORDER BY score DESC, c.seq
             LIMIT %(limit)s
         """
         with self._tx() as conn:

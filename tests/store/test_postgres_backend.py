@@ -1,0 +1,254 @@
+"""What the PostgreSQL backend owes beyond the contract: many replicas on one database.
+
+Every test runs against a real PostgreSQL with pgvector (tests/support/pg.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import psycopg
+import pytest
+
+from memlane.store import NewMessage, SearchFilter, StoreError
+from memlane.store.postgres import PostgresStore
+from memlane.store.postgres_schema import MIGRATIONS
+from memlane.store.urls import redact
+from memlane.types import Message
+from tests.store.test_contract import fact, unit
+
+
+def user(text: str) -> NewMessage:
+    return NewMessage(Message(role="user", text=text, wire="chat"))
+
+
+def assistant(text: str) -> NewMessage:
+    return NewMessage(Message(role="assistant", text=text, wire="chat"))
+
+
+@pytest.fixture
+def open_store(pg_url: str) -> Iterator[Callable[[], PostgresStore]]:
+    """Opens any number of stores (replicas) on one fresh database; closes them after."""
+    opened: list[PostgresStore] = []
+
+    def make() -> PostgresStore:
+        store = PostgresStore(pg_url)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+def rows(url: str, sql: str) -> list[tuple[object, ...]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(sql).fetchall()
+
+
+# --- start-up -----------------------------------------------------------------------------
+
+
+def test_replicas_starting_together_migrate_once(
+    pg_url: str, open_store: Callable[[], PostgresStore]
+) -> None:
+    barrier = threading.Barrier(4)
+
+    def start() -> PostgresStore:
+        barrier.wait()
+        return open_store()
+
+    with ThreadPoolExecutor(4) as pool:
+        stores = list(pool.map(lambda _: start(), range(4)))
+    assert len(stores) == 4
+    applied = rows(pg_url, "SELECT name FROM migrations ORDER BY name")
+    assert applied == [(name,) for name, _ in MIGRATIONS]
+    session = stores[0].ensure_session("k")
+    assert stores[3].get_session(session.id) == session
+
+
+def test_reopening_keeps_data(pg_url: str, open_store: Callable[[], PostgresStore]) -> None:
+    first = open_store()
+    session = first.ensure_session("keep")
+    first.append_messages(session.id, [user("still here")])
+    first.close()
+    again = open_store()
+    assert [m.message.text for m in again.list_messages(session.id)] == ["still here"]
+    assert rows(pg_url, "SELECT count(*) FROM migrations") == [(len(MIGRATIONS),)]
+
+
+def test_a_database_from_a_newer_memlane_is_refused(
+    pg_url: str, open_store: Callable[[], PostgresStore]
+) -> None:
+    open_store().close()
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("INSERT INTO migrations (name) VALUES ('m999_future')")
+    with pytest.raises(StoreError, match="newer memlane"):
+        PostgresStore(pg_url)
+
+
+def test_another_applications_tables_are_refused_and_left_alone(pg_url: str) -> None:
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("CREATE TABLE sessions (token text)")
+        conn.execute("INSERT INTO sessions VALUES ('theirs')")
+    with pytest.raises(StoreError, match="not memlane's"):
+        PostgresStore(pg_url)
+    assert rows(pg_url, "SELECT token FROM sessions") == [("theirs",)]
+    assert rows(pg_url, "SELECT to_regclass('migrations')") == [(None,)]
+
+
+def test_an_unreachable_server_is_one_clear_error_without_the_password() -> None:
+    url = "postgresql://memlane:s3cret@127.0.0.1:1/memlane?connect_timeout=2"
+    with pytest.raises(StoreError) as caught:
+        PostgresStore(url)
+    message = str(caught.value)
+    assert "s3cret" not in message
+    assert "memlane:***@127.0.0.1:1" in message
+    assert "\n" not in message
+
+
+def test_the_url_is_shown_without_its_password() -> None:
+    assert redact("postgresql://u:pw@db:5432/x") == "postgresql://u:***@db:5432/x"
+    assert redact("postgresql://db/x") == "postgresql://db/x"
+
+
+def test_a_closed_store_refuses_work(open_store: Callable[[], PostgresStore]) -> None:
+    store = open_store()
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.ensure_session("late")
+
+
+# --- per-session serialisation across replicas ------------------------------------------------
+
+
+def test_two_replicas_resending_one_history_store_it_once_in_order(
+    open_store: Callable[[], PostgresStore],
+) -> None:
+    """The same request reaching two replicas at the same moment is stored once."""
+    a, b = open_store(), open_store()
+    session = a.ensure_session("shared")
+    barrier = threading.Barrier(2)
+    history: list[NewMessage] = []
+    added = [0, 0]
+
+    def send(index: int, store: PostgresStore, turn: list[NewMessage]) -> None:
+        barrier.wait()
+        added[index] += len(store.sync_messages(session.id, turn).added)
+
+    for i in range(20):
+        history.append(user(f"question {i}"))
+        turn = list(history)
+        threads = [
+            threading.Thread(target=send, args=(0, a, turn)),
+            threading.Thread(target=send, args=(1, b, turn)),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        (a if i % 2 else b).append_messages(session.id, [assistant(f"answer {i}")])
+        history.append(assistant(f"answer {i}"))
+
+    stored = b.list_messages(session.id)
+    assert [m.message.text for m in stored] == [m.message.text for m in history]
+    assert [m.position for m in stored] == list(range(40))
+    assert sum(added) == 20
+    assert b.get_session(session.id).message_count == 40  # type: ignore[union-attr]
+
+
+def test_replicas_appending_concurrently_lose_nothing(
+    open_store: Callable[[], PostgresStore],
+) -> None:
+    stores = [open_store(), open_store()]
+    session = stores[0].ensure_session("busy")
+
+    def write(tag: int) -> None:
+        for i in range(25):
+            stores[tag].append_messages(session.id, [user(f"{tag}-{i}")])
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(write, range(2)))
+    stored = stores[1].list_messages(session.id)
+    assert [m.position for m in stored] == list(range(50))
+    for tag in range(2):
+        mine = [m.message.text for m in stored if m.message.text.startswith(f"{tag}-")]
+        assert mine == [f"{tag}-{i}" for i in range(25)]
+
+
+def test_ensure_session_is_race_free_across_replicas(
+    open_store: Callable[[], PostgresStore],
+) -> None:
+    stores = [open_store() for _ in range(4)]
+    barrier = threading.Barrier(4)
+
+    def ensure(index: int) -> str:
+        barrier.wait()
+        return stores[index].ensure_session("one-key").id
+
+    with ThreadPoolExecutor(4) as pool:
+        ids = set(pool.map(ensure, range(4)))
+    assert len(ids) == 1
+    assert len(stores[0].list_sessions()) == 1
+
+
+# --- search internals ------------------------------------------------------------------------
+
+
+def test_keyword_search_survives_quotes_and_backslashes(
+    open_store: Callable[[], PostgresStore],
+) -> None:
+    store = open_store()
+    store.put_fact(fact("q", "O'Brien's path is C:\\\\Users\\\\o'b and it's fine"))
+    hits = store.keyword_search("O'Brien's c:\\\\users", SearchFilter())
+    assert [h.ref for h in hits] == ["q"]
+
+
+def test_each_dimension_gets_its_own_hnsw_index(
+    pg_url: str, open_store: Callable[[], PostgresStore]
+) -> None:
+    store = open_store()
+    for i in range(6):
+        store.put_fact(fact(f"f{i}", f"entry {i}", minutes=i))
+    store.put_vectors("fact", [(f"f{i}", unit(i, dim=8)) for i in range(3)], model="small")
+    store.put_vectors("fact", [(f"f{i}", unit(i, dim=12)) for i in range(3, 6)], model="large")
+    indexes = rows(pg_url, "SELECT indexname FROM pg_indexes WHERE indexname LIKE 'vectors_hnsw%'")
+    assert sorted(name for (name,) in indexes) == ["vectors_hnsw_12", "vectors_hnsw_8"]
+    flt = SearchFilter()
+    small = store.vector_search(unit(1, dim=8), flt, model="small", limit=3)
+    large = store.vector_search(unit(4, dim=12), flt, model="large", limit=3)
+    assert small[0].ref == "f1"
+    assert {h.ref for h in small} == {"f0", "f1", "f2"}
+    assert large[0].ref == "f4"
+    assert {h.ref for h in large} == {"f3", "f4", "f5"}
+    assert small[0].score == pytest.approx(1.0, abs=1e-5)
+
+
+def test_filtered_vector_search_fills_the_limit_past_nearer_rows(
+    pg_url: str, open_store: Callable[[], PostgresStore]
+) -> None:
+    """Rows the filter excludes must not crowd out the ones it wants, whatever the plan.
+
+    (The server scans exactly when the filter is selective, or walks the HNSW
+    index iteratively until enough rows pass it.)
+    """
+    store = open_store()
+    query = unit(0, dim=16)
+    near = [(f"n{i}", query + 0.05 * unit(100 + i, dim=16)) for i in range(300)]
+    far = [(f"x{i}", unit(1000 + i, dim=16)) for i in range(5)]
+    for ref, _ in near:
+        store.put_fact(fact(ref, f"near {ref}", scope="crowd"))
+    for ref, _ in far:
+        store.put_fact(fact(ref, f"far {ref}", scope="wanted"))
+    store.put_vectors(
+        "fact",
+        [(r, (v / np.linalg.norm(v)).astype(np.float32)) for r, v in near + far],
+        model="m",
+    )
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("ANALYZE")
+    hits = store.vector_search(query, SearchFilter(scopes=("wanted",)), model="m", limit=5)
+    assert sorted(h.ref for h in hits) == [f"x{i}" for i in range(5)]
