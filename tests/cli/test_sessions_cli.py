@@ -302,3 +302,16 @@ def test_ask_reports_an_unreachable_llm(
     assert code == 1
     assert "could not ask the model" in err
     assert "Traceback" not in err
+
+
+def test_approve_spec_marks_the_session(runner: CliRunner, store: SQLiteStore) -> None:
+    from memlane.config import Settings
+    from memlane.engine import scaffold
+    from memlane.engine.runtime import Runtime
+
+    session = add_session(store, "k", ["write the spec"])
+    code, out, err = invoke(runner, "sessions", "approve-spec", "k", "--json")
+    assert code == 0, err
+    assert json.loads(out) == {"id": session.id, "spec_approved": True}
+    rt = Runtime(Settings(home=store.path.parent), store)
+    assert scaffold.read_texts(rt, session).get("spec_approved")

@@ -358,3 +358,17 @@ def ask(
         )
         return
     console.print(answer.text, highlight=False, markup=False, soft_wrap=True)
+
+
+@app.command("approve-spec")
+def approve_spec(ctx: typer.Context, ref: SessionArg, as_json: JsonOpt = False) -> None:
+    """Approve the session's spec: Spec Mode stops asking the agent for one."""
+    from memlane.engine import scaffold
+
+    with _runtime(ctx) as rt:
+        session = _find(rt.store, ref)
+        scaffold.approve_spec(rt, session.id)
+    if as_json:
+        print_json({"id": session.id, "spec_approved": True})
+    else:
+        console.print(f"spec approved for {session.id}", highlight=False)

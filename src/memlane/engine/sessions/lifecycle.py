@@ -11,10 +11,10 @@ summary, offloaded outputs, meta.json) and the memory files it produced.
 
 from __future__ import annotations
 
-import importlib
 import json
 import shutil
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from memlane.config import Settings
 from memlane.engine.sessions.lookup import session_name
 from memlane.engine.sessions.serialize import is_conversation
+from memlane.files.memory_files import MemoryFiles
 from memlane.files.paths import session_dir
 from memlane.store import NewMessage, Store
 from memlane.store.codec import message_from_json, message_to_json
@@ -84,10 +85,17 @@ def fork(store: Store, source: Session, *, new_key: str, at_position: int | None
 
 
 def delete(store: Store, settings: Settings, session: Session) -> bool:
-    """Remove the session's rows, its folder and its memory files."""
-    forget = getattr(importlib.import_module("memlane.engine.memory"), "forget_session", None)
-    if callable(forget):
-        forget(store, settings, session)
+    """Remove the session's rows, its folder and the memory files of its facts.
+
+    The files go first: memory files are the truth the index is rebuilt from, so
+    a file left behind would bring a deleted session's facts back.
+    """
+    files = MemoryFiles(settings.memory_path)
+    for fact in store.list_facts(conversation_id=session.id, include_deleted=True):
+        for candidate in (fact, replace(fact, deleted=not fact.deleted)):
+            path = files.find(candidate)
+            if path is not None:
+                files.remove(path)
     removed = store.delete_session(session.id)
     folder = session_dir(settings.sessions_path, session.key)
     if folder.exists():

@@ -1,0 +1,84 @@
+"""Titles, fork, delete (rows, folder, memory files), export and import at the engine level."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from memlane.config import Settings
+from memlane.engine.sessions import lifecycle
+from memlane.files.memory_files import MemoryFiles
+from memlane.files.paths import session_dir
+from memlane.store.sqlite import SQLiteStore
+from memlane.types import Fact
+from tests.engine.sessions.conftest import chat
+
+
+def test_title_is_the_name_else_the_first_prompt_cut_to_100(sqlite_store: SQLiteStore) -> None:
+    empty = sqlite_store.ensure_session("empty")
+    assert lifecycle.session_title(sqlite_store, empty) == "(no messages yet)"
+    prompt = "Refactor   the\nconfirm button " + "x" * 200
+    plain = chat(sqlite_store, "plain", [prompt, "ok"])
+    title = lifecycle.session_title(sqlite_store, plain)
+    assert len(title) == 100
+    assert title.startswith("Refactor the confirm button x")
+    assert title.endswith("…")
+    lifecycle.ensure_title(sqlite_store, plain)
+    stored = sqlite_store.get_session(plain.id)
+    assert stored is not None
+    assert stored.title == title
+    named = chat(sqlite_store, "named", ["hi"], name="greeting")
+    assert lifecycle.session_title(sqlite_store, named) == "greeting"
+
+
+def test_delete_removes_rows_folder_and_memory_files(
+    sqlite_store: SQLiteStore, settings: Settings
+) -> None:
+    session = chat(sqlite_store, "k", ["remember I like tea", "noted"])
+    other = chat(sqlite_store, "other", ["x"])
+    moment = datetime.now(UTC)
+    files = MemoryFiles(settings.memory_path)
+    facts = [
+        Fact(f"f{i}", "k", owner.id, "memory", f"fact {i}", moment, moment)
+        for i, owner in enumerate((session, session, other))
+    ]
+    paths = []
+    for fact in facts:
+        sqlite_store.put_fact(fact)
+        paths.append(files.write(fact).path)
+    tomb = files.move_to_deleted(facts[1])
+    sqlite_store.delete_fact("f1")
+    folder = session_dir(settings.sessions_path, "k")
+    folder.mkdir(parents=True)
+    (folder / "pinned.md").write_text("pinned\n", encoding="utf-8")
+
+    assert lifecycle.delete(sqlite_store, settings, session)
+    assert sqlite_store.get_session(session.id) is None
+    assert not folder.exists()
+    assert not paths[0].exists()
+    assert not tomb.path.exists()
+    assert paths[2].exists()  # another session's memory stays
+    assert sqlite_store.get_fact("f2") is not None
+
+
+def test_fork_drops_the_name_and_links_the_parent(sqlite_store: SQLiteStore) -> None:
+    source = chat(sqlite_store, "src", ["a", "b", "c", "d"], name="src-name", tags=["t"])
+    forked = lifecycle.fork(sqlite_store, source, new_key="copy", at_position=2)
+    assert forked.parent_id == source.id
+    assert forked.message_count == 2
+    assert forked.metadata == {"tags": ["t"]}
+    assert forked.title == "fork of src-name"
+
+
+def test_import_is_all_or_nothing(sqlite_store: SQLiteStore) -> None:
+    session = chat(sqlite_store, "k", ["a", "b"])
+    lines = list(lifecycle.export_lines(sqlite_store, session))
+    lines.append('{"type": "event", "kind": ""}')
+    with pytest.raises(lifecycle.ImportProblem, match="line 4"):
+        lifecycle.import_lines(sqlite_store, lines, key="copy")
+    assert sqlite_store.find_session("copy") is None
+    with pytest.raises(lifecycle.ImportProblem, match="empty"):
+        lifecycle.import_lines(sqlite_store, ["", "  "])
+    with pytest.raises(lifecycle.ImportProblem, match="line 1 is not JSON"):
+        lifecycle.import_lines(sqlite_store, ["{"])
