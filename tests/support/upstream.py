@@ -642,7 +642,12 @@ class RunningProxy:
 
     def drain(self, timeout: float = 30.0) -> None:
         """Wait until the proxy's background work (ingest, indexing…) is done."""
-        self.call(lambda: self.runtime.background.drain(timeout), timeout + 5)
+
+        async def drain() -> None:
+            async with asyncio.timeout(timeout):
+                await self.runtime.background.drain()
+
+        self.call(drain, timeout + 5)
 
     def stop(self) -> None:
         self.server.should_exit = True

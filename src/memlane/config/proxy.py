@@ -1,9 +1,57 @@
-"""Settings owned by the proxy part of memlane."""
+"""Settings owned by the proxy part of memlane: who gets the scaffold, its parts, limits, admin."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 
 class ProxySettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    client_scope: Literal["agentic", "all"] = Field(
+        default="agentic",
+        description="Which clients get the session scaffold and context governance: agentic "
+        "(Codex, factory-cli/droid, warp, Stainless SDKs) or all. Every turn is stored either way.",
+    )
+    todo_enabled: bool = Field(
+        default=True, description="Inject the session's todo.md into the state block."
+    )
+    todo_max_chars: int = Field(
+        default=4000, ge=0, description="Longest TODO kept (X-Memlane-Todo or todo.md)."
+    )
+    pinned_enabled: bool = Field(
+        default=True,
+        description="Inject pinned.md (and the harness AGENTS.md) into the state block.",
+    )
+    pinned_max_chars: int = Field(
+        default=8000, ge=0, description="Longest pinned text injected (pinned.md + AGENTS.md)."
+    )
+    anchor_enabled: bool = Field(
+        default=True, description="Inject the session's summary.md as the anchor."
+    )
+    anchor_max_chars: int = Field(default=4000, ge=0, description="Longest anchor injected.")
+    spec_mode: bool = Field(
+        default=False,
+        description="Ask agents for a reviewable spec before any code change, until approved "
+        "(per request: X-Memlane-Spec-Mode: true).",
+    )
+    harness_root: Path | None = Field(
+        default=None,
+        description="Folder whose AGENTS.md is merged into every session's pinned text.",
+    )
+    scaffold_store: Literal["auto", "files", "store"] = Field(
+        default="auto",
+        description="Where todo/pinned/summary live: files in the session folder, or the store "
+        "(shared by proxy replicas); auto picks the store for PostgreSQL, files otherwise.",
+    )
+    max_body_bytes: int = Field(
+        default=32 * 1024 * 1024, gt=0, description="Largest request body accepted (413 above)."
+    )
+    admin_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token the /v1/memlane/ admin API requires; needed to bind a "
+        "non-loopback address.",
+    )

@@ -12,7 +12,7 @@ from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.indexing import schedule_index
 from memlane.engine.sessions.references import resolve_references
 from memlane.engine.turn import Answer, Turn
-from memlane.store import NewMessage
+from memlane.store import NewMessage, SyncResult
 from memlane.types import Message
 
 
@@ -43,6 +43,10 @@ def store_incoming(rt: Runtime, turn: Turn) -> None:
         turn.session = store.ensure_session(turn.key, namespace=turn.namespace)
     client = [m for m in turn.messages if m.origin == "client"]
     counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in client]
+    if turn.continued:
+        added = store.append_messages(turn.session.id, counted)
+        turn.synced = SyncResult(matched=0, added=tuple(added), superseded=0)
+        return
     turn.synced = store.sync_messages(turn.session.id, counted)
 
 

@@ -1,11 +1,304 @@
-"""The per-session state block (pinned, anchor, todo, spec), injected append-only."""
+"""The per-session state block (pinned, anchor, todo, spec), injected append-only.
+
+Every managed turn carries a `<memlane_state>` block built from the session's
+state texts (pinned.md + the harness AGENTS.md, summary.md as the anchor,
+todo.md, and the Spec Mode instruction until the spec is approved).
+
+Prompt caches only hit while what was sent before stays a byte-identical
+prefix, so the block is never edited in place:
+
+- a block is appended after the request's last message only when its text
+  differs from the last block sent, and it is stored as a `state`-origin message
+  right after the client messages of that turn;
+- on later turns, every stored block is re-inserted at the place it had: after
+  the same number of client messages. The client's resent history plus the
+  re-inserted blocks then reproduce exactly what went upstream before.
+
+Blocks of a failed turn, or of a history the client edited away (superseded),
+are not replayed. The texts live in files (`files.scaffold`) or, for a store
+shared by several proxies, in the store's session state: one small interface,
+`StateTexts`, with both implementations.
+"""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from memlane.config import Settings
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Turn
-from memlane.types import Message
+from memlane.files.scaffold import FileTexts, normalize_escapes, read_agents_md
+from memlane.store import NewMessage, SessionNotFound, Store
+from memlane.types import Message, Role, Session, StoredMessage
+
+STATE_NAMES = ("todo", "pinned", "summary", "spec_approved")
+EDITABLE = ("todo", "pinned", "summary")
+
+SPEC_PROMPT = (
+    "Spec Mode is on for this session. Before changing any code or file, write a "
+    "reviewable specification: the goal, the approach, the files you will touch, and "
+    "how the result will be verified. Then stop and wait for the user's approval; do not "
+    "edit anything until the spec is approved."
+)
+"""What the model reads while Spec Mode is on and the spec is not approved yet."""
+
+EMPTY_BLOCK = "<memlane_state>\n</memlane_state>"
+"""Sent once when every state text was cleared, so the model stops following the old ones."""
+
+TRUTHY = frozenset({"1", "true", "yes", "on"})
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRef:
+    """How each `StateTexts` finds a session: files by key, the store by id."""
+
+    key: str
+    id: str | None
+
+
+class StateTexts(Protocol):
+    """Where a session's todo / pinned / summary / spec approval are kept."""
+
+    def read(self, ref: SessionRef) -> dict[str, str]:
+        """Present texts by name (`STATE_NAMES`), normalised."""
+        ...
+
+    def write(self, ref: SessionRef, name: str, value: str | None) -> None:
+        """Set one text (normalised); None or empty removes it."""
+        ...
+
+    def remove(self, ref: SessionRef) -> None:
+        """Forget all of the session's texts."""
+        ...
+
+
+class FileStateTexts:
+    """Human-editable files in the session folder (the embedded default)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.files = FileTexts(settings.sessions_path)
+
+    def read(self, ref: SessionRef) -> dict[str, str]:
+        return self.files.read(ref.key)
+
+    def write(self, ref: SessionRef, name: str, value: str | None) -> None:
+        self.files.write(ref.key, name, value)
+
+    def remove(self, ref: SessionRef) -> None:
+        self.files.remove(ref.key)
+
+
+class StoreStateTexts:
+    """The store's session state: shared by every proxy replica on one PostgreSQL."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def read(self, ref: SessionRef) -> dict[str, str]:
+        if ref.id is None:
+            return {}
+        state = self.store.get_state(ref.id)
+        return {k: normalize_escapes(v) for k, v in state.items() if k in STATE_NAMES}
+
+    def write(self, ref: SessionRef, name: str, value: str | None) -> None:
+        if ref.id is None:
+            return
+        self.store.set_state(ref.id, name, normalize_escapes(value) if value else None)
+
+    def remove(self, ref: SessionRef) -> None:
+        if ref.id is None:
+            return
+        for name in STATE_NAMES:
+            self.store.set_state(ref.id, name, None)
+
+
+def state_texts(rt: Runtime) -> StateTexts:
+    """The configured `StateTexts`: auto means the store for PostgreSQL, files otherwise."""
+    choice = rt.settings.scaffold_store
+    if choice == "auto":
+        url = rt.settings.store_url or ""
+        choice = "store" if url.startswith(("postgresql://", "postgres://")) else "files"
+    if choice == "store":
+        return StoreStateTexts(rt.store)
+    return FileStateTexts(rt.settings)
+
+
+# --- reading and editing a session's texts (admin API, CLI) ---------------------------
+
+
+def ref_of(session: Session) -> SessionRef:
+    return SessionRef(session.key, session.id)
+
+
+def read_texts(rt: Runtime, session: Session) -> dict[str, str]:
+    return state_texts(rt).read(ref_of(session))
+
+
+def set_text(rt: Runtime, session: Session, name: str, value: str | None) -> str | None:
+    """Set todo / pinned / summary (capped like the proxy caps them); returns what was kept."""
+    if name not in EDITABLE:
+        raise ValueError(f"unknown state text {name!r}: use one of {', '.join(EDITABLE)}")
+    kept = _cap(normalize_escapes(value), _limit(rt.settings, name)) if value else None
+    state_texts(rt).write(ref_of(session), name, kept)
+    return kept
+
+
+def approve_spec(rt: Runtime, session_id: str) -> Session:
+    """Mark the session's spec approved: Spec Mode stops asking for one from the next turn."""
+    session = rt.store.get_session(session_id) or rt.store.find_session(session_id)
+    if session is None:
+        raise SessionNotFound(f"no session {session_id!r}: see `memlane sessions list`")
+    state_texts(rt).write(ref_of(session), "spec_approved", "1")
+    return session
+
+
+def forget_texts(rt: Runtime, session: Session) -> None:
+    """Remove the session's state texts (when the session is deleted)."""
+    state_texts(rt).remove(ref_of(session))
+
+
+# --- the block -------------------------------------------------------------------------
+
+
+def render_block(parts: Sequence[tuple[str, str]]) -> str:
+    """`<memlane_state>` with one tag per non-empty part, in the given order."""
+    body = [f"<{tag}>\n{text.strip()}\n</{tag}>" for tag, text in parts if text.strip()]
+    if not body:
+        return ""
+    return "<memlane_state>\n" + "\n".join(body) + "\n</memlane_state>"
+
+
+def block_for(settings: Settings, texts: dict[str, str], *, spec_mode: bool) -> str:
+    """The state block for these texts and settings; empty when there is nothing to say."""
+    parts: list[tuple[str, str]] = []
+    if settings.pinned_enabled:
+        pinned = [texts.get("pinned", ""), read_agents_md(settings.harness_root)]
+        merged = "\n\n".join(p.strip() for p in pinned if p.strip())
+        parts.append(("pinned", _cap(merged, settings.pinned_max_chars)))
+    if settings.anchor_enabled:
+        parts.append(("anchor", _cap(texts.get("summary", ""), settings.anchor_max_chars)))
+    if settings.todo_enabled:
+        parts.append(("todo", _cap(texts.get("todo", ""), settings.todo_max_chars)))
+    if spec_mode and not texts.get("spec_approved"):
+        parts.append(("spec", SPEC_PROMPT))
+    return render_block(parts)
+
+
+def _limit(settings: Settings, name: str) -> int:
+    return {
+        "todo": settings.todo_max_chars,
+        "pinned": settings.pinned_max_chars,
+        "summary": settings.anchor_max_chars,
+    }[name]
+
+
+def _cap(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    marker = "\n[… truncated by memlane]"
+    return text[: max(0, limit - len(marker))] + marker if limit > len(marker) else text[:limit]
+
+
+def any_part_enabled(settings: Settings) -> bool:
+    return (
+        settings.pinned_enabled
+        or settings.anchor_enabled
+        or settings.todo_enabled
+        or settings.spec_mode
+    )
+
+
+# --- placing blocks so that earlier requests stay a prefix ---------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """A stored block and how many (live) client messages preceded it."""
+
+    after: int
+    message: Message
+
+
+def replay_blocks(stored: Sequence[StoredMessage]) -> list[Placed]:
+    """The blocks to re-insert, from the session's stored messages (superseded included).
+
+    A block belongs to the turn whose client message precedes it; when that
+    message is not `ok` (the turn failed, or the client edited it away), the
+    block was never part of a history the client still holds.
+    """
+    placed: list[Placed] = []
+    live = 0
+    previous_ok = True
+    for item in stored:
+        origin = item.message.origin
+        if origin == "client":
+            previous_ok = item.status == "ok"
+            live += previous_ok
+        elif origin == "state" and previous_ok and item.status == "ok":
+            placed.append(Placed(live, item.message))
+    return placed
+
+
+def weave(messages: Sequence[Message], placed: Sequence[Placed]) -> list[Message]:
+    """Insert each block before the client message that followed it when it was sent.
+
+    Blocks placed after more client messages than this request carries are left
+    out (they belong to a longer history than the one the client sent).
+    """
+    out: list[Message] = []
+    pending = list(placed)
+    seen = 0
+    for message in messages:
+        if message.origin == "client":
+            while pending and pending[0].after <= seen:
+                out.append(pending.pop(0).message)
+            seen += 1
+        out.append(message)
+    out.extend(p.message for p in pending if p.after <= seen)
+    return out
 
 
 async def add_state_block(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
-    return messages
+    """Re-insert earlier blocks and append a new one if the state changed (one store hop)."""
+    if not turn.managed or not (any_part_enabled(rt.settings) or _spec_header(turn)):
+        return messages
+    return await asyncio.to_thread(_with_state, rt, turn, messages)
+
+
+def _spec_header(turn: Turn) -> bool:
+    return turn.flags.get("spec-mode", "").strip().lower() in TRUTHY
+
+
+def _with_state(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
+    settings = rt.settings
+    texts_store = state_texts(rt)
+    ref = SessionRef(turn.key, turn.session.id if turn.session else None)
+    texts = texts_store.read(ref)
+    header_todo = turn.flags.get("todo")
+    if header_todo is not None and settings.todo_enabled:
+        todo = _cap(normalize_escapes(header_todo.strip()), settings.todo_max_chars)
+        texts["todo"] = todo
+        if not turn.ephemeral and texts_store.read(ref).get("todo", "") != todo:
+            texts_store.write(ref, "todo", todo or None)
+    block = block_for(settings, texts, spec_mode=settings.spec_mode or _spec_header(turn))
+    role: Role = "developer" if turn.wire == "responses" else "system"
+
+    if turn.session is None:  # ephemeral: nothing stored, nothing to keep stable
+        return [*messages, _state_message(block, role, turn)] if block else messages
+
+    stored = rt.store.list_messages(turn.session.id, include_superseded=True)
+    placed = replay_blocks(stored)
+    out = list(messages) if turn.continued else weave(messages, placed)
+    last = placed[-1].message.text if placed else None
+    if block == (last or "") or (not block and last == EMPTY_BLOCK):
+        return out
+    new = _state_message(block or EMPTY_BLOCK, role, turn)
+    rt.store.append_messages(turn.session.id, [NewMessage(new, rt.tokenizer.count_message(new))])
+    return [*out, new]
+
+
+def _state_message(text: str, role: Role, turn: Turn) -> Message:
+    return Message(role=role, text=text, origin="state", wire=turn.wire)

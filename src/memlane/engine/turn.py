@@ -30,7 +30,15 @@ class Turn:
     session: Session | None = None
     """None for ephemeral sessions: governed and forwarded, never stored."""
     agentic: bool = False
+    managed: bool = True
+    """Whether the scaffold and governance apply (the proxy: agentic clients, or all by setting)."""
     ephemeral: bool = False
+    continued: bool = False
+    """The request carries only what is new after a conversation the upstream keeps
+    (Responses `previous_response_id`): it is appended, not matched against the stored history,
+    and governance applies only to what the request itself carries."""
+    instructions: str = ""
+    """Responses `instructions`: forwarded as sent, not a message, but it costs tokens."""
     flags: Mapping[str, str] = field(default_factory=dict)
     """`X-Memlane-*` header values by lower-case suffix (`todo`, `spec-mode`, …)."""
     synced: SyncResult | None = None

@@ -1,17 +1,129 @@
-"""The ASGI application (placeholder until the proxy lands)."""
+"""The ASGI application: OpenAI-compatible routes, pass-through, health, memlane's admin API.
+
+`create_app(settings)` opens the store in the lifespan; tests and the server
+pass `runtime=` to share one they built (a scripted LLM, a store to inspect).
+"""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
 
+import httpx
+from fastapi import APIRouter, Depends, FastAPI, Request
+from starlette.responses import Response
+
+from memlane import __version__
 from memlane.config import Settings
+from memlane.engine.runtime import Runtime
+from memlane.proxy import admin
+from memlane.proxy.errors import ProxyError, install_handlers
+from memlane.proxy.forward import Upstream, relayed_headers
+from memlane.proxy.state import ProxyState, proxy_state
+from memlane.proxy.turns import read_body, serve_model
+from memlane.proxy.wire import CHAT, RESPONSES
+
+log = logging.getLogger("memlane.proxy")
+
+SHUTDOWN_DRAIN_SECONDS = 5.0
+"""How long stopping waits for background work (fact extraction, summaries) to finish."""
 
 
-def create_app(settings: Settings) -> FastAPI:
-    app = FastAPI(title="memlane")
+def admin_routers() -> list[APIRouter]:
+    """Routers under /v1/memlane/: each part of memlane adds its own module here."""
+    return [admin.router]
 
-    @app.get("/health")
+
+def create_app(
+    settings: Settings,
+    *,
+    runtime: Runtime | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        rt = runtime
+        if rt is None:
+            from memlane.store import open_store
+
+            rt = Runtime(settings, await asyncio.to_thread(open_store, settings))
+        await asyncio.to_thread(lambda: rt.tokenizer)  # load once, never on a request
+        upstream = Upstream(settings, transport=transport)
+        app.state.proxy = ProxyState(settings, rt, upstream)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(SHUTDOWN_DRAIN_SECONDS):
+                    await rt.background.drain()
+            await upstream.aclose()
+            del app.state.proxy
+            if runtime is None:
+                rt.close()
+
+    app = FastAPI(
+        title="memlane",
+        version=__version__,
+        description="OpenAI-compatible memory proxy: stores every turn, keeps requests inside "
+        "the model's window, and injects what the model should remember.",
+        lifespan=lifespan,
+    )
+    install_handlers(app)
+
+    @app.get("/health", tags=["proxy"], summary="Liveness")
     def health() -> dict[str, str]:
-        return {"status": "ok"}
+        return {"status": "ok", "version": __version__}
+
+    @app.post("/v1/chat/completions", tags=["proxy"], summary="Chat Completions, through memory")
+    async def chat_completions(
+        request: Request, state: ProxyState = Depends(proxy_state)
+    ) -> Response:
+        return await serve_model(state, request, CHAT)
+
+    @app.post("/v1/responses", tags=["proxy"], summary="Responses, through memory")
+    async def responses(request: Request, state: ProxyState = Depends(proxy_state)) -> Response:
+        return await serve_model(state, request, RESPONSES)
+
+    @app.get("/v1/models", tags=["proxy"], summary="The upstream's models (passed through)")
+    async def models(request: Request, state: ProxyState = Depends(proxy_state)) -> Response:
+        return await pass_through(state, request, "models")
+
+    for router in admin_routers():
+        app.include_router(router)
+
+    @app.api_route("/v1/{path:path}", methods=["GET", "POST", "DELETE"], include_in_schema=False)
+    async def other(
+        path: str, request: Request, state: ProxyState = Depends(proxy_state)
+    ) -> Response:
+        if path == "memlane" or path.startswith("memlane/"):
+            raise ProxyError(404, f"no memlane route {request.url.path}", type="not_found")
+        return await pass_through(state, request, path)
 
     return app
+
+
+async def pass_through(state: ProxyState, request: Request, path: str) -> Response:
+    """Forward a request memlane has nothing to add to (models, embeddings, …) as it is."""
+    body = await read_body(request, state.settings.max_body_bytes)
+    url = state.upstream.url("/" + path)
+    if request.url.query:
+        url += "?" + request.url.query
+    try:
+        upstream = await state.upstream.client.request(
+            request.method,
+            url,
+            content=body,
+            headers=state.upstream.headers(request.headers.items()),
+        )
+    except httpx.HTTPError as exc:
+        raise ProxyError(
+            502,
+            f"the upstream at {state.upstream.base} could not be reached ({type(exc).__name__})",
+            type="upstream_error",
+            code="upstream_unavailable",
+        ) from None
+    return Response(
+        upstream.content, upstream.status_code, headers=relayed_headers(upstream.headers)
+    )

@@ -1,0 +1,54 @@
+"""Every header the proxy reads, in one place (the README's header table lists them)."""
+
+from __future__ import annotations
+
+PREFIX = "x-memlane-"
+"""Every header with this prefix is memlane's: read, then stripped before forwarding."""
+
+SESSION = "x-memlane-session"
+REPO = "x-memlane-repo"
+TODO = "x-memlane-todo"
+SPEC_MODE = "x-memlane-spec-mode"
+EPHEMERAL = "x-memlane-ephemeral"
+
+SESSION_FALLBACKS = ("x-session-id",)
+REPO_FALLBACKS = ("x-repo-path", "x-workspace-root", "x-project-root")
+
+MEMLANE_HEADERS: dict[str, str] = {
+    "X-Memlane-Session": "Session key (first in the resolution order).",
+    "X-Memlane-Repo": "Namespace for memory shared by the sessions of one repository.",
+    "X-Memlane-Todo": "Store this text as the session's TODO (escapes like \\n are decoded).",
+    "X-Memlane-Spec-Mode": "true: ask for a reviewable spec before any code change until approved.",
+    "X-Memlane-Ephemeral": "true: govern and forward the request, store nothing.",
+}
+"""Documentation of the headers, used for the README table."""
+
+HOP_BY_HOP = frozenset(
+    {
+        "host",
+        "content-length",
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-authorization",
+        "proxy-connection",
+        "accept-encoding",
+    }
+)
+"""Request headers that belong to one connection, not to the request: never forwarded."""
+
+RESPONSE_DROP = frozenset(
+    {
+        "content-length",
+        "content-encoding",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "date",
+        "server",
+    }
+)
+"""Upstream response headers not relayed (the proxy's own server sets them)."""

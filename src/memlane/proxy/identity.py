@@ -1,0 +1,97 @@
+"""Who is asking: the session key, the memory namespace, the kind of client, memlane's flags.
+
+The session key follows seed 000's order; a key too long or with control
+characters is replaced by its hash, so what is stored stays bounded (folders
+are made from keys only through `files.paths.safe_key`). Without any key the
+session is a hash of Authorization + User-Agent: the raw values are never kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from memlane.proxy import headers as h
+
+MAX_KEY_CHARS = 200
+"""Longer keys (or namespaces) are stored as `sha256:<hex>` of the key."""
+
+_AGENTIC_UA = re.compile(r"(?<![a-z])(codex|factory-cli|droid|warp)(?![a-z])", re.IGNORECASE)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+TRUTHY = frozenset({"1", "true", "yes", "on"})
+
+
+@dataclass(frozen=True)
+class Identity:
+    key: str
+    namespace: str
+    agentic: bool
+    ephemeral: bool
+    flags: Mapping[str, str] = field(default_factory=dict)
+    """`X-Memlane-*` values by lower-case suffix (`todo`, `spec-mode`, …)."""
+
+
+def resolve(headers: Mapping[str, str], body: Mapping[str, Any]) -> Identity:
+    """Read identity from lower-case `headers` and the decoded request body."""
+    flags = {
+        name.removeprefix(h.PREFIX): header_text(value)
+        for name, value in headers.items()
+        if name.startswith(h.PREFIX)
+    }
+    metadata = body.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    key = _first(
+        [
+            headers.get(h.SESSION),
+            *(headers.get(n) for n in h.SESSION_FALLBACKS),
+            body.get("prompt_cache_key"),
+            metadata.get("session_id"),
+            body.get("session_id"),
+        ]
+    )
+    if key is None:
+        seed = f"{headers.get('authorization', '')}\n{headers.get('user-agent', '')}"
+        key = "anon-" + hashlib.sha256(seed.encode("utf-8")).hexdigest()[:32]
+    namespace = _first(
+        [headers.get(h.REPO), *(headers.get(n) for n in h.REPO_FALLBACKS), metadata.get("repo")]
+    )
+    return Identity(
+        key=bounded(key),
+        namespace=bounded(namespace) if namespace is not None else bounded(key),
+        agentic=is_agentic(headers),
+        ephemeral=flags.get("ephemeral", "").strip().lower() in TRUTHY,
+        flags=flags,
+    )
+
+
+def _first(candidates: list[Any]) -> str | None:
+    for value in candidates:
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def bounded(key: str) -> str:
+    """The key as stored: itself when short and printable, else its SHA-256."""
+    if len(key) <= MAX_KEY_CHARS and not _CONTROL.search(key):
+        return key
+    return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def is_agentic(headers: Mapping[str, str]) -> bool:
+    """Codex, factory-cli/droid, warp (by User-Agent or Codex's `originator`), Stainless SDKs."""
+    if any(name.startswith("x-stainless-") for name in headers):
+        return True
+    agent = f"{headers.get('user-agent', '')} {headers.get('originator', '')}"
+    return bool(_AGENTIC_UA.search(agent))
+
+
+def header_text(value: str) -> str:
+    """Header values arrive as Latin-1; most clients meant UTF-8 (a TODO with an em dash)."""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return value

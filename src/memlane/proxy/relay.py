@@ -1,0 +1,105 @@
+"""Relaying an upstream stream to the client as it arrives, with a tee for the final answer.
+
+Every chunk is sent on the moment it is read (no buffering, no re-encoding);
+a copy goes through an SSE decoder into the wire format's assembler. A client
+that disconnects cancels the upstream read at once (a watcher task listens for
+`http.disconnect`, since a silent upstream would otherwise hide it). Whatever
+happens, `settle` runs exactly once, shielded from cancellation, before the
+response is closed: the assembled answer is durable before the client sees the
+end of the stream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import anyio
+import httpx
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from memlane.proxy.sse import SSEDecoder
+from memlane.proxy.wire.base import StreamAssembler
+
+
+class Outcome(enum.Enum):
+    DONE = "done"
+    """The upstream ended its stream (the assembler decides whether it finished properly)."""
+    CUT = "cut"
+    """The upstream connection broke or timed out midway."""
+    GONE = "gone"
+    """The client went away; the upstream call was cancelled."""
+
+
+Settle = Callable[[Outcome, StreamAssembler], Awaitable[None]]
+
+
+class RelayResponse(Response):
+    def __init__(
+        self,
+        upstream: httpx.Response,
+        assembler: StreamAssembler,
+        *,
+        settle: Settle,
+        error_frame: Callable[[str], bytes],
+        headers: Mapping[str, str],
+    ) -> None:
+        # Not Response.__init__: it would declare `content-length: 0` for the missing body.
+        self.status_code = upstream.status_code
+        self.background = None
+        self.init_headers(dict(headers))
+        self.upstream = upstream
+        self.assembler = assembler
+        self.settle = settle
+        self.error_frame = error_frame
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        outcome = Outcome.GONE
+        try:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": self.status_code,
+                    "headers": self.raw_headers,
+                }
+            )
+            async with anyio.create_task_group() as group:
+                group.start_soon(_watch_disconnect, receive, group.cancel_scope)
+                outcome = await self._pump(send)
+                group.cancel_scope.cancel()
+        except OSError:
+            outcome = Outcome.GONE
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.upstream.aclose()
+                await self.settle(outcome, self.assembler)
+        if outcome is not Outcome.GONE:
+            with contextlib.suppress(OSError):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _pump(self, send: Send) -> Outcome:
+        decoder = SSEDecoder()
+        try:
+            async for chunk in self.upstream.aiter_bytes():
+                for event, data in decoder.feed(chunk):
+                    self.assembler.feed(event, data)
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except httpx.HTTPError as exc:
+            reason = "timed out" if isinstance(exc, httpx.TimeoutException) else "broke off"
+            frame = self.error_frame(f"the upstream stream {reason} before the answer was complete")
+            await send({"type": "http.response.body", "body": frame, "more_body": True})
+            return Outcome.CUT
+        for event, data in decoder.close():
+            self.assembler.feed(event, data)
+        return Outcome.DONE
+
+
+async def _watch_disconnect(receive: Receive, scope: Any) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            scope.cancel()
+            return

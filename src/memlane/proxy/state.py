@@ -1,0 +1,52 @@
+"""What the app holds for its lifetime, and the FastAPI dependencies that hand it to routes.
+
+Routers added by other parts of memlane (sessions, governance, memory) take
+`rt: Runtime = Depends(runtime)` and `dependencies=[Depends(require_admin)]`.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from memlane.config import Settings
+from memlane.engine.runtime import Runtime
+from memlane.proxy.errors import ProxyError
+from memlane.proxy.forward import Upstream
+
+
+@dataclass
+class ProxyState:
+    settings: Settings
+    runtime: Runtime
+    upstream: Upstream
+
+
+def proxy_state(request: Request) -> ProxyState:
+    state = getattr(request.app.state, "proxy", None)
+    if not isinstance(state, ProxyState):
+        raise ProxyError(503, "memlane is starting or stopping", type="server_error")
+    return state
+
+
+def runtime(request: Request) -> Runtime:
+    return proxy_state(request).runtime
+
+
+def require_admin(request: Request) -> None:
+    """With `admin_token` set, the admin API needs `Authorization: Bearer <token>`."""
+    token = proxy_state(request).settings.admin_token
+    if token is None or not token.get_secret_value():
+        return
+    sent = request.headers.get("authorization", "")
+    scheme, _, value = sent.partition(" ")
+    expected = token.get_secret_value().encode("utf-8")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), expected):
+        raise ProxyError(
+            401,
+            "the memlane admin API needs Authorization: Bearer <MEMLANE_ADMIN_TOKEN>",
+            type="authentication_error",
+            code="invalid_admin_token",
+        )

@@ -1,0 +1,231 @@
+"""One model request through the proxy: read, identify, prepare, forward, relay, finish.
+
+    body -> adapter.parse -> identity -> Turn -> pipeline.prepare (the user turn is
+    durable here) -> adapter.render -> upstream -> the client (streamed as it comes)
+    -> pipeline.finish (the assistant turn, then background work)
+
+An upstream that is down, slow, failing or cut midway leaves a failed turn and
+no assistant rows; the client gets an OpenAI error object with a fitting status.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import httpx
+from fastapi import Request
+from starlette.responses import Response
+
+from memlane.engine import pipeline
+from memlane.engine.turn import Answer, Turn
+from memlane.proxy.errors import ProxyError
+from memlane.proxy.forward import relayed_headers
+from memlane.proxy.identity import resolve
+from memlane.proxy.relay import Outcome, RelayResponse
+from memlane.proxy.state import ProxyState
+from memlane.proxy.wire.base import (
+    StreamAssembler,
+    WireAdapter,
+    WireError,
+    dumps,
+    unchanged,
+)
+from memlane.store import StoreError
+
+log = logging.getLogger("memlane.proxy")
+
+DRAIN_FACTOR = 4
+"""A body over the limit is read and dropped up to this many times the limit, so the client
+gets its 413 instead of a broken pipe; beyond that the connection is cut."""
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, or a 413 when it is over `limit` bytes."""
+    declared = request.headers.get("content-length", "")
+    over = declared.isdigit() and int(declared) > limit
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            over = True
+            chunks.clear()
+            if size > limit * DRAIN_FACTOR:
+                break
+        elif not over:
+            chunks.append(chunk)
+    if over:
+        raise ProxyError(
+            413,
+            f"request body is larger than the limit of {limit} bytes (MEMLANE_MAX_BODY_BYTES)",
+            code="request_too_large",
+        )
+    return b"".join(chunks)
+
+
+def decode_json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProxyError(
+            400, f"request body is not valid JSON: {exc}", code="invalid_json"
+        ) from None
+
+
+async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter) -> Response:
+    raw = await read_body(request, state.settings.max_body_bytes)
+    try:
+        parsed = adapter.parse(decode_json(raw))
+    except WireError as exc:
+        raise ProxyError(400, str(exc), param=exc.param) from None
+    identity = resolve(request.headers, parsed.body)
+    turn = Turn(
+        key=identity.key,
+        namespace=identity.namespace,
+        model=parsed.model,
+        wire=adapter.wire,
+        messages=parsed.messages,
+        agentic=identity.agentic,
+        managed=identity.agentic or state.settings.client_scope == "all",
+        ephemeral=identity.ephemeral,
+        flags=identity.flags,
+        continued=parsed.continued,
+        instructions=parsed.instructions,
+    )
+    outgoing = await _prepare(state, turn)
+    payload = raw if unchanged(parsed, outgoing) else dumps(adapter.render(parsed, outgoing))
+    headers = state.upstream.headers(request.headers.items())
+    headers.setdefault("content-type", "application/json")
+    if parsed.stream:
+        return await _stream(state, turn, adapter, payload, headers)
+    return await _complete(state, turn, adapter, payload, headers)
+
+
+async def _prepare(state: ProxyState, turn: Turn) -> list[Any]:
+    try:
+        return await pipeline.prepare(state.runtime, turn)
+    except StoreError as exc:
+        log.error("store failed while preparing a turn: %s", exc)
+        await _fail(state, turn)
+        raise ProxyError(
+            503, f"memlane could not store the turn: {exc}", type="server_error", code="store_error"
+        ) from None
+    except Exception:
+        log.exception("preparing a turn failed")
+        await _fail(state, turn)
+        raise ProxyError(
+            500, "memlane failed to prepare the request (see the proxy's log)", type="server_error"
+        ) from None
+
+
+async def _fail(state: ProxyState, turn: Turn) -> None:
+    try:
+        await pipeline.finish(state.runtime, turn, Answer([], failed=True))
+    except Exception:
+        log.exception("recording a failed turn failed")
+
+
+def _transport_error(state: ProxyState, exc: httpx.HTTPError) -> ProxyError:
+    if isinstance(exc, httpx.TimeoutException):
+        return ProxyError(
+            504,
+            f"the upstream did not answer within {state.settings.upstream_timeout:g} s",
+            type="upstream_error",
+            code="upstream_timeout",
+        )
+    return ProxyError(
+        502,
+        f"the upstream at {state.upstream.base} could not be reached or broke off "
+        f"({type(exc).__name__})",
+        type="upstream_error",
+        code="upstream_unavailable",
+    )
+
+
+def _error_response(adapter: WireAdapter, status: int, content: bytes) -> Response:
+    """The upstream's error as OpenAI's error object (relayed as is when it already is one)."""
+    try:
+        data = json.loads(content)
+    except (ValueError, UnicodeDecodeError):
+        data = None
+    if not (isinstance(data, dict) and isinstance(data.get("error"), dict)):
+        text = content.decode("utf-8", errors="replace").strip()[:2000] or f"HTTP {status}"
+        data = adapter.error_body(
+            f"upstream error: {text}", type="upstream_error", code=f"upstream_{status}"
+        )
+    return Response(dumps(data), status_code=status, media_type="application/json")
+
+
+async def _complete(
+    state: ProxyState, turn: Turn, adapter: WireAdapter, payload: bytes, headers: dict[str, str]
+) -> Response:
+    try:
+        upstream = await state.upstream.client.post(
+            state.upstream.url(adapter.path), content=payload, headers=headers
+        )
+    except httpx.HTTPError as exc:
+        await _fail(state, turn)
+        raise _transport_error(state, exc) from None
+    if upstream.status_code >= 400:
+        await _fail(state, turn)
+        return _error_response(adapter, upstream.status_code, upstream.content)
+    try:
+        answer = adapter.answer_from_json(json.loads(upstream.content))
+    except (ValueError, UnicodeDecodeError):
+        answer = Answer([], failed=True)
+    await _finish(state, turn, answer)
+    return Response(
+        upstream.content,
+        status_code=upstream.status_code,
+        headers=relayed_headers(upstream.headers),
+    )
+
+
+async def _finish(state: ProxyState, turn: Turn, answer: Answer) -> None:
+    try:
+        await pipeline.finish(state.runtime, turn, answer)
+    except Exception:
+        log.exception("storing the answer failed")
+
+
+async def _stream(
+    state: ProxyState, turn: Turn, adapter: WireAdapter, payload: bytes, headers: dict[str, str]
+) -> Response:
+    client = state.upstream.client
+    request = client.build_request(
+        "POST", state.upstream.url(adapter.path), content=payload, headers=headers
+    )
+    try:
+        upstream = await client.send(request, stream=True)
+    except httpx.HTTPError as exc:
+        await _fail(state, turn)
+        raise _transport_error(state, exc) from None
+    if upstream.status_code >= 400:
+        try:
+            content = await upstream.aread()
+        except httpx.HTTPError:
+            content = b""
+        finally:
+            await upstream.aclose()
+        await _fail(state, turn)
+        return _error_response(adapter, upstream.status_code, content)
+
+    async def settle(outcome: Outcome, assembler: StreamAssembler) -> None:
+        answer = assembler.answer() if outcome is Outcome.DONE else Answer([], failed=True)
+        if answer.failed:
+            log.warning(
+                "stream for session %s ended %s without a complete answer",
+                turn.session.id if turn.session else "-",
+                outcome.value,
+            )
+        await _finish(state, turn, answer)
+
+    return RelayResponse(
+        upstream,
+        adapter.assembler(),
+        settle=settle,
+        error_frame=lambda message: adapter.stream_error(message, code="upstream_stream_error"),
+        headers=relayed_headers(upstream.headers),
+    )

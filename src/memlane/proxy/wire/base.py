@@ -1,0 +1,145 @@
+"""What a wire format must provide so the proxy can serve it; the engine never sees wire details.
+
+A `WireAdapter` turns a request body into memlane's `Message` list and back,
+reads the upstream's answer (whole or streamed) into an `Answer`, and shapes
+errors the way its clients expect. Chat Completions and Responses are the two
+built in; another format (Anthropic Messages, say) is one more module with one
+more adapter, registered in `proxy.wire.ADAPTERS`.
+
+An unchanged message is rendered back as exactly the wire item the client sent
+(`Message.raw`), and a request nothing was added to is forwarded as the very
+bytes the client sent: that is what keeps provider prompt caches hitting.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from memlane.engine.turn import Answer
+from memlane.types import Message, Wire
+
+
+class WireError(Exception):
+    """The request body is not what the wire format allows (a 400 for the client)."""
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+@dataclass(frozen=True)
+class ParsedRequest:
+    """A request body and what memlane read from it."""
+
+    body: Mapping[str, Any]
+    messages: list[Message]
+    model: str
+    stream: bool
+    continued: bool = False
+    """The body chains onto a conversation the upstream keeps (Responses `previous_response_id`)."""
+    instructions: str = ""
+
+
+class StreamAssembler(Protocol):
+    """Reads the upstream's server-sent events as they pass, to rebuild the final answer."""
+
+    def feed(self, event: str | None, data: str) -> None: ...
+
+    @property
+    def error(self) -> str | None:
+        """The error the upstream reported inside the stream, if any."""
+        ...
+
+    def answer(self) -> Answer:
+        """The assembled answer; `failed` when the stream did not finish properly."""
+        ...
+
+
+class WireAdapter(Protocol):
+    wire: Wire
+    path: str
+    """The upstream path, relative to the upstream base URL (e.g. `/chat/completions`)."""
+
+    def parse(self, body: Any) -> ParsedRequest:
+        """Read a decoded JSON body; raise `WireError` when it is not a valid request."""
+        ...
+
+    def render(self, parsed: ParsedRequest, messages: Sequence[Message]) -> dict[str, Any]:
+        """The body to forward: the client's body with its messages replaced by `messages`."""
+        ...
+
+    def answer_from_json(self, data: Any) -> Answer:
+        """The final answer in a non-streamed upstream response."""
+        ...
+
+    def assembler(self) -> StreamAssembler: ...
+
+    def error_body(
+        self, message: str, *, type: str, code: str | None, param: str | None = None
+    ) -> dict[str, Any]:
+        """An error in the shape this format's clients understand."""
+        ...
+
+    def stream_error(self, message: str, *, code: str) -> bytes:
+        """An error event to end a stream with, once the response status is already sent."""
+        ...
+
+
+def openai_error(
+    message: str, *, type: str, code: str | None, param: str | None = None
+) -> dict[str, Any]:
+    """OpenAI's error object, which Chat Completions and Responses clients both parse."""
+    return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+def dumps(data: Any) -> bytes:
+    """Compact, deterministic JSON: the same items always give the same bytes."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def unchanged(parsed: ParsedRequest, messages: Sequence[Message]) -> bool:
+    """True when the engine handed back the very messages parsed (nothing added or edited)."""
+    return len(messages) == len(parsed.messages) and all(
+        a is b for a, b in zip(messages, parsed.messages, strict=True)
+    )
+
+
+def content_text(content: Any, param: str) -> str:
+    """The text of a message content: a string, null, or a list of typed parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise WireError(f"{param} must be a string or a list of content parts", param=param)
+    pieces: list[str] = []
+    for index, part in enumerate(content):
+        if isinstance(part, str):
+            pieces.append(part)
+            continue
+        if not isinstance(part, dict):
+            raise WireError(f"{param}[{index}] must be an object", param=f"{param}[{index}]")
+        text = part.get("text", part.get("refusal"))
+        if isinstance(text, str):
+            pieces.append(text)
+        elif "image" in str(part.get("type", "")):
+            pieces.append("[image]")
+        elif "file" in str(part.get("type", "")):
+            pieces.append("[file]")
+    return "\n".join(pieces)
+
+
+def require(condition: bool, message: str, param: str) -> None:
+    if not condition:
+        raise WireError(message, param=param)
+
+
+def model_and_stream(body: Mapping[str, Any]) -> tuple[str, bool]:
+    model = body.get("model", "")
+    require(isinstance(model, str), "model must be a string", "model")
+    stream = body.get("stream", False)
+    require(stream is None or isinstance(stream, bool), "stream must be a boolean", "stream")
+    return model, bool(stream)

@@ -1,0 +1,220 @@
+"""Chat Completions (`POST /v1/chat/completions`): `messages` in, `choices` or chunks out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memlane.engine.turn import Answer
+from memlane.proxy.wire.base import (
+    ParsedRequest,
+    WireError,
+    content_text,
+    dumps,
+    model_and_stream,
+    openai_error,
+    require,
+)
+from memlane.types import Kind, Message, Role, ToolCall, Wire
+
+ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+def parse_message(item: Any, param: str) -> Message:
+    """One chat message as a `Message`, keeping the item as its `raw`."""
+    require(isinstance(item, dict), f"{param} must be an object", param)
+    role = item.get("role")
+    require(
+        isinstance(role, str) and role in ROLES,
+        f"{param}.role must be one of {', '.join(sorted(ROLES))}",
+        f"{param}.role",
+    )
+    text = content_text(item.get("content"), f"{param}.content")
+    if role == "assistant":
+        calls = _tool_calls(item.get("tool_calls"), f"{param}.tool_calls")
+        kind: Kind = "tool_call" if calls else "message"
+        return Message("assistant", text, kind, calls, raw=item, wire="chat")
+    if role in ("tool", "function"):
+        call_id = item.get("tool_call_id", item.get("name"))
+        require(
+            call_id is None or isinstance(call_id, str),
+            f"{param}.tool_call_id must be a string",
+            f"{param}.tool_call_id",
+        )
+        name = item.get("name") if isinstance(item.get("name"), str) else None
+        return Message(
+            "tool", text, "tool_result", call_id=call_id, name=name, raw=item, wire="chat"
+        )
+    chat_role: Role = role
+    return Message(chat_role, text, raw=item, wire="chat")
+
+
+def _tool_calls(calls: Any, param: str) -> tuple[ToolCall, ...]:
+    if calls is None:
+        return ()
+    require(isinstance(calls, list), f"{param} must be a list", param)
+    out: list[ToolCall] = []
+    for index, call in enumerate(calls):
+        where = f"{param}[{index}]"
+        require(isinstance(call, dict), f"{where} must be an object", where)
+        function = call.get("function") or {}
+        require(isinstance(function, dict), f"{where}.function must be an object", where)
+        name, arguments = function.get("name", ""), function.get("arguments", "")
+        require(isinstance(name, str), f"{where}.function.name must be a string", where)
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        out.append(ToolCall(str(call.get("id") or ""), name, arguments))
+    return tuple(out)
+
+
+def to_wire(message: Message) -> dict[str, Any]:
+    """A message memlane wrote (or changed) as a chat item."""
+    if message.wire == "chat" and message.raw is not None:
+        return dict(message.raw)
+    if message.kind == "tool_result":
+        return {"role": "tool", "tool_call_id": message.call_id or "", "content": message.text}
+    if message.role == "assistant":
+        item: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+        if message.tool_calls:
+            item["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in message.tool_calls
+            ]
+        return item
+    return {"role": message.role, "content": message.text}
+
+
+@dataclass
+class _CallParts:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class ChatAssembler:
+    """Rebuilds the assistant message from `chat.completion.chunk` events (choice 0)."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, _CallParts] = {}
+        self.finished = False
+        self._error: str | None = None
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+
+    @property
+    def error(self) -> str | None:
+        return self._error
+
+    def feed(self, event: str | None, data: str) -> None:
+        if data.strip() == "[DONE]":
+            self.finished = True
+            return
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            return
+        if not isinstance(chunk, dict):
+            return
+        if "error" in chunk:
+            error = chunk["error"]
+            self._error = str(error.get("message") if isinstance(error, dict) else error)
+            return
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            self.completion_tokens = int(usage.get("completion_tokens") or 0)
+        for choice in chunk.get("choices") or []:
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                self._choice(choice)
+
+    def _choice(self, choice: Mapping[str, Any]) -> None:
+        if choice.get("finish_reason"):
+            self.finished = True
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            return
+        if isinstance(delta.get("content"), str):
+            self.text.append(delta["content"])
+        reasoning = delta.get("reasoning_content", delta.get("reasoning"))
+        if isinstance(reasoning, str):
+            self.reasoning.append(reasoning)
+        for call in delta.get("tool_calls") or []:
+            if not isinstance(call, dict):
+                continue
+            parts = self.calls.setdefault(int(call.get("index", len(self.calls))), _CallParts())
+            parts.id = parts.id or str(call.get("id") or "")
+            function = call.get("function") or {}
+            if isinstance(function, dict):
+                parts.name = parts.name or str(function.get("name") or "")
+                if isinstance(function.get("arguments"), str):
+                    parts.arguments.append(function["arguments"])
+
+    def answer(self) -> Answer:
+        failed = not self.finished or self._error is not None
+        if failed:
+            return Answer([], failed=True)
+        item: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) or None}
+        if self.reasoning:
+            item["reasoning_content"] = "".join(self.reasoning)
+        if self.calls:
+            item["tool_calls"] = [
+                {
+                    "id": p.id,
+                    "type": "function",
+                    "function": {"name": p.name, "arguments": "".join(p.arguments)},
+                }
+                for _, p in sorted(self.calls.items())
+            ]
+        message = parse_message(item, "answer")
+        return Answer([message], self.prompt_tokens, self.completion_tokens)
+
+
+class ChatAdapter:
+    wire: Wire = "chat"
+    path = "/chat/completions"
+
+    def parse(self, body: Any) -> ParsedRequest:
+        require(isinstance(body, dict), "the request body must be a JSON object", "body")
+        model, stream = model_and_stream(body)
+        items = body.get("messages")
+        require(
+            isinstance(items, list) and bool(items), "messages must be a non-empty list", "messages"
+        )
+        messages = [parse_message(item, f"messages[{i}]") for i, item in enumerate(items)]
+        return ParsedRequest(body, messages, model, stream)
+
+    def render(self, parsed: ParsedRequest, messages: Sequence[Message]) -> dict[str, Any]:
+        return {**parsed.body, "messages": [to_wire(m) for m in messages if m.kind != "reasoning"]}
+
+    def answer_from_json(self, data: Any) -> Answer:
+        try:
+            choice = data["choices"][0]
+            message = parse_message(choice["message"], "choices[0].message")
+        except (KeyError, IndexError, TypeError, WireError):
+            return Answer([], failed=True)
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        return Answer(
+            [message],
+            int(usage.get("prompt_tokens") or 0),
+            int(usage.get("completion_tokens") or 0),
+        )
+
+    def assembler(self) -> ChatAssembler:
+        return ChatAssembler()
+
+    def error_body(
+        self, message: str, *, type: str, code: str | None, param: str | None = None
+    ) -> dict[str, Any]:
+        return openai_error(message, type=type, code=code, param=param)
+
+    def stream_error(self, message: str, *, code: str) -> bytes:
+        error = openai_error(message, type="upstream_error", code=code)
+        return b"data: " + dumps(error) + b"\n\n"

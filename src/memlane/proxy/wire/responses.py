@@ -1,0 +1,199 @@
+"""Responses (`POST /v1/responses`): `input` items in, `output` items or typed events out.
+
+Codex CLI speaks only this format: `store: false`, `instructions` apart from the
+items, function calls and their outputs, reasoning items with
+`encrypted_content`, its own headers. Items memlane does not know are kept as
+tool chatter with their whole JSON as text, and forwarded untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from memlane.engine.turn import Answer
+from memlane.proxy.wire.base import (
+    ParsedRequest,
+    content_text,
+    dumps,
+    model_and_stream,
+    openai_error,
+    require,
+)
+from memlane.types import Message, Role, ToolCall, Wire
+
+MESSAGE_ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant"})
+_BOOKKEEPING = ("type", "id", "status")
+
+
+def parse_item(item: Any, param: str) -> Message:
+    """One input or output item as a `Message`, keeping the item as its `raw`."""
+    require(isinstance(item, dict), f"{param} must be an object", param)
+    kind = item.get("type", "message" if "role" in item else None)
+    require(isinstance(kind, str), f"{param}.type must be a string", f"{param}.type")
+    if kind == "message":
+        role = item.get("role")
+        require(
+            isinstance(role, str) and role in MESSAGE_ROLES,
+            f"{param}.role must be one of {', '.join(sorted(MESSAGE_ROLES))}",
+            f"{param}.role",
+        )
+        message_role: Role = role
+        text = content_text(item.get("content"), f"{param}.content")
+        return Message(message_role, text, raw=item, wire="responses")
+    if kind == "reasoning":
+        summary = item.get("summary")
+        text = content_text(summary if isinstance(summary, list) else None, f"{param}.summary")
+        return Message("assistant", text, "reasoning", raw=item, wire="responses")
+    call_id = item.get("call_id", item.get("id"))
+    call_id = call_id if isinstance(call_id, str) else None
+    if kind.endswith("_output"):
+        output = item.get("output")
+        text = output if isinstance(output, str) else _output_text(output, param)
+        return Message("tool", text, "tool_result", call_id=call_id, raw=item, wire="responses")
+    if kind == "function_call":
+        name, arguments = item.get("name", ""), item.get("arguments", "")
+        require(isinstance(name, str), f"{param}.name must be a string", f"{param}.name")
+        require(isinstance(arguments, str), f"{param}.arguments must be a string", param)
+    elif kind == "custom_tool_call":
+        name, arguments = str(item.get("name", "")), str(item.get("input", ""))
+    else:  # shell calls, web searches, item references, whatever comes next
+        name = kind
+        rest = {k: v for k, v in item.items() if k not in _BOOKKEEPING}
+        arguments = json.dumps(rest, ensure_ascii=False, sort_keys=True)
+    call = ToolCall(call_id or "", name, arguments)
+    return Message("assistant", "", "tool_call", (call,), raw=item, wire="responses")
+
+
+def _output_text(output: Any, param: str) -> str:
+    if isinstance(output, list):
+        return content_text(output, f"{param}.output")
+    return "" if output is None else json.dumps(output, ensure_ascii=False)
+
+
+def to_wire(message: Message) -> list[dict[str, Any]]:
+    """A message as Responses input items (a message with several calls is several items)."""
+    if message.wire == "responses" and message.raw is not None:
+        return [dict(message.raw)]
+    if message.kind == "tool_result":
+        return [
+            {
+                "type": "function_call_output",
+                "call_id": message.call_id or "",
+                "output": message.text,
+            }
+        ]
+    if message.kind == "tool_call":
+        return [
+            {"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments}
+            for c in message.tool_calls
+        ]
+    if message.kind == "reasoning":
+        return []  # reasoning cannot be re-created without the upstream's ids and encryption
+    return [{"type": "message", "role": message.role, "content": message.text}]
+
+
+def answer_from_output(output: Any, usage: Any) -> Answer:
+    items = output if isinstance(output, list) else []
+    messages = [parse_item(item, f"output[{i}]") for i, item in enumerate(items)]
+    usage = usage if isinstance(usage, dict) else {}
+    return Answer(
+        messages, int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+    )
+
+
+class ResponsesAssembler:
+    """Rebuilds the output items from typed events (`response.output_item.done`, …)."""
+
+    def __init__(self) -> None:
+        self.items: dict[int, Any] = {}
+        self.final: dict[str, Any] | None = None
+        self._error: str | None = None
+
+    @property
+    def error(self) -> str | None:
+        return self._error
+
+    def feed(self, event: str | None, data: str) -> None:
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            return
+        if not isinstance(payload, dict):
+            return
+        kind = payload.get("type", event)
+        if kind == "response.output_item.done":
+            self.items[int(payload.get("output_index", len(self.items)))] = payload.get("item")
+        elif kind in ("response.completed", "response.incomplete"):
+            response = payload.get("response")
+            self.final = response if isinstance(response, dict) else {}
+        elif kind in ("response.failed", "error"):
+            detail = (
+                payload.get("response", {}).get("error") if kind == "response.failed" else payload
+            )
+            message = detail.get("message") if isinstance(detail, dict) else None
+            self._error = str(message or kind)
+
+    def answer(self) -> Answer:
+        if self.final is None or self._error is not None:
+            return Answer([], failed=True)
+        output = self.final.get("output") or [item for _, item in sorted(self.items.items())]
+        return answer_from_output(output, self.final.get("usage"))
+
+
+class ResponsesAdapter:
+    wire: Wire = "responses"
+    path = "/responses"
+
+    def parse(self, body: Any) -> ParsedRequest:
+        require(isinstance(body, dict), "the request body must be a JSON object", "body")
+        model, stream = model_and_stream(body)
+        items = body.get("input", [])
+        require(
+            isinstance(items, (str, list)), "input must be a string or a list of items", "input"
+        )
+        if isinstance(items, str):
+            messages = [
+                Message("user", items, raw={"role": "user", "content": items}, wire="responses")
+            ]
+        else:
+            messages = [parse_item(item, f"input[{i}]") for i, item in enumerate(items)]
+        instructions = body.get("instructions")
+        require(
+            instructions is None or isinstance(instructions, str),
+            "instructions must be a string",
+            "instructions",
+        )
+        previous = body.get("previous_response_id")
+        require(
+            previous is None or isinstance(previous, str),
+            "previous_response_id must be a string",
+            "previous_response_id",
+        )
+        return ParsedRequest(
+            body, messages, model, stream, continued=bool(previous), instructions=instructions or ""
+        )
+
+    def render(self, parsed: ParsedRequest, messages: Sequence[Message]) -> dict[str, Any]:
+        return {**parsed.body, "input": [item for m in messages for item in to_wire(m)]}
+
+    def answer_from_json(self, data: Any) -> Answer:
+        if not isinstance(data, dict) or data.get("status") == "failed":
+            return Answer([], failed=True)
+        try:
+            return answer_from_output(data.get("output"), data.get("usage"))
+        except Exception:
+            return Answer([], failed=True)
+
+    def assembler(self) -> ResponsesAssembler:
+        return ResponsesAssembler()
+
+    def error_body(
+        self, message: str, *, type: str, code: str | None, param: str | None = None
+    ) -> dict[str, Any]:
+        return openai_error(message, type=type, code=code, param=param)
+
+    def stream_error(self, message: str, *, code: str) -> bytes:
+        event = {"type": "error", "code": code, "message": message, "param": None}
+        return b"event: error\ndata: " + dumps(event) + b"\n\n"
