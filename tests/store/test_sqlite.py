@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memlane.store import NewMessage, SearchFilter, StoreError
-from memlane.store.sqlite import SQLiteStore
+from memlane.store import NewMessage, SearchFilter, StoreError, analysis
+from memlane.store.sqlite import SQLiteStore, index_terms
 from memlane.store.sqlite_schema import MIGRATIONS
 from memlane.types import Message
 
@@ -240,3 +240,16 @@ def test_a_folder_in_place_of_the_database_is_a_clear_error(tmp_path: Path) -> N
     db = tmp_path / "memlane.db"
     db.mkdir()
     assert_refused(db, "not a database file")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The parsers were Running over src/app/main.py, parse_config_file and E1234!",
+        "loadUserProfile()\tfailed\n\nwith  HTTPServerError (v2.3.1) at foo@bar.com…",
+        "émigré Crème brûlée — naïve café; 東京 タワー #12 c++ a/b/c.",
+        "",
+    ],
+)
+def test_memoised_index_terms_equal_the_analyser(text: str) -> None:
+    assert index_terms(text) == " ".join(analysis.terms(text))
