@@ -12,6 +12,8 @@ Fixtures (request them by name):
     - `.requests`: every `RecordedRequest` received (`.path`, `.method`, `.headers`
       with lower-case names, `.json`, `.body`), in arrival order; `.last` is the latest.
       `.model_requests` keeps only `/chat/completions` and `/responses` calls.
+      `.stream_outcomes`: "complete" or "aborted" per streamed answer, once it ended
+      (a proxy that cancels the upstream call when its client leaves shows "aborted").
     - `.script(*replies)`: queue answers, consumed one per model request in order.
       A reply is a `Reply(text=..., tool_calls=[ToolCallSpec(...)], reasoning=...,
       usage=(prompt, completion))`, or a failure: `Fail(status=500, ...)`,
@@ -407,6 +409,8 @@ class ScriptedUpstream:
 
     def __init__(self) -> None:
         self.requests: list[RecordedRequest] = []
+        self.stream_outcomes: list[str] = []
+        """One entry per streamed answer once it ends: complete, or aborted (cut or cancelled)."""
         self._queue: deque[Scripted] = deque()
         self._responder: Callable[[RecordedRequest], Scripted | None] | None = None
         self._lock = threading.Lock()
@@ -427,6 +431,7 @@ class ScriptedUpstream:
     def reset(self) -> None:
         with self._lock:
             self.requests.clear()
+            self.stream_outcomes.clear()
             self._queue.clear()
             self._responder = None
 
@@ -562,7 +567,8 @@ class ScriptedUpstream:
                 f"event: {name}\ndata: {json.dumps(data)}\n\n"
                 for name, data in response_events(reply, model)
             ]
-        return StreamingResponse(_frames(frames, reply.delay, cut), media_type="text/event-stream")
+        body = _frames(frames, reply.delay, cut, self.stream_outcomes)
+        return StreamingResponse(body, media_type="text/event-stream")
 
     async def _hang(self, seconds: float) -> None:
         """Sleep in short steps so stopping the server is never held up by a hang."""
@@ -583,13 +589,18 @@ class _StreamCut(Exception):
     """Raised inside a streaming body: uvicorn drops the connection mid-response."""
 
 
-async def _frames(frames: list[str], delay: float, cut: int | None) -> Any:
-    for index, frame in enumerate(frames):
-        if cut is not None and index >= cut:
-            raise _StreamCut("scripted cut")
-        if delay and index:
-            await asyncio.sleep(delay)
-        yield frame.encode("utf-8")
+async def _frames(frames: list[str], delay: float, cut: int | None, outcomes: list[str]) -> Any:
+    finished = False
+    try:
+        for index, frame in enumerate(frames):
+            if cut is not None and index >= cut:
+                raise _StreamCut("scripted cut")
+            if delay and index:
+                await asyncio.sleep(delay)
+            yield frame.encode("utf-8")
+        finished = True
+    finally:
+        outcomes.append("complete" if finished else "aborted")
 
 
 class _TruncatedResponse(Response):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -16,10 +17,33 @@ def serve(
     upstream: Annotated[
         str | None, typer.Option("--upstream", help="Upstream OpenAI-compatible base URL.")
     ] = None,
+    harness_root: Annotated[
+        Path | None,
+        typer.Option("--harness-root", help="Folder whose AGENTS.md is pinned in every session."),
+    ] = None,
+    client_scope: Annotated[
+        str | None,
+        typer.Option(
+            "--client-scope", help="agentic (default) or all: who gets the scaffold and governance."
+        ),
+    ] = None,
+    spec_mode: Annotated[
+        bool | None,
+        typer.Option("--spec-mode/--no-spec-mode", help="Ask for a spec before code changes."),
+    ] = None,
 ) -> None:
     """Run the OpenAI-compatible memory proxy."""
     cli = state(ctx)
-    cli.overrides.update({"host": host, "port": port, "upstream_url": upstream})
+    cli.overrides.update(
+        {
+            "host": host,
+            "port": port,
+            "upstream_url": upstream,
+            "harness_root": harness_root,
+            "client_scope": client_scope,
+            "spec_mode": spec_mode,
+        }
+    )
     settings = cli.settings
     from memlane.proxy.server import ServeError, run
 

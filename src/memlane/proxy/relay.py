@@ -4,9 +4,9 @@ Every chunk is sent on the moment it is read (no buffering, no re-encoding);
 a copy goes through an SSE decoder into the wire format's assembler. A client
 that disconnects cancels the upstream read at once (a watcher task listens for
 `http.disconnect`, since a silent upstream would otherwise hide it). Whatever
-happens, `settle` runs exactly once, shielded from cancellation, before the
-response is closed: the assembled answer is durable before the client sees the
-end of the stream.
+happens, `settle` runs exactly once, shielded from cancellation. It runs before
+the chunk that carries the stream's final event is relayed (many clients stop
+reading there), so the assembled answer is durable before the client sees the end.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ class RelayResponse(Response):
         self.assembler = assembler
         self.settle = settle
         self.error_frame = error_frame
+        self.settled = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         outcome = Outcome.GONE
@@ -75,7 +76,7 @@ class RelayResponse(Response):
         finally:
             with anyio.CancelScope(shield=True):
                 await self.upstream.aclose()
-                await self.settle(outcome, self.assembler)
+                await self._settle(outcome)
         if outcome is not Outcome.GONE:
             with contextlib.suppress(OSError):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -86,6 +87,8 @@ class RelayResponse(Response):
             async for chunk in self.upstream.aiter_bytes():
                 for event, data in decoder.feed(chunk):
                     self.assembler.feed(event, data)
+                if self.assembler.complete:
+                    await self._settle(Outcome.DONE)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except httpx.HTTPError as exc:
             reason = "timed out" if isinstance(exc, httpx.TimeoutException) else "broke off"
@@ -95,6 +98,13 @@ class RelayResponse(Response):
         for event, data in decoder.close():
             self.assembler.feed(event, data)
         return Outcome.DONE
+
+    async def _settle(self, outcome: Outcome) -> None:
+        if self.settled:
+            return
+        self.settled = True
+        with anyio.CancelScope(shield=True):
+            await self.settle(outcome, self.assembler)
 
 
 async def _watch_disconnect(receive: Receive, scope: Any) -> None:

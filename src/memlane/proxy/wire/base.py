@@ -49,6 +49,11 @@ class StreamAssembler(Protocol):
     def feed(self, event: str | None, data: str) -> None: ...
 
     @property
+    def complete(self) -> bool:
+        """The stream's final event was seen (`[DONE]`, `response.completed`, an error…)."""
+        ...
+
+    @property
     def error(self) -> str | None:
         """The error the upstream reported inside the stream, if any."""
         ...

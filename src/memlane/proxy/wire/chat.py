@@ -105,6 +105,7 @@ class ChatAssembler:
         self.reasoning: list[str] = []
         self.calls: dict[int, _CallParts] = {}
         self.finished = False
+        self.done = False
         self._error: str | None = None
         self.prompt_tokens = 0
         self.completion_tokens = 0
@@ -113,9 +114,13 @@ class ChatAssembler:
     def error(self) -> str | None:
         return self._error
 
+    @property
+    def complete(self) -> bool:
+        return self.done or self._error is not None
+
     def feed(self, event: str | None, data: str) -> None:
         if data.strip() == "[DONE]":
-            self.finished = True
+            self.finished = self.done = True
             return
         try:
             chunk = json.loads(data)

@@ -115,6 +115,10 @@ class ResponsesAssembler:
     def error(self) -> str | None:
         return self._error
 
+    @property
+    def complete(self) -> bool:
+        return self.final is not None or self._error is not None
+
     def feed(self, event: str | None, data: str) -> None:
         try:
             payload = json.loads(data)

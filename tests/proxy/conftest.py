@@ -1,0 +1,47 @@
+"""Fixtures for the proxy's tests: a proxy whose own background LLM work is off.
+
+memlane's memory and session-index stages call the same scripted upstream in
+the background; the proxy's tests assert on exactly what the client's requests
+forwarded, so those stages are switched off here (they have their own tests).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+import pytest
+
+from tests.support.upstream import ProxyFactory, RunningProxy
+
+QUIET: dict[str, Any] = {"memory_enabled": False, "index_enabled": False}
+
+
+@pytest.fixture
+def mproxy(proxy_factory: ProxyFactory) -> RunningProxy:
+    return proxy_factory(**QUIET)
+
+
+def sdk(proxy: RunningProxy, session: str | None = None, **headers: str) -> openai.OpenAI:
+    extra = {"X-Memlane-Session": session} if session else {}
+    extra.update(headers)
+    return openai.OpenAI(
+        base_url=proxy.url, api_key="sk-client", max_retries=0, default_headers=extra
+    )
+
+
+def async_sdk(proxy: RunningProxy, session: str | None = None) -> openai.AsyncOpenAI:
+    extra = {"X-Memlane-Session": session} if session else {}
+    return openai.AsyncOpenAI(
+        base_url=proxy.url, api_key="sk-client", max_retries=0, default_headers=extra
+    )
+
+
+def stored(proxy: RunningProxy, key: str, **kwargs: Any) -> list[Any]:
+    """(role, kind, origin, text, status) of the session's stored messages."""
+    session = proxy.store.find_session(key)
+    assert session is not None, f"no session {key!r} was stored"
+    return [
+        (m.message.role, m.message.kind, m.message.origin, m.message.text, m.status)
+        for m in proxy.store.list_messages(session.id, **kwargs)
+    ]
