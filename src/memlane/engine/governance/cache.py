@@ -152,8 +152,7 @@ class Governor:
             strip_reasoning=user is not None and user >= head,
             compactions=plan.compactions + 1,
         ).covering(conversation)
-        await asyncio.to_thread(
-            self.ledger.record_event,
+        self.ledger.record_event(
             EVENT_COMPACTED,
             {
                 "head": new_plan.head,
@@ -177,8 +176,7 @@ class Governor:
         try:
             snapshot = await self.summariser.snapshot(previous, removed)
         except (LLMError, SummaryError) as exc:
-            await asyncio.to_thread(
-                self.ledger.record_event,
+            self.ledger.record_event(
                 EVENT_SUMMARY_FAILED,
                 {"removed": len(removed), "error": str(exc)[:300]},
             )
@@ -189,8 +187,7 @@ class Governor:
         if self.tokenizer.count(snapshot) >= replaced:
             # Inflation guard: a summary not smaller than what it replaces is rolled back;
             # the span is folded into the marker and never summarised again.
-            await asyncio.to_thread(
-                self.ledger.record_event,
+            self.ledger.record_event(
                 EVENT_INFLATED,
                 {"removed": len(removed), "replaced_tokens": replaced},
             )

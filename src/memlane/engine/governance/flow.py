@@ -1,8 +1,12 @@
-"""One governed request, start to end: plan, compaction, loops, recall, pre-flight."""
+"""One governed request, start to end: plan, compaction, loops, recall, pre-flight.
+
+The ledger's quick calls (one plan read, one keyword search, a rare write) run
+inline: a thread hop costs more than they do on a busy machine. The heavy ones
+at a compaction (offloading outputs, logging dropped items) run in a thread.
+"""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -40,7 +44,7 @@ async def govern(
     settings = gov.settings
     stats = Stats()
     conversation = [m for m in messages if m.origin == "client"]
-    stored = await asyncio.to_thread(gov.ledger.load_plan)
+    stored = gov.ledger.load_plan()
     plan = stored if stored.matches(conversation) else Plan()
     out = gov.render(plan, messages)
     tokens = stats.tokens_in = gov.total(out)
@@ -55,12 +59,10 @@ async def govern(
     plan = replace(plan, model=gov.model or plan.model)
     loop = loops.detect(conversation, settings.governance_loop_threshold)
     if loop is not None and loop.key not in plan.loops_noted:
-        await asyncio.to_thread(
-            gov.ledger.record_event, EVENT_LOOP, {"tool": loop.name, "count": loop.count}, ""
-        )
+        gov.ledger.record_event(EVENT_LOOP, {"tool": loop.name, "count": loop.count}, "")
         plan = replace(plan, loops_noted=(*plan.loops_noted[-9:], loop.key))
     if plan != stored:
-        await asyncio.to_thread(gov.ledger.save_plan, plan)
+        gov.ledger.save_plan(plan)
     tail: list[Message] = []
     if plan.trims:
         snippets = await _recall(gov, user_text, longterm)
@@ -92,7 +94,7 @@ async def _recall(gov: Governor, query: str, longterm: LongTermRecall | None) ->
     if limit <= 0 or chars <= 0 or not query.strip():
         return []
     per_snippet = max(200, chars // limit)
-    found = _by_rank(await asyncio.to_thread(gov.ledger.recall, query, limit, per_snippet))
+    found = _by_rank(gov.ledger.recall(query, limit, per_snippet))
     if longterm is not None:
         found += _by_rank(await longterm(query, limit, per_snippet))
     return recall.select(found, limit, chars)

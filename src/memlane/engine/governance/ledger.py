@@ -18,9 +18,10 @@ from typing import Any, Protocol
 
 from memlane.config import Settings
 from memlane.engine.governance.plan import Plan
-from memlane.engine.governance.recall import Snippet, best_window, keyword_score
+from memlane.engine.governance.recall import Snippet, best_window
 from memlane.files.paths import session_dir
 from memlane.store import SearchFilter, Store
+from memlane.store.analysis import query_terms, terms
 from memlane.types import Message
 
 PLAN_STATE = "governance.plan"
@@ -144,6 +145,7 @@ class MemoryLedger:
         self.plan = Plan()
         self.outputs_dir = outputs_dir
         self.dropped: list[str] = []
+        self._terms: list[frozenset[str]] = []
         self.outputs: dict[str, str] = {}
         self.events: list[tuple[str, dict[str, Any], str]] = []
 
@@ -156,7 +158,7 @@ class MemoryLedger:
     def offload(self, index: int, message: Message, tokens: int) -> str:
         name = output_name(message)
         self.outputs[name] = message.text
-        self.dropped.append(describe(message)[:DROPPED_TEXT_CHARS])
+        self._remember(describe(message)[:DROPPED_TEXT_CHARS])
         if self.outputs_dir is not None:
             path = self.outputs_dir / name
             _write_atomically(path, message.text)
@@ -164,13 +166,24 @@ class MemoryLedger:
         return f"memlane output {name} (kept in memory)"
 
     def record_dropped(self, items: Sequence[tuple[int, Message]]) -> None:
-        self.dropped.extend(describe(m)[:DROPPED_TEXT_CHARS] for _, m in items)
+        for _, message in items:
+            self._remember(describe(message)[:DROPPED_TEXT_CHARS])
+
+    def _remember(self, text: str) -> None:
+        self.dropped.append(text)
+        self._terms.append(frozenset(terms(text)))
 
     def record_event(self, kind: str, payload: Mapping[str, Any], text: str = "") -> None:
         self.events.append((kind, dict(payload), text))
 
     def recall(self, query: str, limit: int, chars: int) -> list[Snippet]:
-        scored = [(keyword_score(query, text), text) for text in self.dropped]
+        wanted = set(query_terms(query))
+        if not wanted:
+            return []
+        scored = [
+            (len(wanted & found) / len(wanted), text)
+            for text, found in zip(self.dropped, self._terms, strict=True)
+        ]
         ranked = sorted((s for s in scored if s[0] > 0), key=lambda s: -s[0])[:limit]
         return [Snippet(best_window(text, query, chars), score) for score, text in ranked]
 

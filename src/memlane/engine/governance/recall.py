@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memlane.store.analysis import query_terms, terms
+from memlane.store.analysis import query_terms
 from memlane.types import Message
 
 RECALL_HEADER = (
@@ -25,15 +25,6 @@ RECALL_HEADER = (
 class Snippet:
     text: str
     score: float
-
-
-def keyword_score(query: str, text: str) -> float:
-    """Distinct query terms found in `text` (a small, dependency-free relevance score)."""
-    wanted = set(query_terms(query))
-    if not wanted:
-        return 0.0
-    found = wanted & set(terms(text))
-    return len(found) / len(wanted)
 
 
 def best_window(text: str, query: str, chars: int) -> str:

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import pytest
+
+from memlane.config import Settings
+from memlane.engine.governance.budget import (
+    Budget,
+    bare_model,
+    context_window,
+    learn_window,
+    window_from_error,
+)
+from memlane.store.sqlite import SQLiteStore
+
+
+def test_known_models_match_by_longest_prefix_ignoring_provider_and_tag() -> None:
+    settings = Settings()
+    assert context_window(settings, None, "gpt-4o-mini").tokens == 128_000
+    assert context_window(settings, None, "openai/gpt-4.1-nano").tokens == 1_047_576
+    assert context_window(settings, None, "gpt-4").tokens == 8_192
+    assert context_window(settings, None, "llama3.1:8b").tokens == 131_072
+    assert context_window(settings, None, "llama3:8b").source == "table"
+    assert bare_model("ollama/Qwen2.5:7B") == "qwen2.5"
+
+
+def test_an_unknown_model_gets_the_default_window_and_is_never_refused_by_it() -> None:
+    window = context_window(Settings(governance_default_window=16_000), None, "my-local-model")
+    assert (window.tokens, window.source, window.known) == (16_000, "default", False)
+
+
+def test_configuration_overrides_the_table_and_accepts_text_from_the_environment() -> None:
+    settings = Settings(governance_context_windows="gpt-4o=50000, my-local=9000")
+    assert context_window(settings, None, "gpt-4o-2024-08-06").tokens == 50_000
+    assert context_window(settings, None, "my-local:latest").source == "config"
+
+
+@pytest.mark.parametrize(
+    ("message", "tokens"),
+    [
+        (
+            "This model's maximum context length is 8192 tokens. However, your messages "
+            "resulted in 9001 tokens.",
+            8192,
+        ),
+        ("Input exceeds the context window of 131,072 tokens", 131_072),
+        ("the request exceeds the available context size (4096 tokens)", 4096),
+        ("context too long", None),
+    ],
+)
+def test_windows_are_read_from_upstream_errors(message: str, tokens: int | None) -> None:
+    assert window_from_error(message) == tokens
+
+
+def test_an_upstream_error_teaches_the_window_and_it_is_kept(sqlite_store: SQLiteStore) -> None:
+    settings = Settings()
+    message = "maximum context length is 4096 tokens"
+    assert learn_window(settings, sqlite_store, "llama3.1:8b", message) == 4096
+    window = context_window(settings, sqlite_store, "llama3.1:70b")
+    assert (window.tokens, window.source) == (4096, "learned")
+    # An error without a number shrinks to 90% of what was sent, never grows.
+    assert learn_window(settings, sqlite_store, "llama3.1", "too long", sent_tokens=3000) == 2700
+    assert learn_window(settings, sqlite_store, "llama3.1", "too long", sent_tokens=9000) == 2700
+    assert learn_window(settings, sqlite_store, "llama3.1", "too long") is None
+
+
+def test_budget_shares_follow_the_settings() -> None:
+    settings = Settings(governance_safety_margin=1_000)
+    budget = Budget.of(settings, context_window(settings, None, "gpt-4"))
+    assert budget.limit == 8_192 - 1_000
+    assert budget.threshold == int(budget.limit * 0.8)
+    assert budget.target == int(budget.limit * 0.5)
+    assert budget.tail == int(budget.limit * 0.3)
+    small = Budget.of(Settings(), context_window(Settings(), None, "gpt-4"))
+    assert small.margin == 2_048  # capped at a quarter of the window
+
+
+def test_target_must_stay_below_the_threshold() -> None:
+    with pytest.raises(ValueError, match="below"):
+        Settings(governance_compact_threshold=0.5, governance_compact_target=0.6)
+    Settings(governance_compact_threshold=0, governance_compact_target=0.6)  # compaction off

@@ -1,0 +1,145 @@
+"""Governance as the pipeline stage, on the real SQLite store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memlane.config import Settings
+from memlane.engine.governance import ContextOverflow, govern_turn
+from memlane.engine.governance.ledger import (
+    EVENT_DROPPED,
+    EVENT_OFFLOADED,
+    PLAN_STATE,
+)
+from memlane.engine.runtime import Runtime
+from memlane.engine.turn import Turn
+from memlane.files.paths import session_dir
+from memlane.store.sqlite import SQLiteStore
+from memlane.types import Message
+from tests.engine.governance.helpers import MODEL, Builder, agentic, noise, settings_for
+from tests.support.text import ScriptedLLM
+
+SNAPSHOT = "<state_snapshot>goal: set up the project</state_snapshot>"
+
+
+def runtime(tmp_path: Path, store: SQLiteStore, llm: ScriptedLLM, **overrides: object) -> Runtime:
+    return Runtime(settings_for(tmp_path, **overrides), store, _llm=llm)
+
+
+def read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def turn_for(rt: Runtime, messages: list[Message], key: str = "s1") -> Turn:
+    session = rt.store.ensure_session(key)
+    return Turn(
+        key=key, namespace=key, model=MODEL, wire="chat", messages=messages, session=session
+    )
+
+
+async def test_offloaded_outputs_are_files_and_events_of_the_session(
+    tmp_path: Path, sqlite_store: SQLiteStore
+) -> None:
+    rt = runtime(tmp_path, sqlite_store, ScriptedLLM(default=SNAPSHOT))
+    b = agentic("chat", 60)
+    turn = turn_for(rt, b.messages)
+    out = await govern_turn(rt, turn, turn.messages)
+    assert turn.trimmed
+    session_id = turn.session.id if turn.session else ""
+    events = sqlite_store.list_events(session_id, kind=EVENT_OFFLOADED)
+    assert events
+    folder = session_dir(rt.settings.sessions_path, "s1") / "tool-outputs"
+    for event in events:
+        path = Path(event.payload["path"])
+        assert path.parent == folder
+        original = b.messages[event.payload["index"]]
+        assert read(path) == original.text
+    masked = [m for m in out if m.text.startswith("[memlane: tool output trimmed")]
+    assert all(str(folder) in m.text for m in masked)
+    dropped = sqlite_store.list_events(session_id, kind=EVENT_DROPPED)
+    assert any("Next task number 4" in e.text for e in dropped)
+    assert PLAN_STATE in sqlite_store.get_state(session_id)
+
+
+async def test_the_plan_persists_so_the_next_request_needs_no_llm(
+    tmp_path: Path, sqlite_store: SQLiteStore
+) -> None:
+    llm = ScriptedLLM([SNAPSHOT])
+    rt = runtime(tmp_path, sqlite_store, llm)
+    b = agentic("chat", 60)
+    first = await govern_turn(rt, turn_for(rt, b.messages), b.messages)
+    b.user("and one more thing")
+    rt2 = runtime(tmp_path, sqlite_store, llm)  # a restarted proxy
+    second = await govern_turn(rt2, turn_for(rt2, b.messages), b.messages)
+    assert len(llm.calls) == 1
+    first_kept = [m for m in first if m.origin != "recall"]
+    second_kept = [m for m in second if m.origin != "recall"]
+    assert second_kept[: len(first_kept)] == first_kept
+    assert second_kept[len(first_kept) :] == [b.messages[-1]]
+
+
+async def test_trimmed_requests_recall_dropped_history_at_the_end(
+    tmp_path: Path, sqlite_store: SQLiteStore
+) -> None:
+    rt = runtime(tmp_path, sqlite_store, ScriptedLLM(default=SNAPSHOT))
+    b = Builder("chat").system("sys").user("hi")
+    b.assistant("hello")
+    b.user("Decision: the job queue uses PostgreSQL advisory locks, not Redis.")
+    b.assistant("Noted.")
+    for step in range(60):
+        b.call(("work", {"s": step}, noise(900, step)))
+    b.user("Which locking did we choose for the job queue?")
+    turn = turn_for(rt, b.messages)
+    out = await govern_turn(rt, turn, turn.messages)
+    recall = out[-1]
+    assert recall.origin == "recall"
+    assert "advisory locks" in recall.text
+    assert len(recall.text) < rt.settings.governance_recall_chars + 600
+
+
+async def test_ephemeral_turns_are_governed_without_the_llm_or_the_store(
+    tmp_path: Path, sqlite_store: SQLiteStore
+) -> None:
+    llm = ScriptedLLM()
+    rt = runtime(tmp_path, sqlite_store, llm)
+    b = agentic("chat", 60)
+    turn = Turn(
+        key="e", namespace="e", model=MODEL, wire="chat", messages=b.messages, ephemeral=True
+    )
+    out = await govern_turn(rt, turn, turn.messages)
+    assert llm.calls == []
+    assert any("messages removed" in m.text for m in out if m.origin == "summary")
+    assert sqlite_store.list_sessions() == []
+
+
+async def test_disabled_governance_forwards_untouched_even_when_too_big(
+    tmp_path: Path, sqlite_store: SQLiteStore
+) -> None:
+    rt = runtime(tmp_path, sqlite_store, ScriptedLLM(), governance_enabled=False)
+    messages = Builder("chat").user(noise(60_000, 1)).messages
+    assert await govern_turn(rt, turn_for(rt, messages), messages) == messages
+
+
+async def test_overflow_reaches_the_caller(tmp_path: Path, sqlite_store: SQLiteStore) -> None:
+    rt = runtime(tmp_path, sqlite_store, ScriptedLLM())
+    messages = Builder("chat").user(noise(60_000, 1)).messages
+    with pytest.raises(ContextOverflow):
+        await govern_turn(rt, turn_for(rt, messages), messages)
+
+
+def test_postgres_mode_keeps_the_output_in_the_event(
+    tmp_path: Path, sqlite_store: SQLiteStore
+) -> None:
+    from memlane.engine.governance.ledger import StoreLedger
+
+    settings = Settings(home=tmp_path, store_url="postgresql://nowhere/db")
+    session = sqlite_store.ensure_session("pg")
+    ledger = StoreLedger(settings, sqlite_store, session.id, "pg")
+    message = Message("tool", "full output " * 100, "tool_result", call_id="c1")
+    reference = ledger.offload(3, message, 200)
+    event = sqlite_store.list_events(session.id, kind=EVENT_OFFLOADED)[0]
+    assert event.payload["content"] == message.text
+    assert reference == f"memlane event {event.id} of this session"
+    assert not (tmp_path / "sessions").exists()
