@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from memlane import __version__
-from memlane.cli import config_cmd, serve, sessions, store_cmd
+from memlane.cli import chat, config_cmd, serve, sessions, store_cmd
 from memlane.cli.context import CliState
 
 app = typer.Typer(
@@ -22,6 +22,7 @@ app.add_typer(config_cmd.app, name="config")
 app.add_typer(sessions.app, name="sessions")
 app.add_typer(store_cmd.app, name="store")
 app.command("serve")(serve.serve)
+app.command("chat")(chat.chat)
 
 
 def _version(value: bool) -> None:

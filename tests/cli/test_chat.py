@@ -1,0 +1,150 @@
+"""`memlane chat` in a real terminal (a pty), against the scripted upstream on loopback."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from memlane.store.sqlite import SQLiteStore
+from tests.support.upstream import RecordedRequest, Reply, ScriptedUpstream
+
+MEMLANE = Path(sys.executable).parent / "memlane"
+
+
+def chat_requests(upstream: ScriptedUpstream) -> list[RecordedRequest]:
+    """The conversation's own requests (streamed), not memlane's background LLM calls."""
+    return [r for r in upstream.model_requests if r.json.get("stream") is True]
+
+
+@pytest.fixture
+def env(tmp_path: Path, upstream: ScriptedUpstream) -> dict[str, str]:
+    # memlane's own background calls (fact extraction) are not streamed: answer them plainly
+    upstream.respond_with(lambda r: None if r.json.get("stream") else Reply(text="[]"))
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("MEMLANE_", "OPENAI_"))}
+    return {
+        **base,
+        "MEMLANE_HOME": str(tmp_path / "home"),
+        "MEMLANE_UPSTREAM_URL": upstream.url,
+        "MEMLANE_LLM_MODEL": "scripted-small",
+        "MEMLANE_EMBEDDING_BACKEND": "hashing",
+        "TERM": "dumb",
+    }
+
+
+def spawn(env: dict[str, str], *args: str) -> pexpect.spawn:
+    return pexpect.spawn(
+        str(MEMLANE), ["chat", *args], env=env, encoding="utf-8", timeout=60, dimensions=(40, 200)
+    )
+
+
+def say(child: pexpect.spawn, text: str, expected: str) -> None:
+    child.expect_exact("you> ")
+    child.sendline(text)
+    child.expect_exact(expected)
+
+
+def test_two_turns_then_resume_sees_them(
+    env: dict[str, str], upstream: ScriptedUpstream, tmp_path: Path
+) -> None:
+    child = spawn(env)
+    child.expect_exact("new chat with scripted-small")
+    say(child, "my name is Ada", "assistant> echo: my name is Ada")
+    say(child, "I like tea", "assistant> echo: I like tea")
+    child.expect_exact("you> ")
+    child.sendline("/exit")
+    child.expect(r"saved as ([0-9a-f]{32})")
+    session_id = child.match.group(1)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+    first_run = chat_requests(upstream)
+    assert len(first_run) == 2
+    second = [m["content"] for m in first_run[1].messages if m["role"] in ("user", "assistant")]
+    assert second[-3:] == ["my name is Ada", "echo: my name is Ada", "I like tea"]
+
+    child = spawn(env, "--resume")
+    child.expect_exact(f"resuming {session_id}")
+    child.expect_exact("you> my name is Ada")
+    child.expect_exact("assistant> echo: I like tea")
+    say(child, "what is my name?", "assistant> echo: what is my name?")
+    child.expect_exact("you> ")
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+    resumed = [
+        m["content"]
+        for m in chat_requests(upstream)[-1].messages
+        if m["role"] in ("user", "assistant")
+    ]
+    assert resumed[-5:] == [
+        "my name is Ada",
+        "echo: my name is Ada",
+        "I like tea",
+        "echo: I like tea",
+        "what is my name?",
+    ]
+    store = SQLiteStore(tmp_path / "home" / "memlane.db")
+    try:
+        texts = [m.message.text for m in store.list_messages(session_id, transcript_only=True)]
+        sessions = store.list_sessions()
+    finally:
+        store.close()
+    assert texts == [*resumed[-5:], "echo: what is my name?"]
+    assert len(sessions) == 1
+
+
+def test_commands_and_ephemeral_chat(
+    env: dict[str, str], upstream: ScriptedUpstream, tmp_path: Path
+) -> None:
+    child = spawn(env, "--ephemeral")
+    child.expect_exact("ephemeral: nothing is saved")
+    say(child, "secret plans", "assistant> echo: secret plans")
+    child.expect_exact("you> ")
+    child.sendline("/nope")
+    child.expect_exact("unknown command /nope")
+    child.expect_exact("you> ")
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert "saved as" not in (child.before or "")
+    store = SQLiteStore(tmp_path / "home" / "memlane.db")
+    try:
+        assert store.list_sessions() == []
+    finally:
+        store.close()
+
+    child = spawn(env)
+    say(child, "first", "assistant> echo: first")
+    child.expect_exact("you> ")
+    child.sendline("/todo - [ ] write tests")
+    child.expect_exact("- [ ] write tests")
+    child.expect_exact("you> ")
+    child.sendline("/sessions")
+    child.expect(re.compile(r"[0-9a-f]{12}\s+2 msgs\s+first"))
+    child.expect_exact("you> ")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_resume_without_sessions_and_unknown_ids_fail_clearly(env: dict[str, str]) -> None:
+    child = spawn(env, "--resume")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 1
+    assert "no session to resume yet" in (child.before or "")
+    child = spawn(env, "--resume", "nope")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 1
+    assert "no session matches 'nope'" in (child.before or "")
