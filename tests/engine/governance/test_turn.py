@@ -143,3 +143,62 @@ def test_postgres_mode_keeps_the_output_in_the_event(
     assert event.payload["content"] == message.text
     assert reference == f"memlane event {event.id} of this session"
     assert not (tmp_path / "sessions").exists()
+
+
+async def test_a_new_snapshot_becomes_the_scaffold_anchor(
+    tmp_path: Path, sqlite_store: SQLiteStore
+) -> None:
+    from memlane.engine import scaffold
+
+    rt = runtime(tmp_path, sqlite_store, ScriptedLLM([SNAPSHOT]))
+    turn = turn_for(rt, agentic("chat", 60).messages)
+    await govern_turn(rt, turn, turn.messages)
+    assert turn.session is not None
+    assert scaffold.read_texts(rt, turn.session)["summary"] == "goal: set up the project"
+
+
+async def test_a_failed_summary_never_overwrites_the_anchor(
+    tmp_path: Path, sqlite_store: SQLiteStore
+) -> None:
+    from memlane.engine import scaffold
+    from memlane.text.llm import LLMError
+
+    rt = runtime(tmp_path, sqlite_store, ScriptedLLM([LLMError("down")]))
+    turn = turn_for(rt, agentic("chat", 60).messages)
+    assert turn.session is not None
+    scaffold.set_text(rt, turn.session, "summary", "written by a person")
+    await govern_turn(rt, turn, turn.messages)
+    assert scaffold.read_texts(rt, turn.session)["summary"] == "written by a person"
+
+
+async def test_unmanaged_turns_are_forwarded_untouched(
+    tmp_path: Path, sqlite_store: SQLiteStore
+) -> None:
+    rt = runtime(tmp_path, sqlite_store, ScriptedLLM())
+    messages = agentic("chat", 60).messages
+    turn = turn_for(rt, messages)
+    turn.managed = False
+    assert await govern_turn(rt, turn, messages) == messages
+
+
+async def test_only_the_newest_state_block_of_the_dropped_span_is_kept(
+    tmp_path: Path, sqlite_store: SQLiteStore
+) -> None:
+    rt = runtime(tmp_path, sqlite_store, ScriptedLLM(default=SNAPSHOT))
+    messages = agentic("chat", 60).messages
+    blocks = [
+        Message("user", f"<memlane_state>todo v{i}</memlane_state>", origin="state")
+        for i in range(3)
+    ]
+    with_state = [
+        *messages[:10],
+        blocks[0],
+        *messages[10:20],
+        blocks[1],
+        *messages[20:30],
+        blocks[2],
+        *messages[30:],
+    ]
+    out = await govern_turn(rt, turn_for(rt, messages), with_state)
+    kept = [m.text for m in out if m.origin == "state"]
+    assert kept == [blocks[2].text]

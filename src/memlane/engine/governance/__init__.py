@@ -1,10 +1,11 @@
 """Context governance: keep a request inside the model's window without losing what matters.
 
 `govern_turn` is the pipeline stage. The parts, each in its own module:
-budget (windows, shares), mask (pass 1), window (pass 2), summarise,
-cache (cache-stable compaction), thoughts, loops, recall (dropped history),
-preflight errors, ledger (where decisions and dropped items are kept),
-compact (manual compaction), library (`memlane.govern`).
+budget (windows, shares, learned windows), mask (pass 1), window (pass 2),
+summarise, cache (cache-stable compaction), thoughts, loops, recall (dropped
+history), errors (pre-flight), ledger (where decisions and dropped items are
+kept), flow (one request), setup (building it from the runtime), compact
+(manual compaction), library (`memlane.govern`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import asyncio
 
 from memlane.engine.governance.budget import learn_window
 from memlane.engine.governance.errors import ContextOverflow
-from memlane.engine.governance.setup import governor_for_turn
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Turn
 from memlane.types import Message
@@ -22,13 +22,19 @@ __all__ = ["ContextOverflow", "govern_turn", "learn_window"]
 
 
 async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
-    """The messages to forward for this turn; raises `ContextOverflow` when they cannot fit."""
-    if not rt.settings.governance_enabled:
+    """The messages to forward for this turn; raises `ContextOverflow` when they cannot fit.
+
+    Unmanaged turns (the proxy's client scope) are forwarded untouched.
+    """
+    if not rt.settings.governance_enabled or not turn.managed:
         return messages
     from memlane.engine.governance.flow import govern
+    from memlane.engine.governance.setup import governor_for_turn, write_anchor
 
-    gov, longterm = await asyncio.to_thread(governor_for_turn, rt, turn)
-    governed = await govern(gov, messages, user_text=turn.user_text, longterm=longterm)
+    gov = await asyncio.to_thread(governor_for_turn, rt, turn)
+    governed = await govern(gov, messages, user_text=turn.user_text)
     turn.trimmed = turn.trimmed or governed.trimmed
     turn.notes.extend(governed.stats.notes)
+    if governed.stats.summarised and turn.session is not None:
+        await asyncio.to_thread(write_anchor, rt, turn.session, governed.plan.snapshot)
     return governed.messages

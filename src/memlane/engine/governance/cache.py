@@ -51,6 +51,8 @@ class Stats:
     tokens_out: int = 0
     compacted: bool = False
     summariser_calls: int = 0
+    summarised: bool = False
+    """The snapshot in force was written by the summariser at this request."""
     llm_seconds: float = 0.0
     masked: int = 0
     dropped: int = 0
@@ -67,12 +69,14 @@ class Governor:
     ledger: Ledger
     summariser: Summariser | None
     model: str = ""
+    fixed_tokens: int = 0
+    """Tokens the request costs outside its messages (Responses `instructions`)."""
 
     def count(self, message: Message) -> int:
         return self.tokenizer.count_message(message)
 
     def total(self, messages: Sequence[Message]) -> int:
-        return REPLY_PRIMING + sum(self.count(m) for m in messages)
+        return REPLY_PRIMING + self.fixed_tokens + sum(self.count(m) for m in messages)
 
     def render(self, plan: Plan, messages: Sequence[Message]) -> list[Message]:
         return render.apply(plan, messages, self.settings, self.count)
@@ -117,6 +121,7 @@ class Governor:
         reserve = (
             others
             + REPLY_PRIMING
+            + self.fixed_tokens
             + self.settings.governance_summary_max_tokens
             + SUMMARY_OVERHEAD
             + self.settings.governance_recall_chars // 3
@@ -192,6 +197,7 @@ class Governor:
                 {"removed": len(removed), "replaced_tokens": replaced},
             )
             return fallback
+        stats.summarised = True
         return snapshot
 
 

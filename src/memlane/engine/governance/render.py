@@ -27,13 +27,16 @@ def summary_message(plan: Plan) -> Message:
 def apply(
     plan: Plan, messages: Sequence[Message], settings: Settings, count: Counter
 ) -> list[Message]:
-    """The request under `plan`. Items memlane injected (non-client) stay where they are."""
+    """The request under `plan`. Items memlane injected (non-client) stay where they are,
+    except state blocks inside the dropped span: only the newest of those is still true."""
     out: list[Message] = []
     pinned = set(plan.pinned)
+    stale = _stale_state_blocks(plan, messages)
     index = -1
-    for message in messages:
+    for position, message in enumerate(messages):
         if message.origin != "client":
-            out.append(message)
+            if position not in stale:
+                out.append(message)
             continue
         index += 1
         if index == plan.head and plan.trims:
@@ -50,3 +53,17 @@ def apply(
             item = stripped
         out.append(item)
     return out
+
+
+def _stale_state_blocks(plan: Plan, messages: Sequence[Message]) -> set[int]:
+    """Positions of state blocks in the dropped span that a later block there supersedes."""
+    if not plan.trims:
+        return set()
+    inside: list[int] = []
+    before = 0
+    for position, message in enumerate(messages):
+        if message.origin == "client":
+            before += 1
+        elif message.origin == "state" and plan.head <= before < plan.dropped:
+            inside.append(position)
+    return set(inside[:-1])

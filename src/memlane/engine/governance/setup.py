@@ -5,12 +5,12 @@ from __future__ import annotations
 from memlane.config import Settings
 from memlane.engine.governance.budget import Budget, context_window
 from memlane.engine.governance.cache import Governor
-from memlane.engine.governance.flow import LongTermRecall
 from memlane.engine.governance.ledger import Ledger, MemoryLedger, StoreLedger
 from memlane.engine.governance.summarise import Summariser
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Turn
 from memlane.text.llm import LLM
+from memlane.types import Session
 
 SUMMARY_INPUT_CHARS = 60_000
 """Most characters of dropped items sent to the summariser in one call."""
@@ -56,10 +56,15 @@ def make_governor(
     )
 
 
-def governor_for_turn(rt: Runtime, turn: Turn) -> tuple[Governor, LongTermRecall | None]:
-    """Persistent sessions keep their plan in the store; ephemeral ones never call the LLM."""
+def governor_for_turn(rt: Runtime, turn: Turn) -> Governor:
+    """Persistent sessions keep their plan in the store.
+
+    Ephemeral turns, and continued ones (the upstream keeps the history, the
+    request carries only what is new), get a plan that lives for this request
+    only and never call the LLM: only oversized tool outputs are masked.
+    """
     settings = rt.settings
-    if turn.session is None:
+    if turn.session is None or turn.continued:
         ledger: Ledger = MemoryLedger()
         llm = None
     else:
@@ -67,4 +72,13 @@ def governor_for_turn(rt: Runtime, turn: Turn) -> tuple[Governor, LongTermRecall
         llm = summary_llm(rt)
     model = settings.summary_model or settings.llm_model or turn.model
     gov = make_governor(rt, model=turn.model, ledger=ledger, llm=llm, summary_model=model)
-    return gov, None
+    if turn.instructions:
+        gov.fixed_tokens = gov.tokenizer.count(turn.instructions)
+    return gov
+
+
+def write_anchor(rt: Runtime, session: Session, snapshot: str) -> None:
+    """The new snapshot becomes the scaffold's anchor (`summary.md`), readable and editable."""
+    from memlane.engine import scaffold
+
+    scaffold.set_text(rt, session, "summary", snapshot)
