@@ -19,6 +19,8 @@ from fastapi import Request
 from starlette.responses import Response
 
 from memlane.engine import pipeline
+from memlane.engine.governance import ContextOverflow
+from memlane.engine.governance.budget import learn_from_upstream_error
 from memlane.engine.turn import Answer, Turn
 from memlane.proxy.errors import ProxyError
 from memlane.proxy.forward import relayed_headers
@@ -106,6 +108,9 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
 async def _prepare(state: ProxyState, turn: Turn) -> list[Any]:
     try:
         return await pipeline.prepare(state.runtime, turn)
+    except ContextOverflow as exc:  # pre-flight: refused here, not failed upstream
+        await _fail(state, turn)
+        raise ProxyError(400, str(exc), code=exc.code) from None
     except StoreError as exc:
         log.error("store failed while preparing a turn: %s", exc)
         await _fail(state, turn)
@@ -118,6 +123,15 @@ async def _prepare(state: ProxyState, turn: Turn) -> list[Any]:
         raise ProxyError(
             500, "memlane failed to prepare the request (see the proxy's log)", type="server_error"
         ) from None
+
+
+def _learn_window(state: ProxyState, turn: Turn, status: int, content: bytes) -> None:
+    """An upstream `context_length_exceeded` teaches governance the model's real window."""
+    rt = state.runtime
+    try:
+        learn_from_upstream_error(rt.settings, rt.store, turn.model, status, content)
+    except StoreError as exc:
+        log.warning("could not remember the window of %s: %s", turn.model, exc)
 
 
 async def _fail(state: ProxyState, turn: Turn) -> None:
@@ -169,6 +183,7 @@ async def _complete(
         await _fail(state, turn)
         raise _transport_error(state, exc) from None
     if upstream.status_code >= 400:
+        _learn_window(state, turn, upstream.status_code, upstream.content)
         await _fail(state, turn)
         return _error_response(adapter, upstream.status_code, upstream.content)
     try:
@@ -209,6 +224,7 @@ async def _stream(
             content = b""
         finally:
             await upstream.aclose()
+        _learn_window(state, turn, upstream.status_code, content)
         await _fail(state, turn)
         return _error_response(adapter, upstream.status_code, content)
 

@@ -161,3 +161,26 @@ def learn_window(
         learned = min(learned, current.tokens)
     store.set_meta(LEARNED_PREFIX + bare_model(model), str(learned))
     return learned
+
+
+_OVERFLOW_HINTS = (
+    "context_length_exceeded",
+    "context length",
+    "context window",
+    "too many tokens",
+    "maximum context",
+    "context size",
+    "prompt is too long",
+)
+
+
+def learn_from_upstream_error(
+    settings: Settings, store: Store, model: str, status: int, body: bytes
+) -> int | None:
+    """The proxy's hook for an upstream error: learn the window if it was an overflow."""
+    if status not in (400, 413, 422) or not model:
+        return None
+    text = body[:20_000].decode("utf-8", errors="replace")
+    if not any(hint in text.lower() for hint in _OVERFLOW_HINTS):
+        return None
+    return learn_window(settings, store, model, text)

@@ -1,0 +1,144 @@
+"""Context governance through the running proxy, against the scripted upstream."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from memlane.engine.governance.budget import LEARNED_PREFIX
+from memlane.engine.governance.ledger import PLAN_STATE
+from tests.proxy.conftest import QUIET
+from tests.support.upstream import (
+    ContextLengthExceeded,
+    ProxyFactory,
+    RecordedRequest,
+    Reply,
+    RunningProxy,
+    ScriptedUpstream,
+)
+
+MODEL = "tiny-model"
+SMALL = {
+    **QUIET,
+    "client_scope": "all",
+    "governance_context_windows": {MODEL: 4_096},
+    "governance_safety_margin": 256,
+    "governance_tool_output_limit": 200,
+    "governance_protect_tokens": 600,
+    "governance_summary_max_tokens": 200,
+    "governance_recall_chars": 800,
+}
+
+
+def post(proxy: RunningProxy, body: dict[str, Any], session: str = "gov") -> httpx.Response:
+    return httpx.post(
+        f"{proxy.url}/chat/completions",
+        json=body,
+        headers={"x-memlane-session": session},
+        timeout=30,
+    )
+
+
+def words(n: int, seed: int) -> str:
+    return " ".join(f"w{(seed * 7919 + i * 104729) % 100_003}" for i in range(n))
+
+
+def history(steps: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Build it. The config file is conf/app.toml."},
+        {"role": "assistant", "content": "Started; config is conf/app.toml."},
+    ]
+    for step in range(steps):
+        call_id = f"call_{step}"
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "run", "arguments": json.dumps({"step": step})},
+                    }
+                ],
+            }
+        )
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": words(250, step)})
+    return messages
+
+
+def summaries(request: RecordedRequest) -> Reply | None:
+    body = request.json or {}
+    last = (body.get("messages") or [{}])[-1].get("content") or ""
+    if isinstance(last, str) and "<removed_messages>" in last:
+        return Reply(text="<state_snapshot>goal: build it; config conf/app.toml</state_snapshot>")
+    return None
+
+
+def test_a_request_that_cannot_fit_is_refused_before_the_upstream(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    proxy = proxy_factory(**SMALL)
+    body = {"model": MODEL, "messages": [{"role": "user", "content": words(6_000, 1)}]}
+    response = post(proxy, body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "context_length_exceeded"
+    assert "4096-token context window" in error["message"]
+    assert upstream.model_requests == []
+
+
+def test_a_long_history_is_compacted_and_the_next_request_only_appends(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    proxy = proxy_factory(**SMALL)
+    upstream.respond_with(summaries)
+    messages = history(40)
+    messages.append({"role": "user", "content": "Where is the config file?"})
+    first = post(proxy, {"model": MODEL, "messages": messages})
+    assert first.status_code == 200, first.text
+    forwarded = [r for r in upstream.model_requests if summaries(r) is None]
+    sent = forwarded[-1].json["messages"]
+    assert len(json.dumps(sent)) < len(json.dumps(messages)) / 3
+    assert any("conf/app.toml" in (m.get("content") or "") for m in sent[3:6])
+    assert sent[-1]["role"] == "user"  # dropped history recalled at the very end
+    summary_calls = len(upstream.model_requests) - len(forwarded)
+    assert summary_calls == 1
+
+    messages += [
+        {"role": "assistant", "content": "It is conf/app.toml."},
+        {"role": "user", "content": "Thanks, carry on."},
+    ]
+    second = post(proxy, {"model": MODEL, "messages": messages})
+    assert second.status_code == 200
+    again = upstream.model_requests[-1].json["messages"]
+    assert len(upstream.model_requests) == len(forwarded) + summary_calls + 1  # no new summary
+    assert again[: len(sent) - 1] == sent[:-1]  # the prefix is byte-stable; recall moved to the end
+    session = proxy.store.find_session("gov")
+    assert PLAN_STATE in proxy.store.get_state(session.id)
+
+
+def test_an_upstream_overflow_teaches_the_window(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    proxy = proxy_factory(**{**QUIET, "client_scope": "all"})
+    upstream.script(
+        ContextLengthExceeded(
+            "This model's maximum context length is 2048 tokens. However, your messages "
+            "resulted in 3100 tokens."
+        )
+    )
+    body = {"model": "local-llm", "messages": [{"role": "user", "content": words(900, 2)}]}
+    response = post(proxy, body, session="learn")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "context_length_exceeded"
+    assert proxy.store.get_meta(LEARNED_PREFIX + "local-llm") == "2048"
+    # the next request is checked against the learned window before it leaves
+    bigger = {"model": "local-llm", "messages": [{"role": "user", "content": words(3_000, 3)}]}
+    refused = post(proxy, bigger, session="learn2")
+    assert refused.status_code == 400
+    assert "2048-token context window" in refused.json()["error"]["message"]
+    assert len(upstream.model_requests) == 1
