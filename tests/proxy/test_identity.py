@@ -1,0 +1,118 @@
+"""Session key, namespace and client detection, and keys that must never become paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from memlane.proxy.identity import MAX_KEY_CHARS, bounded, header_text, is_agentic, resolve
+from tests.support.upstream import RunningProxy
+
+
+def key_of(headers: dict[str, str], body: dict[str, Any] | None = None) -> str:
+    return resolve(headers, body or {}).key
+
+
+def test_session_key_order() -> None:
+    body = {"prompt_cache_key": "pck", "metadata": {"session_id": "meta"}, "session_id": "top"}
+    headers = {"x-memlane-session": "mine", "x-session-id": "generic"}
+    assert key_of(headers, body) == "mine"
+    assert key_of({"x-session-id": "generic"}, body) == "generic"
+    assert key_of({}, body) == "pck"
+    assert key_of({}, {"metadata": {"session_id": "meta"}, "session_id": "top"}) == "meta"
+    assert key_of({}, {"session_id": "top"}) == "top"
+    assert key_of({}, {"prompt_cache_key": "  ", "session_id": 7}).startswith("anon-")
+
+
+def test_fallback_key_hashes_authorization_and_user_agent() -> None:
+    a = key_of({"authorization": "Bearer sk-secret-1", "user-agent": "x"})
+    b = key_of({"authorization": "Bearer sk-secret-2", "user-agent": "x"})
+    assert a != b
+    assert a == key_of({"authorization": "Bearer sk-secret-1", "user-agent": "x"})
+    assert "secret" not in a
+
+
+def test_namespace_order() -> None:
+    def ns(headers: dict[str, str], body: dict[str, Any] | None = None) -> str:
+        return resolve({"x-memlane-session": "s", **headers}, body or {}).namespace
+
+    all_headers = {
+        "x-memlane-repo": "r1",
+        "x-repo-path": "r2",
+        "x-workspace-root": "r3",
+        "x-project-root": "r4",
+    }
+    assert ns(all_headers) == "r1"
+    assert ns({"x-workspace-root": "r3", "x-project-root": "r4"}) == "r3"
+    assert ns({}, {"metadata": {"repo": "/src/app"}}) == "/src/app"
+    assert ns({}) == "s"
+
+
+@pytest.mark.parametrize(
+    ("headers", "agentic"),
+    [
+        ({"user-agent": "codex_cli_rs/0.169.0 (Debian 12)"}, True),
+        ({"originator": "codex_cli_rs", "user-agent": "reqwest"}, True),
+        ({"user-agent": "factory-cli/1.2"}, True),
+        ({"user-agent": "droid/0.9"}, True),
+        ({"user-agent": "Warp/2025.1"}, True),
+        ({"user-agent": "curl/8", "x-stainless-lang": "js"}, True),
+        ({"user-agent": "Mozilla/5.0 (Linux; Android 14)"}, False),
+        ({"user-agent": "open-webui"}, False),
+        ({}, False),
+    ],
+)
+def test_agentic_clients(headers: dict[str, str], agentic: bool) -> None:
+    assert is_agentic(headers) is agentic
+
+
+def test_flags_and_ephemeral() -> None:
+    identity = resolve({"x-memlane-ephemeral": "TRUE", "x-memlane-todo": "t"}, {})
+    assert identity.ephemeral
+    assert identity.flags == {"ephemeral": "TRUE", "todo": "t"}
+
+
+def test_long_or_control_keys_are_hashed() -> None:
+    assert bounded("normal-key") == "normal-key"
+    long = bounded("k" * (MAX_KEY_CHARS + 1))
+    assert long.startswith("sha256:")
+    assert len(long) == 71
+    assert bounded("a\nb").startswith("sha256:")
+
+
+def test_utf8_sent_in_headers_is_recovered() -> None:
+    assert header_text("fix — now".encode().decode("latin-1")) == "fix — now"
+    assert header_text("plain") == "plain"
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["../../etc", "/etc/passwd", "..", "a/../../b", "~root", "C:\\Windows", "%2e%2e%2f" * 3],
+)
+def test_hostile_keys_stay_inside_the_home(mproxy: RunningProxy, key: str) -> None:
+    assert_contained(mproxy, key)
+
+
+def test_ten_kilobytes_of_junk_stay_inside_the_home(mproxy: RunningProxy) -> None:
+    junk = "".join(chr(33 + (i * 7919) % 94) for i in range(10_000))
+    assert_contained(mproxy, junk)
+
+
+def assert_contained(proxy: RunningProxy, key: str) -> None:
+    home = Path(proxy.settings.home_path).resolve()
+    sessions = home / "sessions"
+    before = {p for p in home.parent.iterdir()}
+    headers = {"x-memlane-todo": "keep this", "user-agent": "codex_cli_rs/1"}
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "prompt_cache_key": key}
+    response = httpx.post(f"{proxy.url}/chat/completions", json=body, headers=headers)
+    assert response.status_code == 200
+    assert {p for p in home.parent.iterdir()} == before
+    todo_files = list(home.rglob("todo.md"))
+    assert len(todo_files) == 1
+    assert todo_files[0].parent.parent == sessions
+    assert todo_files[0].read_text() == "keep this"
+    [session] = proxy.store.list_sessions()
+    assert len(session.key) <= 200
