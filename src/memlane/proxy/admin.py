@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from memlane.engine import scaffold
 from memlane.engine.runtime import Runtime
+from memlane.engine.sessions import lifecycle
 from memlane.proxy.errors import ProxyError
 from memlane.proxy.state import require_admin, runtime
 from memlane.types import Session
@@ -106,5 +107,5 @@ def approve_spec(rt: Rt, session_id: str) -> dict[str, Any]:
 def delete_session(rt: Rt, session_id: str) -> dict[str, Any]:
     session = find(rt, session_id)
     scaffold.forget_texts(rt, session)
-    deleted = rt.store.delete_session(session.id)
+    deleted = lifecycle.delete(rt.store, rt.settings, session)
     return {"id": session.id, "object": "memlane.session.deleted", "deleted": deleted}

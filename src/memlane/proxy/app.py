@@ -18,7 +18,8 @@ from starlette.responses import Response
 from memlane import __version__
 from memlane.config import Settings
 from memlane.engine.runtime import Runtime
-from memlane.proxy import admin
+from memlane.engine.sessions.indexing import startup_warnings
+from memlane.proxy import admin, governance_routes, sessions_routes
 from memlane.proxy.errors import ProxyError, install_handlers
 from memlane.proxy.forward import Upstream, relayed_headers
 from memlane.proxy.state import ProxyState, proxy_state
@@ -33,7 +34,7 @@ SHUTDOWN_DRAIN_SECONDS = 5.0
 
 def admin_routers() -> list[APIRouter]:
     """Routers under /v1/memlane/: each part of memlane adds its own module here."""
-    return [admin.router]
+    return [admin.router, sessions_routes.router, governance_routes.router]
 
 
 def create_app(
@@ -50,6 +51,8 @@ def create_app(
 
             rt = Runtime(settings, await asyncio.to_thread(open_store, settings))
         await asyncio.to_thread(lambda: rt.tokenizer)  # load once, never on a request
+        for warning in startup_warnings(settings):
+            log.warning("%s", warning)
         upstream = Upstream(settings, transport=transport)
         app.state.proxy = ProxyState(settings, rt, upstream)
         try:

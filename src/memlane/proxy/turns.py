@@ -21,7 +21,9 @@ from starlette.responses import Response
 from memlane.engine import pipeline
 from memlane.engine.governance import ContextOverflow
 from memlane.engine.governance.budget import learn_from_upstream_error
+from memlane.engine.sessions.references import ReferenceFailed
 from memlane.engine.turn import Answer, Turn
+from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
 from memlane.proxy.forward import relayed_headers
 from memlane.proxy.identity import resolve
@@ -35,6 +37,7 @@ from memlane.proxy.wire.base import (
     unchanged,
 )
 from memlane.store import StoreError
+from memlane.types import Message
 
 log = logging.getLogger("memlane.proxy")
 
@@ -96,7 +99,11 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
         continued=parsed.continued,
         instructions=parsed.instructions,
     )
-    outgoing = await _prepare(state, turn)
+    try:
+        outgoing = await _prepare(state, turn)
+    except ReferenceFailed as exc:  # the user is told why, as the assistant's answer
+        await _finish(state, turn, Answer([Message(role="assistant", text=exc.answer)]))
+        return direct_response(adapter.wire, parsed.model, exc.answer, stream=parsed.stream)
     payload = raw if unchanged(parsed, outgoing) else dumps(adapter.render(parsed, outgoing))
     headers = state.upstream.headers(request.headers.items())
     headers.setdefault("content-type", "application/json")
@@ -108,6 +115,8 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
 async def _prepare(state: ProxyState, turn: Turn) -> list[Any]:
     try:
         return await pipeline.prepare(state.runtime, turn)
+    except ReferenceFailed:
+        raise
     except ContextOverflow as exc:  # pre-flight: refused here, not failed upstream
         await _fail(state, turn)
         raise ProxyError(400, str(exc), code=exc.code) from None

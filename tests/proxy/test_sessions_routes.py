@@ -1,0 +1,216 @@
+"""Sessions through the proxy: @@ references, direct answers, ephemeral turns, indexing, admin."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from memlane.store import NewMessage
+from memlane.types import Message, Session
+from tests.proxy.conftest import QUIET, sdk, stored
+from tests.support.upstream import (
+    ProxyFactory,
+    RecordedRequest,
+    Reply,
+    RunningProxy,
+    ScriptedUpstream,
+)
+
+INDEX_ANSWER = json.dumps(
+    {
+        "name": "queue-design",
+        "description": "Designing the job queue.",
+        "summary": "The queue uses Postgres with SKIP LOCKED.",
+        "tags": ["queue", "postgres"],
+    }
+)
+
+
+def own_calls(request: RecordedRequest) -> Reply | None:
+    """Answer memlane's background calls; the client's requests fall through to the echo."""
+    first = request.messages[0].get("content", "") if request.messages else ""
+    if isinstance(first, str) and first.startswith("You index conversations"):
+        return Reply(text=INDEX_ANSWER)
+    if isinstance(first, str) and first.startswith("You answer questions about a past"):
+        return Reply(text="They chose SKIP LOCKED.")
+    return None
+
+
+def seed(proxy: RunningProxy, key: str, name: str, summary: str) -> Session:
+    store = proxy.store
+    session = store.ensure_session(key)
+    store.append_messages(
+        session.id,
+        [
+            NewMessage(Message(role="user", text=f"let us work on {name}"), 5),
+            NewMessage(Message(role="assistant", text="sure"), 1),
+        ],
+    )
+    return store.update_session(session.id, metadata={"name": name, "summary": summary})
+
+
+def contents(request: RecordedRequest) -> list[str]:
+    return [str(m.get("content")) for m in request.messages]
+
+
+def test_reference_is_forwarded_before_the_prompt_and_replayed_in_place(
+    mproxy: RunningProxy, upstream: ScriptedUpstream
+) -> None:
+    seed(mproxy, "old", "queue-design", "The queue uses SKIP LOCKED.")
+    client = sdk(mproxy, "new")
+    history: list[dict[str, Any]] = [{"role": "user", "content": "same as @@queue-design?"}]
+    first = client.chat.completions.create(model="m", messages=history)
+    sent = contents(upstream.last)
+    assert "The queue uses SKIP LOCKED." in sent[0]
+    assert sent[1] == "same as @@queue-design?"
+
+    history += [
+        {"role": "assistant", "content": first.choices[0].message.content},
+        {"role": "user", "content": "and retries?"},
+    ]
+    client.chat.completions.create(model="m", messages=history)
+    again = contents(upstream.last)
+    assert again[:2] == sent  # the prefix is the same bytes: provider caches keep hitting
+    assert again[-1] == "and retries?"
+    origins = [row[2] for row in stored(mproxy, "new")]
+    assert origins.count("reference") == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_ambiguous_reference_is_answered_not_a_500(
+    mproxy: RunningProxy, upstream: ScriptedUpstream, stream: bool
+) -> None:
+    one = seed(mproxy, "a", "billing-export", "A")
+    two = seed(mproxy, "b", "billing-import", "B")
+    client = sdk(mproxy, f"asker-{stream}")
+    messages = [{"role": "user", "content": "like @@billing please"}]
+    if stream:
+        chunks = client.chat.completions.create(model="m", messages=messages, stream=True)
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    else:
+        answer = client.chat.completions.create(model="m", messages=messages)
+        text = answer.choices[0].message.content or ""
+    assert text.startswith("memlane could not resolve @@billing")
+    assert one.id in text
+    assert two.id in text
+    assert upstream.model_requests == []
+    assert [(r[0], r[3]) for r in stored(mproxy, f"asker-{stream}")] == [
+        ("user", "like @@billing please"),
+        ("assistant", text),
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_missing_reference_on_the_responses_api(
+    mproxy: RunningProxy, upstream: ScriptedUpstream, stream: bool
+) -> None:
+    client = sdk(mproxy, f"resp-{stream}")
+    if stream:
+        events = list(client.responses.create(model="m", input="see @@nothing-here", stream=True))
+        assert events[-1].type == "response.completed"
+        text = events[-1].response.output_text
+    else:
+        text = client.responses.create(model="m", input="see @@nothing-here").output_text
+    assert "no session matches 'nothing-here'" in text
+    assert upstream.model_requests == []
+
+
+def test_ephemeral_sessions_are_forwarded_but_not_stored(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    proxy = proxy_factory()
+    client = sdk(proxy, "eph", **{"X-Memlane-Ephemeral": "true"})
+    answer = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "do not keep this"}]
+    )
+    assert answer.choices[0].message.content == "echo: do not keep this"
+    proxy.drain()
+    assert proxy.store.find_session("eph") is None
+    assert proxy.store.list_sessions() == []
+    assert len(upstream.model_requests) == 1  # no background indexing or extraction
+
+
+def test_sessions_are_indexed_in_the_background_after_five_prompts(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    proxy = proxy_factory(memory_enabled=False)
+    upstream.respond_with(own_calls)
+    client = sdk(proxy, "work")
+    history: list[dict[str, Any]] = []
+    for number in range(5):
+        history.append({"role": "user", "content": f"queue question {number}"})
+        reply = client.chat.completions.create(model="m", messages=history)
+        history.append({"role": "assistant", "content": reply.choices[0].message.content})
+        proxy.drain()
+        session = proxy.store.find_session("work")
+        assert ("name" in session.metadata) == (number == 4)
+    assert session.metadata["name"] == "queue-design"
+    index_calls = [r for r in upstream.model_requests if r.json.get("response_format")]
+    assert len(index_calls) == 1
+    assert index_calls[0].json["model"] == "m"
+    meta = proxy.settings.sessions_path
+    assert any(p.name == "meta.json" for p in meta.rglob("meta.json"))
+
+
+def test_admin_meta_fork_ask_index_export(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    proxy = proxy_factory(**QUIET, llm_model="cheap")
+    upstream.respond_with(own_calls)
+    source = seed(proxy, "src", "queue-design", "SKIP LOCKED")
+    base = f"{proxy.base}/v1/memlane/sessions"
+
+    meta = httpx.get(f"{base}/queue-design/meta").json()
+    assert (meta["id"], meta["title"], meta["summary"]) == (
+        source.id,
+        "queue-design",
+        "SKIP LOCKED",
+    )
+
+    forked = httpx.post(f"{base}/{source.id}/fork", json={"key": "copy"}).json()
+    assert forked["parent_id"] == source.id
+    assert forked["message_count"] == 2
+    clash = httpx.post(f"{base}/{source.id}/fork", json={"key": "copy"})
+    assert clash.status_code == 409
+    assert clash.json()["error"]["code"] == "session_exists"
+
+    asked = httpx.post(f"{base}/queue-design/ask", json={"question": "which lock?"}).json()
+    assert asked["answer"] == "They chose SKIP LOCKED."
+    assert upstream.last.json["model"] == "cheap"
+
+    indexed = httpx.post(f"{base}/copy/index", json={})
+    assert indexed.status_code == 200, indexed.text
+    assert indexed.json()["name"] == "queue-design"
+
+    # two sessions are now named queue-design: the name is ambiguous
+    ambiguous = httpx.get(f"{base}/queue-design/meta")
+    assert ambiguous.status_code == 409
+    assert ambiguous.json()["error"]["code"] == "ambiguous_session"
+
+    exported = httpx.get(f"{base}/{source.id}/export")
+    lines = [json.loads(line) for line in exported.text.splitlines()]
+    assert lines[0]["type"] == "session"
+    assert [line["type"] for line in lines[1:]] == ["message", "message", "event"]  # the ask
+
+    missing = httpx.post(f"{base}/nope/ask", json={"question": "x"})
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "session_not_found"
+    empty = httpx.post(f"{base}/{source.id}/ask", json={"question": ""})
+    assert empty.status_code == 422
+
+
+def test_admin_delete_removes_the_session_folder(
+    mproxy: RunningProxy, upstream: ScriptedUpstream
+) -> None:
+    from memlane.files.paths import session_dir
+
+    session = seed(mproxy, "gone", "old", "x")
+    folder = session_dir(mproxy.settings.sessions_path, "gone")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "meta.json").write_text("{}", encoding="utf-8")
+    response = httpx.delete(f"{mproxy.base}/v1/memlane/sessions/{session.id}")
+    assert response.json()["deleted"] is True
+    assert not folder.exists()
