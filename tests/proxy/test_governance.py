@@ -142,3 +142,32 @@ def test_an_upstream_overflow_teaches_the_window(
     assert refused.status_code == 400
     assert "2048-token context window" in refused.json()["error"]["message"]
     assert len(upstream.model_requests) == 1
+
+
+def test_manual_compaction_and_offloaded_outputs_over_http(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    proxy = proxy_factory(**SMALL)
+    upstream.respond_with(summaries)
+    messages = history(40)
+    messages.append({"role": "user", "content": "Where is the config file?"})
+    assert post(proxy, {"model": MODEL, "messages": messages}, session="manual").status_code == 200
+    session = proxy.store.find_session("manual")
+    admin = f"{proxy.url}/memlane/sessions/{session.id}"
+    done = httpx.post(f"{admin}/compact", json={}, timeout=30)
+    assert done.status_code == 200, done.text
+    data = done.json()
+    assert data["object"] == "memlane.compaction"
+    assert data["model"] == MODEL  # the session's own model
+    assert data["tokens_after"] <= data["tokens_before"]
+    outputs = httpx.get(f"{admin}/tool-outputs", timeout=30).json()["data"]
+    assert outputs
+    first = outputs[0]
+    full = httpx.get(f"{admin}/tool-outputs/{first['id']}", timeout=30)
+    assert full.status_code == 200
+    assert full.text == messages[first["index"]]["content"]
+    missing = httpx.get(f"{admin}/tool-outputs/999999", timeout=30)
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "output_not_found"
+    unknown = httpx.post(f"{proxy.url}/memlane/sessions/nope/compact", timeout=30)
+    assert unknown.status_code == 404

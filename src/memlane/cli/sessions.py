@@ -372,3 +372,72 @@ def approve_spec(ctx: typer.Context, ref: SessionArg, as_json: JsonOpt = False) 
         print_json({"id": session.id, "spec_approved": True})
     else:
         console.print(f"spec approved for {session.id}", highlight=False)
+
+
+@app.command("compact")
+def compact(
+    ctx: typer.Context, ref: SessionArg, model: ModelOpt = None, as_json: JsonOpt = False
+) -> None:
+    """Compact the session's history now (summarised with the session's model)."""
+    from memlane.engine.governance.compact import CompactionError, compact_session
+
+    with _runtime(ctx) as rt:
+        session = _find(rt.store, ref)
+        try:
+            result = asyncio.run(compact_session(rt, session.id, model=model))
+        except (CompactionError, LLMError) as exc:
+            fail(str(exc))
+    if as_json:
+        print_json(
+            {
+                "id": result.session_id,
+                "model": result.model,
+                "messages": result.messages,
+                "dropped": result.dropped,
+                "tokens_before": result.tokens_before,
+                "tokens_after": result.tokens_after,
+                "snapshot": result.snapshot,
+            }
+        )
+        return
+    console.print(str(result), highlight=False, soft_wrap=True)
+
+
+@app.command("output")
+def output(
+    ctx: typer.Context,
+    ref: SessionArg,
+    output_id: Annotated[
+        int | None, typer.Argument(help="Offloaded output id; omit to list them.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the tool outputs governance offloaded, or print one in full."""
+    from memlane.engine.governance.ledger import (
+        OutputNotFound,
+        offloaded_output,
+        offloaded_outputs,
+    )
+
+    with _runtime(ctx) as rt:
+        session = _find(rt.store, ref)
+        if output_id is None:
+            found = offloaded_outputs(rt.store, session.id)
+        else:
+            try:
+                text = offloaded_output(rt.store, session.id, output_id)
+            except OutputNotFound as exc:
+                fail(str(exc))
+    if output_id is not None:
+        sys.stdout.write(text)
+        return
+    if as_json:
+        print_json(found)
+        return
+    for item in found:
+        console.print(
+            f"{item['id']}\t{item.get('name') or '-'}\t{item.get('chars')} chars\t"
+            f"{item.get('path') or 'in the store'}",
+            highlight=False,
+            markup=False,
+        )

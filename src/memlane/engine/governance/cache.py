@@ -107,7 +107,7 @@ class Governor:
         current = self.total(self.render(plan, messages))
         if current <= self.budget.target and not force:
             return plan.covering(conversation) if stats.masked else plan
-        return await self._window(plan, conversation, effective, others, stats)
+        return await self._window(plan, conversation, effective, others, stats, force=force)
 
     async def _window(
         self,
@@ -116,6 +116,8 @@ class Governor:
         counts: list[int],
         others: int,
         stats: Stats,
+        *,
+        force: bool = False,
     ) -> Plan:
         cuts = safe_cuts(conversation)
         reserve = (
@@ -130,9 +132,8 @@ class Governor:
             head = plan.head
         else:
             head = window.choose_head(conversation, counts, cuts, self.budget.target // 4)
-        tail_budget = max(
-            0, min(self.budget.tail, self.budget.target - reserve - sum(counts[:head]))
-        )
+        room = self.budget.target - reserve - sum(counts[:head])
+        tail_budget = 0 if force else max(0, min(self.budget.tail, room))
         chosen = window.choose(conversation, counts, cuts, plan, head=head, tail_budget=tail_budget)
         before = set(plan.dropped_indices()) if plan.trims else set()
         after = replace(plan, head=head, dropped=chosen.dropped, pinned=chosen.pinned)

@@ -195,3 +195,33 @@ def _write_atomically(path: Path, text: str) -> None:
     temp = path.with_suffix(f".{os.getpid()}.tmp")
     temp.write_text(text, encoding="utf-8")
     temp.replace(path)
+
+
+class OutputNotFound(Exception):
+    """No offloaded tool output with that id in that session."""
+
+
+def offloaded_outputs(store: Store, session_id: str) -> list[dict[str, Any]]:
+    """The session's offloaded tool outputs (newest last), without their content."""
+    return [
+        {
+            "id": e.id,
+            "created_at": e.created_at.isoformat(),
+            **{k: v for k, v in e.payload.items() if k != "content"},
+        }
+        for e in store.list_events(session_id, kind=EVENT_OFFLOADED)
+    ]
+
+
+def offloaded_output(store: Store, session_id: str, event_id: int) -> str:
+    """The full text of one offloaded tool output: from its file, or from the event itself."""
+    for event in store.list_events(session_id, kind=EVENT_OFFLOADED):
+        if event.id != event_id:
+            continue
+        if "content" in event.payload:
+            return str(event.payload["content"])
+        try:
+            return Path(str(event.payload["path"])).read_text(encoding="utf-8")
+        except (OSError, KeyError) as exc:
+            raise OutputNotFound(f"the output file of event {event_id} is gone: {exc}") from None
+    raise OutputNotFound(f"no offloaded tool output {event_id} in session {session_id}")

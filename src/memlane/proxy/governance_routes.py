@@ -1,0 +1,68 @@
+"""Context governance's admin routes: manual compaction and the offloaded tool outputs."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, Field
+from starlette.responses import PlainTextResponse
+
+from memlane.engine.governance.compact import CompactionError, NoModel, compact_session
+from memlane.engine.governance.ledger import OutputNotFound, offloaded_output, offloaded_outputs
+from memlane.engine.runtime import Runtime
+from memlane.proxy.admin import find
+from memlane.proxy.errors import ProxyError
+from memlane.proxy.state import require_admin, runtime
+from memlane.text.llm import LLMError
+
+router = APIRouter(prefix="/v1/memlane", tags=["memlane"], dependencies=[Depends(require_admin)])
+
+Rt = Annotated[Runtime, Depends(runtime)]
+
+
+class CompactBody(BaseModel):
+    model: str | None = Field(
+        default=None, description="Model to summarise with; default: the session's last model."
+    )
+
+
+@router.post("/sessions/{session_id}/compact", summary="Compact the session's history now")
+async def compact(rt: Rt, session_id: str, body: CompactBody | None = None) -> dict[str, Any]:
+    session = await asyncio.to_thread(find, rt, session_id)
+    try:
+        result = await compact_session(rt, session.id, model=body.model if body else None)
+    except NoModel as exc:
+        raise ProxyError(400, str(exc), code="model_required", param="model") from None
+    except (CompactionError, LLMError) as exc:
+        raise ProxyError(502, str(exc), type="upstream_error", code="compaction_failed") from None
+    return {
+        "object": "memlane.compaction",
+        "session_id": result.session_id,
+        "model": result.model,
+        "messages": result.messages,
+        "dropped": result.dropped,
+        "tokens_before": result.tokens_before,
+        "tokens_after": result.tokens_after,
+        "snapshot": result.snapshot,
+    }
+
+
+@router.get("/sessions/{session_id}/tool-outputs", summary="Tool outputs governance offloaded")
+def list_outputs(rt: Rt, session_id: str) -> dict[str, Any]:
+    session = find(rt, session_id)
+    return {"object": "list", "data": offloaded_outputs(rt.store, session.id)}
+
+
+@router.get(
+    "/sessions/{session_id}/tool-outputs/{output_id}",
+    summary="The full text of one offloaded tool output",
+    response_class=PlainTextResponse,
+)
+def get_output(rt: Rt, session_id: str, output_id: int) -> PlainTextResponse:
+    session = find(rt, session_id)
+    try:
+        return PlainTextResponse(offloaded_output(rt.store, session.id, output_id))
+    except OutputNotFound as exc:
+        raise ProxyError(404, str(exc), type="not_found", code="output_not_found") from None
