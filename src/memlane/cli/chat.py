@@ -11,7 +11,6 @@ prompt, so `--resume` continues exactly where the last run stopped.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import logging
 import os
@@ -31,9 +30,11 @@ from memlane.config import Settings
 from memlane.engine import pipeline
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import lifecycle
+from memlane.engine.sessions.indexing import startup_warnings
 from memlane.engine.sessions.lookup import SessionLookupError, find_session
 from memlane.engine.sessions.references import ReferenceFailed
 from memlane.engine.turn import Answer, Turn
+from memlane.proxy.wire.chat import to_wire
 from memlane.store import Store
 from memlane.types import Message, Session
 
@@ -119,28 +120,13 @@ class ChatSession:
         )
 
 
-def wire_message(message: Message) -> dict[str, Any]:
-    """A message as Chat Completions expects it (the client's own item when it has one)."""
-    if message.raw is not None and message.wire == "chat":
-        return dict(message.raw)
-    item: dict[str, Any] = {"role": message.role, "content": message.text}
-    if message.tool_calls:
-        item["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in message.tool_calls
-        ]
-    if message.call_id is not None and message.role == "tool":
-        item["tool_call_id"] = message.call_id
-    return item
-
-
 async def stream_completion(
     settings: Settings, model: str, messages: list[Message]
 ) -> AsyncIterator[tuple[str, dict[str, Any] | None]]:
     """(text delta, usage) pairs of a streamed chat completion from the upstream."""
     body = {
         "model": model,
-        "messages": [wire_message(m) for m in messages],
+        "messages": [to_wire(m) for m in messages],
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -228,6 +214,8 @@ def chat(
     if ephemeral and (resume or fork):
         fail("--ephemeral starts a new unsaved chat: drop --resume / --fork")
     _log_to_file(settings)
+    for warning in startup_warnings(settings):
+        typer.echo(f"warning: {warning}", err=True)
     with opened_store(settings) as store:
         rt = Runtime(settings, store)
         session = _starting_session(store, resume=resume, ref=session_ref, fork=fork)
@@ -358,9 +346,11 @@ async def _compact(chat_session: ChatSession) -> str:
     session = chat_session.session
     if session is None:
         return "nothing to compact yet"
+    from memlane.engine.governance.compact import CompactionError, compact_session
+    from memlane.text.llm import LLMError
+
     try:
-        module = importlib.import_module("memlane.engine.governance.compact")
-    except ImportError:
-        return "compaction is not available in this build"
-    result = await module.compact_session(chat_session.rt, session.id, model=chat_session.model)
+        result = await compact_session(chat_session.rt, session.id, model=chat_session.model)
+    except (CompactionError, LLMError) as exc:
+        return f"not compacted: {exc}"
     return str(result)
