@@ -275,7 +275,8 @@ def _spec_header(turn: Turn) -> bool:
 def _with_state(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
     settings = rt.settings
     texts_store = state_texts(rt)
-    ref = SessionRef(turn.key, turn.session.id if turn.session else None)
+    session = turn.session or rt.store.find_session(turn.key)  # ephemeral: read, never write
+    ref = SessionRef(turn.key, session.id if session else None)
     texts = texts_store.read(ref)
     header_todo = turn.flags.get("todo")
     if header_todo is not None and settings.todo_enabled:

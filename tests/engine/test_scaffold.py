@@ -1,0 +1,167 @@
+"""The state block: texts, normalisation, rendering, and placement that keeps prefixes stable."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memlane.config import Settings
+from memlane.engine import scaffold
+from memlane.engine.runtime import Runtime
+from memlane.engine.turn import Answer, Turn
+from memlane.files.scaffold import normalize_escapes
+from memlane.store import NewMessage, SessionNotFound
+from memlane.store.sqlite import SQLiteStore
+from memlane.types import Message
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("line one\\nline two", "line one\nline two"),
+        ("it\\u2019s done", "it’s done"),
+        ('"quoted\\nJSON string"', "quoted\nJSON string"),
+        ('tab\\there \\"q\\"', 'tab\there "q"'),
+        ("windows\\r\\nline", "windows\nline"),
+        ('real\nnewline keeps printf("\\n")', 'real\nnewline keeps printf("\\n")'),
+        ("lone \\ud800 surrogate", "lone \\ud800 surrogate"),
+        ("plain text", "plain text"),
+        ('"not json', '"not json'),
+    ],
+)
+def test_normalize_escapes(raw: str, expected: str) -> None:
+    assert normalize_escapes(raw) == expected
+
+
+def test_block_parts_order_caps_and_toggles(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("agents rules")
+    settings = Settings(home=tmp_path, harness_root=tmp_path, todo_max_chars=40)
+    texts = {"pinned": "pin", "summary": "so far", "todo": "t" * 100}
+    block = scaffold.block_for(settings, texts, spec_mode=True)
+    assert block.startswith("<memlane_state>\n<pinned>\npin\n\nagents rules\n</pinned>\n<anchor>")
+    assert "<todo>\n" + "t" * 15 + "\n[… truncated by memlane]\n</todo>" in block
+    assert block.endswith(f"<spec>\n{scaffold.SPEC_PROMPT}\n</spec>\n</memlane_state>")
+    approved = scaffold.block_for(settings, {**texts, "spec_approved": "1"}, spec_mode=True)
+    assert "<spec>" not in approved
+    off = Settings(home=tmp_path, pinned_enabled=False, anchor_enabled=False, todo_enabled=False)
+    assert scaffold.block_for(off, texts, spec_mode=False) == ""
+
+
+@pytest.fixture(params=["files", "store"])
+def rt(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]:
+    settings = Settings(home=tmp_path, embedding_backend="hashing", scaffold_store=request.param)
+    store = SQLiteStore(settings.database_path)
+    yield Runtime(settings, store)
+    store.close()
+
+
+def user(text: str) -> Message:
+    return Message("user", text, wire="chat")
+
+
+def assistant(text: str) -> Message:
+    return Message("assistant", text, wire="chat")
+
+
+async def run_turn(rt: Runtime, messages: list[Message], **turn: Any) -> list[Message]:
+    from memlane.engine.pipeline import store_answer, store_incoming
+
+    t = Turn(key="s", namespace="s", model="m", wire="chat", messages=messages, **turn)
+    store_incoming(rt, t)
+    out = await scaffold.add_state_block(rt, t, list(messages))
+    store_answer(rt, t, Answer([assistant(f"re: {messages[-1].text}")]))
+    return out
+
+
+async def test_blocks_are_replayed_where_they_were_sent(rt: Runtime) -> None:
+    session = rt.store.ensure_session("s")
+    history: list[Message] = []
+    sent: list[list[Message]] = []
+    for turn, todo in enumerate(["a", "a", "b", "b"]):
+        scaffold.set_text(rt, session, "todo", todo)
+        history.append(user(f"u{turn}"))
+        sent.append(await run_turn(rt, list(history)))
+        history.append(assistant(f"re: u{turn}"))
+    texts = [[m.text for m in request] for request in sent]
+    for earlier, later in itertools.pairwise(texts):
+        assert later[: len(earlier)] == earlier
+    assert [m.origin for m in sent[-1]] == [
+        "client",
+        "state",
+        "client",
+        "client",
+        "client",
+        "client",
+        "state",
+        "client",
+        "client",
+    ]
+
+
+async def test_memlane_items_of_other_stages_keep_their_place(rt: Runtime) -> None:
+    session = rt.store.ensure_session("s")
+    scaffold.set_text(rt, session, "pinned", "p")
+    reference = Message("user", "@@other says hi", origin="reference")
+    first = await run_turn(rt, [user("u0"), reference])
+    assert [m.origin for m in first] == ["client", "reference", "state"]
+    second = await run_turn(
+        rt, [user("u0"), reference, assistant("re: @@other says hi"), user("u1")]
+    )
+    assert [m.origin for m in second] == ["client", "reference", "state", "client", "client"]
+
+
+async def test_an_edited_history_drops_the_blocks_of_the_dead_branch(rt: Runtime) -> None:
+    session = rt.store.ensure_session("s")
+    scaffold.set_text(rt, session, "todo", "a")
+    await run_turn(rt, [user("u0")])
+    scaffold.set_text(rt, session, "todo", "b")
+    await run_turn(rt, [user("u0"), assistant("re: u0"), user("u1")])
+    edited = await run_turn(rt, [user("u0"), assistant("re: u0"), user("u1 edited")])
+    assert [m.text for m in edited if m.origin == "state"] == [
+        "<memlane_state>\n<todo>\na\n</todo>\n</memlane_state>",
+        "<memlane_state>\n<todo>\nb\n</todo>\n</memlane_state>",
+    ]
+    assert edited[-1].origin == "state"  # re-sent after the edited message: the old one is gone
+
+
+async def test_continued_and_ephemeral_turns(rt: Runtime) -> None:
+    session = rt.store.ensure_session("s")
+    scaffold.set_text(rt, session, "todo", "t")
+    await run_turn(rt, [user("u0")])
+    chained = await run_turn(rt, [user("u1")], continued=True)
+    assert [m.origin for m in chained] == ["client"]  # the upstream already holds the block
+    ephemeral = Turn("s", "s", "m", "chat", [user("x")], ephemeral=True)
+    out = await scaffold.add_state_block(rt, ephemeral, [user("x")])
+    assert [m.origin for m in out] == ["client", "state"]
+    unmanaged = Turn("s", "s", "m", "chat", [user("x")], managed=False)
+    assert await scaffold.add_state_block(rt, unmanaged, [user("x")]) == [user("x")]
+
+
+def test_texts_round_trip_and_caps(rt: Runtime) -> None:
+    session = rt.store.ensure_session("k")
+    assert scaffold.set_text(rt, session, "todo", "x" * 5000) is not None
+    assert len(scaffold.read_texts(rt, session)["todo"]) == rt.settings.todo_max_chars
+    scaffold.set_text(rt, session, "pinned", "it\\u2019s pinned")
+    assert scaffold.read_texts(rt, session)["pinned"] == "it’s pinned"
+    scaffold.set_text(rt, session, "pinned", "")
+    assert "pinned" not in scaffold.read_texts(rt, session)
+    with pytest.raises(ValueError, match="unknown state text"):
+        scaffold.set_text(rt, session, "password", "x")
+    scaffold.approve_spec(rt, session.id)
+    assert scaffold.read_texts(rt, session)["spec_approved"] == "1"
+    with pytest.raises(SessionNotFound):
+        scaffold.approve_spec(rt, "no-such-session")
+    scaffold.forget_texts(rt, session)
+    assert scaffold.read_texts(rt, session) == {}
+
+
+def test_state_messages_are_not_matched_as_client_history(rt: Runtime) -> None:
+    session = rt.store.ensure_session("s")
+    rt.store.sync_messages(session.id, [NewMessage(user("u0"))])
+    rt.store.append_messages(session.id, [NewMessage(Message("system", "b", origin="state"))])
+    result = rt.store.sync_messages(session.id, [NewMessage(user("u0")), NewMessage(user("u1"))])
+    assert (result.matched, len(result.added), result.superseded) == (1, 1, 0)

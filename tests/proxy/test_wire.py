@@ -1,0 +1,164 @@
+"""Wire adapters and the SSE reader, without HTTP: parse, render back, assemble answers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memlane.proxy.sse import SSEDecoder
+from memlane.proxy.wire import CHAT, RESPONSES, WireError
+from memlane.types import Message
+from tests.support.upstream import Reply, ToolCallSpec, chat_chunks, response_events
+
+
+def test_chat_round_trip_keeps_every_item_as_sent() -> None:
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": "sys", "x-extra": 1},
+            {"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "image_url"}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c", "content": "out"},
+        ],
+        "unknown": {"kept": True},
+    }
+    parsed = CHAT.parse(body)
+    assert [m.kind for m in parsed.messages] == ["message", "message", "tool_call", "tool_result"]
+    assert parsed.messages[1].text == "look\n[image]"
+    assert CHAT.render(parsed, parsed.messages) == body
+    block = Message("system", "<memlane_state/>", origin="state")
+    rendered = CHAT.render(parsed, [*parsed.messages, block])
+    assert rendered["messages"][-1] == {"role": "system", "content": "<memlane_state/>"}
+
+
+def test_responses_items_of_every_kind() -> None:
+    items = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        {"role": "developer", "content": "easy input"},
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "hm"}],
+            "encrypted_content": "gAAA",
+        },
+        {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+        {"type": "custom_tool_call", "call_id": "c2", "name": "apply_patch", "input": "*** Begin"},
+        {"type": "custom_tool_call_output", "call_id": "c2", "output": "done"},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"q": "x"}},
+    ]
+    parsed = RESPONSES.parse({"model": "m", "input": items, "instructions": "be good"})
+    kinds = [(m.role, m.kind) for m in parsed.messages]
+    assert kinds == [
+        ("user", "message"),
+        ("developer", "message"),
+        ("assistant", "reasoning"),
+        ("assistant", "tool_call"),
+        ("tool", "tool_result"),
+        ("assistant", "tool_call"),
+        ("tool", "tool_result"),
+        ("assistant", "tool_call"),
+    ]
+    assert parsed.instructions == "be good"
+    assert parsed.messages[7].tool_calls[0].name == "web_search_call"
+    assert RESPONSES.render(parsed, parsed.messages)["input"] == items
+
+
+def test_string_input_and_chaining() -> None:
+    parsed = RESPONSES.parse({"model": "m", "input": "hello", "previous_response_id": "resp_1"})
+    assert parsed.continued
+    assert [m.text for m in parsed.messages] == ["hello"]
+    block = Message("developer", "state", origin="state")
+    assert RESPONSES.render(parsed, [*parsed.messages, block])["input"] == [
+        {"role": "user", "content": "hello"},
+        {"type": "message", "role": "developer", "content": "state"},
+    ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"messages": [1]},
+        {"messages": [{"role": "assistant", "content": "x", "tool_calls": "no"}]},
+        {"messages": [{"role": "assistant", "tool_calls": [{"function": "x"}]}]},
+        {"messages": [{"role": "tool", "tool_call_id": 3, "content": "x"}]},
+        {"messages": [{"role": "user", "content": [7]}]},
+    ],
+)
+def test_chat_rejects_wrong_types(body: dict[str, object]) -> None:
+    with pytest.raises(WireError):
+        CHAT.parse(body)
+
+
+def feed_all(decoder: SSEDecoder, data: bytes, step: int) -> list[tuple[str | None, str]]:
+    events = []
+    for i in range(0, len(data), step):
+        events += decoder.feed(data[i : i + step])
+    return events + decoder.close()
+
+
+@pytest.mark.parametrize("step", [1, 3, 7, 1000])
+def test_sse_decoder_whatever_the_chunk_boundaries(step: int) -> None:
+    stream = (
+        b": keep-alive\r\n\r\n"
+        b"event: a\r\ndata: one\r\n\r\n"
+        b"data: two\ndata: lines\n\n"
+        b"event: b\rdata:no-space\r\r"
+        b"data: unterminated"
+    )
+    assert feed_all(SSEDecoder(), stream, step) == [
+        ("a", "one"),
+        (None, "two\nlines"),
+        ("b", "no-space"),
+        (None, "unterminated"),
+    ]
+
+
+def test_chat_stream_assembles_to_what_the_client_resends() -> None:
+    reply = Reply(text="Let me check.", tool_calls=[ToolCallSpec("f", '{"a": 1}', "c9")])
+    assembler = CHAT.assembler()
+    for data in chat_chunks(reply, "m", include_usage=True):
+        assembler.feed(None, data)
+    assert assembler.complete
+    answer = assembler.answer()
+    assert not answer.failed
+    assert answer.prompt_tokens == 11
+    resent = CHAT.parse({"messages": [json.loads(json.dumps(answer.messages[0].raw))]})
+    assert resent.messages[0].fingerprint() == answer.messages[0].fingerprint()
+
+
+def test_chat_stream_without_an_end_is_a_failed_answer() -> None:
+    assembler = CHAT.assembler()
+    for data in chat_chunks(Reply(text="half"), "m", include_usage=False)[:2]:
+        assembler.feed(None, data)
+    assert not assembler.complete
+    assert assembler.answer().failed
+
+
+def test_responses_stream_assembles_output_items() -> None:
+    reply = Reply(text="done", reasoning="why", tool_calls=[ToolCallSpec("g", "{}", "c1")])
+    assembler = RESPONSES.assembler()
+    for name, data in response_events(reply, "m"):
+        assembler.feed(name, json.dumps(data))
+    answer = assembler.answer()
+    assert [(m.kind, m.text) for m in answer.messages] == [
+        ("reasoning", "why"),
+        ("message", "done"),
+        ("tool_call", ""),
+    ]
+    assert (answer.prompt_tokens, answer.completion_tokens) == (11, 7)
+
+
+def test_responses_error_event_fails_the_answer() -> None:
+    assembler = RESPONSES.assembler()
+    assembler.feed("error", json.dumps({"type": "error", "message": "overloaded"}))
+    assert assembler.complete
+    assert assembler.error == "overloaded"
+    assert assembler.answer().failed
