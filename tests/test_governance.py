@@ -49,7 +49,7 @@ async def test_the_history_object_keeps_the_prefix_stable_between_calls() -> Non
     history = GovernedHistory(model="small", settings=SETTINGS)  # no LLM: static markers
     messages = long_chat(60)
     first = await agovern(messages, history=history)
-    messages.append({"role": "user", "content": "one more"})
+    messages.append({"role": "user", "content": "improve module m8 again"})
     second = await agovern(messages, history=history)
     assert "<memlane_recall>" in str(first[-1]["content"])
     assert second[: len(first) - 1] == first[:-1]
