@@ -70,8 +70,8 @@ def test_two_turns_then_resume_sees_them(
 
     child = spawn(env, "--resume")
     child.expect_exact(f"resuming {session_id}")
-    child.expect_exact("you> my name is Ada")
-    child.expect_exact("assistant> echo: I like tea")
+    child.expect_exact("  you: my name is Ada")
+    child.expect_exact("  assistant: echo: I like tea")
     say(child, "what is my name?", "assistant> echo: what is my name?")
     child.expect_exact("you> ")
     child.sendline("/exit")

@@ -315,3 +315,27 @@ def test_approve_spec_marks_the_session(runner: CliRunner, store: SQLiteStore) -
     assert json.loads(out) == {"id": session.id, "spec_approved": True}
     rt = Runtime(Settings(home=store.path.parent), store)
     assert scaffold.read_texts(rt, session).get("spec_approved")
+
+
+def test_ask_uses_the_model_that_last_indexed_the_session(
+    runner: CliRunner,
+    store: SQLiteStore,
+    upstream: ScriptedUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MEMLANE_UPSTREAM_URL", upstream.url)
+    session = add_session(store, "k", ["x"], metadata={"indexed_model": "cheap-7", "summary": "s"})
+    upstream.script(Reply(text="an answer"))
+    code, out, err = invoke(runner, "sessions", "ask", session.id, "what?")
+    assert code == 0, err
+    assert out.strip() == "an answer"
+    assert upstream.last.json["model"] == "cheap-7"
+
+
+def test_list_cost_includes_indexing(runner: CliRunner, store: SQLiteStore) -> None:
+    add_session(store, "k", ["x"], metadata={"index_cost_usd": 0.5})
+    _, out, _ = invoke(runner, "sessions", "list", "--json")
+    row = json.loads(out)[0]
+    assert (row["cost_usd"], row["index_cost_usd"]) == (0.25, 0.5)
+    _, out, _ = invoke(runner, "sessions", "list")
+    assert "$0.7500" in out

@@ -308,7 +308,7 @@ def _greet(chat_session: ChatSession) -> None:
     out(f"resuming {session.id} ({title}), {len(chat_session.history)} messages. {HELP}")
     shown = [m for m in chat_session.history if m.is_transcript][-SHOWN_ON_RESUME:]
     for message in shown:
-        out(f"{'you' if message.role == 'user' else 'assistant'}> {message.text}")
+        out(f"  {'you' if message.role == 'user' else 'assistant'}: {message.text}")
 
 
 async def _command(chat_session: ChatSession, text: str) -> bool:

@@ -66,12 +66,19 @@ def session_json(store: Store, session: Session) -> dict[str, Any]:
         "prompt_tokens": session.prompt_tokens,
         "completion_tokens": session.completion_tokens,
         "cost_usd": session.cost_usd,
+        "index_cost_usd": index_cost(session),
         "summary": session.summary,
         "summarized_count": session.summarized_count,
         "metadata": dict(session.metadata),
         "created_at": session.created_at.isoformat(),
         "updated_at": session.updated_at.isoformat(),
     }
+
+
+def index_cost(session: Session) -> float:
+    """What memlane's own metadata and query calls for this session cost."""
+    value = session.metadata.get("index_cost_usd", 0.0)
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def message_json(item: StoredMessage) -> dict[str, Any]:
@@ -112,7 +119,10 @@ def list_sessions(
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most this many.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Sessions, newest activity first: title, messages, age, tokens and cost."""
+    """Sessions, newest activity first: title, messages, age, tokens and cost.
+
+    The cost column adds what indexing the session cost to the conversation's own.
+    """
     with _runtime(ctx) as rt:
         sessions = rt.store.list_sessions(namespace=namespace)
         if tag is not None:
@@ -134,7 +144,7 @@ def list_sessions(
             str(session.message_count),
             age(session.updated_at),
             str(session.prompt_tokens + session.completion_tokens),
-            f"${session.cost_usd:.4f}",
+            f"${session.cost_usd + index_cost(session):.4f}",
             session.namespace,
         )
     console.print(table)
@@ -187,7 +197,7 @@ def _print_session(data: dict[str, Any]) -> None:
         ("parent", data["parent_id"]),
         ("messages", data["message_count"]),
         ("tokens", data["prompt_tokens"] + data["completion_tokens"]),
-        ("cost", f"${data['cost_usd']:.4f}"),
+        ("cost", f"${data['cost_usd']:.4f} (+ ${data['index_cost_usd']:.6f} indexing)"),
         ("description", meta.get("description")),
         ("tags", ", ".join(meta.get("tags", [])) or None),
         ("summary", meta.get("summary")),

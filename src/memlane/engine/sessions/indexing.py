@@ -242,7 +242,7 @@ async def index_session(rt: Runtime, session_id: str, *, model: str | None = Non
     if not conversation:
         return IndexResult(ok=False, attempts=0, error="the session has no conversation to index")
     request = await _request(rt, session, conversation)
-    llm, chosen = cheap_llm(rt), index_model(rt, model)
+    llm, chosen = cheap_llm(rt), index_model(rt, model, session)
     spent = 0.0
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:

@@ -4,13 +4,15 @@ Summaries, session metadata and session queries are cheap-model work. A
 dedicated summary endpoint (`summary_base_url`) gets its own client; otherwise
 the runtime's LLM is used (which is also how tests and library users inject
 one). The model is the first configured of the feature's own setting,
-`summary_model`, `llm_model`, then the model of the request that triggered it.
+`summary_model`, `llm_model`, then the model of the request that triggered it
+(outside a request: the model that last indexed the session).
 """
 
 from __future__ import annotations
 
 from memlane.engine.runtime import Runtime
 from memlane.text.llm import LLM, Completion
+from memlane.types import Session
 
 
 def cheap_llm(rt: Runtime) -> LLM:
@@ -27,8 +29,15 @@ def summary_model(rt: Runtime, request_model: str | None = None) -> str | None:
     return settings.summary_model or settings.llm_model or request_model or None
 
 
-def index_model(rt: Runtime, request_model: str | None = None) -> str | None:
-    return rt.settings.index_model or summary_model(rt, request_model)
+def index_model(
+    rt: Runtime, request_model: str | None = None, session: Session | None = None
+) -> str | None:
+    """The index/query model; outside a request (CLI, admin API), the one that last indexed."""
+    chosen = rt.settings.index_model or summary_model(rt, request_model)
+    if chosen is None and session is not None:
+        last = session.metadata.get("indexed_model")
+        chosen = last if isinstance(last, str) and last else None
+    return chosen
 
 
 def cost_usd(rt: Runtime, completion: Completion) -> float:

@@ -66,7 +66,8 @@ async def query_session(
         {"role": "system", "content": QUERY_PROMPT},
         {"role": "user", "content": f"{material}\n\nQuestion: {question.strip()}"},
     ]
-    completion = await cheap_llm(rt).complete(request, model=index_model(rt, model))
+    chosen = index_model(rt, model, session)
+    completion = await cheap_llm(rt).complete(request, model=chosen)
     payload = {"question": question, "answer": completion.text, **usage_payload(rt, completion)}
     await asyncio.to_thread(rt.store.add_event, session.id, QUERY_EVENT, payload)
     return SessionAnswer(completion.text.strip(), completion.model, cost_usd(rt, completion))
