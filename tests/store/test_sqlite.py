@@ -15,7 +15,7 @@ import pytest
 
 from memlane.store import NewMessage, SearchFilter, StoreError, analysis
 from memlane.store.sqlite import SQLiteStore, index_terms
-from memlane.store.sqlite_schema import MIGRATIONS
+from memlane.store.sqlite_schema import MIGRATIONS, m001_initial
 from memlane.types import Message
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -253,3 +253,27 @@ def test_a_folder_in_place_of_the_database_is_a_clear_error(tmp_path: Path) -> N
 )
 def test_memoised_index_terms_equal_the_analyser(text: str) -> None:
     assert index_terms(text) == " ".join(analysis.terms(text))
+
+
+def test_an_older_schema_is_migrated_at_open_and_stays_searchable(tmp_path: Path) -> None:
+    db = tmp_path / "memlane.db"
+    with sqlite3.connect(db) as raw:
+        raw.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+        m001_initial(raw)
+        raw.execute("INSERT INTO migrations VALUES ('m001_initial', '2026-01-01T00:00:00+00:00')")
+        raw.execute(
+            """INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, created_at)
+               VALUES ('fact', 'f1', 'repo', NULL, 'memory', 'walrus facts', ?,
+               '2026-01-01T00:00:00+00:00')""",
+            (index_terms("walrus facts"),),
+        )
+    raw.close()
+    store = SQLiteStore(db)
+    hits = store.keyword_search("walrus", SearchFilter(scopes=("repo",)))
+    assert [h.ref for h in hits] == ["f1"]
+    assert store.keyword_search("walrus", SearchFilter(scopes=("other",))) == []
+    store.close()
+    with sqlite3.connect(db) as raw:
+        names = [r[0] for r in raw.execute("SELECT name FROM migrations ORDER BY name")]
+    raw.close()
+    assert names == [m.__name__ for m in MIGRATIONS]

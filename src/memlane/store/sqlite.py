@@ -15,7 +15,7 @@ import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -46,7 +46,15 @@ from memlane.store.codec import (
     vector_to_bytes,
     vector_to_text,
 )
-from memlane.store.sqlite_schema import ForeignDatabase, NewerSchema, check, migrate
+from memlane.store.sqlite_schema import (
+    ForeignDatabase,
+    NewerSchema,
+    check,
+    doc_tags,
+    migrate,
+    scope_tag,
+    session_tag,
+)
 from memlane.store.transcript import plan_sync
 from memlane.store.vector_index import VectorCache
 from memlane.types import DocKind, Event, Fact, FactRole, Hit, Session, StoredMessage
@@ -63,8 +71,8 @@ _MESSAGE_COLUMNS = (
 )
 _EVENT_COLUMNS = "id, session_id, kind, payload, text, created_at"
 _INSERT_DOC = """INSERT INTO docs
-    (kind, ref, scope, session_id, role, text, terms, created_at, active)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+    (kind, ref, scope, session_id, role, text, terms, created_at, active, tags)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 _DOC_COLUMNS = "d.rowid, d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at"
 
 
@@ -332,14 +340,31 @@ class SQLiteStore:
         self, conn: sqlite3.Connection, kind: str, old_ref: str, new_ref: str, session_id: str
     ) -> None:
         """Index a copied document under its new ref, reusing its vectors (no re-embedding)."""
-        doc = conn.execute(
-            """INSERT INTO docs
-               (kind, ref, scope, session_id, role, text, terms, created_at, active)
-               SELECT kind, ?, scope, ?, role, text, terms, created_at, active
-               FROM docs WHERE kind = ? AND ref = ?""",
-            (new_ref, session_id, kind, old_ref),
+        source = _one(
+            conn,
+            "SELECT scope, role, text, terms, created_at, active FROM docs "
+            "WHERE kind = ? AND ref = ?",
+            kind,
+            old_ref,
         )
-        if doc.rowcount:
+        if source is None:
+            return
+        doc = conn.execute(
+            _INSERT_DOC,
+            (
+                kind,
+                new_ref,
+                source["scope"],
+                session_id,
+                source["role"],
+                source["text"],
+                source["terms"],
+                source["created_at"],
+                source["active"],
+                doc_tags(kind, source["scope"], session_id),
+            ),
+        )
+        if doc.lastrowid is not None:
             conn.execute(
                 """INSERT INTO vectors (doc_id, model, dim, vec)
                    SELECT ?, v.model, v.dim, v.vec FROM vectors v JOIN docs d ON d.rowid = v.doc_id
@@ -423,6 +448,7 @@ class SQLiteStore:
         created = now()
         stamp = ts_to_text(created)
         out: list[StoredMessage] = []
+        tags = doc_tags("message", namespace, session_id)
         rows: list[tuple[Any, ...]] = []
         docs: list[tuple[Any, ...]] = []  # new messages: their documents cannot exist yet
         for item in items:
@@ -458,6 +484,7 @@ class SQLiteStore:
                         index_terms(message.text),
                         stamp,
                         1,
+                        tags,
                     )
                 )
             out.append(
@@ -638,14 +665,15 @@ class SQLiteStore:
         words = analysis.query_terms(query)
         if not words or limit <= 0 or not flt.kinds:
             return []
-        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+        if flt.scopes is not None and not flt.scopes:
+            return []
         where, params = _filter_sql(flt)
         rows = self._read(
-            f"""SELECT {_DOC_COLUMNS}, -bm25(docs_fts) AS score
+            f"""SELECT {_DOC_COLUMNS}, -bm25(docs_fts, 1.0, 0.0) AS score
                 FROM docs_fts JOIN docs d ON d.rowid = docs_fts.rowid
                 WHERE docs_fts MATCH ? AND {where}
-                ORDER BY bm25(docs_fts) LIMIT ?""",
-            [match, *params, limit],
+                ORDER BY bm25(docs_fts, 1.0, 0.0) LIMIT ?""",
+            [_match_expression(words, flt), *params, limit],
         )
         return [_hit(r, float(r["score"])) for r in rows]
 
@@ -835,11 +863,13 @@ def _index(
     active: bool = True,
 ) -> None:
     """Insert or refresh one search document; a changed text drops its stale vectors."""
-    old = _one(conn, "SELECT rowid, text FROM docs WHERE kind = ? AND ref = ?", kind, ref)
+    old = _one(conn, "SELECT rowid, text, tags FROM docs WHERE kind = ? AND ref = ?", kind, ref)
     terms = index_terms(text)
+    tags = doc_tags(kind, scope, session_id)
     if old is None:
         conn.execute(
-            _INSERT_DOC, (kind, ref, scope, session_id, role, text, terms, stamp, int(active))
+            _INSERT_DOC,
+            (kind, ref, scope, session_id, role, text, terms, stamp, int(active), tags),
         )
         return
     conn.execute(
@@ -847,6 +877,8 @@ def _index(
            WHERE rowid = ?""",
         (scope, session_id, role, stamp, int(active), old["rowid"]),
     )
+    if old["tags"] != tags:
+        conn.execute("UPDATE docs SET tags = ? WHERE rowid = ?", (tags, old["rowid"]))
     if old["text"] != text:
         conn.execute(
             "UPDATE docs SET text = ?, terms = ? WHERE rowid = ?", (text, terms, old["rowid"])
@@ -868,17 +900,34 @@ def _index_fact(conn: sqlite3.Connection, fact: Fact) -> None:
     )
 
 
+def _match_expression(words: Sequence[str], flt: SearchFilter) -> str:
+    """`terms: ("a" OR "b") AND tags: (…)`: any query term, within the filter's tags."""
+    quoted = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+    parts = [f"terms: ({quoted})"]
+    if flt.scopes is not None:
+        parts.append(_tag_clause(scope_tag(scope) for scope in flt.scopes))
+    if flt.session_id is not None:
+        parts.append(_tag_clause([session_tag(flt.session_id)]))
+    return " AND ".join(parts)
+
+
+def _tag_clause(tags: Iterable[str]) -> str:
+    return "tags: (" + " OR ".join(f'"{tag}"' for tag in dict.fromkeys(tags)) + ")"
+
+
 def _filter_sql(flt: SearchFilter) -> tuple[str, list[Any]]:
-    where = [f"d.active = 1 AND d.kind IN ({_marks(flt.kinds)})"]
+    """The filter as SQL over `docs d`. The unary `+` keeps the planner on the rowid the
+    caller drives with (FTS match or vector candidates) instead of a (kind, ref) index scan."""
+    where = [f"+d.active = 1 AND +d.kind IN ({_marks(flt.kinds)})"]
     params: list[Any] = list(flt.kinds)
     if flt.scopes is not None:
-        where.append(f"d.scope IN ({_marks(flt.scopes)})" if flt.scopes else "0")
+        where.append(f"+d.scope IN ({_marks(flt.scopes)})" if flt.scopes else "0")
         params.extend(flt.scopes)
     if flt.session_id is not None:
-        where.append("d.session_id = ?")
+        where.append("+d.session_id = ?")
         params.append(flt.session_id)
     if flt.fact_roles is not None:
-        where.append(f"(d.kind != 'fact' OR d.role IN ({_marks(flt.fact_roles) or 'NULL'}))")
+        where.append(f"(+d.kind != 'fact' OR +d.role IN ({_marks(flt.fact_roles) or 'NULL'}))")
         params.extend(flt.fact_roles)
     return " AND ".join(where), params
 

@@ -7,6 +7,7 @@ a database written by a newer memlane is recognised and left alone.
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import Callable
 
@@ -141,7 +142,58 @@ def m001_initial(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_initial]
+def doc_tags(kind: str, scope: str, session_id: str | None) -> str:
+    """Filter tokens indexed beside a document's terms: `k<kind> s<scope hash> u<session hash>`.
+
+    A scope or session filter then becomes part of the FTS5 match (an AND over
+    doclists) instead of a filter over every matching row. Hash collisions only
+    cost speed: the SQL filter on the real columns still decides.
+    """
+    return f"k{kind} {scope_tag(scope)} {session_tag(session_id)}"
+
+
+def scope_tag(scope: str) -> str:
+    return "s" + hashlib.blake2b(scope.encode("utf-8"), digest_size=8).hexdigest()
+
+
+def session_tag(session_id: str | None) -> str:
+    return "u" + hashlib.blake2b((session_id or "").encode("utf-8"), digest_size=8).hexdigest()
+
+
+def m002_fts_filter_tags(conn: sqlite3.Connection) -> None:
+    """Index scope, session and kind tags in a second FTS5 column (see `doc_tags`)."""
+    conn.execute("ALTER TABLE docs ADD COLUMN tags TEXT NOT NULL DEFAULT ''")
+    rows = conn.execute("SELECT rowid, kind, scope, session_id FROM docs").fetchall()
+    conn.executemany(
+        "UPDATE docs SET tags = ? WHERE rowid = ?",
+        [(doc_tags(kind, scope, session), rowid) for rowid, kind, scope, session in rows],
+    )
+    for statement in [
+        "DROP TRIGGER docs_fts_insert",
+        "DROP TRIGGER docs_fts_delete",
+        "DROP TRIGGER docs_fts_update",
+        "DROP TABLE docs_fts",
+        f"""CREATE VIRTUAL TABLE docs_fts USING fts5(
+            terms, tags, content='docs', content_rowid='rowid', tokenize="{FTS_TOKENIZER}"
+        )""",
+        """CREATE TRIGGER docs_fts_insert AFTER INSERT ON docs BEGIN
+            INSERT INTO docs_fts(rowid, terms, tags) VALUES (new.rowid, new.terms, new.tags);
+        END""",
+        """CREATE TRIGGER docs_fts_delete AFTER DELETE ON docs BEGIN
+            INSERT INTO docs_fts(docs_fts, rowid, terms, tags)
+            VALUES ('delete', old.rowid, old.terms, old.tags);
+        END""",
+        """CREATE TRIGGER docs_fts_update AFTER UPDATE OF terms, tags ON docs BEGIN
+            INSERT INTO docs_fts(docs_fts, rowid, terms, tags)
+            VALUES ('delete', old.rowid, old.terms, old.tags);
+            INSERT INTO docs_fts(rowid, terms, tags) VALUES (new.rowid, new.terms, new.tags);
+        END""",
+        "INSERT INTO docs_fts(docs_fts) VALUES ('rebuild')",
+    ]:
+        conn.execute(statement)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_initial, m002_fts_filter_tags]
 
 
 class NewerSchema(Exception):

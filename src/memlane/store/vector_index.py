@@ -1,11 +1,12 @@
 """An in-process cache of one embedding model's vectors, for brute-force cosine search.
 
-SQLite holds the vectors (the truth); this keeps them as one L2-normalised
-float32 matrix with per-row filter codes, so a query is one matrix-vector
-product plus numpy masks (~ms at 100k x 384). The cache stays correct when
-other processes write: before each query it compares two cheap numbers with
-the database — the highest vector id (new rows are loaded incrementally) and
-an epoch bumped by triggers whenever rows go away or move (then the row
+SQLite holds the vectors (the truth); this keeps them as L2-normalised float32
+matrices, one per scope (the partition key: a scope filter reads only its own
+rows, no gather), with per-row codes for the other filters, so a query is a
+matrix-vector product per partition plus numpy masks. The cache stays correct
+when other processes write: before each query it compares two cheap numbers
+with the database — the highest vector id (new rows are loaded incrementally)
+and an epoch that triggers bump whenever rows go away or move (then the row
 metadata is re-read; cached vectors are kept by id).
 """
 
@@ -25,7 +26,12 @@ from memlane.store.codec import vector_from_bytes
 KIND_CODES = {"fact": 1, "message": 2, "event": 3}
 ROLE_CODES = {None: 0, "memory": 1, "user": 2, "assistant": 3, "summary": 4}
 
-IntArray = npt.NDArray[np.int64]
+_NEW_ROWS = """SELECT v.id, v.doc_id, v.vec, d.kind, d.role, d.scope, d.session_id
+    FROM vectors v JOIN docs d ON d.rowid = v.doc_id
+    WHERE v.model = ? AND v.id > ? ORDER BY v.id"""
+_ALL_ROW_META = """SELECT v.id, v.doc_id, d.kind, d.role, d.scope, d.session_id
+    FROM vectors v JOIN docs d ON d.rowid = v.doc_id
+    WHERE v.model = ? ORDER BY v.id"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,20 +40,68 @@ class Candidate:
     score: float
 
 
-class _Codes:
-    """Small ints for strings (scopes, session ids) so filters are numpy comparisons."""
+@dataclass(frozen=True, slots=True)
+class _Row:
+    vector_id: int
+    doc_id: int
+    kind: int
+    role: int
+    session: int
 
-    def __init__(self) -> None:
-        self._codes: dict[str | None, int] = {None: 0}
 
-    def code(self, value: str | None) -> int:
-        found = self._codes.get(value)
-        if found is None:
-            found = self._codes[value] = len(self._codes)
-        return found
+class _Partition:
+    """The rows of one scope: growable arrays, filled up to `n`."""
 
-    def known(self, values: tuple[str, ...]) -> list[int]:
-        return [self._codes[v] for v in values if v in self._codes]
+    def __init__(self, dim: int) -> None:
+        self.n = 0
+        self.vector_ids = np.zeros(16, np.int64)
+        self.doc_ids = np.zeros(16, np.int64)
+        self.kinds = np.zeros(16, np.int8)
+        self.roles = np.zeros(16, np.int8)
+        self.sessions = np.zeros(16, np.int32)
+        self.matrix = np.zeros((16, dim), np.float32)
+
+    def append(self, row: _Row, vector: Vector) -> int:
+        if self.n == self.vector_ids.shape[0]:
+            self._grow(self.n * 2)
+        self.set(self.n, row, vector)
+        self.n += 1
+        return self.n - 1
+
+    def set(self, index: int, row: _Row, vector: Vector) -> None:
+        self.vector_ids[index] = row.vector_id
+        self.doc_ids[index] = row.doc_id
+        self.kinds[index] = row.kind
+        self.roles[index] = row.role
+        self.sessions[index] = row.session
+        self.matrix[index] = vector
+
+    def _grow(self, capacity: int) -> None:
+        def grown(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
+            out = np.zeros((capacity, *array.shape[1:]), array.dtype)
+            out[: self.n] = array[: self.n]
+            return out
+
+        self.vector_ids = grown(self.vector_ids)
+        self.doc_ids = grown(self.doc_ids)
+        self.kinds = grown(self.kinds)
+        self.roles = grown(self.roles)
+        self.sessions = grown(self.sessions)
+        self.matrix = grown(self.matrix)
+
+    def mask(self, kinds: list[int] | None, session: int | None, roles: list[int] | None) -> Any:
+        """Rows passing the non-scope filters, or None when every row passes."""
+        n = self.n
+        mask: npt.NDArray[np.bool_] | None = None
+        if kinds is not None:
+            mask = np.isin(self.kinds[:n], kinds)
+        if session is not None:
+            same = self.sessions[:n] == session
+            mask = same if mask is None else mask & same
+        if roles is not None:
+            allowed = (self.kinds[:n] != KIND_CODES["fact"]) | np.isin(self.roles[:n], roles)
+            mask = allowed if mask is None else mask & allowed
+        return mask
 
 
 class VectorCache:
@@ -58,18 +112,11 @@ class VectorCache:
         self._lock = threading.Lock()
         self._hwm = 0
         self._epoch = -1
-        self._n = 0
         self._dim = 0
-        self._ids: IntArray = np.zeros(0, np.int64)
-        self._doc_ids: IntArray = np.zeros(0, np.int64)
-        self._kinds = np.zeros(0, np.int8)
-        self._roles = np.zeros(0, np.int8)
-        self._scopes = np.zeros(0, np.int32)
-        self._sessions = np.zeros(0, np.int32)
-        self._matrix: npt.NDArray[np.float32] = np.zeros((0, 0), np.float32)
-        self._row_of_doc: dict[int, int] = {}
-        self._scope_codes = _Codes()
-        self._session_codes = _Codes()
+        self._parts: dict[int, _Partition] = {}
+        self._where: dict[int, tuple[int, int]] = {}  # doc id -> (scope code, row)
+        self._scope_codes: dict[str, int] = {}
+        self._session_codes: dict[str | None, int] = {None: 0}
 
     # --- refresh ------------------------------------------------------------
     def refresh(self, conn: sqlite3.Connection) -> None:
@@ -81,130 +128,70 @@ class VectorCache:
                 hwm_row = conn.execute(
                     "SELECT max(id) FROM vectors WHERE model = ?", (self.model,)
                 ).fetchone()
-                hwm = int(hwm_row[0] or 0)
                 if epoch != self._epoch:
                     self._reload(conn)
                     self._epoch = epoch
-                elif hwm > self._hwm:
-                    self._load_new(conn)
+                elif int(hwm_row[0] or 0) > self._hwm:
+                    for row in conn.execute(_NEW_ROWS, (self.model, self._hwm)):
+                        self._put(row[0], row[1], vector_from_bytes(row[2]), *row[3:])
             finally:
                 conn.execute("COMMIT")
 
-    def _load_new(self, conn: sqlite3.Connection) -> None:
-        rows = conn.execute(
-            """SELECT v.id, v.doc_id, v.vec, d.kind, d.role, d.scope, d.session_id
-               FROM vectors v JOIN docs d ON d.rowid = v.doc_id
-               WHERE v.model = ? AND v.id > ? ORDER BY v.id""",
-            (self.model, self._hwm),
-        ).fetchall()
-        for row in rows:
-            self._put_row(row)
-            self._hwm = max(self._hwm, int(row[0]))
-
     def _reload(self, conn: sqlite3.Connection) -> None:
         """Re-read every row's metadata; keep the cached vectors, fetch only unknown ones."""
-        old_rows = {int(self._ids[i]): i for i in range(self._n)}
-        old_matrix = self._matrix
-        meta = conn.execute(
-            """SELECT v.id, v.doc_id, d.kind, d.role, d.scope, d.session_id
-               FROM vectors v JOIN docs d ON d.rowid = v.doc_id
-               WHERE v.model = ? ORDER BY v.id""",
-            (self.model,),
-        ).fetchall()
-        self._reset(capacity=len(meta))
-        missing: list[tuple[Any, ...]] = []
-        for vid, doc_id, kind, role, scope, session_id in meta:
-            row = old_rows.get(int(vid))
-            if row is None:
-                missing.append((vid, doc_id, kind, role, scope, session_id))
-                continue
-            self._append(int(vid), int(doc_id), kind, role, scope, session_id, old_matrix[row])
-        for vid, doc_id, kind, role, scope, session_id in missing:
-            blob = conn.execute("SELECT vec FROM vectors WHERE id = ?", (vid,)).fetchone()[0]
-            self._put_row((vid, doc_id, blob, kind, role, scope, session_id))
-        self._hwm = max((int(m[0]) for m in meta), default=0)
+        cached: dict[int, Vector] = {}
+        for part in self._parts.values():
+            for index in range(part.n):
+                cached[int(part.vector_ids[index])] = part.matrix[index]
+        self._parts, self._where, self._hwm = {}, {}, 0
+        for vector_id, doc_id, kind, role, scope, session_id in conn.execute(
+            _ALL_ROW_META, (self.model,)
+        ).fetchall():
+            vector = cached.get(int(vector_id))
+            if vector is None:
+                blob = conn.execute("SELECT vec FROM vectors WHERE id = ?", (vector_id,))
+                vector = vector_from_bytes(blob.fetchone()[0])
+            self._put(vector_id, doc_id, vector, kind, role, scope, session_id)
 
-    def _reset(self, capacity: int) -> None:
-        self._n = 0
-        self._row_of_doc = {}
-        self._allocate(max(capacity, 16), self._dim)
-
-    def _allocate(self, capacity: int, dim: int) -> None:
-        def grow(array: npt.NDArray[Any], shape: tuple[int, ...]) -> npt.NDArray[Any]:
-            out = np.zeros(shape, array.dtype)
-            keep = min(self._n, capacity)
-            if array.shape[0] and (len(shape) == 1 or array.shape[1:] == shape[1:]):
-                out[:keep] = array[:keep]
-            return out
-
-        self._ids = grow(self._ids, (capacity,))
-        self._doc_ids = grow(self._doc_ids, (capacity,))
-        self._kinds = grow(self._kinds, (capacity,))
-        self._roles = grow(self._roles, (capacity,))
-        self._scopes = grow(self._scopes, (capacity,))
-        self._sessions = grow(self._sessions, (capacity,))
-        self._matrix = grow(self._matrix, (capacity, dim))
-
-    def _put_row(self, row: tuple[Any, ...]) -> None:
-        vid, doc_id, blob, kind, role, scope, session_id = row
-        vector = vector_from_bytes(blob)
-        norm = float(np.linalg.norm(vector))
-        if norm > 0:
-            vector = vector / norm
-        existing = self._row_of_doc.get(int(doc_id))
-        if existing is not None:  # the vector of this document was replaced
-            self._set(existing, int(vid), int(doc_id), kind, role, scope, session_id, vector)
-            return
-        self._append(int(vid), int(doc_id), kind, role, scope, session_id, vector)
-
-    def _append(
+    def _put(
         self,
-        vid: int,
+        vector_id: int,
         doc_id: int,
+        vector: Vector,
         kind: str,
         role: str | None,
         scope: str,
         session_id: str | None,
-        vector: Vector,
     ) -> None:
+        self._hwm = max(self._hwm, int(vector_id))
         if self._dim == 0:
             self._dim = int(vector.shape[0])
-            self._allocate(max(self._ids.shape[0], 16), self._dim)
         if vector.shape[0] != self._dim:
-            return  # a vector of another size under the same model name: not comparable
-        if self._n == self._ids.shape[0]:
-            self._allocate(self._n * 2, self._dim)
-        self._set(self._n, vid, doc_id, kind, role, scope, session_id, vector)
-        self._n += 1
-
-    def _set(
-        self,
-        row: int,
-        vid: int,
-        doc_id: int,
-        kind: str,
-        role: str | None,
-        scope: str,
-        session_id: str | None,
-        vector: Vector,
-    ) -> None:
-        if vector.shape[0] != self._dim:
+            return  # another size under the same model name: not comparable, not searchable
+        norm = float(np.linalg.norm(vector))
+        unit = vector / norm if norm > 0 else vector
+        row = _Row(
+            int(vector_id),
+            int(doc_id),
+            KIND_CODES.get(kind, 0),
+            ROLE_CODES.get(role, 0),
+            self._session_codes.setdefault(session_id, len(self._session_codes)),
+        )
+        scope_code = self._scope_codes.setdefault(scope, len(self._scope_codes))
+        found = self._where.get(row.doc_id)
+        if found is not None and found[0] == scope_code:  # this document's vector was replaced
+            self._parts[scope_code].set(found[1], row, unit)
             return
-        self._ids[row] = vid
-        self._doc_ids[row] = doc_id
-        self._kinds[row] = KIND_CODES.get(kind, 0)
-        self._roles[row] = ROLE_CODES.get(role, 0)
-        self._scopes[row] = self._scope_codes.code(scope)
-        self._sessions[row] = self._session_codes.code(session_id)
-        self._matrix[row] = vector
-        self._row_of_doc[doc_id] = row
+        part = self._parts.get(scope_code)
+        if part is None:
+            part = self._parts[scope_code] = _Partition(self._dim)
+        self._where[row.doc_id] = (scope_code, part.append(row, unit))
 
     # --- search -------------------------------------------------------------
     def search(self, query: Vector, flt: SearchFilter, k: int) -> list[Candidate]:
-        """The `k` best rows passing `flt`, by cosine similarity, best first."""
+        """Up to `k` best rows passing `flt`, by cosine similarity, best first."""
         with self._lock:
-            n = self._n
-            if n == 0 or k <= 0:
+            if not self._parts or k <= 0:
                 return []
             if query.shape[0] != self._dim:
                 raise StoreError(
@@ -213,28 +200,48 @@ class VectorCache:
                 )
             norm = float(np.linalg.norm(query))
             q = query / norm if norm > 0 else query
-            rows = np.flatnonzero(self._mask(flt, n))
-            if rows.size == 0:
+            if flt.scopes is None:
+                parts = list(self._parts.values())
+            else:
+                codes = (self._scope_codes.get(scope) for scope in flt.scopes)
+                parts = [self._parts[c] for c in codes if c is not None and c in self._parts]
+            kinds = sorted({KIND_CODES[k] for k in flt.kinds})
+            session: int | None = None
+            if flt.session_id is not None:
+                session = self._session_codes.get(flt.session_id, -1)
+            roles = None
+            if flt.fact_roles is not None:
+                roles = [ROLE_CODES[r] for r in flt.fact_roles]
+            kind_filter = None if len(kinds) == len(KIND_CODES) else kinds
+            doc_ids: list[npt.NDArray[np.int64]] = []
+            scores: list[npt.NDArray[np.float32]] = []
+            for part in parts:
+                found = _top(part, q, part.mask(kind_filter, session, roles), k)
+                if found is not None:
+                    doc_ids.append(found[0])
+                    scores.append(found[1])
+            if not doc_ids:
                 return []
-            # A selective filter scores only its rows; a broad one scores all and picks.
-            selective = rows.size * 4 < n
-            scores = self._matrix[rows] @ q if selective else (self._matrix[:n] @ q)[rows]
-            k = min(k, rows.size)
-            top = np.argpartition(-scores, k - 1)[:k] if k < rows.size else np.arange(rows.size)
-            top = top[np.argsort(-scores[top], kind="stable")]
-            doc_ids = self._doc_ids[rows[top]]
-            return [Candidate(int(d), float(s)) for d, s in zip(doc_ids, scores[top], strict=True)]
+            all_ids, all_scores = np.concatenate(doc_ids), np.concatenate(scores)
+            order = np.argsort(-all_scores, kind="stable")[:k]
+            return [Candidate(int(all_ids[i]), float(all_scores[i])) for i in order]
 
-    def _mask(self, flt: SearchFilter, n: int) -> npt.NDArray[np.bool_]:
-        kinds = [KIND_CODES[k] for k in flt.kinds if k in KIND_CODES]
-        mask = np.isin(self._kinds[:n], kinds)
-        if flt.scopes is not None:
-            mask &= np.isin(self._scopes[:n], self._scope_codes.known(flt.scopes))
-        if flt.session_id is not None:
-            codes = self._session_codes.known((flt.session_id,))
-            mask &= self._sessions[:n] == (codes[0] if codes else -1)
-        if flt.fact_roles is not None:
-            roles = [ROLE_CODES[r] for r in flt.fact_roles if r in ROLE_CODES]
-            is_fact = self._kinds[:n] == KIND_CODES["fact"]
-            mask &= ~is_fact | np.isin(self._roles[:n], roles)
-        return mask
+
+def _top(
+    part: _Partition, q: Vector, mask: Any, k: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
+    n = part.n
+    if n == 0:
+        return None
+    # einsum, not `@`: a BLAS matrix-vector product spreads over threads, which on a
+    # busy machine makes it ten times slower; this is memory-bound anyway.
+    scores = np.einsum("ij,j->i", part.matrix[:n], q)
+    doc_ids = part.doc_ids[:n]
+    if mask is not None:
+        scores, doc_ids = scores[mask], doc_ids[mask]
+    if scores.shape[0] == 0:
+        return None
+    if scores.shape[0] > k:
+        best = np.argpartition(-scores, k - 1)[:k]
+        scores, doc_ids = scores[best], doc_ids[best]
+    return doc_ids, scores
