@@ -11,6 +11,8 @@ kept), flow (one request), setup (building it from the runtime), compact
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 
 from memlane.engine.governance.budget import learn_window
 from memlane.engine.governance.errors import ContextOverflow
@@ -19,6 +21,8 @@ from memlane.engine.turn import Turn
 from memlane.types import Message
 
 __all__ = ["ContextOverflow", "govern_turn", "learn_window"]
+
+log = logging.getLogger("memlane.governance")
 
 
 async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
@@ -31,8 +35,21 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
     from memlane.engine.governance.flow import govern
     from memlane.engine.governance.setup import governor_for_turn, write_anchor
 
+    started = time.perf_counter()
     gov = await asyncio.to_thread(governor_for_turn, rt, turn)
     governed = await govern(gov, messages, user_text=turn.user_text)
+    stats = governed.stats
+    elapsed = time.perf_counter() - started
+    log.debug(
+        "governed %s: %d -> %d tokens in %.1f ms (LLM %.1f ms)%s",
+        turn.key,
+        stats.tokens_in,
+        stats.tokens_out,
+        (elapsed - stats.llm_seconds) * 1000,
+        stats.llm_seconds * 1000,
+        " compacted" if stats.compacted else "",
+        extra={"governance": stats, "governance_seconds": elapsed - stats.llm_seconds},
+    )
     turn.trimmed = turn.trimmed or governed.trimmed
     turn.notes.extend(governed.stats.notes)
     if governed.stats.summarised and turn.session is not None:
