@@ -42,6 +42,14 @@ from memlane.store.base import (
     SyncResult,
     Vector,
 )
+from memlane.store.postgres_keywords import (
+    BM25_B,
+    BM25_K1,
+    SEARCH_SQL,
+    CollectionStats,
+    tsquery_literal,
+    tsvector_literal,
+)
 from memlane.store.postgres_schema import LOCK_CLASS, VECTOR_INDEX_LOCK, migrate
 from memlane.store.transcript import plan_sync
 from memlane.store.urls import redact
@@ -50,9 +58,6 @@ from memlane.types import DocKind, Event, Fact, FactRole, Hit, Session, StoredMe
 Conn = psycopg.Connection[dict[str, Any]]
 Row = dict[str, Any]
 
-# BM25 parameters (the usual defaults, as SQLite's FTS5 uses).
-BM25_K1 = 1.2
-BM25_B = 0.75
 # The most candidates an HNSW scan visits to fill a filtered result (pgvector's default).
 HNSW_MAX_SCAN = 20_000
 # pgvector indexes `vector` columns up to this dimension; above it, search is exact.
@@ -101,6 +106,7 @@ class PostgresStore:
             raise StoreError(f"cannot connect to the PostgreSQL store at {self.url}") from exc
         self._indexed_dims: set[int] = set()
         self._closed = False
+        self._stats = CollectionStats()
 
     def close(self) -> None:
         self._closed = True
@@ -352,7 +358,7 @@ class PostgresStore:
             if plan.supersede_from is not None:
                 stale = [int(r["id"]) for r in stored[plan.supersede_from :]]
                 superseded = _set_status(conn, stale, "superseded")
-            added = _append(conn, session_id, session["namespace"], incoming[plan.matched :])
+            added = _append(conn, session_id, session, incoming[plan.matched :])
         return SyncResult(plan.matched, tuple(added), superseded)
 
     def append_messages(
@@ -360,7 +366,7 @@ class PostgresStore:
     ) -> list[StoredMessage]:
         with self._tx() as conn:
             session = _lock_session(conn, session_id)
-            return _append(conn, session_id, session["namespace"], messages)
+            return _append(conn, session_id, session, messages)
 
     def list_messages(
         self,
@@ -512,71 +518,34 @@ class PostgresStore:
         if not words or limit <= 0 or not flt.kinds:
             return []
         where, params = _filter_sql(flt, "d")
-        params.update(
-            terms=words,
-            singles=[_tsquery([w]) for w in words],
-            any=_tsquery(words),
-            k1=BM25_K1,
-            b=BM25_B,
-            limit=limit,
-        )
-        sql = f"""
-            WITH stats AS (
-                SELECT count(*)::float8 AS n, coalesce(avg(length), 1)::float8 AS avgdl
-                FROM docs
-            ),
-            q AS (
-                SELECT t.term, ln(1 + (s.n - df.n + 0.5) / (df.n + 0.5)) AS idf
-                FROM unnest(%(terms)s::text[], %(singles)s::tsquery[]) AS t(term, query)
-                CROSS JOIN stats s
-                CROSS JOIN LATERAL (
-                    SELECT count(*)::float8 AS n FROM docs WHERE terms @@ t.query
-                ) df
-            ),
-            cand AS (
-                SELECT d.seq, d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at,
-                       d.terms, d.length
-                FROM docs d
-                WHERE d.active AND d.terms @@ %(any)s::tsquery AND {where}
-            )
-            SELECT c.kind, c.ref, c.scope, c.session_id, c.text, c.created_at,
-                   sum(q.idf * u.tf * (%(k1)s + 1)
-                       / (u.tf + %(k1)s * (1 - %(b)s + %(b)s * c.length / s.avgdl))) AS score
-            FROM cand c
-            CROSS JOIN stats s
-            CROSS JOIN LATERAL (
-                SELECT lexeme, cardinality(positions)::float8 AS tf FROM unnest(c.terms)
-            ) u
-            JOIN q ON q.term = u.lexeme
-            GROUP BY c.seq, c.kind, c.ref, c.scope, c.session_id, c.text, c.created_at
-            ORDER BY score DESC, c.seq
-            LIMIT %(limit)s
-        """
         with self._tx() as conn:
-            rows = conn.execute(sql, params).fetchall()
+            idf, avgdl = self._stats.idf(conn, words)
+            params.update(
+                terms=words,
+                idf=idf,
+                any=tsquery_literal(words),
+                avgdl=avgdl,
+                k1=BM25_K1,
+                b=BM25_B,
+                limit=limit,
+            )
+            rows = conn.execute(SEARCH_SQL.format(where=where), params).fetchall()
         return [_hit(r, float(r["score"])) for r in rows]
 
     def put_vectors(
         self, kind: DocKind, items: Sequence[tuple[str, Vector]], *, model: str
     ) -> None:
-        if not items:
+        # The last vector given for a ref wins; documents gone meanwhile are skipped.
+        prepared = {
+            ref: codec.as_vector(vec, what=f"vector for {kind} {ref}") for ref, vec in items
+        }
+        if not prepared:
             return
-        prepared = [
-            (ref, codec.as_vector(vec, what=f"vector for {kind} {ref}")) for ref, vec in items
-        ]
-        dims = {int(v.shape[0]) for _, v in prepared}
+        dims = {int(v.shape[0]) for v in prepared.values()}
         with self._tx() as conn:
             for dim in sorted(dims - self._indexed_dims):
                 _ensure_vector_index(conn, dim)
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO vectors (kind, ref, model, dim, embedding) "
-                    "SELECT kind, ref, %s, %s, %s::real[]::vector FROM docs "
-                    "WHERE kind = %s AND ref = %s "
-                    "ON CONFLICT (kind, ref, model) DO UPDATE "
-                    "SET dim = excluded.dim, embedding = excluded.embedding",
-                    [(model, int(v.shape[0]), v.tolist(), kind, ref) for ref, v in prepared],
-                )
+            _insert_vectors(conn, kind, model, prepared)
         self._indexed_dims |= dims
 
     def vector_search(
@@ -713,7 +682,7 @@ class PostgresStore:
                 prepared,
             )
         scopes = _namespaces(conn, {r["session_id"] for r in rows})
-        _load_docs(
+        _insert_docs(
             conn,
             [
                 _Doc(
@@ -748,7 +717,7 @@ class PostgresStore:
                 prepared,
             )
         scopes = _namespaces(conn, {r["session_id"] for r in rows})
-        _load_docs(
+        _insert_docs(
             conn,
             [
                 _Doc(
@@ -779,7 +748,7 @@ class PostgresStore:
                     for f in facts
                 ],
             )
-        _load_docs(
+        _insert_docs(
             conn,
             [
                 _Doc(
@@ -815,12 +784,8 @@ class PostgresStore:
         dims = {int(v.shape[0]) for *_, v in prepared}
         for dim in sorted(dims - self._indexed_dims):
             _ensure_vector_index(conn, dim)
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO vectors (kind, ref, model, dim, embedding) "
-                "VALUES (%s, %s, %s, %s, %s::real[]::vector)",
-                [(k, ref, m, int(v.shape[0]), v.tolist()) for k, ref, m, v in prepared],
-            )
+        for (kind, model), group in _group_vectors(prepared).items():
+            _insert_vectors(conn, kind, model, group)
         self._indexed_dims |= dims
 
     def _load_meta(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -892,65 +857,90 @@ def _new_session_id() -> str:
 def _lock_session(conn: Conn, session_id: str) -> Row:
     """Take the session's row lock for this transaction: one writer of its history at a time.
 
-    `NO KEY UPDATE` still lets other transactions add events that reference the row.
+    Returns the session's namespace and the next free message position (read
+    under the lock, so it stays free until commit). `NO KEY UPDATE` still lets
+    other transactions add events that reference the row.
     """
     row = conn.execute(
-        "SELECT id, namespace FROM sessions WHERE id = %s FOR NO KEY UPDATE", (session_id,)
+        "SELECT namespace FROM sessions WHERE id = %s FOR NO KEY UPDATE", (session_id,)
     ).fetchone()
     if row is None:
         raise SessionNotFound(f"no session with id {session_id}")
-    return row
+    # Read only now: a statement's snapshot predates the wait for the lock, so a
+    # position read in the locking statement could be stale.
+    position = conn.execute(
+        "SELECT coalesce(max(position) + 1, 0) AS next FROM messages WHERE session_id = %s",
+        (session_id,),
+    ).fetchone()
+    assert position is not None
+    return {"namespace": row["namespace"], "next_position": int(position["next"])}
 
 
 def _append(
-    conn: Conn, session_id: str, namespace: str, items: Sequence[NewMessage]
+    conn: Conn, session_id: str, locked: Row, items: Sequence[NewMessage]
 ) -> list[StoredMessage]:
-    """Insert after the session's last position; the caller holds the session's lock."""
+    """Insert after the session's last position; `locked` is what `_lock_session` returned.
+
+    One statement for the rows and one for their index entries, whatever the count.
+    """
     if not items:
         return []
-    start = _next_position(conn, session_id)
+    start = int(locked["next_position"])
+    namespace = str(locked["namespace"])
     created = codec.now()
-    out: list[StoredMessage] = []
-    for offset, item in enumerate(items):
-        message = item.message
-        content_hash = message.fingerprint()
-        row = conn.execute(
-            "INSERT INTO messages (session_id, position, role, kind, origin, wire, content, "
-            "text, content_hash, token_count, status, created_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'ok', %s) RETURNING id",
-            (
-                session_id,
-                start + offset,
-                message.role,
-                message.kind,
-                message.origin,
-                message.wire,
-                Jsonb(codec.message_to_json(message)),
-                message.text,
-                content_hash,
-                item.token_count,
-                created,
-            ),
-        ).fetchone()
-        assert row is not None
-        stored = StoredMessage(
-            id=int(row["id"]),
+    hashes = [item.message.fingerprint() for item in items]
+    positions = list(range(start, start + len(items)))
+    rows = conn.execute(
+        "INSERT INTO messages (session_id, position, role, kind, origin, wire, content, text, "
+        "content_hash, token_count, status, created_at) "
+        "SELECT %(sid)s, x.position, x.role, x.kind, x.origin, x.wire, x.content, x.text, "
+        "x.hash, x.tokens, 'ok', %(at)s FROM unnest(%(positions)s::int[], %(roles)s::text[], "
+        "%(kinds)s::text[], %(origins)s::text[], %(wires)s::text[], %(contents)s::jsonb[], "
+        "%(texts)s::text[], %(hashes)s::text[], %(tokens)s::int[]) "
+        "AS x(position, role, kind, origin, wire, content, text, hash, tokens) "
+        "RETURNING id, position",
+        {
+            "sid": session_id,
+            "at": created,
+            "positions": positions,
+            "roles": [i.message.role for i in items],
+            "kinds": [i.message.kind for i in items],
+            "origins": [i.message.origin for i in items],
+            "wires": [i.message.wire for i in items],
+            "contents": [Jsonb(codec.message_to_json(i.message)) for i in items],
+            "texts": [i.message.text for i in items],
+            "hashes": hashes,
+            "tokens": [i.token_count for i in items],
+        },
+    ).fetchall()
+    ids = {int(r["position"]): int(r["id"]) for r in rows}
+    out = [
+        StoredMessage(
+            id=ids[position],
             session_id=session_id,
-            position=start + offset,
-            message=message,
+            position=position,
+            message=item.message,
             content_hash=content_hash,
             token_count=item.token_count,
             created_at=created,
         )
-        if message.text:
-            _put_doc(
-                conn, "message", str(stored.id), namespace, session_id, None, message.text, created
-            )
-        out.append(stored)
-    conn.execute(
-        "UPDATE sessions SET message_count = message_count + %s, updated_at = %s WHERE id = %s",
-        (len(out), created, session_id),
-    )
+        for position, item, content_hash in zip(positions, items, hashes, strict=True)
+    ]
+    with conn.pipeline():  # neither statement's answer is needed: one round trip for both
+        _insert_docs(
+            conn,
+            [
+                _Doc(
+                    "message", str(m.id), namespace, session_id, None, m.message.text, created, True
+                )
+                for m in out
+                if m.message.text
+            ],
+        )
+        conn.execute(
+            "UPDATE sessions SET message_count = message_count + %s, updated_at = %s WHERE id = %s",
+            (len(out), created, session_id),
+        )
     return out
 
 
@@ -976,34 +966,6 @@ def _set_status(conn: Conn, ids: Sequence[int], status: str) -> int:
             )
         changed += 1
     return changed
-
-
-def _next_position(conn: Conn, session_id: str) -> int:
-    row = conn.execute(
-        "SELECT coalesce(max(position) + 1, 0) AS next FROM messages WHERE session_id = %s",
-        (session_id,),
-    ).fetchone()
-    assert row is not None
-    return int(row["next"])
-
-
-def _tsvector(words: Sequence[str]) -> str:
-    """A tsvector literal whose lexemes are exactly `words`, with positions (term frequency)."""
-    positions: dict[str, list[int]] = {}
-    for index, word in enumerate(words[:16_000], start=1):
-        positions.setdefault(word, []).append(index)
-    return " ".join(
-        f"{_quote(word)}:{','.join(map(str, spots[:256]))}" for word, spots in positions.items()
-    )
-
-
-def _tsquery(words: Sequence[str]) -> str:
-    """A tsquery literal matching any of `words` exactly."""
-    return " | ".join(_quote(word) for word in words)
-
-
-def _quote(word: str) -> str:
-    return "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def _put_doc(
@@ -1039,7 +1001,7 @@ def _put_doc(
             session_id,
             role,
             text,
-            _tsvector(words),
+            tsvector_literal(words),
             len(words),
             created_at,
             active,
@@ -1059,31 +1021,28 @@ class _Doc:
     active: bool
 
 
-def _load_docs(conn: Conn, docs: Sequence[_Doc]) -> None:
-    """Index loaded rows in one pipelined batch (a store copy moves many thousands)."""
-    rows = []
-    for doc in docs:
-        words = analysis.terms(doc.text)
-        rows.append(
-            (
-                doc.kind,
-                doc.ref,
-                doc.scope,
-                doc.session_id,
-                doc.role,
-                doc.text,
-                _tsvector(words),
-                len(words),
-                doc.created_at,
-                doc.active,
-            )
-        )
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, length, "
-            "created_at, active) VALUES (%s, %s, %s, %s, %s, %s, %s::tsvector, %s, %s, %s)",
-            rows,
-        )
+def _insert_docs(conn: Conn, docs: Sequence[_Doc]) -> None:
+    """Index new documents in one statement (a turn, or a batch of a store copy)."""
+    if not docs:
+        return
+    words = [analysis.terms(doc.text) for doc in docs]
+    conn.execute(
+        "INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, length, created_at, "
+        "active) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], "
+        "%s::text[], %s::text[], %s::tsvector[], %s::int[], %s::timestamptz[], %s::bool[])",
+        (
+            [d.kind for d in docs],
+            [d.ref for d in docs],
+            [d.scope for d in docs],
+            [d.session_id for d in docs],
+            [d.role for d in docs],
+            [d.text for d in docs],
+            [tsvector_literal(w) for w in words],
+            [len(w) for w in words],
+            [d.created_at for d in docs],
+            [d.active for d in docs],
+        ),
+    )
 
 
 def _index_fact(conn: Conn, fact: Fact) -> None:
@@ -1099,6 +1058,38 @@ def _index_fact(conn: Conn, fact: Fact) -> None:
         fact.created_at,
         active=not fact.deleted,
     )
+
+
+def _vector_text(vector: Vector) -> str:
+    return "[" + ",".join(map(repr, vector.tolist())) + "]"
+
+
+def _insert_vectors(conn: Conn, kind: str, model: str, vectors: Mapping[str, Vector]) -> None:
+    """Upsert the vectors of documents that exist, in one statement."""
+    conn.execute(
+        "INSERT INTO vectors (kind, ref, model, dim, embedding) "
+        "SELECT d.kind, d.ref, %s, x.dim, x.vec::vector "
+        "FROM unnest(%s::text[], %s::int[], %s::text[]) AS x(ref, dim, vec) "
+        "JOIN docs d ON d.kind = %s AND d.ref = x.ref "
+        "ON CONFLICT (kind, ref, model) DO UPDATE "
+        "SET dim = excluded.dim, embedding = excluded.embedding",
+        (
+            model,
+            list(vectors),
+            [int(v.shape[0]) for v in vectors.values()],
+            [_vector_text(v) for v in vectors.values()],
+            kind,
+        ),
+    )
+
+
+def _group_vectors(
+    rows: Sequence[tuple[str, str, str, Vector]],
+) -> dict[tuple[str, str], dict[str, Vector]]:
+    groups: dict[tuple[str, str], dict[str, Vector]] = {}
+    for kind, ref, model, vector in rows:
+        groups.setdefault((kind, model), {})[ref] = vector
+    return groups
 
 
 def _ensure_vector_index(conn: Conn, dim: int) -> None:

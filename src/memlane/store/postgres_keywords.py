@@ -1,0 +1,137 @@
+"""Keyword search for the PostgreSQL backend: BM25 over a GIN-indexed `tsvector`.
+
+The `tsvector` of a document holds exactly the shared analyser's terms
+(`store.analysis.terms`) with their positions, so the term frequency is there
+and identifiers match as they do in SQLite. PostgreSQL ranks with `ts_rank`,
+which knows nothing of how rare a term is; BM25 needs the collection's
+statistics: the number of documents, their average length and each query
+term's document frequency.
+
+Counting those on every query costs a scan per common term, so while the
+index is small they are counted exactly, and once it is large they are kept
+for `STATS_TTL` seconds per process. A new document is found at once either
+way; only its weight in the ranking may lag by that long.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+Conn = psycopg.Connection[dict[str, Any]]
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+# Below this many indexed documents every statistic is counted exactly, on every query.
+EXACT_BELOW = 5_000
+STATS_TTL = 60.0
+DF_CACHE_SIZE = 50_000
+# A document keeps at most this many positions (PostgreSQL's limits on a tsvector).
+MAX_POSITION = 16_383
+MAX_POSITIONS_PER_TERM = 256
+
+
+def tsvector_literal(words: Sequence[str]) -> str:
+    """A tsvector whose lexemes are exactly `words` (no stemming), with their positions."""
+    positions: dict[str, list[int]] = {}
+    for index, word in enumerate(words[:MAX_POSITION], start=1):
+        positions.setdefault(word, []).append(index)
+    return " ".join(
+        f"{_quote(word)}:{','.join(map(str, spots[:MAX_POSITIONS_PER_TERM]))}"
+        for word, spots in positions.items()
+    )
+
+
+def tsquery_literal(words: Sequence[str]) -> str:
+    """A tsquery matching a document that has any of `words`, exactly."""
+    return " | ".join(_quote(word) for word in words)
+
+
+def _quote(word: str) -> str:
+    return "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+class CollectionStats:
+    """Document count, average length and document frequencies, exact or briefly cached."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._totals: tuple[float, float, float] | None = None  # n, avgdl, taken at
+        self._df: OrderedDict[str, tuple[int, float]] = OrderedDict()
+
+    def idf(self, conn: Conn, words: Sequence[str]) -> tuple[list[float], float]:
+        """BM25's idf of each word, and the average document length."""
+        n, avgdl = self._collection(conn)
+        df = self._frequencies(conn, words, exact=n < EXACT_BELOW)
+        idf = [math.log(1 + (n - df[w] + 0.5) / (df[w] + 0.5)) for w in words]
+        return idf, avgdl
+
+    def _collection(self, conn: Conn) -> tuple[float, float]:
+        now = time.monotonic()
+        with self._lock:
+            cached = self._totals
+        if cached is not None and cached[0] >= EXACT_BELOW and now - cached[2] < STATS_TTL:
+            return cached[0], cached[1]
+        row = conn.execute(
+            "SELECT count(*)::float8 AS n, coalesce(avg(length), 1)::float8 AS avgdl FROM docs"
+        ).fetchone()
+        assert row is not None
+        n, avgdl = float(row["n"]), max(float(row["avgdl"]), 1.0)
+        with self._lock:
+            self._totals = (n, avgdl, now)
+        return n, avgdl
+
+    def _frequencies(self, conn: Conn, words: Sequence[str], *, exact: bool) -> dict[str, int]:
+        now = time.monotonic()
+        found: dict[str, int] = {}
+        if not exact:
+            with self._lock:
+                for word in words:
+                    hit = self._df.get(word)
+                    if hit is not None and now - hit[1] < STATS_TTL:
+                        found[word] = hit[0]
+        missing = [w for w in words if w not in found]
+        if missing:
+            rows = conn.execute(
+                "SELECT t.word, (SELECT count(*) FROM docs WHERE terms @@ t.query) AS df "
+                "FROM unnest(%s::text[], %s::tsquery[]) AS t(word, query)",
+                (missing, [tsquery_literal([w]) for w in missing]),
+            ).fetchall()
+            counted = {r["word"]: int(r["df"]) for r in rows}
+            found.update(counted)
+            with self._lock:
+                for word, df in counted.items():
+                    self._df[word] = (df, now)
+                    self._df.move_to_end(word)
+                while len(self._df) > DF_CACHE_SIZE:
+                    self._df.popitem(last=False)
+        return found
+
+
+SEARCH_SQL = """
+    WITH cand AS MATERIALIZED (
+        SELECT d.seq, d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at, d.terms,
+               d.length
+        FROM docs d
+        WHERE d.active AND d.terms @@ %(any)s::tsquery AND {where}
+    )
+    SELECT c.kind, c.ref, c.scope, c.session_id, c.text, c.created_at,
+           sum(q.idf * u.tf * (%(k1)s + 1)
+               / (u.tf + %(k1)s * (1 - %(b)s + %(b)s * c.length / %(avgdl)s))) AS score
+    FROM cand c
+    CROSS JOIN LATERAL (
+        -- only the query's lexemes of this document: mark them, keep the marked
+        SELECT lexeme, cardinality(positions)::float8 AS tf
+        FROM unnest(ts_filter(setweight(c.terms, 'A', %(terms)s::text[]), '{{a}}'))
+    ) u
+    JOIN unnest(%(terms)s::text[], %(idf)s::float8[]) AS q(term, idf) ON q.term = u.lexeme
+    GROUP BY c.seq, c.kind, c.ref, c.scope, c.session_id, c.text, c.created_at
+    ORDER BY score DESC, c.seq
+    LIMIT %(limit)s
+"""
