@@ -8,21 +8,27 @@ Prompt caches only hit while what was sent before stays a byte-identical
 prefix, so the block is never edited in place:
 
 - a block is appended after the request's last message only when its text
-  differs from the last block sent, and it is stored as a `state`-origin message
-  right after the client messages of that turn;
-- on later turns, every stored block is re-inserted at the place it had: after
+  differs from the last block sent; it is stored as a `state`-origin message
+  right after the client messages of that turn (the transcript shows what the
+  model saw), and listed in the session state `state_blocks` with the number
+  of client messages it followed;
+- on later turns, every listed block is re-inserted at the place it had: after
   the same number of client messages. The client's resent history plus the
   re-inserted blocks then reproduce exactly what went upstream before.
 
-Blocks of a failed turn, or of a history the client edited away (superseded),
-are not replayed. The texts live in files (`files.scaffold`) or, for a store
-shared by several proxies, in the store's session state: one small interface,
-`StateTexts`, with both implementations.
+When the client edits its history (the store supersedes the tail), the blocks
+sent after the edit point are dropped from the list. Reading the list is one
+small state read per turn, however long the session.
+
+The texts live in files (`files.scaffold`) or, for a store shared by several
+proxies, in the store's session state: one small interface, `StateTexts`, with
+both implementations.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -32,7 +38,7 @@ from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Turn
 from memlane.files.scaffold import FileTexts, normalize_escapes, read_agents_md
 from memlane.store import NewMessage, SessionNotFound, Store
-from memlane.types import Message, Role, Session, StoredMessage
+from memlane.types import Message, Role, Session
 
 STATE_NAMES = ("todo", "pinned", "summary", "spec_approved")
 EDITABLE = ("todo", "pinned", "summary")
@@ -216,30 +222,30 @@ def any_part_enabled(settings: Settings) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Placed:
-    """A stored block and how many (live) client messages preceded it."""
+    """A block that was sent, and how many client messages preceded it then (-1: never replay)."""
 
     after: int
     message: Message
 
 
-def replay_blocks(stored: Sequence[StoredMessage]) -> list[Placed]:
-    """The blocks to re-insert, from the session's stored messages (superseded included).
+BLOCKS_STATE = "state_blocks"
+"""Session-state entry listing the blocks sent so far, so a turn never re-reads the history."""
 
-    A block belongs to the turn whose client message precedes it; when that
-    message is not `ok` (the turn failed, or the client edited it away), the
-    block was never part of a history the client still holds.
-    """
-    placed: list[Placed] = []
-    live = 0
-    previous_ok = True
-    for item in stored:
-        origin = item.message.origin
-        if origin == "client":
-            previous_ok = item.status == "ok"
-            live += previous_ok
-        elif origin == "state" and previous_ok and item.status == "ok":
-            placed.append(Placed(live, item.message))
-    return placed
+
+def load_blocks(state: dict[str, str]) -> list[Placed]:
+    try:
+        rows = json.loads(state.get(BLOCKS_STATE) or "[]")
+        return [
+            Placed(int(after), Message(role, text, origin="state", wire=wire))
+            for after, role, wire, text in rows
+        ]
+    except (ValueError, TypeError):
+        return []  # an unreadable index costs one cache miss upstream, never a failed turn
+
+
+def dump_blocks(placed: Sequence[Placed]) -> str:
+    rows = [[p.after, p.message.role, p.message.wire, p.message.text] for p in placed]
+    return json.dumps(rows, ensure_ascii=False)
 
 
 def weave(messages: Sequence[Message], placed: Sequence[Placed]) -> list[Message]:
@@ -254,10 +260,12 @@ def weave(messages: Sequence[Message], placed: Sequence[Placed]) -> list[Message
     for message in messages:
         if message.origin == "client":
             while pending and pending[0].after <= seen:
-                out.append(pending.pop(0).message)
+                placed_before = pending.pop(0)
+                if placed_before.after >= 0:
+                    out.append(placed_before.message)
             seen += 1
         out.append(message)
-    out.extend(p.message for p in pending if p.after <= seen)
+    out.extend(p.message for p in pending if 0 <= p.after <= seen)
     return out
 
 
@@ -281,23 +289,34 @@ def _with_state(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Messag
     header_todo = turn.flags.get("todo")
     if header_todo is not None and settings.todo_enabled:
         todo = _cap(normalize_escapes(header_todo.strip()), settings.todo_max_chars)
-        texts["todo"] = todo
-        if not turn.ephemeral and texts_store.read(ref).get("todo", "") != todo:
+        if not turn.ephemeral and texts.get("todo", "") != todo:
             texts_store.write(ref, "todo", todo or None)
+        texts["todo"] = todo
     block = block_for(settings, texts, spec_mode=settings.spec_mode or _spec_header(turn))
     role: Role = "developer" if turn.wire == "responses" else "system"
 
     if turn.session is None:  # ephemeral: nothing stored, nothing to keep stable
         return [*messages, _state_message(block, role, turn)] if block else messages
 
-    stored = rt.store.list_messages(turn.session.id, include_superseded=True)
-    placed = replay_blocks(stored)
+    state = rt.store.get_state(turn.session.id)
+    placed = load_blocks(state)
+    index_changed = False
+    synced = turn.synced
+    if synced is not None and synced.superseded and not turn.continued:
+        live = [p for p in placed if p.after <= synced.matched]  # the edited-away branch goes
+        index_changed = len(live) != len(placed)
+        placed = live
     out = list(messages) if turn.continued else weave(messages, placed)
     last = placed[-1].message.text if placed else None
     if block == (last or "") or (not block and last == EMPTY_BLOCK):
+        if index_changed:
+            rt.store.set_state(turn.session.id, BLOCKS_STATE, dump_blocks(placed))
         return out
     new = _state_message(block or EMPTY_BLOCK, role, turn)
     rt.store.append_messages(turn.session.id, [NewMessage(new, rt.tokenizer.count_message(new))])
+    after = -1 if turn.continued else sum(m.origin == "client" for m in messages)
+    placed.append(Placed(after, new))
+    rt.store.set_state(turn.session.id, BLOCKS_STATE, dump_blocks(placed))
     return [*out, new]
 
 

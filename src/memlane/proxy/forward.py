@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterable, Mapping
 
 import httpx
@@ -19,11 +20,11 @@ class Upstream:
         timeout = httpx.Timeout(
             settings.upstream_timeout, connect=min(10.0, settings.upstream_timeout)
         )
-        self.client = httpx.AsyncClient(
-            timeout=timeout,
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=100),
-            transport=transport,
-        )
+        if transport is None:  # small writes go out at once, never held for a delayed ACK
+            nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+            limits = httpx.Limits(max_connections=None, max_keepalive_connections=100)
+            transport = httpx.AsyncHTTPTransport(limits=limits, socket_options=nodelay)
+        self.client = httpx.AsyncClient(timeout=timeout, transport=transport)
 
     def url(self, path: str) -> str:
         return self.base + path

@@ -93,6 +93,7 @@ class RelayResponse(Response):
         except httpx.HTTPError as exc:
             reason = "timed out" if isinstance(exc, httpx.TimeoutException) else "broke off"
             frame = self.error_frame(f"the upstream stream {reason} before the answer was complete")
+            await self._settle(Outcome.CUT)  # the failure is recorded before the client hears of it
             await send({"type": "http.response.body", "body": frame, "more_body": True})
             return Outcome.CUT
         for event, data in decoder.close():
