@@ -77,7 +77,7 @@ class MemorySettings(BaseModel):
         description="Weight of the keyword (BM25) list in rank fusion.",
     )
     memory_dense_weight: float = Field(
-        default=1.0,
+        default=0.5,
         ge=0.0,
         description="Weight of the dense (embedding) list in rank fusion.",
     )

@@ -26,12 +26,14 @@ from memlane.engine.runtime import Runtime
 from memlane.files.git import GitRepo, commit_quietly
 from memlane.files.memory_files import MemoryFileError, MemoryFiles, id_from_name, now_utc
 from memlane.files.memory_snapshot import Snapshot
+from memlane.files.watcher import watch
 from memlane.text.embeddings import EmbeddingError
 from memlane.types import Fact, FactRole
 
 log = logging.getLogger("memlane.memory")
 
 EMBED_BATCH = 256
+WATCH_START_SECONDS = 5.0
 MODEL_META = "memory.embedding_model"
 Progress = Callable[[int, int | None], None]
 """(done, total): total is None while it is not known yet."""
@@ -68,6 +70,7 @@ class MemoryBook:
         self._scope_locks: dict[str, asyncio.Lock] = {}
         self._started: asyncio.Task[SyncReport] | None = None
         self.watch_task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
 
     # --- locks ----------------------------------------------------------------
     @property
@@ -138,35 +141,7 @@ class MemoryBook:
 
     # --- vectors -----------------------------------------------------------------
     def _embed_missing_sync(self, progress: Progress | None = None) -> int:
-        """Embed every active entry without a vector of the current model (content-addressed:
-        the store drops a vector only when its text changes, so unchanged text is never
-        re-embedded). A failing embedder is logged: keyword search still finds the entry."""
-        store = self.rt.store
-        try:
-            embedder = self.rt.embedder
-            model = embedder.model_id
-            if store.get_meta(MODEL_META) != model:
-                dropped = store.drop_vectors(except_model=model)
-                if dropped:
-                    log.info("embedding model is now %s: re-embedding %d entries", model, dropped)
-                store.set_meta(MODEL_META, model)
-            done = 0
-            while True:
-                batch = store.missing_vectors("fact", model=model, limit=EMBED_BATCH)
-                if not batch:
-                    return done
-                vectors = embedder.embed([text for _, text in batch])
-                store.put_vectors(
-                    "fact", [(ref, vectors[i]) for i, (ref, _) in enumerate(batch)], model=model
-                )
-                done += len(batch)
-                if progress is not None:
-                    progress(done, None)
-                if len(batch) < EMBED_BATCH:
-                    return done
-        except (EmbeddingError, OSError, RuntimeError, ValueError) as exc:
-            log.warning("memory entries not embedded (keyword search still works): %s", exc)
-            return 0
+        return embed_missing(self.rt, progress)
 
     # --- files → index -------------------------------------------------------------
     async def sync_files(
@@ -280,11 +255,87 @@ class MemoryBook:
         self._save_snapshot()
         return changed
 
+    async def on_files_changed(self, paths: set[Path]) -> int:
+        """What the watcher calls: re-index, then one commit for the batch."""
+        changed = await self.apply_file_changes(paths)
+        if changed and self.files is not None:
+            names = sorted(self.files.relative(p) for p in paths if self.files.is_entry_path(p))
+            listing = "\n".join(names[:50])
+            await self.commit(f"memory: {changed} file(s) edited by hand\n\n{listing}")
+        return changed
+
+    # --- watching --------------------------------------------------------------------
+    async def start_watching(self, *, force_polling: bool | None = None) -> None:
+        """Follow hand edits while running; returns once the watch is in place."""
+        if self.files is None or self.watch_task is not None:
+            return
+        self._stop = asyncio.Event()
+        ready = asyncio.Event()
+        self.watch_task = asyncio.get_running_loop().create_task(
+            watch(self.files.entries, self.on_files_changed, stop=self._stop, ready=ready,
+                  force_polling=force_polling),
+            name="memory-watcher",
+        )
+        waiter = asyncio.ensure_future(ready.wait())
+        await asyncio.wait({waiter, self.watch_task}, timeout=WATCH_START_SECONDS,
+                           return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if self.watch_task.done() and self.watch_task.exception() is not None:
+            log.warning("memory watcher did not start: %s", self.watch_task.exception())
+            self.watch_task = None
+
+    async def stop_watching(self) -> None:
+        task, self.watch_task = self.watch_task, None
+        if task is None:
+            return
+        self._stop.set()
+        try:
+            async with asyncio.timeout(WATCH_START_SECONDS):
+                await task
+        except (TimeoutError, asyncio.CancelledError):
+            task.cancel()
+
     # --- history -------------------------------------------------------------------
     async def commit(self, message: str) -> bool:
         if self.git is None:
             return False
         return await commit_quietly(self.git, message)
+
+
+def embed_missing(rt: Runtime, progress: Progress | None = None) -> int:
+    """Embed every active entry without a vector of the current model.
+
+    Content-addressed: the store drops a vector only when its text changes, so
+    unchanged text is never re-embedded; a new embedding model drops the old
+    vectors and re-embeds everything. A failing embedder is logged: keyword
+    search still finds the entries, and the next write retries.
+    """
+    store = rt.store
+    try:
+        embedder = rt.embedder
+        model = embedder.model_id
+        if store.get_meta(MODEL_META) != model:
+            dropped = store.drop_vectors(except_model=model)
+            if dropped:
+                log.info("embedding model is now %s: re-embedding %d entries", model, dropped)
+            store.set_meta(MODEL_META, model)
+        done = 0
+        while True:
+            batch = store.missing_vectors("fact", model=model, limit=EMBED_BATCH)
+            if not batch:
+                return done
+            vectors = embedder.embed([text for _, text in batch])
+            store.put_vectors(
+                "fact", [(ref, vectors[i]) for i, (ref, _) in enumerate(batch)], model=model
+            )
+            done += len(batch)
+            if progress is not None:
+                progress(done, None)
+            if len(batch) < EMBED_BATCH:
+                return done
+    except (EmbeddingError, OSError, RuntimeError, ValueError) as exc:
+        log.warning("memory entries not embedded (keyword search still works): %s", exc)
+        return 0
 
 
 def book_for(rt: Runtime) -> MemoryBook:

@@ -1,0 +1,27 @@
+"""Start and stop long-term memory with the process that serves it.
+
+`start_memory` catches the index up with the files (edits made while memlane
+was stopped; in the background, so the proxy starts at once) and, when
+`memory_watch` is on, follows hand edits while running. `stop_memory` ends the
+watcher. Both are no-ops with memory disabled or in PostgreSQL mode.
+"""
+
+from __future__ import annotations
+
+from memlane.engine.memory.book import book_for
+from memlane.engine.runtime import Runtime
+
+
+async def start_memory(rt: Runtime) -> None:
+    if not rt.settings.memory_enabled:
+        return
+    book = book_for(rt)
+    rt.background.spawn(book.ready(), name="memory-startup-sync")
+    if rt.settings.memory_watch:
+        await book.start_watching()
+
+
+async def stop_memory(rt: Runtime) -> None:
+    book = vars(rt).get("_memory_book")
+    if book is not None:
+        await book.stop_watching()

@@ -1,0 +1,287 @@
+"""The write path end to end over a real store and real files, with a scripted LLM."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from memlane.config import Settings
+from memlane.engine.memory import scopes
+from memlane.engine.memory.book import MemoryBook, book_for
+from memlane.engine.memory.ingest import TurnInput, ingest_turn
+from memlane.engine.memory.summary import summary_id
+from memlane.engine.retrieval.search import search
+from memlane.engine.runtime import Runtime
+from memlane.store.sqlite import SQLiteStore
+from memlane.text.llm import Completion, LLMError
+from tests.engine.memory.conftest import agree
+from tests.support.text import ScriptedLLM
+
+
+def turn(
+    user: str, assistant: str = "Noted.", *, session: str = "s1", ns: str = "repo"
+) -> TurnInput:
+    return TurnInput(
+        session_id=session,
+        namespace=ns,
+        model="m",
+        user_text=user,
+        user_message_id=1,
+        assistant_text=assistant,
+    )
+
+
+def facts_of(rt: Runtime, scope: str) -> list[str]:
+    return [f.text for f in rt.store.list_facts(scope=scope, roles=("memory",))]
+
+
+def git_files(book: MemoryBook) -> str:
+    assert book.files is not None
+    return subprocess.run(
+        ["git", "ls-files"], cwd=book.files.root, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def git_log(book: MemoryBook) -> list[str]:
+    out = subprocess.run(
+        ["git", "log", "--format=%s"],
+        cwd=book.files.root,  # type: ignore[union-attr]
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.splitlines()
+
+
+async def test_a_turn_becomes_turn_entries_a_fact_and_a_summary(
+    rt: Runtime, book: MemoryBook, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.push('["The user\'s wife is named Anne"]', "The user is married to Anne.")
+    report = await ingest_turn(rt, turn("My wife is Anne", "Nice to meet her!"))
+    assert report.turns == 2
+    assert report.facts_added == ["The user's wife is named Anne"]
+    assert report.summary
+    assert facts_of(rt, scopes.namespace_scope("repo")) == ["The user's wife is named Anne"]
+    conversation = rt.store.list_facts(scope=scopes.conversation_scope("s1"))
+    assert sorted((f.role, f.text) for f in conversation) == [
+        ("assistant", "Nice to meet her!"),
+        ("summary", "The user is married to Anne."),
+        ("user", "My wife is Anne"),
+    ]
+    fact = rt.store.list_facts(roles=("memory",))[0]
+    assert (fact.source_session, fact.source_message, fact.conversation_id) == ("s1", 1, "s1")
+    on_disk = agree(book)
+    assert len(on_disk) == 4
+    roots = sorted(p.relative_to(book.files.entries).parts[1] for p in book.files.scan())  # type: ignore[union-attr]
+    assert roots == ["facts", "summaries", "turns", "turns"]
+    hits = await search(rt, "wife Anne", scopes=[scopes.namespace_scope("repo")])
+    assert hits[0].text == "The user's wife is named Anne"
+
+
+async def test_update_tombstones_the_old_fact_with_replaced_by(
+    rt: Runtime, book: MemoryBook, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.push('["The user loves pizza"]', "Loves pizza.")
+    await ingest_turn(rt, turn("I love pizza"))
+    (old,) = rt.store.list_facts(roles=("memory",))
+    scripted_llm.push(
+        '["The user hates pizza"]',
+        '[{"event": "UPDATE", "id": "0", "text": "The user hates pizza now"}]',
+        "Hates pizza.",
+    )
+    report = await ingest_turn(rt, turn("Actually I hate pizza"))
+    assert report.facts_updated == 1
+    assert "EXISTING" in scripted_llm.prompts[-2]  # the reconciliation saw the old fact
+    (new,) = rt.store.list_facts(roles=("memory",))
+    assert new.text == "The user hates pizza now"
+    assert new.id != old.id
+    tomb = rt.store.get_fact(old.id)
+    assert tomb is not None
+    assert (tomb.deleted, tomb.replaced_by) == (True, new.id)
+    tomb_files = [p for p in book.files.scan() if "/deleted/facts/" in p.as_posix()]  # type: ignore[union-attr]
+    assert len(tomb_files) == 1
+    assert book.files.read(tomb_files[0]).fact.replaced_by == new.id  # type: ignore[union-attr]
+    agree(book)
+    hits = await search(rt, "pizza", scopes=[scopes.namespace_scope("repo")], roles=("memory",))
+    assert [h.ref for h in hits] == [new.id]
+
+
+class DecidingLLM(ScriptedLLM):
+    """A scripted LLM whose reconciliation answer is computed from the prompt's short ids."""
+
+    def __init__(self, facts: list[str], decide: Callable[[dict[str, str]], list[dict[str, str]]]):
+        super().__init__(default="Summary.")
+        self.facts = facts
+        self.decide = decide
+
+    async def complete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> Completion:
+        body = str(messages[-1]["content"])
+        if body.startswith("User message:"):
+            self.push(json.dumps(self.facts))
+        elif body.startswith("EXISTING"):
+            listed = json.loads(body.split("\n")[0].removeprefix("EXISTING "))
+            self.push(json.dumps(self.decide({item["text"]: item["id"] for item in listed})))
+        return await super().complete(messages, **kwargs)
+
+
+async def test_delete_with_its_replacement_and_none(
+    settings: Settings, sqlite_store: SQLiteStore, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.push('["The user lives in Lyon", "The user likes tea"]', "Lyon, tea.")
+    first = Runtime(settings, sqlite_store, _llm=scripted_llm)
+    await ingest_turn(first, turn("I live in Lyon and like tea"))
+    lyon = next(f for f in sqlite_store.list_facts() if f.text == "The user lives in Lyon")
+
+    llm = DecidingLLM(
+        ["The user moved to Oslo", "The user likes tea"],
+        lambda short: [
+            {"event": "DELETE", "id": short["The user lives in Lyon"]},
+            {"event": "ADD", "text": "The user moved to Oslo"},
+            {"event": "NONE", "id": short["The user likes tea"]},
+        ],
+    )
+    rt = Runtime(settings, sqlite_store, _llm=llm)
+    report = await ingest_turn(rt, turn("I moved to Oslo; still like tea"))
+    assert report.facts_added == ["The user moved to Oslo"]
+    assert report.facts_deleted == 1
+    active = sorted(f.text for f in sqlite_store.list_facts(roles=("memory",)))
+    assert active == ["The user likes tea", "The user moved to Oslo"]
+    tomb = sqlite_store.get_fact(lyon.id)
+    assert tomb is not None
+    assert tomb.deleted
+    agree(book_for(rt))
+
+
+async def test_only_deletes_returned_still_adds_the_new_fact(
+    settings: Settings, sqlite_store: SQLiteStore, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.push('["The user lives in Lyon"]', "Lyon.")
+    await ingest_turn(Runtime(settings, sqlite_store, _llm=scripted_llm), turn("I live in Lyon"))
+    llm = DecidingLLM(
+        ["The user lives in Oslo"],
+        lambda short: [{"event": "DELETE", "id": short["The user lives in Lyon"]}],
+    )
+    rt = Runtime(settings, sqlite_store, _llm=llm)
+    report = await ingest_turn(rt, turn("I live in Oslo"))
+    assert report.reason.startswith("safeguard")
+    assert [f.text for f in sqlite_store.list_facts(roles=("memory",))] == [
+        "The user lives in Oslo"
+    ]
+    agree(book_for(rt))
+
+
+async def test_llm_down_keeps_the_turns_and_loses_nothing(
+    rt: Runtime, book: MemoryBook, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.push(LLMError("connection refused"))
+    report = await ingest_turn(rt, turn("My cat is called Tom", "Cute!"))
+    assert (report.turns, report.facts_added, report.summary) == (2, [], False)
+    texts = sorted(f.text for f in rt.store.list_facts())
+    assert texts == ["Cute!", "My cat is called Tom"]
+    agree(book)
+    hits = await search(rt, "cat Tom", scopes=[scopes.conversation_scope("s1")])
+    assert hits[0].text == "My cat is called Tom"
+
+
+async def test_reconciliation_failure_adds_the_facts(
+    rt: Runtime, book: MemoryBook, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.push('["The user likes tea"]', "Tea.")
+    await ingest_turn(rt, turn("I like tea"))
+    scripted_llm.push('["The user likes green tea"]', LLMError("timeout"), "Green tea.")
+    await ingest_turn(rt, turn("Green tea, mostly"))
+    assert sorted(facts_of(rt, scopes.namespace_scope("repo"))) == [
+        "The user likes green tea",
+        "The user likes tea",
+    ]
+    agree(book)
+
+
+async def test_eviction_soft_deletes_the_oldest_entries(
+    settings: Settings, sqlite_store: SQLiteStore, scripted_llm: ScriptedLLM
+) -> None:
+    small = settings.model_copy(update={"memory_max_entries": 3, "memory_extract_facts": False})
+    rt = Runtime(small, sqlite_store, _llm=scripted_llm)
+    await ingest_turn(rt, turn("first question", "first answer"))
+    await ingest_turn(rt, turn("second question", "second answer"))
+    report = await ingest_turn(rt, turn("third question", "third answer"))
+    assert report.evicted == 2
+    active = [f.text for f in sqlite_store.list_facts()]
+    assert active == ["second answer", "third question", "third answer"]
+    on_disk = agree(book_for(rt))
+    assert sum(deleted for _, deleted in on_disk.values()) == 3
+
+
+async def test_one_git_commit_per_update(
+    rt: Runtime, book: MemoryBook, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.push('["The user likes tea"]', "Tea.")
+    await ingest_turn(rt, turn("I like tea"))
+    scripted_llm.push("[]")
+    await ingest_turn(rt, turn("How are you?"))
+    log = git_log(book)
+    assert len(log) == 2
+    assert log[1] == "memory: +1 fact(s), 2 turn(s), summary updated in conversation s1"
+    assert log[0] == "memory: 2 turn(s) in conversation s1"
+    ignored = (book.files.root / ".gitignore").read_text()  # type: ignore[union-attr]
+    assert "memory_index.json" in ignored
+    tracked = git_files(book)
+    assert "memory_index.json" not in tracked
+    assert tracked.count(".md") == 6  # 4 turns, 1 fact, 1 summary
+
+
+async def test_namespaces_never_see_each_other(
+    settings: Settings, sqlite_store: SQLiteStore, scripted_llm: ScriptedLLM
+) -> None:
+    rt = Runtime(settings, sqlite_store, _llm=scripted_llm)
+    scripted_llm.push('["The deploy key lives in vault path ops/alpha"]', "S.")
+    await ingest_turn(rt, turn("deploy key is in ops/alpha", session="a1", ns="alpha"))
+    scripted_llm.push('["The deploy key lives in vault path ops/beta"]', "S.")
+    await ingest_turn(rt, turn("deploy key is in ops/beta", session="b1", ns="beta"))
+    for ns, session, other in (("alpha", "a2", "beta"), ("beta", "b2", "alpha")):
+        found = await search(
+            rt,
+            "where is the deploy key vault path",
+            scopes=scopes.recall_scopes(settings, session, ns),
+            top_k=20,
+        )
+        assert found, ns
+        assert all(other not in h.text for h in found)
+        assert all(h.scope in (scopes.namespace_scope(ns), scopes.GLOBAL) for h in found)
+
+
+async def test_summary_is_one_entry_rewritten_in_place(
+    rt: Runtime, book: MemoryBook, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.push('["The user likes tea"]', "Likes tea.")
+    await ingest_turn(rt, turn("I like tea"))
+    scripted_llm.push(
+        '["The user has a cat"]',
+        '[{"event": "ADD", "text": "The user has a cat"}]',
+        "Likes tea, has a cat.",
+    )
+    await ingest_turn(rt, turn("I have a cat"))
+    summary = rt.store.get_fact(summary_id("s1"))
+    assert summary is not None
+    assert summary.text == "Likes tea, has a cat."
+    assert "PREVIOUS:\nLikes tea." in scripted_llm.prompts[-1]
+    files = [p for p in book.files.scan() if "/summaries/" in p.as_posix()]  # type: ignore[union-attr]
+    assert len(files) == 1
+
+
+@pytest.mark.parametrize("mode", ["conversation", "namespace"])
+async def test_fact_scope_setting(
+    settings: Settings, sqlite_store: SQLiteStore, scripted_llm: ScriptedLLM, mode: str
+) -> None:
+    rt = Runtime(
+        settings.model_copy(update={"memory_fact_scope": mode}), sqlite_store, _llm=scripted_llm
+    )
+    scripted_llm.push('["The user likes tea"]', "Tea.")
+    await ingest_turn(rt, turn("I like tea"))
+    (fact,) = sqlite_store.list_facts(roles=("memory",))
+    expected = scopes.conversation_scope("s1") if mode == "conversation" else "ns:repo"
+    assert fact.scope == expected
