@@ -272,13 +272,21 @@ class MemoryBook:
         self._stop = asyncio.Event()
         ready = asyncio.Event()
         self.watch_task = asyncio.get_running_loop().create_task(
-            watch(self.files.entries, self.on_files_changed, stop=self._stop, ready=ready,
-                  force_polling=force_polling),
+            watch(
+                self.files.entries,
+                self.on_files_changed,
+                stop=self._stop,
+                ready=ready,
+                force_polling=force_polling,
+            ),
             name="memory-watcher",
         )
         waiter = asyncio.ensure_future(ready.wait())
-        await asyncio.wait({waiter, self.watch_task}, timeout=WATCH_START_SECONDS,
-                           return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(
+            {waiter, self.watch_task},
+            timeout=WATCH_START_SECONDS,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
         waiter.cancel()
         if self.watch_task.done() and self.watch_task.exception() is not None:
             log.warning("memory watcher did not start: %s", self.watch_task.exception())
