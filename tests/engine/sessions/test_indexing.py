@@ -253,6 +253,9 @@ async def test_indexing_waits_for_five_new_user_messages(
     await rt.background.drain()
     assert len(scripted_llm.calls) == 2
     assert "question 9" in scripted_llm.prompts[1]
+    titled = sqlite_store.find_session("k")
+    assert titled is not None
+    assert titled.title == "question 0"  # recorded once, in the background
 
 
 async def test_ephemeral_turns_are_never_indexed(
@@ -272,7 +275,8 @@ async def test_invalid_index_configuration_warns_and_disables_indexing(
     assert "MEMLANE_INDEX_MIN_NEW_USER_MESSAGES" in warnings[0]
     add_exchanges(sqlite_store, "k", 6)
     schedule_index(rt, turn_for(rt, "k"))
-    assert rt.background.pending == 0
+    await rt.background.drain()
+    assert scripted_llm.calls == []
     session = sqlite_store.find_session("k")
     assert session is not None
     result = await index_session(rt, session.id)

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from memlane.config import Settings
 from memlane.engine.runtime import Runtime
+from memlane.engine.sessions.lifecycle import ensure_title
 from memlane.engine.sessions.metafile import meta_path, read_meta, write_meta
 from memlane.engine.sessions.models import cheap_llm, cost_usd, index_model, usage_payload
 from memlane.engine.sessions.serialize import is_conversation, keep_tail, serialize
@@ -173,24 +174,33 @@ _IN_FLIGHT: set[tuple[int, str]] = set()
 
 
 def schedule_index(rt: Runtime, turn: Turn) -> None:
-    """After a stored turn: index in the background if enough new user messages arrived."""
-    if turn.ephemeral or turn.session is None or not rt.settings.index_enabled:
+    """After a stored turn, in the background: record the title, index when enough is new."""
+    session = turn.session
+    if turn.ephemeral or session is None:
         return
-    if index_config_problem(rt.settings) is not None:
+    indexing = rt.settings.index_enabled and index_config_problem(rt.settings) is None
+    if not indexing and session.title:
         return
-    slot = (id(asyncio.get_running_loop()), turn.session.id)
+    slot = (id(asyncio.get_running_loop()), session.id)
     if slot in _IN_FLIGHT:
         return
     _IN_FLIGHT.add(slot)
     rt.background.spawn(
-        _index_when_due(rt, turn.session.id, turn.model, slot), name=f"index {turn.session.id}"
+        _after_turn(rt, session.id, turn.model, slot, indexing=indexing),
+        name=f"index {session.id}",
     )
 
 
-async def _index_when_due(rt: Runtime, session_id: str, model: str, slot: tuple[int, str]) -> None:
+async def _after_turn(
+    rt: Runtime, session_id: str, model: str, slot: tuple[int, str], *, indexing: bool
+) -> None:
     try:
         session = await asyncio.to_thread(rt.store.get_session, session_id)
         if session is None:
+            return
+        if not session.title:
+            await asyncio.to_thread(ensure_title, rt.store, session)
+        if not indexing:
             return
         stored = await asyncio.to_thread(rt.store.list_messages, session_id)
         due = _config(rt.settings).min_new_user_messages
