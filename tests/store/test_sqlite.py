@@ -277,3 +277,18 @@ def test_an_older_schema_is_migrated_at_open_and_stays_searchable(tmp_path: Path
         names = [r[0] for r in raw.execute("SELECT name FROM migrations ORDER BY name")]
     raw.close()
     assert names == [m.__name__ for m in MIGRATIONS]
+
+
+def test_keyword_search_over_very_common_terms_keeps_its_results(tmp_path: Path) -> None:
+    """Terms in most documents are dropped from the match for speed, never from the results."""
+    store = SQLiteStore(tmp_path / "memlane.db")
+    session = store.ensure_session("s", namespace="ns")
+    filler = [user(f"common words filler number {i}") for i in range(1200)]
+    store.append_messages(session.id, [*filler, user("common words and a rare aardvark")])
+    hits = store.keyword_search("common aardvark", SearchFilter(scopes=("ns",)), limit=5)
+    assert hits[0].text == "common words and a rare aardvark"
+    assert len(hits) == 5
+    assert all("common" in h.text for h in hits)
+    only_common = store.keyword_search("common", SearchFilter(), limit=3)
+    assert len(only_common) == 3
+    store.close()

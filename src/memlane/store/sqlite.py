@@ -89,6 +89,7 @@ class SQLiteStore:
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         self._caches: dict[str, VectorCache] = {}
+        self._doc_freq: dict[str, tuple[int, int]] = {}  # term -> (documents, docs seq then)
         self._closed = False
         self._open()
 
@@ -668,14 +669,47 @@ class SQLiteStore:
         if flt.scopes is not None and not flt.scopes:
             return []
         where, params = _filter_sql(flt)
-        rows = self._read(
-            f"""SELECT {_DOC_COLUMNS}, -bm25(docs_fts, 1.0, 0.0) AS score
-                FROM docs_fts JOIN docs d ON d.rowid = docs_fts.rowid
-                WHERE docs_fts MATCH ? AND {where}
-                ORDER BY bm25(docs_fts, 1.0, 0.0) LIMIT ?""",
-            [_match_expression(words, flt), *params, limit],
-        )
+        sql = f"""SELECT {_DOC_COLUMNS}, -bm25(docs_fts, 1.0, 0.0) AS score
+            FROM docs_fts JOIN docs d ON d.rowid = docs_fts.rowid
+            WHERE docs_fts MATCH ? AND {where}
+            ORDER BY bm25(docs_fts, 1.0, 0.0) LIMIT ?"""
+        informative = self._informative(words)
+        rows = self._read(sql, [_match_expression(informative, flt), *params, limit])
+        if len(rows) < limit and len(informative) < len(words):
+            rows = self._read(sql, [_match_expression(words, flt), *params, limit])
         return [_hit(r, float(r["score"])) for r in rows]
+
+    def _informative(self, words: list[str]) -> list[str]:
+        """The query terms without those in more than half the documents, if any remain.
+
+        BM25's IDF of such a term is floored to ~0 by FTS5, so it cannot change
+        the ranking, yet scoring its huge doclist is most of a query's time.
+        Document frequencies are cached per store (they move slowly); when the
+        pruned query finds fewer than `limit` hits, the caller runs the full one.
+        """
+        conn = self._conn()
+        if not getattr(self._local, "vocab", False):
+            conn.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.docs_vocab "
+                "USING fts5vocab(main, docs_fts, 'row')"
+            )
+            self._local.vocab = True
+        seq = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'docs'").fetchone()
+        total = int(seq[0]) if seq else 0
+        if total < 1000:
+            return words
+        keep: list[str] = []
+        for word in words:
+            cached = self._doc_freq.get(word)
+            if cached is None or total > cached[1] * 1.25:
+                row = conn.execute("SELECT doc FROM temp.docs_vocab WHERE term = ?", (word,))
+                found = row.fetchone()
+                cached = self._doc_freq[word] = (int(found[0]) if found else 0, total)
+            if cached[0] * 2 <= cached[1]:
+                keep.append(word)
+        if len(self._doc_freq) > 100_000:
+            self._doc_freq.clear()
+        return keep or words
 
     def put_vectors(
         self, kind: DocKind, items: Sequence[tuple[str, Vector]], *, model: str
