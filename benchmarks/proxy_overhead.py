@@ -1,0 +1,258 @@
+"""What memlane's proxy adds to a request: direct to the upstream vs through memlane, side by side.
+
+Run: .venv/bin/python benchmarks/proxy_overhead.py [--requests 300] [--defaults]
+
+One scripted OpenAI-compatible upstream and one memlane proxy (`memlane serve`)
+run as their own processes on loopback; this process is the client. Each
+request is a 20-message Chat Completions conversation from an agentic client
+(Codex's User-Agent, an `X-Memlane-Todo`), each in a fresh session, so every
+request stores 20 messages, injects the state block and stores the answer.
+Reported: p50/p99 latency of non-streamed requests and time to first byte of
+streamed ones, at 1 and 32 concurrent clients, direct and through memlane:
+for a new session (all 20 messages are new and stored), and for the next turn
+of a session that already holds the first 18 (the common case of a client
+resending its history; the priming request is not timed).
+
+By default memlane's background LLM work (fact extraction, session indexing)
+is off, since it would make the shared scripted upstream busier for the
+memlane runs only; `--defaults` keeps every default on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the scripted upstream lives in tests/support
+
+WORDS = [
+    "the",
+    "proxy",
+    "stores",
+    "every",
+    "turn",
+    "and",
+    "keeps",
+    "requests",
+    "inside",
+    "the",
+    "window",
+    "of",
+    "the",
+    "model",
+]
+ANSWER = " ".join(WORDS * 6)
+HEADERS = {
+    "authorization": "Bearer sk-bench",
+    "user-agent": "codex_cli_rs/0.169.0 (bench)",
+    "x-memlane-todo": "1. measure\\n2. report",
+}
+
+
+def conversation(tag: str) -> list[dict[str, str]]:
+    """20 messages: a system prompt, then alternating user/assistant turns of ~60 words."""
+    messages = [{"role": "system", "content": "You are a careful coding agent. " * 8}]
+    for i in range(19):
+        role = "user" if i % 2 == 0 else "assistant"
+        text = " ".join(WORDS[(i + k) % len(WORDS)] for k in range(60))
+        messages.append({"role": role, "content": f"{tag} turn {i}: {text}"})
+    return messages
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run_upstream(ready: multiprocessing.Queue[str]) -> None:
+    from tests.support.upstream import Reply, ScriptedUpstream
+
+    upstream = ScriptedUpstream()
+    upstream.start()
+    upstream.respond_with(lambda request: Reply(text=ANSWER, chunk_size=12))
+    ready.put(upstream.url)
+    while True:
+        time.sleep(3600)
+
+
+def start_proxy(
+    upstream_url: str, home: Path, *, defaults: bool
+) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {**os.environ, "MEMLANE_EMBEDDING_BACKEND": "hashing", "MEMLANE_LOG_LEVEL": "warning"}
+    if not defaults:
+        env |= {"MEMLANE_MEMORY_ENABLED": "false", "MEMLANE_INDEX_ENABLED": "false"}
+    command = [
+        str(ROOT / ".venv/bin/memlane"),
+        "--home",
+        str(home),
+        "serve",
+        "--port",
+        str(port),
+        "--upstream",
+        upstream_url,
+    ]
+    process = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/health").status_code == 200:
+                return process, f"{base}/v1"
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    process.kill()
+    raise SystemExit("memlane did not start")
+
+
+@dataclass
+class Result:
+    latencies: list[float]
+    first_bytes: list[float]
+
+
+async def one_request(
+    client: httpx.AsyncClient, url: str, tag: str, *, stream: bool, primed: bool
+) -> float:
+    """One timed request; `primed`: the session already holds the first 18 messages."""
+    messages = conversation(tag)
+    headers = {**HEADERS, "x-memlane-session": tag}
+    if primed:
+        earlier = {"model": "bench", "messages": messages[:18]}
+        (
+            await client.post(f"{url}/chat/completions", json=earlier, headers=headers)
+        ).raise_for_status()
+        answer = {"role": "assistant", "content": ANSWER}
+        messages = [*messages[:18], answer, {"role": "user", "content": f"{tag}: and now?"}]
+    body = {"model": "bench", "messages": messages, "stream": stream}
+    started = time.perf_counter()
+    if not stream:
+        response = await client.post(f"{url}/chat/completions", json=body, headers=headers)
+        response.raise_for_status()
+        return time.perf_counter() - started
+    async with client.stream("POST", f"{url}/chat/completions", json=body, headers=headers) as r:
+        r.raise_for_status()
+        first = None
+        async for _ in r.aiter_raw():
+            if first is None:
+                first = time.perf_counter() - started
+        assert first is not None
+        return first
+
+
+async def load(
+    url: str, *, clients: int, total: int, stream: bool, primed: bool, run: str
+) -> list[float]:
+    samples: list[float] = []
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+        for i in range(min(clients, 8)):  # warm the connections and both servers
+            await one_request(client, url, f"warm-{run}-{i}", stream=stream, primed=primed)
+        counter = iter(range(total))
+
+        async def worker(n: int) -> None:
+            for i in counter:
+                tag = f"{run}-{n}-{i}"
+                samples.append(await one_request(client, url, tag, stream=stream, primed=primed))
+
+        await asyncio.gather(*(worker(n) for n in range(clients)))
+    return samples
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--requests", type=int, default=300, help="requests per measurement")
+    parser.add_argument("--defaults", action="store_true", help="keep memory and indexing on")
+    args = parser.parse_args()
+
+    ready: multiprocessing.Queue[str] = multiprocessing.Queue()
+    upstream_process = multiprocessing.Process(target=run_upstream, args=(ready,), daemon=True)
+    upstream_process.start()
+    upstream_url = ready.get(timeout=60)
+    with tempfile.TemporaryDirectory() as home:
+        proxy_process, proxy_url = start_proxy(upstream_url, Path(home), defaults=args.defaults)
+        try:
+            rows = measure(upstream_url, proxy_url, args.requests)
+        finally:
+            proxy_process.terminate()
+            proxy_process.wait(timeout=30)
+            upstream_process.terminate()
+    mode = "every default on" if args.defaults else "memory extraction and indexing off"
+    print(f"\n20-message chat requests, {args.requests} per cell, {mode}; milliseconds\n")
+    print(
+        "| measure | clients | direct p50 | memlane p50 | +p50 | direct p99 | memlane p99 | +p99 |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for row in rows:
+        print(row)
+
+
+HEADER = (
+    "| measure | clients | direct p50 | memlane p50 | +p50 | direct p99 | memlane p99 | +p99 |\n"
+    "| --- | --- | --- | --- | --- | --- | --- | --- |"
+)
+
+
+def measure(upstream_url: str, proxy_url: str, total: int) -> list[str]:
+    rows: list[str] = []
+    cases: list[tuple[str, bool, int, bool]] = [
+        ("new session: latency", False, 1, False),
+        ("new session: first byte", True, 1, False),
+        ("next turn: latency", False, 1, True),
+        ("next turn: first byte", True, 1, True),
+        ("new session: latency", False, 32, False),
+        ("new session: first byte", True, 32, False),
+        ("next turn: latency", False, 32, True),
+    ]
+    for name, stream, clients, primed in cases:
+        label = f"{clients}-{stream:d}-{primed:d}"
+        direct = asyncio.run(
+            load(
+                upstream_url,
+                clients=clients,
+                total=total,
+                stream=stream,
+                primed=primed,
+                run=f"d{label}",
+            )
+        )
+        through = asyncio.run(
+            load(
+                proxy_url,
+                clients=clients,
+                total=total,
+                stream=stream,
+                primed=primed,
+                run=f"m{label}",
+            )
+        )
+        d50, m50 = pct(direct, 0.5), pct(through, 0.5)
+        d99, m99 = pct(direct, 0.99), pct(through, 0.99)
+        rows.append(
+            f"| {name} | {clients} | {d50:.1f} | {m50:.1f} | {m50 - d50:+.1f} "
+            f"| {d99:.1f} | {m99:.1f} | {m99 - d99:+.1f} |"
+        )
+        print(rows[-1], flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

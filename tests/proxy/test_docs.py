@@ -1,0 +1,22 @@
+"""The README's proxy header table is the code's (one place per fact)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memlane.proxy.headers import MEMLANE_HEADERS, PREFIX
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def header_table() -> str:
+    rows = ["| header | effect |", "| --- | --- |"]
+    rows += [f"| `{name}` | {effect} |" for name, effect in MEMLANE_HEADERS.items()]
+    return "\n".join(rows)
+
+
+def test_readme_lists_every_memlane_header() -> None:
+    text = README.read_text(encoding="utf-8")
+    block = text.split("<!-- proxy-headers -->\n")[1].split("\n<!-- /proxy-headers -->")[0]
+    assert block == header_table()
+    assert all(name.lower().startswith(PREFIX) for name in MEMLANE_HEADERS)
