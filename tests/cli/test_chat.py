@@ -151,3 +151,46 @@ def test_resume_without_sessions_and_unknown_ids_fail_clearly(env: dict[str, str
     child.close()
     assert child.exitstatus == 1
     assert "no session matches 'nope'" in (child.before or "")
+
+
+def test_fork_continues_a_copy_and_bad_references_are_answered(
+    env: dict[str, str], upstream: ScriptedUpstream, tmp_path: Path
+) -> None:
+    child = spawn(env)
+    say(child, "the plan is A", "assistant> echo: the plan is A")
+    child.expect_exact("you> ")
+    child.sendline("/exit")
+    child.expect(r"saved as ([0-9a-f]{32})")
+    source = child.match.group(1)
+    child.expect(pexpect.EOF)
+
+    child = spawn(env, "--fork", source)
+    child.expect_exact("  you: the plan is A")
+    say(child, "what about @@no-such-session?", "memlane could not resolve @@no-such-session")
+    say(child, "then plan B", "assistant> echo: then plan B")
+    child.expect_exact("you> ")
+    child.sendline("/exit")
+    child.expect(r"saved as ([0-9a-f]{32})")
+    forked = child.match.group(1)
+    child.expect(pexpect.EOF)
+    assert forked != source
+
+    store = SQLiteStore(tmp_path / "home" / "memlane.db")
+    try:
+        session = store.get_session(forked)
+        texts = [m.message.text for m in store.list_messages(forked, transcript_only=True)]
+        original = [m.message.text for m in store.list_messages(source, transcript_only=True)]
+    finally:
+        store.close()
+    assert session is not None
+    assert session.parent_id == source
+    assert texts[:2] == ["the plan is A", "echo: the plan is A"]
+    assert texts[-2:] == ["then plan B", "echo: then plan B"]
+    assert original == ["the plan is A", "echo: the plan is A"]
+    # the unresolvable reference was answered by memlane, never forwarded
+    assert [
+        contents[-1]["content"] for contents in (r.messages for r in chat_requests(upstream))
+    ] == [
+        "the plan is A",
+        "then plan B",
+    ]
