@@ -143,3 +143,29 @@ async def test_dedicated_summary_model_is_used(
 async def test_unknown_session(rt: Runtime) -> None:
     with pytest.raises(SessionNotFound, match="memlane sessions list"):
         await working_context(rt, "nope")
+
+
+async def test_dedicated_summary_endpoint_gets_the_call(
+    settings: Any, sqlite_store: SQLiteStore, upstream: Any, tokenizer: Any
+) -> None:
+    from tests.support.upstream import Reply
+
+    rt = Runtime(
+        settings.model_copy(
+            update={
+                "summary_enabled": True,
+                "summary_threshold": 2,
+                "summary_keep_last": 1,
+                "upstream_url": "http://127.0.0.1:9/v1",  # nothing listens: must not be used
+                "summary_base_url": upstream.url,
+                "summary_model": "cheap-summary",
+            }
+        ),
+        sqlite_store,
+        _tokenizer=tokenizer,
+    )
+    session = chat(sqlite_store, "k", TEXTS[:3])
+    upstream.script(Reply(text="a real summary"))
+    context = await working_context(rt, session.id)
+    assert context.summary == "a real summary"
+    assert upstream.last.json["model"] == "cheap-summary"
