@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from memlane import __version__
 from memlane.config import Settings
+from memlane.engine.memory.lifecycle import start_memory, stop_memory
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.indexing import startup_warnings
 from memlane.proxy import admin, governance_routes, sessions_routes
@@ -55,9 +56,11 @@ def create_app(
             log.warning("%s", warning)
         upstream = Upstream(settings, transport=transport)
         app.state.proxy = ProxyState(settings, rt, upstream)
+        await start_memory(rt)  # files -> index catch-up (background), optional watcher
         try:
             yield
         finally:
+            await stop_memory(rt)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(SHUTDOWN_DRAIN_SECONDS):
                     await rt.background.drain()
