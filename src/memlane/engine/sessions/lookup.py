@@ -14,6 +14,8 @@ from memlane.types import Session
 
 MIN_ID_PREFIX = 6
 FUZZY_CUTOFF = 0.75
+FUZZY_MARGIN = 0.05
+"""Fuzzy candidates this close to the best one are equally plausible: the name is ambiguous."""
 MAX_LISTED = 8
 
 
@@ -97,4 +99,7 @@ def _fuzzy(wanted: str, sessions: list[Session]) -> list[Session]:
         if score >= FUZZY_CUTOFF:
             scored.append((score, session))
     scored.sort(key=lambda pair: -pair[0])
-    return [session for _, session in scored]
+    if not scored:
+        return []
+    best = scored[0][0]
+    return [session for score, session in scored if score >= best - FUZZY_MARGIN]
