@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from memlane import __version__
-from memlane.cli import chat, config_cmd, serve, sessions, store_cmd
+from memlane.cli import chat, config_cmd, eval_cmd, memory, serve, sessions, store_cmd
 from memlane.cli.context import CliState
 
 app = typer.Typer(
@@ -20,6 +20,8 @@ app = typer.Typer(
 )
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(sessions.app, name="sessions")
+app.add_typer(memory.app, name="memory")
+app.add_typer(eval_cmd.app, name="eval")
 app.add_typer(store_cmd.app, name="store")
 app.command("serve")(serve.serve)
 app.command("chat")(chat.chat)

@@ -1,0 +1,357 @@
+"""`memlane memory`: add, search, list, show, edit, forget, reindex, log and export memories.
+
+Scopes are written `global`, `ns:<namespace>` (a repo; by default the session
+key) or `conv:<session id>`. Everything a script reads has `--json`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import subprocess
+import tempfile
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+
+from memlane.cli.context import console, err_console, fail, opened_store, print_json, state
+from memlane.engine.memory import manage
+from memlane.engine.memory.book import book_for
+from memlane.engine.memory.recall import recall
+from memlane.engine.memory.scopes import GLOBAL, parse_scope
+from memlane.engine.runtime import Runtime
+from memlane.files.git import GitError
+from memlane.types import Fact, FactRole
+
+app = typer.Typer(
+    help="Long-term memory: add, search, list, show, edit, forget, reindex, log, export.",
+    no_args_is_help=True,
+)
+
+T = TypeVar("T")
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+IdArg = Annotated[str, typer.Argument(help="Memory id (see `memlane memory list`).")]
+ROLES = ("memory", "user", "assistant", "summary")
+
+
+@contextmanager
+def _runtime(ctx: typer.Context) -> Iterator[Runtime]:
+    settings = state(ctx).settings
+    with opened_store(settings) as store:
+        yield Runtime(settings, store)
+
+
+def _run(rt: Runtime, coro: Coroutine[Any, Any, T]) -> T:
+    """Run one command's coroutine; background work (git commits) finishes before exit."""
+
+    async def main() -> T:
+        try:
+            return await coro
+        finally:
+            await rt.background.drain()
+
+    try:
+        return asyncio.run(main())
+    except manage.MemoryNotFound as exc:
+        fail(str(exc.args[0]))
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def _scope(text: str) -> str:
+    try:
+        return parse_scope(text)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def _role(text: str | None) -> FactRole | None:
+    if text is None:
+        return None
+    if text not in ROLES:
+        fail(f"invalid role {text!r}: use one of {', '.join(ROLES)}")
+    return text  # type: ignore[return-value]
+
+
+def fact_json(fact: Fact, score: float | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": fact.id,
+        "scope": fact.scope,
+        "role": fact.role,
+        "text": fact.text,
+        "conversation_id": fact.conversation_id,
+        "created_at": fact.created_at.isoformat(),
+        "updated_at": fact.updated_at.isoformat(),
+        "deleted": fact.deleted,
+        "replaced_by": fact.replaced_by,
+        "source_session": fact.source_session,
+        "source_message": fact.source_message,
+    }
+    if score is not None:
+        out["score"] = round(score, 4)
+    return out
+
+
+def _table(facts: list[Fact], scores: list[float] | None = None) -> Table:
+    table = Table(show_lines=False)
+    for column in ("id", "scope", "role", "created", "text"):
+        table.add_column(column, overflow="fold")
+    if scores is not None:
+        table.add_column("score")
+    for i, fact in enumerate(facts):
+        row = [
+            fact.id,
+            fact.scope,
+            fact.role + (" (deleted)" if fact.deleted else ""),
+            fact.created_at.strftime("%Y-%m-%d %H:%M"),
+            fact.text,
+        ]
+        if scores is not None:
+            row.append(f"{scores[i]:.3f}")
+        table.add_row(*row)
+    return table
+
+
+@app.command("add")
+def add(
+    ctx: typer.Context,
+    text: Annotated[str, typer.Argument(help="What to remember, as one standalone sentence.")],
+    scope: Annotated[str, typer.Option("--scope", help="global, ns:<name> or conv:<id>.")] = GLOBAL,
+    role: Annotated[str, typer.Option("--role", help="memory, user or assistant.")] = "memory",
+    as_json: JsonOpt = False,
+) -> None:
+    """Remember TEXT as it is (no extraction, no reconciliation)."""
+    chosen = _role(role) or "memory"
+    with _runtime(ctx) as rt:
+        fact = _run(rt, manage.add_memory(rt, text, scope=_scope(scope), role=chosen))
+    if as_json:
+        print_json(fact_json(fact))
+    else:
+        console.print(f"remembered {fact.id} in {fact.scope}")
+
+
+@app.command("search")
+def search_cmd(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    scope: Annotated[
+        list[str] | None, typer.Option("--scope", help="Scope to search (repeatable).")
+    ] = None,
+    top_k: Annotated[int | None, typer.Option("--top-k", min=1, max=100)] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Find memories the way the proxy's read path does (hybrid, recency, MMR)."""
+    wanted = [_scope(s) for s in scope] if scope else [GLOBAL]
+    with _runtime(ctx) as rt:
+        if top_k is not None:
+            rt = Runtime(rt.settings.model_copy(update={"memory_top_k": top_k}), rt.store)
+
+        async def go() -> list[tuple[Fact, float]]:
+            await book_for(rt).ready()
+            found = await recall(rt, query, scopes=wanted)
+            facts = [await manage.get_memory(rt, r.candidate.ref) for r in found]
+            return [(f, r.candidate.score) for f, r in zip(facts, found, strict=True)]
+
+        results = _run(rt, go())
+    if as_json:
+        print_json([fact_json(f, s) for f, s in results])
+    elif not results:
+        console.print("no memories found")
+    else:
+        console.print(_table([f for f, _ in results], [s for _, s in results]))
+
+
+@app.command("list")
+def list_cmd(
+    ctx: typer.Context,
+    scope: Annotated[str | None, typer.Option("--scope", help="Only this scope.")] = None,
+    role: Annotated[str | None, typer.Option("--role", help="Only this role.")] = None,
+    deleted: Annotated[bool, typer.Option("--deleted", help="Include forgotten ones.")] = False,
+    limit: Annotated[int | None, typer.Option("--limit", min=1)] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List memories, oldest first."""
+    chosen = _role(role)
+    with _runtime(ctx) as rt:
+        facts = _run(
+            rt,
+            manage.list_memories(
+                rt,
+                scope=_scope(scope) if scope else None,
+                roles=(chosen,) if chosen else None,
+                include_deleted=deleted,
+                limit=limit,
+            ),
+        )
+    if as_json:
+        print_json([fact_json(f) for f in facts])
+    else:
+        console.print(_table(facts) if facts else "no memories")
+
+
+@app.command("show")
+def show(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> None:
+    """Show one memory with its provenance and its file."""
+    with _runtime(ctx) as rt:
+        fact = _run(rt, manage.get_memory(rt, memory_id))
+        files = book_for(rt).files
+        path = files.find(fact) if files is not None else None
+    data = fact_json(fact) | {"file": str(path) if path else None}
+    if as_json:
+        print_json(data)
+        return
+    for key, value in data.items():
+        if key != "text" and value is not None:
+            console.print(f"[bold]{key}[/]: {value}", highlight=False)
+    console.print()
+    console.print(fact.text, highlight=False, markup=False)
+
+
+@app.command("edit")
+def edit(
+    ctx: typer.Context,
+    memory_id: IdArg,
+    text: Annotated[
+        str | None, typer.Option("--text", help="New text (default: open $EDITOR).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Correct a memory's text (same id); without --text, edit it in $EDITOR."""
+    with _runtime(ctx) as rt:
+        if text is None:
+            current = _run(rt, manage.get_memory(rt, memory_id))
+            text = _edit_in_editor(current.text)
+        fact = _run(rt, manage.edit_memory(rt, memory_id, text))
+    if as_json:
+        print_json(fact_json(fact))
+    else:
+        console.print(f"edited {fact.id}")
+
+
+def _edit_in_editor(text: str) -> str:
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    if not editor:
+        fail("no editor: set $EDITOR, or pass --text")
+    with tempfile.NamedTemporaryFile("w+", suffix=".md", delete=False) as handle:
+        handle.write(text + "\n")
+        name = handle.name
+    try:
+        if subprocess.call([*shlex.split(editor), name]) != 0:
+            fail("the editor exited with an error; nothing changed")
+        return Path(name).read_text(encoding="utf-8")
+    finally:
+        Path(name).unlink(missing_ok=True)
+
+
+@app.command("forget")
+def forget(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> None:
+    """Forget a memory: its file moves under deleted/ (soft delete) and it leaves the index."""
+    with _runtime(ctx) as rt:
+        fact = _run(rt, manage.forget_memory(rt, memory_id))
+    if as_json:
+        print_json(fact_json(fact))
+    else:
+        console.print(f"forgot {fact.id}")
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err_console,
+        transient=True,
+    )
+
+
+@app.command("reindex")
+def reindex(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Rebuild the search index from the Markdown files (and embed what needs it)."""
+    with _runtime(ctx) as rt, _progress() as bar:
+        reading = bar.add_task("reading files", total=None)
+        embedding = bar.add_task("embedding", total=None, visible=False)
+
+        def read(done: int, total: int | None) -> None:
+            bar.update(reading, completed=done, total=total)
+
+        def embed(done: int, total: int | None) -> None:
+            bar.update(embedding, completed=done, visible=True)
+
+        report = _run(rt, book_for(rt).sync_files(read, embed))
+    data = {
+        "scanned": report.scanned,
+        "indexed": report.indexed,
+        "unchanged": report.unchanged,
+        "removed": report.removed,
+        "embedded": report.embedded,
+        "skipped": report.skipped,
+    }
+    if as_json:
+        print_json(data)
+        return
+    console.print(
+        f"{report.scanned} files: {report.indexed} indexed, {report.unchanged} unchanged, "
+        f"{report.removed} removed from the index, {report.embedded} embedded"
+    )
+    for why in report.skipped:
+        err_console.print(f"[yellow]skipped:[/] {why}", highlight=False)
+
+
+@app.command("log")
+def log(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option("--limit", min=1)] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """The memory's git history, newest first."""
+    with _runtime(ctx) as rt:
+        git = book_for(rt).git
+        if git is None:
+            fail(
+                "no history: memory_git is off, git is missing, or the store is PostgreSQL "
+                "(use `memlane memory export --git`)"
+            )
+        try:
+            entries = asyncio.run(git.log(limit=limit))
+        except GitError as exc:
+            fail(str(exc))
+    if as_json:
+        print_json([{"commit": e.commit, "date": e.date, "message": e.message} for e in entries])
+        return
+    for entry in entries:
+        first, _, rest = entry.message.partition("\n")
+        console.print(f"[yellow]{entry.commit[:10]}[/] {entry.date} {first}", highlight=False)
+        if rest.strip():
+            console.print(rest.strip(), highlight=False, markup=False)
+
+
+@app.command("export")
+def export(
+    ctx: typer.Context,
+    destination: Annotated[Path, typer.Argument(help="Folder to write the Markdown tree into.")],
+    git: Annotated[
+        bool, typer.Option("--git", help="Commit the tree in a git repository.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write every memory (forgotten ones under deleted/) as Markdown files."""
+    target = destination.expanduser()
+    if target.exists() and not target.is_dir():
+        fail(f"{target} exists and is not a folder")
+    with _runtime(ctx) as rt, _progress() as bar:
+        task = bar.add_task("writing files", total=None)
+
+        def step(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        count = _run(rt, manage.export_tree(rt, target, git=git, progress=step))
+    if as_json:
+        print_json({"exported": count, "path": str(target)})
+    else:
+        console.print(f"exported {count} memories to {target}")

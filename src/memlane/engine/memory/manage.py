@@ -1,0 +1,137 @@
+"""Deliberate memory operations (CLI, library, admin): add, edit, forget, list, export.
+
+Each is one update: written to the truth (files or database), indexed, and
+committed to git with a message saying what changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from memlane.engine.memory.book import book_for, new_fact
+from memlane.engine.memory.scopes import GLOBAL
+from memlane.engine.runtime import Runtime
+from memlane.files.git import GitRepo, commit_quietly
+from memlane.files.memory_files import MemoryFiles, new_id, now_utc
+from memlane.types import Fact, FactRole
+
+MAX_TEXT_CHARS = 20_000
+
+
+class MemoryNotFound(LookupError):
+    pass
+
+
+def _clean_text(text: str) -> str:
+    body = text.strip()
+    if not body:
+        raise ValueError("a memory needs some text")
+    if len(body) > MAX_TEXT_CHARS:
+        raise ValueError(f"a memory is at most {MAX_TEXT_CHARS} characters")
+    return body
+
+
+async def add_memory(
+    rt: Runtime,
+    text: str,
+    *,
+    scope: str = GLOBAL,
+    role: FactRole = "memory",
+    conversation_id: str | None = None,
+) -> Fact:
+    """Remember `text` as it is (no extraction, no reconciliation)."""
+    body = _clean_text(text)
+    book = book_for(rt)
+    await book.ready()
+    fact = new_fact(
+        scope=scope,
+        conversation_id=conversation_id or scope,
+        role=role,
+        text=body,
+        fact_id=new_id(),
+    )
+    await book.write(puts=[fact])
+    await book.commit(f"memory: added to {scope}\n\n+ {_line(body)}")
+    return fact
+
+
+async def get_memory(rt: Runtime, fact_id: str) -> Fact:
+    fact = await asyncio.to_thread(rt.store.get_fact, fact_id)
+    if fact is None:
+        raise MemoryNotFound(f"no memory with id {fact_id}")
+    return fact
+
+
+async def edit_memory(rt: Runtime, fact_id: str, text: str) -> Fact:
+    """Replace a memory's text in place (same id: a correction, not a new fact)."""
+    body = _clean_text(text)
+    book = book_for(rt)
+    await book.ready()
+    fact = await get_memory(rt, fact_id)
+    if fact.deleted:
+        raise MemoryNotFound(f"memory {fact_id} was forgotten; add a new one instead")
+    edited = replace(fact, text=body, updated_at=now_utc())
+    await book.write(puts=[edited])
+    await book.commit(f"memory: edited {fact_id}\n\n- {_line(fact.text)}\n+ {_line(body)}")
+    return edited
+
+
+async def forget_memory(rt: Runtime, fact_id: str) -> Fact:
+    """Soft delete: the entry moves under `deleted/` and leaves the index."""
+    book = book_for(rt)
+    await book.ready()
+    fact = await get_memory(rt, fact_id)
+    if fact.deleted:
+        return fact
+    await book.write(tombstones=[(fact, None)])
+    await book.commit(f"memory: forgot {fact_id}\n\n- {_line(fact.text)}")
+    return await get_memory(rt, fact_id)
+
+
+async def list_memories(
+    rt: Runtime,
+    *,
+    scope: str | None = None,
+    roles: tuple[FactRole, ...] | None = None,
+    include_deleted: bool = False,
+    limit: int | None = None,
+) -> list[Fact]:
+    await book_for(rt).ready()
+    return await asyncio.to_thread(
+        rt.store.list_facts,
+        scope=scope,
+        roles=roles,
+        include_deleted=include_deleted,
+        limit=limit,
+    )
+
+
+async def export_tree(
+    rt: Runtime,
+    destination: Path,
+    *,
+    git: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Write every entry (tombstones included) as the Markdown tree under `destination`."""
+    facts = await asyncio.to_thread(rt.store.list_facts, include_deleted=True)
+    files = MemoryFiles(destination)
+
+    def write() -> None:
+        for number, fact in enumerate(facts, start=1):
+            files.write(fact)
+            if progress is not None:
+                progress(number, len(facts))
+
+    await asyncio.to_thread(write)
+    if git:
+        await commit_quietly(GitRepo(destination), f"memory: export of {len(facts)} entries")
+    return len(facts)
+
+
+def _line(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= 200 else flat[:199] + "…"

@@ -1,0 +1,198 @@
+"""memlane's long-term memory as a library, without the proxy.
+
+    from memlane.memory import Memory
+
+    memory = Memory(home="~/.local/share/memlane")   # or Memory(settings)
+    memory.add("The user prefers tabs", scope="ns:my-repo")
+    memory.search("indentation style", scopes=["ns:my-repo", "global"])
+    messages = memory.augment(chat_messages, namespace="my-repo")
+    memory.remember("I moved to Oslo", "Noted!", conversation="c1", namespace="my-repo")
+    memory.close()
+
+`AsyncMemory` is the core (await its methods inside an event loop); `Memory`
+is a thin synchronous wrapper that runs it on its own loop. Both use the same
+engine as the proxy: the same files, index, retrieval stages and write path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from memlane.config import Settings, load_settings
+from memlane.engine.memory import manage, scopes
+from memlane.engine.memory.book import book_for
+from memlane.engine.memory.ingest import IngestReport, TurnInput, ingest_turn
+from memlane.engine.memory.recall import recall, render
+from memlane.engine.runtime import Runtime
+from memlane.store import open_store
+from memlane.text.embeddings import Embedder
+from memlane.text.llm import LLM
+from memlane.types import FactRole
+
+T = TypeVar("T")
+__all__ = ["AsyncMemory", "Memory", "MemoryHit"]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHit:
+    id: str
+    role: str
+    text: str
+    scope: str
+    score: float
+    created_at: datetime
+
+
+class AsyncMemory:
+    """Long-term memory over one data home (async core)."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        home: str | Path | None = None,
+        runtime: Runtime | None = None,
+        llm: LLM | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self._owns = runtime is None
+        if runtime is None:
+            if settings is None:
+                overrides = {"home": Path(home).expanduser()} if home is not None else {}
+                settings = load_settings(overrides=overrides).settings
+            runtime = Runtime(settings, open_store(settings), _llm=llm, _embedder=embedder)
+        self.runtime = runtime
+
+    async def add(self, text: str, *, scope: str = scopes.GLOBAL, role: FactRole = "memory") -> str:
+        """Remember `text` as it is; returns the new memory's id."""
+        fact = await manage.add_memory(
+            self.runtime, text, scope=scopes.parse_scope(scope), role=role
+        )
+        return fact.id
+
+    async def remember(
+        self,
+        user: str,
+        assistant: str = "",
+        *,
+        conversation: str,
+        namespace: str | None = None,
+        model: str | None = None,
+    ) -> IngestReport:
+        """Run the whole write path on one exchange: turns, facts (LLM), summary, eviction."""
+        settings = self.runtime.settings
+        item = TurnInput(
+            session_id=conversation,
+            namespace=namespace or conversation,
+            model=model or settings.memory_llm_model or settings.llm_model,
+            user_text=user,
+            assistant_text=assistant,
+        )
+        return await ingest_turn(self.runtime, item)
+
+    async def search(
+        self, query: str, *, scopes: Sequence[str] = (scopes.GLOBAL,), top_k: int | None = None
+    ) -> list[MemoryHit]:
+        found = await recall(self.runtime, query, scopes=[_scope(s) for s in scopes])
+        limit = top_k or self.runtime.settings.memory_top_k
+        return [
+            MemoryHit(
+                r.candidate.ref,
+                r.role,
+                r.text,
+                r.candidate.scope,
+                r.candidate.score,
+                r.candidate.created_at,
+            )
+            for r in found[:limit]
+        ]
+
+    async def augment(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        conversation: str | None = None,
+        namespace: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Chat messages with recalled memories inserted before the latest user message."""
+        out = [dict(m) for m in messages]
+        query = next(
+            (str(m.get("content") or "") for m in reversed(out) if m.get("role") == "user"), ""
+        )
+        if not query.strip():
+            return out
+        settings = self.runtime.settings
+        wanted = scopes.recall_scopes(settings, conversation, namespace or conversation or "")
+        if namespace is None and conversation is None:
+            wanted = (scopes.GLOBAL,)
+        present = {str(m.get("content") or "").strip() for m in out}
+        found = await recall(self.runtime, query, scopes=wanted, exclude=present)
+        if not found:
+            return out
+        last_user = max(i for i, m in enumerate(out) if m.get("role") == "user")
+        block = {"role": "user", "content": render(found)}
+        return [*out[:last_user], block, *out[last_user:]]
+
+    async def forget(self, memory_id: str) -> bool:
+        fact = await manage.forget_memory(self.runtime, memory_id)
+        return fact.deleted
+
+    async def close(self) -> None:
+        await self.runtime.background.drain()
+        await book_for(self.runtime).stop_watching()
+        if self._owns:
+            self.runtime.close()
+
+
+class Memory:
+    """The synchronous face of `AsyncMemory` (for scripts and sync frameworks)."""
+
+    def __init__(self, settings: Settings | None = None, **options: Any) -> None:
+        self._runner = asyncio.Runner()
+        self._core = AsyncMemory(settings, **options)
+
+    def _run(self, coro: Any) -> Any:
+        return self._runner.run(coro)
+
+    def add(self, text: str, *, scope: str = scopes.GLOBAL, role: FactRole = "memory") -> str:
+        result: str = self._run(self._core.add(text, scope=scope, role=role))
+        return result
+
+    def remember(self, user: str, assistant: str = "", **options: Any) -> IngestReport:
+        result: IngestReport = self._run(self._core.remember(user, assistant, **options))
+        return result
+
+    def search(self, query: str, **options: Any) -> list[MemoryHit]:
+        result: list[MemoryHit] = self._run(self._core.search(query, **options))
+        return result
+
+    def augment(
+        self, messages: Sequence[Mapping[str, Any]], **options: Any
+    ) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._run(self._core.augment(messages, **options))
+        return result
+
+    def forget(self, memory_id: str) -> bool:
+        result: bool = self._run(self._core.forget(memory_id))
+        return result
+
+    def close(self) -> None:
+        try:
+            self._run(self._core.close())
+        finally:
+            self._runner.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _scope(text: str) -> str:
+    return scopes.parse_scope(text)
