@@ -1,0 +1,177 @@
+"""`memlane memory …` and `memlane eval retrieval` against a real store and real files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from memlane.cli.app import app
+
+
+@pytest.fixture
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.setenv("MEMLANE_HOME", str(tmp_path))
+    monkeypatch.setenv("MEMLANE_EMBEDDING_BACKEND", "hashing")
+    for name in ("OPENAI_BASE_URL", "MEMLANE_CONFIG", "EDITOR", "VISUAL"):
+        monkeypatch.delenv(name, raising=False)
+    return CliRunner()
+
+
+def run(runner: CliRunner, *args: str, code: int = 0) -> Any:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == code, result.output
+    if "--json" in args and code == 0:
+        return json.loads(result.stdout)
+    return result
+
+
+def test_add_search_list_show(runner: CliRunner, tmp_path: Path) -> None:
+    added = run(runner, "memory", "add", "The user prefers tabs", "--scope", "ns:web", "--json")
+    run(runner, "memory", "add", "Deploys go through staging-7", "--scope", "ns:ops")
+    found = run(runner, "memory", "search", "tabs", "--scope", "ns:web", "--json")
+    assert [f["id"] for f in found] == [added["id"]]
+    other = run(runner, "memory", "search", "staging-7", "--scope", "ns:web", "--json")
+    assert {f["scope"] for f in other} == {"ns:web"}  # never the other namespace's memory
+    listed = run(runner, "memory", "list", "--scope", "ns:ops", "--json")
+    assert [f["text"] for f in listed] == ["Deploys go through staging-7"]
+    shown = run(runner, "memory", "show", added["id"], "--json")
+    assert Path(shown["file"]).read_text().endswith("The user prefers tabs\n")
+    assert Path(shown["file"]).is_relative_to(tmp_path / "memory" / "entries")
+    table = run(runner, "memory", "list")
+    assert "staging-7" in table.stdout
+
+
+def test_edit_forget_and_log(runner: CliRunner) -> None:
+    added = run(runner, "memory", "add", "The user drinks tea", "--json")
+    run(runner, "memory", "edit", added["id"], "--text", "The user drinks coffee")
+    shown = run(runner, "memory", "show", added["id"], "--json")
+    assert shown["text"] == "The user drinks coffee"
+    forgotten = run(runner, "memory", "forget", added["id"], "--json")
+    assert forgotten["deleted"] is True
+    assert "/deleted/facts/" in run(runner, "memory", "show", added["id"], "--json")["file"]
+    assert run(runner, "memory", "search", "coffee", "--json") == []
+    assert len(run(runner, "memory", "list", "--deleted", "--json")) == 1
+    log = run(runner, "memory", "log", "--json")
+    assert [e["message"].split("\n")[0] for e in log] == [
+        f"memory: forgot {added['id']}",
+        f"memory: edited {added['id']}",
+        "memory: added to global",
+    ]
+
+
+def test_reindex_after_a_hand_edit(runner: CliRunner) -> None:
+    added = run(runner, "memory", "add", "The user lives in Lyon", "--json")
+    path = Path(run(runner, "memory", "show", added["id"], "--json")["file"])
+    path.write_text(path.read_text().replace("Lyon", "Oslo"))
+    report = run(runner, "memory", "reindex", "--json")
+    assert (report["indexed"], report["scanned"]) == (1, 1)
+    assert run(runner, "memory", "show", added["id"], "--json")["text"] == "The user lives in Oslo"
+
+
+def test_export_writes_the_tree_with_git(runner: CliRunner, tmp_path: Path) -> None:
+    run(runner, "memory", "add", "The user likes jazz")
+    out = tmp_path / "exported"
+    assert run(runner, "memory", "export", str(out), "--git", "--json")["exported"] == 1
+    files = list((out / "entries" / "global" / "facts").glob("*.md"))
+    assert len(files) == 1
+    assert (out / ".git").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("memory", "show", "nope"), "no memory with id nope"),
+        (("memory", "add", "x", "--scope", "elsewhere"), "invalid scope"),
+        (("memory", "add", "   "), "needs some text"),
+        (("memory", "list", "--role", "wizard"), "invalid role"),
+        (("memory", "edit", "nope", "--text", "x"), "no memory with id nope"),
+        (("eval", "retrieval", "/does/not/exist.jsonl"), "cannot read"),
+    ],
+)
+def test_bad_input_is_one_line_and_changes_nothing(
+    runner: CliRunner, args: tuple[str, ...], message: str
+) -> None:
+    result = run(runner, *args, code=1)
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert run(runner, "memory", "list", "--json") == []
+
+
+def write_conversations(path: Path) -> None:
+    turns = [
+        ("D1:1", "Ann", "I adopted a greyhound called Biscuit last week"),
+        ("D1:2", "Bob", "Lovely! I spent the weekend repairing my sailing boat"),
+        ("D1:3", "Ann", "My sister Clara is moving to Lisbon in June"),
+        ("D1:4", "Bob", "I finally finished the marathon in Berlin"),
+    ]
+    record = {
+        "id": "conv-x",
+        "turns": [
+            {"id": i, "session": 1, "speaker": s, "text": t, "time": "2024-03-01T10:00:00"}
+            for i, s, t in turns
+        ],
+        "questions": [
+            {
+                "id": "q0",
+                "question": "What is the name of Ann's greyhound?",
+                "answer": "Biscuit",
+                "evidence": ["D1:1"],
+                "category": 4,
+                "scored": True,
+            },
+            {
+                "id": "q1",
+                "question": "Where is Clara moving?",
+                "answer": "Lisbon",
+                "evidence": ["D1:3"],
+                "category": 4,
+                "scored": True,
+            },
+            {
+                "id": "q2",
+                "question": "Which city's marathon did Bob finish?",
+                "answer": "Berlin",
+                "evidence": ["D1:4"],
+                "category": 1,
+                "scored": True,
+            },
+            {
+                "id": "q3",
+                "question": "Unanswerable?",
+                "answer": "",
+                "evidence": [],
+                "category": 5,
+                "scored": False,
+            },
+        ],
+    }
+    path.write_text(json.dumps(record) + "\n")
+
+
+@pytest.mark.parametrize("method", ["memlane", "bm25", "dense"])
+def test_eval_retrieval_reports_recall_and_ndcg(
+    runner: CliRunner, tmp_path: Path, method: str
+) -> None:
+    data = tmp_path / "tiny.jsonl"
+    write_conversations(data)
+    report = run(
+        runner, "eval", "retrieval", str(data), "--k", "1", "--k", "3", "--method", method, "--json"
+    )
+    assert report["method"] == method
+    assert (report["turns"], report["questions"]) == (4, 3)
+    assert set(report["overall"]) == {"recall@1", "recall@3", "ndcg@10"}
+    assert set(report["categories"]) == {"multi-hop", "single-hop"}
+    if method != "dense":  # every question shares a rare word with its gold turn
+        assert report["overall"]["recall@1"] == 1.0
+    assert not (tmp_path / "memory").exists()  # the data home is never touched
+
+
+def test_eval_rejects_a_malformed_file(runner: CliRunner, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "c", "turns": [{"text": "no id"}]}\n')
+    result = run(runner, "eval", "retrieval", str(bad), code=1)
+    assert "bad.jsonl:1" in result.output

@@ -1,0 +1,48 @@
+"""The `Memory` library class: the same engine as the proxy, without it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from memlane.config import Settings
+from memlane.memory import AsyncMemory, Memory
+from tests.support.text import ScriptedLLM
+
+
+def test_sync_memory_add_search_augment_forget(settings: Settings) -> None:
+    with Memory(settings) as memory:
+        kept = memory.add("The user's cat is called Miso", scope="ns:home")
+        memory.add("The office wifi password rotates monthly", scope="ns:work")
+        hits = memory.search("what is my cat called", scopes=["ns:home", "global"])
+        assert [h.id for h in hits] == [kept]
+        assert hits[0].role == "memory"
+
+        chat = [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Name my cat?"},
+        ]
+        out = memory.augment(chat, namespace="home")
+        assert out[0] == chat[0]
+        assert out[-1] == chat[-1]
+        assert "[memory] The user's cat is called Miso" in out[1]["content"]
+        assert "wifi" not in out[1]["content"]  # another namespace
+        assert memory.forget(kept)
+        assert memory.search("cat", scopes=["ns:home"]) == []
+        assert memory.augment(chat, namespace="home") == chat
+
+
+async def test_async_memory_runs_the_write_path(settings: Settings, tmp_path: Path) -> None:
+    llm = ScriptedLLM([json.dumps(["The user is allergic to peanuts"]), "Allergic to peanuts."])
+    memory = AsyncMemory(settings, llm=llm)
+    try:
+        report = await memory.remember(
+            "I'm allergic to peanuts", "Noted.", conversation="c1", namespace="me", model="m"
+        )
+        assert report.facts_added == ["The user is allergic to peanuts"]
+        hits = await memory.search("peanut allergy", scopes=["ns:me"])
+        assert hits[0].text == "The user is allergic to peanuts"
+        facts = list((tmp_path / "memory" / "entries").rglob("facts/*.md"))
+        assert len(facts) == 1
+    finally:
+        await memory.close()
