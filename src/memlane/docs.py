@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
 import typer
 from pydantic import SecretStr
 
@@ -33,11 +32,12 @@ def cli_table() -> str:
     return "\n".join(rows)
 
 
-def _walk(command: click.Command, path: list[str]) -> list[tuple[list[str], click.Command]]:
-    found: list[tuple[list[str], click.Command]] = []
-    if isinstance(command, click.Group):
-        for name in sorted(command.commands):
-            found.extend(_walk(command.commands[name], [*path, name]))
-    else:
-        found.append((path, command))
+def _walk(command: Any, path: list[str]) -> list[tuple[list[str], Any]]:
+    """Leaf commands under a click command tree (typer ships its own click, so duck-typed)."""
+    children = getattr(command, "commands", None)
+    if not children:
+        return [(path, command)]
+    found: list[tuple[list[str], Any]] = []
+    for name in sorted(children):
+        found.extend(_walk(children[name], [*path, name]))
     return found
