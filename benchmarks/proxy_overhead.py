@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,9 +89,52 @@ def run_upstream(ready: multiprocessing.Queue[str]) -> None:
         time.sleep(3600)
 
 
-def start_proxy(
-    upstream_url: str, home: Path, *, defaults: bool
-) -> tuple[subprocess.Popen[bytes], str]:
+Process = subprocess.Popen[bytes]
+
+
+def serve_without_engine(upstream_url: str, home: str, port: int) -> None:
+    """The proxy with the engine's stages as no-ops: what the HTTP face alone costs."""
+    import uvicorn
+
+    from memlane.config import Settings
+    from memlane.engine import pipeline
+    from memlane.engine.turn import Answer, Turn
+    from memlane.proxy.app import create_app
+    from memlane.types import Message
+
+    async def prepare(rt: object, turn: Turn) -> list[Message]:
+        return turn.messages
+
+    async def finish(rt: object, turn: Turn, answer: Answer) -> None:
+        return None
+
+    pipeline.prepare, pipeline.finish = prepare, finish  # type: ignore[assignment]
+    settings = Settings(home=Path(home), upstream_url=upstream_url, embedding_backend="hashing")
+    uvicorn.run(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+
+
+def start_bare_proxy(upstream_url: str, home: Path) -> tuple[multiprocessing.Process, str]:
+    port = free_port()
+    process = multiprocessing.Process(
+        target=serve_without_engine, args=(upstream_url, str(home), port), daemon=True
+    )
+    process.start()
+    return process, wait_healthy(f"http://127.0.0.1:{port}", process.kill)
+
+
+def wait_healthy(base: str, kill: Callable[[], None]) -> str:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/health").status_code == 200:
+                return f"{base}/v1"
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    kill()
+    raise SystemExit("memlane did not start")
+
+
+def start_proxy(upstream_url: str, home: Path, *, defaults: bool) -> tuple[Process, str]:
     port = free_port()
     env = {**os.environ, "MEMLANE_EMBEDDING_BACKEND": "hashing", "MEMLANE_LOG_LEVEL": "warning"}
     if not defaults:
@@ -106,16 +150,7 @@ def start_proxy(
         upstream_url,
     ]
     process = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/health").status_code == 200:
-                return process, f"{base}/v1"
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    process.kill()
-    raise SystemExit("memlane did not start")
+    return process, wait_healthy(f"http://127.0.0.1:{port}", process.kill)
 
 
 @dataclass
@@ -181,6 +216,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=300, help="requests per measurement")
     parser.add_argument("--defaults", action="store_true", help="keep memory and indexing on")
+    parser.add_argument(
+        "--no-engine",
+        action="store_true",
+        help="replace the engine's stages by no-ops: the HTTP face's own overhead",
+    )
     args = parser.parse_args()
 
     ready: multiprocessing.Queue[str] = multiprocessing.Queue()
@@ -188,14 +228,19 @@ def main() -> None:
     upstream_process.start()
     upstream_url = ready.get(timeout=60)
     with tempfile.TemporaryDirectory() as home:
-        proxy_process, proxy_url = start_proxy(upstream_url, Path(home), defaults=args.defaults)
+        proxy_process: Process | multiprocessing.Process
+        if args.no_engine:
+            proxy_process, proxy_url = start_bare_proxy(upstream_url, Path(home))
+        else:
+            proxy_process, proxy_url = start_proxy(upstream_url, Path(home), defaults=args.defaults)
         try:
             rows = measure(upstream_url, proxy_url, args.requests)
         finally:
             proxy_process.terminate()
-            proxy_process.wait(timeout=30)
             upstream_process.terminate()
     mode = "every default on" if args.defaults else "memory extraction and indexing off"
+    if args.no_engine:
+        mode = "engine stages replaced by no-ops (the HTTP face alone)"
     print(f"\n20-message chat requests, {args.requests} per cell, {mode}; milliseconds\n")
     print(
         "| measure | clients | direct p50 | memlane p50 | +p50 | direct p99 | memlane p99 | +p99 |"
