@@ -28,6 +28,11 @@ Fixtures (request them by name):
     - When neither answers, the reply is an echo: `"echo: <last user text>"`.
     - Also served: `GET /v1/models` (`ScriptedUpstream.MODELS`), `POST /v1/embeddings`
       (deterministic unit vectors of `EMBEDDING_DIM` floats from the text's hash).
+  Note: memlane's own LLM calls (fact extraction, session indexing, summaries) go to the
+  same upstream, from the proxy's background; a test that asserts on exactly what the
+  client's requests forwarded turns them off (`proxy_factory(memory_enabled=False,
+  index_enabled=False)`, as `tests/proxy/conftest.py` does) or scripts them with
+  `respond_with`.
 - `proxy` — a `RunningProxy`: memlane's app served by uvicorn on 127.0.0.1 (port 0)
   with a temporary home, the hashing embedder and the real tokenizer, forwarding to
   `upstream`. `.url` (`…/v1`), `.base` (no `/v1`), `.runtime`, `.store`, `.settings`,
