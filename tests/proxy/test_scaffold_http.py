@@ -150,3 +150,22 @@ def test_ephemeral_requests_are_governed_and_forwarded_but_not_stored(
     assert not mproxy.settings.sessions_path.exists() or not any(
         mproxy.settings.sessions_path.iterdir()
     )
+
+
+def test_with_every_default_on_forwarded_requests_only_append(
+    proxy: RunningProxy, upstream: ScriptedUpstream
+) -> None:
+    """All stages together (references, scaffold, governance, recall) keep earlier bytes."""
+    history: list[dict[str, Any]] = []
+    for turn in range(6):
+        history.append({"role": "user", "content": f"my dog Rex and I live in Lisbon ({turn})"})
+        todo = {"x-memlane-todo": f"step {turn // 2}"}
+        history.append({"role": "assistant", "content": chat(proxy, "all-on", history, **todo)})
+        proxy.drain()  # background work (facts, index) done before the next turn
+    forwarded = [
+        r for r in upstream.model_requests if r.headers["user-agent"] == CODEX["user-agent"]
+    ]
+    sent = [r.json["messages"] for r in forwarded]
+    assert len(sent) == 6
+    for earlier, later in itertools.pairwise(sent):
+        assert later[: len(earlier)] == earlier
