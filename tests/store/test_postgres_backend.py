@@ -252,3 +252,18 @@ def test_filtered_vector_search_fills_the_limit_past_nearer_rows(
         conn.execute("ANALYZE")
     hits = store.vector_search(query, SearchFilter(scopes=("wanted",)), model="m", limit=5)
     assert sorted(h.ref for h in hits) == [f"x{i}" for i in range(5)]
+
+
+def test_keyword_search_over_very_common_terms_keeps_its_results(
+    open_store: Callable[[], PostgresStore],
+) -> None:
+    """Terms in most documents are dropped from the match for speed, never from the results."""
+    store = open_store()
+    session = store.ensure_session("s", namespace="ns")
+    filler = [user(f"common words filler number {i}") for i in range(1200)]
+    store.append_messages(session.id, [*filler, user("common words and a rare aardvark")])
+    hits = store.keyword_search("common aardvark", SearchFilter(scopes=("ns",)), limit=5)
+    assert hits[0].text == "common words and a rare aardvark"
+    assert len(hits) == 5
+    assert all("common" in h.text for h in hits)
+    assert len(store.keyword_search("common", SearchFilter(), limit=3)) == 3

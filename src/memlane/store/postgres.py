@@ -519,17 +519,22 @@ class PostgresStore:
             return []
         where, params = _filter_sql(flt, "d")
         with self._tx() as conn:
-            idf, avgdl = self._stats.idf(conn, words)
+            weights = self._stats.weigh(conn, words)
             params.update(
-                terms=words,
-                idf=idf,
-                any=tsquery_literal(words),
-                avgdl=avgdl,
+                terms=weights.words,
+                idf=weights.idf,
+                any=tsquery_literal(weights.match),
+                avgdl=weights.avgdl,
                 k1=BM25_K1,
                 b=BM25_B,
                 limit=limit,
             )
-            rows = conn.execute(SEARCH_SQL.format(where=where), params).fetchall()
+            sql = SEARCH_SQL.format(where=where)
+            rows = conn.execute(sql, params).fetchall()
+            if len(rows) < limit and len(weights.match) < len(words):
+                # Too few documents have an informative word: the common ones count after all.
+                params["any"] = tsquery_literal(words)
+                rows = conn.execute(sql, params).fetchall()
         return [_hit(r, float(r["score"])) for r in rows]
 
     def put_vectors(

@@ -7,7 +7,8 @@ which knows nothing of how rare a term is; BM25 needs the collection's
 statistics: the number of documents, their average length and each query
 term's document frequency.
 
-Counting those on every query costs a scan per common term, so while the
+The document frequency uses FTS5's idf, as the SQLite backend does, so both
+rank alike. Counting those on every query costs a scan per common term, so while the
 index is small they are counted exactly, and once it is large they are kept
 for `STATS_TTL` seconds per process. A new document is found at once either
 way; only its weight in the ranking may lag by that long.
@@ -20,6 +21,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -32,6 +34,9 @@ BM25_B = 0.75
 EXACT_BELOW = 5_000
 STATS_TTL = 60.0
 DF_CACHE_SIZE = 50_000
+IDF_FLOOR = 1e-6
+# From this many documents on, words found in most of them are left out of the match.
+PRUNE_FROM = 1_000
 # A document keeps at most this many positions (PostgreSQL's limits on a tsvector).
 MAX_POSITION = 16_383
 MAX_POSITIONS_PER_TERM = 256
@@ -57,6 +62,16 @@ def _quote(word: str) -> str:
     return "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
+@dataclass(frozen=True, slots=True)
+class QueryWeights:
+    words: list[str]
+    idf: list[float]
+    avgdl: float
+    match: list[str]
+    """The words a document must have one of: those in more than half the documents
+    weigh nothing yet cost the most to score, so they are left out (while some remain)."""
+
+
 class CollectionStats:
     """Document count, average length and document frequencies, exact or briefly cached."""
 
@@ -65,12 +80,14 @@ class CollectionStats:
         self._totals: tuple[float, float, float] | None = None  # n, avgdl, taken at
         self._df: OrderedDict[str, tuple[int, float]] = OrderedDict()
 
-    def idf(self, conn: Conn, words: Sequence[str]) -> tuple[list[float], float]:
-        """BM25's idf of each word, and the average document length."""
+    def weigh(self, conn: Conn, words: Sequence[str]) -> QueryWeights:
+        """BM25 weights of the query's words against the current collection."""
         n, avgdl = self._collection(conn)
         df = self._frequencies(conn, words, exact=n < EXACT_BELOW)
-        idf = [math.log(1 + (n - df[w] + 0.5) / (df[w] + 0.5)) for w in words]
-        return idf, avgdl
+        # FTS5's idf (the SQLite backend's): a word in half the documents or more weighs ~0.
+        idf = [max(math.log((n - df[w] + 0.5) / (df[w] + 0.5)), IDF_FLOOR) for w in words]
+        informative = [w for w in words if df[w] * 2 <= n] if n >= PRUNE_FROM else list(words)
+        return QueryWeights(list(words), idf, avgdl, informative or list(words))
 
     def _collection(self, conn: Conn) -> tuple[float, float]:
         now = time.monotonic()
