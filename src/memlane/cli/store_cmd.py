@@ -39,7 +39,8 @@ def info(
     if as_json:
         print_json({"url": url, "tables": counts})
         return
-    table = Table("table", "rows", title=url)
+    console.print(f"store: {url}", highlight=False, soft_wrap=True)
+    table = Table("table", "rows")
     for name, n in counts.items():
         table.add_row(name, str(n))
     console.print(table)
@@ -106,4 +107,5 @@ def migrate(
     console.print(
         f"copied {rows} rows from {summary['from']} to {summary['to']}; every count matches",
         highlight=False,
+        soft_wrap=True,
     )
