@@ -1,0 +1,289 @@
+"""The real Codex CLI, unmodified, through memlane: one agentic loop end to end.
+
+`codex exec` (installed by `scripts/bootstrap` into `.cache/codex/`) is pointed at
+a memlane proxy on loopback with the provider block the README's "Codex CLI"
+section gives users; the proxy forwards to the scripted upstream. The upstream
+first answers with a reasoning item and an `exec_command` function call, Codex
+runs `echo memlane-ok`, sends the output back, and the upstream's final text is
+what Codex prints; then `codex exec resume --last` adds a second turn from Codex's
+own rollout file. Checked: what went upstream (Codex's own fields and headers
+untouched, memlane's headers gone, the state block, a byte-identical prefix),
+and what was stored (once per message, in order, under Codex's own session id).
+
+Codex gets a temporary home and a working folder, no stdin, and an HTTP(S) proxy
+environment pointing at a local trap that records any attempt to reach beyond
+127.0.0.1 (its plugin sync, analytics and update check are switched off, and the
+test asserts the trap stayed empty).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memlane.proxy.wire.base import dumps
+from tests.proxy.conftest import QUIET, stored
+from tests.support.upstream import (
+    ProxyFactory,
+    RecordedRequest,
+    Reply,
+    RunningProxy,
+    ScriptedUpstream,
+    ToolCallSpec,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+CODEX = ROOT / ".cache" / "codex" / "node_modules" / ".bin" / "codex"
+README = ROOT / "README.md"
+README_BASE_URL = "http://127.0.0.1:8100/v1"
+
+PROMPT = "Run echo memlane-ok and tell me what it printed."
+FINAL = "The command printed memlane-ok."
+TODO = "1. run the command\\n2. report what it printed"
+REPO = "memlane-codex-test"
+API_KEY = "sk-codex-secret-0123456789"
+CODEX_TIMEOUT = 60.0
+
+OFFLINE = [
+    # Codex's own outbound traffic (without these it connects to github.com, api.github.com,
+    # chatgpt.com and ab.chatgpt.com at start-up), as the README tells offline users.
+    "check_for_update_on_startup=false",
+    "features.plugins=false",  # the curated plugin sync (git clone, GitHub API, catalog)
+    "analytics.enabled=false",  # metrics to ab.chatgpt.com
+    # A broken proxy should fail the test at once, not after Codex's retries with backoff.
+    "model_providers.memlane.request_max_retries=0",
+    "model_providers.memlane.stream_max_retries=0",
+    "model_providers.memlane.stream_idle_timeout_ms=20000",
+]
+
+
+def readme_provider_block() -> str:
+    """The `config.toml` snippet of the README's "Codex CLI" subsection, verbatim."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("\n### Codex CLI\n", 1)[1]
+    match = re.search(r"```toml\n(.*?)```", section, re.DOTALL)
+    assert match is not None, "README: the Codex CLI subsection has no ```toml block"
+    return match.group(1)
+
+
+class NetworkTrap:
+    """A loopback listener posing as Codex's HTTP(S) proxy: records whoever connects."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.attempts: list[str] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True, name="network-trap")
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(2)
+                try:
+                    first = conn.recv(512).decode("latin-1").splitlines()
+                except OSError:
+                    first = []
+                self.attempts.append(first[0] if first else "<connection>")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        self.sock.close()
+        self._thread.join(timeout=5)
+
+
+@pytest.fixture
+def trap() -> Iterator[NetworkTrap]:
+    running = NetworkTrap()
+    yield running
+    running.close()
+
+
+def codex_binary() -> Path:
+    if not CODEX.exists():
+        pytest.fail(
+            f"Codex CLI is not installed at {CODEX.relative_to(ROOT)}: run scripts/bootstrap "
+            "with npm on PATH (it installs the pinned @openai/codex there)"
+        )
+    return CODEX
+
+
+class Codex:
+    """`codex exec` in a temporary home whose config.toml is the README's provider block."""
+
+    def __init__(self, proxy: RunningProxy, trap: NetworkTrap, tmp_path: Path) -> None:
+        self.binary = codex_binary()
+        home, self.work = tmp_path / "home", tmp_path / "work"
+        codex_home = home / ".codex"
+        codex_home.mkdir(parents=True)
+        self.work.mkdir()
+        provider = readme_provider_block().replace(README_BASE_URL, proxy.url)
+        (codex_home / "config.toml").write_text(provider, encoding="utf-8")
+        self.env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),
+            "CODEX_HOME": str(codex_home),
+            "OPENAI_API_KEY": API_KEY,
+            "LANG": "C.UTF-8",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+        }
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+            self.env[name] = self.env[name.lower()] = trap.url
+
+    def run(self, *args: str, todo: str) -> subprocess.CompletedProcess[str]:
+        """One `codex exec` (no stdin); memlane's headers go in the provider's `http_headers`."""
+        headers = {"X-Memlane-Todo": todo, "X-Memlane-Repo": REPO}
+        table = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in headers.items())
+        overrides = [*OFFLINE, f"model_providers.memlane.http_headers={{ {table} }}"]
+        command = [
+            str(self.binary),
+            "exec",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",  # echo, in a throwaway folder
+            "--color=never",
+            "--model=scripted-small",
+            f"--cd={self.work}",
+            *(arg for override in overrides for arg in ("-c", override)),
+            *args,
+        ]
+        try:
+            result = subprocess.run(
+                command,
+                env=self.env,
+                cwd=self.work,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=CODEX_TIMEOUT,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            pytest.fail(f"codex exec did not finish within {CODEX_TIMEOUT:g} s: {exc.stderr!r}")
+        assert result.returncode == 0, f"codex exec failed:\n{result.stderr[-3000:]}"
+        return result
+
+
+def text_of(item: dict[str, Any]) -> str:
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    return "\n".join(part.get("text", "") for part in content or [])
+
+
+def state_blocks(request: RecordedRequest) -> list[dict[str, Any]]:
+    return [i for i in request.json["input"] if "<memlane_state>" in text_of(i)]
+
+
+def extends(earlier: RecordedRequest, later: RecordedRequest) -> bool:
+    """The later forwarded input starts with the earlier one, byte for byte as sent."""
+    before, after = dumps(earlier.json["input"]), dumps(later.json["input"])
+    assert before in earlier.body
+    assert after in later.body
+    return after.startswith(before[:-1] + b",")
+
+
+def test_codex_exec_and_resume_run_their_tool_loop_through_memlane(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream, trap: NetworkTrap, tmp_path: Path
+) -> None:
+    proxy = proxy_factory(**QUIET)
+    codex = Codex(proxy, trap, tmp_path)
+    call = ToolCallSpec("exec_command", json.dumps({"cmd": "echo memlane-ok"}), "call_memlane_1")
+    upstream.script(
+        Reply(reasoning="Run the command first.", tool_calls=[call]),
+        Reply(text=FINAL),
+        Reply(text="You are welcome."),
+    )
+
+    assert codex.run(PROMPT, todo=TODO).stdout.strip() == FINAL
+    assert codex.run("resume", "--last", "thanks", todo="done").stdout.strip() == "You are welcome."
+    proxy.drain()
+    assert trap.attempts == []  # Codex reached nothing but 127.0.0.1
+    requests = upstream.model_requests
+    assert len(requests) == 3
+    first, second, third = requests
+
+    # Codex's requests as the upstream got them: its own fields, memlane's headers gone
+    key = first.json["prompt_cache_key"]
+    for request in requests:
+        body, headers = request.json, request.headers
+        assert request.path == "/v1/responses"
+        assert body["stream"] is True
+        assert body["store"] is False
+        assert body["include"] == ["reasoning.encrypted_content"]
+        assert "exec_command" in {tool.get("name") for tool in body["tools"]}
+        assert body["prompt_cache_key"] == headers["session-id"] == key
+        assert not [name for name in headers if name.startswith("x-memlane-")]
+        assert headers["authorization"] == f"Bearer {API_KEY}"
+        assert headers["originator"] == "codex_exec"
+
+    # the agentic loop: reasoning (with the upstream's encrypted content) and the call
+    # come back with the command's real output
+    tail = second.json["input"][-3:]
+    assert [item["type"] for item in tail] == ["reasoning", "function_call", "function_call_output"]
+    assert tail[0]["encrypted_content"].startswith("enc:")
+    assert tail[1]["call_id"] == tail[2]["call_id"] == "call_memlane_1"
+    assert "memlane-ok" in tail[2]["output"]
+
+    # the state block: a developer item after the first request's items, re-inserted at
+    # the same place later; the resumed turn's new TODO adds a block after "thanks"
+    block = state_blocks(first)
+    assert len(block) == 1
+    assert first.json["input"][-1] is block[0]
+    assert block[0]["role"] == "developer"
+    assert "<todo>\n1. run the command\n2. report what it printed\n</todo>" in text_of(block[0])
+    assert text_of(first.json["input"][-2]) == PROMPT
+    assert state_blocks(second) == block
+    assert [text_of(i) for i in third.json["input"][-2:]] == [
+        "thanks",
+        "<memlane_state>\n<todo>\ndone\n</todo>\n</memlane_state>",
+    ]
+
+    # prefix stability, within a run and across Codex's resume from its own rollout file
+    assert extends(first, second)
+    assert extends(second, third)
+
+    # stored once per message, in order, under Codex's session id, in the repo's namespace
+    session = proxy.store.find_session(key)
+    assert session is not None
+    assert session.namespace == REPO
+    assert [s.key for s in proxy.store.list_sessions()] == [key]
+    rows = stored(proxy, key)
+    codex_items = len(first.json["input"]) - 1  # Codex's developer / user items
+    assert [r[3] for r in rows[:codex_items]] == [text_of(i) for i in first.json["input"][:-1]]
+    assert [r[:4] for r in rows[codex_items - 1 :]] == [
+        ("user", "message", "client", PROMPT),
+        ("developer", "message", "state", text_of(block[0])),
+        ("assistant", "reasoning", "client", "Run the command first."),
+        ("assistant", "tool_call", "client", ""),
+        ("tool", "tool_result", "client", tail[2]["output"]),
+        ("assistant", "message", "client", FINAL),
+        ("user", "message", "client", "thanks"),
+        ("developer", "message", "state", text_of(third.json["input"][-1])),
+        ("assistant", "message", "client", "You are welcome."),
+    ]
+    assert all(r[4] == "ok" for r in rows)
+    call_row = proxy.store.list_messages(session.id)[codex_items + 2].message
+    assert [(c.id, c.name) for c in call_row.tool_calls] == [("call_memlane_1", "exec_command")]
+
+    # the API key Codex sent went upstream (above) and is nowhere in memlane's home
+    home = Path(proxy.settings.home_path)
+    leaked = [p for p in home.rglob("*") if p.is_file() and API_KEY.encode() in p.read_bytes()]
+    assert leaked == []
