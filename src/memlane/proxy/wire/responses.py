@@ -24,6 +24,7 @@ from memlane.proxy.wire.base import (
 from memlane.types import Message, Role, ToolCall, Wire
 
 MESSAGE_ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant"})
+INSTRUCTION_ROLES: frozenset[str] = frozenset({"system", "developer"})
 _BOOKKEEPING = ("type", "id", "status")
 
 
@@ -46,6 +47,12 @@ def parse_item(item: Any, param: str) -> Message:
         summary = item.get("summary")
         text = content_text(summary if isinstance(summary, list) else None, f"{param}.summary")
         return Message("assistant", text, "reasoning", raw=item, wire="responses")
+    if item.get("role") in INSTRUCTION_ROLES and not kind.endswith(("_call", "_output")):
+        # Codex's `additional_tools` (its tool definitions as a developer input item): an
+        # instruction governance must keep in the head, not a call nobody answers.
+        rest = {k: v for k, v in item.items() if k not in (*_BOOKKEEPING, "role")}
+        text = json.dumps(rest, ensure_ascii=False, sort_keys=True)
+        return Message(item["role"], text, raw=item, wire="responses")
     call_id = item.get("call_id", item.get("id"))
     call_id = call_id if isinstance(call_id, str) else None
     if kind.endswith("_output"):
