@@ -6,7 +6,9 @@ section gives users; the proxy forwards to the scripted upstream. The upstream
 first answers with a reasoning item and an `exec_command` function call, Codex
 runs `echo memlane-ok`, sends the output back, and the upstream's final text is
 what Codex prints; then `codex exec resume --last` adds a second turn from Codex's
-own rollout file. Checked: what went upstream (Codex's own fields and headers
+own rollout file. Run twice: with Codex's default model (tools sent as an
+`additional_tools` input item) and with a model it has no metadata for (a
+top-level `tools` list). Checked: what went upstream (Codex's own fields and headers
 untouched, memlane's headers gone, the state block, a byte-identical prefix),
 and what was stored (once per message, in order, under Codex's own session id).
 
@@ -128,8 +130,11 @@ def codex_binary() -> Path:
 class Codex:
     """`codex exec` in a temporary home whose config.toml is the README's provider block."""
 
-    def __init__(self, proxy: RunningProxy, trap: NetworkTrap, tmp_path: Path) -> None:
+    def __init__(
+        self, proxy: RunningProxy, trap: NetworkTrap, tmp_path: Path, model: str | None
+    ) -> None:
         self.binary = codex_binary()
+        self.model = [f"--model={model}"] if model else []
         home, self.work = tmp_path / "home", tmp_path / "work"
         codex_home = home / ".codex"
         codex_home.mkdir(parents=True)
@@ -159,7 +164,7 @@ class Codex:
             "--skip-git-repo-check",
             "--dangerously-bypass-approvals-and-sandbox",  # echo, in a throwaway folder
             "--color=never",
-            "--model=scripted-small",
+            *self.model,
             f"--cd={self.work}",
             *(arg for override in overrides for arg in ("-c", override)),
             *args,
@@ -200,11 +205,38 @@ def extends(earlier: RecordedRequest, later: RecordedRequest) -> bool:
     return after.startswith(before[:-1] + b",")
 
 
+def tool_names(body: dict[str, Any]) -> set[str]:
+    """Tool names, top-level or in `additional_tools` input items, namespaces opened."""
+    found: set[str] = set()
+    tools = list(body.get("tools") or [])
+    tools += [t for i in body["input"] if i.get("type") == "additional_tools" for t in i["tools"]]
+    while tools:
+        tool = tools.pop()
+        found.add(str(tool.get("name") or tool.get("type")))
+        tools += tool.get("tools") or []
+    return found
+
+
+@pytest.mark.parametrize(
+    ("model", "tool"),
+    [
+        # a model Codex has no metadata for: a top-level `tools` list, exec_command among them
+        ("scripted-small", "exec_command"),
+        # Codex's default model: its tools in an `additional_tools` input item (code-mode exec)
+        (None, "exec"),
+    ],
+    ids=["unknown-model", "default-model"],
+)
 def test_codex_exec_and_resume_run_their_tool_loop_through_memlane(
-    proxy_factory: ProxyFactory, upstream: ScriptedUpstream, trap: NetworkTrap, tmp_path: Path
+    proxy_factory: ProxyFactory,
+    upstream: ScriptedUpstream,
+    trap: NetworkTrap,
+    tmp_path: Path,
+    model: str | None,
+    tool: str,
 ) -> None:
     proxy = proxy_factory(**QUIET)
-    codex = Codex(proxy, trap, tmp_path)
+    codex = Codex(proxy, trap, tmp_path, model)
     call = ToolCallSpec("exec_command", json.dumps({"cmd": "echo memlane-ok"}), "call_memlane_1")
     upstream.script(
         Reply(reasoning="Run the command first.", tool_calls=[call]),
@@ -228,7 +260,7 @@ def test_codex_exec_and_resume_run_their_tool_loop_through_memlane(
         assert body["stream"] is True
         assert body["store"] is False
         assert body["include"] == ["reasoning.encrypted_content"]
-        assert "exec_command" in {tool.get("name") for tool in body["tools"]}
+        assert tool in tool_names(body)
         assert body["prompt_cache_key"] == headers["session-id"] == key
         assert not [name for name in headers if name.startswith("x-memlane-")]
         assert headers["authorization"] == f"Bearer {API_KEY}"
@@ -266,8 +298,12 @@ def test_codex_exec_and_resume_run_their_tool_loop_through_memlane(
     assert session.namespace == REPO
     assert [s.key for s in proxy.store.list_sessions()] == [key]
     rows = stored(proxy, key)
-    codex_items = len(first.json["input"]) - 1  # Codex's developer / user items
-    assert [r[3] for r in rows[:codex_items]] == [text_of(i) for i in first.json["input"][:-1]]
+    items = first.json["input"][:-1]  # Codex's instructions, context and prompt
+    codex_items = len(items)
+    assert [r[:3] for r in rows[:codex_items]] == [(i["role"], "message", "client") for i in items]
+    assert [r[3] for r, i in zip(rows, items, strict=False) if i["type"] == "message"] == [
+        text_of(i) for i in items if i["type"] == "message"
+    ]
     assert [r[:4] for r in rows[codex_items - 1 :]] == [
         ("user", "message", "client", PROMPT),
         ("developer", "message", "state", text_of(block[0])),
