@@ -9,7 +9,8 @@ N memories with synthetic text (Zipf-distributed words plus identifiers) and
 **synthetic random 384-d unit vectors** (an embedder that hashes the text to a
 random vector: latency does not depend on what the vectors mean; the real
 query embedding costs ~5–20 ms on top, measured separately below). Memories are
-spread over 10 namespaces; each query searches one namespace plus `global`, as
+spread over 10 namespaces (the most common word is in about a quarter
+of them); each query searches one namespace plus `global`, as
 a proxy request does, and a second set searches every scope (the worst case).
 The first query after loading warms the store's vector cache and is not counted.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import itertools
 import random
 import tempfile
 import time
@@ -208,14 +210,25 @@ COMMON = tuple(
 
 
 def vocabulary(rng: random.Random) -> list[str]:
-    """Common English words first (they get the Zipf head), then rarer made-up ones."""
+    """Common English words first (the head of the distribution), then rarer made-up ones."""
     letters = "abcdefghijklmnopqrstuvwxyz"
-    rare = ["".join(rng.choice(letters) for _ in range(rng.randint(4, 8))) for _ in range(5_000)]
+    rare = ["".join(rng.choice(letters) for _ in range(rng.randint(4, 8))) for _ in range(20_000)]
     return [*COMMON, *rare]
 
 
+def _weights(words: list[str]) -> list[float]:
+    """Zipf-like, 1/(rank + 5): the most common word is in about a quarter of the memories."""
+    return [1 / (rank + 5) for rank in range(len(words))]
+
+
+_CUMULATIVE: dict[int, list[float]] = {}
+
+
 def sentence(rng: random.Random, words: list[str]) -> str:
-    picked = [words[min(int(rng.paretovariate(1.1)) - 1, len(words) - 1)] for _ in range(12)]
+    cumulative = _CUMULATIVE.get(id(words))
+    if cumulative is None:
+        cumulative = _CUMULATIVE[id(words)] = list(itertools.accumulate(_weights(words)))
+    picked = rng.choices(words, cum_weights=cumulative, k=12)
     if rng.random() < 0.2:
         picked.append(rng.choice(IDENTIFIERS))
     return " ".join(picked)
