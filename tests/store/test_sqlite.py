@@ -8,15 +8,16 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from memlane.store import NewMessage, SearchFilter, StoreError, analysis
+from memlane.store import TABLES, NewMessage, SearchFilter, StoreError, analysis
 from memlane.store.sqlite import SQLiteStore, index_terms
 from memlane.store.sqlite_schema import MIGRATIONS, m001_initial
-from memlane.types import Message
+from memlane.types import Fact, Message
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,6 +95,8 @@ def test_sigkill_mid_append_keeps_every_committed_message(tmp_path: Path) -> Non
 
     with sqlite3.connect(db) as raw:
         assert raw.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    raw.close()
+    fts_consistent(db)
     store = SQLiteStore(db)
     session = store.find_session("shared")
     assert session is not None
@@ -292,3 +295,38 @@ def test_keyword_search_over_very_common_terms_keeps_its_results(tmp_path: Path)
     only_common = store.keyword_search("common", SearchFilter(), limit=3)
     assert len(only_common) == 3
     store.close()
+
+
+def fts_consistent(db: Path) -> None:
+    """FTS5's own check that the keyword index matches the documents table."""
+    with sqlite3.connect(db) as raw:
+        raw.execute("INSERT INTO docs_fts (docs_fts, rank) VALUES ('integrity-check', 1)")
+    raw.close()
+
+
+def test_the_keyword_index_matches_its_documents_after_every_kind_of_write(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "memlane.db"
+    store = SQLiteStore(db)
+    a = store.ensure_session("a", namespace="ns")
+    store.sync_messages(a.id, [user("first question"), user("second question")])
+    store.sync_messages(a.id, [user("first question"), user("edited question")])
+    store.add_event(a.id, "dropped", {}, text="dropped history text")
+    fork = store.fork_session(a.id, new_key="fork")
+    store.append_messages(fork.id, [user("only in the fork")])
+    stamp = datetime(2026, 1, 1, tzinfo=UTC)
+    for text in ("fact text", "changed fact text"):
+        store.put_fact(Fact("f", "ns", a.id, "memory", text, stamp, stamp))
+    store.put_fact(Fact("g", "other", "x", "memory", "gone soon", stamp, stamp))
+    store.purge_fact("g")
+    dump = {table: list(store.dump(table)) for table in TABLES}
+    store.delete_session(a.id)
+    store.close()
+    fts_consistent(db)
+
+    copy = SQLiteStore(tmp_path / "copy.db")
+    for table in TABLES:
+        copy.load(table, dump[table])
+    copy.close()
+    fts_consistent(tmp_path / "copy.db")
