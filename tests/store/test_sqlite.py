@@ -292,6 +292,10 @@ def test_keyword_search_over_very_common_terms_keeps_its_results(tmp_path: Path)
     assert hits[0].text == "common words and a rare aardvark"
     assert len(hits) == 5
     assert all("common" in h.text for h in hits)
+    assert hits[0].score > hits[1].score >= hits[-1].score >= 0
+    assert [h.text for h in hits[1:]] == [
+        f"common words filler number {i}" for i in (1199, 1198, 1197, 1196)
+    ]
     only_common = store.keyword_search("common", SearchFilter(), limit=3)
     assert len(only_common) == 3
     store.close()

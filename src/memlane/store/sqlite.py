@@ -665,47 +665,60 @@ class SQLiteStore:
         if flt.scopes is not None and not flt.scopes:
             return []
         where, params = _filter_sql(flt)
-        sql = f"""SELECT {_DOC_COLUMNS}, -bm25(docs_fts, 1.0, 0.0) AS score
+        select = f"""SELECT {_DOC_COLUMNS}, -bm25(docs_fts, 1.0, 0.0) AS score
             FROM docs_fts JOIN docs d ON d.rowid = docs_fts.rowid
-            WHERE docs_fts MATCH ? AND {where}
-            ORDER BY bm25(docs_fts, 1.0, 0.0) LIMIT ?"""
-        informative = self._informative(words)
-        rows = self._read(sql, [_match_expression(informative, flt), *params, limit])
-        if len(rows) < limit and len(informative) < len(words):
-            rows = self._read(sql, [_match_expression(words, flt), *params, limit])
+            WHERE docs_fts MATCH ? AND {where}"""
+        informative, common = self._split_by_weight(words)
+        rows: list[sqlite3.Row] = []
+        if informative:
+            rows = self._read(
+                f"{select} ORDER BY bm25(docs_fts, 1.0, 0.0) LIMIT ?",
+                [_match_expression(informative, flt), *params, limit],
+            )
+        if len(rows) < limit and common:
+            # Documents matching only weightless terms: their BM25 is ~0 whatever the
+            # order, so take the newest (FTS5 walks rowids backwards and stops early).
+            seen = [r["rowid"] for r in rows]
+            rows += self._read(
+                f"""{select} AND d.rowid NOT IN ({_marks(seen)})
+                    ORDER BY docs_fts.rowid DESC LIMIT ?""",
+                [_match_expression(common, flt), *params, *seen, limit - len(rows)],
+            )
         return [_hit(r, float(r["score"])) for r in rows]
 
-    def _informative(self, words: list[str]) -> list[str]:
-        """The query terms without those in more than half the documents, if any remain.
+    def _split_by_weight(self, words: list[str]) -> tuple[list[str], list[str]]:
+        """Split query terms into those BM25 weighs and those in half the documents or more.
 
-        BM25's IDF of such a term is floored to ~0 by FTS5, so it cannot change
-        the ranking, yet scoring its huge doclist is most of a query's time.
-        Document frequencies are cached per store (they move slowly); when the
-        pruned query finds fewer than `limit` hits, the caller runs the full one.
+        FTS5 floors the IDF of a term found in at least half the documents to
+        ~0, so such a term cannot change the ranking, yet scoring its huge
+        doclist is most of a slow query's time. Document counts come from the
+        FTS vocabulary and are cached per store (they move slowly); the total is
+        the highest document id, an overestimate, so the split errs towards
+        weighing a term.
         """
         conn = self._conn()
+        seq = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'docs'").fetchone()
+        total = int(seq[0]) if seq else 0
+        if total < 1000:
+            return words, []
         if not getattr(self._local, "vocab", False):
             conn.execute(
                 "CREATE VIRTUAL TABLE IF NOT EXISTS temp.docs_vocab "
                 "USING fts5vocab(main, docs_fts, 'row')"
             )
             self._local.vocab = True
-        seq = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'docs'").fetchone()
-        total = int(seq[0]) if seq else 0
-        if total < 1000:
-            return words
-        keep: list[str] = []
+        if len(self._doc_freq) > 100_000:
+            self._doc_freq.clear()
+        informative: list[str] = []
+        common: list[str] = []
         for word in words:
             cached = self._doc_freq.get(word)
             if cached is None or total > cached[1] * 1.25:
                 row = conn.execute("SELECT doc FROM temp.docs_vocab WHERE term = ?", (word,))
                 found = row.fetchone()
                 cached = self._doc_freq[word] = (int(found[0]) if found else 0, total)
-            if cached[0] * 2 <= cached[1]:
-                keep.append(word)
-        if len(self._doc_freq) > 100_000:
-            self._doc_freq.clear()
-        return keep or words
+            (common if cached[0] * 2 > cached[1] else informative).append(word)
+        return informative, common
 
     def put_vectors(
         self, kind: DocKind, items: Sequence[tuple[str, Vector]], *, model: str
