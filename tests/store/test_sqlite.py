@@ -152,6 +152,16 @@ def test_a_second_instance_sees_vectors_written_and_removed_elsewhere(tmp_path: 
     ref = str(other.append_messages(fresh.id, [user("x")])[0].id)
     other.put_vectors("message", [(ref, vectors[2])], model="m")
     assert [h.ref for h in reader.vector_search(vectors[2], SearchFilter(), model="m")] == [ref]
+    # a vector added and another removed between two queries: rebuilt, new one read
+    doomed = other.ensure_session("doomed")
+    doomed_ref = str(other.append_messages(doomed.id, [user("y")])[0].id)
+    other.put_vectors("message", [(doomed_ref, vectors[3])], model="m")
+    assert len(reader.vector_search(vectors[3], SearchFilter(), model="m")) == 2
+    later = str(other.append_messages(fresh.id, [user("z")])[0].id)
+    other.put_vectors("message", [(later, vectors[3])], model="m")
+    other.delete_session(doomed.id)
+    hits = reader.vector_search(vectors[3], SearchFilter(), model="m")
+    assert [(h.ref, round(h.score, 4)) for h in hits] == [(later, 1.0), (ref, 0.0)]
     with pytest.raises(StoreError, match="dimensions"):
         reader.vector_search(np.ones(3, dtype=np.float32), SearchFilter(), model="m")
     reader.close()

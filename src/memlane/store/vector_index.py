@@ -68,6 +68,17 @@ class _Partition:
         self.n += 1
         return self.n - 1
 
+    def extend(self, columns: dict[str, list[int]], matrix: npt.NDArray[np.float32]) -> int:
+        """Append many rows at once; return the index of the first."""
+        first, count = self.n, matrix.shape[0]
+        if first + count > self.vector_ids.shape[0]:
+            self._grow(max(2 * self.vector_ids.shape[0], first + count))
+        for name, values in columns.items():
+            getattr(self, name)[first : first + count] = values
+        self.matrix[first : first + count] = matrix
+        self.n += count
+        return first
+
     def set(self, index: int, row: _Row, vector: Vector) -> None:
         self.vector_ids[index] = row.vector_id
         self.doc_ids[index] = row.doc_id
@@ -132,26 +143,63 @@ class VectorCache:
                     self._reload(conn)
                     self._epoch = epoch
                 elif int(hwm_row[0] or 0) > self._hwm:
-                    for row in conn.execute(_NEW_ROWS, (self.model, self._hwm)):
-                        self._put(row[0], row[1], vector_from_bytes(row[2]), *row[3:])
+                    self._load(conn.execute(_NEW_ROWS, (self.model, self._hwm)).fetchall())
             finally:
                 conn.execute("COMMIT")
 
+    def _load(self, rows: list[tuple[Any, ...]]) -> None:
+        """Add rows of `_NEW_ROWS`; new documents in bulk, one matrix per scope."""
+        fresh: dict[int, list[tuple[Any, ...]]] = {}
+        for row in rows:
+            vector_id, doc_id, blob, kind, role, scope, session_id = row
+            if self._dim == 0:
+                self._dim = len(blob) // 4
+            if int(doc_id) in self._where or len(blob) != self._dim * 4:
+                self._put(vector_id, doc_id, vector_from_bytes(blob), kind, role, scope, session_id)
+                continue
+            code = self._scope_codes.setdefault(scope, len(self._scope_codes))
+            fresh.setdefault(code, []).append(row)
+        for code, group in fresh.items():
+            matrix = np.frombuffer(b"".join(r[2] for r in group), dtype="<f4")
+            matrix = matrix.reshape(len(group), self._dim).astype(np.float32)
+            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+            matrix /= np.where(norms > 0, norms, 1.0)
+            part = self._parts.get(code)
+            if part is None:
+                part = self._parts[code] = _Partition(self._dim)
+            sessions = self._session_codes
+            columns = {
+                "vector_ids": [r[0] for r in group],
+                "doc_ids": [r[1] for r in group],
+                "kinds": [KIND_CODES.get(r[3], 0) for r in group],
+                "roles": [ROLE_CODES.get(r[4], 0) for r in group],
+                "sessions": [sessions.setdefault(r[6], len(sessions)) for r in group],
+            }
+            first = part.extend(columns, matrix)
+            for offset, row in enumerate(group):
+                self._where[int(row[1])] = (code, first + offset)
+            self._hwm = max(self._hwm, int(group[-1][0]))
+
     def _reload(self, conn: sqlite3.Connection) -> None:
-        """Re-read every row's metadata; keep the cached vectors, fetch only unknown ones."""
-        cached: dict[int, Vector] = {}
+        """Rebuild from the database; vectors already cached are reused, not re-read."""
+        cached: dict[int, bytes] = {}
         for part in self._parts.values():
             for index in range(part.n):
-                cached[int(part.vector_ids[index])] = part.matrix[index]
-        self._parts, self._where, self._hwm = {}, {}, 0
+                cached[int(part.vector_ids[index])] = part.matrix[index].astype("<f4").tobytes()
+        self._parts, self._where, self._hwm, self._dim = {}, {}, 0, 0
+        if not cached:
+            self._load(conn.execute(_NEW_ROWS, (self.model, 0)).fetchall())
+            return
+        rows: list[tuple[Any, ...]] = []
         for vector_id, doc_id, kind, role, scope, session_id in conn.execute(
             _ALL_ROW_META, (self.model,)
         ).fetchall():
-            vector = cached.get(int(vector_id))
-            if vector is None:
-                blob = conn.execute("SELECT vec FROM vectors WHERE id = ?", (vector_id,))
-                vector = vector_from_bytes(blob.fetchone()[0])
-            self._put(vector_id, doc_id, vector, kind, role, scope, session_id)
+            blob = cached.get(int(vector_id))
+            if blob is None:
+                found = conn.execute("SELECT vec FROM vectors WHERE id = ?", (vector_id,))
+                blob = found.fetchone()[0]
+            rows.append((vector_id, doc_id, blob, kind, role, scope, session_id))
+        self._load(rows)
 
     def _put(
         self,
