@@ -43,8 +43,7 @@ def user(text: str) -> NewMessage:
 
 
 def test_two_processes_appending_to_one_session_lose_nothing(tmp_path: Path) -> None:
-    db = tmp_path / "memlane.db"
-    SQLiteStore(db).close()
+    db = tmp_path / "memlane.db"  # both create it: migrations run once, under the write lock
     count = 150
     children = [writer(db, "append", tag, count) for tag in ("left", "right")]
     for child in children:
