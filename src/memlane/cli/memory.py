@@ -141,13 +141,14 @@ def search_cmd(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="What to look for.")],
     scope: Annotated[
-        list[str] | None, typer.Option("--scope", help="Scope to search (repeatable).")
+        list[str] | None,
+        typer.Option("--scope", help="Scope to search (repeatable; default: every scope)."),
     ] = None,
     top_k: Annotated[int | None, typer.Option("--top-k", min=1, max=100)] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Find memories the way the proxy's read path does (hybrid, recency, MMR)."""
-    wanted = [_scope(s) for s in scope] if scope else [GLOBAL]
+    wanted = [_scope(s) for s in scope] if scope else None  # an operator may search everything
     with _runtime(ctx) as rt:
         if top_k is not None:
             rt = Runtime(rt.settings.model_copy(update={"memory_top_k": top_k}), rt.store)

@@ -77,9 +77,12 @@ async def recall_for_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> l
 
 
 async def recall(
-    rt: Runtime, query: str, *, scopes: Sequence[str], exclude: set[str] | None = None
+    rt: Runtime, query: str, *, scopes: Sequence[str] | None, exclude: set[str] | None = None
 ) -> list[Recalled]:
-    """The top-k memories for `query`, with their roles, skipping texts in `exclude`."""
+    """The top-k memories for `query`, with their roles, skipping texts in `exclude`.
+
+    `scopes` None searches every scope: for an operator (CLI), never for a request.
+    """
     k = rt.settings.memory_top_k
     skip = exclude or set()
     hits = await search(rt, query, scopes=scopes, top_k=k + min(len(skip), k))
