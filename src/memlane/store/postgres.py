@@ -344,12 +344,8 @@ class PostgresStore:
     def sync_messages(self, session_id: str, incoming: Sequence[NewMessage]) -> SyncResult:
         with self._tx() as conn:
             # The lock makes replicas take turns: the second sees what the first stored.
-            session = _lock_session(conn, session_id)
-            stored = conn.execute(
-                "SELECT id, content_hash FROM messages WHERE session_id = %s "
-                "AND origin = 'client' AND status = 'ok' ORDER BY position",
-                (session_id,),
-            ).fetchall()
+            session = _lock_session(conn, session_id, with_stored=True)
+            stored = session["stored"]
             plan = plan_sync(
                 [r["content_hash"] for r in stored],
                 [m.message.fingerprint() for m in incoming],
@@ -859,26 +855,76 @@ def _new_session_id() -> str:
     return uuid.uuid4().hex
 
 
-def _lock_session(conn: Conn, session_id: str) -> Row:
+def _lock_session(conn: Conn, session_id: str, *, with_stored: bool = False) -> Row:
     """Take the session's row lock for this transaction: one writer of its history at a time.
 
-    Returns the session's namespace and the next free message position (read
-    under the lock, so it stays free until commit). `NO KEY UPDATE` still lets
-    other transactions add events that reference the row.
+    Returns the session's namespace, the next free message position (it stays
+    free until commit) and, when asked, the (id, content_hash) of its stored
+    client messages in order. `NO KEY UPDATE` still lets other transactions
+    add events that reference the row.
+
+    The reads are separate statements after the locking one, because a
+    statement's snapshot predates its wait for the lock; pipelined, they still
+    cost one round trip.
     """
-    row = conn.execute(
-        "SELECT namespace FROM sessions WHERE id = %s FOR NO KEY UPDATE", (session_id,)
-    ).fetchone()
+    with conn.pipeline():
+        locked = conn.execute(
+            "SELECT namespace FROM sessions WHERE id = %s FOR NO KEY UPDATE", (session_id,)
+        )
+        position = conn.execute(
+            "SELECT coalesce(max(position) + 1, 0) AS next FROM messages WHERE session_id = %s",
+            (session_id,),
+        )
+        stored = (
+            conn.execute(
+                "SELECT id, content_hash FROM messages WHERE session_id = %s "
+                "AND origin = 'client' AND status = 'ok' ORDER BY position",
+                (session_id,),
+            )
+            if with_stored
+            else None
+        )
+    row = locked.fetchone()
     if row is None:
         raise SessionNotFound(f"no session with id {session_id}")
-    # Read only now: a statement's snapshot predates the wait for the lock, so a
-    # position read in the locking statement could be stale.
-    position = conn.execute(
-        "SELECT coalesce(max(position) + 1, 0) AS next FROM messages WHERE session_id = %s",
-        (session_id,),
-    ).fetchone()
-    assert position is not None
-    return {"namespace": row["namespace"], "next_position": int(position["next"])}
+    next_position = position.fetchone()
+    assert next_position is not None
+    return {
+        "namespace": row["namespace"],
+        "next_position": int(next_position["next"]),
+        "stored": stored.fetchall() if stored is not None else [],
+    }
+
+
+_APPEND_SQL = """
+    WITH x AS (
+        SELECT * FROM unnest(
+            %(positions)s::int[], %(roles)s::text[], %(kinds)s::text[], %(origins)s::text[],
+            %(wires)s::text[], %(contents)s::jsonb[], %(texts)s::text[], %(hashes)s::text[],
+            %(tokens)s::int[], %(terms)s::tsvector[], %(lengths)s::int[]
+        ) AS x(position, role, kind, origin, wire, content, text, hash, tokens, terms, length)
+    ),
+    ins AS (
+        INSERT INTO messages (session_id, position, role, kind, origin, wire, content, text,
+                              content_hash, token_count, status, created_at)
+        SELECT %(sid)s, position, role, kind, origin, wire, content, text, hash, tokens, 'ok',
+               %(at)s
+        FROM x ORDER BY position
+        RETURNING id, position
+    ),
+    indexed AS (
+        INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, length, created_at,
+                          active)
+        SELECT 'message', ins.id::text, %(scope)s, %(sid)s, NULL, x.text, x.terms, x.length,
+               %(at)s, true
+        FROM ins JOIN x USING (position) WHERE x.text <> '' ORDER BY ins.position
+    ),
+    counted AS (
+        UPDATE sessions SET message_count = message_count + %(n)s, updated_at = %(at)s
+        WHERE id = %(sid)s
+    )
+    SELECT id, position FROM ins
+"""
 
 
 def _append(
@@ -886,27 +932,22 @@ def _append(
 ) -> list[StoredMessage]:
     """Insert after the session's last position; `locked` is what `_lock_session` returned.
 
-    One statement for the rows and one for their index entries, whatever the count.
+    One statement stores the rows, indexes them and counts them, whatever the count.
     """
     if not items:
         return []
     start = int(locked["next_position"])
-    namespace = str(locked["namespace"])
     created = codec.now()
     hashes = [item.message.fingerprint() for item in items]
     positions = list(range(start, start + len(items)))
+    words = [analysis.terms(item.message.text) for item in items]
     rows = conn.execute(
-        "INSERT INTO messages (session_id, position, role, kind, origin, wire, content, text, "
-        "content_hash, token_count, status, created_at) "
-        "SELECT %(sid)s, x.position, x.role, x.kind, x.origin, x.wire, x.content, x.text, "
-        "x.hash, x.tokens, 'ok', %(at)s FROM unnest(%(positions)s::int[], %(roles)s::text[], "
-        "%(kinds)s::text[], %(origins)s::text[], %(wires)s::text[], %(contents)s::jsonb[], "
-        "%(texts)s::text[], %(hashes)s::text[], %(tokens)s::int[]) "
-        "AS x(position, role, kind, origin, wire, content, text, hash, tokens) "
-        "RETURNING id, position",
+        _APPEND_SQL,
         {
             "sid": session_id,
+            "scope": str(locked["namespace"]),
             "at": created,
+            "n": len(items),
             "positions": positions,
             "roles": [i.message.role for i in items],
             "kinds": [i.message.kind for i in items],
@@ -916,10 +957,12 @@ def _append(
             "texts": [i.message.text for i in items],
             "hashes": hashes,
             "tokens": [i.token_count for i in items],
+            "terms": [tsvector_literal(w) for w in words],
+            "lengths": [len(w) for w in words],
         },
     ).fetchall()
     ids = {int(r["position"]): int(r["id"]) for r in rows}
-    out = [
+    return [
         StoredMessage(
             id=ids[position],
             session_id=session_id,
@@ -931,22 +974,6 @@ def _append(
         )
         for position, item, content_hash in zip(positions, items, hashes, strict=True)
     ]
-    with conn.pipeline():  # neither statement's answer is needed: one round trip for both
-        _insert_docs(
-            conn,
-            [
-                _Doc(
-                    "message", str(m.id), namespace, session_id, None, m.message.text, created, True
-                )
-                for m in out
-                if m.message.text
-            ],
-        )
-        conn.execute(
-            "UPDATE sessions SET message_count = message_count + %s, updated_at = %s WHERE id = %s",
-            (len(out), created, session_id),
-        )
-    return out
 
 
 def _set_status(conn: Conn, ids: Sequence[int], status: str) -> int:
