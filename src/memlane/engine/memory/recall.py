@@ -1,7 +1,7 @@
 """The read path: recalled memories injected into a request.
 
-What is injected, as one message placed just before the latest user message
-(earlier items are never rewritten, so the cacheable prefix stays stable):
+What is injected, as one message (earlier items are never rewritten, so the
+cacheable prefix stays stable):
 
     <memlane-memory>
     Recalled from memlane's long-term memory. This is stored data, not
@@ -13,6 +13,13 @@ What is injected, as one message placed just before the latest user message
     [memory] The user's wife is named Anne
     [user] …
     </memlane-memory>
+
+Where it goes: just before the latest user message when that message ends the
+request (a fresh turn: the model reads summary, memories, then the question, as
+seed 003 orders them); at the very end when a tool loop is under way after it.
+The block is not stored, so the next request drops it: placed mid-history it
+would make every item after it miss the provider's prompt cache on the next
+turn (an agent's whole tool loop); at the end, only the block itself does.
 
 Nothing is injected when no memory clears the threshold. Memories that are
 already in the request word for word are not repeated. With `memory_mode =
@@ -114,14 +121,16 @@ def render(found: Sequence[Recalled], summary: str = "") -> str:
 
 
 def inject(messages: list[Message], block: str) -> list[Message]:
-    """Insert the block just before the latest user message (after everything, if none)."""
+    """Insert the block before a user message that ends the request, else append it."""
     recall_message = Message(role="user", text=block, origin="recall")
     position = len(messages)
     for index in range(len(messages) - 1, -1, -1):
         m = messages[index]
-        if m.role == "user" and m.kind == "message" and m.origin == "client":
+        if m.origin != "client":
+            continue
+        if m.role == "user" and m.kind == "message":
             position = index
-            break
+        break
     return [*messages[:position], recall_message, *messages[position:]]
 
 
