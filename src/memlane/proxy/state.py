@@ -2,6 +2,8 @@
 
 Routers added by other parts of memlane (sessions, governance, memory) take
 `rt: Runtime = Depends(runtime)` and `dependencies=[Depends(require_admin)]`.
+The dependencies are `async def`: FastAPI runs a plain `def` dependency in its
+thread pool, a thread hop per request for what is an attribute read.
 """
 
 from __future__ import annotations
@@ -24,20 +26,24 @@ class ProxyState:
     upstream: Upstream
 
 
-def proxy_state(request: Request) -> ProxyState:
+def current_state(request: Request) -> ProxyState:
     state = getattr(request.app.state, "proxy", None)
     if not isinstance(state, ProxyState):
         raise ProxyError(503, "memlane is starting or stopping", type="server_error")
     return state
 
 
-def runtime(request: Request) -> Runtime:
-    return proxy_state(request).runtime
+async def proxy_state(request: Request) -> ProxyState:
+    return current_state(request)
 
 
-def require_admin(request: Request) -> None:
+async def runtime(request: Request) -> Runtime:
+    return current_state(request).runtime
+
+
+async def require_admin(request: Request) -> None:
     """With `admin_token` set, the admin API needs `Authorization: Bearer <token>`."""
-    token = proxy_state(request).settings.admin_token
+    token = current_state(request).settings.admin_token
     if token is None or not token.get_secret_value():
         return
     sent = request.headers.get("authorization", "")
