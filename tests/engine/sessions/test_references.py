@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import pytest
 
 from memlane.engine.pipeline import store_incoming
@@ -15,7 +17,7 @@ from memlane.engine.sessions.references import (
     resolve_references,
 )
 from memlane.engine.turn import Turn
-from memlane.store import NewMessage
+from memlane.store import NewMessage, Store
 from memlane.store.sqlite import SQLiteStore
 from memlane.text.llm import LLMError
 from memlane.types import Message
@@ -221,3 +223,34 @@ async def test_continued_requests_only_get_new_references(
     store_incoming(rt, turn)
     out = await resolve_references(rt, turn, list(turn.messages))
     assert [m.text for m in out] == ["and now?"]
+
+
+class CountingStore:
+    """The real store, counting the calls made through it."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        self.calls.append(name)
+        return getattr(self.store, name)
+
+
+async def test_a_request_without_at_at_reads_nothing_and_changes_nothing(
+    rt: Runtime, sqlite_store: SQLiteStore
+) -> None:
+    chat(sqlite_store, "old", ["a"], name="target")
+    history = [Message(role="user", text="like @@target"), Message(role="assistant", text="ok")]
+    turn, out = await turn_with(rt, "new", history)
+    assert [m.origin for m in out] == ["reference", "client", "client"]
+
+    # the client edited its history: the prompt holding @@ is gone, so is its reference
+    edited = [Message(role="user", text="like the other one"), Message(role="user", text="go")]
+    counting = CountingStore(sqlite_store)
+    quiet = Runtime(rt.settings, cast(Store, counting), _tokenizer=rt.tokenizer)
+    turn2 = Turn(key="new", namespace="new", model="req", wire="chat", messages=edited)
+    turn2.session = turn.session
+    out2 = await resolve_references(quiet, turn2, list(edited))
+    assert out2 == edited
+    assert counting.calls == []

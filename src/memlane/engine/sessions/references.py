@@ -80,7 +80,14 @@ def parse_references(text: str) -> list[Reference]:
 
 
 async def resolve_references(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
-    """Replay stored references at their places, then resolve the latest message's new ones."""
+    """Replay stored references at their places, then resolve the latest message's new ones.
+
+    A reference is stored only after a user prompt holding `@@`, and replayed only
+    before that same prompt: a request whose user prompts hold no `@@` has nothing
+    to replay or resolve, and is passed on without reading the session.
+    """
+    if not any(_is_user_prompt(m) and "@@" in m.text for m in messages):
+        return messages
     session = turn.session
     stored = (
         await asyncio.to_thread(rt.store.list_messages, session.id)
