@@ -147,3 +147,16 @@ def test_long_texts_are_memoised_and_bounded() -> None:
 def test_tokenizers_are_shared_per_encoding() -> None:
     assert get_tokenizer("o200k_base") is get_tokenizer("o200k_base")
     assert get_tokenizer("o200k_base") is not get_tokenizer("cl100k_base")
+
+
+def test_short_texts_are_memoised_exactly_and_bounded() -> None:
+    encoding = load_encoding("cl100k_base")
+    tokenizer = BPETokenizer(encoding, short_memo_size=2)
+    texts = ["user", "a chat turn of a few words", "assistant"]
+    for text in texts:
+        assert tokenizer.count(text) == len(encoding.encode(text))
+    assert tokenizer.short_memo_entries == 2
+    assert tokenizer.count(texts[0]) == len(encoding.encode(texts[0]))  # evicted, recounted
+    for text in ("aaaaaaaa", "a a a a "):  # keyed by the text, not by its length
+        assert tokenizer.count(text) == len(encoding.encode(text))
+    assert tokenizer.memo_entries == 0  # the long-text memo holds none of them
