@@ -15,7 +15,7 @@ import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -46,14 +46,13 @@ from memlane.store.codec import (
     vector_to_bytes,
     vector_to_text,
 )
+from memlane.store.keyword_index import KeywordIndex
 from memlane.store.sqlite_schema import (
     ForeignDatabase,
     NewerSchema,
     check,
     doc_tags,
     migrate,
-    scope_tag,
-    session_tag,
 )
 from memlane.store.transcript import plan_sync
 from memlane.store.vector_index import VectorCache
@@ -90,7 +89,7 @@ class SQLiteStore:
         self._write_lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         self._caches: dict[str, VectorCache] = {}
-        self._doc_freq: dict[str, tuple[int, int]] = {}  # term -> (documents, docs seq then)
+        self._keywords = KeywordIndex()
         self._closed = False
         self._open()
 
@@ -675,66 +674,33 @@ class SQLiteStore:
 
     # --- search -------------------------------------------------------------------------
     def keyword_search(self, query: str, flt: SearchFilter, *, limit: int = 10) -> list[Hit]:
+        """BM25 through the in-process keyword index (`store.keyword_index`), FTS5's scores;
+        the winners' rows are read (and re-checked against the filter) in SQL."""
         words = analysis.query_terms(query)
         if not words or limit <= 0 or not flt.kinds:
             return []
         if flt.scopes is not None and not flt.scopes:
             return []
+        try:
+            self._keywords.refresh(self._conn())
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(_explain(self.path, exc)) from None
         where, params = _filter_sql(flt)
-        select = f"""SELECT {_DOC_COLUMNS}, -bm25(docs_fts, 1.0, 0.0) AS score
-            FROM docs_fts JOIN docs d ON d.rowid = docs_fts.rowid
-            WHERE docs_fts MATCH ? AND {where}"""
-        informative, common = self._split_by_weight(words)
-        rows: list[sqlite3.Row] = []
-        if informative:
+        fetch = limit + 8
+        while True:
+            found = self._keywords.search(words, flt, fetch)
+            if not found:
+                return []
+            scores = {hit.rowid: hit.score for hit in found}
             rows = self._read(
-                f"{select} ORDER BY bm25(docs_fts, 1.0, 0.0) LIMIT ?",
-                [_match_expression(informative, flt), *params, limit],
+                f"""SELECT {_DOC_COLUMNS} FROM docs d
+                    WHERE d.rowid IN ({_marks(found)}) AND {where}""",
+                [*scores, *params],
             )
-        if len(rows) < limit and common:
-            # Documents matching only weightless terms: their BM25 is ~0 whatever the
-            # order, so take the newest (FTS5 walks rowids backwards and stops early).
-            seen = [r["rowid"] for r in rows]
-            rows += self._read(
-                f"""{select} AND d.rowid NOT IN ({_marks(seen)})
-                    ORDER BY docs_fts.rowid DESC LIMIT ?""",
-                [_match_expression(common, flt), *params, *seen, limit - len(rows)],
-            )
-        return [_hit(r, float(r["score"])) for r in rows]
-
-    def _split_by_weight(self, words: list[str]) -> tuple[list[str], list[str]]:
-        """Split query terms into those BM25 weighs and those in half the documents or more.
-
-        FTS5 floors the IDF of a term found in at least half the documents to
-        ~0, so such a term cannot change the ranking, yet scoring its huge
-        doclist is most of a slow query's time. Document counts come from the
-        FTS vocabulary and are cached per store (they move slowly); the total is
-        the highest document id, an overestimate, so the split errs towards
-        weighing a term.
-        """
-        conn = self._conn()
-        seq = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'docs'").fetchone()
-        total = int(seq[0]) if seq else 0
-        if total < 1000:
-            return words, []
-        if not getattr(self._local, "vocab", False):
-            conn.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.docs_vocab "
-                "USING fts5vocab(main, docs_fts, 'row')"
-            )
-            self._local.vocab = True
-        if len(self._doc_freq) > 100_000:
-            self._doc_freq.clear()
-        informative: list[str] = []
-        common: list[str] = []
-        for word in words:
-            cached = self._doc_freq.get(word)
-            if cached is None or total > cached[1] * 1.25:
-                row = conn.execute("SELECT doc FROM temp.docs_vocab WHERE term = ?", (word,))
-                found = row.fetchone()
-                cached = self._doc_freq[word] = (int(found[0]) if found else 0, total)
-            (common if cached[0] * 2 > cached[1] else informative).append(word)
-        return informative, common
+            if len(rows) >= limit or len(found) < fetch:
+                rows.sort(key=lambda r: (-scores[r["rowid"]], r["rowid"]))
+                return [_hit(r, scores[r["rowid"]]) for r in rows[:limit]]
+            fetch *= 4  # rows changed since the refresh filled the window: look further
 
     def put_vectors(
         self, kind: DocKind, items: Sequence[tuple[str, Vector]], *, model: str
@@ -985,21 +951,6 @@ def _index_fact(conn: sqlite3.Connection, fact: Fact) -> None:
         ts_to_text(fact.created_at),
         active=not fact.deleted,
     )
-
-
-def _match_expression(words: Sequence[str], flt: SearchFilter) -> str:
-    """`terms: ("a" OR "b") AND tags: (…)`: any query term, within the filter's tags."""
-    quoted = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-    parts = [f"terms: ({quoted})"]
-    if flt.scopes is not None:
-        parts.append(_tag_clause(scope_tag(scope) for scope in flt.scopes))
-    if flt.session_id is not None:
-        parts.append(_tag_clause([session_tag(flt.session_id)]))
-    return " AND ".join(parts)
-
-
-def _tag_clause(tags: Iterable[str]) -> str:
-    return "tags: (" + " OR ".join(f'"{tag}"' for tag in dict.fromkeys(tags)) + ")"
 
 
 def _filter_sql(flt: SearchFilter) -> tuple[str, list[Any]]:

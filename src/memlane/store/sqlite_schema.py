@@ -199,10 +199,48 @@ def m003_fts_insert_without_trigger(conn: sqlite3.Connection) -> None:
     conn.execute("DROP TRIGGER docs_fts_insert")
 
 
+# How many recent changes `doc_changes` keeps; a cache further behind reloads.
+DOC_CHANGES_KEPT = 65_536
+
+
+def m004_doc_changes(conn: sqlite3.Connection) -> None:
+    """A log of documents deleted or changed in a way the keyword index sees.
+
+    Each process keeps its own in-memory keyword index (`store.keyword_index`);
+    new documents it finds by rowid, and this log tells it which older ones
+    to read again. Inserts are not logged (rowids only grow); the log prunes
+    itself, and a reader that fell behind the pruning reloads.
+    """
+    for statement in [
+        """CREATE TABLE doc_changes (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            doc_id INTEGER NOT NULL
+        )""",
+        """CREATE TRIGGER docs_logged_delete AFTER DELETE ON docs BEGIN
+            INSERT INTO doc_changes (doc_id) VALUES (old.rowid);
+        END""",
+        """CREATE TRIGGER docs_logged_update AFTER UPDATE ON docs
+            WHEN old.terms IS NOT new.terms OR old.tags IS NOT new.tags
+              OR old.active IS NOT new.active OR old.kind IS NOT new.kind
+              OR old.scope IS NOT new.scope OR old.session_id IS NOT new.session_id
+              OR old.role IS NOT new.role
+        BEGIN
+            INSERT INTO doc_changes (doc_id) VALUES (new.rowid);
+        END""",
+        f"""CREATE TRIGGER doc_changes_pruned AFTER INSERT ON doc_changes
+            WHEN new.seq % 1024 = 0
+        BEGIN
+            DELETE FROM doc_changes WHERE seq <= new.seq - {DOC_CHANGES_KEPT};
+        END""",
+    ]:
+        conn.execute(statement)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_fts_filter_tags,
     m003_fts_insert_without_trigger,
+    m004_doc_changes,
 ]
 
 

@@ -1,0 +1,389 @@
+"""An in-process inverted index over the `docs` table, for BM25 keyword search.
+
+FTS5 stays the durable keyword index (every process, every rebuild, the
+integrity check); this cache answers queries faster. FTS5's `bm25()` scores
+every row that contains any query term, one row at a time, and chat words are
+common: at 100k documents a query touched tens of thousands of rows. Here the
+postings of a term are two numpy arrays (document, term frequency), so scoring
+is a handful of vector operations, and filters are a boolean mask per document.
+
+The scores are FTS5's: the same BM25 (k1 = 1.2, b = 0.75, an IDF floored at
+1e-6), over the same statistics — every row of the table counts (any kind,
+active or not), a document's length counts the tokens of both FTS columns
+(terms and filter tags), and only the terms column scores.
+
+Other processes write to the same file, so before each query the cache
+compares two cheap numbers with the database, inside one read snapshot: the
+highest document rowid (new documents are read incrementally; rowids only
+grow) and the last sequence number of `doc_changes`, a log that triggers fill
+when a document is deleted or changes in a way the index sees (migration
+m004). A changed document's old postings are marked dead and its current row
+is read again. New documents go to a small tail (per-term Python lists) that
+is merged into the arrays when it grows; dead postings are dropped then. When
+the log has been pruned past the cache's position, the cache reloads.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from memlane.store.base import SearchFilter
+
+K1 = 1.2
+B = 0.75
+IDF_FLOOR = 1e-6  # FTS5's: a term in half the rows or more still counts, a little
+LOAD_CHUNK = 50_000  # documents read per query while loading
+TAIL_MIN = 2_000  # documents the tail may hold before a merge (or n / 16 if larger)
+RELOAD_CHANGES = 50_000  # more changed documents than this at once: reload instead
+
+_DOC_ROWS = """SELECT rowid, kind, scope, session_id, role, active, terms, tags
+    FROM docs WHERE rowid > ? ORDER BY rowid LIMIT ?"""
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordHit:
+    rowid: int
+    score: float
+
+
+class _Docs:
+    """Per-document columns, growable; a document's index is its position here."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.rowid = np.zeros(0, np.int64)
+        self.length = np.zeros(0, np.float64)
+        self.scope = np.zeros(0, np.int32)
+        self.session = np.zeros(0, np.int32)
+        self.kind = np.zeros(0, np.int32)
+        self.role = np.zeros(0, np.int32)
+        self.active = np.zeros(0, np.bool_)
+        self.alive = np.zeros(0, np.bool_)
+
+    def reserve(self, count: int) -> None:
+        capacity = self.rowid.shape[0]
+        if self.n + count <= capacity:
+            return
+        size = max(self.n + count, 2 * capacity, 1024)
+        for name in ("rowid", "length", "scope", "session", "kind", "role", "active", "alive"):
+            old = getattr(self, name)
+            new = np.zeros(size, old.dtype)
+            new[: self.n] = old[: self.n]
+            setattr(self, name, new)
+
+
+class _Codes:
+    """Small integer codes for the strings a filter compares (scopes, sessions, kinds, roles)."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str | None, int] = {}
+
+    def encode(self, values: Sequence[str | None]) -> list[int]:
+        return list(map(_encoder(self.codes, values), values))
+
+    def known(self, values: Sequence[str | None]) -> list[int]:
+        return [self.codes[v] for v in values if v in self.codes]
+
+
+def _encoder(codes: dict[Any, int], values: Sequence[Any]) -> Callable[[Any], int]:
+    """Give each value not yet in `codes` the next code; return the lookup (C speed in `map`)."""
+    for value in set(values).difference(codes):
+        codes[value] = len(codes)
+    return codes.__getitem__
+
+
+class KeywordIndex:
+    """BM25 over the `docs` table of one SQLite file; thread-safe; refreshed before each search."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._loaded = False
+        self._hwm = 0  # highest docs rowid read
+        self._seq = 0  # last doc_changes seq applied
+        self._vocab: dict[str, int] = {}
+        self._docs = _Docs()
+        self._scopes, self._sessions, self._kinds, self._roles = (_Codes() for _ in range(4))
+        self._live = 0  # documents alive (FTS5's row count)
+        self._total = 0.0  # tokens of the alive documents (FTS5's total size)
+        self._dead = 0
+        # postings: term t's are _pdoc/_ptf[_off[t]:_off[t + 1]], documents ascending
+        self._off = np.zeros(1, np.int64)
+        self._pdoc = np.zeros(0, np.int32)
+        self._ptf = np.zeros(0, np.int32)
+        self._tail: dict[int, tuple[list[int], list[int]]] = {}
+        self._tail_docs = 0
+        self._masks: dict[tuple[Any, ...], npt.NDArray[np.bool_]] = {}
+
+    # --- refresh ------------------------------------------------------------
+    def refresh(self, conn: sqlite3.Connection) -> None:
+        """Bring the cache up to date with the file, inside one read snapshot."""
+        with self._lock:
+            conn.execute("BEGIN")
+            try:
+                first, last = conn.execute(
+                    "SELECT coalesce(min(seq), 0), coalesce(max(seq), 0) FROM doc_changes"
+                ).fetchone()
+                if self._loaded and last > self._seq:
+                    if self._seq < first - 1 or last - self._seq > RELOAD_CHANGES:
+                        self._reset()  # the log was pruned past us, or too much changed
+                    else:
+                        self._apply_changes(conn, last)
+                if not self._loaded:
+                    self._seq = int(last)
+                self._read_new(conn)
+                self._loaded = True
+            finally:
+                conn.execute("COMMIT")
+
+    def _apply_changes(self, conn: sqlite3.Connection, last: int) -> None:
+        changed = conn.execute(
+            "SELECT DISTINCT doc_id FROM doc_changes WHERE seq > ? AND doc_id <= ?",
+            (self._seq, self._hwm),
+        ).fetchall()
+        self._seq = int(last)
+        if not changed:
+            return
+        ids = np.fromiter((r[0] for r in changed), np.int64, len(changed))
+        docs = self._docs
+        stale = np.flatnonzero(np.isin(docs.rowid[: docs.n], ids) & docs.alive[: docs.n])
+        for index in stale:
+            self._kill(int(index))
+        marks = ", ".join("?" for _ in ids)
+        rows = conn.execute(
+            f"SELECT rowid, kind, scope, session_id, role, active, terms, tags FROM docs "
+            f"WHERE rowid IN ({marks}) ORDER BY rowid",
+            [int(i) for i in ids],
+        ).fetchall()
+        self._add(rows)
+
+    def _kill(self, index: int) -> None:
+        docs = self._docs
+        docs.alive[index] = False
+        self._live -= 1
+        self._total -= float(docs.length[index])
+        self._dead += 1
+        self._masks.clear()
+
+    def _read_new(self, conn: sqlite3.Connection) -> None:
+        while True:
+            rows = conn.execute(_DOC_ROWS, (self._hwm, LOAD_CHUNK)).fetchall()
+            if not rows:
+                return
+            self._add(rows)
+            self._hwm = max(self._hwm, int(rows[-1][0]))
+            if len(rows) < LOAD_CHUNK:
+                return
+
+    def _add(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Index rows of `_DOC_ROWS` as new documents."""
+        if not rows:
+            return
+        docs = self._docs
+        count, base = len(rows), docs.n
+        docs.reserve(count)
+        columns = list(zip(*rows, strict=True))
+        tokens = [str(text).split() for text in columns[6]]
+        lengths = np.fromiter(map(len, tokens), np.int64, count)
+        tag_counts = {tags: len(str(tags).split()) for tags in set(columns[7])}
+        end = base + count
+        docs.rowid[base:end] = columns[0]
+        docs.length[base:end] = lengths + np.fromiter(
+            map(tag_counts.__getitem__, columns[7]), np.int64, count
+        )
+        docs.kind[base:end] = self._kinds.encode(columns[1])
+        docs.scope[base:end] = self._scopes.encode(columns[2])
+        docs.session[base:end] = self._sessions.encode(columns[3])
+        docs.role[base:end] = self._roles.encode(columns[4])
+        docs.active[base:end] = columns[5]
+        docs.alive[base:end] = True
+        docs.n = end
+        self._live += count
+        self._total += float(docs.length[base:end].sum())
+        self._masks.clear()
+
+        flat = list(itertools.chain.from_iterable(tokens))
+        term_ids = np.fromiter(map(_encoder(self._vocab, flat), flat), np.int64, len(flat))
+        local = np.repeat(np.arange(count, dtype=np.int64), lengths)
+        keys, tfs = np.unique(term_ids * count + local, return_counts=True)
+        terms, doc_index = keys // count, keys % count + base
+        if count + self._tail_docs <= max(TAIL_MIN, docs.n // 16):
+            self._to_tail(terms, doc_index, tfs, count)
+        else:
+            self._merge(terms, doc_index, tfs)
+
+    def _to_tail(self, terms: IntArray, doc_index: IntArray, tfs: IntArray, count: int) -> None:
+        tail = self._tail
+        for term, doc, tf in zip(terms.tolist(), doc_index.tolist(), tfs.tolist(), strict=True):
+            found = tail.get(term)
+            if found is None:
+                found = tail[term] = ([], [])
+            found[0].append(doc)
+            found[1].append(tf)
+        self._tail_docs += count
+
+    def _merge(self, terms: IntArray, doc_index: IntArray, tfs: IntArray) -> None:
+        """Fold the tail and a batch (sorted by term, then document) into the arrays.
+
+        Every new posting's document is newer than every merged one, so each term's
+        merged postings come first and no sort of the whole index is needed. Dead
+        documents' postings are dropped on the way.
+        """
+        if self._tail:
+            tail_terms = np.fromiter(
+                itertools.chain.from_iterable(
+                    itertools.repeat(t, len(d)) for t, (d, _) in self._tail.items()
+                ),
+                np.int64,
+            )
+            tail_docs = np.fromiter(
+                itertools.chain.from_iterable(d for d, _ in self._tail.values()), np.int64
+            )
+            tail_tfs = np.fromiter(
+                itertools.chain.from_iterable(f for _, f in self._tail.values()), np.int64
+            )
+            all_terms = np.concatenate([tail_terms, terms])
+            all_docs = np.concatenate([tail_docs, doc_index])
+            all_tfs = np.concatenate([tail_tfs, tfs])
+            order = np.lexsort((all_docs, all_terms))
+            terms, doc_index, tfs = all_terms[order], all_docs[order], all_tfs[order]
+            self._tail, self._tail_docs = {}, 0
+        vocab_size = len(self._vocab)
+        old_counts = np.zeros(vocab_size, np.int64)
+        old_counts[: self._off.shape[0] - 1] = np.diff(self._off)
+        old_terms = np.repeat(np.arange(vocab_size, dtype=np.int64), old_counts)
+        old_docs, old_tfs = self._pdoc, self._ptf
+        if self._dead:
+            keep = self._docs.alive[old_docs]
+            old_terms, old_docs, old_tfs = old_terms[keep], old_docs[keep], old_tfs[keep]
+            old_counts = np.bincount(old_terms, minlength=vocab_size).astype(np.int64)
+            alive = self._docs.alive[doc_index]
+            terms, doc_index, tfs = terms[alive], doc_index[alive], tfs[alive]
+            self._dead = 0
+        new_counts = np.bincount(terms, minlength=vocab_size).astype(np.int64)
+        off = np.zeros(vocab_size + 1, np.int64)
+        np.cumsum(old_counts + new_counts, out=off[1:])
+        pdoc = np.empty(int(off[-1]), np.int32)
+        ptf = np.empty(int(off[-1]), np.int32)
+        old_start = np.cumsum(old_counts) - old_counts
+        old_pos = np.arange(old_docs.shape[0], dtype=np.int64) + np.repeat(
+            off[:-1] - old_start, old_counts
+        )
+        pdoc[old_pos], ptf[old_pos] = old_docs, old_tfs
+        new_start = np.cumsum(new_counts) - new_counts
+        new_pos = np.arange(doc_index.shape[0], dtype=np.int64) + np.repeat(
+            off[:-1] + old_counts - new_start, new_counts
+        )
+        pdoc[new_pos], ptf[new_pos] = doc_index, tfs
+        self._off, self._pdoc, self._ptf = off, pdoc, ptf
+
+    # --- search -------------------------------------------------------------
+    def search(self, words: Sequence[str], flt: SearchFilter, k: int) -> list[KeywordHit]:
+        """Up to `k` documents passing `flt`, best BM25 first (ties oldest first, as FTS5)."""
+        with self._lock:
+            if k <= 0 or self._live == 0:
+                return []
+            mask = self._mask(flt)
+            if mask is None:
+                return []
+            docs = self._docs
+            avgdl = self._total / self._live
+            found_docs: list[IntArray] = []
+            found_scores: list[FloatArray] = []
+            for word in dict.fromkeys(words):
+                term = self._vocab.get(word)
+                if term is None:
+                    continue
+                postings, tfs = self._postings(term)
+                hits = int(np.count_nonzero(docs.alive[postings])) if self._dead else len(postings)
+                if hits == 0:
+                    continue
+                idf = math.log((self._live - hits + 0.5) / (hits + 0.5))
+                keep = mask[postings]
+                chosen = postings[keep]
+                if chosen.shape[0] == 0:
+                    continue
+                tf = tfs[keep].astype(np.float64)
+                norm = K1 * (1.0 - B + B * docs.length[chosen] / avgdl)
+                found_docs.append(chosen.astype(np.int64))
+                found_scores.append(max(idf, IDF_FLOOR) * tf * (K1 + 1.0) / (tf + norm))
+            if not found_docs:
+                return []
+            return self._best(np.concatenate(found_docs), np.concatenate(found_scores), k)
+
+    def _postings(self, term: int) -> tuple[IntArray, IntArray]:
+        docs: Any
+        tfs: Any
+        if term + 1 < self._off.shape[0]:
+            start, end = int(self._off[term]), int(self._off[term + 1])
+            docs, tfs = self._pdoc[start:end], self._ptf[start:end]
+        else:
+            docs, tfs = self._pdoc[:0], self._ptf[:0]
+        tail = self._tail.get(term)
+        if tail is not None:
+            docs = np.concatenate([docs, np.asarray(tail[0], np.int32)])
+            tfs = np.concatenate([tfs, np.asarray(tail[1], np.int32)])
+        return docs, tfs
+
+    def _best(self, doc_index: IntArray, scores: FloatArray, k: int) -> list[KeywordHit]:
+        """Sum each document's scores over the terms; the top k, ties oldest first."""
+        docs = self._docs
+        if doc_index.shape[0] * 16 < docs.n:
+            unique, inverse = np.unique(doc_index, return_inverse=True)
+            totals = np.bincount(inverse, weights=scores)
+        else:
+            dense = np.bincount(doc_index, weights=scores, minlength=docs.n)
+            unique = np.flatnonzero(dense)
+            totals = dense[unique]
+        if unique.shape[0] > k:
+            threshold = np.partition(totals, unique.shape[0] - k)[unique.shape[0] - k]
+            top = totals >= threshold
+            unique, totals = unique[top], totals[top]
+        rowids = docs.rowid[unique]
+        order = np.lexsort((rowids, -totals))[:k]
+        return [KeywordHit(int(rowids[i]), float(totals[i])) for i in order]
+
+    def _mask(self, flt: SearchFilter) -> npt.NDArray[np.bool_] | None:
+        """Documents passing `flt` (alive and active too); None when no document can."""
+        key = (flt.kinds, flt.scopes, flt.session_id, flt.fact_roles)
+        cached = self._masks.get(key)
+        if cached is not None:
+            return cached
+        docs = self._docs
+        n = docs.n
+        mask = docs.alive[:n] & docs.active[:n]
+        kinds = self._kinds.known(list(flt.kinds))
+        if not kinds:
+            return None
+        if len(kinds) < len(self._kinds.codes):
+            mask &= np.isin(docs.kind[:n], kinds)
+        if flt.scopes is not None:
+            scopes = self._scopes.known(list(flt.scopes))
+            if not scopes:
+                return None
+            mask &= np.isin(docs.scope[:n], scopes)
+        if flt.session_id is not None:
+            if flt.session_id not in self._sessions.codes:
+                return None
+            mask &= docs.session[:n] == self._sessions.codes[flt.session_id]
+        if flt.fact_roles is not None and "fact" in self._kinds.codes:
+            roles = self._roles.known(list(flt.fact_roles))
+            mask &= (docs.kind[:n] != self._kinds.codes["fact"]) | np.isin(docs.role[:n], roles)
+        if len(self._masks) >= 16:
+            self._masks.clear()
+        self._masks[key] = mask
+        return mask

@@ -1,0 +1,218 @@
+"""The SQLite keyword search's in-process index: FTS5's BM25, kept in step with the file."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from memlane.store import NewMessage, SearchFilter, analysis
+from memlane.store.keyword_index import TAIL_MIN
+from memlane.store.sqlite import SQLiteStore
+from memlane.store.sqlite_schema import DOC_CHANGES_KEPT
+from memlane.types import Fact, FactRole, Message
+
+ROOT = Path(__file__).resolve().parents[2]
+WORDS = [f"w{i}" for i in range(40)] + ["parse_config_file", "src/app/main.py", "E1234"]
+STAMP = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def user(text: str) -> NewMessage:
+    return NewMessage(Message(role="user", text=text))
+
+
+def fact(fact_id: str, text: str, *, scope: str = "ns", role: FactRole = "memory") -> Fact:
+    return Fact(fact_id, scope, "conv", role, text, STAMP, STAMP)
+
+
+def sentences(seed: int, count: int) -> Iterator[str]:
+    """Texts of 1-30 words from a skewed vocabulary: common and rare terms, varied lengths."""
+    rng = random.Random(seed)
+    weights = [1 / (rank + 1) for rank in range(len(WORDS))]
+    for _ in range(count):
+        yield " ".join(rng.choices(WORDS, weights, k=rng.randint(1, 30)))
+
+
+def fts5_ranking(db: Path, query: str, limit: int) -> list[tuple[str, float]]:
+    """FTS5's own bm25() ranking of the active documents (ties in rowid order, as FTS5 scans)."""
+    words = analysis.query_terms(query)
+    match = "terms: (" + " OR ".join(f'"{w}"' for w in words) + ")"
+    with sqlite3.connect(db) as raw:
+        rows = raw.execute(
+            """SELECT d.rowid, d.ref, -bm25(docs_fts, 1.0, 0.0) FROM docs_fts
+               JOIN docs d ON d.rowid = docs_fts.rowid
+               WHERE docs_fts MATCH ? AND d.active = 1""",
+            (match,),
+        ).fetchall()
+    raw.close()
+    rows.sort(key=lambda r: (-r[2], r[0]))
+    return [(ref, round(score, 9)) for _, ref, score in rows[:limit]]
+
+
+def ranking(store: SQLiteStore, query: str, limit: int) -> list[tuple[str, float]]:
+    return [
+        (h.ref, round(h.score, 9)) for h in store.keyword_search(query, SearchFilter(), limit=limit)
+    ]
+
+
+QUERIES = ["w0 w1", "w3 w17 w39", "w25", "parse_config_file w2", "src/app/main.py", "w0 E1234 w9"]
+
+
+def assert_same_as_fts5(store: SQLiteStore, limit: int = 25) -> None:
+    for query in QUERIES:
+        assert ranking(store, query, limit) == fts5_ranking(store.path, query, limit), query
+
+
+def test_scores_and_order_equal_fts5s_bm25(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "memlane.db")
+    session = store.ensure_session("s", namespace="ns")
+    store.append_messages(session.id, [user(t) for t in sentences(1, 300)])
+    for i, text in enumerate(sentences(2, 100)):
+        store.put_fact(fact(f"f{i}", text, scope=f"scope{i % 3}"))
+    store.add_event(session.id, "dropped", {}, text="w1 w1 w1 dropped history")
+    assert_same_as_fts5(store)
+    assert len(store.keyword_search("w0", SearchFilter(), limit=500)) > 100
+    store.close()
+
+
+def test_filters_scopes_sessions_kinds_roles_and_inactive_documents(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "memlane.db")
+    a = store.ensure_session("a", namespace="ns-a")
+    b = store.ensure_session("b", namespace="ns-b")
+    store.sync_messages(a.id, [user("kiwi in a"), user("kiwi replaced")])
+    store.sync_messages(a.id, [user("kiwi in a"), user("kiwi edited")])  # supersedes one
+    store.append_messages(b.id, [user("kiwi in b")])
+    store.add_event(a.id, "dropped", {}, text="kiwi event")
+    store.put_fact(fact("m", "kiwi memory", scope="ns-a"))
+    store.put_fact(fact("s", "kiwi summary", scope="ns-a", role="summary"))
+    store.put_fact(fact("gone", "kiwi deleted", scope="ns-a"))
+    store.delete_fact("gone")
+
+    def texts(flt: SearchFilter) -> set[str]:
+        return {h.text for h in store.keyword_search("kiwi", flt, limit=50)}
+
+    everything = {"kiwi in a", "kiwi edited", "kiwi in b", "kiwi event", "kiwi memory"}
+    assert texts(SearchFilter()) == everything | {"kiwi summary"}
+    assert texts(SearchFilter(scopes=("ns-b",))) == {"kiwi in b"}
+    assert texts(SearchFilter(scopes=("nowhere",))) == set()
+    assert texts(SearchFilter(session_id=b.id)) == {"kiwi in b"}
+    assert texts(SearchFilter(session_id="no such session")) == set()
+    assert texts(SearchFilter(kinds=("event",))) == {"kiwi event"}
+    assert texts(SearchFilter(kinds=("fact",), fact_roles=("memory",))) == {"kiwi memory"}
+    assert texts(SearchFilter(kinds=("message", "fact"), scopes=("ns-a",), fact_roles=())) == {
+        "kiwi in a",
+        "kiwi edited",
+    }
+    store.close()
+
+
+def test_deleted_changed_and_purged_documents_leave_the_results_and_the_statistics(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "memlane.db")
+    for i, text in enumerate(sentences(3, 60)):
+        store.put_fact(fact(f"f{i}", text))
+    assert_same_as_fts5(store)  # loaded
+    store.put_fact(fact("f1", "okapi rewritten text"))
+    store.delete_fact("f2")
+    store.purge_fact("f3")
+    store.put_fact(fact("f4", store.get_fact("f4").text, scope="elsewhere"))  # type: ignore[union-attr]
+    assert [h.ref for h in store.keyword_search("okapi", SearchFilter())] == ["f1"]
+    assert "f2" not in {
+        h.ref for h in store.keyword_search("w0 w1 w2 w3", SearchFilter(), limit=99)
+    }
+    assert [
+        h.ref for h in store.keyword_search("w0 w1 w2 w3", SearchFilter(scopes=("elsewhere",)))
+    ] == ["f4"]
+    assert_same_as_fts5(store)
+    store.close()
+
+
+def test_writes_of_other_processes_are_seen(tmp_path: Path) -> None:
+    db = tmp_path / "memlane.db"
+    reader = SQLiteStore(db)
+    other = SQLiteStore(db)  # another connection and cache: what another process has
+    other.put_fact(fact("a", "yak grazing"))
+    assert [h.ref for h in reader.keyword_search("yak", SearchFilter())] == ["a"]
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.store.writer", str(db), "append", "yak", "3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert child.returncode == 0, child.stderr
+    assert len(reader.keyword_search("yak", SearchFilter(kinds=("message",)))) == 3
+    other.put_fact(fact("a", "llama grazing"))
+    assert reader.keyword_search("yak", SearchFilter(kinds=("fact",))) == []
+    assert [h.ref for h in reader.keyword_search("llama", SearchFilter())] == ["a"]
+    session = other.find_session("shared")
+    assert session is not None
+    other.delete_session(session.id)
+    assert reader.keyword_search("yak", SearchFilter()) == []
+    assert_same_as_fts5(reader)
+    reader.close()
+    other.close()
+
+
+def test_many_small_writes_between_searches_keep_fts5s_ranking(tmp_path: Path) -> None:
+    """New documents wait in a small tail, which is merged into the arrays as it grows."""
+    store = SQLiteStore(tmp_path / "memlane.db")
+    session = store.ensure_session("s", namespace="ns")
+    texts = list(sentences(4, TAIL_MIN * 2 + 300))
+    step = 400
+    previous: list[int] = []
+    for first in range(0, len(texts), step):
+        stored = store.append_messages(session.id, [user(t) for t in texts[first : first + step]])
+        for message_id in previous[:2]:  # documents the index holds already change
+            store.set_message_status(message_id, "superseded")
+        store.set_message_status(previous[2] if previous else stored[0].id, "ok")
+        previous = [m.id for m in stored]
+        assert_same_as_fts5(store, limit=10)
+    store.close()
+
+
+def test_a_cache_behind_the_pruned_change_log_reloads(tmp_path: Path) -> None:
+    db = tmp_path / "memlane.db"
+    reader = SQLiteStore(db)
+    other = SQLiteStore(db)
+    for i in range(3):
+        other.put_fact(fact(f"f{i}", "gnu herd"))
+    assert len(reader.keyword_search("gnu", SearchFilter())) == 3
+    for i in range(3):
+        other.put_fact(fact(f"f{i}", "zebra herd"))
+    with sqlite3.connect(db) as raw:  # as if pruned: only the newest change is left
+        raw.execute("DELETE FROM doc_changes WHERE seq < (SELECT max(seq) FROM doc_changes)")
+    raw.close()
+    assert reader.keyword_search("gnu", SearchFilter()) == []
+    assert len(reader.keyword_search("zebra", SearchFilter())) == 3
+    reader.close()
+    other.close()
+
+
+def test_the_change_log_prunes_itself(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "memlane.db")
+    with sqlite3.connect(store.path) as raw:
+        raw.executemany(
+            "INSERT INTO doc_changes (doc_id) VALUES (?)", [(0,)] * (DOC_CHANGES_KEPT + 3000)
+        )
+        (count,) = raw.execute("SELECT count(*) FROM doc_changes").fetchone()
+    raw.close()
+    assert DOC_CHANGES_KEPT <= count <= DOC_CHANGES_KEPT + 1024
+    store.close()
+
+
+@pytest.mark.parametrize("limit", [1, 7])
+def test_ties_come_oldest_first_as_in_fts5(tmp_path: Path, limit: int) -> None:
+    store = SQLiteStore(tmp_path / "memlane.db")
+    for i in range(10):
+        store.put_fact(Fact(f"f{i}", "ns", "c", "memory", "same text", STAMP + timedelta(i), STAMP))
+    hits = store.keyword_search("same", SearchFilter(), limit=limit)
+    assert [h.ref for h in hits] == [f"f{i}" for i in range(limit)]
+    store.close()
