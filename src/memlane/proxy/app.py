@@ -25,6 +25,7 @@ from memlane.proxy.errors import ProxyError, install_handlers
 from memlane.proxy.forward import Upstream, relayed_headers
 from memlane.proxy.state import ProxyState, proxy_state
 from memlane.proxy.turns import read_body, serve_model
+from memlane.proxy.warmup import warm_up
 from memlane.proxy.wire import CHAT, RESPONSES
 
 log = logging.getLogger("memlane.proxy")
@@ -57,6 +58,7 @@ def create_app(
         upstream = Upstream(settings, transport=transport)
         app.state.proxy = ProxyState(settings, rt, upstream)
         await start_memory(rt)  # files -> index catch-up (background), optional watcher
+        rt.background.spawn(warm_up(rt), name="warm-up")  # embedder + vector cache
         try:
             yield
         finally:

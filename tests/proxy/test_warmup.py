@@ -1,0 +1,62 @@
+"""Start-up warm-up: the vector cache is loaded in the background before any request."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from memlane.config import Settings
+from memlane.engine.runtime import Runtime
+from memlane.proxy.app import create_app
+from memlane.proxy.warmup import warm_up
+from memlane.store import Store, StoreError
+from memlane.store.sqlite import SQLiteStore
+
+
+class RecordingStore:
+    """The real store, recording the vector searches made through it."""
+
+    def __init__(self, store: SQLiteStore, *, fail: bool = False) -> None:
+        self.store = store
+        self.fail = fail
+        self.searches: list[str] = []
+
+    def vector_search(self, vector: Any, flt: Any, *, model: str, limit: int = 10) -> Any:
+        self.searches.append(model)
+        if self.fail:
+            raise StoreError("the database is gone")
+        return self.store.vector_search(vector, flt, model=model, limit=limit)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def runtime(settings: Settings, store: RecordingStore) -> Runtime:
+    return Runtime(settings, cast(Store, store))
+
+
+async def test_the_proxy_warms_the_vector_cache_as_it_starts(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    recording = RecordingStore(sqlite_store)
+    rt = runtime(settings.model_copy(update={"memory_enabled": True}), recording)
+    app = create_app(rt.settings, runtime=rt)
+    async with app.router.lifespan_context(app):
+        await rt.background.drain()
+        assert recording.searches == [rt.embedder.model_id]
+
+
+async def test_no_memory_no_warm_up(settings: Settings, sqlite_store: SQLiteStore) -> None:
+    recording = RecordingStore(sqlite_store)
+    await warm_up(runtime(settings.model_copy(update={"memory_enabled": False}), recording))
+    assert recording.searches == []
+
+
+async def test_a_failing_warm_up_is_a_warning(
+    settings: Settings, sqlite_store: SQLiteStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    recording = RecordingStore(sqlite_store, fail=True)
+    await warm_up(runtime(settings.model_copy(update={"memory_enabled": True}), recording))
+    assert recording.searches != []
+    assert "could not warm the vector cache" in caplog.text
