@@ -10,7 +10,7 @@ from memlane.engine.memory.ingest import schedule_ingest
 from memlane.engine.memory.recall import recall_for_turn
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.indexing import schedule_index
-from memlane.engine.sessions.references import resolve_references
+from memlane.engine.sessions.references import has_references, resolve_references
 from memlane.engine.turn import Answer, Turn
 from memlane.store import NewMessage, SyncResult
 from memlane.types import Message
@@ -18,11 +18,19 @@ from memlane.types import Message
 
 async def prepare(rt: Runtime, turn: Turn) -> list[Message]:
     """Persist what is new, then build the message list to forward upstream."""
-    await asyncio.to_thread(store_incoming, rt, turn)
-    messages = await resolve_references(rt, turn, list(turn.messages))
-    messages = await scaffold.add_state_block(rt, turn, messages)
+    if has_references(turn.messages):
+        await asyncio.to_thread(store_incoming, rt, turn)
+        messages = await resolve_references(rt, turn, list(turn.messages))
+        messages = await scaffold.add_state_block(rt, turn, messages)
+    else:  # the references stage has nothing to do: one thread hop stores and scaffolds
+        messages = await asyncio.to_thread(store_and_scaffold, rt, turn)
     messages = await govern_turn(rt, turn, messages)
     return await recall_for_turn(rt, turn, messages)
+
+
+def store_and_scaffold(rt: Runtime, turn: Turn) -> list[Message]:
+    store_incoming(rt, turn)
+    return scaffold.with_state_block(rt, turn, list(turn.messages))
 
 
 async def finish(rt: Runtime, turn: Turn, answer: Answer) -> None:

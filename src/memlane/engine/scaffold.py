@@ -271,9 +271,18 @@ def weave(messages: Sequence[Message], placed: Sequence[Placed]) -> list[Message
 
 async def add_state_block(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
     """Re-insert earlier blocks and append a new one if the state changed (one store hop)."""
-    if not turn.managed or not (any_part_enabled(rt.settings) or _spec_header(turn)):
+    if not applies(rt, turn):
         return messages
     return await asyncio.to_thread(_with_state, rt, turn, messages)
+
+
+def with_state_block(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
+    """`add_state_block` for a caller already off the event loop (the pipeline's store hop)."""
+    return _with_state(rt, turn, messages) if applies(rt, turn) else messages
+
+
+def applies(rt: Runtime, turn: Turn) -> bool:
+    return turn.managed and (any_part_enabled(rt.settings) or _spec_header(turn))
 
 
 def _spec_header(turn: Turn) -> bool:

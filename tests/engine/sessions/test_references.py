@@ -254,3 +254,26 @@ async def test_a_request_without_at_at_reads_nothing_and_changes_nothing(
     out2 = await resolve_references(quiet, turn2, list(edited))
     assert out2 == edited
     assert counting.calls == []
+
+
+@pytest.mark.parametrize("with_reference", [True, False])
+async def test_the_pipeline_stores_the_turn_then_references_then_the_state_block(
+    rt: Runtime, sqlite_store: SQLiteStore, with_reference: bool
+) -> None:
+    from memlane.engine import pipeline
+
+    chat(sqlite_store, "old", ["a"], name="target", summary="The target's summary.")
+    prompt = "like @@target" if with_reference else "like the target"
+    history = [Message(role="system", text="be brief"), Message(role="user", text=prompt)]
+    turn = Turn(
+        key="new", namespace="new", model="req", wire="chat", messages=history, flags={"todo": "t"}
+    )
+    out = await pipeline.prepare(rt, turn)
+    assert turn.session is not None
+    stored = [r.message.origin for r in sqlite_store.list_messages(turn.session.id)]
+    if with_reference:
+        assert [m.origin for m in out] == ["client", "reference", "client", "state"]
+        assert stored == ["client", "client", "reference", "state"]
+    else:
+        assert [m.origin for m in out] == ["client", "client", "state"]
+        assert stored == ["client", "client", "state"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memlane.engine.runtime import Runtime
@@ -86,7 +87,7 @@ async def resolve_references(rt: Runtime, turn: Turn, messages: list[Message]) -
     before that same prompt: a request whose user prompts hold no `@@` has nothing
     to replay or resolve, and is passed on without reading the session.
     """
-    if not any(_is_user_prompt(m) and "@@" in m.text for m in messages):
+    if not has_references(messages):
         return messages
     session = turn.session
     stored = (
@@ -115,6 +116,11 @@ async def resolve_references(rt: Runtime, turn: Turn, messages: list[Message]) -
         counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in injected]
         await asyncio.to_thread(rt.store.append_messages, session.id, counted)
     return [*out[:latest], *injected, *out[latest:]]
+
+
+def has_references(messages: Sequence[Message]) -> bool:
+    """Whether any user prompt holds `@@` (else this stage has nothing to replay or resolve)."""
+    return any(_is_user_prompt(m) and "@@" in m.text for m in messages)
 
 
 def anchored_references(
