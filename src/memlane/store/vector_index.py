@@ -28,10 +28,13 @@ ROLE_CODES = {None: 0, "memory": 1, "user": 2, "assistant": 3, "summary": 4}
 
 _NEW_ROWS = """SELECT v.id, v.doc_id, v.vec, d.kind, d.role, d.scope, d.session_id
     FROM vectors v JOIN docs d ON d.rowid = v.doc_id
-    WHERE v.model = ? AND v.id > ? ORDER BY v.id"""
+    WHERE v.model = ? AND v.id > ? ORDER BY v.id LIMIT ?"""
 _ALL_ROW_META = """SELECT v.id, v.doc_id, d.kind, d.role, d.scope, d.session_id
     FROM vectors v JOIN docs d ON d.rowid = v.doc_id
     WHERE v.model = ? ORDER BY v.id"""
+_SCOPE_SIZES = """SELECT d.scope, count(*) FROM vectors v JOIN docs d ON d.rowid = v.doc_id
+    WHERE v.model = ? GROUP BY d.scope"""
+LOAD_CHUNK = 20_000  # vectors read per query while loading: bounds the memory a load needs
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +66,7 @@ class _Partition:
 
     def append(self, row: _Row, vector: Vector) -> int:
         if self.n == self.vector_ids.shape[0]:
-            self._grow(self.n * 2)
+            self._grow(self.n + self.n // 4 + 16)
         self.set(self.n, row, vector)
         self.n += 1
         return self.n - 1
@@ -71,13 +74,19 @@ class _Partition:
     def extend(self, columns: dict[str, list[int]], matrix: npt.NDArray[np.float32]) -> int:
         """Append many rows at once; return the index of the first."""
         first, count = self.n, matrix.shape[0]
-        if first + count > self.vector_ids.shape[0]:
-            self._grow(max(2 * self.vector_ids.shape[0], first + count))
+        capacity = self.vector_ids.shape[0]
+        if first + count > capacity:
+            self._grow(max(capacity + capacity // 4 + 16, first + count))
         for name, values in columns.items():
             getattr(self, name)[first : first + count] = values
         self.matrix[first : first + count] = matrix
         self.n += count
         return first
+
+    def reserve(self, count: int) -> None:
+        """Room for `count` more rows, exactly (a cache's matrices are most of its memory)."""
+        if self.n + count > self.vector_ids.shape[0]:
+            self._grow(self.n + count)
 
     def set(self, index: int, row: _Row, vector: Vector) -> None:
         self.vector_ids[index] = row.vector_id
@@ -143,9 +152,33 @@ class VectorCache:
                     self._reload(conn)
                     self._epoch = epoch
                 elif int(hwm_row[0] or 0) > self._hwm:
-                    self._load(conn.execute(_NEW_ROWS, (self.model, self._hwm)).fetchall())
+                    self._load_new(conn)
             finally:
                 conn.execute("COMMIT")
+
+    def _load_new(self, conn: sqlite3.Connection) -> None:
+        """Read the rows above the high-water mark, a chunk at a time; on a first load the
+        partitions are sized exactly beforehand."""
+        if not self._parts:
+            first = conn.execute(
+                "SELECT dim FROM vectors WHERE model = ? ORDER BY id LIMIT 1", (self.model,)
+            ).fetchone()
+            if first is not None:
+                self._dim = int(first[0])
+                for scope, count in conn.execute(_SCOPE_SIZES, (self.model,)).fetchall():
+                    self._reserve(scope, int(count))
+        while True:
+            rows = conn.execute(_NEW_ROWS, (self.model, self._hwm, LOAD_CHUNK)).fetchall()
+            self._load(rows)
+            if len(rows) < LOAD_CHUNK:
+                return
+
+    def _reserve(self, scope: str, count: int) -> None:
+        code = self._scope_codes.setdefault(scope, len(self._scope_codes))
+        part = self._parts.get(code)
+        if part is None:
+            part = self._parts[code] = _Partition(self._dim)
+        part.reserve(count)
 
     def _load(self, rows: list[tuple[Any, ...]]) -> None:
         """Add rows of `_NEW_ROWS`; new documents in bulk, one matrix per scope."""
@@ -181,25 +214,47 @@ class VectorCache:
             self._hwm = max(self._hwm, int(group[-1][0]))
 
     def _reload(self, conn: sqlite3.Connection) -> None:
-        """Rebuild from the database; vectors already cached are reused, not re-read."""
-        cached: dict[int, bytes] = {}
-        for part in self._parts.values():
-            for index in range(part.n):
-                cached[int(part.vector_ids[index])] = part.matrix[index].astype("<f4").tobytes()
+        """Rebuild from the database; vectors already cached are copied, not re-read."""
+        old_parts, dim = self._parts, self._dim
         self._parts, self._where, self._hwm, self._dim = {}, {}, 0, 0
-        if not cached:
-            self._load(conn.execute(_NEW_ROWS, (self.model, 0)).fetchall())
+        if not old_parts:
+            self._load_new(conn)
             return
-        rows: list[tuple[Any, ...]] = []
-        for vector_id, doc_id, kind, role, scope, session_id in conn.execute(
-            _ALL_ROW_META, (self.model,)
-        ).fetchall():
-            blob = cached.get(int(vector_id))
-            if blob is None:
-                found = conn.execute("SELECT vec FROM vectors WHERE id = ?", (vector_id,))
-                blob = found.fetchone()[0]
-            rows.append((vector_id, doc_id, blob, kind, role, scope, session_id))
-        self._load(rows)
+        # where each cached vector id sits: sorted ids, and their (partition, row)
+        old_ids = np.concatenate([p.vector_ids[: p.n] for p in old_parts.values()])
+        old_code = np.concatenate([np.full(p.n, c, np.int64) for c, p in old_parts.items()])
+        old_row = np.concatenate([np.arange(p.n, dtype=np.int64) for p in old_parts.values()])
+        order = np.argsort(old_ids)
+        old_ids, old_code, old_row = old_ids[order], old_code[order], old_row[order]
+        meta = conn.execute(_ALL_ROW_META, (self.model,)).fetchall()
+        self._dim = dim
+        sizes: dict[str, int] = {}
+        for row in meta:
+            sizes[row[4]] = sizes.get(row[4], 0) + 1
+        for scope, count in sizes.items():
+            self._reserve(scope, count)
+        for first in range(0, len(meta), LOAD_CHUNK):
+            chunk = meta[first : first + LOAD_CHUNK]
+            ids = np.fromiter((r[0] for r in chunk), np.int64, len(chunk))
+            at = np.minimum(np.searchsorted(old_ids, ids), max(old_ids.shape[0] - 1, 0))
+            cached = old_ids[at] == ids
+            missing = [int(i) for i in ids[~cached]]
+            blobs: dict[int, bytes] = {}
+            for start in range(0, len(missing), 500):
+                part_ids = missing[start : start + 500]
+                marks = ", ".join("?" for _ in part_ids)
+                blobs.update(
+                    conn.execute(f"SELECT id, vec FROM vectors WHERE id IN ({marks})", part_ids)
+                )
+            rows: list[tuple[Any, ...]] = []
+            for i, (vector_id, doc_id, kind, role, scope, session_id) in enumerate(chunk):
+                if cached[i]:
+                    source = old_parts[int(old_code[at[i]])]
+                    blob = source.matrix[int(old_row[at[i]])].astype("<f4").tobytes()
+                else:
+                    blob = blobs[int(vector_id)]
+                rows.append((vector_id, doc_id, blob, kind, role, scope, session_id))
+            self._load(rows)
 
     def _put(
         self,
