@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import get_args
 
 import httpx
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -27,11 +28,21 @@ from memlane.proxy.state import ProxyState, proxy_state
 from memlane.proxy.turns import read_body, serve_model
 from memlane.proxy.warmup import warm_up
 from memlane.proxy.wire import CHAT, RESPONSES
+from memlane.text.tokens import EncodingName, get_tokenizer
 
 log = logging.getLogger("memlane.proxy")
 
 SHUTDOWN_DRAIN_SECONDS = 5.0
 """How long stopping waits for background work (fact extraction, summaries) to finish."""
+
+
+def load_tokenizers(rt: Runtime) -> None:
+    """The runtime's tokenizer, and with `tokenizer = auto` every encoding a request's model
+    may count with (governance picks one per model, on the event loop)."""
+    rt.tokenizer  # noqa: B018 (a cached property: loads it)
+    if rt.settings.tokenizer == "auto":
+        for name in get_args(EncodingName):
+            get_tokenizer(name)
 
 
 def admin_routers() -> list[APIRouter]:
@@ -52,7 +63,7 @@ def create_app(
             from memlane.store import open_store
 
             rt = Runtime(settings, await asyncio.to_thread(open_store, settings))
-        await asyncio.to_thread(lambda: rt.tokenizer)  # load once, never on a request
+        await asyncio.to_thread(load_tokenizers, rt)  # load once, never on a request
         for warning in startup_warnings(settings):
             log.warning("%s", warning)
         upstream = Upstream(settings, transport=transport)

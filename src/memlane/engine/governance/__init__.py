@@ -36,7 +36,9 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
     from memlane.engine.governance.setup import governor_for_turn, write_anchor
 
     started = time.perf_counter()
-    gov = await asyncio.to_thread(governor_for_turn, rt, turn)
+    # Inline: a learned-window read and cached tokenizers (the proxy loads every encoding
+    # at start-up) cost less than the thread hop, whose wake-up waits for a free core.
+    gov = governor_for_turn(rt, turn)
     governed = await govern(gov, messages, user_text=turn.user_text)
     stats = governed.stats
     elapsed = time.perf_counter() - started
