@@ -16,12 +16,19 @@ resending its history; the priming request is not timed).
 By default memlane's background LLM work (fact extraction, session indexing)
 is off, since it would make the shared scripted upstream busier for the
 memlane runs only; `--defaults` keeps every default on.
+
+Direct and memlane requests alternate in rounds within each cell, so both see
+the same load from whatever else runs on the machine. The last column is the
+proxy process's CPU time per request it served (priming and warm-up requests
+included), read from /proc: it depends far less on the machine's load than
+latency does.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import multiprocessing
 import os
 import socket
@@ -207,6 +214,15 @@ async def load(
     return samples
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process (Linux), or None where /proc is not there."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
@@ -234,7 +250,9 @@ def main() -> None:
         else:
             proxy_process, proxy_url = start_proxy(upstream_url, Path(home), defaults=args.defaults)
         try:
-            rows = measure(upstream_url, proxy_url, args.requests)
+            pid = proxy_process.pid
+            assert pid is not None
+            rows = measure(upstream_url, proxy_url, args.requests, pid)
         finally:
             proxy_process.terminate()
             upstream_process.terminate()
@@ -242,21 +260,20 @@ def main() -> None:
     if args.no_engine:
         mode = "engine stages replaced by no-ops (the HTTP face alone)"
     print(f"\n20-message chat requests, {args.requests} per cell, {mode}; milliseconds\n")
-    print(
-        "| measure | clients | direct p50 | memlane p50 | +p50 | direct p99 | memlane p99 | +p99 |"
-    )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(HEADER)
     for row in rows:
         print(row)
 
 
 HEADER = (
-    "| measure | clients | direct p50 | memlane p50 | +p50 | direct p99 | memlane p99 | +p99 |\n"
-    "| --- | --- | --- | --- | --- | --- | --- | --- |"
+    "| measure | clients | direct p50 | memlane p50 | +p50 | direct p99 | memlane p99 | +p99 "
+    "| memlane CPU/request |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 )
+ROUNDS = 4
+"""Direct and memlane take turns this many times per cell."""
 
 
-def measure(upstream_url: str, proxy_url: str, total: int) -> list[str]:
+def measure(upstream_url: str, proxy_url: str, total: int, proxy_pid: int) -> list[str]:
     rows: list[str] = []
     cases: list[tuple[str, bool, int, bool]] = [
         ("new session: latency", False, 1, False),
@@ -267,33 +284,31 @@ def measure(upstream_url: str, proxy_url: str, total: int) -> list[str]:
         ("new session: first byte", True, 32, False),
         ("next turn: latency", False, 32, True),
     ]
+    print(HEADER, flush=True)
     for name, stream, clients, primed in cases:
         label = f"{clients}-{stream:d}-{primed:d}"
-        direct = asyncio.run(
-            load(
-                upstream_url,
-                clients=clients,
-                total=total,
-                stream=stream,
-                primed=primed,
-                run=f"d{label}",
+        direct: list[float] = []
+        through: list[float] = []
+        cpu = 0.0
+        served = 0
+        for n in range(ROUNDS):
+            share = total // ROUNDS + (n < total % ROUNDS)
+
+            batch = functools.partial(
+                load, clients=clients, total=share, stream=stream, primed=primed
             )
-        )
-        through = asyncio.run(
-            load(
-                proxy_url,
-                clients=clients,
-                total=total,
-                stream=stream,
-                primed=primed,
-                run=f"m{label}",
-            )
-        )
+            direct += asyncio.run(batch(upstream_url, run=f"d{label}-{n}"))
+            before = cpu_seconds(proxy_pid)
+            through += asyncio.run(batch(proxy_url, run=f"m{label}-{n}"))
+            after = cpu_seconds(proxy_pid)
+            cpu += (after or 0.0) - (before or 0.0)
+            served += (share + min(clients, 8)) * (2 if primed else 1)
         d50, m50 = pct(direct, 0.5), pct(through, 0.5)
         d99, m99 = pct(direct, 0.99), pct(through, 0.99)
+        per_request = f"{cpu / served * 1000:.1f}" if cpu_seconds(proxy_pid) is not None else "n/a"
         rows.append(
             f"| {name} | {clients} | {d50:.1f} | {m50:.1f} | {m50 - d50:+.1f} "
-            f"| {d99:.1f} | {m99:.1f} | {m99 - d99:+.1f} |"
+            f"| {d99:.1f} | {m99:.1f} | {m99 - d99:+.1f} | {per_request} |"
         )
         print(rows[-1], flush=True)
     return rows
