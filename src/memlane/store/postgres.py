@@ -45,6 +45,7 @@ from memlane.store.base import (
 from memlane.store.postgres_keywords import (
     BM25_B,
     BM25_K1,
+    FILL_SQL,
     SEARCH_SQL,
     CollectionStats,
     tsquery_literal,
@@ -525,12 +526,18 @@ class PostgresStore:
                 b=BM25_B,
                 limit=limit,
             )
-            sql = SEARCH_SQL.format(where=where)
-            rows = conn.execute(sql, params).fetchall()
+            rows = (
+                conn.execute(SEARCH_SQL.format(where=where), params).fetchall()
+                if weights.match
+                else []
+            )
             if len(rows) < limit and len(weights.match) < len(words):
-                # Too few documents have an informative word: the common ones count after all.
-                params["any"] = tsquery_literal(words)
-                rows = conn.execute(sql, params).fetchall()
+                params.update(
+                    any=tsquery_literal(words),
+                    found=[r["seq"] for r in rows],
+                    limit=limit - len(rows),
+                )
+                rows += conn.execute(FILL_SQL.format(where=where), params).fetchall()
         return [_hit(r, float(r["score"])) for r in rows]
 
     def put_vectors(

@@ -68,8 +68,8 @@ class QueryWeights:
     idf: list[float]
     avgdl: float
     match: list[str]
-    """The words a document must have one of: those in more than half the documents
-    weigh nothing yet cost the most to score, so they are left out (while some remain)."""
+    """The words worth ranking by: those in half the documents or more weigh ~nothing
+    yet cost the most to score, so they are left out (and may leave none)."""
 
 
 class CollectionStats:
@@ -87,7 +87,7 @@ class CollectionStats:
         # FTS5's idf (the SQLite backend's): a word in half the documents or more weighs ~0.
         idf = [max(math.log((n - df[w] + 0.5) / (df[w] + 0.5)), IDF_FLOOR) for w in words]
         informative = [w for w in words if df[w] * 2 <= n] if n >= PRUNE_FROM else list(words)
-        return QueryWeights(list(words), idf, avgdl, informative or list(words))
+        return QueryWeights(list(words), idf, avgdl, informative)
 
     def _collection(self, conn: Conn) -> tuple[float, float]:
         now = time.monotonic()
@@ -132,23 +132,42 @@ class CollectionStats:
 
 
 SEARCH_SQL = """
-    WITH cand AS MATERIALIZED (
-        SELECT d.seq, d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at, d.terms,
-               d.length
+    WITH q AS MATERIALIZED (
+        SELECT * FROM unnest(%(terms)s::text[], %(idf)s::float8[]) AS q(term, idf)
+    ),
+    scored AS (
+        -- Score narrow rows (no text), keep the best; only the winners are read whole.
+        SELECT d.seq, (
+            SELECT sum(q.idf * u.tf * (%(k1)s + 1)
+                       / (u.tf + %(k1)s * (1 - %(b)s + %(b)s * d.length / %(avgdl)s)))
+            FROM (
+                -- only this document's query lexemes: mark them, keep the marked
+                SELECT lexeme, cardinality(positions)::float8 AS tf
+                FROM unnest(ts_filter(setweight(d.terms, 'A', %(terms)s::text[]), '{{a}}'))
+            ) u
+            JOIN q ON q.term = u.lexeme
+        ) AS score
         FROM docs d
         WHERE d.active AND d.terms @@ %(any)s::tsquery AND {where}
+        ORDER BY score DESC, d.seq
+        LIMIT %(limit)s
     )
-    SELECT c.kind, c.ref, c.scope, c.session_id, c.text, c.created_at,
-           sum(q.idf * u.tf * (%(k1)s + 1)
-               / (u.tf + %(k1)s * (1 - %(b)s + %(b)s * c.length / %(avgdl)s))) AS score
-    FROM cand c
-    CROSS JOIN LATERAL (
-        -- only the query's lexemes of this document: mark them, keep the marked
-        SELECT lexeme, cardinality(positions)::float8 AS tf
-        FROM unnest(ts_filter(setweight(c.terms, 'A', %(terms)s::text[]), '{{a}}'))
-    ) u
-    JOIN unnest(%(terms)s::text[], %(idf)s::float8[]) AS q(term, idf) ON q.term = u.lexeme
-    GROUP BY c.seq, c.kind, c.ref, c.scope, c.session_id, c.text, c.created_at
-    ORDER BY score DESC, c.seq
-    LIMIT %(limit)s
+    SELECT d.seq, d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at, s.score
+    FROM scored s JOIN docs d ON d.seq = s.seq
+    ORDER BY s.score DESC, s.seq
+"""
+
+FILL_SQL = """
+    -- Places the informative words left empty go to the newest documents that have
+    -- any query word (those words weigh ~0, so scoring them all would change nothing).
+    WITH picked AS (
+        SELECT d.seq FROM docs d
+        WHERE d.active AND d.terms @@ %(any)s::tsquery AND {where}
+          AND d.seq <> ALL(%(found)s::bigint[])
+        ORDER BY d.seq DESC
+        LIMIT %(limit)s
+    )
+    SELECT d.seq, d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at, 0.0 AS score
+    FROM picked p JOIN docs d ON d.seq = p.seq
+    ORDER BY d.seq DESC
 """

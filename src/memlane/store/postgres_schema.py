@@ -142,7 +142,7 @@ def m001_initial(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     conn.execute("CREATE INDEX docs_terms ON docs USING gin (terms)")
     conn.execute("CREATE INDEX docs_session ON docs (session_id)")
     conn.execute("CREATE INDEX docs_scope ON docs (scope)")
-    conn.execute("CREATE INDEX docs_order ON docs (kind, seq)")
+    conn.execute("CREATE UNIQUE INDEX docs_seq ON docs (seq)")
     # One row per (document, model); an HNSW index per dimension is added on first use.
     conn.execute(
         """
