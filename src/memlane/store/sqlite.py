@@ -30,6 +30,7 @@ from memlane.store.base import (
     SyncResult,
     Vector,
 )
+from memlane.store.checkpoint import Checkpointer
 from memlane.store.codec import (
     FACT_COLUMNS,
     as_vector,
@@ -90,6 +91,7 @@ class SQLiteStore:
         self._connections: list[sqlite3.Connection] = []
         self._caches: dict[str, VectorCache] = {}
         self._keywords = KeywordIndex()
+        self.checkpointer = Checkpointer(self.path, self._conn)
         self._closed = False
         self._open()
 
@@ -144,6 +146,7 @@ class SQLiteStore:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute(f"PRAGMA synchronous = {self._synchronous.upper()}")
+            conn.execute("PRAGMA wal_autocheckpoint = 0")  # `store.checkpoint` does it
         except sqlite3.DatabaseError as exc:
             raise StoreError(_explain(self.path, exc)) from None
         self._local.conn = conn
@@ -152,6 +155,7 @@ class SQLiteStore:
         return conn
 
     def close(self) -> None:
+        self.checkpointer.stop()
         with self._lock:
             self._closed = True
             connections, self._connections = self._connections, []
@@ -165,9 +169,9 @@ class SQLiteStore:
 
         Threads of this process first queue on a Python lock: SQLite's busy handler
         polls with sleeps of up to 100 ms, so a writer waiting on another thread of
-        the same proxy would otherwise sleep long after the lock is free (at 32
-        concurrent requests that was most of the proxy's added latency). Other
-        processes still wait through the busy timeout.
+        the same proxy would otherwise sleep (and poll) long after the lock is free.
+        Other processes still wait through the busy timeout. The WAL is checkpointed
+        by a background thread (`store.checkpoint`), never by the committing write.
         """
         conn = self._conn()
         if not self._write_lock.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
@@ -192,6 +196,7 @@ class SQLiteStore:
                 raise StoreError(_explain(self.path, exc)) from None
         finally:
             self._write_lock.release()
+        self.checkpointer.committed()
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         conn = self._conn()
