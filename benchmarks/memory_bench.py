@@ -12,7 +12,10 @@ query embedding costs ~5–20 ms on top, measured separately below). Memories ar
 spread over 10 namespaces (the most common word is in about a quarter
 of them); each query searches one namespace plus `global`, as
 a proxy request does, and a second set searches every scope (the worst case).
-The first query after loading warms the store's vector cache and is not counted.
+The first query after loading warms the store's keyword index and vector cache
+(both in-process) and is not counted; its time is printed as "warm-up", and
+"RSS" is this process's resident memory after the queries (the caches hold the
+vectors as float32, about 1.5 KB per memory, and the keyword postings).
 
 Ingest: memories written through the memory book one batch at a time —
 Markdown file (atomic write) + index + embedding with the packaged MiniLM —
@@ -26,6 +29,7 @@ import asyncio
 import hashlib
 import itertools
 import random
+import resource
 import tempfile
 import time
 from collections.abc import Sequence
@@ -280,9 +284,23 @@ async def latency(rt: Runtime, queries: list[str], scoped: bool) -> tuple[float,
     return percentile(times, 0.5), percentile(times, 0.95)
 
 
+def rss_mb() -> float:
+    """Resident memory of this process now (Linux), else its peak."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 async def search_bench(sizes: list[int], queries: int) -> None:
     print("search latency (ms), top 5, full read path, synthetic 384-d vectors")
-    print(f"{'memories':>10} {'scoped p50':>11} {'scoped p95':>11} {'all p50':>9} {'all p95':>9}")
+    print(
+        f"{'memories':>10} {'scoped p50':>11} {'scoped p95':>11} {'all p50':>9} {'all p95':>9}"
+        f" {'warm-up s':>10} {'RSS MB':>8}"
+    )
     for size in sizes:
         rng = random.Random(size)
         words = vocabulary(rng)
@@ -293,10 +311,16 @@ async def search_bench(sizes: list[int], queries: int) -> None:
                 build(store, size, rng, words)
                 rt = Runtime(Settings(home=home), store, _embedder=RandomEmbedder())
                 asked = [" ".join(sentence(rng, words).split()[:6]) for _ in range(queries)]
-                await search(rt, asked[0], scopes=None)  # warm the vector cache
+                began = time.perf_counter()
+                await search(rt, asked[0], scopes=None)  # warm the keyword and vector caches
+                warm = time.perf_counter() - began
                 s50, s95 = await latency(rt, asked, scoped=True)
                 a50, a95 = await latency(rt, asked, scoped=False)
-                print(f"{size:>10,} {s50:>11.1f} {s95:>11.1f} {a50:>9.1f} {a95:>9.1f}", flush=True)
+                print(
+                    f"{size:>10,} {s50:>11.1f} {s95:>11.1f} {a50:>9.1f} {a95:>9.1f}"
+                    f" {warm:>10.1f} {rss_mb():>8,.0f}",
+                    flush=True,
+                )
             finally:
                 store.close()
 
