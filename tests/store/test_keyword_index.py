@@ -161,6 +161,22 @@ def test_writes_of_other_processes_are_seen(tmp_path: Path) -> None:
     other.close()
 
 
+def test_a_bulk_change_made_elsewhere_is_read_again(tmp_path: Path) -> None:
+    db = tmp_path / "memlane.db"
+    reader = SQLiteStore(db)
+    other = SQLiteStore(db)
+    for i in range(1200):
+        other.put_fact(fact(f"f{i}", f"before {i}"))
+    assert len(reader.keyword_search("before", SearchFilter(), limit=2000)) == 1200
+    for i in range(1200):
+        other.put_fact(fact(f"f{i}", f"after {i}"))
+    assert reader.keyword_search("before", SearchFilter()) == []
+    assert len(reader.keyword_search("after", SearchFilter(), limit=2000)) == 1200
+    assert_same_as_fts5(reader)
+    reader.close()
+    other.close()
+
+
 def test_many_small_writes_between_searches_keep_fts5s_ranking(tmp_path: Path) -> None:
     """New documents wait in a small tail, which is merged into the arrays as it grows."""
     store = SQLiteStore(tmp_path / "memlane.db")

@@ -29,6 +29,7 @@ import itertools
 import math
 import sqlite3
 import threading
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,8 @@ RELOAD_CHANGES = 50_000  # more changed documents than this at once: reload inst
 
 _DOC_ROWS = """SELECT rowid, kind, scope, session_id, role, active, terms, tags
     FROM docs WHERE rowid > ? ORDER BY rowid LIMIT ?"""
+
+_MARKER = "\x00"  # never a term: the analyser's terms are word characters
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -115,7 +118,8 @@ class KeywordIndex:
         self._loaded = False
         self._hwm = 0  # highest docs rowid read
         self._seq = 0  # last doc_changes seq applied
-        self._vocab: dict[str, int] = {}
+        self._vocab: defaultdict[str, int] = defaultdict()
+        self._vocab.default_factory = self._vocab.__len__  # a new term gets the next id
         self._docs = _Docs()
         self._scopes, self._sessions, self._kinds, self._roles = (_Codes() for _ in range(4))
         self._live = 0  # documents alive (FTS5's row count)
@@ -163,12 +167,15 @@ class KeywordIndex:
         stale = np.flatnonzero(np.isin(docs.rowid[: docs.n], ids) & docs.alive[: docs.n])
         for index in stale:
             self._kill(int(index))
-        marks = ", ".join("?" for _ in ids)
-        rows = conn.execute(
-            f"SELECT rowid, kind, scope, session_id, role, active, terms, tags FROM docs "
-            f"WHERE rowid IN ({marks}) ORDER BY rowid",
-            [int(i) for i in ids],
-        ).fetchall()
+        rows: list[tuple[Any, ...]] = []
+        wanted = sorted(int(i) for i in ids)
+        for first in range(0, len(wanted), 500):  # SQLite bounds the parameters of a statement
+            chunk = wanted[first : first + 500]
+            rows += conn.execute(
+                f"SELECT rowid, kind, scope, session_id, role, active, terms, tags FROM docs "
+                f"WHERE rowid IN ({', '.join('?' for _ in chunk)}) ORDER BY rowid",
+                chunk,
+            ).fetchall()
         self._add(rows)
 
     def _kill(self, index: int) -> None:
@@ -197,8 +204,19 @@ class KeywordIndex:
         count, base = len(rows), docs.n
         docs.reserve(count)
         columns = list(zip(*rows, strict=True))
-        tokens = [str(text).split() for text in columns[6]]
-        lengths = np.fromiter(map(len, tokens), np.int64, count)
+        # one split and one C-level lookup pass over the whole batch; a marker between
+        # documents keeps their boundaries
+        vocab = self._vocab
+        marker = vocab[_MARKER]
+        stream = np.fromiter(
+            map(vocab.__getitem__, f" {_MARKER} ".join(map(str, columns[6])).split()), np.int64
+        )
+        stream = np.concatenate([stream, [marker]])
+        bounds = np.flatnonzero(stream == marker)
+        lengths = np.diff(bounds, prepend=-1) - 1
+        in_doc = stream != marker
+        term_ids = stream[in_doc]
+        local = np.repeat(np.arange(count, dtype=np.int64), lengths)
         tag_counts = {tags: len(str(tags).split()) for tags in set(columns[7])}
         end = base + count
         docs.rowid[base:end] = columns[0]
@@ -216,9 +234,6 @@ class KeywordIndex:
         self._total += float(docs.length[base:end].sum())
         self._masks.clear()
 
-        flat = list(itertools.chain.from_iterable(tokens))
-        term_ids = np.fromiter(map(_encoder(self._vocab, flat), flat), np.int64, len(flat))
-        local = np.repeat(np.arange(count, dtype=np.int64), lengths)
         keys, tfs = np.unique(term_ids * count + local, return_counts=True)
         terms, doc_index = keys // count, keys % count + base
         if count + self._tail_docs <= max(TAIL_MIN, docs.n // 16):
