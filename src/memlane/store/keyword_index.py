@@ -46,12 +46,15 @@ LOAD_CHUNK = 50_000  # documents read per query while loading
 TAIL_MIN = 2_000  # documents the tail may hold before a merge (or n / 16 if larger)
 RELOAD_CHANGES = 50_000  # more changed documents than this at once: reload instead
 
-_DOC_ROWS = """SELECT rowid, kind, scope, session_id, role, active, terms, tags
-    FROM docs WHERE rowid > ? ORDER BY rowid LIMIT ?"""
+# the tags column's token count: `doc_tags` joins its tags with single spaces
+_COLUMNS = """rowid, kind, scope, session_id, role, active, terms,
+    length(tags) - length(replace(tags, ' ', '')) + (tags != '')"""
+_DOC_ROWS = f"SELECT {_COLUMNS} FROM docs WHERE rowid > ? ORDER BY rowid LIMIT ?"
 
 _MARKER = "\x00"  # never a term: the analyser's terms are word characters
 
 IntArray = npt.NDArray[np.int64]
+Postings = tuple[IntArray, IntArray, IntArray]  # (term, document, frequency), grouped by term
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -172,7 +175,7 @@ class KeywordIndex:
         for first in range(0, len(wanted), 500):  # SQLite bounds the parameters of a statement
             chunk = wanted[first : first + 500]
             rows += conn.execute(
-                f"SELECT rowid, kind, scope, session_id, role, active, terms, tags FROM docs "
+                f"SELECT {_COLUMNS} FROM docs "
                 f"WHERE rowid IN ({', '.join('?' for _ in chunk)}) ORDER BY rowid",
                 chunk,
             ).fetchall()
@@ -187,19 +190,28 @@ class KeywordIndex:
         self._masks.clear()
 
     def _read_new(self, conn: sqlite3.Connection) -> None:
+        """Index the documents above the high-water mark, a chunk of rows at a time, and
+        post them together (one merge, not one per chunk)."""
+        batches: list[Postings] = []
+        count = 0
         while True:
             rows = conn.execute(_DOC_ROWS, (self._hwm, LOAD_CHUNK)).fetchall()
-            if not rows:
-                return
-            self._add(rows)
-            self._hwm = max(self._hwm, int(rows[-1][0]))
+            if rows:
+                batches.append(self._register(rows))
+                count += len(rows)
+                self._hwm = max(self._hwm, int(rows[-1][0]))
             if len(rows) < LOAD_CHUNK:
-                return
+                break
+        self._post(batches, count)
 
     def _add(self, rows: Sequence[tuple[Any, ...]]) -> None:
         """Index rows of `_DOC_ROWS` as new documents."""
-        if not rows:
-            return
+        if rows:
+            self._post([self._register(rows)], len(rows))
+
+    def _register(self, rows: Sequence[tuple[Any, ...]]) -> Postings:
+        """Add rows of `_DOC_ROWS` as new documents; return their postings as (term,
+        document, frequency), sorted by term then document."""
         docs = self._docs
         count, base = len(rows), docs.n
         docs.reserve(count)
@@ -217,12 +229,9 @@ class KeywordIndex:
         in_doc = stream != marker
         term_ids = stream[in_doc]
         local = np.repeat(np.arange(count, dtype=np.int64), lengths)
-        tag_counts = {tags: len(str(tags).split()) for tags in set(columns[7])}
         end = base + count
         docs.rowid[base:end] = columns[0]
-        docs.length[base:end] = lengths + np.fromiter(
-            map(tag_counts.__getitem__, columns[7]), np.int64, count
-        )
+        docs.length[base:end] = lengths + np.asarray(columns[7], np.int64)
         docs.kind[base:end] = self._kinds.encode(columns[1])
         docs.scope[base:end] = self._scopes.encode(columns[2])
         docs.session[base:end] = self._sessions.encode(columns[3])
@@ -235,13 +244,20 @@ class KeywordIndex:
         self._masks.clear()
 
         keys, tfs = np.unique(term_ids * count + local, return_counts=True)
-        terms, doc_index = keys // count, keys % count + base
-        if count + self._tail_docs <= max(TAIL_MIN, docs.n // 16):
-            self._to_tail(terms, doc_index, tfs, count)
-        else:
-            self._merge(terms, doc_index, tfs)
+        return keys // count, keys % count + base, tfs
 
-    def _to_tail(self, terms: IntArray, doc_index: IntArray, tfs: IntArray, count: int) -> None:
+    def _post(self, batches: list[Postings], count: int) -> None:
+        """Put new postings in the tail, or merge them into the arrays when the tail is full."""
+        if not batches:
+            return
+        if count + self._tail_docs <= max(TAIL_MIN, self._docs.n // 16):
+            for terms, doc_index, tfs in batches:
+                self._to_tail(terms, doc_index, tfs)
+            self._tail_docs += count
+            return
+        self._merge(batches)
+
+    def _to_tail(self, terms: IntArray, doc_index: IntArray, tfs: IntArray) -> None:
         tail = self._tail
         for term, doc, tf in zip(terms.tolist(), doc_index.tolist(), tfs.tolist(), strict=True):
             found = tail.get(term)
@@ -249,61 +265,50 @@ class KeywordIndex:
                 found = tail[term] = ([], [])
             found[0].append(doc)
             found[1].append(tf)
-        self._tail_docs += count
 
-    def _merge(self, terms: IntArray, doc_index: IntArray, tfs: IntArray) -> None:
-        """Fold the tail and a batch (sorted by term, then document) into the arrays.
+    def _merge(self, batches: list[Postings]) -> None:
+        """Rebuild the arrays from themselves, the tail and `batches`, dropping dead documents.
 
-        Every new posting's document is newer than every merged one, so each term's
-        merged postings come first and no sort of the whole index is needed. Dead
-        documents' postings are dropped on the way.
+        Each source is grouped by term, so a posting's place is its term's offset plus
+        what earlier sources hold of that term plus its rank in its own run: a few
+        vector operations per source, no sort of the whole index.
         """
-        if self._tail:
-            tail_terms = np.fromiter(
-                itertools.chain.from_iterable(
-                    itertools.repeat(t, len(d)) for t, (d, _) in self._tail.items()
-                ),
-                np.int64,
-            )
-            tail_docs = np.fromiter(
-                itertools.chain.from_iterable(d for d, _ in self._tail.values()), np.int64
-            )
-            tail_tfs = np.fromiter(
-                itertools.chain.from_iterable(f for _, f in self._tail.values()), np.int64
-            )
-            all_terms = np.concatenate([tail_terms, terms])
-            all_docs = np.concatenate([tail_docs, doc_index])
-            all_tfs = np.concatenate([tail_tfs, tfs])
-            order = np.lexsort((all_docs, all_terms))
-            terms, doc_index, tfs = all_terms[order], all_docs[order], all_tfs[order]
-            self._tail, self._tail_docs = {}, 0
         vocab_size = len(self._vocab)
-        old_counts = np.zeros(vocab_size, np.int64)
-        old_counts[: self._off.shape[0] - 1] = np.diff(self._off)
-        old_terms = np.repeat(np.arange(vocab_size, dtype=np.int64), old_counts)
-        old_docs, old_tfs = self._pdoc, self._ptf
+        counts = np.zeros(vocab_size, np.int64)
+        counts[: self._off.shape[0] - 1] = np.diff(self._off)
+        sources: list[tuple[Any, Any, Any]] = [
+            (np.repeat(np.arange(vocab_size), counts), self._pdoc, self._ptf)
+        ]
+        if self._tail:
+            terms = sorted(self._tail)
+            sources.append(
+                (
+                    np.repeat(terms, [len(self._tail[t][0]) for t in terms]),
+                    np.fromiter(
+                        itertools.chain.from_iterable(self._tail[t][0] for t in terms), np.int64
+                    ),
+                    np.fromiter(
+                        itertools.chain.from_iterable(self._tail[t][1] for t in terms), np.int64
+                    ),
+                )
+            )
+            self._tail, self._tail_docs = {}, 0
+        sources.extend(batches)
         if self._dead:
-            keep = self._docs.alive[old_docs]
-            old_terms, old_docs, old_tfs = old_terms[keep], old_docs[keep], old_tfs[keep]
-            old_counts = np.bincount(old_terms, minlength=vocab_size).astype(np.int64)
-            alive = self._docs.alive[doc_index]
-            terms, doc_index, tfs = terms[alive], doc_index[alive], tfs[alive]
+            alive = self._docs.alive
+            sources = [(t[alive[d]], d[alive[d]], f[alive[d]]) for t, d, f in sources]
             self._dead = 0
-        new_counts = np.bincount(terms, minlength=vocab_size).astype(np.int64)
+        run_counts = [np.bincount(t, minlength=vocab_size) for t, _, _ in sources]
         off = np.zeros(vocab_size + 1, np.int64)
-        np.cumsum(old_counts + new_counts, out=off[1:])
+        np.cumsum(sum(run_counts), out=off[1:])
         pdoc = np.empty(int(off[-1]), np.int32)
         ptf = np.empty(int(off[-1]), np.int32)
-        old_start = np.cumsum(old_counts) - old_counts
-        old_pos = np.arange(old_docs.shape[0], dtype=np.int64) + np.repeat(
-            off[:-1] - old_start, old_counts
-        )
-        pdoc[old_pos], ptf[old_pos] = old_docs, old_tfs
-        new_start = np.cumsum(new_counts) - new_counts
-        new_pos = np.arange(doc_index.shape[0], dtype=np.int64) + np.repeat(
-            off[:-1] + old_counts - new_start, new_counts
-        )
-        pdoc[new_pos], ptf[new_pos] = doc_index, tfs
+        before = off[:-1].copy()  # where each term's next postings go
+        for (_, doc_index, tfs), run in zip(sources, run_counts, strict=True):
+            first = np.cumsum(run) - run  # where each term's run starts in this source
+            place = np.arange(doc_index.shape[0]) + np.repeat(before - first, run)
+            pdoc[place], ptf[place] = doc_index, tfs
+            before += run
         self._off, self._pdoc, self._ptf = off, pdoc, ptf
 
     # --- search -------------------------------------------------------------
