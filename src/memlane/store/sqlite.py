@@ -429,14 +429,15 @@ class SQLiteStore:
                    AND origin = 'client' AND status = 'ok' ORDER BY position""",
                 (session_id,),
             ).fetchall()
-            plan = plan_sync(
-                [row[1] for row in stored], [item.message.fingerprint() for item in incoming]
-            )
+            hashes = [item.message.fingerprint() for item in incoming]
+            plan = plan_sync([row[1] for row in stored], hashes)
             superseded = 0
             if plan.supersede_from is not None:
                 stale = [row[0] for row in stored[plan.supersede_from :]]
                 superseded = self._set_status(conn, stale, "superseded")
-            added = self._append(conn, session_id, namespace, incoming[plan.matched :])
+            added = self._append(
+                conn, session_id, namespace, incoming[plan.matched :], hashes[plan.matched :]
+            )
         return SyncResult(matched=plan.matched, added=tuple(added), superseded=superseded)
 
     def append_messages(
@@ -452,7 +453,9 @@ class SQLiteStore:
         session_id: str,
         namespace: str,
         items: Sequence[NewMessage],
+        hashes: Sequence[str] | None = None,
     ) -> list[StoredMessage]:
+        """`hashes`: the items' fingerprints when the caller has them already."""
         if not items:
             return []
         last = conn.execute(
@@ -468,11 +471,11 @@ class SQLiteStore:
         tags = doc_tags("message", namespace, session_id)
         rows: list[tuple[Any, ...]] = []
         docs: list[tuple[Any, ...]] = []  # new messages: their documents cannot exist yet
-        for item in items:
+        for index, item in enumerate(items):
             position += 1
             message_id += 1
             message = item.message
-            content_hash = message.fingerprint()
+            content_hash = hashes[index] if hashes is not None else message.fingerprint()
             rows.append(
                 (
                     message_id,
