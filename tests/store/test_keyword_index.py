@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from memlane.store import NewMessage, SearchFilter, analysis
-from memlane.store.keyword_index import TAIL_MIN
+from memlane.store.keyword_index import TAIL_MIN, KeywordIndex
 from memlane.store.sqlite import SQLiteStore
 from memlane.store.sqlite_schema import DOC_CHANGES_KEPT
 from memlane.types import Fact, FactRole, Message
@@ -109,6 +109,36 @@ def test_filters_scopes_sessions_kinds_roles_and_inactive_documents(tmp_path: Pa
         "kiwi in a",
         "kiwi edited",
     }
+    store.close()
+
+
+def test_a_filter_asked_again_sees_documents_written_since(tmp_path: Path) -> None:
+    """The index's own answer, before the SQL re-check: its filter masks are exact."""
+    store = SQLiteStore(tmp_path / "memlane.db")
+    raw = sqlite3.connect(store.path, isolation_level=None)
+    index = KeywordIndex()
+
+    def refs(flt: SearchFilter) -> list[str]:
+        index.refresh(raw)
+        found = [hit.rowid for hit in index.search(["heron"], flt, 50)]
+        by_rowid = dict(raw.execute("SELECT rowid, ref FROM docs").fetchall())
+        return sorted(by_rowid[rowid] for rowid in found)
+
+    scoped = SearchFilter(kinds=("fact",), scopes=("ns", "global"), fact_roles=("memory",))
+    store.put_fact(fact("a", "heron one"))
+    assert refs(scoped) == ["a"]
+    store.put_fact(fact("b", "heron two", scope="global"))
+    store.put_fact(fact("c", "heron three", scope="elsewhere"))
+    store.put_fact(fact("d", "heron four", role="summary"))
+    session = store.ensure_session("s", namespace="ns")
+    message = str(store.append_messages(session.id, [user("heron five")])[0].id)
+    assert refs(scoped) == ["a", "b"]
+    assert refs(SearchFilter(session_id=session.id)) == [message]
+    store.delete_fact("a")
+    assert refs(scoped) == ["b"]
+    assert refs(SearchFilter(kinds=("fact",))) == ["b", "c", "d"]
+    assert refs(SearchFilter(scopes=("nowhere",))) == []
+    raw.close()
     store.close()
 
 

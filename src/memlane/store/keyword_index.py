@@ -241,7 +241,6 @@ class KeywordIndex:
         docs.n = end
         self._live += count
         self._total += float(docs.length[base:end].sum())
-        self._masks.clear()
 
         keys, tfs = np.unique(term_ids * count + local, return_counts=True)
         return keys // count, keys % count + base, tfs
@@ -378,32 +377,46 @@ class KeywordIndex:
         return [KeywordHit(int(rowids[i]), float(totals[i])) for i in order]
 
     def _mask(self, flt: SearchFilter) -> npt.NDArray[np.bool_] | None:
-        """Documents passing `flt` (alive and active too); None when no document can."""
+        """Documents passing `flt` (alive and active too); None when no document can.
+
+        Cached per filter (a proxy asks with the same scopes again and again) and
+        extended over documents added since, so a write between two queries costs
+        only its own rows.
+        """
         key = (flt.kinds, flt.scopes, flt.session_id, flt.fact_roles)
+        n = self._docs.n
         cached = self._masks.get(key)
-        if cached is not None:
+        if cached is not None and cached.shape[0] == n:
             return cached
+        done = 0 if cached is None else cached.shape[0]
+        fresh = self._mask_rows(flt, done, n)
+        if fresh is None:
+            return None
+        mask = fresh if cached is None else np.concatenate([cached, fresh])
+        if len(self._masks) >= 16:
+            self._masks.clear()
+        self._masks[key] = mask
+        return mask if mask.any() else None
+
+    def _mask_rows(self, flt: SearchFilter, lo: int, hi: int) -> npt.NDArray[np.bool_] | None:
         docs = self._docs
-        n = docs.n
-        mask = docs.alive[:n] & docs.active[:n]
+        mask = docs.alive[lo:hi] & docs.active[lo:hi]
         kinds = self._kinds.known(list(flt.kinds))
         if not kinds:
             return None
         if len(kinds) < len(self._kinds.codes):
-            mask &= np.isin(docs.kind[:n], kinds)
+            mask &= np.isin(docs.kind[lo:hi], kinds)
         if flt.scopes is not None:
             scopes = self._scopes.known(list(flt.scopes))
             if not scopes:
                 return None
-            mask &= np.isin(docs.scope[:n], scopes)
+            mask &= np.isin(docs.scope[lo:hi], scopes)
         if flt.session_id is not None:
             if flt.session_id not in self._sessions.codes:
                 return None
-            mask &= docs.session[:n] == self._sessions.codes[flt.session_id]
+            mask &= docs.session[lo:hi] == self._sessions.codes[flt.session_id]
         if flt.fact_roles is not None and "fact" in self._kinds.codes:
             roles = self._roles.known(list(flt.fact_roles))
-            mask &= (docs.kind[:n] != self._kinds.codes["fact"]) | np.isin(docs.role[:n], roles)
-        if len(self._masks) >= 16:
-            self._masks.clear()
-        self._masks[key] = mask
+            is_fact = docs.kind[lo:hi] == self._kinds.codes["fact"]
+            mask &= ~is_fact | np.isin(docs.role[lo:hi], roles)
         return mask
