@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from pathlib import Path
@@ -10,6 +11,7 @@ MAX_SAFE_KEY = 80
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+@functools.lru_cache(maxsize=4096)
 def safe_key(key: str) -> str:
     """A folder name for a session key: readable, bounded, collision-free, never a path.
 
@@ -22,8 +24,12 @@ def safe_key(key: str) -> str:
     return f"{cleaned}-{digest}"
 
 
+@functools.lru_cache(maxsize=4096)
 def session_dir(sessions_root: Path, key: str) -> Path:
-    """The session's folder, guaranteed to be a direct child of `sessions_root`."""
+    """The session's folder, guaranteed to be a direct child of `sessions_root`.
+
+    Memoised (with `safe_key`): a pure function the proxy calls several times a turn.
+    """
     path = sessions_root / safe_key(key)
     if path.parent != sessions_root or path.name in {"", ".", ".."}:
         raise ValueError(f"session folder escapes {sessions_root}")

@@ -70,14 +70,22 @@ class FileTexts:
         return session_dir(self.root, key)
 
     def read(self, key: str) -> dict[str, str]:
-        """Every state text present for the session, normalised; absent files are left out."""
+        """Every state text present for the session, normalised; absent files are left out.
+
+        One listing of the folder, then only the files that are there are opened
+        (the proxy reads these on every turn; most sessions have one file or none).
+        """
         folder = self.folder(key)
+        try:
+            present = {entry.name for entry in os.scandir(folder)}
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
         out: dict[str, str] = {}
         for name, file_name in STATE_FILES.items():
-            text = read_text(folder / file_name)
+            text = read_text(folder / file_name) if file_name in present else None
             if text is not None:
                 out[name] = normalize_escapes(text)
-        if (folder / SPEC_APPROVED_FILE).exists():
+        if SPEC_APPROVED_FILE in present:
             out["spec_approved"] = "1"
         return out
 
