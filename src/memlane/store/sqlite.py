@@ -4,8 +4,9 @@ Each thread gets its own connection. Every write is one `BEGIN IMMEDIATE`
 transaction, so a writer waits (busy timeout) instead of failing, and a crash
 loses at most the transaction in flight. `synchronous=normal` survives a
 process crash; `full` also survives power loss. The keyword index is an FTS5
-table over the analyser's terms (`store.analysis`); vector search runs over an
-in-process cache (`store.vector_index`) kept in step with the file.
+table over the analyser's terms (`store.analysis`); queries run over in-process
+caches derived from the file and kept in step with it — BM25 postings
+(`store.keyword_index`) and vectors (`store.vector_index`).
 """
 
 from __future__ import annotations
