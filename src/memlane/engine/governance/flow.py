@@ -1,12 +1,15 @@
 """One governed request, start to end: plan, compaction, loops, recall, pre-flight.
 
-The ledger's quick calls (one plan read, one keyword search, a rare write) run
-inline: a thread hop costs more than they do on a busy machine. The heavy ones
-at a compaction (offloading outputs, logging dropped items) run in a thread.
+The ledger's quick reads (the plan, one keyword search) run inline: a thread
+hop costs more than they do on a busy machine. Writes (a changed plan, a loop
+event: new sessions and rare turns) and the heavy work of a compaction run in a
+thread, since a write may wait for another writer's lock and must not stall
+the event loop meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -59,10 +62,11 @@ async def govern(
     plan = replace(plan, model=gov.model or plan.model)
     loop = loops.detect(conversation, settings.governance_loop_threshold)
     if loop is not None and loop.key not in plan.loops_noted:
-        gov.ledger.record_event(EVENT_LOOP, {"tool": loop.name, "count": loop.count}, "")
+        payload = {"tool": loop.name, "count": loop.count}
+        await asyncio.to_thread(gov.ledger.record_event, EVENT_LOOP, payload, "")
         plan = replace(plan, loops_noted=(*plan.loops_noted[-9:], loop.key))
     if plan != stored:
-        gov.ledger.save_plan(plan)
+        await asyncio.to_thread(gov.ledger.save_plan, plan)
     tail: list[Message] = []
     if plan.trims:
         snippets = await _recall(gov, user_text, longterm)
