@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -21,7 +21,7 @@ from memlane.engine.sessions.indexing import (
 from memlane.engine.sessions.metafile import meta_path, read_meta
 from memlane.engine.sessions.serialize import OMITTED, keep_tail, serialize
 from memlane.engine.turn import Turn
-from memlane.store import NewMessage
+from memlane.store import NewMessage, Store
 from memlane.store.sqlite import SQLiteStore
 from memlane.text.llm import Completion, LLMError
 from memlane.types import Message, ToolCall
@@ -286,3 +286,41 @@ async def test_invalid_index_configuration_warns_and_disables_indexing(
     assert (
         startup_warnings(make_rt(index_enabled=False, index_min_new_user_messages=0).settings) == []
     )
+
+
+class ReadRecordingStore:
+    """The real store, recording from where each `list_messages` call reads."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+        self.reads: list[int] = []
+
+    def list_messages(self, session_id: str, **kwargs: Any) -> Any:
+        self.reads.append(kwargs.get("since_position", 0))
+        return self.store.list_messages(session_id, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+async def test_after_a_turn_only_messages_after_the_last_index_are_read(
+    rt: Runtime, sqlite_store: SQLiteStore, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.default = GOOD
+    add_exchanges(sqlite_store, "k", 5)
+    schedule_index(rt, turn_for(rt, "k"))
+    await rt.background.drain()
+    indexed = sqlite_store.find_session("k")
+    assert indexed is not None
+    assert len(scripted_llm.calls) == 1
+    last = indexed.metadata["last_indexed_position"]
+
+    add_exchanges(sqlite_store, "k", 2)
+    recording = ReadRecordingStore(sqlite_store)
+    watched = Runtime(
+        rt.settings, cast(Store, recording), _llm=scripted_llm, _tokenizer=rt.tokenizer
+    )
+    schedule_index(watched, turn_for(watched, "k"))
+    await watched.background.drain()
+    assert recording.reads == [last + 1]
+    assert len(scripted_llm.calls) == 1  # two new prompts are not enough yet

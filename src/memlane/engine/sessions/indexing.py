@@ -195,19 +195,28 @@ async def _after_turn(
     rt: Runtime, session_id: str, model: str, slot: tuple[int, str], *, indexing: bool
 ) -> None:
     try:
-        session = await asyncio.to_thread(rt.store.get_session, session_id)
-        if session is None:
-            return
-        if not session.title:
-            await asyncio.to_thread(ensure_title, rt.store, session)
-        if not indexing:
-            return
-        stored = await asyncio.to_thread(rt.store.list_messages, session_id)
-        due = _config(rt.settings).min_new_user_messages
-        if new_user_messages(stored, last_indexed_position(session)) >= due:
+        if await asyncio.to_thread(_title_and_due, rt, session_id, indexing=indexing):
             await index_session(rt, session_id, model=model)
     finally:
         _IN_FLIGHT.discard(slot)
+
+
+def _title_and_due(rt: Runtime, session_id: str, *, indexing: bool) -> bool:
+    """Record the title if missing; whether enough is new to index (one thread hop).
+
+    Only the messages after the last indexed one are read: this runs after every
+    turn, and reading the whole session each time made it O(session length).
+    """
+    session = rt.store.get_session(session_id)
+    if session is None:
+        return False
+    if not session.title:
+        ensure_title(rt.store, session)
+    if not indexing:
+        return False
+    since = last_indexed_position(session)
+    stored = rt.store.list_messages(session_id, since_position=since + 1)
+    return new_user_messages(stored, since) >= _config(rt.settings).min_new_user_messages
 
 
 def last_indexed_position(session: Session) -> int:
