@@ -63,7 +63,11 @@ MINILM_DIM = 384
 MINILM_MAX_TOKENS = 256
 """all-MiniLM-L6-v2 was trained on 128 word pieces and reads up to 256; longer text is cut."""
 MINILM_BATCH = 32
-MINILM_THREADS = 2
+MINILM_THREADS = 1
+"""onnxruntime threads per inference. One: the proxy embeds a short query per request, where
+a second thread only waits for a free core (on the shared 2-core machine, a 60-word query
+took 26.6 ms with two threads, 14.0 with one; a batch of 64, 1.4-1.8 s against 1.0-1.1 s),
+and concurrent requests already run their inferences in parallel threads."""
 
 
 class MiniLMEmbedder:
