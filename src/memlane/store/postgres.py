@@ -1135,10 +1135,14 @@ def _ensure_vector_index(conn: Conn, dim: int) -> None:
     """An HNSW (cosine) index over the vectors of one dimension, made once per database."""
     if dim > HNSW_MAX_DIM:
         return
+    name = f"vectors_hnsw_{dim}"
+    found = conn.execute("SELECT to_regclass(%s) IS NOT NULL AS found", (name,)).fetchone()
+    if found is not None and found["found"]:
+        return  # the usual case: no table lock taken
     # Replicas adding the same index at once would collide in the catalog: take turns.
     conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, VECTOR_INDEX_LOCK))
     conn.execute(
-        f"CREATE INDEX IF NOT EXISTS vectors_hnsw_{dim} ON vectors "
+        f"CREATE INDEX IF NOT EXISTS {name} ON vectors "
         f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE dim = {dim}"
     )
 
