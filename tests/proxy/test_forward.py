@@ -1,4 +1,5 @@
-"""The upstream clients: requests take the pools in turn; an injected transport gets one."""
+"""The upstream clients: requests take the pools in turn; an injected transport gets one;
+shared by every user of the proxy, they carry nobody's state."""
 
 from __future__ import annotations
 
@@ -30,3 +31,21 @@ async def test_an_injected_transport_serves_every_request(settings: Settings) ->
     assert response.json() == {"data": []}
     assert seen == [httpx.URL(upstream.url("/models")).path]
     await upstream.aclose()
+
+
+async def test_cookies_set_by_the_upstream_never_travel_with_the_next_request(
+    settings: Settings,
+) -> None:
+    seen: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("cookie"))
+        return httpx.Response(200, headers={"set-cookie": "session=alice; Path=/"}, json={})
+
+    upstream = Upstream(settings, transport=httpx.MockTransport(handler))
+    try:
+        for _ in range(2):
+            await upstream.client.post(upstream.url("/chat/completions"), json={})
+    finally:
+        await upstream.aclose()
+    assert seen == [None, None]

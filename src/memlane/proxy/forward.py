@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import socket
 from collections.abc import Iterable, Mapping
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import httpx
 
@@ -24,6 +25,13 @@ def _pool() -> httpx.AsyncHTTPTransport:
     return httpx.AsyncHTTPTransport(limits=limits, socket_options=nodelay)
 
 
+def _client(timeout: httpx.Timeout, transport: httpx.AsyncBaseTransport) -> httpx.AsyncClient:
+    """A client that keeps no cookies: one client serves every user of the proxy, so a
+    cookie the upstream set for one of them must never travel with another's request."""
+    no_cookies = CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
+    return httpx.AsyncClient(timeout=timeout, transport=transport, cookies=no_cookies)
+
+
 class Upstream:
     """`httpx.AsyncClient`s per app: connections to the upstream are kept and reused.
 
@@ -38,11 +46,9 @@ class Upstream:
             settings.upstream_timeout, connect=min(10.0, settings.upstream_timeout)
         )
         if transport is not None:
-            self._clients = [httpx.AsyncClient(timeout=timeout, transport=transport)]
+            self._clients = [_client(timeout, transport)]
         else:
-            self._clients = [
-                httpx.AsyncClient(timeout=timeout, transport=_pool()) for _ in range(POOL_SHARDS)
-            ]
+            self._clients = [_client(timeout, _pool()) for _ in range(POOL_SHARDS)]
         self._next = itertools.cycle(self._clients)
 
     @property
