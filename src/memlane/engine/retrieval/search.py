@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -38,7 +40,7 @@ from memlane.engine.retrieval.recency import apply_recency
 from memlane.engine.retrieval.rerank import Reranker, make_reranker_from, rerank, threshold
 from memlane.engine.runtime import Runtime
 from memlane.store import SearchFilter, StoreError, Vector
-from memlane.text.embeddings import EmbeddingError
+from memlane.text.embeddings import Embedder, EmbeddingError
 from memlane.types import DocKind, FactRole, Hit
 
 Method = Literal["memlane", "bm25", "dense"]
@@ -106,13 +108,38 @@ def _first_stage(
     if method in ("memlane", "dense"):
         try:
             embedder = rt.embedder
-            vector: Vector = embedder.embed([query])[0]
+            vector = embed_query(embedder, query)
             dense = rt.store.vector_search(vector, flt, model=embedder.model_id, limit=limit)
         except (EmbeddingError, StoreError, OSError, RuntimeError, ValueError) as exc:
             if method == "dense":
                 raise
             log.warning("dense retrieval unavailable, keyword results only: %s", exc)
     return keyword, dense
+
+
+QUERY_MEMO_SIZE = 256
+_query_memo: OrderedDict[tuple[str, str], Vector] = OrderedDict()
+_query_memo_lock = threading.Lock()
+
+
+def embed_query(embedder: Embedder, query: str) -> Vector:
+    """The query's embedding, memoised: an agent's tool loop asks the same prompt each step.
+
+    Embedding is the costliest part of recall in front of a response (milliseconds of
+    model time); every step of a tool loop after the first then costs only the search.
+    """
+    key = (embedder.model_id, query)
+    with _query_memo_lock:
+        found = _query_memo.get(key)
+        if found is not None:
+            _query_memo.move_to_end(key)
+            return found
+    vector: Vector = embedder.embed([query])[0]
+    with _query_memo_lock:
+        _query_memo[key] = vector
+        while len(_query_memo) > QUERY_MEMO_SIZE:
+            _query_memo.popitem(last=False)
+    return vector
 
 
 def _vectors(rt: Runtime, candidates: Sequence[Candidate]) -> dict[str, Vector]:
