@@ -1,0 +1,47 @@
+"""The README's reference tables are generated from the code; they can never drift from it."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+
+
+def _renderer() -> object:
+    spec = importlib.util.spec_from_file_location(
+        "update_readme", ROOT / "scripts/update_readme.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generated_tables_are_up_to_date() -> None:
+    text = README.read_text(encoding="utf-8")
+    rendered = _renderer().render(text)  # type: ignore[attr-defined]
+    assert rendered == text, (
+        "README tables are stale: run .venv/bin/python scripts/update_readme.py"
+    )
+
+
+def test_every_setting_and_command_is_documented() -> None:
+    from memlane.config import Settings
+
+    text = README.read_text(encoding="utf-8")
+    for name in Settings.model_fields:
+        assert f"`MEMLANE_{name.upper()}`" in text
+    assert "`memlane serve`" in text
+    assert "`memlane sessions list`" in text
+
+
+def test_the_readme_opens_with_the_two_set_up_commands() -> None:
+    first_block = re.search(r"```sh\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    assert first_block is not None
+    commands = [line.split("#")[0].strip() for line in first_block.group(1).splitlines()]
+    assert [c for c in commands if c] == ["scripts/serve", "scripts/test"]
+    assert (ROOT / ".ci/run").read_text().strip().endswith("exec scripts/test")
