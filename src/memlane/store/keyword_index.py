@@ -41,7 +41,7 @@ from memlane.store.base import SearchFilter
 
 K1 = 1.2
 B = 0.75
-IDF_FLOOR = 1e-6  # FTS5's: a term in half the rows or more still counts, a little
+IDF_FLOOR = 1e-6  # FTS5's IDF for a term in half the rows or more: it counts, a little
 LOAD_CHUNK = 50_000  # documents read per query while loading
 TAIL_MIN = 2_000  # documents the tail may hold before a merge (or n / 16 if larger)
 RELOAD_CHANGES = 50_000  # more changed documents than this at once: reload instead
@@ -154,6 +154,9 @@ class KeywordIndex:
                     self._seq = int(last)
                 self._read_new(conn)
                 self._loaded = True
+            except BaseException:
+                self._reset()  # half an update is worse than none: the next query reloads
+                raise
             finally:
                 conn.execute("COMMIT")
 
@@ -339,7 +342,8 @@ class KeywordIndex:
                 tf = tfs[keep].astype(np.float64)
                 norm = K1 * (1.0 - B + B * docs.length[chosen] / avgdl)
                 found_docs.append(chosen.astype(np.int64))
-                found_scores.append(max(idf, IDF_FLOOR) * tf * (K1 + 1.0) / (tf + norm))
+                weight = idf if idf > 0 else IDF_FLOOR  # exactly FTS5's rule
+                found_scores.append(weight * tf * (K1 + 1.0) / (tf + norm))
             if not found_docs:
                 return []
             return self._best(np.concatenate(found_docs), np.concatenate(found_scores), k)
