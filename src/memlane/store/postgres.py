@@ -22,8 +22,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, cast
 
 import numpy as np
@@ -42,6 +40,13 @@ from memlane.store.base import (
     SyncResult,
     Vector,
 )
+from memlane.store.postgres_copy import DUMP_SQL, LOADERS, dump_row
+from memlane.store.postgres_index import (
+    ensure_vector_index,
+    index_fact,
+    insert_vectors,
+    put_doc,
+)
 from memlane.store.postgres_keywords import (
     BM25_B,
     BM25_K1,
@@ -51,7 +56,7 @@ from memlane.store.postgres_keywords import (
     tsquery_literal,
     tsvector_literal,
 )
-from memlane.store.postgres_schema import LOCK_CLASS, VECTOR_INDEX_LOCK, migrate
+from memlane.store.postgres_schema import MESSAGE_COLUMNS, SESSION_COLUMNS, migrate
 from memlane.store.transcript import plan_sync
 from memlane.store.urls import redact
 from memlane.types import DocKind, Event, Fact, FactRole, Hit, Session, StoredMessage
@@ -61,21 +66,10 @@ Row = dict[str, Any]
 
 # The most candidates an HNSW scan visits to fill a filtered result (pgvector's default).
 HNSW_MAX_SCAN = 20_000
-# pgvector indexes `vector` columns up to this dimension; above it, search is exact.
-HNSW_MAX_DIM = 2_000
 POOL_MAX = 10
 CONNECT_TIMEOUT = 10
 # Seconds a request waits for a free pooled connection before failing.
 POOL_WAIT = 30.0
-
-_SESSION_COLUMNS = (
-    "id, key, namespace, title, parent_id, fork_position, summary, summarized_count, "
-    "metadata, prompt_tokens, completion_tokens, cost_usd, message_count, created_at, updated_at"
-)
-_MESSAGE_COLUMNS = (
-    "id, session_id, position, role, kind, origin, wire, content, text, content_hash, "
-    "token_count, status, created_at"
-)
 
 
 class PostgresStore:
@@ -141,7 +135,7 @@ class PostgresStore:
                 (_new_session_id(), key, key if namespace is None else namespace, stamp, stamp),
             )
             row = conn.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE key = %s", (key,)
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE key = %s", (key,)
             ).fetchone()
         assert row is not None
         return _session(row)
@@ -149,14 +143,14 @@ class PostgresStore:
     def get_session(self, session_id: str) -> Session | None:
         with self._tx() as conn:
             row = conn.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = %s", (session_id,)
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = %s", (session_id,)
             ).fetchone()
         return _session(row) if row else None
 
     def find_session(self, key: str) -> Session | None:
         with self._tx() as conn:
             row = conn.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE key = %s", (key,)
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE key = %s", (key,)
             ).fetchone()
         return _session(row) if row else None
 
@@ -165,7 +159,7 @@ class PostgresStore:
     ) -> list[Session]:
         with self._tx() as conn:
             rows = conn.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM sessions "
+                f"SELECT {SESSION_COLUMNS} FROM sessions "
                 "WHERE (%(ns)s::text IS NULL OR namespace = %(ns)s) "
                 "ORDER BY updated_at DESC, seq DESC LIMIT %(limit)s",
                 {"ns": namespace, "limit": limit},
@@ -189,7 +183,7 @@ class PostgresStore:
                     summarized_count = coalesce(%(summarized_count)s, summarized_count),
                     metadata = coalesce(%(metadata)s, metadata),
                     updated_at = %(now)s
-                WHERE id = %(id)s RETURNING {_SESSION_COLUMNS}""",
+                WHERE id = %(id)s RETURNING {SESSION_COLUMNS}""",
                 {
                     "id": session_id,
                     "title": title,
@@ -241,7 +235,7 @@ class PostgresStore:
         stamp = codec.now()
         with self._tx() as conn:
             source = conn.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = %s FOR NO KEY UPDATE",
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = %s FOR NO KEY UPDATE",
                 (session_id,),
             ).fetchone()
             if source is None:
@@ -309,7 +303,7 @@ class PostgresStore:
                 (new_id, session_id),
             )
             row = conn.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = %s", (new_id,)
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = %s", (new_id,)
             ).fetchone()
         assert row is not None
         return _session(row)
@@ -375,7 +369,7 @@ class PostgresStore:
     ) -> list[StoredMessage]:
         with self._tx() as conn:
             rows = conn.execute(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE session_id = %s "
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s "
                 "AND position >= %s AND (%s OR status <> 'superseded') ORDER BY position",
                 (session_id, since_position, include_superseded),
             ).fetchall()
@@ -413,7 +407,7 @@ class PostgresStore:
             assert row is not None
             event_id = int(row["id"])
             if text:
-                _put_doc(
+                put_doc(
                     conn,
                     "event",
                     str(event_id),
@@ -455,7 +449,7 @@ class PostgresStore:
                 f"ON CONFLICT (id) DO UPDATE SET {updates}",
                 row,
             )
-            _index_fact(conn, fact)
+            index_fact(conn, fact)
 
     def get_fact(self, fact_id: str) -> Fact | None:
         with self._tx() as conn:
@@ -552,8 +546,8 @@ class PostgresStore:
         dims = {int(v.shape[0]) for v in prepared.values()}
         with self._tx() as conn:
             for dim in sorted(dims - self._indexed_dims):
-                _ensure_vector_index(conn, dim)
-            _insert_vectors(conn, kind, model, prepared)
+                ensure_vector_index(conn, dim)
+            insert_vectors(conn, kind, model, prepared)
         self._indexed_dims |= dims
 
     def vector_search(
@@ -630,16 +624,18 @@ class PostgresStore:
         _check_table(table)
         with self._tx() as conn, conn.cursor(name=f"dump_{table}") as cur:
             cur.itersize = 1000
-            cur.execute(_DUMP_SQL[table])
+            cur.execute(DUMP_SQL[table])
             for row in cur:
-                yield _dump_row(table, row)
+                yield dump_row(table, row)
 
     def load(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
         _check_table(table)
         if not rows:
             return
         with self._tx() as conn:
-            _LOADERS[table](self, conn, rows)
+            indexed = set(self._indexed_dims)
+            LOADERS[table](conn, rows, indexed)
+        self._indexed_dims |= indexed
 
     def count(self, table: str) -> int:
         _check_table(table)
@@ -647,196 +643,6 @@ class PostgresStore:
             row = conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()
         assert row is not None
         return int(row["n"])
-
-    # --- loaders (rows from any backend's dump) -------------------------------
-    def _load_sessions(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> None:
-        with conn.cursor() as cur:
-            cur.executemany(
-                f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES "
-                "(%(id)s, %(key)s, %(namespace)s, %(title)s, %(parent_id)s, %(fork_position)s, "
-                "%(summary)s, %(summarized_count)s, %(metadata)s, %(prompt_tokens)s, "
-                "%(completion_tokens)s, %(cost_usd)s, %(message_count)s, %(created_at)s, "
-                "%(updated_at)s)",
-                [
-                    {
-                        **r,
-                        "metadata": Jsonb(dict(r.get("metadata") or {})),
-                        "created_at": codec.ts_from_text(r["created_at"]),
-                        "updated_at": codec.ts_from_text(r["updated_at"]),
-                    }
-                    for r in rows
-                ],
-            )
-
-    def _load_session_state(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> None:
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO session_state (session_id, name, value) "
-                "VALUES (%(session_id)s, %(name)s, %(value)s)",
-                list(rows),
-            )
-
-    def _load_messages(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> None:
-        prepared = [
-            {**r, "content": Jsonb(r["content"]), "created_at": codec.ts_from_text(r["created_at"])}
-            for r in rows
-        ]
-        with conn.cursor() as cur:
-            cur.executemany(
-                f"INSERT INTO messages ({_MESSAGE_COLUMNS}) VALUES "
-                "(%(id)s, %(session_id)s, %(position)s, %(role)s, %(kind)s, %(origin)s, "
-                "%(wire)s, %(content)s, %(text)s, %(content_hash)s, %(token_count)s, "
-                "%(status)s, %(created_at)s)",
-                prepared,
-            )
-        scopes = _namespaces(conn, {r["session_id"] for r in rows})
-        _insert_docs(
-            conn,
-            [
-                _Doc(
-                    "message",
-                    str(r["id"]),
-                    scopes.get(r["session_id"], ""),
-                    r["session_id"],
-                    None,
-                    r["text"],
-                    r["created_at"],
-                    r["status"] != "superseded",
-                )
-                for r in prepared
-                if r["text"]
-            ],
-        )
-        _advance_sequence(conn, "messages")
-
-    def _load_events(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> None:
-        prepared = [
-            {
-                **r,
-                "payload": Jsonb(dict(r.get("payload") or {})),
-                "created_at": codec.ts_from_text(r["created_at"]),
-            }
-            for r in rows
-        ]
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO events (id, session_id, kind, payload, text, created_at) VALUES "
-                "(%(id)s, %(session_id)s, %(kind)s, %(payload)s, %(text)s, %(created_at)s)",
-                prepared,
-            )
-        scopes = _namespaces(conn, {r["session_id"] for r in rows})
-        _insert_docs(
-            conn,
-            [
-                _Doc(
-                    "event",
-                    str(r["id"]),
-                    scopes.get(r["session_id"], ""),
-                    r["session_id"],
-                    None,
-                    r["text"],
-                    r["created_at"],
-                    True,
-                )
-                for r in prepared
-                if r["text"]
-            ],
-        )
-        _advance_sequence(conn, "events")
-
-    def _load_facts(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> None:
-        facts = [codec.fact_from_row(r) for r in rows]
-        columns = ", ".join(codec.FACT_COLUMNS)
-        values = ", ".join(f"%({c})s" for c in codec.FACT_COLUMNS)
-        with conn.cursor() as cur:
-            cur.executemany(
-                f"INSERT INTO facts ({columns}) VALUES ({values})",
-                [
-                    {**codec.fact_to_row(f), "created_at": f.created_at, "updated_at": f.updated_at}
-                    for f in facts
-                ],
-            )
-        _insert_docs(
-            conn,
-            [
-                _Doc(
-                    "fact",
-                    f.id,
-                    f.scope,
-                    f.conversation_id,
-                    f.role,
-                    f.text,
-                    f.created_at,
-                    not f.deleted,
-                )
-                for f in facts
-            ],
-        )
-
-    def _load_vectors(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> None:
-        prepared = [
-            (r["kind"], r["ref"], r["model"], codec.vector_from_text(r["vec"])) for r in rows
-        ]
-        refs = {(k, ref) for k, ref, _, _ in prepared}
-        known = conn.execute(
-            "SELECT kind, ref FROM docs JOIN unnest(%s::text[], %s::text[]) AS r(k, f) "
-            "ON kind = r.k AND ref = r.f",
-            ([k for k, _ in refs], [f for _, f in refs]),
-        ).fetchall()
-        orphans = refs - {(r["kind"], r["ref"]) for r in known}
-        if orphans:
-            kind, ref = sorted(orphans)[0]
-            raise StoreError(
-                f"vector for {kind} {ref} has no document: load the tables in store.TABLES order"
-            )
-        dims = {int(v.shape[0]) for *_, v in prepared}
-        for dim in sorted(dims - self._indexed_dims):
-            _ensure_vector_index(conn, dim)
-        for (kind, model), group in _group_vectors(prepared).items():
-            _insert_vectors(conn, kind, model, group)
-        self._indexed_dims |= dims
-
-    def _load_meta(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> None:
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO meta (key, value) VALUES (%(key)s, %(value)s) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                list(rows),
-            )
-
-
-_LOADERS = {
-    "sessions": PostgresStore._load_sessions,
-    "session_state": PostgresStore._load_session_state,
-    "messages": PostgresStore._load_messages,
-    "events": PostgresStore._load_events,
-    "facts": PostgresStore._load_facts,
-    "vectors": PostgresStore._load_vectors,
-    "meta": PostgresStore._load_meta,
-}
-
-_DUMP_SQL = {
-    "sessions": f"SELECT {_SESSION_COLUMNS} FROM sessions ORDER BY seq",
-    "session_state": "SELECT session_id, name, value FROM session_state ORDER BY session_id, name",
-    "messages": f"SELECT {_MESSAGE_COLUMNS} FROM messages ORDER BY id",
-    "events": "SELECT id, session_id, kind, payload, text, created_at FROM events ORDER BY id",
-    "facts": f"SELECT {', '.join(codec.FACT_COLUMNS)} FROM facts ORDER BY seq",
-    "vectors": "SELECT kind, ref, model, dim, embedding::real[] AS vec FROM vectors "
-    "ORDER BY kind, ref, model",
-    "meta": "SELECT key, value FROM meta ORDER BY key",
-}
-
-
-def _dump_row(table: str, row: Row) -> dict[str, Any]:
-    out = dict(row)
-    for name in ("created_at", "updated_at"):
-        if isinstance(out.get(name), datetime):
-            out[name] = codec.ts_to_text(out[name])
-    if table == "vectors":
-        out["vec"] = codec.vector_to_text(np.asarray(out["vec"], dtype=np.float32))
-    if table == "sessions":
-        out["cost_usd"] = float(out["cost_usd"])
-    return out
 
 
 def _check_table(table: str) -> None:
@@ -1007,146 +813,6 @@ def _set_status(conn: Conn, ids: Sequence[int], status: str) -> int:
     return changed
 
 
-def _put_doc(
-    conn: Conn,
-    kind: DocKind,
-    ref: str,
-    scope: str,
-    session_id: str | None,
-    role: str | None,
-    text: str,
-    created_at: datetime,
-    *,
-    active: bool = True,
-) -> None:
-    """Insert or refresh one search document; a changed text drops its stale vectors."""
-    words = analysis.terms(text)
-    old = conn.execute(
-        "SELECT text FROM docs WHERE kind = %s AND ref = %s FOR UPDATE", (kind, ref)
-    ).fetchone()
-    if old is not None and old["text"] != text:
-        conn.execute("DELETE FROM vectors WHERE kind = %s AND ref = %s", (kind, ref))
-    conn.execute(
-        "INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, length, created_at, "
-        "active) VALUES (%s, %s, %s, %s, %s, %s, %s::tsvector, %s, %s, %s) "
-        "ON CONFLICT (kind, ref) DO UPDATE SET scope = excluded.scope, "
-        "session_id = excluded.session_id, role = excluded.role, text = excluded.text, "
-        "terms = excluded.terms, length = excluded.length, created_at = excluded.created_at, "
-        "active = excluded.active",
-        (
-            kind,
-            ref,
-            scope,
-            session_id,
-            role,
-            text,
-            tsvector_literal(words),
-            len(words),
-            created_at,
-            active,
-        ),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _Doc:
-    kind: DocKind
-    ref: str
-    scope: str
-    session_id: str | None
-    role: str | None
-    text: str
-    created_at: datetime
-    active: bool
-
-
-def _insert_docs(conn: Conn, docs: Sequence[_Doc]) -> None:
-    """Index new documents in one statement (a turn, or a batch of a store copy)."""
-    if not docs:
-        return
-    words = [analysis.terms(doc.text) for doc in docs]
-    conn.execute(
-        "INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, length, created_at, "
-        "active) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], "
-        "%s::text[], %s::text[], %s::tsvector[], %s::int[], %s::timestamptz[], %s::bool[])",
-        (
-            [d.kind for d in docs],
-            [d.ref for d in docs],
-            [d.scope for d in docs],
-            [d.session_id for d in docs],
-            [d.role for d in docs],
-            [d.text for d in docs],
-            [tsvector_literal(w) for w in words],
-            [len(w) for w in words],
-            [d.created_at for d in docs],
-            [d.active for d in docs],
-        ),
-    )
-
-
-def _index_fact(conn: Conn, fact: Fact) -> None:
-    """A fact is indexed under its conversation; a tombstone stays, inactive, with its vectors."""
-    _put_doc(
-        conn,
-        "fact",
-        fact.id,
-        fact.scope,
-        fact.conversation_id,
-        fact.role,
-        fact.text,
-        fact.created_at,
-        active=not fact.deleted,
-    )
-
-
-def _vector_text(vector: Vector) -> str:
-    return "[" + ",".join(map(repr, vector.tolist())) + "]"
-
-
-def _insert_vectors(conn: Conn, kind: str, model: str, vectors: Mapping[str, Vector]) -> None:
-    """Upsert the vectors of documents that exist, in one statement."""
-    conn.execute(
-        "INSERT INTO vectors (kind, ref, model, dim, embedding) "
-        "SELECT d.kind, d.ref, %s, x.dim, x.vec::vector "
-        "FROM unnest(%s::text[], %s::int[], %s::text[]) AS x(ref, dim, vec) "
-        "JOIN docs d ON d.kind = %s AND d.ref = x.ref "
-        "ON CONFLICT (kind, ref, model) DO UPDATE "
-        "SET dim = excluded.dim, embedding = excluded.embedding",
-        (
-            model,
-            list(vectors),
-            [int(v.shape[0]) for v in vectors.values()],
-            [_vector_text(v) for v in vectors.values()],
-            kind,
-        ),
-    )
-
-
-def _group_vectors(
-    rows: Sequence[tuple[str, str, str, Vector]],
-) -> dict[tuple[str, str], dict[str, Vector]]:
-    groups: dict[tuple[str, str], dict[str, Vector]] = {}
-    for kind, ref, model, vector in rows:
-        groups.setdefault((kind, model), {})[ref] = vector
-    return groups
-
-
-def _ensure_vector_index(conn: Conn, dim: int) -> None:
-    """An HNSW (cosine) index over the vectors of one dimension, made once per database."""
-    if dim > HNSW_MAX_DIM:
-        return
-    name = f"vectors_hnsw_{dim}"
-    found = conn.execute("SELECT to_regclass(%s) IS NOT NULL AS found", (name,)).fetchone()
-    if found is not None and found["found"]:
-        return  # the usual case: no table lock taken
-    # Replicas adding the same index at once would collide in the catalog: take turns.
-    conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, VECTOR_INDEX_LOCK))
-    conn.execute(
-        f"CREATE INDEX IF NOT EXISTS {name} ON vectors "
-        f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE dim = {dim}"
-    )
-
-
 def _filter_sql(flt: SearchFilter, alias: str) -> tuple[str, dict[str, Any]]:
     """The WHERE clause (over the `docs` alias) and its parameters for a search filter."""
     clauses = [f"{alias}.kind = ANY(%(f_kinds)s)"]
@@ -1161,21 +827,6 @@ def _filter_sql(flt: SearchFilter, alias: str) -> tuple[str, dict[str, Any]]:
         clauses.append(f"({alias}.kind <> 'fact' OR {alias}.role = ANY(%(f_roles)s))")
         params["f_roles"] = list(flt.fact_roles)
     return " AND ".join(clauses), params
-
-
-def _namespaces(conn: Conn, session_ids: set[str]) -> dict[str, str]:
-    rows = conn.execute(
-        "SELECT id, namespace FROM sessions WHERE id = ANY(%s)", (list(session_ids),)
-    ).fetchall()
-    return {r["id"]: r["namespace"] for r in rows}
-
-
-def _advance_sequence(conn: Conn, table: str) -> None:
-    """After loading rows with their ids, new rows must get ids above them."""
-    conn.execute(
-        f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-        f"greatest((SELECT max(id) FROM {table}), 1))"
-    )
 
 
 def _session(row: Row) -> Session:

@@ -1,0 +1,241 @@
+"""Whole-store copy for the PostgreSQL backend: rows out (`dump`) and in (`load`).
+
+Row shapes are the ones `store.codec` pins for every backend, so a SQLite dump
+loads here and back. Loaded rows keep their ids; the search index is rebuilt
+from them and the id sequences moved past them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg.types.json import Jsonb
+
+from memlane.store import codec
+from memlane.store.base import StoreError
+from memlane.store.postgres_index import (
+    Doc,
+    ensure_vector_index,
+    group_vectors,
+    insert_docs,
+    insert_vectors,
+)
+from memlane.store.postgres_schema import MESSAGE_COLUMNS, SESSION_COLUMNS
+
+Conn = psycopg.Connection[dict[str, Any]]
+Row = dict[str, Any]
+Loader = Callable[[Conn, Sequence[Mapping[str, Any]], set[int]], None]
+
+
+def load_sessions(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
+    with conn.cursor() as cur:
+        cur.executemany(
+            f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES "
+            "(%(id)s, %(key)s, %(namespace)s, %(title)s, %(parent_id)s, %(fork_position)s, "
+            "%(summary)s, %(summarized_count)s, %(metadata)s, %(prompt_tokens)s, "
+            "%(completion_tokens)s, %(cost_usd)s, %(message_count)s, %(created_at)s, "
+            "%(updated_at)s)",
+            [
+                {
+                    **r,
+                    "metadata": Jsonb(dict(r.get("metadata") or {})),
+                    "created_at": codec.ts_from_text(r["created_at"]),
+                    "updated_at": codec.ts_from_text(r["updated_at"]),
+                }
+                for r in rows
+            ],
+        )
+
+
+def load_session_state(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO session_state (session_id, name, value) "
+            "VALUES (%(session_id)s, %(name)s, %(value)s)",
+            list(rows),
+        )
+
+
+def load_messages(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
+    prepared = [
+        {**r, "content": Jsonb(r["content"]), "created_at": codec.ts_from_text(r["created_at"])}
+        for r in rows
+    ]
+    with conn.cursor() as cur:
+        cur.executemany(
+            f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES "
+            "(%(id)s, %(session_id)s, %(position)s, %(role)s, %(kind)s, %(origin)s, "
+            "%(wire)s, %(content)s, %(text)s, %(content_hash)s, %(token_count)s, "
+            "%(status)s, %(created_at)s)",
+            prepared,
+        )
+    scopes = namespaces(conn, {r["session_id"] for r in rows})
+    insert_docs(
+        conn,
+        [
+            Doc(
+                "message",
+                str(r["id"]),
+                scopes.get(r["session_id"], ""),
+                r["session_id"],
+                None,
+                r["text"],
+                r["created_at"],
+                r["status"] != "superseded",
+            )
+            for r in prepared
+            if r["text"]
+        ],
+    )
+    advance_sequence(conn, "messages")
+
+
+def load_events(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
+    prepared = [
+        {
+            **r,
+            "payload": Jsonb(dict(r.get("payload") or {})),
+            "created_at": codec.ts_from_text(r["created_at"]),
+        }
+        for r in rows
+    ]
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO events (id, session_id, kind, payload, text, created_at) VALUES "
+            "(%(id)s, %(session_id)s, %(kind)s, %(payload)s, %(text)s, %(created_at)s)",
+            prepared,
+        )
+    scopes = namespaces(conn, {r["session_id"] for r in rows})
+    insert_docs(
+        conn,
+        [
+            Doc(
+                "event",
+                str(r["id"]),
+                scopes.get(r["session_id"], ""),
+                r["session_id"],
+                None,
+                r["text"],
+                r["created_at"],
+                True,
+            )
+            for r in prepared
+            if r["text"]
+        ],
+    )
+    advance_sequence(conn, "events")
+
+
+def load_facts(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
+    facts = [codec.fact_from_row(r) for r in rows]
+    columns = ", ".join(codec.FACT_COLUMNS)
+    values = ", ".join(f"%({c})s" for c in codec.FACT_COLUMNS)
+    with conn.cursor() as cur:
+        cur.executemany(
+            f"INSERT INTO facts ({columns}) VALUES ({values})",
+            [
+                {**codec.fact_to_row(f), "created_at": f.created_at, "updated_at": f.updated_at}
+                for f in facts
+            ],
+        )
+    insert_docs(
+        conn,
+        [
+            Doc(
+                "fact",
+                f.id,
+                f.scope,
+                f.conversation_id,
+                f.role,
+                f.text,
+                f.created_at,
+                not f.deleted,
+            )
+            for f in facts
+        ],
+    )
+
+
+def load_vectors(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
+    """`indexed`: dimensions known to have their HNSW index; grows with the new ones."""
+    prepared = [(r["kind"], r["ref"], r["model"], codec.vector_from_text(r["vec"])) for r in rows]
+    refs = {(k, ref) for k, ref, _, _ in prepared}
+    known = conn.execute(
+        "SELECT kind, ref FROM docs JOIN unnest(%s::text[], %s::text[]) AS r(k, f) "
+        "ON kind = r.k AND ref = r.f",
+        ([k for k, _ in refs], [f for _, f in refs]),
+    ).fetchall()
+    orphans = refs - {(r["kind"], r["ref"]) for r in known}
+    if orphans:
+        kind, ref = sorted(orphans)[0]
+        raise StoreError(
+            f"vector for {kind} {ref} has no document: load the tables in store.TABLES order"
+        )
+    dims = {int(v.shape[0]) for *_, v in prepared}
+    for dim in sorted(dims - indexed):
+        ensure_vector_index(conn, dim)
+    for (kind, model), group in group_vectors(prepared).items():
+        insert_vectors(conn, kind, model, group)
+    indexed |= dims
+
+
+def load_meta(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO meta (key, value) VALUES (%(key)s, %(value)s) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            list(rows),
+        )
+
+
+def namespaces(conn: Conn, session_ids: set[str]) -> dict[str, str]:
+    rows = conn.execute(
+        "SELECT id, namespace FROM sessions WHERE id = ANY(%s)", (list(session_ids),)
+    ).fetchall()
+    return {r["id"]: r["namespace"] for r in rows}
+
+
+def advance_sequence(conn: Conn, table: str) -> None:
+    """After loading rows with their ids, new rows must get ids above them."""
+    conn.execute(
+        f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+        f"greatest((SELECT max(id) FROM {table}), 1))"
+    )
+
+
+LOADERS: dict[str, Loader] = {
+    "sessions": load_sessions,
+    "session_state": load_session_state,
+    "messages": load_messages,
+    "events": load_events,
+    "facts": load_facts,
+    "vectors": load_vectors,
+    "meta": load_meta,
+}
+
+DUMP_SQL = {
+    "sessions": f"SELECT {SESSION_COLUMNS} FROM sessions ORDER BY seq",
+    "session_state": "SELECT session_id, name, value FROM session_state ORDER BY session_id, name",
+    "messages": f"SELECT {MESSAGE_COLUMNS} FROM messages ORDER BY id",
+    "events": "SELECT id, session_id, kind, payload, text, created_at FROM events ORDER BY id",
+    "facts": f"SELECT {', '.join(codec.FACT_COLUMNS)} FROM facts ORDER BY seq",
+    "vectors": "SELECT kind, ref, model, dim, embedding::real[] AS vec FROM vectors "
+    "ORDER BY kind, ref, model",
+    "meta": "SELECT key, value FROM meta ORDER BY key",
+}
+
+
+def dump_row(table: str, row: Row) -> dict[str, Any]:
+    out = dict(row)
+    for name in ("created_at", "updated_at"):
+        if isinstance(out.get(name), datetime):
+            out[name] = codec.ts_to_text(out[name])
+    if table == "vectors":
+        out["vec"] = codec.vector_to_text(np.asarray(out["vec"], dtype=np.float32))
+    if table == "sessions":
+        out["cost_usd"] = float(out["cost_usd"])
+    return out
