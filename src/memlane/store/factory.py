@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from memlane.config import Settings
 from memlane.store.base import Store
+from memlane.store.urls import is_postgres
 
 
 def open_store(settings: Settings) -> Store:
     url = settings.store_url
-    if url and url.startswith(("postgresql://", "postgres://")):
+    if is_postgres(url):
         from memlane.store.postgres import PostgresStore
 
         return PostgresStore(url)

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TypeGuard
 from urllib.parse import urlsplit, urlunsplit
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 SQLITE_SCHEME = "sqlite:///"
+
+
+def is_postgres(url: str | None) -> TypeGuard[str]:
+    """Whether a store URL selects the PostgreSQL backend (the one test, used everywhere)."""
+    return url is not None and url.startswith(POSTGRES_SCHEMES)
 
 
 def redact(url: str) -> str:

@@ -22,6 +22,7 @@ from memlane.engine.governance.recall import Snippet, best_window
 from memlane.files.paths import session_dir
 from memlane.store import SearchFilter, Store
 from memlane.store.analysis import query_terms, terms
+from memlane.store.urls import is_postgres
 from memlane.types import Message
 
 PLAN_STATE = "governance.plan"
@@ -85,7 +86,7 @@ class StoreLedger:
     @property
     def files(self) -> bool:
         """Full outputs go to disk in SQLite mode; PostgreSQL keeps them in the event."""
-        return not (self.settings.store_url or "").startswith(("postgres://", "postgresql"))
+        return not is_postgres(self.settings.store_url)
 
     def load_plan(self) -> Plan:
         return Plan.from_json(self.store.get_state(self.session_id).get(PLAN_STATE))
