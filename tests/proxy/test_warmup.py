@@ -1,4 +1,4 @@
-"""Start-up warm-up: the vector cache is loaded in the background before any request."""
+"""Start-up warm-up: the search caches are loaded in the background before any request."""
 
 from __future__ import annotations
 
@@ -21,6 +21,11 @@ class RecordingStore:
         self.store = store
         self.fail = fail
         self.searches: list[str] = []
+        self.keyword_searches = 0
+
+    def keyword_search(self, query: str, flt: Any, *, limit: int = 10) -> Any:
+        self.keyword_searches += 1
+        return self.store.keyword_search(query, flt, limit=limit)
 
     def vector_search(self, vector: Any, flt: Any, *, model: str, limit: int = 10) -> Any:
         self.searches.append(model)
@@ -45,12 +50,16 @@ async def test_the_proxy_warms_the_vector_cache_as_it_starts(
     async with app.router.lifespan_context(app):
         await rt.background.drain()
         assert recording.searches == [rt.embedder.model_id]
+        assert recording.keyword_searches == 1
 
 
-async def test_no_memory_no_warm_up(settings: Settings, sqlite_store: SQLiteStore) -> None:
+async def test_no_memory_warms_only_the_keyword_index(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
     recording = RecordingStore(sqlite_store)
     await warm_up(runtime(settings.model_copy(update={"memory_enabled": False}), recording))
     assert recording.searches == []
+    assert recording.keyword_searches == 1
 
 
 async def test_a_failing_warm_up_is_a_warning(
