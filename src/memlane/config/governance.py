@@ -3,7 +3,7 @@
 All budgets are in tokens of the request's model (counted with the real
 tokenizer), expressed against the usable window: the model's context window
 minus the safety margin reserved for the answer. Every knob has a disable
-value, listed in its description (seed 004 §5.4 is the model): 0 turns a pass
+value, listed in its description (one table of disable values): 0 turns a pass
 off, `governance_enabled=false` forwards requests untouched.
 """
 

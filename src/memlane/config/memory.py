@@ -1,6 +1,6 @@
 """Settings owned by the memory part of memlane (long-term memory and its retrieval).
 
-The defaults are seed 003's configuration table: `top_k` 5, `max_entries` 500,
+The defaults: `top_k` 5, `max_entries` 500,
 `mmr_lambda` 0.7, `recency_weight` 0.2, no score threshold, summarisation and
 git versioning on, no file watcher unless asked.
 """

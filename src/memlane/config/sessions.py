@@ -1,6 +1,6 @@
 """Settings owned by the sessions part of memlane.
 
-Summarisation knobs (running summary, seed 001) are validated strictly: a bad
+Summarisation knobs (running summary) are validated strictly: a bad
 value is a start-up error naming the key. The index knobs are deliberately
 loose here and checked by `memlane.engine.sessions.indexing.index_config`: an
 invalid index configuration only disables indexing (with a warning at start-up)

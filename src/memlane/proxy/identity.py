@@ -1,6 +1,6 @@
 """Who is asking: the session key, the memory namespace, the kind of client, memlane's flags.
 
-The session key follows seed 000's order; a key too long or with control
+The session key follows one fixed order of headers and body fields; a key too long or with control
 characters is replaced by its hash, so what is stored stays bounded (folders
 are made from keys only through `files.paths.safe_key`). Without any key the
 session is a hash of Authorization + User-Agent: the raw values are never kept.

@@ -1,4 +1,4 @@
-"""Reconciliation: each decision, short-id mapping, and each seed 003 safeguard."""
+"""Reconciliation: each decision, short-id mapping, and each safeguard."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 002 phase 1: session metadata with schema checks, retries, atomic meta.json, telemetry."""
+"""Session metadata with schema checks, retries, atomic meta.json, telemetry."""
 
 from __future__ import annotations
 

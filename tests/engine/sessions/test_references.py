@@ -1,4 +1,4 @@
-"""Seed 002 phases 2 and 3: `@@` references, stored in place, and `@@name: question`."""
+"""`@@` references, stored in place, and `@@name: question`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 001: running summary, summarized_count, working context, LLM-failure fallback."""
+"""Running summary, summarized_count, working context, LLM-failure fallback."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ cacheable prefix stays stable):
 
 Where it goes: just before the latest user message when that message ends the
 request (a fresh turn: the model reads summary, memories, then the question, as
-seed 003 orders them); at the very end when a tool loop is under way after it.
+the read path orders them); at the very end when a tool loop is under way after it.
 The block is not stored, so the next request drops it: placed mid-history it
 would make every item after it miss the provider's prompt cache on the next
 turn (an agent's whole tool loop); at the end, only the block itself does.

@@ -9,7 +9,7 @@ a JSON list of decisions:
     {"event": "DELETE", "id": "2"}                   fact 2 is no longer true
     {"event": "NONE",   "id": "0"}                   already known, nothing to do
 
-Safeguards (seed 003), so a fact is never lost to a bad answer:
+Safeguards, so a fact is never lost to a bad answer:
 
 - no existing facts: every new fact is added, the model is not asked;
 - the LLM fails (network, refusal, malformed JSON): every new fact is added;

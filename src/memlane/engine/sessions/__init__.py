@@ -1,7 +1,7 @@
 """Sessions: working context, index metadata, @@ references, query_session, lifecycle.
 
 For agent code that keeps its own loop, `working_context(rt, session_id)` is
-the seed-001 memory manager: the running summary plus the unsummarised turns.
+the session memory manager: the running summary plus the unsummarised turns.
 """
 
 from memlane.engine.sessions.indexing import IndexResult, SessionMeta, index_session

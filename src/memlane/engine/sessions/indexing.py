@@ -1,4 +1,4 @@
-"""Session metadata (name, description, summary, tags), generated in the background (seed 002).
+"""Session metadata (name, description, summary, tags), generated in the background.
 
 After a turn, once at least `index_min_new_user_messages` user messages arrived
 since the last indexed message, a cheap model reads the conversation (user and

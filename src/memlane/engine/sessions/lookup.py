@@ -1,6 +1,6 @@
 """Find a session from what a person typed: an id, an id prefix, a key or a name.
 
-Resolution order (seed 002): exact id, then the session key, then the indexed
+Resolution order: exact id, then the session key, then the indexed
 name case-insensitively, then a fuzzy match on names. Several fuzzy candidates
 are an error listing them, never a guess.
 """

@@ -1,4 +1,4 @@
-"""`query_session`: answer a question about a past session with a cheap model (seed 002).
+"""`query_session`: answer a question about a past session with a cheap model.
 
 The model reads the session's stored summaries (its index summary and its
 running summary) and as much of the conversation as fits in

@@ -1,4 +1,4 @@
-"""`@@name` references to other sessions (seed 002, phases 2 and 3).
+"""`@@name` references to other sessions, and `@@name: question`.
 
 `@@<id-or-name>` in the latest user message brings another session's summary
 into the conversation, as its own message placed just before the user's

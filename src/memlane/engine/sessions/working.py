@@ -1,4 +1,4 @@
-"""The working context of a session: a running summary plus the newest turns (seed 001).
+"""The working context of a session: a running summary plus the newest turns.
 
 A session's transcript (user prompts and final answers) grows without bound;
 what a model is given is bounded. With `summary_enabled`, once the transcript
