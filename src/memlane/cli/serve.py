@@ -48,6 +48,6 @@ def serve(
     from memlane.proxy.server import ServeError, run
 
     try:
-        run(settings, announce=err_console.print)
+        run(settings, announce=lambda line: err_console.print(line, soft_wrap=True))
     except ServeError as exc:
         fail(str(exc))
