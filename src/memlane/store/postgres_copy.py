@@ -25,6 +25,7 @@ from memlane.store.postgres_index import (
     insert_vectors,
 )
 from memlane.store.postgres_schema import MESSAGE_COLUMNS, SESSION_COLUMNS
+from memlane.types import DocKind
 
 Conn = psycopg.Connection[dict[str, Any]]
 Row = dict[str, Any]
@@ -73,24 +74,7 @@ def load_messages(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[in
             "%(status)s, %(created_at)s)",
             prepared,
         )
-    scopes = namespaces(conn, {r["session_id"] for r in rows})
-    insert_docs(
-        conn,
-        [
-            Doc(
-                "message",
-                str(r["id"]),
-                scopes.get(r["session_id"], ""),
-                r["session_id"],
-                None,
-                r["text"],
-                r["created_at"],
-                r["status"] != "superseded",
-            )
-            for r in prepared
-            if r["text"]
-        ],
-    )
+    _index_session_rows(conn, "message", prepared, lambda r: r["status"] != "superseded")
     advance_sequence(conn, "messages")
 
 
@@ -109,24 +93,7 @@ def load_events(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]
             "(%(id)s, %(session_id)s, %(kind)s, %(payload)s, %(text)s, %(created_at)s)",
             prepared,
         )
-    scopes = namespaces(conn, {r["session_id"] for r in rows})
-    insert_docs(
-        conn,
-        [
-            Doc(
-                "event",
-                str(r["id"]),
-                scopes.get(r["session_id"], ""),
-                r["session_id"],
-                None,
-                r["text"],
-                r["created_at"],
-                True,
-            )
-            for r in prepared
-            if r["text"]
-        ],
-    )
+    _index_session_rows(conn, "event", prepared, lambda r: True)
     advance_sequence(conn, "events")
 
 
@@ -239,3 +206,28 @@ def dump_row(table: str, row: Row) -> dict[str, Any]:
     if table == "sessions":
         out["cost_usd"] = float(out["cost_usd"])
     return out
+
+
+def _index_session_rows(
+    conn: Conn,
+    kind: DocKind,
+    rows: Sequence[Mapping[str, Any]],
+    active: Callable[[Mapping[str, Any]], bool],
+) -> None:
+    """Search documents for loaded messages or events: scoped by their session's namespace."""
+    scopes = namespaces(conn, {r["session_id"] for r in rows})
+    docs = [
+        Doc(
+            kind,
+            str(r["id"]),
+            scopes.get(r["session_id"], ""),
+            r["session_id"],
+            None,
+            r["text"],
+            r["created_at"],
+            active(r),
+        )
+        for r in rows
+        if r["text"]
+    ]
+    insert_docs(conn, docs)
