@@ -1,6 +1,6 @@
 """The real Codex CLI, unmodified, through memlane: one agentic loop end to end.
 
-`codex exec` (installed by `scripts/bootstrap` into `.cache/codex/`) is pointed at
+`codex exec` (installed by `scripts/test-clients` into `.cache/codex/`) is pointed at
 a memlane proxy on loopback with the provider block the README's "Codex CLI"
 section gives users; the proxy forwards to the scripted upstream. The upstream
 first answers with a reasoning item and an `exec_command` function call, Codex
@@ -121,7 +121,7 @@ def trap() -> Iterator[NetworkTrap]:
 def codex_binary() -> Path:
     if not CODEX.exists():
         pytest.fail(
-            f"Codex CLI is not installed at {CODEX.relative_to(ROOT)}: run scripts/bootstrap "
+            f"Codex CLI is not installed at {CODEX.relative_to(ROOT)}: run scripts/test-clients "
             "with npm on PATH (it installs the pinned @openai/codex there)"
         )
     return CODEX
