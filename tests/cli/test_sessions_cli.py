@@ -92,6 +92,26 @@ def test_list_newest_first_with_title_messages_tokens_cost(
     assert "$0.2500" in out
 
 
+def test_list_prints_ids_that_can_be_pasted_at_80_columns(
+    runner: CliRunner, store: SQLiteStore
+) -> None:
+    sessions = [
+        add_session(store, f"k{i}", ["a long first prompt " * 8], namespace="some-long-namespace")
+        for i in range(3)
+    ]
+    code, out, _ = invoke(runner, "sessions", "list")
+    assert code == 0
+    for session in sessions:
+        row = next(line for line in out.splitlines() if session.id[:10] in line)
+        printed = next(
+            word for word in row.replace("│", " ").split() if word[:10] == session.id[:10]
+        )
+        assert "…" not in printed
+        code, shown, err = invoke(runner, "sessions", "show", printed, "--json")
+        assert code == 0, err
+        assert json.loads(shown)["id"] == session.id
+
+
 def test_list_filters_by_namespace_and_tag(runner: CliRunner, store: SQLiteStore) -> None:
     a = add_session(store, "a", ["x"], namespace="repo-a", metadata={"tags": ["auth", "db"]})
     b = add_session(store, "b", ["y"], namespace="repo-b", metadata={"tags": ["ui"]})
