@@ -359,3 +359,31 @@ def test_list_cost_includes_indexing(runner: CliRunner, store: SQLiteStore) -> N
     assert (row["cost_usd"], row["index_cost_usd"]) == (0.25, 0.5)
     _, out, _ = invoke(runner, "sessions", "list")
     assert "$0.7500" in out
+
+
+def test_ask_uses_the_model_the_sessions_requests_used(
+    runner: CliRunner,
+    store: SQLiteStore,
+    upstream: ScriptedUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memlane.config import Settings
+    from memlane.engine.pipeline import store_incoming
+    from memlane.engine.runtime import Runtime
+    from memlane.engine.turn import Turn
+
+    monkeypatch.setenv("MEMLANE_UPSTREAM_URL", upstream.url)
+    rt = Runtime(Settings(home=store.path.parent), store)
+    turn = Turn(
+        key="chat-9",
+        namespace="chat-9",
+        model="qwen-local",
+        wire="chat",
+        messages=[Message(role="user", text="we picked sqlite")],
+    )
+    store_incoming(rt, turn)
+    upstream.script(Reply(text="SQLite."), Reply(text="{}"))
+    code, out, err = invoke(runner, "sessions", "ask", "chat-9", "which database?")
+    assert code == 0, err
+    assert out.strip() == "SQLite."
+    assert upstream.last.json["model"] == "qwen-local"
