@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -131,3 +132,37 @@ def test_bad_address_or_upstream_is_named(
     assert fragment in result.output
     assert "MEMLANE_ADMIN_TOKEN" not in result.output
     assert "Traceback" not in result.output
+
+
+def test_status_reports_the_running_proxy_then_its_absence(
+    tmp_path: Path, upstream: ScriptedUpstream
+) -> None:
+    runner = CliRunner()
+    port = _free_port()
+    process = _serve(tmp_path, "--port", str(port), "--upstream", upstream.url)
+    try:
+        _lines_until(process, "export OPENAI_BASE_URL")
+        answer = httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "I prefer tabs"}]},
+            headers={"X-Memlane-Session": "s1"},
+            timeout=30,
+        )
+        assert answer.status_code == 200
+        result = runner.invoke(app, ["--home", str(tmp_path), "status", "--json"])
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout)
+        assert report["running"] is True
+        assert report["url"] == f"http://127.0.0.1:{port}"
+        assert report["upstream_url"] == upstream.url
+        assert report["requests_last_hour"] >= 1
+        assert report["sessions"] == 1
+        table = runner.invoke(app, ["--home", str(tmp_path), "status"]).stdout
+        assert "requests" in table
+        assert "1 sessions" in table
+    finally:
+        _stop(process)
+    after = runner.invoke(app, ["--home", str(tmp_path), "status", "--json"])
+    stopped = json.loads(after.stdout)
+    assert (stopped["running"], stopped["sessions"]) == (False, 1)
+    assert "no proxy is running" in runner.invoke(app, ["--home", str(tmp_path), "status"]).stdout

@@ -100,6 +100,7 @@ def run(
     from memlane.engine.runtime import Runtime
     from memlane.proxy.app import create_app
     from memlane.proxy.startup import probe_upstream, report
+    from memlane.proxy.status import remove_serve_file, write_serve_file
     from memlane.store import StoreError, open_store
 
     check_address(settings.host)
@@ -128,7 +129,9 @@ def run(
             log_level="debug" if settings.log_level == "debug" else "warning",
             access_log=False,
         )
+        write_serve_file(settings)
         uvicorn.Server(config).run(sockets=[sock])
     finally:
+        remove_serve_file(settings)
         sock.close()
         runtime.close()
