@@ -112,10 +112,10 @@ def fact_json(fact: Fact, score: float | None = None) -> dict[str, Any]:
 def _table(facts: list[Fact], scores: list[float] | None = None) -> Table:
     table = Table(show_lines=False)
     table.add_column("id", no_wrap=True, min_width=SHORT_ID)
-    table.add_column("scope", overflow="fold")
-    table.add_column("role", overflow="fold")
+    table.add_column("scope", overflow="fold", max_width=16)
+    table.add_column("role", no_wrap=True)
     table.add_column("created", no_wrap=True)
-    table.add_column("text", overflow="fold", ratio=1)
+    table.add_column("text", overflow="fold", ratio=1, min_width=24)
     if scores is not None:
         table.add_column("score")
     shorts = short_ids([f.id for f in facts])
