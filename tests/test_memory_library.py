@@ -46,3 +46,13 @@ async def test_async_memory_runs_the_write_path(settings: Settings, tmp_path: Pa
         assert len(facts) == 1
     finally:
         await memory.close()
+
+
+def test_add_of_an_exact_repeat_returns_the_existing_id(settings: Settings) -> None:
+    with Memory(settings) as memory:
+        ids = {memory.add("The user's cat is called Miso") for _ in range(3)}
+        assert len(ids) == 1
+        assert len(memory.search("cat Miso")) == 1
+        memory.forget(ids.pop())
+        assert memory.add("The user's cat is called Miso")  # a forgotten one is added anew
+        assert len(memory.search("cat Miso")) == 1

@@ -12,6 +12,7 @@ reads and writes the same store and files.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,10 +22,15 @@ from memlane.config import Settings, load_settings
 from memlane.engine.runtime import Runtime
 from memlane.store import open_store
 
+log = logging.getLogger("memlane")
+
 
 def load(*, config_file: Path | None = None, **overrides: Any) -> Settings:
     """Settings as the CLI would load them, with keyword overrides on top."""
-    return load_settings(config_file=config_file, overrides=overrides).settings
+    loaded = load_settings(config_file=config_file, overrides=overrides)
+    for note in loaded.warnings:
+        log.warning("%s", note)
+    return loaded.settings
 
 
 @contextmanager

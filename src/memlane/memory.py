@@ -23,12 +23,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from memlane.config import Settings, load_settings
+from memlane.config import Settings
 from memlane.engine.memory import manage, scopes
 from memlane.engine.memory.book import book_for
 from memlane.engine.memory.ingest import IngestReport, TurnInput, ingest_turn
 from memlane.engine.memory.recall import recall, render
 from memlane.engine.runtime import Runtime
+from memlane.library import load
 from memlane.store import open_store
 from memlane.text.embeddings import Embedder
 from memlane.text.llm import LLM
@@ -64,7 +65,7 @@ class AsyncMemory:
         if runtime is None:
             if settings is None:
                 overrides = {"home": Path(home).expanduser()} if home is not None else {}
-                settings = load_settings(overrides=overrides).settings
+                settings = load(**overrides)
             runtime = Runtime(settings, open_store(settings), _llm=llm, _embedder=embedder)
         self.runtime = runtime
 

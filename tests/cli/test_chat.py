@@ -194,3 +194,19 @@ def test_fork_continues_a_copy_and_bad_references_are_answered(
         "the plan is A",
         "then plan B",
     ]
+
+
+def test_ctrl_c_at_the_prompt_leaves_at_once_with_the_hint_and_the_unsent_line(
+    env: dict[str, str],
+) -> None:
+    child = spawn(env)
+    say(child, "remember my plan", "assistant> echo: remember my plan")
+    child.expect_exact("you> ")
+    child.send("half a thought")
+    child.expect_exact("half a thought")  # echoed: the line editor holds it now
+    child.sendintr()
+    child.expect_exact("not sent: half a thought")
+    child.expect(r"saved as [0-9a-f]{32}: memlane chat --resume")
+    child.expect(pexpect.EOF, timeout=10)
+    child.close()
+    assert child.exitstatus == 0

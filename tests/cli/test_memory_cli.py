@@ -84,11 +84,11 @@ def test_export_writes_the_tree_with_git(runner: CliRunner, tmp_path: Path) -> N
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("memory", "show", "nope"), "no memory with id nope"),
+        (("memory", "show", "nope"), "no memory with id 'nope'"),
         (("memory", "add", "x", "--scope", "elsewhere"), "invalid scope"),
         (("memory", "add", "   "), "needs some text"),
         (("memory", "list", "--role", "wizard"), "invalid role"),
-        (("memory", "edit", "nope", "--text", "x"), "no memory with id nope"),
+        (("memory", "edit", "nope", "--text", "x"), "no memory with id 'nope'"),
         (("eval", "retrieval", "/does/not/exist.jsonl"), "cannot read"),
     ],
 )
@@ -175,3 +175,37 @@ def test_eval_rejects_a_malformed_file(runner: CliRunner, tmp_path: Path) -> Non
     bad.write_text('{"id": "c", "turns": [{"text": "no id"}]}\n')
     result = run(runner, "eval", "retrieval", str(bad), code=1)
     assert "bad.jsonl:1" in result.output
+
+
+def test_list_prints_pasteable_ids_and_commands_take_a_prefix(runner: CliRunner) -> None:
+    added = run(
+        runner, "memory", "add", "The build server is called " + "x" * 120 + " in ops", "--json"
+    )
+    table = run(runner, "memory", "list").stdout
+    printed = next(word for word in table.split() if added["id"].startswith(word))
+    assert len(printed) >= 10  # a prefix, whole: never cut with an ellipsis
+    assert "…" not in table.splitlines()[3]
+    assert run(runner, "memory", "show", printed, "--json")["id"] == added["id"]
+    run(runner, "memory", "edit", printed, "--text", "The build server is ci-3")
+    assert (
+        run(runner, "memory", "show", added["id"], "--json")["text"] == "The build server is ci-3"
+    )
+    run(runner, "memory", "forget", printed)
+    assert run(runner, "memory", "show", printed, "--json")["deleted"] is True
+
+
+def test_a_too_short_or_unknown_prefix_is_one_clear_line(runner: CliRunner) -> None:
+    run(runner, "memory", "add", "The user likes rust", "--json")
+    short = run(runner, "memory", "show", "ab", code=1)
+    assert "at least 6 characters" in short.output
+    unknown = run(runner, "memory", "show", "ffffffffff", code=1)
+    assert "memlane memory list" in unknown.output
+
+
+def test_adding_the_same_text_twice_keeps_one_memory(runner: CliRunner) -> None:
+    first = run(runner, "memory", "add", "The user prefers tabs", "--json")
+    again = run(runner, "memory", "add", "  The user prefers tabs ", "--json")
+    elsewhere = run(runner, "memory", "add", "The user prefers tabs", "--scope", "ns:a", "--json")
+    assert again["id"] == first["id"]
+    assert elsewhere["id"] != first["id"]
+    assert len(run(runner, "memory", "list", "--json")) == 2

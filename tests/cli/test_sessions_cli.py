@@ -92,6 +92,26 @@ def test_list_newest_first_with_title_messages_tokens_cost(
     assert "$0.2500" in out
 
 
+def test_list_prints_ids_that_can_be_pasted_at_80_columns(
+    runner: CliRunner, store: SQLiteStore
+) -> None:
+    sessions = [
+        add_session(store, f"k{i}", ["a long first prompt " * 8], namespace="some-long-namespace")
+        for i in range(3)
+    ]
+    code, out, _ = invoke(runner, "sessions", "list")
+    assert code == 0
+    for session in sessions:
+        row = next(line for line in out.splitlines() if session.id[:10] in line)
+        printed = next(
+            word for word in row.replace("│", " ").split() if word[:10] == session.id[:10]
+        )
+        assert "…" not in printed
+        code, shown, err = invoke(runner, "sessions", "show", printed, "--json")
+        assert code == 0, err
+        assert json.loads(shown)["id"] == session.id
+
+
 def test_list_filters_by_namespace_and_tag(runner: CliRunner, store: SQLiteStore) -> None:
     a = add_session(store, "a", ["x"], namespace="repo-a", metadata={"tags": ["auth", "db"]})
     b = add_session(store, "b", ["y"], namespace="repo-b", metadata={"tags": ["ui"]})
@@ -339,3 +359,31 @@ def test_list_cost_includes_indexing(runner: CliRunner, store: SQLiteStore) -> N
     assert (row["cost_usd"], row["index_cost_usd"]) == (0.25, 0.5)
     _, out, _ = invoke(runner, "sessions", "list")
     assert "$0.7500" in out
+
+
+def test_ask_uses_the_model_the_sessions_requests_used(
+    runner: CliRunner,
+    store: SQLiteStore,
+    upstream: ScriptedUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memlane.config import Settings
+    from memlane.engine.pipeline import store_incoming
+    from memlane.engine.runtime import Runtime
+    from memlane.engine.turn import Turn
+
+    monkeypatch.setenv("MEMLANE_UPSTREAM_URL", upstream.url)
+    rt = Runtime(Settings(home=store.path.parent), store)
+    turn = Turn(
+        key="chat-9",
+        namespace="chat-9",
+        model="qwen-local",
+        wire="chat",
+        messages=[Message(role="user", text="we picked sqlite")],
+    )
+    store_incoming(rt, turn)
+    upstream.script(Reply(text="SQLite."), Reply(text="{}"))
+    code, out, err = invoke(runner, "sessions", "ask", "chat-9", "which database?")
+    assert code == 0, err
+    assert out.strip() == "SQLite."
+    assert upstream.last.json["model"] == "qwen-local"

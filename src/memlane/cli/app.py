@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from memlane import __version__
-from memlane.cli import chat, config_cmd, eval_cmd, memory, serve, sessions, store_cmd
+from memlane.cli import chat, config_cmd, eval_cmd, memory, serve, sessions, status_cmd, store_cmd
 from memlane.cli.context import CliState
 
 app = typer.Typer(
@@ -25,6 +25,7 @@ app.add_typer(eval_cmd.app, name="eval")
 app.add_typer(store_cmd.app, name="store")
 app.command("serve")(serve.serve)
 app.command("chat")(chat.chat)
+app.command("status")(status_cmd.status)
 
 
 def _version(value: bool) -> None:

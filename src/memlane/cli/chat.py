@@ -227,7 +227,7 @@ def chat(
         space = session.namespace if session else (namespace or str(Path.cwd()))
         chat_session = ChatSession(rt, key, space, chosen, ephemeral=ephemeral, session=session)
         chat_session.load()
-        asyncio.run(_loop(chat_session))
+        _loop(chat_session)
 
 
 def _log_to_file(settings: Settings) -> None:
@@ -265,31 +265,56 @@ def _starting_session(
     return recent[0]
 
 
-async def _loop(chat_session: ChatSession) -> None:
+def _loop(chat_session: ChatSession) -> None:
+    """Read lines in the main thread, run each turn on one event loop.
+
+    `input()` stays in the main thread so Ctrl-C reaches it at once: at the prompt it
+    leaves the chat (showing any unsent text, which readline still holds), during an
+    answer it stops that answer and returns to the prompt.
+    """
     out = chat_session.out
+    _line_buffer()  # loading readline gives input() line editing and a buffer to read back
     _greet(chat_session)
-    try:
-        while True:
-            try:
-                line = await asyncio.to_thread(input, PROMPT)
-            except (EOFError, KeyboardInterrupt):
-                out("")
-                break
-            text = line.strip()
-            if not text:
-                continue
-            if text.startswith("/"):
-                if await _command(chat_session, text):
+    with asyncio.Runner() as runner:
+        try:
+            while True:
+                try:
+                    line = input(PROMPT)
+                except EOFError:
+                    out("")
                     break
-                continue
-            sys.stdout.write("assistant> ")
-            await chat_session.turn(text, _write)
-            sys.stdout.write("\n")
-            sys.stdout.flush()
-    finally:
-        await chat_session.rt.background.drain()
+                except KeyboardInterrupt:
+                    unsent = _line_buffer()
+                    out(f"\nnot sent: {unsent}" if unsent else "")
+                    break
+                text = line.strip()
+                if not text:
+                    continue
+                try:
+                    if text.startswith("/"):
+                        if runner.run(_command(chat_session, text)):
+                            break
+                        continue
+                    sys.stdout.write("assistant> ")
+                    runner.run(chat_session.turn(text, _write))
+                except KeyboardInterrupt:
+                    out("\n(interrupted)")
+                    continue
+                sys.stdout.write("\n")
+                sys.stdout.flush()
+        finally:
+            runner.run(chat_session.rt.background.drain())
     if chat_session.session is not None:
         out(f"saved as {chat_session.session.id}: memlane chat --resume {chat_session.session.id}")
+
+
+def _line_buffer() -> str:
+    """What the user had typed when Ctrl-C came (readline keeps it; without it, nothing)."""
+    try:
+        import readline
+    except ImportError:
+        return ""
+    return readline.get_line_buffer().strip()
 
 
 def _write(text: str) -> None:

@@ -31,7 +31,10 @@ def show(
             }
         )
         return
-    table = Table("setting", "value", "source", title="memlane configuration")
+    table = Table(title="memlane configuration")
+    table.add_column("setting", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    table.add_column("source", overflow="fold")
     for key, value in values.items():
         table.add_row(f"MEMLANE_{key.upper()}", str(value), loaded.sources[key])
     console.print(table)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +34,8 @@ class CliState:
                 self._loaded = load_settings(config_file=self.config_file, overrides=self.overrides)
             except ConfigError as exc:
                 fail(str(exc))
+            for note in self._loaded.warnings:
+                err_console.print(f"[yellow]warning:[/] {note}", highlight=False, soft_wrap=True)
         return self._loaded
 
     @property
@@ -66,6 +68,36 @@ def opened_store(settings: Settings) -> Iterator[Store]:
         fail(str(exc))
     finally:
         store.close()
+
+
+SHORT_ID = 10
+
+
+def short_ids(ids: Sequence[str], *, minimum: int = SHORT_ID) -> dict[str, str]:
+    """Each id mapped to its shortest prefix (at least `minimum`) no other id shares.
+
+    Tables print these instead of letting the terminal cut ids with an ellipsis: every
+    command that takes an id takes a unique prefix, so what is printed can be pasted.
+    Neighbours in sorted order are the only ids that can share a longer prefix.
+    """
+    ordered = sorted(set(ids))
+    out: dict[str, str] = {}
+    for i, current in enumerate(ordered):
+        shared = 0
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(ordered):
+                shared = max(shared, _common_prefix(current, ordered[j]))
+        out[current] = current[: max(minimum, shared + 1)]
+    return out
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def print_json(data: Any) -> None:

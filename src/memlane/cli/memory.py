@@ -20,7 +20,16 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from memlane.cli.context import console, err_console, fail, opened_store, print_json, state
+from memlane.cli.context import (
+    SHORT_ID,
+    console,
+    err_console,
+    fail,
+    opened_store,
+    print_json,
+    short_ids,
+    state,
+)
 from memlane.engine.memory import manage
 from memlane.engine.memory.book import book_for
 from memlane.engine.memory.recall import recall
@@ -36,7 +45,9 @@ app = typer.Typer(
 
 T = TypeVar("T")
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
-IdArg = Annotated[str, typer.Argument(help="Memory id (see `memlane memory list`).")]
+IdArg = Annotated[
+    str, typer.Argument(help="Memory id, or a unique prefix (see `memlane memory list`).")
+]
 ROLES = ("memory", "user", "assistant", "summary")
 
 
@@ -100,13 +111,17 @@ def fact_json(fact: Fact, score: float | None = None) -> dict[str, Any]:
 
 def _table(facts: list[Fact], scores: list[float] | None = None) -> Table:
     table = Table(show_lines=False)
-    for column in ("id", "scope", "role", "created", "text"):
-        table.add_column(column, overflow="fold")
+    table.add_column("id", no_wrap=True, min_width=SHORT_ID)
+    table.add_column("scope", overflow="fold", max_width=16)
+    table.add_column("role", no_wrap=True)
+    table.add_column("created", no_wrap=True)
+    table.add_column("text", overflow="fold", ratio=1, min_width=24)
     if scores is not None:
         table.add_column("score")
+    shorts = short_ids([f.id for f in facts])
     for i, fact in enumerate(facts):
         row = [
-            fact.id,
+            shorts[fact.id],
             fact.scope,
             fact.role + (" (deleted)" if fact.deleted else ""),
             fact.created_at.strftime("%Y-%m-%d %H:%M"),

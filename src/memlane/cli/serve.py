@@ -44,10 +44,14 @@ def serve(
             "spec_mode": spec_mode,
         }
     )
-    settings = cli.settings
+    loaded = cli.loaded()
     from memlane.proxy.server import ServeError, run
 
     try:
-        run(settings, announce=lambda line: err_console.print(line, soft_wrap=True))
+        run(
+            loaded.settings,
+            announce=lambda line: err_console.print(line, soft_wrap=True, highlight=False),
+            config_file=loaded.config_file,
+        )
     except ServeError as exc:
         fail(str(exc))

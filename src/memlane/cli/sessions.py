@@ -17,7 +17,16 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from memlane.cli.context import console, err_console, fail, opened_store, print_json, state
+from memlane.cli.context import (
+    SHORT_ID,
+    console,
+    err_console,
+    fail,
+    opened_store,
+    print_json,
+    short_ids,
+    state,
+)
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import lifecycle
 from memlane.engine.sessions.indexing import index_session
@@ -124,7 +133,10 @@ def list_sessions(
     The cost column adds what indexing the session cost to the conversation's own.
     """
     with _runtime(ctx) as rt:
-        sessions = rt.store.list_sessions(namespace=namespace)
+        everyone = rt.store.list_sessions()
+        # Printed ids are prefixes unique among all sessions, as lookup resolves them.
+        shorts = short_ids([s.id for s in everyone])
+        sessions = [s for s in everyone if namespace is None or s.namespace == namespace]
         if tag is not None:
             wanted = tag.lower()
             sessions = [s for s in sessions if wanted in _tags(s)]
@@ -136,10 +148,15 @@ def list_sessions(
     if not rows:
         console.print("no sessions yet: they are created on the first user message")
         return
-    table = Table("id", "title", "messages", "age", "tokens", "cost", "namespace")
+    table = Table()
+    table.add_column("id", no_wrap=True, min_width=SHORT_ID)
+    table.add_column("title", overflow="ellipsis", ratio=1)
+    for column in ("messages", "age", "tokens", "cost"):
+        table.add_column(column, no_wrap=True, justify="right")
+    table.add_column("namespace", overflow="fold")
     for session, row in zip(sessions, rows, strict=True):
         table.add_row(
-            session.id[:12],
+            shorts[session.id],
             row["title"],
             str(session.message_count),
             age(session.updated_at),

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+
+def http_url(value: str | None) -> str | None:
+    """An endpoint must be `http(s)://host…`: caught at start, not on every request."""
+    if not value:
+        return value
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{value!r} is not an http(s) URL: write it as http://HOST:PORT/v1")
+    return value.strip()
 
 
 class CoreSettings(BaseModel):
@@ -88,3 +99,8 @@ class CoreSettings(BaseModel):
         "gpt-4o/4.1/5 and o-series families, cl100k_base for gpt-4/3.5, and cl100k_base for "
         "models it does not know, e.g. local ones); or force one encoding for every model.",
     )
+
+    @field_validator("upstream_url", "embedding_base_url", "llm_base_url", "summary_base_url")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        return http_url(value)

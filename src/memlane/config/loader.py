@@ -30,6 +30,8 @@ class LoadedSettings:
     settings: Settings
     sources: Mapping[str, str]
     config_file: Path | None
+    # Things worth telling the user that do not stop memlane (an unknown MEMLANE_* variable).
+    warnings: tuple[str, ...] = ()
 
 
 def default_home(environ: Mapping[str, str]) -> Path:
@@ -51,9 +53,10 @@ def load_settings(
         values["upstream_url"] = env["OPENAI_BASE_URL"]
         sources["upstream_url"] = "env OPENAI_BASE_URL"
 
-    env_values = _from_env(env)
+    env_values, unknown_env = _from_env(env)
     cli_values = {k: v for k, v in (overrides or {}).items() if v is not None}
     home = Path(cli_values.get("home") or env_values.get("home") or values["home"]).expanduser()
+    _check_home(home)
 
     explicit_file = config_file is not None or bool(env.get("MEMLANE_CONFIG"))
     path = config_file or Path(env.get("MEMLANE_CONFIG") or home / CONFIG_FILE_NAME)
@@ -71,21 +74,46 @@ def load_settings(
         settings = Settings(**values)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, sources)) from None
-    return LoadedSettings(settings, sources, path if file_values or explicit_file else None)
+    notes = tuple(
+        f"{name} is not a memlane setting and is ignored "
+        "(see `memlane config show` for valid names)"
+        for name in unknown_env
+    )
+    return LoadedSettings(
+        settings, sources, path if file_values or explicit_file else None, warnings=notes
+    )
 
 
-def _from_env(env: Mapping[str, str]) -> dict[str, str]:
+def _from_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The settings named by `MEMLANE_*` variables, and the variables that name none.
+
+    An unknown variable is not an error: other tools (a test run's `MEMLANE_TEST_PG_URL`,
+    a wrapper script) share the prefix, and refusing every command over one would leave
+    the user no way to even run `memlane config show`.
+    """
     found: dict[str, str] = {}
-    for name, value in env.items():
+    unknown: list[str] = []
+    for name, value in sorted(env.items()):
         if not name.startswith(ENV_PREFIX) or name == "MEMLANE_CONFIG":
             continue
         key = name[len(ENV_PREFIX) :].lower()
-        if key not in Settings.model_fields:
-            raise ConfigError(
-                f"unknown setting {name}: unset it, or see `memlane config show` for valid names"
-            )
-        found[key] = value
-    return found
+        if key in Settings.model_fields:
+            found[key] = value
+        else:
+            unknown.append(name)
+    return found, unknown
+
+
+def _check_home(home: Path) -> None:
+    """Refuse a home that can never be a folder, naming the file in the way."""
+    for part in (home, *home.parents):
+        if part.exists():
+            if not part.is_dir():
+                raise ConfigError(
+                    f"MEMLANE_HOME {home} cannot be a folder: {part} is a file; "
+                    "set MEMLANE_HOME (or --home) to a folder"
+                )
+            return
 
 
 def _from_toml(path: Path, *, required: bool) -> dict[str, Any]:
@@ -101,7 +129,7 @@ def _from_toml(path: Path, *, required: bool) -> dict[str, Any]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
-    table = data.get("memlane", data)
+    table = {_file_key(key): value for key, value in data.get("memlane", data).items()}
     unknown = sorted(set(table) - set(Settings.model_fields))
     if unknown:
         raise ConfigError(
@@ -109,6 +137,13 @@ def _from_toml(path: Path, *, required: bool) -> dict[str, Any]:
             "or see `memlane config show` for valid names"
         )
     return dict(table)
+
+
+def _file_key(key: str) -> str:
+    """`port`, `PORT` and `MEMLANE_PORT` all name the `port` setting in the file."""
+    lowered = key.lower()
+    prefix = ENV_PREFIX.lower()
+    return lowered[len(prefix) :] if lowered.startswith(prefix) else lowered
 
 
 def _describe(exc: ValidationError, sources: Mapping[str, str]) -> str:

@@ -49,6 +49,12 @@ def store_incoming(rt: Runtime, turn: Turn) -> None:
     store = rt.store
     if turn.session is None:
         turn.session = store.ensure_session(turn.key, namespace=turn.namespace)
+    if turn.model and turn.session.metadata.get("model") != turn.model:
+        # Remembered once per session (and on a change), so work started outside a request
+        # (`sessions ask`, `sessions index`) can use the model the conversation used.
+        turn.session = store.update_session(
+            turn.session.id, metadata={**turn.session.metadata, "model": turn.model}
+        )
     client = [m for m in turn.messages if m.origin == "client"]
     counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in client]
     if turn.continued:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from memlane.config import Settings
+from memlane.engine.activity import Activity
 from memlane.engine.background import Background
 from memlane.store import Store
 from memlane.text.embeddings import Embedder
@@ -24,6 +25,7 @@ class Runtime:
     settings: Settings
     store: Store
     background: Background = field(default_factory=Background)
+    activity: Activity = field(default_factory=Activity)
     _tokenizer: Tokenizer | None = None
     _embedder: Embedder | None = None
     _llm: LLM | None = None

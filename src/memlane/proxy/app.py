@@ -21,7 +21,7 @@ from memlane.config import Settings
 from memlane.engine.memory.lifecycle import start_memory, stop_memory
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.indexing import startup_warnings
-from memlane.proxy import admin, governance_routes, sessions_routes
+from memlane.proxy import admin, governance_routes, sessions_routes, status
 from memlane.proxy.errors import ProxyError, install_handlers
 from memlane.proxy.forward import Upstream, relayed_headers
 from memlane.proxy.state import ProxyState, proxy_state
@@ -47,7 +47,7 @@ def load_tokenizers(rt: Runtime) -> None:
 
 def admin_routers() -> list[APIRouter]:
     """Routers under /v1/memlane/: each part of memlane adds its own module here."""
-    return [admin.router, sessions_routes.router, governance_routes.router]
+    return [admin.router, sessions_routes.router, governance_routes.router, status.router]
 
 
 def create_app(
@@ -90,6 +90,12 @@ def create_app(
         lifespan=lifespan,
     )
     install_handlers(app)
+
+    def current_runtime() -> Runtime | None:
+        state = getattr(app.state, "proxy", None)
+        return state.runtime if isinstance(state, ProxyState) else None
+
+    app.add_middleware(status.CountRequests, runtime_of=current_runtime)
 
     @app.get("/health", tags=["proxy"], summary="Liveness")
     def health() -> dict[str, str]:

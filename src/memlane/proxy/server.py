@@ -1,9 +1,17 @@
-"""Start the proxy: check the address and the home, open the store, build the app, serve it."""
+"""Start the proxy: check the address and the home, open the store, bind, report, serve.
+
+The socket is bound before anything claims the proxy is listening, so a port in use
+or an address this machine does not have is one line and no "listening" claim.
+"""
 
 from __future__ import annotations
 
+import errno
 import ipaddress
+import logging
+import socket
 from collections.abc import Callable
+from pathlib import Path
 
 from memlane.config import Settings
 
@@ -21,6 +29,56 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def check_address(host: str) -> None:
+    """An address this machine could listen on: an IP literal or a name that resolves."""
+    try:
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    try:
+        socket.getaddrinfo(host, None)
+    except (OSError, UnicodeError):
+        raise ServeError(
+            f"cannot listen on {host!r}: it is not an IP address or a name this machine "
+            "resolves; use 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)"
+        ) from None
+
+
+def bind(settings: Settings) -> socket.socket:
+    """The listening socket, or a ServeError that says what to do."""
+    host, port = settings.host, settings.port
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        hint = {
+            errno.EADDRINUSE: ": another program (another memlane?) uses it; stop it or pass "
+            "--port",
+            errno.EADDRNOTAVAIL: ": this machine has no such address; use 127.0.0.1",
+            errno.EACCES: ": ports below 1024 need privileges; pick a port above 1024",
+        }.get(exc.errno or 0, "")
+        raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror}{hint}") from None
+    # Listening now, not when the server loop starts: a client that connects right after
+    # the report waits in the backlog instead of being refused.
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def configure_logging(settings: Settings) -> None:
+    """memlane's own lines (requests, upstream errors, background failures) on stderr."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    root = logging.getLogger("memlane")
+    root.handlers[:] = [handler]
+    root.setLevel(settings.log_level.upper())
+    root.propagate = False
+
+
 def check_bind(settings: Settings) -> None:
     """Anyone who can reach a non-loopback address could read every session: require a token."""
     token = settings.admin_token.get_secret_value() if settings.admin_token else ""
@@ -31,35 +89,49 @@ def check_bind(settings: Settings) -> None:
         )
 
 
-def run(settings: Settings, *, announce: Callable[[str], object] = print) -> None:
+def run(
+    settings: Settings,
+    *,
+    announce: Callable[[str], object] = print,
+    config_file: Path | None = None,
+) -> None:
     import uvicorn
 
     from memlane.engine.runtime import Runtime
     from memlane.proxy.app import create_app
+    from memlane.proxy.startup import probe_upstream, report
+    from memlane.proxy.status import remove_serve_file, write_serve_file
     from memlane.store import StoreError, open_store
 
+    check_address(settings.host)
     check_bind(settings)
     try:
         settings.home_path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         home = settings.home_path
         raise ServeError(f"cannot create the data home {home}: {exc.strerror}") from None
+    sock = bind(settings)
+    if settings.port == 0:
+        settings = settings.model_copy(update={"port": sock.getsockname()[1]})
     try:
         store = open_store(settings)
     except StoreError as exc:
+        sock.close()
         raise ServeError(str(exc)) from None
     runtime = Runtime(settings, store)
     try:
         app = create_app(settings, runtime=runtime)
-        base = f"http://{settings.host}:{settings.port}/v1"
-        announce(f"memlane proxy listening on {base} -> upstream {settings.upstream_url}")
-        announce(f"point a client at it: export OPENAI_BASE_URL={base}")
-        uvicorn.run(
+        for line in report(settings, probe_upstream(settings), config_file=config_file):
+            announce(line)
+        configure_logging(settings)
+        config = uvicorn.Config(
             app,
-            host=settings.host,
-            port=settings.port,
-            log_level=settings.log_level,
-            access_log=settings.log_level == "debug",
+            log_level="debug" if settings.log_level == "debug" else "warning",
+            access_log=False,
         )
+        write_serve_file(settings)
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
+        remove_serve_file(settings)
+        sock.close()
         runtime.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import openai
 
 from memlane.engine.memory.extract import FACT_PROMPT
@@ -47,6 +48,9 @@ def test_a_fact_learned_in_one_session_is_recalled_in_another_of_the_same_repo(
     proxy.drain()
     facts = proxy.store.list_facts(scope="ns:home", roles=("memory",))
     assert [f.text for f in facts] == ["The user's wife is named Anne"]
+    status = httpx.get(f"{proxy.url.removesuffix('/v1')}/v1/memlane/status").json()
+    assert status["last_extraction"]["ok"] is True
+    assert "+1 fact(s)" in status["last_extraction"]["detail"]
     assert not any(r.path.endswith("/embeddings") for r in upstream.requests)
 
     upstream.script(Reply(text="Anne."))

@@ -87,7 +87,21 @@ def schedule_ingest(rt: Runtime, turn: Turn, answer: Answer) -> None:
     item = turn_input(rt.settings, turn, answer)
     if item is None:
         return
-    rt.background.spawn(ingest_turn(rt, item), name=f"memory-ingest:{item.session_id}")
+    rt.background.spawn(_recorded(rt, item), name=f"memory-ingest:{item.session_id}")
+
+
+async def _recorded(rt: Runtime, item: TurnInput) -> IngestReport:
+    """The write path, with its outcome kept for `memlane status`."""
+    try:
+        report = await ingest_turn(rt, item)
+    except Exception as exc:
+        rt.activity.extraction(ok=False, detail=repr(exc)[:300], session_id=item.session_id)
+        raise
+    detail = report.message(item.session_id).splitlines()[0].removeprefix("memory: ")
+    if report.reason:
+        detail += f" ({report.reason})"
+    rt.activity.extraction(ok=True, detail=detail, session_id=item.session_id)
+    return report
 
 
 def turn_input(settings: Settings, turn: Turn, answer: Answer) -> TurnInput | None:

@@ -16,6 +16,7 @@ from memlane.engine.memory.scopes import GLOBAL
 from memlane.engine.runtime import Runtime
 from memlane.files.git import GitRepo, commit_quietly
 from memlane.files.memory_files import MemoryFiles, new_id, now_utc
+from memlane.store import SearchFilter
 from memlane.types import Fact, FactRole
 
 MAX_TEXT_CHARS = 20_000
@@ -42,10 +43,17 @@ async def add_memory(
     role: FactRole = "memory",
     conversation_id: str | None = None,
 ) -> Fact:
-    """Remember `text` as it is (no extraction, no reconciliation)."""
+    """Remember `text` as it is (no extraction, no reconciliation).
+
+    An exact repeat of a live memory in the same scope and role is not stored again:
+    its id is returned, so a script that adds the same line twice keeps one memory.
+    """
     body = _clean_text(text)
     book = book_for(rt)
     await book.ready()
+    existing = await asyncio.to_thread(_exact_repeat, rt, body, scope, role)
+    if existing is not None:
+        return existing
     fact = new_fact(
         scope=scope,
         conversation_id=conversation_id or scope,
@@ -58,11 +66,40 @@ async def add_memory(
     return fact
 
 
-async def get_memory(rt: Runtime, fact_id: str) -> Fact:
-    fact = await asyncio.to_thread(rt.store.get_fact, fact_id)
-    if fact is None:
-        raise MemoryNotFound(f"no memory with id {fact_id}")
-    return fact
+def _exact_repeat(rt: Runtime, body: str, scope: str, role: FactRole) -> Fact | None:
+    # The keyword index ranks an identical text at or near the top; the exact comparison
+    # decides. This keeps `add` independent of how many memories the scope holds.
+    flt = SearchFilter(kinds=("fact",), scopes=(scope,), fact_roles=(role,))
+    for hit in rt.store.keyword_search(body, flt, limit=25):
+        fact = rt.store.get_fact(hit.ref)
+        if fact is not None and not fact.deleted and fact.text == body:
+            return fact
+    return None
+
+
+MIN_ID_PREFIX = 6
+
+
+async def get_memory(rt: Runtime, ref: str) -> Fact:
+    """The memory `ref` names: its full id, or a unique prefix of at least 6 characters."""
+    return await asyncio.to_thread(_find, rt, ref.strip())
+
+
+def _find(rt: Runtime, ref: str) -> Fact:
+    fact = rt.store.get_fact(ref)
+    if fact is not None:
+        return fact
+    if len(ref) < MIN_ID_PREFIX:
+        raise MemoryNotFound(
+            f"no memory with id {ref!r}: give the full id or at least {MIN_ID_PREFIX} characters"
+        )
+    found = [f for f in rt.store.list_facts(include_deleted=True) if f.id.startswith(ref)]
+    if not found:
+        raise MemoryNotFound(f"no memory with id {ref!r} (see `memlane memory list`)")
+    if len(found) > 1:
+        listed = ", ".join(f.id for f in found[:5])
+        raise MemoryNotFound(f"{ref!r} matches several memories ({listed}): give more characters")
+    return found[0]
 
 
 async def edit_memory(rt: Runtime, fact_id: str, text: str) -> Fact:
@@ -72,10 +109,10 @@ async def edit_memory(rt: Runtime, fact_id: str, text: str) -> Fact:
     await book.ready()
     fact = await get_memory(rt, fact_id)
     if fact.deleted:
-        raise MemoryNotFound(f"memory {fact_id} was forgotten; add a new one instead")
+        raise MemoryNotFound(f"memory {fact.id} was forgotten; add a new one instead")
     edited = replace(fact, text=body, updated_at=now_utc())
     await book.write(puts=[edited])
-    await book.commit(f"memory: edited {fact_id}\n\n- {_line(fact.text)}\n+ {_line(body)}")
+    await book.commit(f"memory: edited {fact.id}\n\n- {_line(fact.text)}\n+ {_line(body)}")
     return edited
 
 
@@ -87,8 +124,8 @@ async def forget_memory(rt: Runtime, fact_id: str) -> Fact:
     if fact.deleted:
         return fact
     await book.write(tombstones=[(fact, None)])
-    await book.commit(f"memory: forgot {fact_id}\n\n- {_line(fact.text)}")
-    return await get_memory(rt, fact_id)
+    await book.commit(f"memory: forgot {fact.id}\n\n- {_line(fact.text)}")
+    return await get_memory(rt, fact.id)
 
 
 async def list_memories(

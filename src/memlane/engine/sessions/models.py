@@ -5,7 +5,8 @@ dedicated summary endpoint (`summary_base_url`) gets its own client; otherwise
 the runtime's LLM is used (which is also how tests and library users inject
 one). The model is the first configured of the feature's own setting,
 `summary_model`, `llm_model`, then the model of the request that triggered it
-(outside a request: the model that last indexed the session).
+(outside a request: the model that last indexed the session, else the model the
+session's own requests used).
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ def summary_model(rt: Runtime, request_model: str | None = None) -> str | None:
 def index_model(
     rt: Runtime, request_model: str | None = None, session: Session | None = None
 ) -> str | None:
-    """The index/query model; outside a request (CLI, admin API), the one that last indexed."""
+    """The index/query model; outside a request (CLI, admin API), the session's own."""
     chosen = rt.settings.index_model or summary_model(rt, request_model)
     if chosen is None and session is not None:
-        last = session.metadata.get("indexed_model")
-        chosen = last if isinstance(last, str) and last else None
+        for key in ("indexed_model", "model"):
+            last = session.metadata.get(key)
+            if isinstance(last, str) and last:
+                return last
     return chosen
 
 

@@ -1,0 +1,94 @@
+"""`memlane status`: is a proxy running on this home, and is memory working?"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Annotated, Any
+
+import typer
+
+from memlane.cli.context import console, opened_store, print_json, state
+from memlane.config import Settings
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """The proxy on this home (upstream, uptime, requests and errors in the last hour,
+    background queue, last extraction) and the store's session and memory counts."""
+    settings = state(ctx).settings
+    report = _from_proxy(settings) or _from_store(settings)
+    if as_json:
+        print_json(report)
+        return
+    _print(report)
+
+
+def _from_proxy(settings: Settings) -> dict[str, Any] | None:
+    """Ask the running proxy, if `serve.json` names a live one."""
+    import httpx
+
+    from memlane.proxy.status import serve_file
+
+    try:
+        found = json.loads(serve_file(settings).read_text(encoding="utf-8"))
+        pid, url = int(found["pid"]), str(found["url"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not _alive(pid):
+        return None
+    token = settings.admin_token.get_secret_value() if settings.admin_token else ""
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    try:
+        response = httpx.get(f"{url}/v1/memlane/status", headers=headers, timeout=5)
+    except httpx.HTTPError as exc:
+        return {"running": True, "url": url, "pid": pid, "error": f"not answering: {exc!r}"}
+    if response.status_code != 200:
+        return {"running": True, "url": url, "pid": pid, "error": f"HTTP {response.status_code}"}
+    return {"running": True, "url": url, "pid": pid, **response.json()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _from_store(settings: Settings) -> dict[str, Any]:
+    with opened_store(settings) as store:
+        return {
+            "running": False,
+            "sessions": store.count("sessions"),
+            "memories": store.count("facts"),
+        }
+
+
+def _print(report: dict[str, Any]) -> None:
+    if not report["running"]:
+        console.print("no proxy is running on this home (start one: memlane serve)")
+    else:
+        console.print(f"proxy     {report['url']} (pid {report['pid']})")
+        if "error" in report:
+            console.print(f"          {report['error']}")
+        else:
+            hours, rest = divmod(int(report["uptime_seconds"]), 3600)
+            console.print(f"upstream  {report['upstream_url']}")
+            console.print(f"uptime    {hours}h {rest // 60}m")
+            console.print(
+                f"last hour {report['requests_last_hour']} requests, "
+                f"{report['errors_last_hour']} errors"
+            )
+            console.print(f"background {report['background_pending']} task(s) pending")
+            last = report.get("last_extraction")
+            if last:
+                outcome = "ok" if last["ok"] else "FAILED"
+                console.print(f"extraction {outcome} at {last['at']}: {last['detail']}")
+            else:
+                console.print("extraction none since start")
+    if "sessions" in report:
+        console.print(f"store     {report['sessions']} sessions, {report['memories']} memories")

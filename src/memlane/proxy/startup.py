@@ -1,0 +1,103 @@
+"""What `memlane serve` tells the user once it listens: where, to what, with which parts.
+
+A newcomer's first question is "is it working?". The report answers it before the
+first request: the address, whether the upstream answered a probe (and what to do
+if not), the store, the embedder, memory on or off, and where the config lives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from memlane.config import Settings
+
+PROBE_TIMEOUT = 2.0
+PROBE_PATH = "/models"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the upstream said to `GET {base}/models`; `ok` is False only when it is unusable."""
+
+    ok: bool
+    detail: str
+
+
+def probe_upstream(settings: Settings, *, timeout: float = PROBE_TIMEOUT) -> Probe:
+    """Ask the upstream for its models once; never raises (an unreachable one is a warning)."""
+    url = settings.upstream_url.rstrip("/") + PROBE_PATH
+    headers = {}
+    key = settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else ""
+    if key:
+        headers["authorization"] = f"Bearer {key}"
+    try:
+        with httpx.Client(timeout=timeout, trust_env=False) as client:
+            response = client.get(url, headers=headers)
+    except httpx.TimeoutException:
+        return Probe(False, f"did not answer within {timeout:g} s")
+    except httpx.HTTPError as exc:
+        return Probe(False, f"is not reachable ({_reason(exc)})")
+    status = response.status_code
+    if status < 400:
+        return Probe(True, f"answered ({_model_count(response)})")
+    if status in (401, 403):
+        return Probe(
+            True,
+            f"answered {status}: it wants a key; clients send theirs, "
+            "or set MEMLANE_UPSTREAM_API_KEY",
+        )
+    return Probe(True, f"answered {status} to {PROBE_PATH} (some servers have no such route)")
+
+
+def _reason(exc: httpx.HTTPError) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:120]
+
+
+def _model_count(response: httpx.Response) -> str:
+    try:
+        data = response.json().get("data")
+    except (ValueError, AttributeError):
+        return "a reply that is not a model list"
+    return f"{len(data)} models" if isinstance(data, list) else "no model list"
+
+
+def redact_url(url: str) -> str:
+    """A URL fit to print: any password in it replaced."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def report(settings: Settings, probe: Probe, *, config_file: Path | None) -> list[str]:
+    """The lines printed after binding: facts first, then what to fix."""
+    base = f"http://{settings.host}:{settings.port}/v1"
+    store = redact_url(settings.store_url) if settings.store_url else str(settings.database_path)
+    config = config_file or settings.home_path / "config.toml"
+    config_note = "" if config.exists() else " (none yet; optional)"
+    lines = [
+        f"memlane proxy listening on {base}",
+        f"  upstream  {settings.upstream_url} {probe.detail}",
+        f"  store     {store}",
+        f"  memory    {_memory(settings)}",
+        f"  config    {config}{config_note}",
+        f"  clients   export OPENAI_BASE_URL={base}",
+    ]
+    if not probe.ok:
+        lines.append(
+            f"warning: the upstream {probe.detail}: requests will fail with 502 until it "
+            "runs; start it (e.g. `ollama serve`) or set MEMLANE_UPSTREAM_URL / --upstream"
+        )
+    return lines
+
+
+def _memory(settings: Settings) -> str:
+    if not settings.memory_enabled:
+        return "off (MEMLANE_MEMORY_ENABLED=false)"
+    return f"on, embedder {settings.embedding_backend}, files under {settings.home_path}"

@@ -1,0 +1,102 @@
+"""`GET /v1/memlane/status`, and the file that tells the CLI a proxy runs on this home.
+
+`memlane status` reads `serve.json` from the home to find the proxy, then asks
+this route what it has been doing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+
+from memlane.config import Settings
+from memlane.engine.runtime import Runtime
+from memlane.proxy.state import require_admin, runtime
+
+SERVE_FILE = "serve.json"
+
+router = APIRouter(prefix="/v1/memlane", tags=["memlane"], dependencies=[Depends(require_admin)])
+
+Rt = Annotated[Runtime, Depends(runtime)]
+
+
+@router.get("/status", summary="What this proxy has done lately, and its store's counts")
+async def status(rt: Rt) -> dict[str, Any]:
+    counts = await asyncio.to_thread(_counts, rt)
+    return {
+        "object": "memlane.status",
+        "upstream_url": rt.settings.upstream_url,
+        **rt.activity.snapshot(),
+        "background_pending": rt.background.pending,
+        **counts,
+    }
+
+
+def _counts(rt: Runtime) -> dict[str, int]:
+    return {"sessions": rt.store.count("sessions"), "memories": rt.store.count("facts")}
+
+
+def serve_file(settings: Settings) -> Path:
+    return settings.home_path / SERVE_FILE
+
+
+def write_serve_file(settings: Settings) -> None:
+    """Where this process listens, for `memlane status`; removed when it stops."""
+    data = {
+        "pid": os.getpid(),
+        "url": f"http://{settings.host}:{settings.port}",
+        "upstream_url": settings.upstream_url,
+    }
+    path = serve_file(settings)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    tmp.replace(path)
+
+
+def remove_serve_file(settings: Settings) -> None:
+    path = serve_file(settings)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if data.get("pid") == os.getpid():  # another proxy on this home may have taken over
+        path.unlink(missing_ok=True)
+
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class CountRequests:
+    """Pure ASGI middleware: counts every HTTP answer by status (streams untouched)."""
+
+    def __init__(self, app: App, runtime_of: Callable[[], Runtime | None]) -> None:
+        self.app = app
+        self.runtime_of = runtime_of
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def counted(message: MutableMapping[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, counted)
+        finally:
+            rt = self.runtime_of()
+            if rt is not None:
+                rt.activity.request(status)
