@@ -2,7 +2,8 @@
 
 A block that cannot run here says why on the line before it
 (`<!-- not run: … -->`). The harness changes only what a reader changes too:
-the proxy listens on a free port instead of 8100, `ID` is the newest memory's
+the proxy listens on a free port instead of 8100 (and `OPENAI_BASE_URL`, which
+the quick start exports, points at it), `ID` is the newest memory's
 id and `DIR` an empty folder. Shell blocks run statement by statement, with the
 proxy's background work drained between them (a reader looks at one output
 before typing the next command).
@@ -91,6 +92,7 @@ def test_readme_block_runs_as_written(
         "MEMLANE_HOME": str(home),
         "MEMLANE_UPSTREAM_URL": upstream.url,
         "MEMLANE_EMBEDDING_BACKEND": "hashing",
+        "OPENAI_BASE_URL": proxy.url,  # as the quick start exports it
         "EDITOR": str(editor),
         "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}",
     }

@@ -41,3 +41,12 @@ def _walk(command: Any, path: list[str]) -> list[tuple[list[str], Any]]:
     for name in sorted(children):
         found.extend(_walk(children[name], [*path, name]))
     return found
+
+
+def header_table() -> str:
+    """The `X-Memlane-*` request headers the proxy reads, and what each does."""
+    from memlane.proxy.headers import MEMLANE_HEADERS
+
+    rows = ["| header | effect |", "| --- | --- |"]
+    rows += [f"| `{name}` | {effect} |" for name, effect in MEMLANE_HEADERS.items()]
+    return "\n".join(rows)

@@ -210,3 +210,48 @@ def test_ctrl_c_at_the_prompt_leaves_at_once_with_the_hint_and_the_unsent_line(
     child.expect(pexpect.EOF, timeout=10)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_with_the_running_summary_on_chat_sends_the_working_context(
+    env: dict[str, str], upstream: ScriptedUpstream
+) -> None:
+    from memlane.engine.sessions.working import SUMMARY_PROMPT
+
+    def answer(request: RecordedRequest) -> Reply | None:
+        if request.json.get("stream"):
+            return None
+        if request.messages and request.messages[0].get("content") == SUMMARY_PROMPT:
+            return Reply(text="The user is planning a trip to Oslo.")
+        return Reply(text="[]")
+
+    upstream.respond_with(answer)
+    env = {
+        **env,
+        "MEMLANE_SUMMARY_ENABLED": "true",
+        "MEMLANE_SUMMARY_THRESHOLD": "2",
+        "MEMLANE_SUMMARY_KEEP_LAST": "2",
+    }
+    child = spawn(env)
+    say(child, "I plan a trip to Oslo", "assistant> echo: I plan a trip to Oslo")
+    child.expect_exact("you> ")
+    child.sendline("/summary")
+    child.expect_exact("no summary yet")
+    say(child, "in March", "assistant> echo: in March")
+    say(child, "by train", "assistant> echo: by train")
+    child.expect_exact("you> ")
+    child.sendline("/summary")
+    child.expect(r"summary of the first (\d+) messages:")
+    covered = int(child.match.group(1))
+    child.expect_exact("trip to Oslo")
+    say(child, "what else?", "assistant> echo: what else?")  # summarised in the background
+    child.expect_exact("you> ")
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    child.close()
+    last = chat_requests(upstream)[-1].messages
+    assert last[0]["role"] == "system"
+    assert "The user is planning a trip to Oslo." in last[0]["content"]
+    transcript = ["I plan a trip to Oslo", "echo: I plan a trip to Oslo", "in March"]
+    transcript += ["echo: in March", "by train", "echo: by train", "what else?"]
+    sent = [m["content"] for m in last[1:] if not m["content"].startswith("<memlane-memory>")]
+    assert sent == transcript[covered:]

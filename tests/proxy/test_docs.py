@@ -4,15 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memlane.docs import header_table
 from memlane.proxy.headers import MEMLANE_HEADERS, PREFIX
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def header_table() -> str:
-    rows = ["| header | effect |", "| --- | --- |"]
-    rows += [f"| `{name}` | {effect} |" for name, effect in MEMLANE_HEADERS.items()]
-    return "\n".join(rows)
 
 
 def test_readme_lists_every_memlane_header() -> None:

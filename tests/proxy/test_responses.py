@@ -52,7 +52,7 @@ async def test_async_streaming(mproxy: RunningProxy, upstream: ScriptedUpstream)
     assert stored(mproxy, "resp-async")[-1][3] == "echo: ping"
 
 
-def test_previous_response_id_is_forwarded_as_is_and_persisted(
+def test_a_previous_response_id_memlane_stored_is_resolved_and_persisted(
     mproxy: RunningProxy, upstream: ScriptedUpstream
 ) -> None:
     body = {"model": "m", "input": "one"}
@@ -60,7 +60,11 @@ def test_previous_response_id_is_forwarded_as_is_and_persisted(
     chained = {"model": "m", "input": "two", "previous_response_id": first["id"]}
     response = httpx.post(f"{mproxy.url}/responses", json=chained, headers=_session("chain"))
     assert response.status_code == 200
-    assert upstream.last.json == chained
+    sent = upstream.last.json
+    assert "previous_response_id" not in sent  # memlane holds the chain: sent whole
+    assert sent["input"][0] == {"role": "user", "content": "one"}
+    assert sent["input"][1]["id"] == first["output"][0]["id"]
+    assert sent["input"][-1] == {"role": "user", "content": "two"}
     assert [r[3] for r in stored(mproxy, "chain")] == ["one", "echo: one", "two", "echo: two"]
 
 

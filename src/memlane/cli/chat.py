@@ -41,7 +41,7 @@ from memlane.types import Message, Session
 PROMPT = "you> "
 HELP = (
     "commands: /sessions (recent sessions), /todo [text] (show or set the todo), "
-    "/compact (compact the history now), /exit"
+    "/compact (compact the history now), /summary (the running summary), /exit"
 )
 LOG_FILE = "chat.log"
 SHOWN_ON_RESUME = 20
@@ -79,14 +79,18 @@ class ChatSession:
     async def turn(self, text: str, write: Callable[[str], None]) -> None:
         """One exchange: store the prompt, stream the answer, store it."""
         prompt = Message(role="user", text=text)
+        # With the running summary on, memlane supplies the history (the summary plus
+        # what it does not cover) from the store; otherwise the whole transcript goes.
+        server = self.rt.settings.summary_enabled and not self.ephemeral
         turn = Turn(
             key=self.key,
             namespace=self.namespace,
             model=self.model,
             wire="chat",
-            messages=[*self.history, prompt],
+            messages=[prompt] if server else [*self.history, prompt],
             session=self.session,
             ephemeral=self.ephemeral,
+            flags={"history": "server"} if server else {},
         )
         try:
             messages = await pipeline.prepare(self.rt, turn)
@@ -351,9 +355,26 @@ async def _command(chat_session: ChatSession, text: str) -> bool:
         out(_todo(chat_session, argument.strip() or None))
     elif name == "/compact":
         out(await _compact(chat_session))
+    elif name == "/summary":
+        out(_summary(chat_session))
     else:
         out(f"unknown command {name}. {HELP}")
     return False
+
+
+def _summary(chat_session: ChatSession) -> str:
+    from memlane.engine.sessions.working import current_context
+
+    session = chat_session.session
+    if not chat_session.rt.settings.summary_enabled:
+        return "the running summary is off (MEMLANE_SUMMARY_ENABLED=true turns it on)"
+    if session is None:
+        return "no summary yet: the session starts with your first message"
+    context = current_context(chat_session.rt, session.id)
+    if not context.summary:
+        threshold = chat_session.rt.settings.summary_threshold
+        return f"no summary yet: it starts past {threshold} messages"
+    return f"summary of the first {context.summarized_count} messages:\n{context.summary}"
 
 
 def _todo(chat_session: ChatSession, text: str | None) -> str:

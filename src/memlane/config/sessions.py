@@ -9,16 +9,27 @@ so the proxy still serves.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
 class SessionsSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    history: Literal["client", "server"] = Field(
+        default="client",
+        description="client: forward each request's messages as sent. server: requests carry "
+        "only their new messages and memlane prepends the session's working context (per "
+        "request: X-Memlane-History). A request that resends its history is never fed twice.",
+    )
     summary_enabled: bool = Field(
         default=False,
         description="Keep a running summary of each session: past the threshold, the oldest "
-        "messages are folded into it and the working context is the summary plus the rest.",
+        "messages are folded into it in the background. The working context (summary plus "
+        "the rest) is what server-side history forwards, what `memlane chat` sends, and what "
+        "`memlane.working_context()` returns; a client that sends its own history is "
+        "forwarded as sent.",
     )
     summary_threshold: int = Field(
         default=40, ge=1, description="Stored messages a session must exceed before summarising."

@@ -9,6 +9,7 @@ from memlane.engine.governance import govern_turn
 from memlane.engine.memory.ingest import schedule_ingest
 from memlane.engine.memory.recall import recall_for_turn
 from memlane.engine.runtime import Runtime
+from memlane.engine.sessions import history
 from memlane.engine.sessions.indexing import schedule_index
 from memlane.engine.sessions.references import has_references, resolve_references
 from memlane.engine.turn import Answer, Turn
@@ -40,11 +41,16 @@ async def finish(rt: Runtime, turn: Turn, answer: Answer) -> None:
         return
     schedule_ingest(rt, turn, answer)
     schedule_index(rt, turn)
+    history.schedule_summary(rt, turn)
 
 
 def store_incoming(rt: Runtime, turn: Turn) -> None:
-    """The user's turn is durable before anything is forwarded (nothing is lost)."""
-    if turn.ephemeral:
+    """The user's turn is durable before anything is forwarded (nothing is lost).
+
+    With server-side history the request's messages are new ones: they are appended,
+    and the turn's messages become the session's working context ending with them.
+    """
+    if turn.ephemeral or turn.synced is not None:
         return
     store = rt.store
     if turn.session is None:
@@ -56,12 +62,17 @@ def store_incoming(rt: Runtime, turn: Turn) -> None:
             turn.session.id, metadata={**turn.session.metadata, "model": turn.model}
         )
     client = [m for m in turn.messages if m.origin == "client"]
+    turn.server_history = history.wanted(rt, turn) and not history.carries_history(rt, turn)
+    if turn.server_history:
+        client = [m for m in client if m.role not in ("system", "developer")]
     counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in client]
-    if turn.continued:
+    if turn.continued or turn.server_history:
         added = store.append_messages(turn.session.id, counted)
         turn.synced = SyncResult(matched=0, added=tuple(added), superseded=0)
-        return
-    turn.synced = store.sync_messages(turn.session.id, counted)
+    else:
+        turn.synced = store.sync_messages(turn.session.id, counted)
+    if turn.server_history:
+        turn.messages = history.with_server_history(rt, turn)
 
 
 def store_answer(rt: Runtime, turn: Turn, answer: Answer) -> None:
@@ -75,6 +86,8 @@ def store_answer(rt: Runtime, turn: Turn, answer: Answer) -> None:
         return
     counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in answer.messages]
     store.append_messages(session_id, counted)
+    if answer.response_id:
+        history.remember_response(rt, session_id, answer.response_id)
     store.add_usage(
         session_id,
         prompt_tokens=answer.prompt_tokens,

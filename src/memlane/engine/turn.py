@@ -41,6 +41,12 @@ class Turn:
     """Responses `instructions`: forwarded as sent, not a message, but it costs tokens."""
     flags: Mapping[str, str] = field(default_factory=dict)
     """`X-Memlane-*` header values by lower-case suffix (`todo`, `spec-mode`, …)."""
+    server_history: bool = False
+    """The request carries only its new messages; memlane supplies the session's working
+    context in front of them (`X-Memlane-History: server`)."""
+    chained: bool = False
+    """A Responses `previous_response_id` memlane resolved from its own store: the whole
+    stored conversation goes in front of the new items, whatever the upstream keeps."""
     synced: SyncResult | None = None
     trimmed: bool = False
     """Set by governance when the request had to be cut to fit."""
@@ -63,3 +69,6 @@ class Answer:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     failed: bool = False
+    response_id: str | None = None
+    """The upstream's id for this answer (Responses), so a later `previous_response_id`
+    can be resolved from memlane's own store."""

@@ -20,6 +20,8 @@ MEMLANE_HEADERS: dict[str, str] = {
     "X-Memlane-Todo": "Store this text as the session's TODO (escaped `\\n` become line breaks).",
     "X-Memlane-Spec-Mode": "true: ask for a reviewable spec before any code change until approved.",
     "X-Memlane-Ephemeral": "true: govern and forward the request, store nothing.",
+    "X-Memlane-History": "server: the request carries only its new messages; memlane "
+    "prepends the session's working context (running summary + the rest). client: as sent.",
 }
 """Documentation of the headers, used for the README table."""
 

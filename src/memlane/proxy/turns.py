@@ -10,8 +10,10 @@ no assistant rows; the client gets an OpenAI error object with a fitting status.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -21,6 +23,7 @@ from starlette.responses import Response
 from memlane.engine import pipeline
 from memlane.engine.governance import ContextOverflow
 from memlane.engine.governance.budget import learn_from_upstream_error
+from memlane.engine.sessions.history import chained_session_key
 from memlane.engine.sessions.references import ReferenceFailed
 from memlane.engine.turn import Answer, Turn
 from memlane.proxy.direct import direct_response
@@ -30,6 +33,7 @@ from memlane.proxy.identity import resolve
 from memlane.proxy.relay import Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
 from memlane.proxy.wire.base import (
+    ParsedRequest,
     StreamAssembler,
     WireAdapter,
     WireError,
@@ -86,8 +90,12 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
     except WireError as exc:
         raise ProxyError(400, str(exc), param=exc.param) from None
     identity = resolve(request.headers, parsed.body)
+    chained_key = await _chained_key(state, parsed)
+    if chained_key is not None:  # memlane holds the conversation: send it whole
+        body = {k: v for k, v in parsed.body.items() if k != PREVIOUS_RESPONSE}
+        parsed = replace(parsed, body=body, continued=False)
     turn = Turn(
-        key=identity.key,
+        key=chained_key or identity.key,
         namespace=identity.namespace,
         model=parsed.model,
         wire=adapter.wire,
@@ -97,6 +105,7 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
         ephemeral=identity.ephemeral,
         flags=identity.flags,
         continued=parsed.continued,
+        chained=chained_key is not None,
         instructions=parsed.instructions,
     )
     try:
@@ -110,6 +119,26 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
     if parsed.stream:
         return await _stream(state, turn, adapter, payload, headers)
     return await _complete(state, turn, adapter, payload, headers)
+
+
+PREVIOUS_RESPONSE = "previous_response_id"
+
+
+async def _chained_key(state: ProxyState, parsed: ParsedRequest) -> str | None:
+    """The session a `previous_response_id` points at, when memlane stored that answer.
+
+    Resolving it here makes chains work with upstreams that keep nothing (`store:
+    false`, local servers) and across restarts; an id memlane does not know is
+    forwarded as sent, for the upstream to resolve.
+    """
+    previous = parsed.body.get(PREVIOUS_RESPONSE) if parsed.continued else None
+    if not isinstance(previous, str) or not previous:
+        return None
+    try:
+        return await asyncio.to_thread(chained_session_key, state.runtime, previous)
+    except StoreError as exc:
+        log.warning("could not look up %s %s: %s", PREVIOUS_RESPONSE, previous, exc)
+        return None
 
 
 async def _prepare(state: ProxyState, turn: Turn) -> list[Any]:

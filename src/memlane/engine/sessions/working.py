@@ -73,42 +73,68 @@ async def working_context(
     """The session's working context, summarising first when the threshold is passed.
 
     `model` is the model of the conversation; the summary uses `summary_model`
-    or `llm_model` when configured, else this one.
+    or `llm_model` when configured, else this one. The proxy never waits for the
+    summary: it reads `current_context` and calls `fold` in the background.
+    """
+    if not rt.settings.summary_enabled:
+        return await asyncio.to_thread(current_context, rt, session_id)
+    folded, fallback = await fold(rt, session_id, model=model)
+    context = await asyncio.to_thread(current_context, rt, session_id)
+    if fallback is not None:
+        transcript = _transcript(rt, session_id)
+        return WorkingContext(
+            transcript, context.summary, context.summarized_count, fallback=fallback
+        )
+    return WorkingContext(
+        context.messages, context.summary, context.summarized_count, folded=folded
+    )
+
+
+def current_context(rt: Runtime, session_id: str) -> WorkingContext:
+    """The stored summary plus the transcript it does not cover; no LLM call."""
+    session = rt.store.get_session(session_id)
+    if session is None:
+        raise SessionNotFound(f"no session {session_id!r}: see `memlane sessions list`")
+    transcript = _transcript(rt, session_id)
+    if not rt.settings.summary_enabled:
+        return WorkingContext(transcript, session.summary, session.summarized_count)
+    covered = min(session.summarized_count, len(transcript))
+    head = [summary_message(session.summary, covered)] if session.summary and covered else []
+    return WorkingContext(head + transcript[covered:], session.summary, covered)
+
+
+def _transcript(rt: Runtime, session_id: str) -> list[Message]:
+    return [item.message for item in rt.store.list_messages(session_id, transcript_only=True)]
+
+
+async def fold(rt: Runtime, session_id: str, *, model: str | None = None) -> tuple[int, str | None]:
+    """Fold the oldest messages into the running summary once the threshold is passed.
+
+    Returns how many messages were folded, and why nothing could be (the LLM
+    failed: the stored summary is left exactly as it was), else None.
     """
     store = rt.store
+    settings = rt.settings
     session = await asyncio.to_thread(store.get_session, session_id)
     if session is None:
         raise SessionNotFound(f"no session {session_id!r}: see `memlane sessions list`")
-    stored = await asyncio.to_thread(store.list_messages, session_id, transcript_only=True)
-    transcript = [item.message for item in stored]
-    settings = rt.settings
-    if not settings.summary_enabled:
-        return WorkingContext(transcript, session.summary, session.summarized_count)
-
-    summary = session.summary
+    transcript = await asyncio.to_thread(_transcript, rt, session_id)
     covered = min(session.summarized_count, len(transcript))
     target = len(transcript) - settings.summary_keep_last
-    folded = 0
-    if len(transcript) > settings.summary_threshold and target > covered:
-        try:
-            summary = await _fold(rt, session_id, summary, transcript[covered:target], model)
-        except LLMError as exc:
-            log.warning(
-                "session %s: summary failed (%s); using the full transcript", session_id, exc
-            )
-            await asyncio.to_thread(
-                store.add_event, session_id, SUMMARY_EVENT, {"success": False, "error": str(exc)}
-            )
-            return WorkingContext(
-                transcript, session.summary, session.summarized_count, fallback=str(exc)
-            )
-        folded = target - covered
-        covered = target
+    if len(transcript) <= settings.summary_threshold or target <= covered:
+        return 0, None
+    try:
+        summary = await _fold(rt, session_id, session.summary, transcript[covered:target], model)
+    except LLMError as exc:
+        log.warning("session %s: summary failed (%s); using the full transcript", session_id, exc)
         await asyncio.to_thread(
-            store.update_session, session_id, summary=summary, summarized_count=covered
+            store.add_event, session_id, SUMMARY_EVENT, {"success": False, "error": str(exc)}
         )
-    head = [summary_message(summary, covered)] if summary and covered else []
-    return WorkingContext(head + transcript[covered:], summary, covered, folded=folded)
+        return 0, str(exc)
+    await asyncio.to_thread(
+        store.update_session, session_id, summary=summary, summarized_count=target
+    )
+    return target - covered, None
 
 
 async def _fold(

@@ -101,12 +101,15 @@ def to_wire(message: Message) -> list[dict[str, Any]]:
     return [{"type": "message", "role": message.role, "content": message.text}]
 
 
-def answer_from_output(output: Any, usage: Any) -> Answer:
+def answer_from_output(output: Any, usage: Any, response_id: Any = None) -> Answer:
     items = output if isinstance(output, list) else []
     messages = [parse_item(item, f"output[{i}]") for i, item in enumerate(items)]
     usage = usage if isinstance(usage, dict) else {}
     return Answer(
-        messages, int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+        messages,
+        int(usage.get("input_tokens") or 0),
+        int(usage.get("output_tokens") or 0),
+        response_id=response_id if isinstance(response_id, str) and response_id else None,
     )
 
 
@@ -150,7 +153,7 @@ class ResponsesAssembler:
         if self.final is None or self._error is not None:
             return Answer([], failed=True)
         output = self.final.get("output") or [item for _, item in sorted(self.items.items())]
-        return answer_from_output(output, self.final.get("usage"))
+        return answer_from_output(output, self.final.get("usage"), self.final.get("id"))
 
 
 class ResponsesAdapter:
@@ -193,7 +196,7 @@ class ResponsesAdapter:
         if not isinstance(data, dict) or data.get("status") == "failed":
             return Answer([], failed=True)
         try:
-            return answer_from_output(data.get("output"), data.get("usage"))
+            return answer_from_output(data.get("output"), data.get("usage"), data.get("id"))
         except Exception:
             return Answer([], failed=True)
 
