@@ -47,6 +47,9 @@ from memlane.store.postgres_index import (
     insert_vectors,
     put_doc,
 )
+from memlane.store.postgres_index import (
+    fact_from_pg_row as _fact,
+)
 from memlane.store.postgres_keywords import (
     BM25_B,
     BM25_K1,
@@ -859,24 +862,6 @@ def _stored(row: Row) -> StoredMessage:
         token_count=int(row["token_count"]),
         created_at=row["created_at"],
         status=row["status"],
-    )
-
-
-def _fact(row: Row) -> Fact:
-    return Fact(
-        id=row["id"],
-        scope=row["scope"],
-        conversation_id=row["conversation_id"],
-        role=row["role"],
-        text=row["text"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        deleted=bool(row["deleted"]),
-        replaced_by=row["replaced_by"],
-        summary_kind=row["summary_kind"],
-        source_session=row["source_session"],
-        source_message=row["source_message"],
-        content_hash=row["content_hash"] or "",
     )
 
 

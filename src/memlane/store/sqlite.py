@@ -48,6 +48,7 @@ from memlane.store.codec import (
     vector_to_bytes,
     vector_to_text,
 )
+from memlane.store.documents import AFTER, BEFORE, TURN_ROLES, is_turn, turn_document
 from memlane.store.keyword_index import KeywordIndex
 from memlane.store.sqlite_schema import (
     ForeignDatabase,
@@ -664,7 +665,7 @@ class SQLiteStore:
                 ORDER BY created_at, rowid LIMIT ?""",
             [*params, -1 if limit is None else limit],
         )
-        return [fact_from_row(dict(r)) for r in rows]
+        return [fact_from_row(dict(zip(FACT_COLUMNS, r, strict=True))) for r in rows]
 
     def delete_fact(self, fact_id: str, *, replaced_by: str | None = None) -> bool:
         with self._write() as conn:
@@ -924,10 +925,17 @@ def _index(
     stamp: str,
     *,
     active: bool = True,
+    document: str | None = None,
 ) -> None:
-    """Insert or refresh one search document; a changed text drops its stale vectors."""
-    old = _one(conn, "SELECT rowid, text, tags FROM docs WHERE kind = ? AND ref = ?", kind, ref)
-    terms = index_terms(text)
+    """Insert or refresh one search document; a changed text drops its stale vectors.
+
+    `document` is what the keyword index reads when it is more than the text (a
+    turn with its neighbours); the text is still what a hit shows.
+    """
+    old = _one(
+        conn, "SELECT rowid, text, terms, tags FROM docs WHERE kind = ? AND ref = ?", kind, ref
+    )
+    terms = index_terms(text if document is None else document)
     tags = doc_tags(kind, scope, session_id)
     if old is None:
         _insert_docs(
@@ -941,14 +949,27 @@ def _index(
     )
     if old["tags"] != tags:
         conn.execute("UPDATE docs SET tags = ? WHERE rowid = ?", (tags, old["rowid"]))
-    if old["text"] != text:
+    if old["text"] != text or old["terms"] != terms:
         conn.execute(
             "UPDATE docs SET text = ?, terms = ? WHERE rowid = ?", (text, terms, old["rowid"])
         )
+    if old["text"] != text:
         conn.execute("DELETE FROM vectors WHERE doc_id = ?", (old["rowid"],))
 
 
-def _index_fact(conn: sqlite3.Connection, fact: Fact) -> None:
+def _index_fact(conn: sqlite3.Connection, fact: Fact, *, neighbours: bool = True) -> None:
+    """Index an entry: a turn with its neighbours; the turns whose neighbourhood now holds
+    this one are indexed again (the one before it; those after it, when it came late)."""
+    document = None
+    if is_turn(fact):
+        before = _turns(conn, fact, "<", BEFORE)
+        after = _turns(conn, fact, ">", BEFORE)
+        document = turn_document(
+            fact, [t.text for t in reversed(before)], [t.text for t in after[:AFTER]]
+        )
+        if neighbours:  # the turns whose windows now hold this one
+            for other in (*before[:AFTER], *after[:BEFORE]):
+                _index_fact(conn, other, neighbours=False)
     _index(
         conn,
         "fact",
@@ -959,7 +980,22 @@ def _index_fact(conn: sqlite3.Connection, fact: Fact) -> None:
         fact.text,
         ts_to_text(fact.created_at),
         active=not fact.deleted,
+        document=document,
     )
+
+
+def _turns(conn: sqlite3.Connection, fact: Fact, direction: str, limit: int) -> list[Fact]:
+    """The live turns of `fact`'s conversation just before ("<") or after (">") it, nearest
+    first."""
+    order = "DESC" if direction == "<" else "ASC"
+    rows = conn.execute(
+        f"""SELECT {", ".join(FACT_COLUMNS)} FROM facts
+            WHERE conversation_id = ? AND scope = ? AND deleted = 0
+              AND role IN ({_marks(TURN_ROLES)}) AND created_at {direction} ?
+            ORDER BY created_at {order} LIMIT ?""",
+        [fact.conversation_id, fact.scope, *TURN_ROLES, ts_to_text(fact.created_at), limit],
+    ).fetchall()
+    return [fact_from_row(dict(zip(FACT_COLUMNS, r, strict=True))) for r in rows]
 
 
 def _filter_sql(flt: SearchFilter) -> tuple[str, list[Any]]:

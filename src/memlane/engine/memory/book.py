@@ -310,14 +310,19 @@ class MemoryBook:
         return await commit_quietly(self.git, message)
 
 
-def embed_missing(rt: Runtime, progress: Progress | None = None) -> int:
+def embed_missing(rt: Runtime, progress: Progress | None = None, *, force: bool = False) -> int:
     """Embed every active entry without a vector of the current model.
+
+    Nothing is embedded while dense retrieval is off (`memory_dense`) unless `force`
+    (an evaluation of the dense configuration).
 
     Content-addressed: the store drops a vector only when its text changes, so
     unchanged text is never re-embedded; a new embedding model drops the old
     vectors and re-embeds everything. A failing embedder is logged: keyword
     search still finds the entries, and the next write retries.
     """
+    if not (force or rt.settings.dense_retrieval):
+        return 0
     store = rt.store
     try:
         embedder = rt.embedder

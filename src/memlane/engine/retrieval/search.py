@@ -92,8 +92,8 @@ async def search(
     candidates = apply_recency(
         candidates, now=now or datetime.now(UTC), weight=settings.memory_recency_weight
     )
-    if settings.memory_mmr_lambda >= 1.0:
-        return candidates[:k]
+    if settings.memory_mmr_lambda >= 1.0 or not settings.dense_retrieval:
+        return candidates[:k]  # MMR compares embeddings: none without dense retrieval
     vectors = await asyncio.to_thread(_vectors, rt, candidates)
     return mmr(candidates, vectors, k=k, lam=settings.memory_mmr_lambda)
 
@@ -105,7 +105,7 @@ def _first_stage(
     dense: list[Hit] = []
     if method in ("memlane", "bm25"):
         keyword = rt.store.keyword_search(query, flt, limit=limit)
-    if method in ("memlane", "dense"):
+    if method == "dense" or (method == "memlane" and rt.settings.dense_retrieval):
         try:
             embedder = rt.embedder
             vector = embed_query(embedder, query)
