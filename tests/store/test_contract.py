@@ -388,6 +388,17 @@ def test_a_turn_that_arrives_late_joins_its_neighbours_documents(store: Store) -
     assert {h.ref for h in store.keyword_search("marathon", flt)} == {"a", "b", "c"}
 
 
+def test_reindex_turns_rebuilds_documents_and_is_idempotent(store: Store) -> None:
+    store.put_fact(turn("a", "we booked the ferry", 0))
+    store.put_fact(turn("b", "for Tuesday", 1))
+    assert store.reindex_turns() == 0  # already current
+    done: list[tuple[int, int]] = []
+    assert store.reindex_turns(lambda n, total: done.append((n, total))) == 0
+    assert done[-1] == (2, 2)
+    flt = SearchFilter(kinds=("fact",))
+    assert {h.ref for h in store.keyword_search("ferry", flt)} == {"a", "b"}
+
+
 def test_superseded_messages_leave_the_index(store: Store) -> None:
     session = store.ensure_session("s")
     store.sync_messages(session.id, [user("alpha question")])

@@ -20,7 +20,7 @@ from the database.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -46,6 +46,7 @@ from memlane.store.postgres_index import (
     index_fact,
     insert_vectors,
     put_doc,
+    rebuild_turn_documents,
 )
 from memlane.store.postgres_index import (
     fact_from_pg_row as _fact,
@@ -453,6 +454,10 @@ class PostgresStore:
                 row,
             )
             index_fact(conn, fact)
+
+    def reindex_turns(self, progress: Callable[[int, int], None] | None = None) -> int:
+        with self._tx() as conn:
+            return rebuild_turn_documents(conn, progress)
 
     def get_fact(self, fact_id: str) -> Fact | None:
         with self._tx() as conn:

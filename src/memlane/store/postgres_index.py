@@ -8,17 +8,26 @@ of any dimension, with a partial HNSW index (cosine) per dimension.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg.rows import dict_row
 
 from memlane.store import analysis
 from memlane.store.base import Vector
 from memlane.store.codec import FACT_COLUMNS
-from memlane.store.documents import AFTER, BEFORE, TURN_ROLES, is_turn, turn_document
+from memlane.store.documents import (
+    AFTER,
+    BEFORE,
+    TURN_ROLES,
+    is_turn,
+    turn_document,
+    turn_documents,
+)
 from memlane.store.postgres_keywords import tsvector_literal
 from memlane.store.postgres_schema import LOCK_CLASS, VECTOR_INDEX_LOCK
 from memlane.types import DocKind, Fact
@@ -139,6 +148,43 @@ def index_fact(conn: Conn, fact: Fact, *, neighbours: bool = True) -> None:
         active=not fact.deleted,
         document=document,
     )
+
+
+def rebuild_turn_documents(
+    conn: psycopg.Connection[Any],
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    conversations: Sequence[str] | None = None,
+) -> int:
+    """Index live turns again with their neighbours (a migration, a load, `memory
+    reindex`), all of them or those of `conversations`; returns how many changed."""
+    only = "" if conversations is None else "AND conversation_id = ANY(%s) "
+    params: list[Any] = [list(TURN_ROLES)] + (
+        [] if conversations is None else [list(conversations)]
+    )
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(
+            f"SELECT {', '.join(FACT_COLUMNS)} FROM facts WHERE NOT deleted AND role = ANY(%s) "
+            f"{only}ORDER BY scope, conversation_id, created_at, seq",
+            params,
+        ).fetchall()
+    facts = [fact_from_pg_row(r) for r in rows]
+    changed = 0
+    done = 0
+    for _, group in itertools.groupby(facts, key=lambda f: (f.scope, f.conversation_id)):
+        turns = list(group)
+        for ref, document in turn_documents(turns).items():
+            words = analysis.terms(document)
+            cursor = conn.execute(
+                "UPDATE docs SET terms = %s::tsvector, length = %s "
+                "WHERE kind = 'fact' AND ref = %s AND terms IS DISTINCT FROM %s::tsvector",
+                (tsvector_literal(words), len(words), ref, tsvector_literal(words)),
+            )
+            changed += cursor.rowcount
+        done += len(turns)
+        if progress is not None:
+            progress(done, len(facts))
+    return changed
 
 
 def _turns(conn: Conn, fact: Fact, direction: str, limit: int) -> list[Fact]:

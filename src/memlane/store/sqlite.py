@@ -12,11 +12,12 @@ caches derived from the file and kept in step with it — BM25 postings
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -48,7 +49,14 @@ from memlane.store.codec import (
     vector_to_bytes,
     vector_to_text,
 )
-from memlane.store.documents import AFTER, BEFORE, TURN_ROLES, is_turn, turn_document
+from memlane.store.documents import (
+    AFTER,
+    BEFORE,
+    TURN_ROLES,
+    is_turn,
+    turn_document,
+    turn_documents,
+)
 from memlane.store.keyword_index import KeywordIndex
 from memlane.store.sqlite_schema import (
     ForeignDatabase,
@@ -633,6 +641,10 @@ class SQLiteStore:
             )
             _index_fact(conn, fact)
 
+    def reindex_turns(self, progress: Callable[[int, int], None] | None = None) -> int:
+        with self._write() as conn:
+            return rebuild_turn_documents(conn, progress)
+
     def get_fact(self, fact_id: str) -> Fact | None:
         rows = self._read(f"SELECT {', '.join(FACT_COLUMNS)} FROM facts WHERE id = ?", (fact_id,))
         return fact_from_row(dict(rows[0])) if rows else None
@@ -982,6 +994,34 @@ def _index_fact(conn: sqlite3.Connection, fact: Fact, *, neighbours: bool = True
         active=not fact.deleted,
         document=document,
     )
+
+
+def rebuild_turn_documents(
+    conn: sqlite3.Connection, progress: Callable[[int, int], None] | None = None
+) -> int:
+    """Index every live turn again with its neighbours (migration m005, `memory reindex`);
+    returns how many documents changed."""
+    rows = conn.execute(
+        f"""SELECT {", ".join(FACT_COLUMNS)} FROM facts
+            WHERE deleted = 0 AND role IN ({_marks(TURN_ROLES)})
+            ORDER BY scope, conversation_id, created_at""",
+        list(TURN_ROLES),
+    ).fetchall()
+    facts = [fact_from_row(dict(zip(FACT_COLUMNS, r, strict=True))) for r in rows]
+    changed = 0
+    done = 0
+    for _, group in itertools.groupby(facts, key=lambda f: (f.scope, f.conversation_id)):
+        turns = list(group)
+        for ref, document in turn_documents(turns).items():
+            cursor = conn.execute(
+                "UPDATE docs SET terms = ? WHERE kind = 'fact' AND ref = ? AND terms != ?",
+                (terms := index_terms(document), ref, terms),
+            )
+            changed += cursor.rowcount
+        done += len(turns)
+        if progress is not None:
+            progress(done, len(facts))
+    return changed
 
 
 def _turns(conn: sqlite3.Connection, fact: Fact, direction: str, limit: int) -> list[Fact]:
