@@ -17,7 +17,6 @@ from the same pool).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import math
@@ -29,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from memlane.engine import threads
 from memlane.engine.memory.book import embed_missing
 from memlane.engine.memory.scopes import conversation_scope
 from memlane.engine.retrieval.search import Method, search
@@ -207,10 +207,10 @@ async def ingest(
         for fact in facts:
             rt.store.put_fact(fact)
 
-    await asyncio.to_thread(write)
+    await threads.to_thread(write)
     if embed:
         report = (lambda done, _total: progress(done)) if progress else None
-        await asyncio.to_thread(embed_missing, rt, report, force=True)
+        await threads.to_thread(embed_missing, rt, report, force=True)
     return len(facts)
 
 
