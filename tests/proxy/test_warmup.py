@@ -45,7 +45,8 @@ async def test_the_proxy_warms_the_vector_cache_as_it_starts(
     settings: Settings, sqlite_store: SQLiteStore
 ) -> None:
     recording = RecordingStore(sqlite_store)
-    rt = runtime(settings.model_copy(update={"memory_enabled": True}), recording)
+    dense = {"memory_enabled": True, "memory_dense": "on"}
+    rt = runtime(settings.model_copy(update=dense), recording)
     app = create_app(rt.settings, runtime=rt)
     async with app.router.lifespan_context(app):
         await rt.background.drain()
@@ -66,6 +67,18 @@ async def test_a_failing_warm_up_is_a_warning(
     settings: Settings, sqlite_store: SQLiteStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     recording = RecordingStore(sqlite_store, fail=True)
-    await warm_up(runtime(settings.model_copy(update={"memory_enabled": True}), recording))
+    dense = {"memory_enabled": True, "memory_dense": "on"}
+    await warm_up(runtime(settings.model_copy(update=dense), recording))
     assert recording.searches != []
     assert "could not warm the vector cache" in caplog.text
+
+
+async def test_without_dense_retrieval_no_model_is_loaded(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    recording = RecordingStore(sqlite_store)
+    rt = runtime(settings.model_copy(update={"memory_enabled": True}), recording)
+    await warm_up(rt)
+    assert recording.searches == []  # no vector search, so no embedder was loaded
+    assert recording.keyword_searches == 1
+    assert "embedder" not in vars(rt)

@@ -357,6 +357,48 @@ def test_fact_documents_belong_to_their_conversation(store: Store) -> None:
     ]
 
 
+def turn(fact_id: str, text: str, minutes: int, role: str = "user") -> Fact:
+    return fact(fact_id, text, scope="conv:c", conversation_id="c", role=role, minutes=minutes)
+
+
+def test_a_turn_is_found_by_its_neighbours_words_and_shown_alone(store: Store) -> None:
+    store.put_fact(turn("t1", "We adopted a greyhound last week", 0))
+    store.put_fact(turn("t2", "What did you name her?", 1, role="assistant"))
+    store.put_fact(turn("t3", "Biscuit, after her colour", 2))
+    store.put_fact(fact("m", "The user has a dog", scope="conv:c", conversation_id="c", minutes=3))
+    flt = SearchFilter(kinds=("fact",))
+    found = {h.ref: h.text for h in store.keyword_search("greyhound", flt)}
+    # t2 and t3 hold "greyhound" only through t1, their earlier neighbour
+    assert set(found) == {"t1", "t2", "t3"}
+    assert found["t3"] == "Biscuit, after her colour"  # the hit is the turn itself
+    # the turn's own words outrank its neighbours'
+    assert store.keyword_search("greyhound", flt)[0].ref == "t1"
+    assert [h.ref for h in store.keyword_search("name", flt)][:1] == ["t2"]
+    assert "t1" in {h.ref for h in store.keyword_search("name", flt)}  # its next turn
+    assert [h.ref for h in store.keyword_search("dog", flt)] == ["m"]  # facts stand alone
+    # the date words of the turn's day are indexed
+    assert {h.ref for h in store.keyword_search("January 2026", flt)} == {"t1", "t2", "t3"}
+
+
+def test_a_turn_that_arrives_late_joins_its_neighbours_documents(store: Store) -> None:
+    store.put_fact(turn("a", "first words", 0))
+    store.put_fact(turn("c", "third words", 2))
+    store.put_fact(turn("b", "the marathon in Berlin", 1))  # written after its next turn
+    flt = SearchFilter(kinds=("fact",))
+    assert {h.ref for h in store.keyword_search("marathon", flt)} == {"a", "b", "c"}
+
+
+def test_reindex_turns_rebuilds_documents_and_is_idempotent(store: Store) -> None:
+    store.put_fact(turn("a", "we booked the ferry", 0))
+    store.put_fact(turn("b", "for Tuesday", 1))
+    assert store.reindex_turns() == 0  # already current
+    done: list[tuple[int, int]] = []
+    assert store.reindex_turns(lambda n, total: done.append((n, total))) == 0
+    assert done[-1] == (2, 2)
+    flt = SearchFilter(kinds=("fact",))
+    assert {h.ref for h in store.keyword_search("ferry", flt)} == {"a", "b"}
+
+
 def test_superseded_messages_leave_the_index(store: Store) -> None:
     session = store.ensure_session("s")
     store.sync_messages(session.id, [user("alpha question")])

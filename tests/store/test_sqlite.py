@@ -8,7 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -342,3 +342,28 @@ def test_the_keyword_index_matches_its_documents_after_every_kind_of_write(
         copy.load(table, dump[table])
     copy.close()
     fts_consistent(tmp_path / "copy.db")
+
+
+def test_opening_an_older_file_indexes_its_turns_with_their_neighbours(tmp_path: Path) -> None:
+    path = tmp_path / "memlane.db"
+    store = SQLiteStore(path)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    for i, text in enumerate(["we adopted a greyhound", "her name is Biscuit"]):
+        when = start + timedelta(minutes=i)
+        store.put_fact(Fact(f"t{i}", "conv:c", "c", "user", text, when, when))
+    store.close()
+    # the file as m004 left it: each turn indexed alone, m005 not applied
+    raw = sqlite3.connect(path)
+    with raw:
+        for ref, text in (("t0", "we adopted a greyhound"), ("t1", "her name is Biscuit")):
+            raw.execute("UPDATE docs SET terms = ? WHERE ref = ?", (index_terms(text), ref))
+        raw.execute("DELETE FROM migrations WHERE name = 'm005_turn_context'")
+    raw.close()
+
+    store = SQLiteStore(path)
+    try:
+        hits = store.keyword_search("greyhound", SearchFilter(kinds=("fact",)))
+        assert {h.ref for h in hits} == {"t0", "t1"}
+        assert {h.text for h in hits} == {"we adopted a greyhound", "her name is Biscuit"}
+    finally:
+        store.close()

@@ -1,9 +1,17 @@
-"""`memlane eval retrieval FILE.jsonl`: Recall@k and NDCG@10 of memory retrieval.
+"""`memlane eval retrieval FILE.jsonl`: Recall@k, NDCG@10 and query time, side by side.
 
-The conversations are ingested into a throw-away store (a temporary folder;
-your data home is never touched) with your embedder settings, and each scored
-question goes through the read path's `search`. `--method bm25|dense` measures
-the plain first-stage lists the same way, as baselines.
+The conversations are ingested once into a throw-away store (a temporary folder;
+your data home is never touched), and each scored question goes through the read
+path's `search` under each configuration:
+
+- `default`: the read path with your settings (a new user's: keyword search over
+  context-expanded turns, then recency; no model);
+- `hybrid`: the same with dense retrieval on (`memory_dense = "on"`: your embedder,
+  score fusion, MMR);
+- `bm25` and `dense`: the plain first-stage lists, as baselines.
+
+Figures are printed per category, per conversation, with each configuration's
+query time (p50 / p95 ms of the `search` call).
 """
 
 from __future__ import annotations
@@ -11,10 +19,10 @@ from __future__ import annotations
 import asyncio
 import tempfile
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
 from memlane.cli.context import console, err_console, fail, print_json, state
@@ -37,6 +45,15 @@ app = typer.Typer(
 )
 
 
+Config = Literal["default", "hybrid", "bm25", "dense"]
+METHODS: dict[str, Method] = {
+    "default": "memlane",
+    "hybrid": "memlane",
+    "bm25": "bm25",
+    "dense": "dense",
+}
+
+
 @app.command("retrieval")
 def retrieval(
     ctx: typer.Context,
@@ -46,9 +63,12 @@ def retrieval(
     k: Annotated[
         list[int] | None, typer.Option("--k", min=1, max=100, help="Recall@k (repeatable).")
     ] = None,
-    method: Annotated[
-        Literal["memlane", "bm25", "dense"], typer.Option("--method", help="What to rank with.")
-    ] = "memlane",
+    configs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--config", help="default, hybrid, bm25 or dense (repeatable; default: all four)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Ingest each conversation's turns, ask each scored question, print the metrics."""
@@ -61,29 +81,47 @@ def retrieval(
         fail(str(exc))
     settings = state(ctx).settings
     questions = sum(q.scored for c in conversations for q in c.questions)
+    known = get_args(Config)
+    unknown = [c for c in configs or [] if c not in known]
+    if unknown:
+        fail(f"unknown configuration {unknown[0]!r}: use {', '.join(known)}")
+    chosen = list(dict.fromkeys(configs or known))
     with tempfile.TemporaryDirectory(prefix="memlane-eval-") as folder:
         home = Path(folder)
         scratch = settings.model_copy(update={"home": home, "store_url": None, "memory_git": False})
         store = SQLiteStore(home / "memlane.db")
         rt = Runtime(scratch, store)
         try:
-            result = asyncio.run(_measure(rt, conversations, ks, method, questions))
+            results = asyncio.run(_measure(rt, conversations, ks, chosen, questions))
         finally:
             store.close()
     if as_json:
-        print_json(result.as_json())
-    else:
-        console.print(_table(result))
+        print_json({"configs": [{"config": name, **r.as_json()} for name, r in results]})
+        return
+    for name, result in results:
+        console.print(_table(name, result))
+    if len(results) > 1:
+        console.print(_summary(results))
+
+
+def _variant(rt: Runtime, config: str) -> Runtime:
+    """The runtime a configuration searches with: same store and embedder, its settings."""
+    if config != "hybrid":
+        return rt
+    settings = rt.settings.model_copy(update={"memory_dense": "on"})
+    return Runtime(settings, rt.store, _embedder=rt._embedder, _llm=rt._llm)
 
 
 async def _measure(
     rt: Runtime,
     conversations: list[Conversation],
     ks: tuple[int, ...],
-    method: Method,
+    configs: list[str],
     questions: int,
-) -> EvalResult:
+) -> list[tuple[str, EvalResult]]:
     turns = sum(len(c.turns) for c in conversations)
+    dense = any(c in ("hybrid", "dense") for c in configs) or rt.settings.dense_retrieval
+    results = []
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -91,30 +129,54 @@ async def _measure(
         console=err_console,
         transient=True,
     ) as bar:
-        embedding = bar.add_task("embedding turns", total=turns)
-        count = await ingest(rt, conversations, lambda done: bar.update(embedding, completed=done))
-        asking = bar.add_task("asking questions", total=questions)
-        result = await evaluate(
-            rt,
-            conversations,
-            ks=ks,
-            method=method,
-            progress=lambda done: bar.update(asking, completed=done),
+        label = "indexing and embedding turns" if dense else "indexing turns"
+        indexing = bar.add_task(label, total=turns)
+        count = await ingest(
+            rt, conversations, lambda done: bar.update(indexing, completed=done), embed=dense
         )
-    result.turns = count
-    return result
+        bar.update(indexing, completed=turns)
+        for config in configs:
+            asking = bar.add_task(f"asking questions ({config})", total=questions)
+
+            def advance(done: int, task: TaskID = asking) -> None:
+                bar.update(task, completed=done)
+
+            result = await evaluate(
+                _variant(rt, config), conversations, ks=ks, method=METHODS[config], progress=advance
+            )
+            result.turns = count
+            results.append((config, result))
+    return results
 
 
-def _table(result: EvalResult) -> Table:
+def _table(name: str, result: EvalResult) -> Table:
     names = [f"recall@{k}" for k in result.ks] + [f"ndcg@{NDCG_K}"]
-    table = Table(title=f"retrieval: {result.method} ({result.turns} turns)")
-    table.add_column("category")
+    latency = f"query p50 {result.latency(0.5):.2f} ms, p95 {result.latency(0.95):.2f} ms"
+    table = Table(title=f"retrieval: {name} ({result.turns} turns; {latency})")
+    table.add_column("category / conversation")
     table.add_column("questions", justify="right")
-    for name in names:
-        table.add_column(name, justify="right")
+    for column in names:
+        table.add_column(column, justify="right")
     rows = [(CATEGORIES.get(c, str(c)), s) for c, s in sorted(result.by_category.items())]
+    rows += [(f"  {c}", s) for c, s in sorted(result.by_conversation.items())]
     rows.append(("overall", result.overall))
     for label, scores in rows:
         mean = scores.mean()
         table.add_row(label, str(scores.count), *(f"{mean.get(n, 0.0):.3f}" for n in names))
+    return table
+
+
+def _summary(results: list[tuple[str, EvalResult]]) -> Table:
+    """One line per configuration: the overall figures and the query time."""
+    first = results[0][1]
+    names = [f"recall@{k}" for k in first.ks] + [f"ndcg@{NDCG_K}"]
+    table = Table(title="configurations side by side")
+    table.add_column("config")
+    for column in names:
+        table.add_column(column, justify="right")
+    table.add_column("query p50 / p95 ms", justify="right")
+    for name, result in results:
+        mean = result.overall.mean()
+        timing = f"{result.latency(0.5):.2f} / {result.latency(0.95):.2f}"
+        table.add_row(name, *(f"{mean.get(n, 0.0):.3f}" for n in names), timing)
     return table

@@ -36,6 +36,7 @@ from memlane.engine.memory.recall import recall
 from memlane.engine.memory.scopes import GLOBAL, parse_scope
 from memlane.engine.runtime import Runtime
 from memlane.files.git import GitError
+from memlane.store import StoreError
 from memlane.types import Fact, FactRole
 
 app = typer.Typer(
@@ -288,24 +289,34 @@ def _progress() -> Progress:
 
 @app.command("reindex")
 def reindex(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-    """Rebuild the search index from the Markdown files (and embed what needs it)."""
+    """Rebuild the search index from the Markdown files, index every remembered turn
+    again with its date and neighbours, and embed what needs it (dense retrieval on)."""
     with _runtime(ctx) as rt, _progress() as bar:
         reading = bar.add_task("reading files", total=None)
+        turns = bar.add_task("indexing turns with their neighbours", total=None, visible=False)
         embedding = bar.add_task("embedding", total=None, visible=False)
 
         def read(done: int, total: int | None) -> None:
             bar.update(reading, completed=done, total=total)
 
+        def turn(done: int, total: int) -> None:
+            bar.update(turns, completed=done, total=total, visible=True)
+
         def embed(done: int, total: int | None) -> None:
             bar.update(embedding, completed=done, visible=True)
 
         report = _run(rt, book_for(rt).sync_files(read, embed))
+        try:
+            rebuilt = rt.store.reindex_turns(turn)
+        except StoreError as exc:
+            fail(str(exc))
     data = {
         "scanned": report.scanned,
         "indexed": report.indexed,
         "unchanged": report.unchanged,
         "removed": report.removed,
         "embedded": report.embedded,
+        "turn_documents": rebuilt,
         "skipped": report.skipped,
     }
     if as_json:
@@ -313,7 +324,8 @@ def reindex(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         return
     console.print(
         f"{report.scanned} files: {report.indexed} indexed, {report.unchanged} unchanged, "
-        f"{report.removed} removed from the index, {report.embedded} embedded"
+        f"{report.removed} removed from the index, {report.embedded} embedded, "
+        f"{rebuilt} turn documents rebuilt"
     )
     for why in report.skipped:
         err_console.print(f"[yellow]skipped:[/] {why}", highlight=False)

@@ -1,8 +1,8 @@
 """Settings owned by the memory part of memlane (long-term memory and its retrieval).
 
-The defaults: `top_k` 5, `max_entries` 500,
-`mmr_lambda` 0.7, `recency_weight` 0.2, no score threshold, summarisation and
-git versioning on, no file watcher unless asked.
+The defaults: `top_k` 5, `max_entries` 500, `mmr_lambda` 0.7 (with dense
+retrieval), `recency_weight` 0.05, no score threshold, summarisation and git
+versioning on, no file watcher unless asked.
 """
 
 from __future__ import annotations
@@ -20,6 +20,12 @@ class MemorySettings(BaseModel):
     memory_enabled: bool = Field(
         default=True,
         description="Keep long-term memory: store turns and facts, recall them into requests.",
+    )
+    memory_dense: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="Dense (embedding) retrieval beside keyword search. auto: on only when "
+        "embedding_backend is an endpoint (openai); on: also with the packaged model; off: "
+        "keyword search over context-expanded turns, no model on the request path.",
     )
     memory_mode: Literal["always", "trimmed"] = Field(
         default="always",
@@ -60,10 +66,12 @@ class MemorySettings(BaseModel):
         default=0.7, ge=0.0, le=1.0, description="MMR diversity weight (1.0 = pure relevance)."
     )
     memory_recency_weight: float = Field(
-        default=0.2,
+        default=0.05,
         ge=0.0,
         le=1.0,
-        description="Weight w in (1 − w)·relevance + w·exp(−age_days / 30).",
+        description="Weight w in (1 − w)·relevance + w·exp(−age_days / 30): enough to put a "
+        "newer entry ahead of an equally relevant older one (0.2 cost 1.2 points of "
+        "Recall@10 on LoCoMo dev).",
     )
     memory_score_threshold: float | None = Field(
         default=None,

@@ -22,6 +22,15 @@ class Settings(CoreSettings, ProxySettings, GovernanceSettings, MemorySettings, 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     @property
+    def dense_retrieval(self) -> bool:
+        """Whether recall embeds queries and entries. `auto`: only with an embeddings
+        endpoint, because the packaged model costs milliseconds in front of every request
+        and measured below context-expanded keyword search on held-out data (README)."""
+        if self.memory_dense == "auto":
+            return self.embedding_backend == "openai"
+        return self.memory_dense == "on"
+
+    @property
     def home_path(self) -> Path:
         return self.home.expanduser()
 

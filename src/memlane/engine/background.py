@@ -1,23 +1,53 @@
-"""Work that runs after a response: tracked, logged on failure, drainable by tests."""
+"""Work that runs after a response: tracked, logged on failure, bounded, drainable by tests.
+
+Background work runs in `threads.background_context()`, so its blocking calls use a
+thread pool of their own and never queue in front of a request's. The number of
+tasks in flight is bounded: past `MAX_PENDING`, new background work is dropped
+(counted and logged once a minute), never a request.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Coroutine
 from typing import Any
 
+from memlane.engine.threads import background_context
+
 log = logging.getLogger("memlane.background")
+
+MAX_PENDING = 512
+DROP_LOG_SECONDS = 60.0
 
 
 class Background:
     """A set of running tasks. Fire-and-forget loses errors; this keeps and logs them."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_pending: int = MAX_PENDING) -> None:
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.max_pending = max_pending
+        self.dropped = 0
+        """Background jobs refused because `max_pending` were already in flight."""
+        self._dropped_logged_at = 0.0
 
-    def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
+    def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any] | None:
+        """Run `coro` after the response; None (and the work dropped) when the queue is full."""
+        if len(self._tasks) >= self.max_pending:
+            coro.close()
+            self.dropped += 1
+            now = time.monotonic()
+            if now - self._dropped_logged_at >= DROP_LOG_SECONDS:
+                self._dropped_logged_at = now
+                log.warning(
+                    "background queue full (%d in flight): dropped %s (%d dropped so far)",
+                    len(self._tasks),
+                    name,
+                    self.dropped,
+                )
+            return None
+        task = asyncio.get_running_loop().create_task(coro, name=name, context=background_context())
         self._tasks.add(task)
         task.add_done_callback(self._finished)
         return task
@@ -33,6 +63,14 @@ class Background:
     @property
     def pending(self) -> int:
         return len(self._tasks)
+
+    async def cancel_all(self) -> int:
+        """Cancel what is still running (shutdown, after a bounded drain), and wait for it."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return len(tasks)
 
     async def drain(self) -> None:
         """Wait until no background work is left (tasks may spawn more tasks).

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-
-from memlane.engine import scaffold
+from memlane.engine import scaffold, threads
 from memlane.engine.governance import govern_turn
 from memlane.engine.memory.ingest import schedule_ingest
 from memlane.engine.memory.recall import recall_for_turn
@@ -20,11 +18,11 @@ from memlane.types import Message
 async def prepare(rt: Runtime, turn: Turn) -> list[Message]:
     """Persist what is new, then build the message list to forward upstream."""
     if has_references(turn.messages):
-        await asyncio.to_thread(store_incoming, rt, turn)
+        await threads.to_thread(store_incoming, rt, turn)
         messages = await resolve_references(rt, turn, list(turn.messages))
         messages = await scaffold.add_state_block(rt, turn, messages)
     else:  # the references stage has nothing to do: one thread hop stores and scaffolds
-        messages = await asyncio.to_thread(store_and_scaffold, rt, turn)
+        messages = await threads.to_thread(store_and_scaffold, rt, turn)
     messages = await govern_turn(rt, turn, messages)
     return await recall_for_turn(rt, turn, messages)
 
@@ -36,7 +34,7 @@ def store_and_scaffold(rt: Runtime, turn: Turn) -> list[Message]:
 
 async def finish(rt: Runtime, turn: Turn, answer: Answer) -> None:
     """Persist the assistant's answer and usage; everything slow goes to the background."""
-    await asyncio.to_thread(store_answer, rt, turn, answer)
+    await threads.to_thread(store_answer, rt, turn, answer)
     if turn.session is None or answer.failed:
         return
     schedule_ingest(rt, turn, answer)

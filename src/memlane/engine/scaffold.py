@@ -27,13 +27,13 @@ both implementations.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from memlane.config import Settings
+from memlane.engine import threads
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Turn
 from memlane.files.scaffold import FileTexts, normalize_escapes, read_agents_md
@@ -273,7 +273,7 @@ async def add_state_block(rt: Runtime, turn: Turn, messages: list[Message]) -> l
     """Re-insert earlier blocks and append a new one if the state changed (one store hop)."""
     if not applies(rt, turn):
         return messages
-    return await asyncio.to_thread(_with_state, rt, turn, messages)
+    return await threads.to_thread(_with_state, rt, turn, messages)
 
 
 def with_state_block(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:

@@ -73,10 +73,13 @@ def create_app(
         try:
             yield
         finally:
-            await stop_memory(rt)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(SHUTDOWN_DRAIN_SECONDS):
                     await rt.background.drain()
+            cancelled = await rt.background.cancel_all()  # never under a closing store
+            if cancelled:
+                log.warning("stopped %d background task(s) still running at shutdown", cancelled)
+            await stop_memory(rt)  # commits what is queued
             await upstream.aclose()
             del app.state.proxy
             if runtime is None:

@@ -26,7 +26,7 @@ WARM_QUERY = "memlane"
 async def warm_up(rt: Runtime) -> None:
     """Load the keyword index, then (only when memory is on) the embedder and vectors."""
     await asyncio.to_thread(_warm_keywords, rt)
-    if rt.settings.memory_enabled:
+    if rt.settings.memory_enabled and rt.settings.dense_retrieval:
         await asyncio.to_thread(_warm_vectors, rt)
 
 

@@ -9,7 +9,7 @@ leaves the backend module.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -189,6 +189,11 @@ class Store(Protocol):
 
     def purge_fact(self, fact_id: str) -> bool:
         """Remove the entry entirely (its file is gone)."""
+        ...
+
+    def reindex_turns(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Index every remembered turn again with its date and neighbours
+        (`store.documents`); returns how many documents changed."""
         ...
 
     # --- search -------------------------------------------------------------

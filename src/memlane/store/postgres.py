@@ -20,7 +20,7 @@ from the database.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -46,6 +46,10 @@ from memlane.store.postgres_index import (
     index_fact,
     insert_vectors,
     put_doc,
+    rebuild_turn_documents,
+)
+from memlane.store.postgres_index import (
+    fact_from_pg_row as _fact,
 )
 from memlane.store.postgres_keywords import (
     BM25_B,
@@ -450,6 +454,10 @@ class PostgresStore:
                 row,
             )
             index_fact(conn, fact)
+
+    def reindex_turns(self, progress: Callable[[int, int], None] | None = None) -> int:
+        with self._tx() as conn:
+            return rebuild_turn_documents(conn, progress)
 
     def get_fact(self, fact_id: str) -> Fact | None:
         with self._tx() as conn:
@@ -859,24 +867,6 @@ def _stored(row: Row) -> StoredMessage:
         token_count=int(row["token_count"]),
         created_at=row["created_at"],
         status=row["status"],
-    )
-
-
-def _fact(row: Row) -> Fact:
-    return Fact(
-        id=row["id"],
-        scope=row["scope"],
-        conversation_id=row["conversation_id"],
-        role=row["role"],
-        text=row["text"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        deleted=bool(row["deleted"]),
-        replaced_by=row["replaced_by"],
-        summary_kind=row["summary_kind"],
-        source_session=row["source_session"],
-        source_message=row["source_message"],
-        content_hash=row["content_hash"] or "",
     )
 
 

@@ -23,6 +23,7 @@ from memlane.store.postgres_index import (
     group_vectors,
     insert_docs,
     insert_vectors,
+    rebuild_turn_documents,
 )
 from memlane.store.postgres_schema import MESSAGE_COLUMNS, SESSION_COLUMNS
 from memlane.types import DocKind
@@ -125,6 +126,8 @@ def load_facts(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int])
             for f in facts
         ],
     )
+    # turns are indexed with their neighbours, which the batch itself brought along
+    rebuild_turn_documents(conn, conversations=sorted({f.conversation_id for f in facts}))
 
 
 def load_vectors(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:

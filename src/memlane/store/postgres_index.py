@@ -8,15 +8,26 @@ of any dimension, with a partial HNSW index (cosine) per dimension.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg.rows import dict_row
 
 from memlane.store import analysis
 from memlane.store.base import Vector
+from memlane.store.codec import FACT_COLUMNS
+from memlane.store.documents import (
+    AFTER,
+    BEFORE,
+    TURN_ROLES,
+    is_turn,
+    turn_document,
+    turn_documents,
+)
 from memlane.store.postgres_keywords import tsvector_literal
 from memlane.store.postgres_schema import LOCK_CLASS, VECTOR_INDEX_LOCK
 from memlane.types import DocKind, Fact
@@ -38,9 +49,14 @@ def put_doc(
     created_at: datetime,
     *,
     active: bool = True,
+    document: str | None = None,
 ) -> None:
-    """Insert or refresh one search document; a changed text drops its stale vectors."""
-    words = analysis.terms(text)
+    """Insert or refresh one search document; a changed text drops its stale vectors.
+
+    `document` is what the keyword index reads when it is more than the text (a turn
+    with its neighbours, `store.documents`); the text is still what a hit shows.
+    """
+    words = analysis.terms(text if document is None else document)
     old = conn.execute(
         "SELECT text FROM docs WHERE kind = %s AND ref = %s FOR UPDATE", (kind, ref)
     ).fetchone()
@@ -104,8 +120,22 @@ def insert_docs(conn: Conn, docs: Sequence[Doc]) -> None:
     )
 
 
-def index_fact(conn: Conn, fact: Fact) -> None:
-    """A fact is indexed under its conversation; a tombstone stays, inactive, with its vectors."""
+def index_fact(conn: Conn, fact: Fact, *, neighbours: bool = True) -> None:
+    """A fact is indexed under its conversation; a tombstone stays, inactive, with its vectors.
+
+    A turn is indexed with its neighbours, and the turns whose neighbourhood now holds it
+    are indexed again (the one before it; those after it, when it came late).
+    """
+    document = None
+    if is_turn(fact):
+        before = _turns(conn, fact, "<", BEFORE)
+        after = _turns(conn, fact, ">", BEFORE)
+        document = turn_document(
+            fact, [t.text for t in reversed(before)], [t.text for t in after[:AFTER]]
+        )
+        if neighbours:
+            for other in (*before[:AFTER], *after[:BEFORE]):
+                index_fact(conn, other, neighbours=False)
     put_doc(
         conn,
         "fact",
@@ -116,6 +146,75 @@ def index_fact(conn: Conn, fact: Fact) -> None:
         fact.text,
         fact.created_at,
         active=not fact.deleted,
+        document=document,
+    )
+
+
+def rebuild_turn_documents(
+    conn: psycopg.Connection[Any],
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    conversations: Sequence[str] | None = None,
+) -> int:
+    """Index live turns again with their neighbours (a migration, a load, `memory
+    reindex`), all of them or those of `conversations`; returns how many changed."""
+    only = "" if conversations is None else "AND conversation_id = ANY(%s) "
+    params: list[Any] = [list(TURN_ROLES)] + (
+        [] if conversations is None else [list(conversations)]
+    )
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(
+            f"SELECT {', '.join(FACT_COLUMNS)} FROM facts WHERE NOT deleted AND role = ANY(%s) "
+            f"{only}ORDER BY scope, conversation_id, created_at, seq",
+            params,
+        ).fetchall()
+    facts = [fact_from_pg_row(r) for r in rows]
+    changed = 0
+    done = 0
+    for _, group in itertools.groupby(facts, key=lambda f: (f.scope, f.conversation_id)):
+        turns = list(group)
+        for ref, document in turn_documents(turns).items():
+            words = analysis.terms(document)
+            cursor = conn.execute(
+                "UPDATE docs SET terms = %s::tsvector, length = %s "
+                "WHERE kind = 'fact' AND ref = %s AND terms IS DISTINCT FROM %s::tsvector",
+                (tsvector_literal(words), len(words), ref, tsvector_literal(words)),
+            )
+            changed += cursor.rowcount
+        done += len(turns)
+        if progress is not None:
+            progress(done, len(facts))
+    return changed
+
+
+def _turns(conn: Conn, fact: Fact, direction: str, limit: int) -> list[Fact]:
+    """The live turns of `fact`'s conversation just before ("<") or after (">") it, nearest
+    first."""
+    order = "DESC" if direction == "<" else "ASC"
+    rows = conn.execute(
+        f"SELECT {', '.join(FACT_COLUMNS)} FROM facts WHERE conversation_id = %s "
+        f"AND scope = %s AND NOT deleted AND role = ANY(%s) AND created_at {direction} %s "
+        f"ORDER BY created_at {order}, seq {order} LIMIT %s",
+        (fact.conversation_id, fact.scope, list(TURN_ROLES), fact.created_at, limit),
+    ).fetchall()
+    return [fact_from_pg_row(r) for r in rows]
+
+
+def fact_from_pg_row(row: Mapping[str, Any]) -> Fact:
+    return Fact(
+        id=row["id"],
+        scope=row["scope"],
+        conversation_id=row["conversation_id"],
+        role=row["role"],
+        text=row["text"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        deleted=bool(row["deleted"]),
+        replaced_by=row["replaced_by"],
+        summary_kind=row["summary_kind"],
+        source_session=row["source_session"],
+        source_message=row["source_message"],
+        content_hash=row["content_hash"] or "",
     )
 
 

@@ -171,7 +171,17 @@ def m001_initial(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     conn.execute("CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)")
 
 
-MIGRATIONS: tuple[tuple[str, Migration], ...] = (("m001_initial", m001_initial),)
+def m002_turn_context(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Remembered turns are indexed with their date and neighbours (`store.documents`)."""
+    from memlane.store.postgres_index import rebuild_turn_documents  # the store's own indexing
+
+    rebuild_turn_documents(conn)
+
+
+MIGRATIONS: tuple[tuple[str, Migration], ...] = (
+    ("m001_initial", m001_initial),
+    ("m002_turn_context", m002_turn_context),
+)
 
 
 def migrate(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:

@@ -12,11 +12,12 @@ caches derived from the file and kept in step with it — BM25 postings
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -47,6 +48,14 @@ from memlane.store.codec import (
     vector_from_text,
     vector_to_bytes,
     vector_to_text,
+)
+from memlane.store.documents import (
+    AFTER,
+    BEFORE,
+    TURN_ROLES,
+    is_turn,
+    turn_document,
+    turn_documents,
 )
 from memlane.store.keyword_index import KeywordIndex
 from memlane.store.sqlite_schema import (
@@ -632,6 +641,10 @@ class SQLiteStore:
             )
             _index_fact(conn, fact)
 
+    def reindex_turns(self, progress: Callable[[int, int], None] | None = None) -> int:
+        with self._write() as conn:
+            return rebuild_turn_documents(conn, progress)
+
     def get_fact(self, fact_id: str) -> Fact | None:
         rows = self._read(f"SELECT {', '.join(FACT_COLUMNS)} FROM facts WHERE id = ?", (fact_id,))
         return fact_from_row(dict(rows[0])) if rows else None
@@ -664,7 +677,7 @@ class SQLiteStore:
                 ORDER BY created_at, rowid LIMIT ?""",
             [*params, -1 if limit is None else limit],
         )
-        return [fact_from_row(dict(r)) for r in rows]
+        return [fact_from_row(dict(zip(FACT_COLUMNS, r, strict=True))) for r in rows]
 
     def delete_fact(self, fact_id: str, *, replaced_by: str | None = None) -> bool:
         with self._write() as conn:
@@ -924,10 +937,17 @@ def _index(
     stamp: str,
     *,
     active: bool = True,
+    document: str | None = None,
 ) -> None:
-    """Insert or refresh one search document; a changed text drops its stale vectors."""
-    old = _one(conn, "SELECT rowid, text, tags FROM docs WHERE kind = ? AND ref = ?", kind, ref)
-    terms = index_terms(text)
+    """Insert or refresh one search document; a changed text drops its stale vectors.
+
+    `document` is what the keyword index reads when it is more than the text (a
+    turn with its neighbours); the text is still what a hit shows.
+    """
+    old = _one(
+        conn, "SELECT rowid, text, terms, tags FROM docs WHERE kind = ? AND ref = ?", kind, ref
+    )
+    terms = index_terms(text if document is None else document)
     tags = doc_tags(kind, scope, session_id)
     if old is None:
         _insert_docs(
@@ -941,14 +961,27 @@ def _index(
     )
     if old["tags"] != tags:
         conn.execute("UPDATE docs SET tags = ? WHERE rowid = ?", (tags, old["rowid"]))
-    if old["text"] != text:
+    if old["text"] != text or old["terms"] != terms:
         conn.execute(
             "UPDATE docs SET text = ?, terms = ? WHERE rowid = ?", (text, terms, old["rowid"])
         )
+    if old["text"] != text:
         conn.execute("DELETE FROM vectors WHERE doc_id = ?", (old["rowid"],))
 
 
-def _index_fact(conn: sqlite3.Connection, fact: Fact) -> None:
+def _index_fact(conn: sqlite3.Connection, fact: Fact, *, neighbours: bool = True) -> None:
+    """Index an entry: a turn with its neighbours; the turns whose neighbourhood now holds
+    this one are indexed again (the one before it; those after it, when it came late)."""
+    document = None
+    if is_turn(fact):
+        before = _turns(conn, fact, "<", BEFORE)
+        after = _turns(conn, fact, ">", BEFORE)
+        document = turn_document(
+            fact, [t.text for t in reversed(before)], [t.text for t in after[:AFTER]]
+        )
+        if neighbours:  # the turns whose windows now hold this one
+            for other in (*before[:AFTER], *after[:BEFORE]):
+                _index_fact(conn, other, neighbours=False)
     _index(
         conn,
         "fact",
@@ -959,7 +992,50 @@ def _index_fact(conn: sqlite3.Connection, fact: Fact) -> None:
         fact.text,
         ts_to_text(fact.created_at),
         active=not fact.deleted,
+        document=document,
     )
+
+
+def rebuild_turn_documents(
+    conn: sqlite3.Connection, progress: Callable[[int, int], None] | None = None
+) -> int:
+    """Index every live turn again with its neighbours (migration m005, `memory reindex`);
+    returns how many documents changed."""
+    rows = conn.execute(
+        f"""SELECT {", ".join(FACT_COLUMNS)} FROM facts
+            WHERE deleted = 0 AND role IN ({_marks(TURN_ROLES)})
+            ORDER BY scope, conversation_id, created_at""",
+        list(TURN_ROLES),
+    ).fetchall()
+    facts = [fact_from_row(dict(zip(FACT_COLUMNS, r, strict=True))) for r in rows]
+    changed = 0
+    done = 0
+    for _, group in itertools.groupby(facts, key=lambda f: (f.scope, f.conversation_id)):
+        turns = list(group)
+        for ref, document in turn_documents(turns).items():
+            cursor = conn.execute(
+                "UPDATE docs SET terms = ? WHERE kind = 'fact' AND ref = ? AND terms != ?",
+                (terms := index_terms(document), ref, terms),
+            )
+            changed += cursor.rowcount
+        done += len(turns)
+        if progress is not None:
+            progress(done, len(facts))
+    return changed
+
+
+def _turns(conn: sqlite3.Connection, fact: Fact, direction: str, limit: int) -> list[Fact]:
+    """The live turns of `fact`'s conversation just before ("<") or after (">") it, nearest
+    first."""
+    order = "DESC" if direction == "<" else "ASC"
+    rows = conn.execute(
+        f"""SELECT {", ".join(FACT_COLUMNS)} FROM facts
+            WHERE conversation_id = ? AND scope = ? AND deleted = 0
+              AND role IN ({_marks(TURN_ROLES)}) AND created_at {direction} ?
+            ORDER BY created_at {order} LIMIT ?""",
+        [fact.conversation_id, fact.scope, *TURN_ROLES, ts_to_text(fact.created_at), limit],
+    ).fetchall()
+    return [fact_from_row(dict(zip(FACT_COLUMNS, r, strict=True))) for r in rows]
 
 
 def _filter_sql(flt: SearchFilter) -> tuple[str, list[Any]]:

@@ -236,11 +236,19 @@ def m004_doc_changes(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def m005_turn_context(conn: sqlite3.Connection) -> None:
+    """Remembered turns are indexed with their date and neighbours (`store.documents`)."""
+    from memlane.store.sqlite import rebuild_turn_documents  # the store's own indexing
+
+    rebuild_turn_documents(conn)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_fts_filter_tags,
     m003_fts_insert_without_trigger,
     m004_doc_changes,
+    m005_turn_context,
 ]
 
 

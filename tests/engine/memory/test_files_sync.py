@@ -108,6 +108,7 @@ async def test_a_corrupt_file_is_logged_skipped_and_its_fact_kept(
 async def test_reindex_rebuilds_a_lost_index_from_the_files(
     settings: Settings, tmp_path: Path, scripted_llm: ScriptedLLM
 ) -> None:
+    settings = settings.model_copy(update={"memory_dense": "on"})  # vectors are rebuilt too
     store = SQLiteStore(tmp_path / "memlane.db")
     rt = Runtime(settings, store, _llm=scripted_llm)
     await remember(rt, scripted_llm, "The user speaks Portuguese")

@@ -25,7 +25,7 @@ def runtime(settings: Settings, store: SQLiteStore, **changes: object) -> Runtim
         when = NOW - timedelta(days=400 if ref == "d" else 1)
         store.put_fact(Fact(ref, "ns:r", "c1", "memory", text, when, when))
     store.put_fact(Fact("e", "ns:other", "c2", "memory", "Error E4021 elsewhere", NOW, NOW))
-    rt = Runtime(settings.model_copy(update=changes), store)
+    rt = Runtime(settings.model_copy(update={"memory_dense": "on", **changes}), store)
     embed_missing(rt)
     return rt
 
@@ -69,3 +69,13 @@ async def test_recency_weight_lifts_recent_memories(
     )
     lifted = [c.ref for c in await search(recent, query, scopes=["ns:r"], now=NOW)]
     assert plain.index("d") < lifted.index("d")  # the 400-day-old memory sinks
+
+
+async def test_dense_retrieval_is_off_by_default_with_the_packaged_model(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    rt = runtime(settings, sqlite_store, memory_dense="auto")
+    assert not rt.settings.dense_retrieval  # auto: only an embeddings endpoint turns it on
+    found = await search(rt, "cache volume full", scopes=["ns:r"], now=NOW)
+    assert [c.ref for c in found] == ["b"]  # keyword hits only: nothing dense ranks
+    assert rt.settings.model_copy(update={"embedding_backend": "openai"}).dense_retrieval

@@ -10,10 +10,10 @@ kept), flow (one request), setup (building it from the runtime), compact
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
+from memlane.engine import threads
 from memlane.engine.governance.budget import learn_window
 from memlane.engine.governance.errors import ContextOverflow
 from memlane.engine.runtime import Runtime
@@ -55,5 +55,5 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
     turn.trimmed = turn.trimmed or governed.trimmed
     turn.notes.extend(governed.stats.notes)
     if governed.stats.summarised and turn.session is not None:
-        await asyncio.to_thread(write_anchor, rt, turn.session, governed.plan.snapshot)
+        await threads.to_thread(write_anchor, rt, turn.session, governed.plan.snapshot)
     return governed.messages

@@ -15,13 +15,13 @@ threshold, so the next many requests append again:
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from memlane.config import Settings
+from memlane.engine import threads
 from memlane.engine.governance import mask, render, window
 from memlane.engine.governance.budget import Budget
 from memlane.engine.governance.ledger import (
@@ -93,7 +93,7 @@ class Governor:
         masked = dict(plan.masked)
         gone = set(plan.dropped_indices())
         for index in mask.choose(conversation, counts, self.settings, self.budget, masked, gone):
-            masked[index] = await asyncio.to_thread(
+            masked[index] = await threads.to_thread(
                 self.ledger.offload, index, conversation[index], counts[index]
             )
             stats.masked += 1
@@ -145,7 +145,7 @@ class Governor:
         snapshot = await self._snapshot(plan.snapshot, removed, removed_tokens, stats)
         user = last_user_turn(conversation)
         dropped_set = set(after.dropped_indices())
-        await asyncio.to_thread(
+        await threads.to_thread(
             self.ledger.record_dropped,
             [(i, conversation[i]) for i in newly if i not in plan.masked],
         )

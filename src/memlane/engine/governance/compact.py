@@ -10,9 +10,9 @@ marker because the request must go out).
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
+from memlane.engine import threads
 from memlane.engine.governance.cache import Stats
 from memlane.engine.governance.ledger import StoreLedger
 from memlane.engine.governance.setup import make_governor, write_anchor
@@ -48,13 +48,13 @@ class Compaction:
 
 
 async def compact_session(rt: Runtime, session_id: str, *, model: str | None = None) -> Compaction:
-    session = await asyncio.to_thread(rt.store.get_session, session_id)
+    session = await threads.to_thread(rt.store.get_session, session_id)
     if session is None:
         raise SessionNotFound(f"no session {session_id!r}: see `memlane sessions list`")
-    stored = await asyncio.to_thread(rt.store.list_messages, session.id)
+    stored = await threads.to_thread(rt.store.list_messages, session.id)
     messages: list[Message] = [s.message for s in stored if s.status == "ok"]
     ledger = StoreLedger(rt.settings, rt.store, session.id, session.key)
-    plan = await asyncio.to_thread(ledger.load_plan)
+    plan = await threads.to_thread(ledger.load_plan)
     conversation = [m for m in messages if m.origin == "client"]
     if not plan.matches(conversation):
         plan = type(plan)()
@@ -75,9 +75,9 @@ async def compact_session(rt: Runtime, session_id: str, *, model: str | None = N
         )
     after = gov.total(gov.render(new_plan, messages))
     if new_plan != plan and after < before:
-        await asyncio.to_thread(ledger.save_plan, new_plan)
+        await threads.to_thread(ledger.save_plan, new_plan)
         if stats.summarised:
-            await asyncio.to_thread(write_anchor, rt, session, new_plan.snapshot)
+            await threads.to_thread(write_anchor, rt, session, new_plan.snapshot)
     else:
         new_plan, after = plan, before
     return Compaction(

@@ -9,10 +9,10 @@ the event loop meanwhile.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
+from memlane.engine import threads
 from memlane.engine.governance import loops, recall
 from memlane.engine.governance.cache import Governor, Stats
 from memlane.engine.governance.errors import ContextOverflow
@@ -63,10 +63,10 @@ async def govern(
     loop = loops.detect(conversation, settings.governance_loop_threshold)
     if loop is not None and loop.key not in plan.loops_noted:
         payload = {"tool": loop.name, "count": loop.count}
-        await asyncio.to_thread(gov.ledger.record_event, EVENT_LOOP, payload, "")
+        await threads.to_thread(gov.ledger.record_event, EVENT_LOOP, payload, "")
         plan = replace(plan, loops_noted=(*plan.loops_noted[-9:], loop.key))
     if plan != stored:
-        await asyncio.to_thread(gov.ledger.save_plan, plan)
+        await threads.to_thread(gov.ledger.save_plan, plan)
     tail: list[Message] = []
     if plan.trims:
         snippets = await _recall(gov, user_text, longterm)

@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 
 from memlane.config import Settings
+from memlane.engine import threads
 from memlane.engine.runtime import Runtime
 from memlane.files.git import GitRepo, commit_quietly
 from memlane.files.memory_files import MemoryFileError, MemoryFiles, id_from_name, now_utc
@@ -33,6 +34,10 @@ from memlane.types import Fact, FactRole
 log = logging.getLogger("memlane.memory")
 
 EMBED_BATCH = 256
+COMMIT_QUIET_SECONDS = 5.0
+"""Per-turn changes are committed together once no new change came for this long..."""
+COMMIT_MAX_PENDING = 100
+"""...or once this many are waiting: git runs once per burst, never once per turn."""
 WATCH_START_SECONDS = 5.0
 MODEL_META = "memory.embedding_model"
 Progress = Callable[[int, int | None], None]
@@ -71,6 +76,8 @@ class MemoryBook:
         self._started: asyncio.Task[SyncReport] | None = None
         self.watch_task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        self._pending_commits: list[str] = []
+        self._commit_timer: asyncio.TimerHandle | None = None
 
     # --- locks ----------------------------------------------------------------
     @property
@@ -86,9 +93,11 @@ class MemoryBook:
     # --- start -----------------------------------------------------------------
     async def ready(self) -> SyncReport:
         """Catch the index up with the files once per process (edits made while stopped)."""
-        if self._started is None:
-            self._started = asyncio.get_running_loop().create_task(self.sync_files())
-        return await asyncio.shield(self._started)
+        started = self._started
+        if started is None or (started.done() and started.exception() is not None):
+            # a first sync that failed (a locked file, a full disk) is tried again
+            started = self._started = asyncio.get_running_loop().create_task(self.sync_files())
+        return await asyncio.shield(started)
 
     # --- writes ------------------------------------------------------------------
     async def write(
@@ -100,8 +109,8 @@ class MemoryBook:
         if not puts and not tombstones:
             return
         async with self.lock:
-            await asyncio.to_thread(self._write_sync, puts, tombstones)
-            await asyncio.to_thread(self._embed_missing_sync)
+            await threads.to_thread(self._write_sync, puts, tombstones)
+            await threads.to_thread(self._embed_missing_sync)
 
     def _write_sync(
         self, puts: Sequence[Fact], tombstones: Sequence[tuple[Fact, str | None]]
@@ -151,8 +160,8 @@ class MemoryBook:
         async with self.lock:
             report = SyncReport()
             if self.files is not None:
-                report = await asyncio.to_thread(self._sync_sync, progress)
-            report.embedded = await asyncio.to_thread(self._embed_missing_sync, embed_progress)
+                report = await threads.to_thread(self._sync_sync, progress)
+            report.embedded = await threads.to_thread(self._embed_missing_sync, embed_progress)
         return report
 
     def _sync_sync(self, progress: Progress | None) -> SyncReport:
@@ -228,9 +237,9 @@ class MemoryBook:
         if self.files is None:
             return 0
         async with self.lock:
-            changed = await asyncio.to_thread(self._changes_sync, sorted(set(paths)))
+            changed = await threads.to_thread(self._changes_sync, sorted(set(paths)))
             if changed:
-                await asyncio.to_thread(self._embed_missing_sync)
+                await threads.to_thread(self._embed_missing_sync)
         return changed
 
     def _changes_sync(self, paths: Sequence[Path]) -> int:
@@ -305,19 +314,63 @@ class MemoryBook:
 
     # --- history -------------------------------------------------------------------
     async def commit(self, message: str) -> bool:
+        """Commit now (a person's deliberate change: `memory add`, `edit`, `forget`)."""
         if self.git is None:
             return False
         return await commit_quietly(self.git, message)
 
+    def commit_later(self, message: str) -> None:
+        """Queue a background change for the next coalesced commit.
 
-def embed_missing(rt: Runtime, progress: Progress | None = None) -> int:
+        The commit runs once no change came for `COMMIT_QUIET_SECONDS`, or at once when
+        `COMMIT_MAX_PENDING` are waiting, and at shutdown (`flush`): a busy proxy runs
+        git once per burst instead of once per turn.
+        """
+        if self.git is None:
+            return
+        self._pending_commits.append(message)
+        if self._commit_timer is not None:
+            self._commit_timer.cancel()
+        loop = asyncio.get_running_loop()
+        delay = 0.0 if len(self._pending_commits) >= COMMIT_MAX_PENDING else COMMIT_QUIET_SECONDS
+        self._commit_timer = loop.call_later(delay, self._start_flush)
+
+    def _start_flush(self) -> None:
+        self._commit_timer = None
+        self.rt.background.spawn(self.flush(), name="memory-git-commit")
+
+    async def flush(self) -> bool:
+        """Commit every queued change now, as one commit; False when none was waiting."""
+        if self._commit_timer is not None:
+            self._commit_timer.cancel()
+            self._commit_timer = None
+        messages, self._pending_commits = self._pending_commits, []
+        if not messages or self.git is None:
+            return False
+        return await commit_quietly(self.git, combined_message(messages))
+
+
+def combined_message(messages: Sequence[str]) -> str:
+    """One commit message for several queued changes: each change's first line."""
+    if len(messages) == 1:
+        return messages[0]
+    heads = "\n".join(f"- {m.splitlines()[0] if m else ''}" for m in messages)
+    return f"memory: {len(messages)} updates\n\n{heads}"
+
+
+def embed_missing(rt: Runtime, progress: Progress | None = None, *, force: bool = False) -> int:
     """Embed every active entry without a vector of the current model.
+
+    Nothing is embedded while dense retrieval is off (`memory_dense`) unless `force`
+    (an evaluation of the dense configuration).
 
     Content-addressed: the store drops a vector only when its text changes, so
     unchanged text is never re-embedded; a new embedding model drops the old
     vectors and re-embeds everything. A failing embedder is logged: keyword
     search still finds the entries, and the next write retries.
     """
+    if not (force or rt.settings.dense_retrieval):
+        return 0
     store = rt.store
     try:
         embedder = rt.embedder

@@ -16,12 +16,12 @@ written first, so a failure later never loses what was said.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from memlane.config import Settings
+from memlane.engine import threads
 from memlane.engine.memory import scopes
 from memlane.engine.memory.book import MemoryBook, book_for, new_fact
 from memlane.engine.memory.evict import choose_evictions
@@ -61,6 +61,17 @@ class IngestReport:
     summary: bool = False
     evicted: int = 0
     reason: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return bool(
+            self.turns
+            or self.facts_added
+            or self.facts_updated
+            or self.facts_deleted
+            or self.summary
+            or self.evicted
+        )
 
     def message(self, conversation: str) -> str:
         """The git commit message: what this update changed."""
@@ -108,6 +119,8 @@ def turn_input(settings: Settings, turn: Turn, answer: Answer) -> TurnInput | No
     """The parts of a turn worth remembering; None when there is nothing to do."""
     if not settings.memory_enabled or turn.session is None or turn.ephemeral or answer.failed:
         return None
+    if not (settings.memory_store_turns or settings.memory_extract_facts):
+        return None  # no kind of memory is written: nothing to run at all
     user_text, user_id = _new_user_message(turn)
     assistant = "\n\n".join(
         m.text
@@ -158,7 +171,8 @@ async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
     if settings.memory_summarization and report.facts_added:
         report.summary = await _update_summary(rt, book, item, conversation, report.facts_added)
     report.evicted = await evict_conversation(rt, book, item.session_id)
-    await book.commit(report.message(item.session_id))
+    if report.changed:
+        book.commit_later(report.message(item.session_id))
     return report
 
 
@@ -199,7 +213,7 @@ async def neighbourhood(rt: Runtime, facts: Sequence[str], scope: str) -> list[F
         for hit in hits:
             found.setdefault(hit.ref)
     ids = list(found)[:MAX_NEIGHBOURS]
-    loaded = await asyncio.to_thread(lambda: [rt.store.get_fact(i) for i in ids])
+    loaded = await threads.to_thread(lambda: [rt.store.get_fact(i) for i in ids])
     return [f for f in loaded if f is not None and not f.deleted]
 
 
@@ -244,7 +258,7 @@ async def _update_summary(
     rt: Runtime, book: MemoryBook, item: TurnInput, scope: str, facts: Sequence[str]
 ) -> bool:
     sid = summary_id(item.session_id)
-    previous = await asyncio.to_thread(rt.store.get_fact, sid)
+    previous = await threads.to_thread(rt.store.get_fact, sid)
     old_text = previous.text if previous is not None and not previous.deleted else ""
     text = await update_summary(rt.llm, old_text, facts, model=item.model)
     if not text.strip() or text == old_text:
@@ -267,7 +281,7 @@ async def _update_summary(
 
 async def evict_conversation(rt: Runtime, book: MemoryBook, conversation_id: str) -> int:
     """Soft-delete the oldest facts and turns over `memory_max_entries`."""
-    entries = await asyncio.to_thread(
+    entries = await threads.to_thread(
         rt.store.list_facts,
         conversation_id=conversation_id,
         roles=("memory", "user", "assistant"),

@@ -22,6 +22,8 @@ async def start_memory(rt: Runtime) -> None:
 
 
 async def stop_memory(rt: Runtime) -> None:
+    """Stop watching files and commit what is queued (memlane stops; nothing is left out)."""
     book = vars(rt).get("_memory_book")
     if book is not None:
         await book.stop_watching()
+        await book.flush()

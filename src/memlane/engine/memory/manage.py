@@ -6,11 +6,11 @@ committed to git with a message saying what changed.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from memlane.engine import threads
 from memlane.engine.memory.book import book_for, new_fact
 from memlane.engine.memory.scopes import GLOBAL
 from memlane.engine.runtime import Runtime
@@ -51,7 +51,7 @@ async def add_memory(
     body = _clean_text(text)
     book = book_for(rt)
     await book.ready()
-    existing = await asyncio.to_thread(_exact_repeat, rt, body, scope, role)
+    existing = await threads.to_thread(_exact_repeat, rt, body, scope, role)
     if existing is not None:
         return existing
     fact = new_fact(
@@ -82,7 +82,7 @@ MIN_ID_PREFIX = 6
 
 async def get_memory(rt: Runtime, ref: str) -> Fact:
     """The memory `ref` names: its full id, or a unique prefix of at least 6 characters."""
-    return await asyncio.to_thread(_find, rt, ref.strip())
+    return await threads.to_thread(_find, rt, ref.strip())
 
 
 def _find(rt: Runtime, ref: str) -> Fact:
@@ -137,7 +137,7 @@ async def list_memories(
     limit: int | None = None,
 ) -> list[Fact]:
     await book_for(rt).ready()
-    return await asyncio.to_thread(
+    return await threads.to_thread(
         rt.store.list_facts,
         scope=scope,
         roles=roles,
@@ -154,7 +154,7 @@ async def export_tree(
     progress: Callable[[int, int], None] | None = None,
 ) -> int:
     """Write every entry (tombstones included) as the Markdown tree under `destination`."""
-    facts = await asyncio.to_thread(rt.store.list_facts, include_deleted=True)
+    facts = await threads.to_thread(rt.store.list_facts, include_deleted=True)
     files = MemoryFiles(destination)
 
     def write() -> None:
@@ -163,7 +163,7 @@ async def export_tree(
             if progress is not None:
                 progress(number, len(facts))
 
-    await asyncio.to_thread(write)
+    await threads.to_thread(write)
     if git:
         await commit_quietly(GitRepo(destination), f"memory: export of {len(facts)} entries")
     return len(facts)

@@ -28,11 +28,11 @@ already in the request word for word are not repeated. With `memory_mode =
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memlane.engine import threads
 from memlane.engine.memory import scopes
 from memlane.engine.memory.summary import summary_id
 from memlane.engine.retrieval.candidates import Candidate
@@ -96,7 +96,7 @@ async def recall(
     hits = [h for h in hits if h.text.strip() not in skip][:k]
     if not hits:
         return []
-    facts = await asyncio.to_thread(lambda: {h.ref: rt.store.get_fact(h.ref) for h in hits})
+    facts = await threads.to_thread(lambda: {h.ref: rt.store.get_fact(h.ref) for h in hits})
     out = []
     for hit in hits:
         fact = facts.get(hit.ref)
@@ -105,7 +105,7 @@ async def recall(
 
 
 async def conversation_summary(rt: Runtime, session_id: str) -> str:
-    fact = await asyncio.to_thread(rt.store.get_fact, summary_id(session_id))
+    fact = await threads.to_thread(rt.store.get_fact, summary_id(session_id))
     return fact.text if fact is not None and not fact.deleted else ""
 
 

@@ -17,10 +17,10 @@ from the same pool).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import math
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from memlane.engine import threads
 from memlane.engine.memory.book import embed_missing
 from memlane.engine.memory.scopes import conversation_scope
 from memlane.engine.retrieval.search import Method, search
@@ -88,7 +89,16 @@ class EvalResult:
     ks: tuple[int, ...]
     overall: Scores = field(default_factory=Scores)
     by_category: dict[int, Scores] = field(default_factory=lambda: defaultdict(Scores))
+    by_conversation: dict[str, Scores] = field(default_factory=lambda: defaultdict(Scores))
+    latencies_ms: list[float] = field(default_factory=list)
+    """Wall time of each question's `search` call, as the read path pays it."""
     turns: int = 0
+
+    def latency(self, quantile: float) -> float:
+        if not self.latencies_ms:
+            return 0.0
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, int(quantile * len(ordered)))]
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -100,6 +110,11 @@ class EvalResult:
                 CATEGORIES.get(c, str(c)): {"questions": s.count, **s.mean()}
                 for c, s in sorted(self.by_category.items())
             },
+            "conversations": {
+                name: {"questions": s.count, **s.mean()}
+                for name, s in sorted(self.by_conversation.items())
+            },
+            "latency_ms": {"p50": round(self.latency(0.5), 3), "p95": round(self.latency(0.95), 3)},
         }
 
 
@@ -181,18 +196,21 @@ async def ingest(
     rt: Runtime,
     conversations: Sequence[Conversation],
     progress: Callable[[int], None] | None = None,
+    *,
+    embed: bool = False,
 ) -> int:
-    """Write every turn into the store's index and embed them; returns the turn count."""
+    """Write every turn into the store's index (and embed them when a configuration
+    measured needs vectors); returns the turn count."""
     facts = [f for c in conversations for f in turn_facts(c)]
 
     def write() -> None:
         for fact in facts:
             rt.store.put_fact(fact)
 
-    await asyncio.to_thread(write)
-    await asyncio.to_thread(
-        embed_missing, rt, (lambda done, _total: progress(done)) if progress else None
-    )
+    await threads.to_thread(write)
+    if embed:
+        report = (lambda done, _total: progress(done)) if progress else None
+        await threads.to_thread(embed_missing, rt, report, force=True)
     return len(facts)
 
 
@@ -216,13 +234,16 @@ async def evaluate(
         for question in conversation.questions:
             if not question.scored:
                 continue
+            started = time.perf_counter()
             found = await search(
                 rt, question.question, scopes=(scope,), top_k=depth, method=method, now=now
             )
+            result.latencies_ms.append((time.perf_counter() - started) * 1000)
             ranked = [ids.get(c.ref, "") for c in found]
             scores = metrics(ranked, question.evidence, ks)
             result.overall.add(scores)
             result.by_category[question.category].add(scores)
+            result.by_conversation[conversation.id].add(scores)
             done += 1
             if progress is not None:
                 progress(done)

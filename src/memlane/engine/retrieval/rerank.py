@@ -11,7 +11,6 @@ relevance (see `fuse`), and retrieval carries on.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
@@ -22,6 +21,7 @@ import httpx
 import numpy as np
 
 from memlane.config import Settings
+from memlane.engine import threads
 from memlane.engine.retrieval.candidates import Candidate
 from memlane.engine.retrieval.fuse import min_max
 
@@ -136,7 +136,7 @@ class OnnxCrossEncoder:
         self._inputs = {i.name for i in self._session.get_inputs()}
 
     async def score(self, query: str, texts: Sequence[str]) -> list[float]:
-        return await asyncio.to_thread(self._score, query, texts)
+        return await threads.to_thread(self._score, query, texts)
 
     def _score(self, query: str, texts: Sequence[str]) -> list[float]:
         try:

@@ -23,7 +23,6 @@ is synchronous, so its calls run in a worker thread.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections import OrderedDict
@@ -33,6 +32,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Literal
 
+from memlane.engine import threads
 from memlane.engine.retrieval.candidates import Candidate, from_hits
 from memlane.engine.retrieval.fuse import FusionMethod, fuse
 from memlane.engine.retrieval.mmr import mmr
@@ -75,7 +75,7 @@ async def search(
         fact_roles=roles,
     )
     pool = k * settings.memory_candidates_factor
-    keyword, dense = await asyncio.to_thread(_first_stage, rt, query, flt, pool, method)
+    keyword, dense = await threads.to_thread(_first_stage, rt, query, flt, pool, method)
     if method != "memlane":
         hits = keyword if method == "bm25" else dense
         return [_plain(hit, rank) for rank, hit in enumerate(hits[:k])]
@@ -92,9 +92,9 @@ async def search(
     candidates = apply_recency(
         candidates, now=now or datetime.now(UTC), weight=settings.memory_recency_weight
     )
-    if settings.memory_mmr_lambda >= 1.0:
-        return candidates[:k]
-    vectors = await asyncio.to_thread(_vectors, rt, candidates)
+    if settings.memory_mmr_lambda >= 1.0 or not settings.dense_retrieval:
+        return candidates[:k]  # MMR compares embeddings: none without dense retrieval
+    vectors = await threads.to_thread(_vectors, rt, candidates)
     return mmr(candidates, vectors, k=k, lam=settings.memory_mmr_lambda)
 
 
@@ -105,7 +105,7 @@ def _first_stage(
     dense: list[Hit] = []
     if method in ("memlane", "bm25"):
         keyword = rt.store.keyword_search(query, flt, limit=limit)
-    if method in ("memlane", "dense"):
+    if method == "dense" or (method == "memlane" and rt.settings.dense_retrieval):
         try:
             embedder = rt.embedder
             vector = embed_query(embedder, query)

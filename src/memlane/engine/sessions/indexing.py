@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memlane.config import Settings
+from memlane.engine import threads
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.lifecycle import ensure_title
 from memlane.engine.sessions.metafile import meta_path, read_meta, write_meta
@@ -195,7 +196,7 @@ async def _after_turn(
     rt: Runtime, session_id: str, model: str, slot: tuple[int, str], *, indexing: bool
 ) -> None:
     try:
-        if await asyncio.to_thread(_title_and_due, rt, session_id, indexing=indexing):
+        if await threads.to_thread(_title_and_due, rt, session_id, indexing=indexing):
             await index_session(rt, session_id, model=model)
     finally:
         _IN_FLIGHT.discard(slot)
@@ -253,10 +254,10 @@ async def index_session(rt: Runtime, session_id: str, *, model: str | None = Non
     if problem is not None:
         return IndexResult(ok=False, attempts=0, error=problem)
     store = rt.store
-    session = await asyncio.to_thread(store.get_session, session_id)
+    session = await threads.to_thread(store.get_session, session_id)
     if session is None:
         raise SessionNotFound(f"no session {session_id!r}: see `memlane sessions list`")
-    stored = await asyncio.to_thread(store.list_messages, session_id)
+    stored = await threads.to_thread(store.list_messages, session_id)
     conversation = keep_tail(serialize(stored), _config(rt.settings).max_input_chars)
     if not conversation:
         return IndexResult(ok=False, attempts=0, error="the session has no conversation to index")
@@ -281,7 +282,7 @@ async def index_session(rt: Runtime, session_id: str, *, model: str | None = Non
             ]
             continue
         await _record(rt, session_id, attempt, completion, error=None)
-        await asyncio.to_thread(_save, rt, session_id, meta, completion.model, stored, spent)
+        await threads.to_thread(_save, rt, session_id, meta, completion.model, stored, spent)
         return IndexResult(ok=True, attempts=attempt, meta=meta, cost_usd=spent)
     error = f"the index model gave no usable answer in {MAX_ATTEMPTS} attempts"
     log.warning("session %s: %s", session_id, error)
@@ -291,7 +292,7 @@ async def index_session(rt: Runtime, session_id: str, *, model: str | None = Non
 async def _request(rt: Runtime, session: Session, conversation: str) -> list[dict[str, str]]:
     parts = [f"Conversation:\n{conversation}"]
     if session.parent_id:
-        parent = await asyncio.to_thread(rt.store.get_session, session.parent_id)
+        parent = await threads.to_thread(rt.store.get_session, session.parent_id)
         parent_summary = str(parent.metadata.get("summary") or parent.summary) if parent else ""
         if parent_summary:
             parts.insert(0, PARENT_NOTE.format(summary=parent_summary))
@@ -309,7 +310,7 @@ async def _record(
         payload.update(usage_payload(rt, completion))
     if error is not None:
         payload["error"] = error
-    await asyncio.to_thread(rt.store.add_event, session_id, INDEX_EVENT, payload)
+    await threads.to_thread(rt.store.add_event, session_id, INDEX_EVENT, payload)
 
 
 def _save(

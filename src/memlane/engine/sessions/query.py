@@ -9,9 +9,9 @@ that was asked about, with usage and cost.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
+from memlane.engine import threads
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.models import cheap_llm, cost_usd, index_model, usage_payload
 from memlane.engine.sessions.serialize import keep_tail, serialize
@@ -61,7 +61,7 @@ async def query_session(
     rt: Runtime, session: Session, question: str, *, model: str | None = None
 ) -> SessionAnswer:
     """The cheap model's answer to `question` about `session`. Raises LLMError on failure."""
-    material = await asyncio.to_thread(query_material, rt, session)
+    material = await threads.to_thread(query_material, rt, session)
     request = [
         {"role": "system", "content": QUERY_PROMPT},
         {"role": "user", "content": f"{material}\n\nQuestion: {question.strip()}"},
@@ -69,5 +69,5 @@ async def query_session(
     chosen = index_model(rt, model, session)
     completion = await cheap_llm(rt).complete(request, model=chosen)
     payload = {"question": question, "answer": completion.text, **usage_payload(rt, completion)}
-    await asyncio.to_thread(rt.store.add_event, session.id, QUERY_EVENT, payload)
+    await threads.to_thread(rt.store.add_event, session.id, QUERY_EVENT, payload)
     return SessionAnswer(completion.text.strip(), completion.model, cost_usd(rt, completion))

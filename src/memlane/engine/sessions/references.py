@@ -19,12 +19,12 @@ assistant message instead of forwarding the request.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memlane.engine import threads
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.lookup import SessionLookupError, find_session, session_name
 from memlane.engine.sessions.query import query_session
@@ -91,7 +91,7 @@ async def resolve_references(rt: Runtime, turn: Turn, messages: list[Message]) -
         return messages
     session = turn.session
     stored = (
-        await asyncio.to_thread(rt.store.list_messages, session.id)
+        await threads.to_thread(rt.store.list_messages, session.id)
         if session is not None and not turn.ephemeral
         else []
     )
@@ -114,7 +114,7 @@ async def resolve_references(rt: Runtime, turn: Turn, messages: list[Message]) -
     injected = await _resolve_all(rt, turn, references)
     if session is not None and not turn.ephemeral:
         counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in injected]
-        await asyncio.to_thread(rt.store.append_messages, session.id, counted)
+        await threads.to_thread(rt.store.append_messages, session.id, counted)
     return [*out[:latest], *injected, *out[latest:]]
 
 
@@ -179,7 +179,7 @@ async def _resolve_all(rt: Runtime, turn: Turn, references: list[Reference]) -> 
     injected: list[Message] = []
     for reference in references:
         try:
-            target = await asyncio.to_thread(
+            target = await threads.to_thread(
                 find_session, rt.store, reference.ref, namespace=turn.namespace, exclude=own
             )
         except SessionLookupError as exc:
@@ -205,7 +205,7 @@ async def _reference_message(
                 label=label, ref=reference.ref, question=reference.question
             )
             return Message(role="user", text=f"{header}\n{answer.text}", origin="reference")
-    text = await asyncio.to_thread(_summary_block, rt.store, reference, target)
+    text = await threads.to_thread(_summary_block, rt.store, reference, target)
     return Message(role="user", text=text, origin="reference")
 
 

@@ -15,10 +15,10 @@ This is the piece agent code with its own loop can call directly.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 
+from memlane.engine import threads
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.models import cheap_llm, summary_model, usage_payload
 from memlane.engine.sessions.serialize import serialize
@@ -77,9 +77,9 @@ async def working_context(
     summary: it reads `current_context` and calls `fold` in the background.
     """
     if not rt.settings.summary_enabled:
-        return await asyncio.to_thread(current_context, rt, session_id)
+        return await threads.to_thread(current_context, rt, session_id)
     folded, fallback = await fold(rt, session_id, model=model)
-    context = await asyncio.to_thread(current_context, rt, session_id)
+    context = await threads.to_thread(current_context, rt, session_id)
     if fallback is not None:
         transcript = _transcript(rt, session_id)
         return WorkingContext(
@@ -115,10 +115,10 @@ async def fold(rt: Runtime, session_id: str, *, model: str | None = None) -> tup
     """
     store = rt.store
     settings = rt.settings
-    session = await asyncio.to_thread(store.get_session, session_id)
+    session = await threads.to_thread(store.get_session, session_id)
     if session is None:
         raise SessionNotFound(f"no session {session_id!r}: see `memlane sessions list`")
-    transcript = await asyncio.to_thread(_transcript, rt, session_id)
+    transcript = await threads.to_thread(_transcript, rt, session_id)
     covered = min(session.summarized_count, len(transcript))
     target = len(transcript) - settings.summary_keep_last
     if len(transcript) <= settings.summary_threshold or target <= covered:
@@ -127,11 +127,11 @@ async def fold(rt: Runtime, session_id: str, *, model: str | None = None) -> tup
         summary = await _fold(rt, session_id, session.summary, transcript[covered:target], model)
     except LLMError as exc:
         log.warning("session %s: summary failed (%s); using the full transcript", session_id, exc)
-        await asyncio.to_thread(
+        await threads.to_thread(
             store.add_event, session_id, SUMMARY_EVENT, {"success": False, "error": str(exc)}
         )
         return 0, str(exc)
-    await asyncio.to_thread(
+    await threads.to_thread(
         store.update_session, session_id, summary=summary, summarized_count=target
     )
     return target - covered, None
@@ -147,5 +147,5 @@ async def _fold(
     if not text:
         raise LLMError("the summary model answered nothing")
     payload = {"success": True, "folded": len(messages), **usage_payload(rt, completion)}
-    await asyncio.to_thread(rt.store.add_event, session_id, SUMMARY_EVENT, payload)
+    await threads.to_thread(rt.store.add_event, session_id, SUMMARY_EVENT, payload)
     return text

@@ -1,0 +1,51 @@
+"""Background work: its own thread pool, a bounded queue, cancellation at shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from memlane.engine import threads
+from memlane.engine.background import Background
+
+
+def _thread_name() -> str:
+    return threading.current_thread().name
+
+
+async def test_background_blocking_calls_never_use_the_request_pool() -> None:
+    background = Background()
+    seen: list[str] = []
+
+    async def work() -> None:
+        seen.append(await threads.to_thread(_thread_name))
+
+    background.spawn(work(), name="bg")
+    await background.drain()
+    foreground = await threads.to_thread(_thread_name)
+    assert seen[0].startswith("memlane-bg")
+    assert not foreground.startswith("memlane-bg")
+
+
+async def test_a_full_queue_drops_background_work_not_the_caller() -> None:
+    background = Background(max_pending=2)
+    gate = asyncio.Event()
+    ran: list[int] = []
+
+    async def job(n: int) -> None:
+        await gate.wait()
+        ran.append(n)
+
+    tasks = [background.spawn(job(n), name=f"job-{n}") for n in range(4)]
+    assert [t is not None for t in tasks] == [True, True, False, False]
+    assert background.dropped == 2
+    gate.set()
+    await background.drain()
+    assert sorted(ran) == [0, 1]
+
+
+async def test_cancel_all_stops_what_is_still_running() -> None:
+    background = Background()
+    background.spawn(asyncio.sleep(3600), name="forever")
+    assert await background.cancel_all() == 1
+    assert background.pending == 0
