@@ -93,6 +93,8 @@ class Reply:
     """Characters per streamed text delta (and per arguments delta)."""
     delay: float = 0.0
     """Seconds to wait between streamed events (to observe unbuffered relaying)."""
+    latency: float = 0.0
+    """Seconds to wait before answering at all (a model's time to first token)."""
 
 
 @dataclass(frozen=True)
@@ -553,6 +555,8 @@ class ScriptedUpstream:
         if isinstance(answer, Hang):
             await self._hang(answer.seconds)
             answer = Fail(504, "scripted upstream hung", "timeout")
+        if isinstance(answer, Reply) and answer.latency:
+            await asyncio.sleep(answer.latency)
         if isinstance(answer, Fail):
             if answer.raw_body is not None:
                 return Response(answer.raw_body, answer.status, media_type="text/plain")

@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from memlane.text.tls import ssl_context
+
 
 class LLMError(Exception):
     """The LLM could not be reached or refused: the caller falls back, it never crashes."""
@@ -93,7 +95,10 @@ class OpenAICompatibleLLM:
         url = f"{self.base_url}/chat/completions"
         try:
             async with httpx.AsyncClient(
-                timeout=self._timeout, headers=self._headers, transport=self._transport
+                timeout=self._timeout,
+                headers=self._headers,
+                transport=self._transport,
+                verify=ssl_context(),
             ) as client:
                 response = await client.post(url, json=body)
         except httpx.TimeoutException as exc:
