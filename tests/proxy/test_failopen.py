@@ -14,7 +14,7 @@ from memlane.engine.failopen import EVENT
 from memlane.engine.runtime import Runtime
 from memlane.store.sqlite import SQLiteStore
 from tests.proxy.conftest import QUIET, sdk, stored
-from tests.support.upstream import ProxyFactory, Raw, ScriptedUpstream
+from tests.support.upstream import ProxyFactory, Raw, Reply, ScriptedUpstream
 
 
 class BrokenSearch(SQLiteStore):
@@ -148,3 +148,35 @@ def test_an_output_item_without_a_type_keeps_the_rest_of_the_answer(
     assert response.status_code == 200
     assert response.json() == body
     assert [row[3] for row in stored(proxy, "untyped")] == ["hi", "ok"]
+
+
+def test_memlanes_own_calls_borrow_the_requests_key_and_never_keep_it(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memlane.engine.memory.extract import FACT_PROMPT
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    key = "sk-client-secret-4242"
+    proxy = proxy_factory(index_enabled=False)
+
+    def answer(request: Any) -> Reply | None:
+        if request.messages and request.messages[0].get("content") == FACT_PROMPT:
+            return Reply(text='["The user prefers tabs"]')
+        return None
+
+    upstream.respond_with(answer)
+    httpx.post(
+        f"{proxy.url}/chat/completions",
+        json={"model": "m", "messages": [{"role": "user", "content": "I prefer tabs"}]},
+        headers={"authorization": f"Bearer {key}", "x-memlane-session": "k"},
+    ).raise_for_status()
+    proxy.drain()
+    own = [r for r in upstream.model_requests if r.messages[0].get("content") == FACT_PROMPT]
+    assert own, "memlane made no extraction call"
+    assert {r.headers.get("authorization") for r in own} == {f"Bearer {key}"}
+    facts = proxy.store.list_facts(roles=("memory",))
+    assert [f.text for f in facts] == ["The user prefers tabs"]
+    home = proxy.settings.home_path
+    for path in home.rglob("*"):
+        if path.is_file():
+            assert key.encode() not in path.read_bytes(), path

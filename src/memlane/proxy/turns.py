@@ -41,6 +41,7 @@ from memlane.proxy.wire.base import (
     unchanged,
 )
 from memlane.store import StoreError
+from memlane.text.llm import REQUEST_AUTHORIZATION
 from memlane.types import Message
 
 log = logging.getLogger("memlane.proxy")
@@ -88,6 +89,8 @@ def decode_json(raw: bytes) -> Any:
 
 
 async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter) -> Response:
+    # memlane's own background calls for this turn may use the client's key (never stored)
+    REQUEST_AUTHORIZATION.set(request.headers.get("authorization"))
     raw = await read_body(request, state.settings.max_body_bytes)
     try:
         parsed = adapter.parse(decode_json(raw))
