@@ -91,11 +91,23 @@ def free_port() -> int:
 
 
 def run_upstream(ready: multiprocessing.Queue[str], latency: float = 0.0) -> None:
-    from tests.support.upstream import Reply, ScriptedUpstream
+    """A model that answers the conversation with ANSWER and memlane's own prompts as a
+    model following them would (valid JSON), each after `latency` seconds."""
+    from memlane.engine.memory.extract import FACT_PROMPT
+    from memlane.engine.sessions.indexing import INDEX_PROMPT
+    from tests.support.upstream import RecordedRequest, Reply, ScriptedUpstream
+
+    metadata = '{"name": "bench", "description": "A benchmark.", "summary": "Bench.", "tags": []}'
+    own = {FACT_PROMPT: "[]", INDEX_PROMPT: metadata}
+
+    def answer(request: RecordedRequest) -> Reply:
+        system = request.messages[0].get("content") if request.messages else None
+        text = own.get(system, ANSWER) if isinstance(system, str) else ANSWER
+        return Reply(text=text, chunk_size=12, latency=latency)
 
     upstream = ScriptedUpstream()
     upstream.start()
-    upstream.respond_with(lambda request: Reply(text=ANSWER, chunk_size=12, latency=latency))
+    upstream.respond_with(answer)
     ready.put(upstream.url)
     while True:
         time.sleep(3600)
