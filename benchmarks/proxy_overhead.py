@@ -93,9 +93,10 @@ def free_port() -> int:
 def run_upstream(ready: multiprocessing.Queue[str], latency: float = 0.0) -> None:
     """A model that answers the conversation with ANSWER and memlane's own prompts as a
     model following them would (valid JSON), each after `latency` seconds."""
+    from tests.support.upstream import RecordedRequest, Reply, ScriptedUpstream
+
     from memlane.engine.memory.extract import FACT_PROMPT
     from memlane.engine.sessions.indexing import INDEX_PROMPT
-    from tests.support.upstream import RecordedRequest, Reply, ScriptedUpstream
 
     metadata = '{"name": "bench", "description": "A benchmark.", "summary": "Bench.", "tags": []}'
     own = {FACT_PROMPT: "[]", INDEX_PROMPT: metadata}
