@@ -29,6 +29,7 @@ from memlane.files.memory_files import MemoryFileError, MemoryFiles, id_from_nam
 from memlane.files.memory_snapshot import Snapshot
 from memlane.files.watcher import watch
 from memlane.text.embeddings import EmbeddingError
+from memlane.text.redact import redact
 from memlane.types import Fact, FactRole
 
 log = logging.getLogger("memlane.memory")
@@ -118,6 +119,8 @@ class MemoryBook:
     ) -> None:
         store = self.rt.store
         for fact in puts:
+            # whatever a memory came from, a credential in it is never kept (file, git, index)
+            fact = replace(fact, text=redact(fact.text))
             if self.files is not None:
                 old = self.files.find(fact)
                 written = self.files.write(fact)
