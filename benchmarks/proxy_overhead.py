@@ -1,6 +1,7 @@
 """What memlane's proxy adds to a request: direct to the upstream vs through memlane, side by side.
 
-Run: .venv/bin/python benchmarks/proxy_overhead.py [--requests 300] [--defaults]
+Run: .venv/bin/python benchmarks/proxy_overhead.py [--requests 300] [--upstream-ms 300]
+        [--variant defaults|memory-off|quiet] [--clients 1 --clients 32]
 
 One scripted OpenAI-compatible upstream and one memlane proxy (`memlane serve`)
 run as their own processes on loopback; this process is the client. Each
@@ -13,9 +14,13 @@ for a new session (all 20 messages are new and stored), and for the next turn
 of a session that already holds the first 18 (the common case of a client
 resending its history; the priming request is not timed).
 
-By default memlane's background LLM work (fact extraction, session indexing)
-is off, since it would make the shared scripted upstream busier for the
-memlane runs only; `--defaults` keeps every default on.
+`--variant defaults` (the default) runs memlane exactly as a new user gets it:
+memory on (turns stored, facts extracted by the upstream, recall), session
+indexing on, the default embedder setting, git versioning. Its background LLM
+calls go to the same scripted upstream, as they would to a real one.
+`memory-off` sets `MEMLANE_MEMORY_ENABLED=false`; `quiet` also turns off session
+indexing (the engine's request path only). `--upstream-ms` makes the upstream
+wait that long before answering, as a real model does.
 
 Direct and memlane requests alternate in rounds within each cell, so both see
 the same load from whatever else runs on the machine. The last column is the
@@ -85,12 +90,25 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def run_upstream(ready: multiprocessing.Queue[str]) -> None:
-    from tests.support.upstream import Reply, ScriptedUpstream
+def run_upstream(ready: multiprocessing.Queue[str], latency: float = 0.0) -> None:
+    """A model that answers the conversation with ANSWER and memlane's own prompts as a
+    model following them would (valid JSON), each after `latency` seconds."""
+    from tests.support.upstream import RecordedRequest, Reply, ScriptedUpstream
+
+    from memlane.engine.memory.extract import FACT_PROMPT
+    from memlane.engine.sessions.indexing import INDEX_PROMPT
+
+    metadata = '{"name": "bench", "description": "A benchmark.", "summary": "Bench.", "tags": []}'
+    own = {FACT_PROMPT: "[]", INDEX_PROMPT: metadata}
+
+    def answer(request: RecordedRequest) -> Reply:
+        system = request.messages[0].get("content") if request.messages else None
+        text = own.get(system, ANSWER) if isinstance(system, str) else ANSWER
+        return Reply(text=text, chunk_size=12, latency=latency)
 
     upstream = ScriptedUpstream()
     upstream.start()
-    upstream.respond_with(lambda request: Reply(text=ANSWER, chunk_size=12))
+    upstream.respond_with(answer)
     ready.put(upstream.url)
     while True:
         time.sleep(3600)
@@ -141,11 +159,17 @@ def wait_healthy(base: str, kill: Callable[[], None]) -> str:
     raise SystemExit("memlane did not start")
 
 
-def start_proxy(upstream_url: str, home: Path, *, defaults: bool) -> tuple[Process, str]:
+VARIANTS: dict[str, dict[str, str]] = {
+    "defaults": {},
+    "memory-off": {"MEMLANE_MEMORY_ENABLED": "false"},
+    "quiet": {"MEMLANE_MEMORY_ENABLED": "false", "MEMLANE_INDEX_ENABLED": "false"},
+}
+
+
+def start_proxy(upstream_url: str, home: Path, *, variant: str) -> tuple[Process, str]:
     port = free_port()
-    env = {**os.environ, "MEMLANE_EMBEDDING_BACKEND": "hashing", "MEMLANE_LOG_LEVEL": "warning"}
-    if not defaults:
-        env |= {"MEMLANE_MEMORY_ENABLED": "false", "MEMLANE_INDEX_ENABLED": "false"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMLANE_", "OPENAI_"))}
+    env |= {"MEMLANE_LOG_LEVEL": "warning", **VARIANTS[variant]}
     command = [
         str(ROOT / ".venv/bin/memlane"),
         "--home",
@@ -231,7 +255,13 @@ def pct(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=300, help="requests per measurement")
-    parser.add_argument("--defaults", action="store_true", help="keep memory and indexing on")
+    parser.add_argument("--variant", choices=sorted(VARIANTS), default="defaults")
+    parser.add_argument(
+        "--upstream-ms", type=float, default=0.0, help="the upstream's time before answering"
+    )
+    parser.add_argument(
+        "--clients", type=int, action="append", help="concurrent clients (repeatable; 1 and 32)"
+    )
     parser.add_argument(
         "--no-engine",
         action="store_true",
@@ -240,7 +270,9 @@ def main() -> None:
     args = parser.parse_args()
 
     ready: multiprocessing.Queue[str] = multiprocessing.Queue()
-    upstream_process = multiprocessing.Process(target=run_upstream, args=(ready,), daemon=True)
+    upstream_process = multiprocessing.Process(
+        target=run_upstream, args=(ready, args.upstream_ms / 1000), daemon=True
+    )
     upstream_process.start()
     upstream_url = ready.get(timeout=60)
     with tempfile.TemporaryDirectory() as home:
@@ -248,15 +280,15 @@ def main() -> None:
         if args.no_engine:
             proxy_process, proxy_url = start_bare_proxy(upstream_url, Path(home))
         else:
-            proxy_process, proxy_url = start_proxy(upstream_url, Path(home), defaults=args.defaults)
+            proxy_process, proxy_url = start_proxy(upstream_url, Path(home), variant=args.variant)
         try:
             pid = proxy_process.pid
             assert pid is not None
-            rows = measure(upstream_url, proxy_url, args.requests, pid)
+            rows = measure(upstream_url, proxy_url, args.requests, pid, args.clients or [1, 32])
         finally:
             proxy_process.terminate()
             upstream_process.terminate()
-    mode = "every default on" if args.defaults else "memory extraction and indexing off"
+    mode = f"variant {args.variant}, upstream answering after {args.upstream_ms:g} ms"
     if args.no_engine:
         mode = "engine stages replaced by no-ops (the HTTP face alone)"
     print(f"\n20-message chat requests, {args.requests} per cell, {mode}; milliseconds\n")
@@ -273,17 +305,18 @@ ROUNDS = 4
 """Direct and memlane take turns this many times per cell."""
 
 
-def measure(upstream_url: str, proxy_url: str, total: int, proxy_pid: int) -> list[str]:
+def measure(
+    upstream_url: str, proxy_url: str, total: int, proxy_pid: int, client_counts: list[int]
+) -> list[str]:
     rows: list[str] = []
-    cases: list[tuple[str, bool, int, bool]] = [
-        ("new session: latency", False, 1, False),
-        ("new session: first byte", True, 1, False),
-        ("next turn: latency", False, 1, True),
-        ("next turn: first byte", True, 1, True),
-        ("new session: latency", False, 32, False),
-        ("new session: first byte", True, 32, False),
-        ("next turn: latency", False, 32, True),
-    ]
+    cases: list[tuple[str, bool, int, bool]] = []
+    for clients in client_counts:
+        cases += [
+            ("new session: latency", False, clients, False),
+            ("new session: first byte", True, clients, False),
+            ("next turn: latency", False, clients, True),
+            ("next turn: first byte", True, clients, True),
+        ]
     print(HEADER, flush=True)
     for name, stream, clients, primed in cases:
         label = f"{clients}-{stream:d}-{primed:d}"

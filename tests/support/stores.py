@@ -13,8 +13,12 @@ from memlane.store.sqlite import SQLiteStore
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    """Settings rooted in `tmp_path`, with the tiny deterministic embedder (no model load)."""
-    return Settings(home=tmp_path, embedding_backend="hashing")
+    """Settings rooted in `tmp_path`, with the tiny deterministic embedder (no model load).
+
+    Recall's deadline is widened: a test asserting what recall injects must not depend on
+    how busy the machine is (the deadline has its own test).
+    """
+    return Settings(home=tmp_path, embedding_backend="hashing", recall_deadline_ms=30_000)
 
 
 @pytest.fixture

@@ -93,6 +93,8 @@ class Reply:
     """Characters per streamed text delta (and per arguments delta)."""
     delay: float = 0.0
     """Seconds to wait between streamed events (to observe unbuffered relaying)."""
+    latency: float = 0.0
+    """Seconds to wait before answering at all (a model's time to first token)."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,18 @@ class CutStream:
     reply: Reply = field(default_factory=lambda: Reply(text="this answer will be cut short"))
 
 
-Scripted = Reply | Fail | Hang | CutStream
+@dataclass(frozen=True)
+class Raw:
+    """Answer exactly this: a JSON body, or (for a streamed request) these SSE frames verbatim.
+
+    For upstreams that send what memlane does not expect (odd usage, unknown events).
+    """
+
+    body: Any = None
+    frames: tuple[str, ...] = ()
+
+
+Scripted = Reply | Fail | Hang | CutStream | Raw
 
 
 @dataclass(frozen=True)
@@ -553,6 +566,16 @@ class ScriptedUpstream:
         if isinstance(answer, Hang):
             await self._hang(answer.seconds)
             answer = Fail(504, "scripted upstream hung", "timeout")
+        if isinstance(answer, Reply) and answer.latency:
+            await asyncio.sleep(answer.latency)
+        if isinstance(answer, Raw):
+            if stream:
+                frames = list(answer.frames)
+                return StreamingResponse(
+                    _frames(frames, 0.0, None, self.stream_outcomes),
+                    media_type="text/event-stream",
+                )
+            return Response(json.dumps(answer.body), media_type="application/json")
         if isinstance(answer, Fail):
             if answer.raw_body is not None:
                 return Response(answer.raw_body, answer.status, media_type="text/plain")
@@ -742,6 +765,7 @@ def proxy_factory(upstream: ScriptedUpstream, tmp_path: Path) -> Iterator[ProxyF
                 "upstream_url": upstream.url,
                 "upstream_timeout": 10.0,
                 "embedding_backend": "hashing",
+                "recall_deadline_ms": 30_000,  # the deadline has its own test
             }
             values.update(overrides)
             settings = Settings(**values)

@@ -8,7 +8,17 @@ from typing import Annotated
 import typer
 
 from memlane import __version__
-from memlane.cli import chat, config_cmd, eval_cmd, memory, serve, sessions, status_cmd, store_cmd
+from memlane.cli import (
+    chat,
+    config_cmd,
+    doctor,
+    eval_cmd,
+    memory,
+    serve,
+    sessions,
+    status_cmd,
+    store_cmd,
+)
 from memlane.cli.context import CliState
 
 app = typer.Typer(
@@ -26,6 +36,7 @@ app.add_typer(store_cmd.app, name="store")
 app.command("serve")(serve.serve)
 app.command("chat")(chat.chat)
 app.command("status")(status_cmd.status)
+app.command("doctor")(doctor.doctor)
 
 
 def _version(value: bool) -> None:

@@ -18,14 +18,14 @@ def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """The proxy on this home (upstream, uptime, requests and errors in the last hour,
     background queue, last extraction) and the store's session and memory counts."""
     settings = state(ctx).settings
-    report = _from_proxy(settings) or _from_store(settings)
+    report = from_proxy(settings) or _from_store(settings)
     if as_json:
         print_json(report)
         return
     _print(report)
 
 
-def _from_proxy(settings: Settings) -> dict[str, Any] | None:
+def from_proxy(settings: Settings) -> dict[str, Any] | None:
     """Ask the running proxy, if `serve.json` names a live one."""
     import httpx
 

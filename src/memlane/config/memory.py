@@ -27,6 +27,12 @@ class MemorySettings(BaseModel):
         "embedding_backend is an endpoint (openai); on: also with the packaged model; off: "
         "keyword search over context-expanded turns, no model on the request path.",
     )
+    recall_deadline_ms: int = Field(
+        default=50,
+        ge=1,
+        description="Longest recall may take in front of a request; past it the request is "
+        "forwarded without memories (and the overrun recorded).",
+    )
     memory_mode: Literal["always", "trimmed"] = Field(
         default="always",
         description="When the proxy injects recalled memories: on every request, or only "

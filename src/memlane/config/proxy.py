@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 
 class ProxySettings(BaseModel):
@@ -55,3 +55,21 @@ class ProxySettings(BaseModel):
         description="Bearer token the /v1/memlane/ admin API requires; needed to bind a "
         "non-loopback address.",
     )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names memlane answers to besides its loopback names and its bind "
+        "address (comma-separated in the environment; `*` allows any). Other Host headers are "
+        "refused: a DNS-rebinding page cannot reach memlane.",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Browser origins (`https://app.example`) allowed to call memlane; a request "
+        "from any other web page (an Origin header) is refused.",
+    )
+
+    @field_validator("allowed_hosts", "allowed_origins", mode="before")
+    @classmethod
+    def _comma_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value

@@ -32,6 +32,7 @@ class Activity:
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     _buckets: deque[_Bucket] = field(default_factory=deque)
     _last_extraction: dict[str, Any] | None = None
+    _failures: dict[str, dict[str, Any]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def request(self, status: int, *, now: float | None = None) -> None:
@@ -54,18 +55,28 @@ class Activity:
                 "session_id": session_id,
             }
 
+    def failure(self, stage: str, detail: str) -> None:
+        """A best-effort stage that was skipped: counted per stage, the last reason kept."""
+        with self._lock:
+            entry = self._failures.setdefault(stage, {"count": 0})
+            entry["count"] += 1
+            entry["last"] = detail
+            entry["at"] = datetime.now(UTC).isoformat()
+
     def snapshot(self, *, now: float | None = None) -> dict[str, Any]:
         current = time.time() if now is None else now
         oldest = int(current // BUCKET_SECONDS) - WINDOW_SECONDS // BUCKET_SECONDS
         with self._lock:
             recent = [b for b in self._buckets if b.minute > oldest]
             last = dict(self._last_extraction) if self._last_extraction else None
+            failures = {stage: dict(entry) for stage, entry in self._failures.items()}
         return {
             "started_at": self.started_at.isoformat(),
             "uptime_seconds": int(current - self.started_at.timestamp()),
             "requests_last_hour": sum(b.requests for b in recent),
             "errors_last_hour": sum(b.errors for b in recent),
             "last_extraction": last,
+            "failures": failures,
         }
 
     def _trim(self, minute: int) -> None:

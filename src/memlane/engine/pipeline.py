@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+
 from memlane.engine import scaffold, threads
+from memlane.engine.failopen import best_effort
 from memlane.engine.governance import govern_turn
 from memlane.engine.memory.ingest import schedule_ingest
 from memlane.engine.memory.recall import recall_for_turn
@@ -14,22 +17,44 @@ from memlane.engine.turn import Answer, Turn
 from memlane.store import NewMessage, SyncResult
 from memlane.types import Message
 
+log = logging.getLogger("memlane.pipeline")
+
 
 async def prepare(rt: Runtime, turn: Turn) -> list[Message]:
-    """Persist what is new, then build the message list to forward upstream."""
+    """Persist what is new, then build the message list to forward upstream.
+
+    Storing the client's turn is strict (nothing is lost); every stage after it is
+    memlane's own addition and fails open (`engine.failopen`): the request goes on
+    without it.
+    """
     if has_references(turn.messages):
         await threads.to_thread(store_incoming, rt, turn)
         messages = await resolve_references(rt, turn, list(turn.messages))
-        messages = await scaffold.add_state_block(rt, turn, messages)
+        messages = await best_effort(
+            rt, turn, "scaffold", scaffold.add_state_block(rt, turn, messages), messages
+        )
     else:  # the references stage has nothing to do: one thread hop stores and scaffolds
         messages = await threads.to_thread(store_and_scaffold, rt, turn)
-    messages = await govern_turn(rt, turn, messages)
-    return await recall_for_turn(rt, turn, messages)
+    messages = await best_effort(rt, turn, "governance", govern_turn(rt, turn, messages), messages)
+    return await best_effort(
+        rt,
+        turn,
+        "recall",
+        recall_for_turn(rt, turn, messages),
+        messages,
+        deadline_ms=rt.settings.recall_deadline_ms,
+    )
 
 
 def store_and_scaffold(rt: Runtime, turn: Turn) -> list[Message]:
     store_incoming(rt, turn)
-    return scaffold.with_state_block(rt, turn, list(turn.messages))
+    messages = list(turn.messages)
+    try:
+        return scaffold.with_state_block(rt, turn, messages)
+    except Exception as exc:  # the scaffold is best effort: the turn is already stored
+        rt.activity.failure("scaffold", f"{type(exc).__name__}: {exc}")
+        log.warning("scaffold skipped for session %s: %r", turn.key[:8], exc)
+        return messages
 
 
 async def finish(rt: Runtime, turn: Turn, answer: Answer) -> None:

@@ -24,6 +24,7 @@ from memlane.engine.sessions.indexing import startup_warnings
 from memlane.proxy import admin, governance_routes, sessions_routes, status
 from memlane.proxy.errors import ProxyError, install_handlers
 from memlane.proxy.forward import Upstream, relayed_headers
+from memlane.proxy.guard import Guard
 from memlane.proxy.state import ProxyState, proxy_state
 from memlane.proxy.turns import read_body, serve_model
 from memlane.proxy.warmup import warm_up
@@ -99,6 +100,7 @@ def create_app(
         return state.runtime if isinstance(state, ProxyState) else None
 
     app.add_middleware(status.CountRequests, runtime_of=current_runtime)
+    app.add_middleware(Guard, settings=settings)  # outermost: refusals touch nothing
 
     @app.get("/health", tags=["proxy"], summary="Liveness")
     def health() -> dict[str, str]:

@@ -11,6 +11,7 @@ import httpx
 
 from memlane.config import Settings
 from memlane.proxy import headers as h
+from memlane.proxy.guard import with_via
 
 POOL_SHARDS = 4
 """Connection pools to the upstream, used in turn. httpcore scans every connection of a
@@ -73,6 +74,7 @@ class Upstream:
         if "authorization" not in out and self._key is not None and self._key.get_secret_value():
             out["authorization"] = f"Bearer {self._key.get_secret_value()}"
         out["accept-encoding"] = "identity"
+        out["via"] = with_via(out.get("via"))
         return out
 
     async def aclose(self) -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import enum
-from collections.abc import Awaitable, Callable, Mapping
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import anyio
@@ -23,6 +24,8 @@ from starlette.types import Receive, Scope, Send
 
 from memlane.proxy.sse import SSEDecoder
 from memlane.proxy.wire.base import StreamAssembler
+
+log = logging.getLogger("memlane.proxy")
 
 
 class Outcome(enum.Enum):
@@ -56,6 +59,8 @@ class RelayResponse(Response):
         self.settle = settle
         self.error_frame = error_frame
         self.settled = False
+        self.tee_failed = False
+        """The assembler raised on an event: relaying goes on, the copy stops."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         outcome = Outcome.GONE
@@ -85,9 +90,8 @@ class RelayResponse(Response):
         decoder = SSEDecoder()
         try:
             async for chunk in self.upstream.aiter_bytes():
-                for event, data in decoder.feed(chunk):
-                    self.assembler.feed(event, data)
-                if self.assembler.complete:
+                self._tee(decoder.feed(chunk))
+                if not self.tee_failed and self.assembler.complete:
                     await self._settle(Outcome.DONE)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except httpx.HTTPError as exc:
@@ -96,16 +100,31 @@ class RelayResponse(Response):
             await self._settle(Outcome.CUT)  # the failure is recorded before the client hears of it
             await send({"type": "http.response.body", "body": frame, "more_body": True})
             return Outcome.CUT
-        for event, data in decoder.close():
-            self.assembler.feed(event, data)
+        self._tee(decoder.close())
         return Outcome.DONE
+
+    def _tee(self, events: Iterable[tuple[str | None, str]]) -> None:
+        """Copy events into the assembler; one that breaks it stops the copy, never the relay."""
+        if self.tee_failed:
+            return
+        try:
+            for event, data in events:
+                self.assembler.feed(event, data)
+        except Exception:
+            self.tee_failed = True
+            log.warning("could not read an upstream stream event; relaying it as is", exc_info=True)
 
     async def _settle(self, outcome: Outcome) -> None:
         if self.settled:
             return
         self.settled = True
+        if self.tee_failed and outcome is Outcome.DONE:
+            outcome = Outcome.CUT  # nothing trustworthy to store: the turn is marked failed
         with anyio.CancelScope(shield=True):
-            await self.settle(outcome, self.assembler)
+            try:
+                await self.settle(outcome, self.assembler)
+            except Exception:
+                log.exception("recording the streamed turn failed; the client got its answer")
 
 
 async def _watch_disconnect(receive: Receive, scope: Any) -> None:

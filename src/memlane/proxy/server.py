@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from memlane.config import Settings
+from memlane.proxy.guard import points_at_self
 
 
 class ServeError(Exception):
@@ -105,6 +106,12 @@ def run(
 
     check_address(settings.host)
     check_bind(settings)
+    if points_at_self(settings, settings.upstream_url):
+        raise ServeError(
+            f"the upstream {settings.upstream_url} is memlane's own address: requests would "
+            "loop; set MEMLANE_UPSTREAM_URL (or --upstream) to the model server, e.g. "
+            "http://127.0.0.1:11434/v1 for Ollama"
+        )
     try:
         settings.home_path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

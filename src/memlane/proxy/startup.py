@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from memlane.config import Settings
+from memlane.text.factory import own_llm_credential_source
 
 PROBE_TIMEOUT = 2.0
 PROBE_PATH = "/models"
@@ -86,6 +87,7 @@ def report(settings: Settings, probe: Probe, *, config_file: Path | None) -> lis
         f"  upstream  {settings.upstream_url} {probe.detail}",
         f"  store     {store}",
         f"  memory    {_memory(settings)}",
+        f"  own calls key from {own_llm_credential_source(settings)}",
         f"  config    {config}{config_note}",
         f"  clients   export OPENAI_BASE_URL={base}",
     ]

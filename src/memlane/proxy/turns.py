@@ -41,6 +41,7 @@ from memlane.proxy.wire.base import (
     unchanged,
 )
 from memlane.store import StoreError
+from memlane.text.llm import REQUEST_AUTHORIZATION
 from memlane.types import Message
 
 log = logging.getLogger("memlane.proxy")
@@ -77,6 +78,10 @@ async def read_body(request: Request, limit: int) -> bytes:
 def decode_json(raw: bytes) -> Any:
     try:
         return json.loads(raw)
+    except RecursionError:
+        raise ProxyError(
+            400, "request body is nested too deeply to be read", code="invalid_json"
+        ) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProxyError(
             400, f"request body is not valid JSON: {exc}", code="invalid_json"
@@ -84,6 +89,8 @@ def decode_json(raw: bytes) -> Any:
 
 
 async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter) -> Response:
+    # memlane's own background calls for this turn may use the client's key (never stored)
+    REQUEST_AUTHORIZATION.set(request.headers.get("authorization"))
     raw = await read_body(request, state.settings.max_body_bytes)
     try:
         parsed = adapter.parse(decode_json(raw))
@@ -226,7 +233,8 @@ async def _complete(
         return _error_response(adapter, upstream.status_code, upstream.content)
     try:
         answer = adapter.answer_from_json(json.loads(upstream.content))
-    except (ValueError, UnicodeDecodeError):
+    except Exception:  # an answer memlane cannot read is still the client's answer
+        log.warning("could not read the upstream's answer to store it", exc_info=True)
         answer = Answer([], failed=True)
     await _finish(state, turn, answer)
     return Response(
@@ -267,7 +275,12 @@ async def _stream(
         return _error_response(adapter, upstream.status_code, content)
 
     async def settle(outcome: Outcome, assembler: StreamAssembler) -> None:
-        answer = assembler.answer() if outcome is Outcome.DONE else Answer([], failed=True)
+        answer = Answer([], failed=True)
+        if outcome is Outcome.DONE:
+            try:
+                answer = assembler.answer()
+            except Exception:  # the tee only copies: a stream it cannot read is still relayed
+                log.warning("could not assemble the streamed answer to store it", exc_info=True)
         if answer.failed:
             log.warning(
                 "stream for session %s ended %s without a complete answer",

@@ -85,6 +85,9 @@ class CollectionStats:
         n, avgdl = self._collection(conn)
         df = self._frequencies(conn, words, exact=n < EXACT_BELOW)
         # FTS5's idf (the SQLite backend's): a word in half the documents or more weighs ~0.
+        # Another replica may add documents between the two reads: a frequency above the
+        # count it was read after is clamped, never a negative logarithm.
+        df = {w: min(df[w], int(n)) for w in words}
         idf = [max(math.log((n - df[w] + 0.5) / (df[w] + 0.5)), IDF_FLOOR) for w in words]
         informative = [w for w in words if df[w] * 2 <= n] if n >= PRUNE_FROM else list(words)
         return QueryWeights(list(words), idf, avgdl, informative)

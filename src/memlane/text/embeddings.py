@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memlane.store.analysis import terms
+from memlane.text.tls import ssl_context
 
 Vectors = npt.NDArray[np.float32]
 
@@ -196,7 +197,9 @@ class OpenAIEmbedder:
         self._model = model
         self._url = base_url.rstrip("/") + "/embeddings"
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(timeout=timeout, headers=headers, transport=transport)
+        self._client = httpx.Client(
+            timeout=timeout, headers=headers, transport=transport, verify=ssl_context()
+        )
         self._dim = dim
 
     @property

@@ -64,13 +64,39 @@ def make_llm(
         or settings.upstream_url
     )
     model = (settings.summary_model if summary else None) or settings.llm_model
-    key = settings.llm_api_key or settings.upstream_api_key
+    key = own_llm_key(settings, env)
     return OpenAICompatibleLLM(
         base_url,
-        api_key=key.get_secret_value() if key else env.get("OPENAI_API_KEY") or None,
+        api_key=key,
         default_model=model,
         timeout=settings.llm_timeout,
+        borrow_request_key=key is None and base_url == settings.upstream_url,
     )
+
+
+def own_llm_key(settings: Settings, environ: Mapping[str, str] | None = None) -> str | None:
+    """The key memlane's own LLM calls carry: `llm_api_key`, `upstream_api_key`,
+    `$OPENAI_API_KEY`; None means each call borrows the key of the client request that
+    caused it (when it goes to the same upstream)."""
+    env = os.environ if environ is None else environ
+    key = settings.llm_api_key or settings.upstream_api_key
+    if key is not None and key.get_secret_value():
+        return key.get_secret_value()
+    return env.get("OPENAI_API_KEY") or None
+
+
+def own_llm_credential_source(settings: Settings, environ: Mapping[str, str] | None = None) -> str:
+    """Where memlane's own LLM calls get their key, in words (the serve report)."""
+    env = os.environ if environ is None else environ
+    if settings.llm_api_key is not None and settings.llm_api_key.get_secret_value():
+        return "MEMLANE_LLM_API_KEY"
+    if settings.upstream_api_key is not None and settings.upstream_api_key.get_secret_value():
+        return "MEMLANE_UPSTREAM_API_KEY"
+    if env.get("OPENAI_API_KEY"):
+        return "$OPENAI_API_KEY"
+    if settings.llm_base_url and settings.llm_base_url != settings.upstream_url:
+        return f"none (calls to {settings.llm_base_url} carry no key)"
+    return "the key each client request carries (held in memory for that request's work)"
 
 
 def _shared_minilm() -> MiniLMEmbedder:

@@ -8,11 +8,14 @@ fallback. The API key is only ever sent as a header, never put in a message.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
+
+from memlane.text.tls import ssl_context
 
 
 class LLMError(Exception):
@@ -41,6 +44,14 @@ class LLM(Protocol):
         ...
 
 
+REQUEST_AUTHORIZATION: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "memlane_request_authorization", default=None
+)
+"""The Authorization of the client request whose work is running (set by the proxy per
+request; background work started by it inherits it, other work never sees it). Held in
+memory only: never stored, never logged."""
+
+
 class OpenAICompatibleLLM:
     """`POST {base_url}/chat/completions` with httpx.
 
@@ -56,9 +67,13 @@ class OpenAICompatibleLLM:
         default_model: str | None = None,
         timeout: float = 120.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        borrow_request_key: bool = False,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.default_model = default_model
+        self.borrow_request_key = borrow_request_key and not api_key
+        """With no key of its own, use the key of the request that caused the call: only
+        for a client that talks to the same server (the factory decides)."""
         self._api_key = api_key
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = timeout
@@ -91,9 +106,16 @@ class OpenAICompatibleLLM:
 
     async def _post(self, body: Mapping[str, Any]) -> Any:
         url = f"{self.base_url}/chat/completions"
+        headers = self._headers
+        borrowed = REQUEST_AUTHORIZATION.get() if self.borrow_request_key else None
+        if borrowed:
+            headers = {"Authorization": borrowed}
         try:
             async with httpx.AsyncClient(
-                timeout=self._timeout, headers=self._headers, transport=self._transport
+                timeout=self._timeout,
+                headers=headers,
+                transport=self._transport,
+                verify=ssl_context(),
             ) as client:
                 response = await client.post(url, json=body)
         except httpx.TimeoutException as exc:

@@ -66,6 +66,7 @@ async def test_restart_picks_up_edits_made_while_stopped(
     edited = fact_file(first, "The user drives a red bicycle")
     removed = fact_file(first, "The user owns a kayak")
     folder = edited.parent
+    await book_for(first).flush()  # a clean stop (the proxy's shutdown does this)
     store.close()
 
     # memlane is stopped: a person edits one file, deletes one, writes a new one

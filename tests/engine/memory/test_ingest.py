@@ -362,3 +362,21 @@ def test_nothing_is_queued_when_no_kind_of_memory_is_written(settings: Settings)
     answer = Answer([Message("assistant", "hello")])
     assert turn_input(quiet, done, answer) is None
     assert turn_input(settings, done, answer) is not None
+
+
+async def test_a_typed_key_never_reaches_a_fact_a_file_or_git(
+    rt: Runtime, book: MemoryBook, scripted_llm: ScriptedLLM
+) -> None:
+    key = "sk-live-9f8e7d6c5b4a39281706abcdef"
+    # a model that echoes what it was given would put the key into the fact
+    scripted_llm.push("[\"The user's api key is " + key + '"]', "Noted.")
+    await ingest_turn(rt, turn(f"my api_key={key} for the staging account"))
+    await book.flush()
+    assert scripted_llm.calls, "no extraction call was made"
+    assert all(key not in json.dumps(call.messages) for call in scripted_llm.calls)
+    assert all(key not in f.text for f in rt.store.list_facts(include_deleted=True))
+    assert any("[redacted" in f.text for f in rt.store.list_facts())
+    root = book.files.root  # type: ignore[union-attr]
+    for path in root.rglob("*"):
+        if path.is_file():
+            assert key.encode() not in path.read_bytes(), path

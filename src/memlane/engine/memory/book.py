@@ -29,6 +29,7 @@ from memlane.files.memory_files import MemoryFileError, MemoryFiles, id_from_nam
 from memlane.files.memory_snapshot import Snapshot
 from memlane.files.watcher import watch
 from memlane.text.embeddings import EmbeddingError
+from memlane.text.redact import redact
 from memlane.types import Fact, FactRole
 
 log = logging.getLogger("memlane.memory")
@@ -78,6 +79,7 @@ class MemoryBook:
         self._stop = asyncio.Event()
         self._pending_commits: list[str] = []
         self._commit_timer: asyncio.TimerHandle | None = None
+        self._snapshot_dirty = False
 
     # --- locks ----------------------------------------------------------------
     @property
@@ -117,6 +119,8 @@ class MemoryBook:
     ) -> None:
         store = self.rt.store
         for fact in puts:
+            # whatever a memory came from, a credential in it is never kept (file, git, index)
+            fact = replace(fact, text=redact(fact.text))
             if self.files is not None:
                 old = self.files.find(fact)
                 written = self.files.write(fact)
@@ -130,7 +134,9 @@ class MemoryBook:
                 self._forget_path(old)
                 self._remember(written.path, written.digest, fact.id)
             store.delete_fact(fact.id, replaced_by=replaced_by)
-        self._save_snapshot()
+        # The snapshot (every file's digest) is rewritten whole: once per commit, not per
+        # write. One lost in a crash only makes the next start re-read those files.
+        self._snapshot_dirty = True
 
     def _remember(self, path: Path, digest: str, fact_id: str) -> None:
         if self.files is not None and self.snapshot is not None:
@@ -142,6 +148,7 @@ class MemoryBook:
         self.snapshot.pop(self.files.relative(path))
 
     def _save_snapshot(self) -> None:
+        self._snapshot_dirty = False
         if self.snapshot is not None:
             try:
                 self.snapshot.save()
@@ -315,19 +322,23 @@ class MemoryBook:
     # --- history -------------------------------------------------------------------
     async def commit(self, message: str) -> bool:
         """Commit now (a person's deliberate change: `memory add`, `edit`, `forget`)."""
+        await self._persist_snapshot()
         if self.git is None:
             return False
         return await commit_quietly(self.git, message)
+
+    async def _persist_snapshot(self) -> None:
+        if self._snapshot_dirty:
+            await threads.to_thread(self._save_snapshot)
 
     def commit_later(self, message: str) -> None:
         """Queue a background change for the next coalesced commit.
 
         The commit runs once no change came for `COMMIT_QUIET_SECONDS`, or at once when
         `COMMIT_MAX_PENDING` are waiting, and at shutdown (`flush`): a busy proxy runs
-        git once per burst instead of once per turn.
+        git once per burst instead of once per turn. The file snapshot is saved then too
+        (also without git).
         """
-        if self.git is None:
-            return
         self._pending_commits.append(message)
         if self._commit_timer is not None:
             self._commit_timer.cancel()
@@ -345,6 +356,7 @@ class MemoryBook:
             self._commit_timer.cancel()
             self._commit_timer = None
         messages, self._pending_commits = self._pending_commits, []
+        await self._persist_snapshot()
         if not messages or self.git is None:
             return False
         return await commit_quietly(self.git, combined_message(messages))

@@ -13,6 +13,7 @@ import logging
 
 from memlane.engine.memory.jsonout import ModelOutputError, load_json
 from memlane.text.llm import LLM, LLMError
+from memlane.text.redact import redact
 
 log = logging.getLogger("memlane.memory")
 
@@ -63,7 +64,7 @@ async def extract_facts(llm: LLM, user_text: str, *, model: str | None) -> list[
     """Facts from one user message; [] when there are none or the model keeps failing."""
     if not user_text.strip():
         return []
-    messages = extraction_messages(user_text)
+    messages = extraction_messages(redact(user_text))  # keys never reach the model or a fact
     for attempt in range(1, ATTEMPTS + 1):
         try:
             answer = await llm.complete(messages, model=model, temperature=0.0)
@@ -71,7 +72,7 @@ async def extract_facts(llm: LLM, user_text: str, *, model: str | None) -> list[
             log.warning("fact extraction skipped, LLM unavailable: %s", exc)
             return []
         try:
-            return parse_facts(answer.text)
+            return [redact(fact) for fact in parse_facts(answer.text)]
         except ModelOutputError as exc:
             log.info("fact extraction attempt %d/%d malformed: %s", attempt, ATTEMPTS, exc)
     log.warning("fact extraction gave up after %d malformed answers", ATTEMPTS)

@@ -24,6 +24,7 @@ from memlane.config import Settings
 from memlane.engine import threads
 from memlane.engine.retrieval.candidates import Candidate
 from memlane.engine.retrieval.fuse import min_max
+from memlane.text.tls import ssl_context
 
 log = logging.getLogger("memlane.retrieval")
 MAX_PAIR_TOKENS = 512
@@ -91,7 +92,9 @@ class EndpointReranker:
         if self.model:
             body["model"] = self.model
         try:
-            async with httpx.AsyncClient(transport=self._transport, timeout=self._timeout) as c:
+            async with httpx.AsyncClient(
+                transport=self._transport, timeout=self._timeout, verify=ssl_context()
+            ) as c:
                 response = await c.post(self.url, json=body)
             response.raise_for_status()
             data = response.json()

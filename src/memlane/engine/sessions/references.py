@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memlane.engine import threads
+from memlane.engine.fence import DATA_NOTE, fenced
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.lookup import SessionLookupError, find_session, session_name
 from memlane.engine.sessions.query import query_session
@@ -204,9 +205,11 @@ async def _reference_message(
             header = ANSWER_HEADER.format(
                 label=label, ref=reference.ref, question=reference.question
             )
-            return Message(role="user", text=f"{header}\n{answer.text}", origin="reference")
+            text = fenced(f"{header} {DATA_NOTE}", answer.text)
+            return Message(role="user", text=text, origin="reference")
     text = await threads.to_thread(_summary_block, rt.store, reference, target)
-    return Message(role="user", text=text, origin="reference")
+    header, _, body = text.partition("\n")
+    return Message(role="user", text=fenced(f"{header} {DATA_NOTE}", body), origin="reference")
 
 
 def _summary_block(store: Store, reference: Reference, target: Session) -> str:

@@ -105,6 +105,23 @@ def dumps(data: Any) -> bytes:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
+def token_count(value: Any) -> int:
+    """A usage figure as an int; anything else an upstream sends there counts as 0.
+
+    Usage is bookkeeping: an odd value (an object, a string) must never keep the
+    answer from being stored, nor the relay from going on.
+    """
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(value, 0)
+    if isinstance(value, float) and value == value and value not in (float("inf"), float("-inf")):
+        return max(int(value), 0)
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return 0
+
+
 def unchanged(parsed: ParsedRequest, messages: Sequence[Message]) -> bool:
     """True when the engine handed back the very messages parsed (nothing added or edited)."""
     return len(messages) == len(parsed.messages) and all(

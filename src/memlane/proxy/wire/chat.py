@@ -16,6 +16,7 @@ from memlane.proxy.wire.base import (
     model_and_stream,
     openai_error,
     require,
+    token_count,
 )
 from memlane.types import Kind, Message, Role, ToolCall, Wire
 
@@ -134,8 +135,8 @@ class ChatAssembler:
             return
         usage = chunk.get("usage")
         if isinstance(usage, dict):
-            self.prompt_tokens = int(usage.get("prompt_tokens") or 0)
-            self.completion_tokens = int(usage.get("completion_tokens") or 0)
+            self.prompt_tokens = token_count(usage.get("prompt_tokens"))
+            self.completion_tokens = token_count(usage.get("completion_tokens"))
         for choice in chunk.get("choices") or []:
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 self._choice(choice)
@@ -208,8 +209,8 @@ class ChatAdapter:
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         return Answer(
             [message],
-            int(usage.get("prompt_tokens") or 0),
-            int(usage.get("completion_tokens") or 0),
+            token_count(usage.get("prompt_tokens")),
+            token_count(usage.get("completion_tokens")),
         )
 
     def assembler(self) -> ChatAssembler:

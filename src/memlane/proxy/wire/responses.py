@@ -15,11 +15,13 @@ from typing import Any
 from memlane.engine.turn import Answer
 from memlane.proxy.wire.base import (
     ParsedRequest,
+    WireError,
     content_text,
     dumps,
     model_and_stream,
     openai_error,
     require,
+    token_count,
 )
 from memlane.types import Message, Role, ToolCall, Wire
 
@@ -103,12 +105,17 @@ def to_wire(message: Message) -> list[dict[str, Any]]:
 
 def answer_from_output(output: Any, usage: Any, response_id: Any = None) -> Answer:
     items = output if isinstance(output, list) else []
-    messages = [parse_item(item, f"output[{i}]") for i, item in enumerate(items)]
+    messages = []
+    for i, item in enumerate(items):
+        try:
+            messages.append(parse_item(item, f"output[{i}]"))
+        except WireError:  # an item memlane cannot read is not stored; the rest is
+            continue
     usage = usage if isinstance(usage, dict) else {}
     return Answer(
         messages,
-        int(usage.get("input_tokens") or 0),
-        int(usage.get("output_tokens") or 0),
+        token_count(usage.get("input_tokens")),
+        token_count(usage.get("output_tokens")),
         response_id=response_id if isinstance(response_id, str) and response_id else None,
     )
 
@@ -143,9 +150,11 @@ class ResponsesAssembler:
             response = payload.get("response")
             self.final = response if isinstance(response, dict) else {}
         elif kind in ("response.failed", "error"):
-            detail = (
-                payload.get("response", {}).get("error") if kind == "response.failed" else payload
-            )
+            response = payload.get("response")
+            if kind == "response.failed":
+                detail = response.get("error") if isinstance(response, dict) else None
+            else:
+                detail = payload
             message = detail.get("message") if isinstance(detail, dict) else None
             self._error = str(message or kind)
 

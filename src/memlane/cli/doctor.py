@@ -1,0 +1,88 @@
+"""`memlane doctor`: what has been failing inside memlane, and what to do about it.
+
+Best-effort stages that fail are skipped (the request still gets its answer), logged
+and recorded as `stage.failed` events of their session; the running proxy also
+counts them. This reads both and explains each kind of failure with its fix.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated, Any
+
+import typer
+
+from memlane.cli.context import console, opened_store, print_json, state
+from memlane.cli.status_cmd import from_proxy
+from memlane.engine.failopen import EVENT
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+SESSIONS_READ = 200
+"""Most recently active sessions whose failure events are read."""
+
+ADVICE: dict[tuple[str, str], str] = {
+    ("recall", "TimeoutError"): "recall took longer than MEMLANE_RECALL_DEADLINE_MS: the first "
+    "search after a start loads the index (warmed at start-up); if it keeps happening, raise "
+    "the deadline or check the machine's load",
+    ("recall", "*"): "long-term recall failed: run `memlane memory reindex`; if the store is "
+    "damaged, `memlane store info` says how",
+    ("governance", "*"): "governance failed and the request was forwarded ungoverned: an "
+    "oversized request may then be refused by the upstream; please report the error",
+    ("scaffold", "*"): "the TODO / pinned / summary scaffold could not be read or written: "
+    "check the permissions of the sessions folder under MEMLANE_HOME",
+    ("extraction", "*"): "fact extraction failed: memlane's own LLM calls need a model and a "
+    "key (MEMLANE_LLM_MODEL, MEMLANE_LLM_API_KEY or the client's key)",
+}
+
+
+def advice(stage: str, kind: str) -> str:
+    return ADVICE.get((stage, kind)) or ADVICE.get((stage, "*"), "see the proxy's log")
+
+
+def doctor(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Explain what has been failing (recall, scaffold, governance, extraction) and the fix."""
+    settings = state(ctx).settings
+    running = from_proxy(settings)
+    counts: Counter[tuple[str, str]] = Counter()
+    last: dict[tuple[str, str], str] = {}
+    with opened_store(settings) as store:
+        for session in store.list_sessions(limit=SESSIONS_READ):
+            for event in store.list_events(session.id, kind=EVENT):
+                key = (str(event.payload.get("stage")), str(event.payload.get("type")))
+                counts[key] += 1
+                last[key] = str(event.payload.get("error", ""))
+    problems: list[dict[str, Any]] = [
+        {
+            "stage": stage,
+            "type": kind,
+            "count": n,
+            "last_error": last[(stage, kind)],
+            "advice": advice(stage, kind),
+        }
+        for (stage, kind), n in counts.most_common()
+    ]
+    extraction = (running or {}).get("last_extraction")
+    if extraction and not extraction.get("ok"):
+        problems.append(
+            {
+                "stage": "extraction",
+                "type": "error",
+                "count": 1,
+                "last_error": extraction.get("detail", ""),
+                "advice": advice("extraction", "*"),
+            }
+        )
+    report = {"proxy_running": bool(running and running.get("running")), "problems": problems}
+    if as_json:
+        print_json(report)
+        return
+    if not problems:
+        console.print("nothing has failed: recall, scaffold, governance and extraction are fine")
+        return
+    for problem in problems:
+        console.print(
+            f"[bold]{problem['stage']}[/] failed {problem['count']}× ({problem['type']}): "
+            f"{problem['last_error'][:200]}",
+            highlight=False,
+        )
+        console.print(f"  fix: {problem['advice']}", highlight=False)

@@ -1,0 +1,205 @@
+"""Who may drive memlane over HTTP: the checks every route passes before it runs.
+
+memlane listens on loopback and holds every conversation an agent had, and it forwards
+requests with the server's key. So, before any route:
+
+- the `Host` must be one memlane answers to (its loopback names, its bind address,
+  `allowed_hosts`): a page that rebinds its own name to 127.0.0.1 is refused;
+- a request from a web page (an `Origin` header) must come from memlane's own origin or
+  an `allowed_origins` entry: a page the user visits cannot spend the key or write into
+  a session;
+- a body sent to a JSON route must be JSON: a cross-site `text/plain` or form POST (the
+  kinds a page may send without asking) is refused;
+- a request that already went through this memlane (its `Via` marker) is refused, so a
+  proxy configured to forward to itself, directly or through another proxy, stops.
+
+Refusals are answered before anything is read, stored or forwarded.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from memlane.config import Settings
+
+VIA_TOKEN = f"memlane-{uuid.uuid4().hex[:12]}"
+"""This process's forwarding marker: what it adds to the `Via` header of what it forwards."""
+VIA_VALUE = f"1.1 {VIA_TOKEN}"
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+JSON_TYPES = ("application/json",)
+JSON_ROUTES = ("/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/memlane/")
+"""memlane's own JSON routes; other `/v1/*` routes are passed through as the client sent them
+(a browser's cross-site POST to those carries an Origin, which is checked)."""
+WILDCARD_BINDS = frozenset({"0.0.0.0", "::", ""})
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def host_name(host_header: str) -> str:
+    """`example.com:8100` -> `example.com`, `[::1]:8100` -> `::1` (lower case)."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def host_allowed(settings: Settings, host_header: str) -> bool:
+    name = host_name(host_header)
+    if not name or "*" in settings.allowed_hosts:
+        return True
+    if name in LOOPBACK_NAMES or name in (h.lower() for h in settings.allowed_hosts):
+        return True
+    bind = settings.host.lower()
+    if name == bind:
+        return True
+    if bind in WILDCARD_BINDS:
+        # Listening everywhere: clients reach it by the machine's addresses. A literal
+        # address cannot be a rebinding attack (that needs a name the attacker controls).
+        try:
+            ipaddress.ip_address(name)
+            return True
+        except ValueError:
+            return False
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def origin_allowed(settings: Settings, origin: str, host_header: str) -> bool:
+    if origin in settings.allowed_origins:
+        return True
+    parts = urlsplit(origin)
+    return bool(parts.netloc) and parts.netloc.lower() == host_header.strip().lower()
+
+
+def json_body_allowed(content_type: str) -> bool:
+    """A missing type is fine (no browser sends a body without one); others must be JSON."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    return not kind or kind in JSON_TYPES or kind.endswith("+json")
+
+
+def looped(via: str) -> bool:
+    return VIA_TOKEN in via
+
+
+def with_via(via: str | None) -> str:
+    """The `Via` value to forward: the client's, plus this memlane's marker."""
+    return f"{via}, {VIA_VALUE}" if via else VIA_VALUE
+
+
+def points_at_self(settings: Settings, upstream_url: str) -> bool:
+    """Whether `upstream_url` is memlane's own listening address (a forwarding loop)."""
+    parts = urlsplit(upstream_url)
+    if parts.port is None or parts.port != settings.port or not parts.hostname:
+        return False
+    name = parts.hostname.lower()
+    bind = settings.host.lower()
+    if name == bind:
+        return True
+    loopback = name in LOOPBACK_NAMES or _is_loopback(name)
+    if bind in WILDCARD_BINDS:
+        return loopback or _is_ip(name)  # every interface of this machine listens
+    return loopback and (bind in LOOPBACK_NAMES or _is_loopback(bind))
+
+
+def _is_loopback(name: str) -> bool:
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+class Guard:
+    """Pure ASGI middleware applying the checks above to every HTTP request."""
+
+    def __init__(self, app: App, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = self.refusal(scope)
+        if refusal is None:
+            await self.app(scope, receive, send)
+            return
+        status, code, message = refusal
+        body = json.dumps(
+            {
+                "error": {
+                    "message": message,
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": code,
+                }
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    def refusal(self, scope: Scope) -> tuple[int, str, str] | None:
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        host = headers.get("host", "")
+        if not host_allowed(self.settings, host):
+            return (
+                403,
+                "host_not_allowed",
+                f"memlane does not answer to Host {host_name(host)!r}: add it to "
+                "MEMLANE_ALLOWED_HOSTS if it is yours",
+            )
+        origin = headers.get("origin")
+        if origin is not None and not origin_allowed(self.settings, origin, host):
+            return (
+                403,
+                "origin_not_allowed",
+                f"requests from the web page {origin!r} are refused: add the origin to "
+                "MEMLANE_ALLOWED_ORIGINS if it is yours",
+            )
+        if looped(headers.get("via", "")):
+            return (
+                508,
+                "forwarding_loop",
+                "this request already went through this memlane: its upstream points back at "
+                "it; set MEMLANE_UPSTREAM_URL to the model server",
+            )
+        json_route = str(scope.get("path", "")).startswith(JSON_ROUTES)
+        if (
+            json_route
+            and scope["method"] in ("POST", "PUT", "PATCH")
+            and not json_body_allowed(headers.get("content-type", ""))
+        ):
+            return (
+                415,
+                "unsupported_media_type",
+                "memlane accepts JSON bodies only: send Content-Type: application/json",
+            )
+        return None

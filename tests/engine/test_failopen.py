@@ -1,0 +1,65 @@
+"""The fail-open boundary: a stage that fails or overruns is skipped, logged and recorded."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from memlane.config import Settings
+from memlane.engine.failopen import EVENT, best_effort
+from memlane.engine.governance.errors import ContextOverflow
+from memlane.engine.runtime import Runtime
+from memlane.engine.turn import Turn
+from memlane.store.sqlite import SQLiteStore
+from memlane.types import Message
+
+
+def stored_turn(rt: Runtime) -> Turn:
+    session = rt.store.ensure_session("k")
+    return Turn("k", "k", "m", "chat", [Message("user", "hi")], session=session)
+
+
+async def test_a_failing_stage_gives_its_fallback_and_is_recorded(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    rt = Runtime(settings, sqlite_store)
+    turn = stored_turn(rt)
+
+    async def broken() -> str:
+        raise RuntimeError("index is corrupt")
+
+    assert await best_effort(rt, turn, "recall", broken(), "fallback") == "fallback"
+    assert turn.session is not None
+    events = sqlite_store.list_events(turn.session.id, kind=EVENT)
+    assert [e.payload["stage"] for e in events] == ["recall"]
+    assert events[0].payload["error"] == "index is corrupt"
+    failures = rt.activity.snapshot()["failures"]
+    assert failures["recall"]["count"] == 1
+    assert "RuntimeError" in failures["recall"]["last"]
+
+
+async def test_an_overrun_is_cut_at_its_deadline(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    rt = Runtime(settings, sqlite_store)
+    turn = stored_turn(rt)
+    started = asyncio.get_running_loop().time()
+    result = await best_effort(rt, turn, "recall", asyncio.sleep(5, "late"), "none", deadline_ms=20)
+    assert result == "none"
+    assert asyncio.get_running_loop().time() - started < 2
+    assert turn.session is not None
+    (event,) = sqlite_store.list_events(turn.session.id, kind=EVENT)
+    assert "deadline of 20 ms" in event.payload["error"]
+
+
+async def test_a_preflight_refusal_is_not_swallowed(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    rt = Runtime(settings, sqlite_store)
+
+    async def too_big() -> str:
+        raise ContextOverflow(model="m", tokens=9000, limit=8000, window=8192)
+
+    with pytest.raises(ContextOverflow):
+        await best_effort(rt, None, "governance", too_big(), "forwarded anyway")
