@@ -31,7 +31,9 @@ class Turn:
     """None for ephemeral sessions: governed and forwarded, never stored."""
     agentic: bool = False
     managed: bool = True
-    """Whether the scaffold and governance apply (the proxy: agentic clients, or all by setting)."""
+    """Whether the scaffold applies (the proxy: agentic clients, or all by setting)."""
+    governed: bool = True
+    """Whether context governance applies (the proxy: every client, unless set otherwise)."""
     ephemeral: bool = False
     continued: bool = False
     """The request carries only what is new after a conversation the upstream keeps

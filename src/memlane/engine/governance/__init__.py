@@ -28,9 +28,9 @@ log = logging.getLogger("memlane.governance")
 async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
     """The messages to forward for this turn; raises `ContextOverflow` when they cannot fit.
 
-    Unmanaged turns (the proxy's client scope) are forwarded untouched.
+    Ungoverned turns (`governance_clients`) are forwarded untouched.
     """
-    if not rt.settings.governance_enabled or not turn.managed:
+    if not rt.settings.governance_enabled or not turn.governed:
         return messages
     from memlane.engine.governance.flow import govern
     from memlane.engine.governance.setup import governor_for_turn, write_anchor
