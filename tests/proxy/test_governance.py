@@ -191,3 +191,29 @@ def test_a_plain_client_is_governed_too(
     assert len(sent) < len(messages)
     assert sent[-1]["content"] == "What should you do next?"
     assert "<memlane_state>" not in json.dumps(sent)  # no scaffold for a plain client
+
+
+def test_every_governed_response_says_what_was_forwarded(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    from tests.test_governance import small_window_session
+
+    proxy = proxy_factory(**QUIET)
+    small = httpx.post(
+        f"{proxy.url}/chat/completions",
+        json={"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}]},
+    )
+    tokens, limit, compacted = (
+        part.split("=")[1] for part in small.headers["x-memlane-context"].split("; ")
+    )
+    assert int(tokens) < 50
+    assert int(limit) > 4000
+    assert compacted == "0"
+    for stream in (False, True):
+        big = httpx.post(
+            f"{proxy.url}/chat/completions",
+            json={"model": "gpt-4", "messages": small_window_session(30), "stream": stream},
+            headers={"x-memlane-session": f"big-{stream}"},
+            timeout=30,
+        )
+        assert big.headers["x-memlane-context"].endswith("compacted=1")

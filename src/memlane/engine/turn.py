@@ -52,6 +52,9 @@ class Turn:
     synced: SyncResult | None = None
     trimmed: bool = False
     """Set by governance when the request had to be cut to fit."""
+    context: tuple[int, int, bool] | None = None
+    """(tokens forwarded, the budget's limit, compacted now): what governance did, for the
+    `X-Memlane-Context` response header."""
     notes: list[str] = field(default_factory=list)
 
     @property

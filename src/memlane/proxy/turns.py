@@ -26,6 +26,7 @@ from memlane.engine.governance.budget import learn_from_upstream_error
 from memlane.engine.sessions.history import chained_session_key
 from memlane.engine.sessions.references import ReferenceFailed
 from memlane.engine.turn import Answer, Turn
+from memlane.proxy import headers as h
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
 from memlane.proxy.forward import relayed_headers
@@ -241,8 +242,16 @@ async def _complete(
     return Response(
         upstream.content,
         status_code=upstream.status_code,
-        headers=relayed_headers(upstream.headers),
+        headers=_response_headers(turn, upstream.headers),
     )
+
+
+def _response_headers(turn: Turn, upstream: Any) -> dict[str, str]:
+    """The upstream's headers worth relaying, plus what governance did with this request."""
+    out = relayed_headers(upstream)
+    if turn.context is not None:
+        out[h.CONTEXT] = h.context_value(*turn.context)
+    return out
 
 
 async def _finish(state: ProxyState, turn: Turn, answer: Answer) -> None:
@@ -295,5 +304,5 @@ async def _stream(
         adapter.assembler(),
         settle=settle,
         error_frame=lambda message: adapter.stream_error(message, code="upstream_stream_error"),
-        headers=relayed_headers(upstream.headers),
+        headers=_response_headers(turn, upstream.headers),
     )

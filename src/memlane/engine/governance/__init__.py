@@ -53,6 +53,7 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
         extra={"governance": stats, "governance_seconds": elapsed - stats.llm_seconds},
     )
     turn.trimmed = turn.trimmed or governed.trimmed
+    turn.context = (stats.tokens_out, gov.budget.limit, stats.compacted)
     turn.notes.extend(governed.stats.notes)
     if governed.stats.summarised and turn.session is not None:
         await threads.to_thread(write_anchor, rt, turn.session, governed.plan.snapshot)
