@@ -27,6 +27,7 @@ from memlane.engine.sessions.history import chained_session_key
 from memlane.engine.sessions.references import ReferenceFailed
 from memlane.engine.turn import Answer, Turn
 from memlane.proxy import headers as h
+from memlane.proxy.access import SESSION_STATE
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
 from memlane.proxy.forward import relayed_headers
@@ -122,6 +123,8 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
     except ReferenceFailed as exc:  # the user is told why, as the assistant's answer
         await _finish(state, turn, Answer([Message(role="assistant", text=exc.answer)]))
         return direct_response(adapter.wire, parsed.model, exc.answer, stream=parsed.stream)
+    if turn.session is not None:
+        setattr(request.state, SESSION_STATE, turn.session.id)  # for the access line
     payload = raw if unchanged(parsed, outgoing) else dumps(adapter.render(parsed, outgoing))
     headers = state.upstream.headers(request.headers.items())
     headers.setdefault("content-type", "application/json")
