@@ -61,3 +61,53 @@ def test_a_list_that_cannot_fit_raises() -> None:
     history = GovernedHistory(model="small", settings=SETTINGS)
     with pytest.raises(ContextOverflow):
         govern([{"role": "user", "content": noise(60_000, 1)}], history=history)
+
+
+def small_window_session(steps: int = 60) -> list[dict[str, object]]:
+    """An agentic session far over an 8k window: tool calls with ~800-word results."""
+    words = " ".join(f"w{i % 97}" for i in range(800))
+    messages: list[dict[str, object]] = [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "Remember: the deploy key lives at secret/ops/deploy."},
+        {"role": "assistant", "content": "Noted."},
+    ]
+    for i in range(steps):
+        call = {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "shell", "arguments": json.dumps({"cmd": f"step {i}"})},
+        }
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"output {i}: {words}"},
+            {"role": "user", "content": f"step {i} done, continue with step {i + 1}"},
+            {"role": "assistant", "content": f"continuing step {i + 1}"},
+        ]
+    messages.append({"role": "user", "content": "What should you do next?"})
+    return messages
+
+
+def test_a_small_window_keeps_the_newest_turns_not_just_the_question() -> None:
+    from memlane.engine.governance.budget import Budget, Window
+
+    history = GovernedHistory(model="gpt-4")  # 8,192 tokens
+    messages = small_window_session()
+    out = govern(messages, history=history)
+    stats = history.last
+    assert stats is not None
+    budget = Budget.of(Settings(), Window(8192, "table"))
+    assert stats.tokens_out <= budget.target
+    texts = [m.get("content") for m in out]
+    # the newest text turns that fit are all there, in order, ending with the question
+    assert texts[-3:] == [
+        "step 59 done, continue with step 60",
+        "continuing step 60",
+        "What should you do next?",
+    ]
+    assert "step 58 done, continue with step 59" in texts
+    # and the tail budget is used, not left empty: more than the head and the question
+    assert stats.tokens_out > budget.target // 2
+    # every tool result kept has its call (pairs intact)
+    calls = {c["id"] for m in out for c in m.get("tool_calls") or []}  # type: ignore[attr-defined]
+    results = {m["tool_call_id"] for m in out if m["role"] == "tool"}
+    assert results <= calls

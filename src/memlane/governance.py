@@ -62,7 +62,7 @@ class GovernedHistory:
         settings = self.settings
         budget = Budget.of(settings, context_window(settings, None, self.model))
         summariser = (
-            make_summariser(settings, self.llm, self.summary_model, budget.limit)
+            make_summariser(settings, self.llm, self.summary_model, budget)
             if self.llm is not None
             else None
         )

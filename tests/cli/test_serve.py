@@ -25,10 +25,11 @@ def test_serve_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
 
-def test_serve_rejects_an_unknown_client_scope(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["--home", str(tmp_path), "serve", "--client-scope", "robots"])
+def test_serve_rejects_an_unknown_scaffold_clients_value(tmp_path: Path) -> None:
+    args = ["--home", str(tmp_path), "serve", "--scaffold-clients", "robots"]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 1
-    assert "client_scope" in result.output
+    assert "scaffold_clients" in result.output
 
 
 def _serve(home: Path, *args: str) -> subprocess.Popen[str]:

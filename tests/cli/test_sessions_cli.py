@@ -387,3 +387,42 @@ def test_ask_uses_the_model_the_sessions_requests_used(
     assert code == 0, err
     assert out.strip() == "SQLite."
     assert upstream.last.json["model"] == "qwen-local"
+
+
+def test_delete_leaves_the_memory_repository_clean_and_the_text_gone(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    import asyncio
+    import subprocess
+
+    from memlane.config import Settings
+    from memlane.engine.memory.book import book_for
+    from memlane.engine.memory.ingest import TurnInput, ingest_turn
+    from memlane.engine.runtime import Runtime
+
+    secret = "the-vault-combination-is-31-47-05"
+    settings = Settings(home=tmp_path, embedding_backend="hashing", memory_extract_facts=False)
+    store = SQLiteStore(tmp_path / "memlane.db")
+    rt = Runtime(settings, store)
+    session = store.ensure_session("vault")
+    store.append_messages(session.id, [NewMessage(Message(role="user", text=secret), 5)])
+
+    async def remember() -> None:
+        await ingest_turn(rt, TurnInput(session.id, "vault", "m", user_text=secret))
+        await book_for(rt).flush()
+        await rt.background.drain()
+
+    asyncio.run(remember())
+    store.close()
+    memory = tmp_path / "memory"
+    assert any(secret in p.read_text() for p in memory.rglob("*.md"))
+
+    code, _, err = invoke(runner, "sessions", "delete", session.id, "--yes")
+    assert code == 0, err
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=memory, capture_output=True, text=True, check=True
+    )
+    assert status.stdout == ""  # the deletion is committed, not left for the next commit
+    assert not any(secret in p.read_text() for p in memory.rglob("*.md"))
+    database = (tmp_path / "memlane.db").read_bytes()
+    assert secret.encode() not in database  # secure_delete: no copy in free pages

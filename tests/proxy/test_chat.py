@@ -56,7 +56,7 @@ def test_upstream_key_is_used_only_when_the_client_sends_none(
 def test_unknown_fields_are_forwarded_untouched_and_unchanged_bodies_byte_for_byte(
     proxy_factory, upstream: ScriptedUpstream
 ) -> None:
-    # client_scope=agentic and a plain httpx client: nothing is injected, the bytes pass as sent
+    # scaffold_clients=agentic and a plain httpx client: nothing is injected, the bytes pass as sent
     proxy = proxy_factory(memory_enabled=False, index_enabled=False)
     raw = (
         b'{ "model" : "m", "future_field": {"x": [1, 2]}, "temperature": 0.25,\n'

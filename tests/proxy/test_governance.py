@@ -22,7 +22,7 @@ from tests.support.upstream import (
 MODEL = "tiny-model"
 SMALL = {
     **QUIET,
-    "client_scope": "all",
+    "scaffold_clients": "all",
     "governance_context_windows": {MODEL: 4_096},
     "governance_safety_margin": 256,
     "governance_tool_output_limit": 200,
@@ -124,7 +124,7 @@ def test_a_long_history_is_compacted_and_the_next_request_only_appends(
 def test_an_upstream_overflow_teaches_the_window(
     proxy_factory: ProxyFactory, upstream: ScriptedUpstream
 ) -> None:
-    proxy = proxy_factory(**{**QUIET, "client_scope": "all"})
+    proxy = proxy_factory(**{**QUIET, "scaffold_clients": "all"})
     upstream.script(
         ContextLengthExceeded(
             "This model's maximum context length is 2048 tokens. However, your messages "
@@ -171,3 +171,49 @@ def test_manual_compaction_and_offloaded_outputs_over_http(
     assert missing.json()["error"]["code"] == "output_not_found"
     unknown = httpx.post(f"{proxy.url}/memlane/sessions/nope/compact", timeout=30)
     assert unknown.status_code == 404
+
+
+def test_a_plain_client_is_governed_too(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    from tests.test_governance import small_window_session
+
+    proxy = proxy_factory(**QUIET)  # default client settings: governance for every client
+    messages = small_window_session(40)
+    response = httpx.post(  # raw HTTP: no X-Stainless-* headers, not an agentic client
+        f"{proxy.url}/chat/completions",
+        json={"model": "gpt-4", "messages": messages},
+        headers={"x-memlane-session": "plain"},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    sent = upstream.last.messages
+    assert len(sent) < len(messages)
+    assert sent[-1]["content"] == "What should you do next?"
+    assert "<memlane_state>" not in json.dumps(sent)  # no scaffold for a plain client
+
+
+def test_every_governed_response_says_what_was_forwarded(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    from tests.test_governance import small_window_session
+
+    proxy = proxy_factory(**QUIET)
+    small = httpx.post(
+        f"{proxy.url}/chat/completions",
+        json={"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}]},
+    )
+    tokens, limit, compacted = (
+        part.split("=")[1] for part in small.headers["x-memlane-context"].split("; ")
+    )
+    assert int(tokens) < 50
+    assert int(limit) > 4000
+    assert compacted == "0"
+    for stream in (False, True):
+        big = httpx.post(
+            f"{proxy.url}/chat/completions",
+            json={"model": "gpt-4", "messages": small_window_session(30), "stream": stream},
+            headers={"x-memlane-session": f"big-{stream}"},
+            timeout=30,
+        )
+        assert big.headers["x-memlane-context"].endswith("compacted=1")

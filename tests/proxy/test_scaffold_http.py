@@ -115,7 +115,7 @@ def test_non_agentic_clients_get_no_scaffold_unless_configured(
     agentic_only = proxy_factory(**QUIET)
     httpx.post(f"{agentic_only.url}/chat/completions", json=body, headers=headers)
     assert upstream.last.json == body
-    everyone = proxy_factory(client_scope="all", **QUIET)
+    everyone = proxy_factory(scaffold_clients="all", **QUIET)
     httpx.post(f"{everyone.url}/chat/completions", json=body, headers=headers)
     assert len(blocks(upstream.last.json["messages"])) == 1
 

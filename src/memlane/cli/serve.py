@@ -21,10 +21,10 @@ def serve(
         Path | None,
         typer.Option("--harness-root", help="Folder whose AGENTS.md is pinned in every session."),
     ] = None,
-    client_scope: Annotated[
+    scaffold_clients: Annotated[
         str | None,
         typer.Option(
-            "--client-scope", help="agentic (default) or all: who gets the scaffold and governance."
+            "--scaffold-clients", help="agentic (default) or all: who gets the session scaffold."
         ),
     ] = None,
     spec_mode: Annotated[
@@ -40,7 +40,7 @@ def serve(
             "port": port,
             "upstream_url": upstream,
             "harness_root": harness_root,
-            "client_scope": client_scope,
+            "scaffold_clients": scaffold_clients,
             "spec_mode": spec_mode,
         }
     )

@@ -11,10 +11,15 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 class ProxySettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    client_scope: Literal["agentic", "all"] = Field(
+    scaffold_clients: Literal["agentic", "all"] = Field(
         default="agentic",
-        description="Which clients get the session scaffold and context governance: agentic "
-        "(Codex, factory-cli/droid, warp, Stainless SDKs) or all. Every turn is stored either way.",
+        description="Which clients get the session scaffold (todo / pinned / anchor, Spec "
+        "Mode): agentic (Codex, Claude Code, factory-cli/droid, warp, Stainless SDKs) or all.",
+    )
+    governance_clients: Literal["all", "agentic"] = Field(
+        default="all",
+        description="Which clients get context governance (masking, compaction, pre-flight): "
+        "all keeps every client's requests inside the window. Every turn is stored either way.",
     )
     todo_enabled: bool = Field(
         default=True, description="Inject the session's todo.md into the state block."

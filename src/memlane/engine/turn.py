@@ -31,7 +31,9 @@ class Turn:
     """None for ephemeral sessions: governed and forwarded, never stored."""
     agentic: bool = False
     managed: bool = True
-    """Whether the scaffold and governance apply (the proxy: agentic clients, or all by setting)."""
+    """Whether the scaffold applies (the proxy: agentic clients, or all by setting)."""
+    governed: bool = True
+    """Whether context governance applies (the proxy: every client, unless set otherwise)."""
     ephemeral: bool = False
     continued: bool = False
     """The request carries only what is new after a conversation the upstream keeps
@@ -50,6 +52,9 @@ class Turn:
     synced: SyncResult | None = None
     trimmed: bool = False
     """Set by governance when the request had to be cut to fit."""
+    context: tuple[int, int, bool] | None = None
+    """(tokens forwarded, the budget's limit, compacted now): what governance did, for the
+    `X-Memlane-Context` response header."""
     notes: list[str] = field(default_factory=list)
 
     @property

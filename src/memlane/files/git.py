@@ -14,6 +14,7 @@ import asyncio
 import logging
 import os
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,32 @@ _QUIET = ("-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null")
 
 class GitError(Exception):
     pass
+
+
+def commit_now(root: Path, message: str) -> bool:
+    """Commit everything under an existing repository at `root` now, synchronously.
+
+    For deletions: what was deleted must leave the working tree at once, not wait for
+    (or be swept into) the next unrelated commit. False when there is no repository,
+    nothing changed, or git failed (logged).
+    """
+    if not (root / ".git").exists() or not GitRepo.available():
+        return False
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["git", *args], cwd=root, env=env, capture_output=True, text=True, check=False
+        )
+
+    git("add", "-A", ".")
+    if git("diff", "--cached", "--quiet").returncode == 0:
+        return False
+    done = git(*_IDENTITY, *_QUIET, "commit", "-q", "--no-verify", "-m", message)
+    if done.returncode != 0:
+        log.warning("memory deletion not committed: %s", done.stderr.strip()[:300])
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)

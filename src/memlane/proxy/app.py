@@ -22,6 +22,7 @@ from memlane.engine.memory.lifecycle import start_memory, stop_memory
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.indexing import startup_warnings
 from memlane.proxy import admin, governance_routes, sessions_routes, status
+from memlane.proxy.access import AccessLog
 from memlane.proxy.errors import ProxyError, install_handlers
 from memlane.proxy.forward import Upstream, relayed_headers
 from memlane.proxy.guard import Guard
@@ -99,7 +100,7 @@ def create_app(
         state = getattr(app.state, "proxy", None)
         return state.runtime if isinstance(state, ProxyState) else None
 
-    app.add_middleware(status.CountRequests, runtime_of=current_runtime)
+    app.add_middleware(AccessLog, runtime_of=current_runtime)
     app.add_middleware(Guard, settings=settings)  # outermost: refusals touch nothing
 
     @app.get("/health", tags=["proxy"], summary="Liveness")

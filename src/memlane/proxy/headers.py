@@ -54,3 +54,10 @@ RESPONSE_DROP = frozenset(
     }
 )
 """Upstream response headers not relayed (the proxy's own server sets them)."""
+
+CONTEXT = "x-memlane-context"
+"""Response header: what governance forwarded (`tokens=…; limit=…; compacted=0|1`)."""
+
+
+def context_value(tokens: int, limit: int, compacted: bool) -> str:
+    return f"tokens={tokens}; limit={limit}; compacted={int(compacted)}"

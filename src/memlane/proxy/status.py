@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -67,36 +66,3 @@ def remove_serve_file(settings: Settings) -> None:
         return
     if data.get("pid") == os.getpid():  # another proxy on this home may have taken over
         path.unlink(missing_ok=True)
-
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-App = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-class CountRequests:
-    """Pure ASGI middleware: counts every HTTP answer by status (streams untouched)."""
-
-    def __init__(self, app: App, runtime_of: Callable[[], Runtime | None]) -> None:
-        self.app = app
-        self.runtime_of = runtime_of
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        status = 500
-
-        async def counted(message: MutableMapping[str, Any]) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
-        try:
-            await self.app(scope, receive, counted)
-        finally:
-            rt = self.runtime_of()
-            if rt is not None:
-                rt.activity.request(status)

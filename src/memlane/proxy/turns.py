@@ -26,6 +26,8 @@ from memlane.engine.governance.budget import learn_from_upstream_error
 from memlane.engine.sessions.history import chained_session_key
 from memlane.engine.sessions.references import ReferenceFailed
 from memlane.engine.turn import Answer, Turn
+from memlane.proxy import headers as h
+from memlane.proxy.access import SESSION_STATE
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
 from memlane.proxy.forward import relayed_headers
@@ -108,7 +110,8 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
         wire=adapter.wire,
         messages=parsed.messages,
         agentic=identity.agentic,
-        managed=identity.agentic or state.settings.client_scope == "all",
+        managed=identity.agentic or state.settings.scaffold_clients == "all",
+        governed=identity.agentic or state.settings.governance_clients == "all",
         ephemeral=identity.ephemeral,
         flags=identity.flags,
         continued=parsed.continued,
@@ -120,6 +123,8 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
     except ReferenceFailed as exc:  # the user is told why, as the assistant's answer
         await _finish(state, turn, Answer([Message(role="assistant", text=exc.answer)]))
         return direct_response(adapter.wire, parsed.model, exc.answer, stream=parsed.stream)
+    if turn.session is not None:
+        setattr(request.state, SESSION_STATE, turn.session.id)  # for the access line
     payload = raw if unchanged(parsed, outgoing) else dumps(adapter.render(parsed, outgoing))
     headers = state.upstream.headers(request.headers.items())
     headers.setdefault("content-type", "application/json")
@@ -240,8 +245,16 @@ async def _complete(
     return Response(
         upstream.content,
         status_code=upstream.status_code,
-        headers=relayed_headers(upstream.headers),
+        headers=_response_headers(turn, upstream.headers),
     )
+
+
+def _response_headers(turn: Turn, upstream: Any) -> dict[str, str]:
+    """The upstream's headers worth relaying, plus what governance did with this request."""
+    out = relayed_headers(upstream)
+    if turn.context is not None:
+        out[h.CONTEXT] = h.context_value(*turn.context)
+    return out
 
 
 async def _finish(state: ProxyState, turn: Turn, answer: Answer) -> None:
@@ -294,5 +307,5 @@ async def _stream(
         adapter.assembler(),
         settle=settle,
         error_frame=lambda message: adapter.stream_error(message, code="upstream_stream_error"),
-        headers=relayed_headers(upstream.headers),
+        headers=_response_headers(turn, upstream.headers),
     )

@@ -155,6 +155,7 @@ class SQLiteStore:
             )
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA secure_delete = ON")  # deleted text is overwritten, not left
             conn.execute(f"PRAGMA synchronous = {self._synchronous.upper()}")
             conn.execute("PRAGMA wal_autocheckpoint = 0")  # `store.checkpoint` does it
         except sqlite3.DatabaseError as exc:
@@ -310,6 +311,10 @@ class SQLiteStore:
             )
             conn.execute("DELETE FROM facts WHERE conversation_id = ?", (session_id,))
             cursor = conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            if cursor.rowcount > 0:
+                # FTS5 keeps a deleted document's terms in its segments until they are
+                # merged: merging now leaves no trace of the deleted text in the index.
+                conn.execute("INSERT INTO docs_fts(docs_fts) VALUES ('optimize')")
             return cursor.rowcount > 0
 
     def fork_session(

@@ -171,14 +171,24 @@ async def test_a_failed_summary_never_overwrites_the_anchor(
     assert scaffold.read_texts(rt, turn.session)["summary"] == "written by a person"
 
 
-async def test_unmanaged_turns_are_forwarded_untouched(
+async def test_ungoverned_turns_are_forwarded_untouched(
     tmp_path: Path, sqlite_store: SQLiteStore
 ) -> None:
     rt = runtime(tmp_path, sqlite_store, ScriptedLLM())
     messages = agentic("chat", 60).messages
     turn = turn_for(rt, messages)
-    turn.managed = False
+    turn.governed = False
     assert await govern_turn(rt, turn, messages) == messages
+
+
+async def test_a_turn_without_the_scaffold_is_still_governed(
+    tmp_path: Path, sqlite_store: SQLiteStore
+) -> None:
+    rt = runtime(tmp_path, sqlite_store, ScriptedLLM())
+    messages = agentic("chat", 60).messages
+    turn = turn_for(rt, messages)
+    turn.managed = False  # a plain client: no scaffold, but the window guard holds
+    assert len(await govern_turn(rt, turn, messages)) < len(messages)
 
 
 async def test_only_the_newest_state_block_of_the_dropped_span_is_kept(

@@ -28,9 +28,9 @@ log = logging.getLogger("memlane.governance")
 async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
     """The messages to forward for this turn; raises `ContextOverflow` when they cannot fit.
 
-    Unmanaged turns (the proxy's client scope) are forwarded untouched.
+    Ungoverned turns (`governance_clients`) are forwarded untouched.
     """
-    if not rt.settings.governance_enabled or not turn.managed:
+    if not rt.settings.governance_enabled or not turn.governed:
         return messages
     from memlane.engine.governance.flow import govern
     from memlane.engine.governance.setup import governor_for_turn, write_anchor
@@ -53,6 +53,7 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
         extra={"governance": stats, "governance_seconds": elapsed - stats.llm_seconds},
     )
     turn.trimmed = turn.trimmed or governed.trimmed
+    turn.context = (stats.tokens_out, gov.budget.limit, stats.compacted)
     turn.notes.extend(governed.stats.notes)
     if governed.stats.summarised and turn.session is not None:
         await threads.to_thread(write_anchor, rt, turn.session, governed.plan.snapshot)

@@ -63,6 +63,10 @@ _WINDOW_IN_ERROR = re.compile(
 )
 
 
+SHARE_DIVISOR = 6
+"""The summary, the recall snippets and one tool result each take at most 1/6 of the target."""
+
+
 @dataclass(frozen=True, slots=True)
 class Window:
     tokens: int
@@ -87,7 +91,14 @@ class Budget:
     target: int
     """What a compaction brings the request down to."""
     tail: int
-    """Most tokens of the verbatim recent tail."""
+    """The verbatim recent tail's share; the tail gets at least this, and whatever room the
+    head and the snapshot leave up to the target."""
+    summary: int = 0
+    """Tokens the middle's summary may take (a share of the target on a small window)."""
+    recall: int = 0
+    """Tokens kept for re-injected snippets of dropped history."""
+    tool_output: int = 0
+    """A tool result above this many tokens is masked once it is old."""
 
     @classmethod
     def of(cls, settings: Settings, window: Window) -> Budget:
@@ -96,7 +107,12 @@ class Budget:
         threshold = int(limit * settings.governance_compact_threshold)
         target = int(limit * settings.governance_compact_target)
         tail = min(int(limit * settings.governance_tail_share), target)
-        return cls(window, margin, limit, threshold, target, tail)
+        # On a small window the fixed allowances would eat the target: each is capped to a
+        # share of it, so the recent tail is never starved (8k: ~0.5k summary, not 1.5k).
+        summary = min(settings.governance_summary_max_tokens, target // SHARE_DIVISOR)
+        recall = min(settings.governance_recall_chars // 3, target // SHARE_DIVISOR)
+        tool_output = min(settings.governance_tool_output_limit, target // SHARE_DIVISOR)
+        return cls(window, margin, limit, threshold, target, tail, summary, recall, tool_output)
 
 
 def bare_model(model: str) -> str:

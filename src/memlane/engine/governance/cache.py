@@ -124,19 +124,33 @@ class Governor:
             others
             + REPLY_PRIMING
             + self.fixed_tokens
-            + self.settings.governance_summary_max_tokens
+            + self.budget.summary
             + SUMMARY_OVERHEAD
-            + self.settings.governance_recall_chars // 3
+            + self.budget.recall
         )
         if plan.trims:
             head = plan.head
         else:
             head = window.choose_head(conversation, counts, cuts, self.budget.target // 4)
         room = self.budget.target - reserve - sum(counts[:head])
-        tail_budget = 0 if force else max(0, min(self.budget.tail, room))
-        chosen = window.choose(conversation, counts, cuts, plan, head=head, tail_budget=tail_budget)
+        # After the head and the snapshot, what is left of the target goes to the newest
+        # messages (never less than the tail share, never more than the room).
+        tail_budget = 0 if force else max(0, room)
+        shrunk = self._preview_counts(conversation, counts, plan)
+        chosen = window.choose(
+            conversation, counts, cuts, plan, head=head, tail_budget=tail_budget, shrunk=shrunk
+        )
+        masked = dict(plan.masked)
+        for index in chosen.masked:
+            if index not in masked:
+                masked[index] = await threads.to_thread(
+                    self.ledger.offload, index, conversation[index], counts[index]
+                )
+                stats.masked += 1
         before = set(plan.dropped_indices()) if plan.trims else set()
-        after = replace(plan, head=head, dropped=chosen.dropped, pinned=chosen.pinned)
+        after = replace(
+            plan, head=head, dropped=chosen.dropped, pinned=chosen.pinned, masked=masked
+        )
         newly = [i for i in after.dropped_indices() if i not in before]
         if not newly:
             return plan.covering(conversation)
@@ -154,7 +168,7 @@ class Governor:
             after,
             snapshot=snapshot,
             summarised=(plan.summarised if plan.trims else 0) + len(newly),
-            masked={i: ref for i, ref in plan.masked.items() if i not in dropped_set},
+            masked={i: ref for i, ref in after.masked.items() if i not in dropped_set},
             strip_reasoning=user is not None and user >= head,
             compactions=plan.compactions + 1,
         ).covering(conversation)
@@ -170,6 +184,17 @@ class Governor:
             },
         )
         return new_plan
+
+    def _preview_counts(
+        self, conversation: list[Message], counts: list[int], plan: Plan
+    ) -> list[int]:
+        """What each item would cost as a preview: tool results only, the rest as they are."""
+        out = list(counts)
+        for i, message in enumerate(conversation):
+            if message.kind == "tool_result" and i not in plan.masked:
+                preview = mask.masked(message, self.settings, counts[i], PREVIEW_REFERENCE)
+                out[i] = min(counts[i], self.count(preview))
+        return out
 
     async def _snapshot(
         self, previous: str, removed: list[Message], removed_tokens: int, stats: Stats
@@ -200,6 +225,10 @@ class Governor:
             return fallback
         stats.summarised = True
         return snapshot
+
+
+PREVIEW_REFERENCE = "sessions/<session>/tool-outputs/<output>.txt"
+"""A reference as long as a real one, to price a preview before its output is offloaded."""
 
 
 def add_marker(previous: str, count: int) -> str:

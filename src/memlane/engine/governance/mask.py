@@ -49,9 +49,9 @@ def choose(
     skip: Collection[int] = (),
 ) -> list[int]:
     """Indices of tool results to mask now, oldest first (`skip`: already dropped)."""
-    limit = settings.governance_tool_output_limit
-    if limit <= 0:
+    if settings.governance_tool_output_limit <= 0:
         return []
+    limit = budget.tool_output
     protect_from = protection_start(counts, settings.governance_protect_tokens)
     chosen: list[int] = []
     for index in range(len(conversation)):

@@ -26,12 +26,12 @@ def summary_llm(rt: Runtime) -> LLM:
     return rt.llm
 
 
-def make_summariser(settings: Settings, llm: LLM, model: str | None, limit: int) -> Summariser:
+def make_summariser(settings: Settings, llm: LLM, model: str | None, budget: Budget) -> Summariser:
     return Summariser(
         llm=llm,
         model=model,
-        max_tokens=settings.governance_summary_max_tokens,
-        input_chars=min(SUMMARY_INPUT_CHARS, limit * 2),
+        max_tokens=budget.summary,
+        input_chars=min(SUMMARY_INPUT_CHARS, budget.limit * 2),
         verify=settings.governance_summary_verify,
     )
 
@@ -43,9 +43,7 @@ def make_governor(
 
     settings = rt.settings
     budget = Budget.of(settings, context_window(settings, rt.store, model))
-    summariser = (
-        make_summariser(settings, llm, summary_model, budget.limit) if llm is not None else None
-    )
+    summariser = make_summariser(settings, llm, summary_model, budget) if llm is not None else None
     return Governor(
         settings=settings,
         tokenizer=make_tokenizer(settings, model or None),

@@ -28,6 +28,8 @@ class Window:
     head: int
     dropped: int
     pinned: tuple[int, ...]
+    masked: tuple[int, ...] = ()
+    """Tool results kept in the tail as their preview: whole, they would not have fit."""
 
 
 def choose_head(
@@ -51,15 +53,26 @@ def choose(
     *,
     head: int,
     tail_budget: int,
+    shrunk: Sequence[int] | None = None,
 ) -> Window:
-    """Where the dropped middle ends (the tail starts), never before what is already dropped."""
+    """Where the dropped middle ends (the tail starts), never before what is already dropped.
+
+    The tail is filled newest first up to `tail_budget`. `shrunk[i]` is what item `i`
+    costs as a preview (tool results; the full count for the rest): a tool result that
+    does not fit whole goes in as its preview rather than ending the tail there.
+    """
     n = len(conversation)
     floor = max(head, plan.dropped)
     newest_cut = max((i for i in range(floor, n) if cuts[i]), default=n)
     start = newest_cut
     used = sum(counts[newest_cut:])
+    previews: list[int] = []
     for i in range(newest_cut - 1, floor - 1, -1):
-        used += counts[i]
+        size = counts[i]
+        if shrunk is not None and used + size > tail_budget and shrunk[i] < size:
+            size = shrunk[i]
+            previews.append(i)
+        used += size
         if used > tail_budget:
             break
         if cuts[i]:
@@ -68,4 +81,5 @@ def choose(
     user = last_user_turn(conversation)
     if user is not None and head <= user < start and cuts[user] and cuts[user + 1]:
         pinned = (user,)
-    return Window(head=head, dropped=start, pinned=pinned)
+    masked = tuple(sorted(i for i in previews if i >= start))
+    return Window(head=head, dropped=start, pinned=pinned, masked=masked)

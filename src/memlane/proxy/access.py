@@ -1,0 +1,76 @@
+"""One line per request, and the counters `memlane status` reads.
+
+Every request memlane serves is logged at `info` (method, route, status, time, the
+session's id prefix), without bodies or credentials; a status of 500 or more, or an
+upstream error relayed to the client, is a `warning`, at most once per route and
+status every `WARN_EVERY` seconds (a failing upstream must not flood the terminal).
+Streams are measured to their last byte and never buffered.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from memlane.engine.runtime import Runtime
+
+log = logging.getLogger("memlane.access")
+
+WARN_EVERY = 10.0
+SESSION_STATE = "memlane_session"
+"""`request.state` key where the model routes leave the session id for this line."""
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class AccessLog:
+    """Pure ASGI middleware: log and count every HTTP answer."""
+
+    def __init__(self, app: App, runtime_of: Callable[[], Runtime | None]) -> None:
+        self.app = app
+        self.runtime_of = runtime_of
+        self._warned: dict[tuple[str, int], float] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+        started = time.perf_counter()
+
+        async def watched(message: MutableMapping[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        finally:
+            elapsed = (time.perf_counter() - started) * 1000
+            rt = self.runtime_of()
+            if rt is not None:
+                rt.activity.request(status)
+            self._line(scope, status, elapsed)
+
+    def _line(self, scope: Scope, status: int, ms: float) -> None:
+        route = str(scope.get("path", ""))
+        state = scope.get("state") or {}
+        session = str(state.get(SESSION_STATE) or "-")[:8]
+        line = "%s %s %d %.1f ms session %s"
+        args = (scope.get("method", ""), route, status, ms, session)
+        if status < 400 or route == "/health":
+            log.info(line, *args)
+            return
+        now = time.monotonic()
+        key = (route, status)
+        if now - self._warned.get(key, 0.0) >= WARN_EVERY:
+            self._warned[key] = now
+            log.warning(line, *args)
+        else:
+            log.info(line, *args)

@@ -1,0 +1,43 @@
+"""One access line per request, without bodies or credentials; upstream errors are warnings."""
+
+from __future__ import annotations
+
+import logging
+
+import httpx
+import pytest
+
+from tests.proxy.conftest import QUIET
+from tests.support.upstream import Fail, ProxyFactory, ScriptedUpstream
+
+
+def test_each_request_gets_one_line_and_no_secret(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    proxy = proxy_factory(**QUIET)
+    caplog.set_level(logging.INFO, logger="memlane.access")
+    headers = {"authorization": "Bearer sk-secret-in-header", "x-memlane-session": "logged"}
+    body = {"model": "m", "messages": [{"role": "user", "content": "a private prompt"}]}
+    httpx.post(f"{proxy.url}/chat/completions", json=body, headers=headers).raise_for_status()
+    lines = [r for r in caplog.records if r.name == "memlane.access"]
+    assert len(lines) == 1
+    text = lines[0].getMessage()
+    session = proxy.store.find_session("logged")
+    assert text.startswith("POST /v1/chat/completions 200 ")
+    assert text.endswith(f"session {session.id[:8]}")
+    assert lines[0].levelno == logging.INFO
+    assert "sk-secret" not in caplog.text
+    assert "private prompt" not in caplog.text
+
+
+def test_an_upstream_error_is_a_warning_at_most_once_per_burst(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    proxy = proxy_factory(**QUIET)
+    caplog.set_level(logging.INFO, logger="memlane.access")
+    upstream.script(Fail(502, "bad gateway"), Fail(502, "bad gateway"))
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    for _ in range(2):
+        assert httpx.post(f"{proxy.url}/chat/completions", json=body).status_code == 502
+    levels = [r.levelno for r in caplog.records if r.name == "memlane.access"]
+    assert levels == [logging.WARNING, logging.INFO]
