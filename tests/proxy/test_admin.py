@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from typing import Any
 
 import httpx
@@ -24,47 +25,55 @@ def make_session(proxy: RunningProxy, key: str) -> str:
 def test_list_show_edit_delete(mproxy: RunningProxy) -> None:
     admin = f"{mproxy.url}/memlane/sessions"
     first, second = make_session(mproxy, "one"), make_session(mproxy, "two")
-    listed = httpx.get(admin).json()
+    listed = httpx.get(admin, headers=mproxy.admin).json()
     assert {s["id"] for s in listed["data"]} == {first, second}
-    shown = httpx.get(f"{admin}/{first}").json()
+    shown = httpx.get(f"{admin}/{first}", headers=mproxy.admin).json()
     assert shown["key"] == "one"
     assert shown["message_count"] == 2
     assert (shown["summary"], shown["summarized_count"], shown["todo"]) == ("", 0, "")
 
-    todo = httpx.put(f"{admin}/{first}/todo", json={"text": "write docs\\nship"}).json()
+    todo = httpx.put(
+        f"{admin}/{first}/todo", json={"text": "write docs\\nship"}, headers=mproxy.admin
+    ).json()
     assert todo["todo"] == "write docs\nship"
-    pinned = httpx.put(f"{admin}/one/pinned", json={"text": "prod is read-only"}).json()
+    pinned = httpx.put(
+        f"{admin}/one/pinned", json={"text": "prod is read-only"}, headers=mproxy.admin
+    ).json()
     assert pinned["pinned"] == "prod is read-only"  # a session is found by key too
     folder = session_dir(mproxy.settings.sessions_path, "one")
     assert (folder / "todo.md").read_text() == "write docs\nship"
 
-    cleared = httpx.put(f"{admin}/{first}/todo", json={"text": None}).json()
+    cleared = httpx.put(f"{admin}/{first}/todo", json={"text": None}, headers=mproxy.admin).json()
     assert cleared["todo"] == ""
     assert not (folder / "todo.md").exists()
 
-    deleted = httpx.delete(f"{admin}/{first}").json()
+    deleted = httpx.delete(f"{admin}/{first}", headers=mproxy.admin).json()
     assert deleted["deleted"] is True
     assert mproxy.store.get_session(first) is None
     assert not folder.exists()
-    missing = httpx.get(f"{admin}/{first}")
+    missing = httpx.get(f"{admin}/{first}", headers=mproxy.admin)
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "session_not_found"
 
 
 def test_bad_admin_input_is_a_422(mproxy: RunningProxy) -> None:
     session = make_session(mproxy, "x")
-    response = httpx.put(f"{mproxy.url}/memlane/sessions/{session}/todo", json={"text": 5})
+    response = httpx.put(
+        f"{mproxy.url}/memlane/sessions/{session}/todo", json={"text": 5}, headers=mproxy.admin
+    )
     assert response.status_code == 422
     assert response.json()["error"]["param"] == "text"
-    assert httpx.get(f"{mproxy.url}/memlane/nothing-here").status_code == 404
+    assert httpx.get(f"{mproxy.url}/memlane/nothing-here", headers=mproxy.admin).status_code == 404
 
 
-def test_the_admin_token_is_required_when_set(proxy_factory: Any) -> None:
-    proxy = proxy_factory(admin_token="s3cret", **QUIET)
+def test_the_configured_admin_token_is_required(proxy_factory: Any) -> None:
+    proxy = proxy_factory(admin_token="a-long-s3cret-token", **QUIET)
     url = f"{proxy.url}/memlane/sessions"
     assert httpx.get(url).status_code == 401
     assert httpx.get(url, headers={"authorization": "Bearer wrong"}).status_code == 401
-    assert httpx.get(url, headers={"authorization": "Bearer s3cret"}).status_code == 200
+    ok = httpx.get(url, headers={"authorization": "Bearer a-long-s3cret-token"})
+    assert ok.status_code == 200
+    assert not (proxy.settings.home_path / "admin_token").exists()  # configured: none written
     # model routes do not need it: the client's Authorization belongs to the upstream
     make_session(proxy, "k")
 
@@ -77,7 +86,7 @@ def test_the_admin_token_is_required_when_set(proxy_factory: Any) -> None:
         ("::1", None, True),
         ("0.0.0.0", None, False),
         ("192.168.1.5", "", False),
-        ("0.0.0.0", "tok", True),
+        ("0.0.0.0", "a-token-of-16-chars", True),
     ],
 )
 def test_non_loopback_bind_needs_a_token(host: str, token: str | None, ok: bool) -> None:
@@ -87,3 +96,22 @@ def test_non_loopback_bind_needs_a_token(host: str, token: str | None, ok: bool)
     else:
         with pytest.raises(ServeError, match="MEMLANE_ADMIN_TOKEN"):
             check_bind(settings)
+
+
+def test_without_a_configured_token_one_is_generated_and_required(
+    proxy_factory: Any,
+) -> None:
+    proxy = proxy_factory(**QUIET)
+    path = proxy.settings.home_path / "admin_token"
+    token = path.read_text().strip()
+    assert len(token) >= 32
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # only the user can read it
+    url = f"{proxy.url}/memlane/sessions"
+    assert httpx.get(url).status_code == 401  # loopback too: any local page or process
+    assert httpx.get(url, headers={"authorization": f"Bearer {token}"}).status_code == 200
+
+
+@pytest.mark.parametrize("token", ["short", "                        ", "has spaces in it ok"])
+def test_a_weak_configured_token_is_refused_at_start(token: str) -> None:
+    with pytest.raises(ServeError, match="at least 16 characters"):
+        check_bind(Settings(admin_token=token))

@@ -46,7 +46,7 @@ def test_a_recall_that_raises_forwards_without_memories_and_records_why(
     (event,) = store.list_events(session.id, kind=EVENT)
     assert event.payload["stage"] == "recall"
     assert "malformed" in event.payload["error"]
-    status = httpx.get(f"{proxy.base}/v1/memlane/status").json()
+    status = httpx.get(f"{proxy.base}/v1/memlane/status", headers=proxy.admin).json()
     assert status["failures"]["recall"]["count"] == 1
 
 

@@ -154,22 +154,24 @@ def test_manual_compaction_and_offloaded_outputs_over_http(
     assert post(proxy, {"model": MODEL, "messages": messages}, session="manual").status_code == 200
     session = proxy.store.find_session("manual")
     admin = f"{proxy.url}/memlane/sessions/{session.id}"
-    done = httpx.post(f"{admin}/compact", json={}, timeout=30)
+    done = httpx.post(f"{admin}/compact", json={}, timeout=30, headers=proxy.admin)
     assert done.status_code == 200, done.text
     data = done.json()
     assert data["object"] == "memlane.compaction"
     assert data["model"] == MODEL  # the session's own model
     assert data["tokens_after"] <= data["tokens_before"]
-    outputs = httpx.get(f"{admin}/tool-outputs", timeout=30).json()["data"]
+    outputs = httpx.get(f"{admin}/tool-outputs", timeout=30, headers=proxy.admin).json()["data"]
     assert outputs
     first = outputs[0]
-    full = httpx.get(f"{admin}/tool-outputs/{first['id']}", timeout=30)
+    full = httpx.get(f"{admin}/tool-outputs/{first['id']}", timeout=30, headers=proxy.admin)
     assert full.status_code == 200
     assert full.text == messages[first["index"]]["content"]
-    missing = httpx.get(f"{admin}/tool-outputs/999999", timeout=30)
+    missing = httpx.get(f"{admin}/tool-outputs/999999", timeout=30, headers=proxy.admin)
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "output_not_found"
-    unknown = httpx.post(f"{proxy.url}/memlane/sessions/nope/compact", timeout=30)
+    unknown = httpx.post(
+        f"{proxy.url}/memlane/sessions/nope/compact", timeout=30, headers=proxy.admin
+    )
     assert unknown.status_code == 404
 
 

@@ -125,7 +125,9 @@ def test_spec_mode_until_approved(mproxy: RunningProxy, upstream: ScriptedUpstre
     chat(mproxy, "spec", history, **{"x-memlane-spec-mode": "true"})
     assert SPEC_PROMPT in blocks(upstream.last.json["messages"])[-1]
     session = mproxy.store.find_session("spec")
-    approved = httpx.post(f"{mproxy.url}/memlane/sessions/{session.id}/approve-spec")
+    approved = httpx.post(
+        f"{mproxy.url}/memlane/sessions/{session.id}/approve-spec", headers=mproxy.admin
+    )
     assert approved.json()["spec_approved"] is True
     history += [{"role": "assistant", "content": "spec: ..."}, {"role": "user", "content": "go"}]
     chat(mproxy, "spec", history, **{"x-memlane-spec-mode": "true"})

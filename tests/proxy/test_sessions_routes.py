@@ -163,42 +163,46 @@ def test_admin_meta_fork_ask_index_export(
     source = seed(proxy, "src", "queue-design", "SKIP LOCKED")
     base = f"{proxy.base}/v1/memlane/sessions"
 
-    meta = httpx.get(f"{base}/queue-design/meta").json()
+    meta = httpx.get(f"{base}/queue-design/meta", headers=proxy.admin).json()
     assert (meta["id"], meta["title"], meta["summary"]) == (
         source.id,
         "queue-design",
         "SKIP LOCKED",
     )
 
-    forked = httpx.post(f"{base}/{source.id}/fork", json={"key": "copy"}).json()
+    forked = httpx.post(
+        f"{base}/{source.id}/fork", json={"key": "copy"}, headers=proxy.admin
+    ).json()
     assert forked["parent_id"] == source.id
     assert forked["message_count"] == 2
-    clash = httpx.post(f"{base}/{source.id}/fork", json={"key": "copy"})
+    clash = httpx.post(f"{base}/{source.id}/fork", json={"key": "copy"}, headers=proxy.admin)
     assert clash.status_code == 409
     assert clash.json()["error"]["code"] == "session_exists"
 
-    asked = httpx.post(f"{base}/queue-design/ask", json={"question": "which lock?"}).json()
+    asked = httpx.post(
+        f"{base}/queue-design/ask", json={"question": "which lock?"}, headers=proxy.admin
+    ).json()
     assert asked["answer"] == "They chose SKIP LOCKED."
     assert upstream.last.json["model"] == "cheap"
 
-    indexed = httpx.post(f"{base}/copy/index", json={})
+    indexed = httpx.post(f"{base}/copy/index", json={}, headers=proxy.admin)
     assert indexed.status_code == 200, indexed.text
     assert indexed.json()["name"] == "queue-design"
 
     # two sessions are now named queue-design: the name is ambiguous
-    ambiguous = httpx.get(f"{base}/queue-design/meta")
+    ambiguous = httpx.get(f"{base}/queue-design/meta", headers=proxy.admin)
     assert ambiguous.status_code == 409
     assert ambiguous.json()["error"]["code"] == "ambiguous_session"
 
-    exported = httpx.get(f"{base}/{source.id}/export")
+    exported = httpx.get(f"{base}/{source.id}/export", headers=proxy.admin)
     lines = [json.loads(line) for line in exported.text.splitlines()]
     assert lines[0]["type"] == "session"
     assert [line["type"] for line in lines[1:]] == ["message", "message", "event"]  # the ask
 
-    missing = httpx.post(f"{base}/nope/ask", json={"question": "x"})
+    missing = httpx.post(f"{base}/nope/ask", json={"question": "x"}, headers=proxy.admin)
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "session_not_found"
-    empty = httpx.post(f"{base}/{source.id}/ask", json={"question": ""})
+    empty = httpx.post(f"{base}/{source.id}/ask", json={"question": ""}, headers=proxy.admin)
     assert empty.status_code == 422
 
 
@@ -211,6 +215,6 @@ def test_admin_delete_removes_the_session_folder(
     folder = session_dir(mproxy.settings.sessions_path, "gone")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "meta.json").write_text("{}", encoding="utf-8")
-    response = httpx.delete(f"{mproxy.base}/v1/memlane/sessions/{session.id}")
+    response = httpx.delete(f"{mproxy.base}/v1/memlane/sessions/{session.id}", headers=mproxy.admin)
     assert response.json()["deleted"] is True
     assert not folder.exists()

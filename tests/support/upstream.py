@@ -673,6 +673,19 @@ class RunningProxy:
     def store(self) -> Any:
         return self.runtime.store
 
+    @property
+    def admin(self) -> dict[str, str]:
+        """The headers memlane's admin API requires (its configured or generated token)."""
+        from memlane.files import admin_token
+
+        token = self.settings.admin_token
+        value = (
+            admin_token.check(token.get_secret_value())
+            if token is not None and token.get_secret_value()
+            else admin_token.read(self.settings.home_path)
+        )
+        return {"authorization": f"Bearer {value}"}
+
     def call(self, fn: Callable[[], Awaitable[Any]], timeout: float = 30.0) -> Any:
         """Run `fn()` on the proxy's event loop and return its result."""
 

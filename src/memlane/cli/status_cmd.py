@@ -38,7 +38,10 @@ def from_proxy(settings: Settings) -> dict[str, Any] | None:
         return None
     if not _alive(pid):
         return None
-    token = settings.admin_token.get_secret_value() if settings.admin_token else ""
+    from memlane.files import admin_token
+
+    configured = settings.admin_token.get_secret_value() if settings.admin_token else ""
+    token = configured.strip() or admin_token.read(settings.home_path) or ""
     headers = {"authorization": f"Bearer {token}"} if token else {}
     try:
         response = httpx.get(f"{url}/v1/memlane/status", headers=headers, timeout=5)

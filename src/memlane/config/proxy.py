@@ -57,8 +57,9 @@ class ProxySettings(BaseModel):
     )
     admin_token: SecretStr | None = Field(
         default=None,
-        description="Bearer token the /v1/memlane/ admin API requires; needed to bind a "
-        "non-loopback address.",
+        description="Bearer token the /v1/memlane/ admin API requires (at least 16 "
+        "characters); unset, memlane generates one into $MEMLANE_HOME/admin_token. Needed to bind "
+        "a non-loopback address.",
     )
     allowed_hosts: list[str] = Field(
         default_factory=list,

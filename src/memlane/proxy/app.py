@@ -21,6 +21,7 @@ from memlane.config import Settings
 from memlane.engine.memory.lifecycle import start_memory, stop_memory
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.indexing import startup_warnings
+from memlane.files import admin_token
 from memlane.proxy import admin, governance_routes, sessions_routes, status
 from memlane.proxy.access import AccessLog
 from memlane.proxy.errors import ProxyError, install_handlers
@@ -69,7 +70,9 @@ def create_app(
         for warning in startup_warnings(settings):
             log.warning("%s", warning)
         upstream = Upstream(settings, transport=transport)
-        app.state.proxy = ProxyState(settings, rt, upstream)
+        configured = settings.admin_token.get_secret_value() if settings.admin_token else None
+        token = await asyncio.to_thread(admin_token.ensure, settings.home_path, configured)
+        app.state.proxy = ProxyState(settings, rt, upstream, admin_token=token)
         await start_memory(rt)  # files -> index catch-up (background), optional watcher
         rt.background.spawn(warm_up(rt), name="warm-up")  # embedder + vector cache
         try:

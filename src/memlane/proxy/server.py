@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from memlane.config import Settings
+from memlane.files import admin_token
 from memlane.proxy.guard import points_at_self
 
 
@@ -81,8 +82,14 @@ def configure_logging(settings: Settings) -> None:
 
 
 def check_bind(settings: Settings) -> None:
-    """Anyone who can reach a non-loopback address could read every session: require a token."""
+    """Anyone who can reach a non-loopback address could read every session: require a token
+    of its owner's choosing there, and refuse a weak one anywhere."""
     token = settings.admin_token.get_secret_value() if settings.admin_token else ""
+    if token:
+        try:
+            admin_token.check(token)
+        except admin_token.AdminTokenError as exc:
+            raise ServeError(str(exc)) from None
     if not is_loopback(settings.host) and not token:
         raise ServeError(
             f"refusing to listen on {settings.host}, which is not a loopback address, without "

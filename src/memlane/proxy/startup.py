@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from memlane.config import Settings
+from memlane.files.admin_token import token_path
 from memlane.text.factory import own_llm_credential_source
 
 PROBE_TIMEOUT = 2.0
@@ -89,6 +90,7 @@ def report(settings: Settings, probe: Probe, *, config_file: Path | None) -> lis
         f"  memory    {_memory(settings)}",
         f"  own calls key from {own_llm_credential_source(settings)}",
         f"  config    {config}{config_note}",
+        f"  admin     {_admin(settings)}",
         f"  clients   export OPENAI_BASE_URL={base}",
     ]
     if not probe.ok:
@@ -97,6 +99,12 @@ def report(settings: Settings, probe: Probe, *, config_file: Path | None) -> lis
             "runs; start it (e.g. `ollama serve`) or set MEMLANE_UPSTREAM_URL / --upstream"
         )
     return lines
+
+
+def _admin(settings: Settings) -> str:
+    if settings.admin_token is not None and settings.admin_token.get_secret_value():
+        return "token from MEMLANE_ADMIN_TOKEN"
+    return f"token in {token_path(settings.home_path)} (for /v1/memlane/ and memlane status)"
 
 
 def _memory(settings: Settings) -> str:

@@ -9,7 +9,7 @@ thread pool, a thread hop per request for what is an attribute read.
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import Request
 
@@ -24,6 +24,8 @@ class ProxyState:
     settings: Settings
     runtime: Runtime
     upstream: Upstream
+    admin_token: str = field(default="", repr=False)
+    """What `/v1/memlane/…` requires (configured, or generated into the home)."""
 
 
 def current_state(request: Request) -> ProxyState:
@@ -42,17 +44,20 @@ async def runtime(request: Request) -> Runtime:
 
 
 async def require_admin(request: Request) -> None:
-    """With `admin_token` set, the admin API needs `Authorization: Bearer <token>`."""
-    token = current_state(request).settings.admin_token
-    if token is None or not token.get_secret_value():
-        return
+    """The admin API always needs `Authorization: Bearer <token>`: the configured
+    `MEMLANE_ADMIN_TOKEN`, or the one memlane generated into `$MEMLANE_HOME/admin_token`."""
+    expected = current_state(request).admin_token.encode("utf-8")
     sent = request.headers.get("authorization", "")
     scheme, _, value = sent.partition(" ")
-    expected = token.get_secret_value().encode("utf-8")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), expected):
+    if (
+        not expected
+        or scheme.lower() != "bearer"
+        or not hmac.compare_digest(value.strip().encode(), expected)
+    ):
         raise ProxyError(
             401,
-            "the memlane admin API needs Authorization: Bearer <MEMLANE_ADMIN_TOKEN>",
+            "the memlane admin API needs Authorization: Bearer <token>: MEMLANE_ADMIN_TOKEN, "
+            "or the token in $MEMLANE_HOME/admin_token",
             type="authentication_error",
             code="invalid_admin_token",
         )

@@ -48,7 +48,9 @@ def test_a_fact_learned_in_one_session_is_recalled_in_another_of_the_same_repo(
     proxy.drain()
     facts = proxy.store.list_facts(scope="ns:home", roles=("memory",))
     assert [f.text for f in facts] == ["The user's wife is named Anne"]
-    status = httpx.get(f"{proxy.url.removesuffix('/v1')}/v1/memlane/status").json()
+    status = httpx.get(
+        f"{proxy.url.removesuffix('/v1')}/v1/memlane/status", headers=proxy.admin
+    ).json()
     assert status["last_extraction"]["ok"] is True
     assert "+1 fact(s)" in status["last_extraction"]["detail"]
     assert not any(r.path.endswith("/embeddings") for r in upstream.requests)
