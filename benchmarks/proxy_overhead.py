@@ -288,6 +288,11 @@ def main() -> None:
         finally:
             proxy_process.terminate()
             upstream_process.terminate()
+            # its shutdown still flushes into the home: wait before the home goes
+            if isinstance(proxy_process, multiprocessing.Process):
+                proxy_process.join(30)
+            else:
+                proxy_process.wait(30)
     mode = f"variant {args.variant}, upstream answering after {args.upstream_ms:g} ms"
     if args.no_engine:
         mode = "engine stages replaced by no-ops (the HTTP face alone)"
