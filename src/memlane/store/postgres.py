@@ -32,13 +32,13 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memlane.store import analysis, codec
 from memlane.store.base import (
-    TABLES,
     NewMessage,
     SearchFilter,
     SessionNotFound,
     StoreError,
     SyncResult,
     Vector,
+    check_table,
 )
 from memlane.store.postgres_copy import DUMP_SQL, LOADERS, dump_row
 from memlane.store.postgres_index import (
@@ -629,7 +629,7 @@ class PostgresStore:
 
     # --- whole-store copy -------------------------------------------------------
     def dump(self, table: str) -> Iterator[dict[str, Any]]:
-        _check_table(table)
+        check_table(table)
         with self._tx() as conn, conn.cursor(name=f"dump_{table}") as cur:
             cur.itersize = 1000
             cur.execute(DUMP_SQL[table])
@@ -637,7 +637,7 @@ class PostgresStore:
                 yield dump_row(table, row)
 
     def load(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        _check_table(table)
+        check_table(table)
         if not rows:
             return
         with self._tx() as conn:
@@ -646,16 +646,11 @@ class PostgresStore:
         self._indexed_dims |= indexed
 
     def count(self, table: str) -> int:
-        _check_table(table)
+        check_table(table)
         with self._tx() as conn:
             row = conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()
         assert row is not None
         return int(row["n"])
-
-
-def _check_table(table: str) -> None:
-    if table not in TABLES:
-        raise StoreError(f"unknown table {table!r}: one of {', '.join(TABLES)}")
 
 
 # --- helpers ------------------------------------------------------------------

@@ -24,13 +24,13 @@ from typing import Any, Literal
 
 from memlane.store import analysis
 from memlane.store.base import (
-    TABLES,
     NewMessage,
     SearchFilter,
     SessionNotFound,
     StoreError,
     SyncResult,
     Vector,
+    check_table,
 )
 from memlane.store.checkpoint import Checkpointer
 from memlane.store.codec import (
@@ -822,7 +822,7 @@ class SQLiteStore:
 
     # --- whole-store copy -------------------------------------------------------------
     def dump(self, table: str) -> Iterator[dict[str, Any]]:
-        _check_table(table)
+        check_table(table)
         if table == "vectors":
             rows = self._read(
                 """SELECT d.kind, d.ref, v.model, v.dim, v.vec FROM vectors v
@@ -842,13 +842,13 @@ class SQLiteStore:
             yield _dump_row(table, dict(r))
 
     def load(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        _check_table(table)
+        check_table(table)
         with self._write() as conn:
             for row in rows:
                 _load_row(conn, table, row)
 
     def count(self, table: str) -> int:
-        _check_table(table)
+        check_table(table)
         return int(self._read(f"SELECT count(*) AS n FROM {table}")[0]["n"])
 
 
@@ -1114,11 +1114,6 @@ def _event(row: sqlite3.Row) -> Event:
         text=row["text"],
         created_at=ts_from_text(row["created_at"]),
     )
-
-
-def _check_table(table: str) -> None:
-    if table not in TABLES:
-        raise StoreError(f"unknown table {table!r}: one of {', '.join(TABLES)}")
 
 
 _JSON_COLUMNS = {"sessions": "metadata", "messages": "content", "events": "payload"}
