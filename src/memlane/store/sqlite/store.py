@@ -6,7 +6,7 @@ loses at most the transaction in flight. `synchronous=normal` survives a
 process crash; `full` also survives power loss. The keyword index is an FTS5
 table over the analyser's terms (`store.analysis`); queries run over in-process
 caches derived from the file and kept in step with it — BM25 postings
-(`store.keyword_index`) and vectors (`store.vector_index`).
+(`sqlite.keyword_index`) and vectors (`sqlite.vector_index`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from memlane.store.base import (
     Vector,
     check_table,
 )
-from memlane.store.checkpoint import Checkpointer
 from memlane.store.codec import (
     FACT_COLUMNS,
     as_vector,
@@ -57,16 +56,17 @@ from memlane.store.documents import (
     turn_document,
     turn_documents,
 )
-from memlane.store.keyword_index import KeywordIndex
-from memlane.store.sqlite_schema import (
+from memlane.store.sqlite.checkpoint import Checkpointer
+from memlane.store.sqlite.keyword_index import KeywordIndex
+from memlane.store.sqlite.schema import (
     ForeignDatabase,
     NewerSchema,
     check,
     doc_tags,
     migrate,
 )
+from memlane.store.sqlite.vector_index import VectorCache
 from memlane.store.transcript import plan_sync
-from memlane.store.vector_index import VectorCache
 from memlane.types import DocKind, Event, Fact, FactRole, Hit, Session, StoredMessage
 
 BUSY_TIMEOUT_MS = 10_000
@@ -157,7 +157,7 @@ class SQLiteStore:
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("PRAGMA secure_delete = ON")  # deleted text is overwritten, not left
             conn.execute(f"PRAGMA synchronous = {self._synchronous.upper()}")
-            conn.execute("PRAGMA wal_autocheckpoint = 0")  # `store.checkpoint` does it
+            conn.execute("PRAGMA wal_autocheckpoint = 0")  # `sqlite.checkpoint` does it
         except sqlite3.DatabaseError as exc:
             raise StoreError(_explain(self.path, exc)) from None
         self._local.conn = conn
@@ -182,7 +182,7 @@ class SQLiteStore:
         polls with sleeps of up to 100 ms, so a writer waiting on another thread of
         the same proxy would otherwise sleep (and poll) long after the lock is free.
         Other processes still wait through the busy timeout. The WAL is checkpointed
-        by a background thread (`store.checkpoint`), never by the committing write.
+        by a background thread (`sqlite.checkpoint`), never by the committing write.
         """
         conn = self._conn()
         if not self._write_lock.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
@@ -701,7 +701,7 @@ class SQLiteStore:
 
     # --- search -------------------------------------------------------------------------
     def keyword_search(self, query: str, flt: SearchFilter, *, limit: int = 10) -> list[Hit]:
-        """BM25 through the in-process keyword index (`store.keyword_index`), FTS5's scores;
+        """BM25 through the in-process keyword index (`sqlite.keyword_index`), FTS5's scores;
         the winners' rows are read (and re-checked against the filter) in SQL."""
         words = analysis.query_terms(query)
         if not words or limit <= 0 or not flt.kinds:

@@ -2,7 +2,7 @@
 
 Both are derived from the stored rows (messages, events, facts), never dumped,
 and rebuilt when a store is loaded. A document's `tsvector` holds the shared
-analyser's terms (`postgres_keywords`); its vectors sit in one `vector` column
+analyser's terms (`postgres.keywords`); its vectors sit in one `vector` column
 of any dimension, with a partial HNSW index (cosine) per dimension.
 """
 
@@ -28,8 +28,8 @@ from memlane.store.documents import (
     turn_document,
     turn_documents,
 )
-from memlane.store.postgres_keywords import tsvector_literal
-from memlane.store.postgres_schema import LOCK_CLASS, VECTOR_INDEX_LOCK
+from memlane.store.postgres.keywords import tsvector_literal
+from memlane.store.postgres.schema import LOCK_CLASS, VECTOR_INDEX_LOCK
 from memlane.types import DocKind, Fact
 
 Conn = psycopg.Connection[dict[str, Any]]

@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 
 from memlane.store import codec
 from memlane.store.base import StoreError
-from memlane.store.postgres_index import (
+from memlane.store.postgres.index import (
     Doc,
     ensure_vector_index,
     group_vectors,
@@ -25,7 +25,7 @@ from memlane.store.postgres_index import (
     insert_vectors,
     rebuild_turn_documents,
 )
-from memlane.store.postgres_schema import MESSAGE_COLUMNS, SESSION_COLUMNS
+from memlane.store.postgres.schema import MESSAGE_COLUMNS, SESSION_COLUMNS
 from memlane.types import DocKind
 
 Conn = psycopg.Connection[dict[str, Any]]

@@ -3,7 +3,7 @@
 Same contract as the SQLite file (see `store.base.Store`), built for several
 processes on several machines writing at once:
 
-- the schema is migrated at start-up under an advisory lock (`postgres_schema`);
+- the schema is migrated at start-up under an advisory lock (`postgres.schema`);
 - every write to a session's history locks that session's row first
   (`SELECT … FOR NO KEY UPDATE`), so two replicas serving the same session
   append in order and never store a resent turn twice;
@@ -40,18 +40,18 @@ from memlane.store.base import (
     Vector,
     check_table,
 )
-from memlane.store.postgres_copy import DUMP_SQL, LOADERS, dump_row
-from memlane.store.postgres_index import (
+from memlane.store.postgres.copy import DUMP_SQL, LOADERS, dump_row
+from memlane.store.postgres.index import (
     ensure_vector_index,
     index_fact,
     insert_vectors,
     put_doc,
     rebuild_turn_documents,
 )
-from memlane.store.postgres_index import (
+from memlane.store.postgres.index import (
     fact_from_pg_row as _fact,
 )
-from memlane.store.postgres_keywords import (
+from memlane.store.postgres.keywords import (
     BM25_B,
     BM25_K1,
     FILL_SQL,
@@ -60,7 +60,7 @@ from memlane.store.postgres_keywords import (
     tsquery_literal,
     tsvector_literal,
 )
-from memlane.store.postgres_schema import MESSAGE_COLUMNS, SESSION_COLUMNS, migrate
+from memlane.store.postgres.schema import MESSAGE_COLUMNS, SESSION_COLUMNS, migrate
 from memlane.store.transcript import plan_sync
 from memlane.store.urls import redact
 from memlane.types import DocKind, Event, Fact, FactRole, Hit, Session, StoredMessage

@@ -173,7 +173,7 @@ def m001_initial(conn: psycopg.Connection[tuple[object, ...]]) -> None:
 
 def m002_turn_context(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     """Remembered turns are indexed with their date and neighbours (`store.documents`)."""
-    from memlane.store.postgres_index import rebuild_turn_documents  # the store's own indexing
+    from memlane.store.postgres.index import rebuild_turn_documents  # the store's own indexing
 
     rebuild_turn_documents(conn)
 
