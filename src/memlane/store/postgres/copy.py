@@ -25,7 +25,7 @@ from memlane.store.postgres.index import (
     insert_vectors,
     rebuild_turn_documents,
 )
-from memlane.store.postgres.schema import MESSAGE_COLUMNS, SESSION_COLUMNS
+from memlane.store.rows import EVENT_COLUMNS, MESSAGE_COLUMNS, SESSION_COLUMNS, fact_from_row
 from memlane.types import DocKind
 
 Conn = psycopg.Connection[dict[str, Any]]
@@ -99,7 +99,7 @@ def load_events(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]
 
 
 def load_facts(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
-    facts = [codec.fact_from_row(r) for r in rows]
+    facts = [fact_from_row(r) for r in rows]
     columns = ", ".join(codec.FACT_COLUMNS)
     values = ", ".join(f"%({c})s" for c in codec.FACT_COLUMNS)
     with conn.cursor() as cur:
@@ -191,7 +191,7 @@ DUMP_SQL = {
     "sessions": f"SELECT {SESSION_COLUMNS} FROM sessions ORDER BY seq",
     "session_state": "SELECT session_id, name, value FROM session_state ORDER BY session_id, name",
     "messages": f"SELECT {MESSAGE_COLUMNS} FROM messages ORDER BY id",
-    "events": "SELECT id, session_id, kind, payload, text, created_at FROM events ORDER BY id",
+    "events": f"SELECT {EVENT_COLUMNS} FROM events ORDER BY id",
     "facts": f"SELECT {', '.join(codec.FACT_COLUMNS)} FROM facts ORDER BY seq",
     "vectors": "SELECT kind, ref, model, dim, embedding::real[] AS vec FROM vectors "
     "ORDER BY kind, ref, model",

@@ -30,6 +30,7 @@ from memlane.store.documents import (
 )
 from memlane.store.postgres.keywords import tsvector_literal
 from memlane.store.postgres.schema import LOCK_CLASS, VECTOR_INDEX_LOCK
+from memlane.store.rows import fact_from_row
 from memlane.types import DocKind, Fact
 
 Conn = psycopg.Connection[dict[str, Any]]
@@ -168,7 +169,7 @@ def rebuild_turn_documents(
             f"{only}ORDER BY scope, conversation_id, created_at, seq",
             params,
         ).fetchall()
-    facts = [fact_from_pg_row(r) for r in rows]
+    facts = [fact_from_row(r) for r in rows]
     changed = 0
     done = 0
     for _, group in itertools.groupby(facts, key=lambda f: (f.scope, f.conversation_id)):
@@ -197,25 +198,7 @@ def _turns(conn: Conn, fact: Fact, direction: str, limit: int) -> list[Fact]:
         f"ORDER BY created_at {order}, seq {order} LIMIT %s",
         (fact.conversation_id, fact.scope, list(TURN_ROLES), fact.created_at, limit),
     ).fetchall()
-    return [fact_from_pg_row(r) for r in rows]
-
-
-def fact_from_pg_row(row: Mapping[str, Any]) -> Fact:
-    return Fact(
-        id=row["id"],
-        scope=row["scope"],
-        conversation_id=row["conversation_id"],
-        role=row["role"],
-        text=row["text"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        deleted=bool(row["deleted"]),
-        replaced_by=row["replaced_by"],
-        summary_kind=row["summary_kind"],
-        source_session=row["source_session"],
-        source_message=row["source_message"],
-        content_hash=row["content_hash"] or "",
-    )
+    return [fact_from_row(r) for r in rows]
 
 
 def vector_text(vector: Vector) -> str:

@@ -21,16 +21,6 @@ LOCK_CLASS = 0x6D6C  # "ml"
 MIGRATION_LOCK = 1
 VECTOR_INDEX_LOCK = 2
 
-# Column lists of the tables whose rows the store reads whole (and dumps).
-SESSION_COLUMNS = (
-    "id, key, namespace, title, parent_id, fork_position, summary, summarized_count, "
-    "metadata, prompt_tokens, completion_tokens, cost_usd, message_count, created_at, updated_at"
-)
-MESSAGE_COLUMNS = (
-    "id, session_id, position, role, kind, origin, wire, content, text, content_hash, "
-    "token_count, status, created_at"
-)
-
 Migration = Callable[[psycopg.Connection[tuple[object, ...]]], None]
 
 

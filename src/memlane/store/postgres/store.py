@@ -48,9 +48,6 @@ from memlane.store.postgres.index import (
     put_doc,
     rebuild_turn_documents,
 )
-from memlane.store.postgres.index import (
-    fact_from_pg_row as _fact,
-)
 from memlane.store.postgres.keywords import (
     BM25_B,
     BM25_K1,
@@ -60,7 +57,17 @@ from memlane.store.postgres.keywords import (
     tsquery_literal,
     tsvector_literal,
 )
-from memlane.store.postgres.schema import MESSAGE_COLUMNS, SESSION_COLUMNS, migrate
+from memlane.store.postgres.schema import migrate
+from memlane.store.rows import (
+    EVENT_COLUMNS,
+    MESSAGE_COLUMNS,
+    SESSION_COLUMNS,
+    event_from_row,
+    fact_from_row,
+    hit_from_row,
+    message_from_row,
+    session_from_row,
+)
 from memlane.store.transcript import plan_sync
 from memlane.store.urls import redact
 from memlane.types import DocKind, Event, Fact, FactRole, Hit, Session, StoredMessage
@@ -142,21 +149,21 @@ class PostgresStore:
                 f"SELECT {SESSION_COLUMNS} FROM sessions WHERE key = %s", (key,)
             ).fetchone()
         assert row is not None
-        return _session(row)
+        return session_from_row(row)
 
     def get_session(self, session_id: str) -> Session | None:
         with self._tx() as conn:
             row = conn.execute(
                 f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = %s", (session_id,)
             ).fetchone()
-        return _session(row) if row else None
+        return session_from_row(row) if row else None
 
     def find_session(self, key: str) -> Session | None:
         with self._tx() as conn:
             row = conn.execute(
                 f"SELECT {SESSION_COLUMNS} FROM sessions WHERE key = %s", (key,)
             ).fetchone()
-        return _session(row) if row else None
+        return session_from_row(row) if row else None
 
     def list_sessions(
         self, *, namespace: str | None = None, limit: int | None = None
@@ -168,7 +175,7 @@ class PostgresStore:
                 "ORDER BY updated_at DESC, seq DESC LIMIT %(limit)s",
                 {"ns": namespace, "limit": limit},
             ).fetchall()
-        return [_session(r) for r in rows]
+        return [session_from_row(r) for r in rows]
 
     def update_session(
         self,
@@ -199,7 +206,7 @@ class PostgresStore:
             ).fetchone()
         if row is None:
             raise SessionNotFound(f"no session with id {session_id}")
-        return _session(row)
+        return session_from_row(row)
 
     def add_usage(
         self,
@@ -310,7 +317,7 @@ class PostgresStore:
                 f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = %s", (new_id,)
             ).fetchone()
         assert row is not None
-        return _session(row)
+        return session_from_row(row)
 
     # --- scaffold state ---------------------------------------------------
     def get_state(self, session_id: str) -> dict[str, str]:
@@ -377,7 +384,7 @@ class PostgresStore:
                 "AND position >= %s AND (%s OR status <> 'superseded') ORDER BY position",
                 (session_id, since_position, include_superseded),
             ).fetchall()
-        out = [_stored(r) for r in rows]
+        out = [message_from_row(r) for r in rows]
         return [m for m in out if m.transcript] if transcript_only else out
 
     def set_message_status(self, message_id: int, status: str) -> None:
@@ -429,15 +436,12 @@ class PostgresStore:
     ) -> list[Event]:
         with self._tx() as conn:
             rows = conn.execute(
-                "SELECT id, session_id, kind, payload, text, created_at FROM events "
+                f"SELECT {EVENT_COLUMNS} FROM events "
                 "WHERE session_id = %(sid)s AND (%(kind)s::text IS NULL OR kind = %(kind)s) "
                 "ORDER BY id DESC LIMIT %(limit)s",
                 {"sid": session_id, "kind": kind, "limit": limit},
             ).fetchall()
-        return [
-            Event(r["id"], r["session_id"], r["kind"], r["payload"], r["text"], r["created_at"])
-            for r in reversed(rows)
-        ]
+        return [event_from_row(r) for r in reversed(rows)]
 
     # --- long-term memory entries ------------------------------------------
     def put_fact(self, fact: Fact) -> None:
@@ -464,7 +468,7 @@ class PostgresStore:
             row = conn.execute(
                 f"SELECT {', '.join(codec.FACT_COLUMNS)} FROM facts WHERE id = %s", (fact_id,)
             ).fetchone()
-        return _fact(row) if row else None
+        return fact_from_row(row) if row else None
 
     def list_facts(
         self,
@@ -491,7 +495,7 @@ class PostgresStore:
                     "limit": limit,
                 },
             ).fetchall()
-        return [_fact(r) for r in rows]
+        return [fact_from_row(r) for r in rows]
 
     def delete_fact(self, fact_id: str, *, replaced_by: str | None = None) -> bool:
         with self._tx() as conn:
@@ -540,7 +544,7 @@ class PostgresStore:
                     limit=limit - len(rows),
                 )
                 rows += conn.execute(FILL_SQL.format(where=where), params).fetchall()
-        return [_hit(r, float(r["score"])) for r in rows]
+        return [hit_from_row(r, float(r["score"])) for r in rows]
 
     def put_vectors(
         self, kind: DocKind, items: Sequence[tuple[str, Vector]], *, model: str
@@ -582,7 +586,7 @@ class PostgresStore:
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {HNSW_MAX_SCAN}")
             rows = conn.execute(sql, params).fetchall()
-        hits = [_hit(r, 1.0 - float(r["distance"])) for r in rows]
+        hits = [hit_from_row(r, 1.0 - float(r["distance"])) for r in rows]
         return sorted(hits, key=lambda h: -h.score)
 
     def get_vectors(self, kind: DocKind, refs: Sequence[str], *, model: str) -> dict[str, Vector]:
@@ -830,48 +834,3 @@ def _filter_sql(flt: SearchFilter, alias: str) -> tuple[str, dict[str, Any]]:
         clauses.append(f"({alias}.kind <> 'fact' OR {alias}.role = ANY(%(f_roles)s))")
         params["f_roles"] = list(flt.fact_roles)
     return " AND ".join(clauses), params
-
-
-def _session(row: Row) -> Session:
-    return Session(
-        id=row["id"],
-        key=row["key"],
-        namespace=row["namespace"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        title=row["title"],
-        parent_id=row["parent_id"],
-        fork_position=row["fork_position"],
-        summary=row["summary"],
-        summarized_count=row["summarized_count"],
-        metadata=row["metadata"] or {},
-        prompt_tokens=int(row["prompt_tokens"]),
-        completion_tokens=int(row["completion_tokens"]),
-        cost_usd=float(row["cost_usd"]),
-        message_count=int(row["message_count"]),
-    )
-
-
-def _stored(row: Row) -> StoredMessage:
-    return StoredMessage(
-        id=int(row["id"]),
-        session_id=row["session_id"],
-        position=int(row["position"]),
-        message=codec.message_from_json(row["content"]),
-        content_hash=row["content_hash"],
-        token_count=int(row["token_count"]),
-        created_at=row["created_at"],
-        status=row["status"],
-    )
-
-
-def _hit(row: Row, score: float) -> Hit:
-    return Hit(
-        kind=row["kind"],
-        ref=row["ref"],
-        scope=row["scope"],
-        session_id=row["session_id"],
-        text=row["text"],
-        score=score,
-        created_at=row["created_at"],
-    )

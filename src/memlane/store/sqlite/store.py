@@ -36,12 +36,9 @@ from memlane.store.codec import (
     FACT_COLUMNS,
     as_vector,
     dumps,
-    fact_from_row,
     fact_to_row,
-    message_from_json,
     message_to_json,
     now,
-    ts_from_text,
     ts_to_text,
     vector_from_bytes,
     vector_from_text,
@@ -55,6 +52,16 @@ from memlane.store.documents import (
     is_turn,
     turn_document,
     turn_documents,
+)
+from memlane.store.rows import (
+    EVENT_COLUMNS,
+    MESSAGE_COLUMNS,
+    SESSION_COLUMNS,
+    event_from_row,
+    fact_from_row,
+    hit_from_row,
+    message_from_row,
+    session_from_row,
 )
 from memlane.store.sqlite.checkpoint import Checkpointer
 from memlane.store.sqlite.keyword_index import KeywordIndex
@@ -71,15 +78,6 @@ from memlane.types import DocKind, Event, Fact, FactRole, Hit, Session, StoredMe
 
 BUSY_TIMEOUT_MS = 10_000
 
-_SESSION_COLUMNS = (
-    "id, key, namespace, title, parent_id, fork_position, summary, summarized_count, metadata, "
-    "prompt_tokens, completion_tokens, cost_usd, message_count, created_at, updated_at"
-)
-_MESSAGE_COLUMNS = (
-    "id, session_id, position, role, kind, origin, wire, content, text, content_hash, "
-    "token_count, status, created_at"
-)
-_EVENT_COLUMNS = "id, session_id, kind, payload, text, created_at"
 _INSERT_DOC = """INSERT INTO docs
     (rowid, kind, ref, scope, session_id, role, text, terms, created_at, active, tags)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
@@ -235,23 +233,23 @@ class SQLiteStore:
         return created
 
     def get_session(self, session_id: str) -> Session | None:
-        rows = self._read(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
-        return _session(rows[0]) if rows else None
+        rows = self._read(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
+        return session_from_row(rows[0]) if rows else None
 
     def find_session(self, key: str) -> Session | None:
-        rows = self._read(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE key = ?", (key,))
-        return _session(rows[0]) if rows else None
+        rows = self._read(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE key = ?", (key,))
+        return session_from_row(rows[0]) if rows else None
 
     def list_sessions(
         self, *, namespace: str | None = None, limit: int | None = None
     ) -> list[Session]:
         where, params = ("WHERE namespace = ?", [namespace]) if namespace is not None else ("", [])
         rows = self._read(
-            f"""SELECT {_SESSION_COLUMNS} FROM sessions {where}
+            f"""SELECT {SESSION_COLUMNS} FROM sessions {where}
                 ORDER BY updated_at DESC, rowid DESC LIMIT ?""",
             [*params, -1 if limit is None else limit],
         )
-        return [_session(r) for r in rows]
+        return [session_from_row(r) for r in rows]
 
     def update_session(
         self,
@@ -323,7 +321,7 @@ class SQLiteStore:
         new_id = uuid.uuid4().hex
         stamp = ts_to_text(now())
         with self._write() as conn:
-            source = _one(conn, f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", session_id)
+            source = _one(conn, f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", session_id)
             if source is None:
                 raise SessionNotFound(f"no session with id {session_id}")
             if _one(conn, "SELECT 1 FROM sessions WHERE key = ?", new_key) is not None:
@@ -348,14 +346,14 @@ class SQLiteStore:
                 ),
             )
             rows = conn.execute(
-                f"""SELECT {_MESSAGE_COLUMNS} FROM messages
+                f"""SELECT {MESSAGE_COLUMNS} FROM messages
                     WHERE session_id = ? AND status = 'ok' AND position < ? ORDER BY position""",
                 (session_id, limit),
             ).fetchall()
             for row in rows:
                 old_id = row[0]
                 new_message_id = conn.execute(
-                    f"""INSERT INTO messages ({_MESSAGE_COLUMNS})
+                    f"""INSERT INTO messages ({MESSAGE_COLUMNS})
                         SELECT NULL, ?, position, role, kind, origin, wire, content, text,
                         content_hash, token_count, status, created_at FROM messages WHERE id = ?""",
                     (new_id, old_id),
@@ -557,11 +555,11 @@ class SQLiteStore:
     ) -> list[StoredMessage]:
         status = "" if include_superseded else "AND status != 'superseded'"
         rows = self._read(
-            f"""SELECT {_MESSAGE_COLUMNS} FROM messages
+            f"""SELECT {MESSAGE_COLUMNS} FROM messages
                 WHERE session_id = ? AND position >= ? {status} ORDER BY position""",
             (session_id, since_position),
         )
-        messages = [_stored_message(r) for r in rows]
+        messages = [message_from_row(r) for r in rows]
         if transcript_only:
             messages = [m for m in messages if m.transcript]
         return messages
@@ -628,10 +626,10 @@ class SQLiteStore:
         where = "session_id = ?" + (" AND kind = ?" if kind is not None else "")
         params: list[Any] = [session_id] + ([kind] if kind is not None else [])
         rows = self._read(
-            f"SELECT {_EVENT_COLUMNS} FROM events WHERE {where} ORDER BY id DESC LIMIT ?",
+            f"SELECT {EVENT_COLUMNS} FROM events WHERE {where} ORDER BY id DESC LIMIT ?",
             [*params, -1 if limit is None else limit],
         )
-        return [_event(r) for r in reversed(rows)]
+        return [event_from_row(r) for r in reversed(rows)]
 
     # --- facts ------------------------------------------------------------------------
     def put_fact(self, fact: Fact) -> None:
@@ -652,7 +650,7 @@ class SQLiteStore:
 
     def get_fact(self, fact_id: str) -> Fact | None:
         rows = self._read(f"SELECT {', '.join(FACT_COLUMNS)} FROM facts WHERE id = ?", (fact_id,))
-        return fact_from_row(dict(rows[0])) if rows else None
+        return fact_from_row(rows[0]) if rows else None
 
     def list_facts(
         self,
@@ -726,7 +724,7 @@ class SQLiteStore:
             )
             if len(rows) >= limit or len(found) < fetch:
                 rows.sort(key=lambda r: (-scores[r["rowid"]], r["rowid"]))
-                return [_hit(r, scores[r["rowid"]]) for r in rows[:limit]]
+                return [hit_from_row(r, scores[r["rowid"]]) for r in rows[:limit]]
             fetch *= 4  # rows changed since the refresh filled the window: look further
 
     def put_vectors(
@@ -767,7 +765,7 @@ class SQLiteStore:
                 [*scores, *params],
             )
             if len(rows) >= limit or len(candidates) < fetch:
-                hits = [_hit(r, scores[r["rowid"]]) for r in rows]
+                hits = [hit_from_row(r, scores[r["rowid"]]) for r in rows]
                 hits.sort(key=lambda h: h.score, reverse=True)
                 return hits[:limit]
             fetch *= 4  # stale or inactive rows filled the window: look further
@@ -1058,62 +1056,6 @@ def _filter_sql(flt: SearchFilter) -> tuple[str, list[Any]]:
         where.append(f"(+d.kind != 'fact' OR +d.role IN ({_marks(flt.fact_roles) or 'NULL'}))")
         params.extend(flt.fact_roles)
     return " AND ".join(where), params
-
-
-def _hit(row: sqlite3.Row, score: float) -> Hit:
-    return Hit(
-        kind=row["kind"],
-        ref=row["ref"],
-        scope=row["scope"],
-        session_id=row["session_id"],
-        text=row["text"],
-        score=score,
-        created_at=ts_from_text(row["created_at"]),
-    )
-
-
-def _session(row: sqlite3.Row) -> Session:
-    return Session(
-        id=row["id"],
-        key=row["key"],
-        namespace=row["namespace"],
-        created_at=ts_from_text(row["created_at"]),
-        updated_at=ts_from_text(row["updated_at"]),
-        title=row["title"],
-        parent_id=row["parent_id"],
-        fork_position=row["fork_position"],
-        summary=row["summary"],
-        summarized_count=row["summarized_count"],
-        metadata=json.loads(row["metadata"]),
-        prompt_tokens=row["prompt_tokens"],
-        completion_tokens=row["completion_tokens"],
-        cost_usd=row["cost_usd"],
-        message_count=row["message_count"],
-    )
-
-
-def _stored_message(row: sqlite3.Row) -> StoredMessage:
-    return StoredMessage(
-        id=row["id"],
-        session_id=row["session_id"],
-        position=row["position"],
-        message=message_from_json(json.loads(row["content"])),
-        content_hash=row["content_hash"],
-        token_count=row["token_count"],
-        created_at=ts_from_text(row["created_at"]),
-        status=row["status"],
-    )
-
-
-def _event(row: sqlite3.Row) -> Event:
-    return Event(
-        id=row["id"],
-        session_id=row["session_id"],
-        kind=row["kind"],
-        payload=json.loads(row["payload"]),
-        text=row["text"],
-        created_at=ts_from_text(row["created_at"]),
-    )
 
 
 _JSON_COLUMNS = {"sessions": "metadata", "messages": "content", "events": "payload"}
