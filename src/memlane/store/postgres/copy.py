@@ -17,8 +17,8 @@ from psycopg.types.json import Jsonb
 
 from memlane.store import codec
 from memlane.store.base import StoreError
+from memlane.store.documents import Doc
 from memlane.store.postgres.index import (
-    Doc,
     ensure_vector_index,
     group_vectors,
     insert_docs,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +23,7 @@ from memlane.store.documents import (
     AFTER,
     BEFORE,
     TURN_ROLES,
+    Doc,
     is_turn,
     turn_document,
     turn_documents,
@@ -83,18 +83,6 @@ def put_doc(
             active,
         ),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class Doc:
-    kind: DocKind
-    ref: str
-    scope: str
-    session_id: str | None
-    role: str | None
-    text: str
-    created_at: datetime
-    active: bool
 
 
 def insert_docs(conn: Conn, docs: Sequence[Doc]) -> None:

@@ -21,14 +21,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
-import psycopg
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memlane.store import analysis, codec
 from memlane.store.base import (
@@ -40,6 +36,9 @@ from memlane.store.base import (
     Vector,
     check_table,
 )
+from memlane.store.documents import Doc
+from memlane.store.meta import SqlMeta
+from memlane.store.postgres.connection import POOL_MAX, Conn, PostgresConnection, PostgresDb
 from memlane.store.postgres.copy import DUMP_SQL, LOADERS, dump_row
 from memlane.store.postgres.index import (
     ensure_vector_index,
@@ -57,7 +56,6 @@ from memlane.store.postgres.keywords import (
     tsquery_literal,
     tsvector_literal,
 )
-from memlane.store.postgres.schema import migrate
 from memlane.store.rows import (
     EVENT_COLUMNS,
     MESSAGE_COLUMNS,
@@ -69,71 +67,35 @@ from memlane.store.rows import (
     session_from_row,
 )
 from memlane.store.transcript import plan_sync
-from memlane.store.urls import redact
 from memlane.types import DocKind, Event, Fact, FactRole, Hit, Session, StoredMessage
 
-Conn = psycopg.Connection[dict[str, Any]]
 Row = dict[str, Any]
 
 # The most candidates an HNSW scan visits to fill a filtered result (pgvector's default).
 HNSW_MAX_SCAN = 20_000
-POOL_MAX = 10
-CONNECT_TIMEOUT = 10
-# Seconds a request waits for a free pooled connection before failing.
-POOL_WAIT = 30.0
 
 
-class PostgresStore:
+class PostgresStore(PostgresConnection, SqlMeta[PostgresDb]):
     """A `Store` over a PostgreSQL database with the pgvector extension."""
 
     def __init__(self, url: str, *, pool_size: int = POOL_MAX) -> None:
-        self.url = redact(url)
-        try:
-            with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
-                migrate(cast("psycopg.Connection[tuple[object, ...]]", conn))
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"cannot open the PostgreSQL store at {self.url}: {_reason(exc)} "
-                "(check MEMLANE_STORE_URL, that the server runs and has the pgvector extension)"
-            ) from exc
-        self._pool: ConnectionPool[Conn] = ConnectionPool(
-            url,
-            min_size=1,
-            max_size=max(1, pool_size),
-            kwargs={"row_factory": dict_row},
-            configure=_configure,
-            open=False,
-            name="memlane",
-        )
-        try:
-            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
-        except PoolTimeout as exc:
-            self._pool.close()
-            raise StoreError(f"cannot connect to the PostgreSQL store at {self.url}") from exc
+        super().__init__(url, pool_size=pool_size)
         self._indexed_dims: set[int] = set()
-        self._closed = False
         self._stats = CollectionStats()
 
-    def close(self) -> None:
-        self._closed = True
-        self._pool.close()
-
-    @contextmanager
-    def _tx(self) -> Iterator[Conn]:
-        """A pooled connection in one transaction: committed on success, rolled back on error.
-
-        A lost server or an exhausted pool becomes a `StoreError` naming the store.
-        """
-        if self._closed:
-            raise StoreError(f"the store {self.url} is closed")
-        try:
-            with self._pool.connection(timeout=POOL_WAIT) as conn:
-                yield conn
-        except (psycopg.OperationalError, PoolTimeout) as exc:
-            raise StoreError(
-                f"the PostgreSQL store at {self.url} failed: {_reason(exc)} "
-                "(is the server running and reachable?)"
-            ) from exc
+    def _put_doc(self, db: PostgresDb, doc: Doc, document: str | None = None) -> None:
+        put_doc(
+            db.conn,
+            doc.kind,
+            doc.ref,
+            doc.scope,
+            doc.session_id,
+            doc.role,
+            doc.text,
+            doc.created_at,
+            active=doc.active,
+            document=document,
+        )
 
     # --- sessions -------------------------------------------------------
     def ensure_session(self, key: str, *, namespace: str | None = None) -> Session:
@@ -617,20 +579,6 @@ class PostgresStore:
             cur = conn.execute("DELETE FROM vectors WHERE model <> %s", (except_model,))
             return cur.rowcount
 
-    # --- meta -------------------------------------------------------------
-    def get_meta(self, key: str) -> str | None:
-        with self._tx() as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
-        return str(row["value"]) if row else None
-
-    def set_meta(self, key: str, value: str) -> None:
-        with self._tx() as conn:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES (%s, %s) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (key, value),
-            )
-
     # --- whole-store copy -------------------------------------------------------
     def dump(self, table: str) -> Iterator[dict[str, Any]]:
         check_table(table)
@@ -658,17 +606,6 @@ class PostgresStore:
 
 
 # --- helpers ------------------------------------------------------------------
-
-
-def _configure(conn: Conn) -> None:
-    """Every pooled connection reads timestamps in UTC, like the SQLite backend."""
-    conn.execute("SET TIME ZONE 'UTC'")
-    conn.commit()
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def _new_session_id() -> str:

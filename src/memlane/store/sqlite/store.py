@@ -15,10 +15,8 @@ import functools
 import itertools
 import json
 import sqlite3
-import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -49,10 +47,12 @@ from memlane.store.documents import (
     AFTER,
     BEFORE,
     TURN_ROLES,
+    Doc,
     is_turn,
     turn_document,
     turn_documents,
 )
+from memlane.store.meta import SqlMeta
 from memlane.store.rows import (
     EVENT_COLUMNS,
     MESSAGE_COLUMNS,
@@ -63,20 +63,14 @@ from memlane.store.rows import (
     message_from_row,
     session_from_row,
 )
-from memlane.store.sqlite.checkpoint import Checkpointer
+from memlane.store.sqlite.connection import SQLiteConnection, SQLiteDb, explain
 from memlane.store.sqlite.keyword_index import KeywordIndex
 from memlane.store.sqlite.schema import (
-    ForeignDatabase,
-    NewerSchema,
-    check,
     doc_tags,
-    migrate,
 )
 from memlane.store.sqlite.vector_index import VectorCache
 from memlane.store.transcript import plan_sync
 from memlane.types import DocKind, Event, Fact, FactRole, Hit, Session, StoredMessage
-
-BUSY_TIMEOUT_MS = 10_000
 
 _INSERT_DOC = """INSERT INTO docs
     (rowid, kind, ref, scope, session_id, role, text, terms, created_at, active, tags)
@@ -84,137 +78,27 @@ _INSERT_DOC = """INSERT INTO docs
 _DOC_COLUMNS = "d.rowid, d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at"
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteConnection, SqlMeta[SQLiteDb]):
     """`Store` over one SQLite file. Safe to share between threads and processes."""
 
     def __init__(self, path: Path, *, synchronous: Literal["normal", "full"] = "normal") -> None:
-        self.path = Path(path).expanduser().absolute()
-        self.url = f"sqlite:///{self.path}"
-        if synchronous not in ("normal", "full"):
-            raise StoreError(f"sqlite synchronous must be 'normal' or 'full', not {synchronous!r}")
-        self._synchronous = synchronous
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
-        self._connections: list[sqlite3.Connection] = []
+        super().__init__(path, synchronous=synchronous)
         self._caches: dict[str, VectorCache] = {}
         self._keywords = KeywordIndex()
-        self.checkpointer = Checkpointer(self.path, self._conn)
-        self._closed = False
-        self._open()
 
-    # --- connections ----------------------------------------------------------
-    def _open(self) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(
-                f"cannot create the folder for the database {self.path}: {exc.strerror or exc}; "
-                "choose a writable MEMLANE_HOME"
-            ) from None
-        if self.path.exists() and not self.path.is_file():
-            raise StoreError(
-                f"{self.path} is not a database file; move it aside or choose another MEMLANE_HOME"
-            )
-        try:
-            conn = self._conn()
-            check(conn)  # before anything writes: a refused file must stay as it was
-            conn.execute("PRAGMA journal_mode = WAL").fetchone()
-            migrate(conn)
-        except ForeignDatabase as exc:
-            self.close()
-            raise StoreError(
-                f"{self.path} is a SQLite database of another application (tables: "
-                f"{', '.join(exc.args[0][:5])}); memlane leaves it alone: choose another "
-                "MEMLANE_HOME"
-            ) from None
-        except NewerSchema as exc:
-            self.close()
-            raise StoreError(
-                f"{self.path} was written by a newer memlane (migrations "
-                f"{', '.join(exc.args[0])}); upgrade memlane to open it"
-            ) from None
-        except sqlite3.DatabaseError as exc:
-            self.close()
-            raise StoreError(_explain(self.path, exc)) from None
-
-    def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            return conn
-        if self._closed:
-            raise StoreError(f"the store {self.path} is closed")
-        try:
-            conn = sqlite3.connect(
-                self.path,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=BUSY_TIMEOUT_MS / 1000,
-            )
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA foreign_keys = ON")
-            conn.execute("PRAGMA secure_delete = ON")  # deleted text is overwritten, not left
-            conn.execute(f"PRAGMA synchronous = {self._synchronous.upper()}")
-            conn.execute("PRAGMA wal_autocheckpoint = 0")  # `sqlite.checkpoint` does it
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(_explain(self.path, exc)) from None
-        self._local.conn = conn
-        with self._lock:
-            self._connections.append(conn)
-        return conn
-
-    def close(self) -> None:
-        self.checkpointer.stop()
-        with self._lock:
-            self._closed = True
-            connections, self._connections = self._connections, []
-        for conn in connections:
-            conn.close()
-        self._local = threading.local()
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One IMMEDIATE transaction: the write lock is taken up front, so no upgrade deadlock.
-
-        Threads of this process first queue on a Python lock: SQLite's busy handler
-        polls with sleeps of up to 100 ms, so a writer waiting on another thread of
-        the same proxy would otherwise sleep (and poll) long after the lock is free.
-        Other processes still wait through the busy timeout. The WAL is checkpointed
-        by a background thread (`sqlite.checkpoint`), never by the committing write.
-        """
-        conn = self._conn()
-        if not self._write_lock.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
-            raise StoreError(
-                f"the database {self.path} stayed locked by another writer in this process for "
-                f"{BUSY_TIMEOUT_MS // 1000} s; retry"
-            )
-        try:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.DatabaseError as exc:
-                raise StoreError(_explain(self.path, exc)) from None
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            try:
-                conn.execute("COMMIT")
-            except sqlite3.DatabaseError as exc:
-                conn.execute("ROLLBACK")
-                raise StoreError(_explain(self.path, exc)) from None
-        finally:
-            self._write_lock.release()
-        self.checkpointer.committed()
-
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        conn = self._conn()
-        try:
-            cursor = conn.execute(sql, params)
-            cursor.row_factory = sqlite3.Row
-            return cursor.fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(_explain(self.path, exc)) from None
+    def _put_doc(self, db: SQLiteDb, doc: Doc, document: str | None = None) -> None:
+        _index(
+            db.conn,
+            doc.kind,
+            doc.ref,
+            doc.scope,
+            doc.session_id,
+            doc.role,
+            doc.text,
+            ts_to_text(doc.created_at),
+            active=doc.active,
+            document=document,
+        )
 
     # --- sessions -------------------------------------------------------------
     def ensure_session(self, key: str, *, namespace: str | None = None) -> Session:
@@ -709,7 +593,7 @@ class SQLiteStore:
         try:
             self._keywords.refresh(self._conn())
         except sqlite3.DatabaseError as exc:
-            raise StoreError(_explain(self.path, exc)) from None
+            raise StoreError(explain(self.path, exc)) from None
         where, params = _filter_sql(flt)
         fetch = limit + 8
         while True:
@@ -751,7 +635,7 @@ class SQLiteStore:
         try:
             cache.refresh(self._conn())
         except sqlite3.DatabaseError as exc:
-            raise StoreError(_explain(self.path, exc)) from None
+            raise StoreError(explain(self.path, exc)) from None
         where, params = _filter_sql(flt)
         fetch = limit * 4 + 16
         while True:
@@ -805,19 +689,6 @@ class SQLiteStore:
             self._caches = {m: c for m, c in self._caches.items() if m == except_model}
         return dropped
 
-    # --- meta -------------------------------------------------------------------------
-    def get_meta(self, key: str) -> str | None:
-        rows = self._read("SELECT value FROM meta WHERE key = ?", (key,))
-        return str(rows[0]["value"]) if rows else None
-
-    def set_meta(self, key: str, value: str) -> None:
-        with self._write() as conn:
-            conn.execute(
-                """INSERT INTO meta (key, value) VALUES (?, ?)
-                   ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
-                (key, value),
-            )
-
     # --- whole-store copy -------------------------------------------------------------
     def dump(self, table: str) -> Iterator[dict[str, Any]]:
         check_table(table)
@@ -851,27 +722,6 @@ class SQLiteStore:
 
 
 # --- module helpers -----------------------------------------------------------------
-
-
-def _explain(path: Path, exc: sqlite3.DatabaseError) -> str:
-    """One line naming the file, what is wrong, and what to do."""
-    text = str(exc)
-    if "not a database" in text or "malformed" in text or "corrupt" in text:
-        return (
-            f"{path} is not a readable memlane database ({text}); memlane left it untouched: "
-            "restore it from a backup or move it aside to start a new one"
-        )
-    if "unable to open" in text or "readonly" in text or "read-only" in text:
-        return (
-            f"cannot open the database {path} for writing ({text}); check the permissions of "
-            "the file and its folder, or choose another MEMLANE_HOME"
-        )
-    if "locked" in text or "busy" in text:
-        return (
-            f"the database {path} stayed locked by another process for "
-            f"{BUSY_TIMEOUT_MS // 1000} s ({text}); retry, or stop the process holding it"
-        )
-    return f"database error in {path}: {text}"
 
 
 def index_terms(text: str) -> str:
