@@ -16,8 +16,8 @@ import pytest
 
 from memlane.store import TABLES, NewMessage, SearchFilter, StoreError, analysis
 from memlane.store.sqlite import SQLiteStore
+from memlane.store.sqlite.index import index_terms
 from memlane.store.sqlite.schema import MIGRATIONS, m001_initial
-from memlane.store.sqlite.store import index_terms
 from memlane.types import Fact, Message
 
 ROOT = Path(__file__).resolve().parents[2]

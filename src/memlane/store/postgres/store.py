@@ -19,7 +19,6 @@ from the database.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -56,18 +55,17 @@ from memlane.store.postgres.keywords import (
     tsquery_literal,
     tsvector_literal,
 )
+from memlane.store.postgres.sessions import PostgresSessions
 from memlane.store.rows import (
     EVENT_COLUMNS,
     MESSAGE_COLUMNS,
-    SESSION_COLUMNS,
     event_from_row,
     fact_from_row,
     hit_from_row,
     message_from_row,
-    session_from_row,
 )
 from memlane.store.transcript import plan_sync
-from memlane.types import DocKind, Event, Fact, FactRole, Hit, Session, StoredMessage
+from memlane.types import DocKind, Event, Fact, FactRole, Hit, StoredMessage
 
 Row = dict[str, Any]
 
@@ -75,7 +73,7 @@ Row = dict[str, Any]
 HNSW_MAX_SCAN = 20_000
 
 
-class PostgresStore(PostgresConnection, SqlMeta[PostgresDb]):
+class PostgresStore(PostgresConnection, PostgresSessions, SqlMeta[PostgresDb]):
     """A `Store` over a PostgreSQL database with the pgvector extension."""
 
     def __init__(self, url: str, *, pool_size: int = POOL_MAX) -> None:
@@ -96,217 +94,6 @@ class PostgresStore(PostgresConnection, SqlMeta[PostgresDb]):
             active=doc.active,
             document=document,
         )
-
-    # --- sessions -------------------------------------------------------
-    def ensure_session(self, key: str, *, namespace: str | None = None) -> Session:
-        stamp = codec.now()
-        with self._tx() as conn:
-            # Race-free across replicas: the unique key decides, the loser reads the winner's row.
-            conn.execute(
-                "INSERT INTO sessions (id, key, namespace, created_at, updated_at) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
-                (_new_session_id(), key, key if namespace is None else namespace, stamp, stamp),
-            )
-            row = conn.execute(
-                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE key = %s", (key,)
-            ).fetchone()
-        assert row is not None
-        return session_from_row(row)
-
-    def get_session(self, session_id: str) -> Session | None:
-        with self._tx() as conn:
-            row = conn.execute(
-                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = %s", (session_id,)
-            ).fetchone()
-        return session_from_row(row) if row else None
-
-    def find_session(self, key: str) -> Session | None:
-        with self._tx() as conn:
-            row = conn.execute(
-                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE key = %s", (key,)
-            ).fetchone()
-        return session_from_row(row) if row else None
-
-    def list_sessions(
-        self, *, namespace: str | None = None, limit: int | None = None
-    ) -> list[Session]:
-        with self._tx() as conn:
-            rows = conn.execute(
-                f"SELECT {SESSION_COLUMNS} FROM sessions "
-                "WHERE (%(ns)s::text IS NULL OR namespace = %(ns)s) "
-                "ORDER BY updated_at DESC, seq DESC LIMIT %(limit)s",
-                {"ns": namespace, "limit": limit},
-            ).fetchall()
-        return [session_from_row(r) for r in rows]
-
-    def update_session(
-        self,
-        session_id: str,
-        *,
-        title: str | None = None,
-        summary: str | None = None,
-        summarized_count: int | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Session:
-        with self._tx() as conn:
-            row = conn.execute(
-                f"""UPDATE sessions SET
-                    title = coalesce(%(title)s, title),
-                    summary = coalesce(%(summary)s, summary),
-                    summarized_count = coalesce(%(summarized_count)s, summarized_count),
-                    metadata = coalesce(%(metadata)s, metadata),
-                    updated_at = %(now)s
-                WHERE id = %(id)s RETURNING {SESSION_COLUMNS}""",
-                {
-                    "id": session_id,
-                    "title": title,
-                    "summary": summary,
-                    "summarized_count": summarized_count,
-                    "metadata": Jsonb(dict(metadata)) if metadata is not None else None,
-                    "now": codec.now(),
-                },
-            ).fetchone()
-        if row is None:
-            raise SessionNotFound(f"no session with id {session_id}")
-        return session_from_row(row)
-
-    def add_usage(
-        self,
-        session_id: str,
-        *,
-        prompt_tokens: int = 0,
-        completion_tokens: int = 0,
-        cost_usd: float = 0.0,
-    ) -> None:
-        with self._tx() as conn:
-            cur = conn.execute(
-                "UPDATE sessions SET prompt_tokens = prompt_tokens + %s, "
-                "completion_tokens = completion_tokens + %s, cost_usd = cost_usd + %s, "
-                "updated_at = %s WHERE id = %s",
-                (prompt_tokens, completion_tokens, cost_usd, codec.now(), session_id),
-            )
-            if cur.rowcount == 0:
-                raise SessionNotFound(f"no session with id {session_id}")
-
-    def delete_session(self, session_id: str) -> bool:
-        with self._tx() as conn:
-            # Index rows of the session (its messages, events and facts) go with it.
-            conn.execute("DELETE FROM docs WHERE session_id = %s", (session_id,))
-            conn.execute(
-                "DELETE FROM docs WHERE kind = 'fact' AND ref IN "
-                "(SELECT id FROM facts WHERE conversation_id = %s)",
-                (session_id,),
-            )
-            conn.execute("DELETE FROM facts WHERE conversation_id = %s", (session_id,))
-            cur = conn.execute("DELETE FROM sessions WHERE id = %s", (session_id,))
-            return cur.rowcount > 0
-
-    def fork_session(
-        self, session_id: str, *, new_key: str, at_position: int | None = None
-    ) -> Session:
-        new_id = _new_session_id()
-        stamp = codec.now()
-        with self._tx() as conn:
-            source = conn.execute(
-                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = %s FOR NO KEY UPDATE",
-                (session_id,),
-            ).fetchone()
-            if source is None:
-                raise SessionNotFound(f"no session with id {session_id}")
-            if conn.execute("SELECT 1 FROM sessions WHERE key = %s", (new_key,)).fetchone():
-                raise StoreError(f"a session with key {new_key!r} already exists")
-            # The running summary holds only if the fork keeps everything it summarised.
-            keeps_summary = at_position is None or at_position >= source["summarized_count"]
-            conn.execute(
-                "INSERT INTO sessions (id, key, namespace, title, parent_id, fork_position, "
-                "summary, summarized_count, metadata, created_at, updated_at) "
-                "VALUES (%s, %s, %s, NULL, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    new_id,
-                    new_key,
-                    source["namespace"],
-                    session_id,
-                    at_position,
-                    source["summary"] if keeps_summary else "",
-                    source["summarized_count"] if keeps_summary else 0,
-                    Jsonb(source["metadata"]),
-                    stamp,
-                    stamp,
-                ),
-            )
-            copied = conn.execute(
-                "INSERT INTO messages (session_id, position, role, kind, origin, wire, content, "
-                "text, content_hash, token_count, status, created_at) "
-                "SELECT %s, position, role, kind, origin, wire, content, text, content_hash, "
-                "token_count, status, created_at FROM messages WHERE session_id = %s "
-                "AND status = 'ok' AND (%s::int IS NULL OR position < %s) ORDER BY position "
-                "RETURNING id",
-                (new_id, session_id, at_position, at_position),
-            ).fetchall()
-            # Index the copies under their new ids, reusing the vectors (no re-embedding).
-            pairs = conn.execute(
-                "SELECT o.id::text AS old_ref, n.id::text AS new_ref FROM messages o "
-                "JOIN messages n ON n.session_id = %s AND n.position = o.position "
-                "WHERE o.session_id = %s",
-                (new_id, session_id),
-            ).fetchall()
-            if pairs:
-                refs = ([p["old_ref"] for p in pairs], [p["new_ref"] for p in pairs])
-                conn.execute(
-                    "INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, length, "
-                    "created_at, active) SELECT d.kind, m.new_ref, d.scope, %s, d.role, d.text, "
-                    "d.terms, d.length, d.created_at, d.active FROM docs d "
-                    "JOIN unnest(%s::text[], %s::text[]) AS m(old_ref, new_ref) "
-                    "ON d.kind = 'message' AND d.ref = m.old_ref ORDER BY d.seq",
-                    (new_id, *refs),
-                )
-                conn.execute(
-                    "INSERT INTO vectors (kind, ref, model, dim, embedding) "
-                    "SELECT v.kind, m.new_ref, v.model, v.dim, v.embedding FROM vectors v "
-                    "JOIN unnest(%s::text[], %s::text[]) AS m(old_ref, new_ref) "
-                    "ON v.kind = 'message' AND v.ref = m.old_ref",
-                    refs,
-                )
-            conn.execute(
-                "UPDATE sessions SET message_count = %s WHERE id = %s", (len(copied), new_id)
-            )
-            conn.execute(
-                "INSERT INTO session_state (session_id, name, value) "
-                "SELECT %s, name, value FROM session_state WHERE session_id = %s",
-                (new_id, session_id),
-            )
-            row = conn.execute(
-                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = %s", (new_id,)
-            ).fetchone()
-        assert row is not None
-        return session_from_row(row)
-
-    # --- scaffold state ---------------------------------------------------
-    def get_state(self, session_id: str) -> dict[str, str]:
-        with self._tx() as conn:
-            rows = conn.execute(
-                "SELECT name, value FROM session_state WHERE session_id = %s ORDER BY name",
-                (session_id,),
-            ).fetchall()
-        return {r["name"]: r["value"] for r in rows}
-
-    def set_state(self, session_id: str, name: str, value: str | None) -> None:
-        with self._tx() as conn:
-            _lock_session(conn, session_id)
-            if value is None:
-                conn.execute(
-                    "DELETE FROM session_state WHERE session_id = %s AND name = %s",
-                    (session_id, name),
-                )
-            else:
-                conn.execute(
-                    "INSERT INTO session_state (session_id, name, value) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (session_id, name) DO UPDATE SET value = excluded.value",
-                    (session_id, name, value),
-                )
-            conn.execute(
-                "UPDATE sessions SET updated_at = %s WHERE id = %s", (codec.now(), session_id)
-            )
 
     # --- messages ---------------------------------------------------------
     def sync_messages(self, session_id: str, incoming: Sequence[NewMessage]) -> SyncResult:
@@ -606,10 +393,6 @@ class PostgresStore(PostgresConnection, SqlMeta[PostgresDb]):
 
 
 # --- helpers ------------------------------------------------------------------
-
-
-def _new_session_id() -> str:
-    return uuid.uuid4().hex
 
 
 def _lock_session(conn: Conn, session_id: str, *, with_stored: bool = False) -> Row:

@@ -238,7 +238,7 @@ def m004_doc_changes(conn: sqlite3.Connection) -> None:
 
 def m005_turn_context(conn: sqlite3.Connection) -> None:
     """Remembered turns are indexed with their date and neighbours (`store.documents`)."""
-    from memlane.store.sqlite.store import rebuild_turn_documents  # the store's own indexing
+    from memlane.store.sqlite.index import rebuild_turn_documents  # the store's own indexing
 
     rebuild_turn_documents(conn)
 

@@ -11,11 +11,8 @@ caches derived from the file and kept in step with it — BM25 postings
 
 from __future__ import annotations
 
-import functools
-import itertools
 import json
 import sqlite3
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -44,41 +41,41 @@ from memlane.store.codec import (
     vector_to_text,
 )
 from memlane.store.documents import (
-    AFTER,
-    BEFORE,
-    TURN_ROLES,
     Doc,
-    is_turn,
-    turn_document,
-    turn_documents,
 )
 from memlane.store.meta import SqlMeta
 from memlane.store.rows import (
     EVENT_COLUMNS,
     MESSAGE_COLUMNS,
-    SESSION_COLUMNS,
     event_from_row,
     fact_from_row,
     hit_from_row,
     message_from_row,
-    session_from_row,
 )
+from memlane.store.sql import marks
 from memlane.store.sqlite.connection import SQLiteConnection, SQLiteDb, explain
+from memlane.store.sqlite.index import (
+    index_fact,
+    index_terms,
+    insert_docs,
+    next_id,
+    one,
+    put_doc,
+    rebuild_turn_documents,
+)
 from memlane.store.sqlite.keyword_index import KeywordIndex
 from memlane.store.sqlite.schema import (
     doc_tags,
 )
+from memlane.store.sqlite.sessions import SQLiteSessions
 from memlane.store.sqlite.vector_index import VectorCache
 from memlane.store.transcript import plan_sync
-from memlane.types import DocKind, Event, Fact, FactRole, Hit, Session, StoredMessage
+from memlane.types import DocKind, Event, Fact, FactRole, Hit, StoredMessage
 
-_INSERT_DOC = """INSERT INTO docs
-    (rowid, kind, ref, scope, session_id, role, text, terms, created_at, active, tags)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 _DOC_COLUMNS = "d.rowid, d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at"
 
 
-class SQLiteStore(SQLiteConnection, SqlMeta[SQLiteDb]):
+class SQLiteStore(SQLiteConnection, SQLiteSessions, SqlMeta[SQLiteDb]):
     """`Store` over one SQLite file. Safe to share between threads and processes."""
 
     def __init__(self, path: Path, *, synchronous: Literal["normal", "full"] = "normal") -> None:
@@ -87,7 +84,7 @@ class SQLiteStore(SQLiteConnection, SqlMeta[SQLiteDb]):
         self._keywords = KeywordIndex()
 
     def _put_doc(self, db: SQLiteDb, doc: Doc, document: str | None = None) -> None:
-        _index(
+        put_doc(
             db.conn,
             doc.kind,
             doc.ref,
@@ -99,223 +96,6 @@ class SQLiteStore(SQLiteConnection, SqlMeta[SQLiteDb]):
             active=doc.active,
             document=document,
         )
-
-    # --- sessions -------------------------------------------------------------
-    def ensure_session(self, key: str, *, namespace: str | None = None) -> Session:
-        found = self.find_session(key)
-        if found is not None:
-            return found
-        stamp = ts_to_text(now())
-        with self._write() as conn:
-            conn.execute(
-                """INSERT INTO sessions (id, key, namespace, created_at, updated_at)
-                   VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING""",
-                (uuid.uuid4().hex, key, namespace if namespace is not None else key, stamp, stamp),
-            )
-        created = self.find_session(key)
-        assert created is not None
-        return created
-
-    def get_session(self, session_id: str) -> Session | None:
-        rows = self._read(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
-        return session_from_row(rows[0]) if rows else None
-
-    def find_session(self, key: str) -> Session | None:
-        rows = self._read(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE key = ?", (key,))
-        return session_from_row(rows[0]) if rows else None
-
-    def list_sessions(
-        self, *, namespace: str | None = None, limit: int | None = None
-    ) -> list[Session]:
-        where, params = ("WHERE namespace = ?", [namespace]) if namespace is not None else ("", [])
-        rows = self._read(
-            f"""SELECT {SESSION_COLUMNS} FROM sessions {where}
-                ORDER BY updated_at DESC, rowid DESC LIMIT ?""",
-            [*params, -1 if limit is None else limit],
-        )
-        return [session_from_row(r) for r in rows]
-
-    def update_session(
-        self,
-        session_id: str,
-        *,
-        title: str | None = None,
-        summary: str | None = None,
-        summarized_count: int | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Session:
-        changes: dict[str, Any] = {}
-        if title is not None:
-            changes["title"] = title
-        if summary is not None:
-            changes["summary"] = summary
-        if summarized_count is not None:
-            changes["summarized_count"] = summarized_count
-        if metadata is not None:
-            changes["metadata"] = dumps(dict(metadata))
-        changes["updated_at"] = ts_to_text(now())
-        assignments = ", ".join(f"{name} = ?" for name in changes)
-        with self._write() as conn:
-            cursor = conn.execute(
-                f"UPDATE sessions SET {assignments} WHERE id = ?", [*changes.values(), session_id]
-            )
-            if cursor.rowcount == 0:
-                raise SessionNotFound(f"no session with id {session_id}")
-        session = self.get_session(session_id)
-        assert session is not None
-        return session
-
-    def add_usage(
-        self,
-        session_id: str,
-        *,
-        prompt_tokens: int = 0,
-        completion_tokens: int = 0,
-        cost_usd: float = 0.0,
-    ) -> None:
-        with self._write() as conn:
-            cursor = conn.execute(
-                """UPDATE sessions SET prompt_tokens = prompt_tokens + ?,
-                   completion_tokens = completion_tokens + ?, cost_usd = cost_usd + ?,
-                   updated_at = ? WHERE id = ?""",
-                (prompt_tokens, completion_tokens, cost_usd, ts_to_text(now()), session_id),
-            )
-            if cursor.rowcount == 0:
-                raise SessionNotFound(f"no session with id {session_id}")
-
-    def delete_session(self, session_id: str) -> bool:
-        with self._write() as conn:
-            conn.execute("DELETE FROM docs WHERE session_id = ?", (session_id,))
-            conn.execute(
-                """DELETE FROM docs WHERE kind = 'fact' AND ref IN
-                   (SELECT id FROM facts WHERE conversation_id = ?)""",
-                (session_id,),
-            )
-            conn.execute("DELETE FROM facts WHERE conversation_id = ?", (session_id,))
-            cursor = conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-            if cursor.rowcount > 0:
-                # FTS5 keeps a deleted document's terms in its segments until they are
-                # merged: merging now leaves no trace of the deleted text in the index.
-                conn.execute("INSERT INTO docs_fts(docs_fts) VALUES ('optimize')")
-            return cursor.rowcount > 0
-
-    def fork_session(
-        self, session_id: str, *, new_key: str, at_position: int | None = None
-    ) -> Session:
-        new_id = uuid.uuid4().hex
-        stamp = ts_to_text(now())
-        with self._write() as conn:
-            source = _one(conn, f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", session_id)
-            if source is None:
-                raise SessionNotFound(f"no session with id {session_id}")
-            if _one(conn, "SELECT 1 FROM sessions WHERE key = ?", new_key) is not None:
-                raise StoreError(f"a session with key {new_key!r} already exists")
-            limit = at_position if at_position is not None else 2**62
-            keeps_summary = at_position is None or at_position >= source["summarized_count"]
-            conn.execute(
-                """INSERT INTO sessions (id, key, namespace, title, parent_id, fork_position,
-                   summary, summarized_count, metadata, created_at, updated_at)
-                   VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?)""",
-                (
-                    new_id,
-                    new_key,
-                    source["namespace"],
-                    session_id,
-                    at_position,
-                    source["summary"] if keeps_summary else "",
-                    source["summarized_count"] if keeps_summary else 0,
-                    source["metadata"],
-                    stamp,
-                    stamp,
-                ),
-            )
-            rows = conn.execute(
-                f"""SELECT {MESSAGE_COLUMNS} FROM messages
-                    WHERE session_id = ? AND status = 'ok' AND position < ? ORDER BY position""",
-                (session_id, limit),
-            ).fetchall()
-            for row in rows:
-                old_id = row[0]
-                new_message_id = conn.execute(
-                    f"""INSERT INTO messages ({MESSAGE_COLUMNS})
-                        SELECT NULL, ?, position, role, kind, origin, wire, content, text,
-                        content_hash, token_count, status, created_at FROM messages WHERE id = ?""",
-                    (new_id, old_id),
-                ).lastrowid
-                assert new_message_id is not None
-                self._index_copy(conn, "message", str(old_id), str(new_message_id), new_id)
-            conn.execute("UPDATE sessions SET message_count = ? WHERE id = ?", (len(rows), new_id))
-            conn.execute(
-                """INSERT INTO session_state (session_id, name, value)
-                   SELECT ?, name, value FROM session_state WHERE session_id = ?""",
-                (new_id, session_id),
-            )
-        forked = self.get_session(new_id)
-        assert forked is not None
-        return forked
-
-    def _index_copy(
-        self, conn: sqlite3.Connection, kind: str, old_ref: str, new_ref: str, session_id: str
-    ) -> None:
-        """Index a copied document under its new ref, reusing its vectors (no re-embedding)."""
-        source = _one(
-            conn,
-            "SELECT scope, role, text, terms, created_at, active FROM docs "
-            "WHERE kind = ? AND ref = ?",
-            kind,
-            old_ref,
-        )
-        if source is None:
-            return
-        (doc_id,) = _insert_docs(
-            conn,
-            [
-                (
-                    kind,
-                    new_ref,
-                    source["scope"],
-                    session_id,
-                    source["role"],
-                    source["text"],
-                    source["terms"],
-                    source["created_at"],
-                    source["active"],
-                    doc_tags(kind, source["scope"], session_id),
-                )
-            ],
-        )
-        conn.execute(
-            """INSERT INTO vectors (doc_id, model, dim, vec)
-               SELECT ?, v.model, v.dim, v.vec FROM vectors v JOIN docs d ON d.rowid = v.doc_id
-               WHERE d.kind = ? AND d.ref = ?""",
-            (doc_id, kind, old_ref),
-        )
-
-    # --- scaffold state ---------------------------------------------------------
-    def get_state(self, session_id: str) -> dict[str, str]:
-        rows = self._read(
-            "SELECT name, value FROM session_state WHERE session_id = ? ORDER BY name",
-            (session_id,),
-        )
-        return {r["name"]: r["value"] for r in rows}
-
-    def set_state(self, session_id: str, name: str, value: str | None) -> None:
-        with self._write() as conn:
-            self._require_session(conn, session_id)
-            if value is None:
-                conn.execute(
-                    "DELETE FROM session_state WHERE session_id = ? AND name = ?",
-                    (session_id, name),
-                )
-            else:
-                conn.execute(
-                    """INSERT INTO session_state (session_id, name, value) VALUES (?, ?, ?)
-                       ON CONFLICT (session_id, name) DO UPDATE SET value = excluded.value""",
-                    (session_id, name, value),
-                )
-            conn.execute(
-                "UPDATE sessions SET updated_at = ? WHERE id = ?", (ts_to_text(now()), session_id)
-            )
 
     # --- messages -----------------------------------------------------------------
     def sync_messages(self, session_id: str, incoming: Sequence[NewMessage]) -> SyncResult:
@@ -361,7 +141,7 @@ class SQLiteStore(SQLiteConnection, SqlMeta[SQLiteDb]):
         position = -1 if last is None else int(last)
         # The write lock is held, so the next AUTOINCREMENT ids are ours to hand out:
         # one executemany instead of a statement per message.
-        message_id = _next_id(conn, "messages")
+        message_id = next_id(conn, "messages")
         created = now()
         stamp = ts_to_text(created)
         out: list[StoredMessage] = []
@@ -421,7 +201,7 @@ class SQLiteStore(SQLiteConnection, SqlMeta[SQLiteDb]):
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'ok', ?)""",
             rows,
         )
-        _insert_docs(conn, docs)
+        insert_docs(conn, docs)
         conn.execute(
             """UPDATE sessions SET message_count = message_count + ?, updated_at = ?
                WHERE id = ?""",
@@ -453,7 +233,7 @@ class SQLiteStore(SQLiteConnection, SqlMeta[SQLiteDb]):
             raise StoreError(f"unknown message status {status!r}: use ok, failed or superseded")
         with self._write() as conn:
             if not self._set_status(conn, [message_id], status):
-                exists = _one(conn, "SELECT 1 FROM messages WHERE id = ?", message_id)
+                exists = one(conn, "SELECT 1 FROM messages WHERE id = ?", message_id)
                 if exists is None:
                     raise StoreError(f"no message with id {message_id}")
 
@@ -461,7 +241,7 @@ class SQLiteStore(SQLiteConnection, SqlMeta[SQLiteDb]):
         """Change status, keeping the session's message_count and the index in step."""
         changed = 0
         for message_id in ids:
-            row = _one(conn, "SELECT session_id, status FROM messages WHERE id = ?", message_id)
+            row = one(conn, "SELECT session_id, status FROM messages WHERE id = ?", message_id)
             if row is None or row["status"] == status:
                 continue
             delta = (status != "superseded") - (row["status"] != "superseded")
@@ -480,7 +260,7 @@ class SQLiteStore(SQLiteConnection, SqlMeta[SQLiteDb]):
 
     def _require_session(self, conn: sqlite3.Connection, session_id: str) -> str:
         """The session's namespace, or SessionNotFound."""
-        row = _one(conn, "SELECT namespace FROM sessions WHERE id = ?", session_id)
+        row = one(conn, "SELECT namespace FROM sessions WHERE id = ?", session_id)
         if row is None:
             raise SessionNotFound(f"no session with id {session_id}")
         return str(row["namespace"])
@@ -500,7 +280,7 @@ class SQLiteStore(SQLiteConnection, SqlMeta[SQLiteDb]):
             ).lastrowid
             assert event_id is not None
             if text:
-                _index(conn, "event", str(event_id), namespace, session_id, None, text, stamp)
+                put_doc(conn, "event", str(event_id), namespace, session_id, None, text, stamp)
             conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (stamp, session_id))
         return Event(event_id, session_id, kind, dict(payload), text, created)
 
@@ -526,7 +306,7 @@ class SQLiteStore(SQLiteConnection, SqlMeta[SQLiteDb]):
                     {", ".join(f"{c} = excluded.{c}" for c in FACT_COLUMNS[1:])}""",
                 [row[c] for c in FACT_COLUMNS],
             )
-            _index_fact(conn, fact)
+            index_fact(conn, fact)
 
     def reindex_turns(self, progress: Callable[[int, int], None] | None = None) -> int:
         with self._write() as conn:
@@ -554,7 +334,7 @@ class SQLiteStore(SQLiteConnection, SqlMeta[SQLiteDb]):
             where.append("conversation_id = ?")
             params.append(conversation_id)
         if roles is not None:
-            where.append(f"role IN ({_marks(roles)})")
+            where.append(f"role IN ({marks(roles)})")
             params.extend(roles)
         if not include_deleted:
             where.append("deleted = 0")
@@ -603,7 +383,7 @@ class SQLiteStore(SQLiteConnection, SqlMeta[SQLiteDb]):
             scores = {hit.rowid: hit.score for hit in found}
             rows = self._read(
                 f"""SELECT {_DOC_COLUMNS} FROM docs d
-                    WHERE d.rowid IN ({_marks(found)}) AND {where}""",
+                    WHERE d.rowid IN ({marks(found)}) AND {where}""",
                 [*scores, *params],
             )
             if len(rows) >= limit or len(found) < fetch:
@@ -617,7 +397,7 @@ class SQLiteStore(SQLiteConnection, SqlMeta[SQLiteDb]):
         encoded = [(ref, as_vector(v, what=f"vector for {kind} {ref}")) for ref, v in items]
         with self._write() as conn:
             for ref, vector in encoded:
-                doc = _one(conn, "SELECT rowid FROM docs WHERE kind = ? AND ref = ?", kind, ref)
+                doc = one(conn, "SELECT rowid FROM docs WHERE kind = ? AND ref = ?", kind, ref)
                 if doc is None:
                     continue  # the document went away while it was being embedded
                 conn.execute(
@@ -645,7 +425,7 @@ class SQLiteStore(SQLiteConnection, SqlMeta[SQLiteDb]):
             scores = {c.doc_id: c.score for c in candidates}
             rows = self._read(
                 f"""SELECT {_DOC_COLUMNS} FROM docs d
-                    WHERE d.rowid IN ({_marks(candidates)}) AND {where}""",
+                    WHERE d.rowid IN ({marks(candidates)}) AND {where}""",
                 [*scores, *params],
             )
             if len(rows) >= limit or len(candidates) < fetch:
@@ -666,7 +446,7 @@ class SQLiteStore(SQLiteConnection, SqlMeta[SQLiteDb]):
             return {}
         rows = self._read(
             f"""SELECT d.ref, v.vec FROM vectors v JOIN docs d ON d.rowid = v.doc_id
-                WHERE d.kind = ? AND v.model = ? AND d.ref IN ({_marks(refs)})""",
+                WHERE d.kind = ? AND v.model = ? AND d.ref IN ({marks(refs)})""",
             [kind, model, *refs],
         )
         return {r["ref"]: vector_from_bytes(r["vec"]) for r in rows}
@@ -724,186 +504,19 @@ class SQLiteStore(SQLiteConnection, SqlMeta[SQLiteDb]):
 # --- module helpers -----------------------------------------------------------------
 
 
-def index_terms(text: str) -> str:
-    """`analysis.terms(text)` joined for FTS5, memoised per whitespace-separated chunk.
-
-    The analyser's tokens never span whitespace, so the terms of a text are the
-    terms of its chunks in order; chat text repeats words, so the cache makes
-    indexing several times faster (a test pins the equivalence).
-    """
-    return " ".join(filter(None, map(_chunk_terms, text.split())))
-
-
-@functools.lru_cache(maxsize=200_000)
-def _chunk_terms(chunk: str) -> str:
-    return " ".join(analysis.terms(chunk))
-
-
-def _insert_docs(conn: sqlite3.Connection, docs: Sequence[tuple[Any, ...]]) -> list[int]:
-    """Insert new documents and their FTS rows; return their rowids.
-
-    Rows are (kind, ref, scope, session_id, role, text, terms, created_at,
-    active, tags). The FTS rows are written here rather than by a trigger: a
-    trigger makes FTS5 inserts about 2.5 times slower. Called inside a write
-    transaction, so the next AUTOINCREMENT ids are ours to hand out.
-    """
-    if not docs:
-        return []
-    first = _next_id(conn, "docs") + 1
-    rowids = list(range(first, first + len(docs)))
-    conn.executemany(_INSERT_DOC, [(rowid, *doc) for rowid, doc in zip(rowids, docs, strict=True)])
-    conn.executemany(
-        "INSERT INTO docs_fts (rowid, terms, tags) VALUES (?, ?, ?)",
-        [(rowid, doc[6], doc[9]) for rowid, doc in zip(rowids, docs, strict=True)],
-    )
-    return rowids
-
-
-def _next_id(conn: sqlite3.Connection, table: str) -> int:
-    """The last id an AUTOINCREMENT table handed out (the next one is this + 1)."""
-    row = conn.execute(
-        f"""SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = '{table}'), 0),
-            coalesce((SELECT max(rowid) FROM {table}), 0))"""
-    ).fetchone()
-    return int(row[0])
-
-
-def _one(conn: sqlite3.Connection, sql: str, *params: Any) -> sqlite3.Row | None:
-    cursor = conn.execute(sql, params)
-    cursor.row_factory = sqlite3.Row
-    row: sqlite3.Row | None = cursor.fetchone()
-    return row
-
-
-def _marks(values: Sequence[Any]) -> str:
-    return ", ".join("?" for _ in values)
-
-
-def _index(
-    conn: sqlite3.Connection,
-    kind: str,
-    ref: str,
-    scope: str,
-    session_id: str | None,
-    role: str | None,
-    text: str,
-    stamp: str,
-    *,
-    active: bool = True,
-    document: str | None = None,
-) -> None:
-    """Insert or refresh one search document; a changed text drops its stale vectors.
-
-    `document` is what the keyword index reads when it is more than the text (a
-    turn with its neighbours); the text is still what a hit shows.
-    """
-    old = _one(
-        conn, "SELECT rowid, text, terms, tags FROM docs WHERE kind = ? AND ref = ?", kind, ref
-    )
-    terms = index_terms(text if document is None else document)
-    tags = doc_tags(kind, scope, session_id)
-    if old is None:
-        _insert_docs(
-            conn, [(kind, ref, scope, session_id, role, text, terms, stamp, int(active), tags)]
-        )
-        return
-    conn.execute(
-        """UPDATE docs SET scope = ?, session_id = ?, role = ?, created_at = ?, active = ?
-           WHERE rowid = ?""",
-        (scope, session_id, role, stamp, int(active), old["rowid"]),
-    )
-    if old["tags"] != tags:
-        conn.execute("UPDATE docs SET tags = ? WHERE rowid = ?", (tags, old["rowid"]))
-    if old["text"] != text or old["terms"] != terms:
-        conn.execute(
-            "UPDATE docs SET text = ?, terms = ? WHERE rowid = ?", (text, terms, old["rowid"])
-        )
-    if old["text"] != text:
-        conn.execute("DELETE FROM vectors WHERE doc_id = ?", (old["rowid"],))
-
-
-def _index_fact(conn: sqlite3.Connection, fact: Fact, *, neighbours: bool = True) -> None:
-    """Index an entry: a turn with its neighbours; the turns whose neighbourhood now holds
-    this one are indexed again (the one before it; those after it, when it came late)."""
-    document = None
-    if is_turn(fact):
-        before = _turns(conn, fact, "<", BEFORE)
-        after = _turns(conn, fact, ">", BEFORE)
-        document = turn_document(
-            fact, [t.text for t in reversed(before)], [t.text for t in after[:AFTER]]
-        )
-        if neighbours:  # the turns whose windows now hold this one
-            for other in (*before[:AFTER], *after[:BEFORE]):
-                _index_fact(conn, other, neighbours=False)
-    _index(
-        conn,
-        "fact",
-        fact.id,
-        fact.scope,
-        fact.conversation_id,
-        fact.role,
-        fact.text,
-        ts_to_text(fact.created_at),
-        active=not fact.deleted,
-        document=document,
-    )
-
-
-def rebuild_turn_documents(
-    conn: sqlite3.Connection, progress: Callable[[int, int], None] | None = None
-) -> int:
-    """Index every live turn again with its neighbours (migration m005, `memory reindex`);
-    returns how many documents changed."""
-    rows = conn.execute(
-        f"""SELECT {", ".join(FACT_COLUMNS)} FROM facts
-            WHERE deleted = 0 AND role IN ({_marks(TURN_ROLES)})
-            ORDER BY scope, conversation_id, created_at""",
-        list(TURN_ROLES),
-    ).fetchall()
-    facts = [fact_from_row(dict(zip(FACT_COLUMNS, r, strict=True))) for r in rows]
-    changed = 0
-    done = 0
-    for _, group in itertools.groupby(facts, key=lambda f: (f.scope, f.conversation_id)):
-        turns = list(group)
-        for ref, document in turn_documents(turns).items():
-            cursor = conn.execute(
-                "UPDATE docs SET terms = ? WHERE kind = 'fact' AND ref = ? AND terms != ?",
-                (terms := index_terms(document), ref, terms),
-            )
-            changed += cursor.rowcount
-        done += len(turns)
-        if progress is not None:
-            progress(done, len(facts))
-    return changed
-
-
-def _turns(conn: sqlite3.Connection, fact: Fact, direction: str, limit: int) -> list[Fact]:
-    """The live turns of `fact`'s conversation just before ("<") or after (">") it, nearest
-    first."""
-    order = "DESC" if direction == "<" else "ASC"
-    rows = conn.execute(
-        f"""SELECT {", ".join(FACT_COLUMNS)} FROM facts
-            WHERE conversation_id = ? AND scope = ? AND deleted = 0
-              AND role IN ({_marks(TURN_ROLES)}) AND created_at {direction} ?
-            ORDER BY created_at {order} LIMIT ?""",
-        [fact.conversation_id, fact.scope, *TURN_ROLES, ts_to_text(fact.created_at), limit],
-    ).fetchall()
-    return [fact_from_row(dict(zip(FACT_COLUMNS, r, strict=True))) for r in rows]
-
-
 def _filter_sql(flt: SearchFilter) -> tuple[str, list[Any]]:
     """The filter as SQL over `docs d`. The unary `+` keeps the planner on the rowid the
     caller drives with (FTS match or vector candidates) instead of a (kind, ref) index scan."""
-    where = [f"+d.active = 1 AND +d.kind IN ({_marks(flt.kinds)})"]
+    where = [f"+d.active = 1 AND +d.kind IN ({marks(flt.kinds)})"]
     params: list[Any] = list(flt.kinds)
     if flt.scopes is not None:
-        where.append(f"+d.scope IN ({_marks(flt.scopes)})" if flt.scopes else "0")
+        where.append(f"+d.scope IN ({marks(flt.scopes)})" if flt.scopes else "0")
         params.extend(flt.scopes)
     if flt.session_id is not None:
         where.append("+d.session_id = ?")
         params.append(flt.session_id)
     if flt.fact_roles is not None:
-        where.append(f"(+d.kind != 'fact' OR +d.role IN ({_marks(flt.fact_roles) or 'NULL'}))")
+        where.append(f"(+d.kind != 'fact' OR +d.role IN ({marks(flt.fact_roles) or 'NULL'}))")
         params.extend(flt.fact_roles)
     return " AND ".join(where), params
 
@@ -932,14 +545,14 @@ def _load_row(conn: sqlite3.Connection, table: str, row: Mapping[str, Any]) -> N
         values["deleted"] = int(bool(values["deleted"]))
     names = list(values)
     conn.execute(
-        f"INSERT INTO {table} ({', '.join(names)}) VALUES ({_marks(names)})",
+        f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks(names)})",
         [values[n] for n in names],
     )
     if table == "messages" and values["text"]:
-        namespace = _one(conn, "SELECT namespace FROM sessions WHERE id = ?", values["session_id"])
+        namespace = one(conn, "SELECT namespace FROM sessions WHERE id = ?", values["session_id"])
         scope = namespace["namespace"] if namespace is not None else ""
         active = values.get("status", "ok") != "superseded"
-        _index(
+        put_doc(
             conn,
             "message",
             str(values["id"]),
@@ -951,9 +564,9 @@ def _load_row(conn: sqlite3.Connection, table: str, row: Mapping[str, Any]) -> N
             active=active,
         )
     elif table == "events" and values["text"]:
-        namespace = _one(conn, "SELECT namespace FROM sessions WHERE id = ?", values["session_id"])
+        namespace = one(conn, "SELECT namespace FROM sessions WHERE id = ?", values["session_id"])
         scope = namespace["namespace"] if namespace is not None else ""
-        _index(
+        put_doc(
             conn,
             "event",
             str(values["id"]),
@@ -964,11 +577,11 @@ def _load_row(conn: sqlite3.Connection, table: str, row: Mapping[str, Any]) -> N
             values["created_at"],
         )
     elif table == "facts":
-        _index_fact(conn, fact_from_row(values))
+        index_fact(conn, fact_from_row(values))
 
 
 def _load_vector(conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
-    doc = _one(conn, "SELECT rowid FROM docs WHERE kind = ? AND ref = ?", row["kind"], row["ref"])
+    doc = one(conn, "SELECT rowid FROM docs WHERE kind = ? AND ref = ?", row["kind"], row["ref"])
     if doc is None:
         raise StoreError(
             f"vector for {row['kind']} {row['ref']} has no document: load the tables in "
