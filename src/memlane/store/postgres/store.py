@@ -23,21 +23,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from psycopg.types.json import Jsonb
 
 from memlane.store import analysis, codec
 from memlane.store.base import (
-    NewMessage,
     SearchFilter,
-    SessionNotFound,
-    StoreError,
-    SyncResult,
     Vector,
     check_table,
 )
 from memlane.store.documents import Doc
 from memlane.store.meta import SqlMeta
-from memlane.store.postgres.connection import POOL_MAX, Conn, PostgresConnection, PostgresDb
+from memlane.store.postgres.connection import POOL_MAX, PostgresConnection, PostgresDb
 from memlane.store.postgres.copy import DUMP_SQL, LOADERS, dump_row
 from memlane.store.postgres.index import (
     ensure_vector_index,
@@ -53,19 +48,14 @@ from memlane.store.postgres.keywords import (
     SEARCH_SQL,
     CollectionStats,
     tsquery_literal,
-    tsvector_literal,
 )
+from memlane.store.postgres.messages import PostgresMessages
 from memlane.store.postgres.sessions import PostgresSessions
 from memlane.store.rows import (
-    EVENT_COLUMNS,
-    MESSAGE_COLUMNS,
-    event_from_row,
     fact_from_row,
     hit_from_row,
-    message_from_row,
 )
-from memlane.store.transcript import plan_sync
-from memlane.types import DocKind, Event, Fact, FactRole, Hit, StoredMessage
+from memlane.types import DocKind, Fact, FactRole, Hit
 
 Row = dict[str, Any]
 
@@ -73,7 +63,7 @@ Row = dict[str, Any]
 HNSW_MAX_SCAN = 20_000
 
 
-class PostgresStore(PostgresConnection, PostgresSessions, SqlMeta[PostgresDb]):
+class PostgresStore(PostgresConnection, PostgresSessions, PostgresMessages, SqlMeta[PostgresDb]):
     """A `Store` over a PostgreSQL database with the pgvector extension."""
 
     def __init__(self, url: str, *, pool_size: int = POOL_MAX) -> None:
@@ -94,103 +84,6 @@ class PostgresStore(PostgresConnection, PostgresSessions, SqlMeta[PostgresDb]):
             active=doc.active,
             document=document,
         )
-
-    # --- messages ---------------------------------------------------------
-    def sync_messages(self, session_id: str, incoming: Sequence[NewMessage]) -> SyncResult:
-        with self._tx() as conn:
-            # The lock makes replicas take turns: the second sees what the first stored.
-            session = _lock_session(conn, session_id, with_stored=True)
-            stored = session["stored"]
-            plan = plan_sync(
-                [r["content_hash"] for r in stored],
-                [m.message.fingerprint() for m in incoming],
-            )
-            superseded = 0
-            if plan.supersede_from is not None:
-                stale = [int(r["id"]) for r in stored[plan.supersede_from :]]
-                superseded = _set_status(conn, stale, "superseded")
-            added = _append(conn, session_id, session, incoming[plan.matched :])
-        return SyncResult(plan.matched, tuple(added), superseded)
-
-    def append_messages(
-        self, session_id: str, messages: Sequence[NewMessage]
-    ) -> list[StoredMessage]:
-        with self._tx() as conn:
-            session = _lock_session(conn, session_id)
-            return _append(conn, session_id, session, messages)
-
-    def list_messages(
-        self,
-        session_id: str,
-        *,
-        transcript_only: bool = False,
-        include_superseded: bool = False,
-        since_position: int = 0,
-    ) -> list[StoredMessage]:
-        with self._tx() as conn:
-            rows = conn.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s "
-                "AND position >= %s AND (%s OR status <> 'superseded') ORDER BY position",
-                (session_id, since_position, include_superseded),
-            ).fetchall()
-        out = [message_from_row(r) for r in rows]
-        return [m for m in out if m.transcript] if transcript_only else out
-
-    def set_message_status(self, message_id: int, status: str) -> None:
-        if status not in ("ok", "failed", "superseded"):
-            raise StoreError(f"unknown message status {status!r}: use ok, failed or superseded")
-        with self._tx() as conn:
-            row = conn.execute(
-                "SELECT session_id FROM messages WHERE id = %s", (message_id,)
-            ).fetchone()
-            if row is None:
-                raise StoreError(f"no message with id {message_id}")
-            _lock_session(conn, row["session_id"])
-            _set_status(conn, [message_id], status)
-
-    # --- events -----------------------------------------------------------
-    def add_event(
-        self, session_id: str, kind: str, payload: Mapping[str, Any], *, text: str = ""
-    ) -> Event:
-        stamp = codec.now()
-        with self._tx() as conn:
-            session = conn.execute(
-                "SELECT namespace FROM sessions WHERE id = %s", (session_id,)
-            ).fetchone()
-            if session is None:
-                raise SessionNotFound(f"no session with id {session_id}")
-            row = conn.execute(
-                "INSERT INTO events (session_id, kind, payload, text, created_at) "
-                "VALUES (%s, %s, %s, %s, %s) RETURNING id",
-                (session_id, kind, Jsonb(dict(payload)), text, stamp),
-            ).fetchone()
-            assert row is not None
-            event_id = int(row["id"])
-            if text:
-                put_doc(
-                    conn,
-                    "event",
-                    str(event_id),
-                    session["namespace"],
-                    session_id,
-                    None,
-                    text,
-                    stamp,
-                )
-            conn.execute("UPDATE sessions SET updated_at = %s WHERE id = %s", (stamp, session_id))
-        return Event(event_id, session_id, kind, dict(payload), text, stamp)
-
-    def list_events(
-        self, session_id: str, *, kind: str | None = None, limit: int | None = None
-    ) -> list[Event]:
-        with self._tx() as conn:
-            rows = conn.execute(
-                f"SELECT {EVENT_COLUMNS} FROM events "
-                "WHERE session_id = %(sid)s AND (%(kind)s::text IS NULL OR kind = %(kind)s) "
-                "ORDER BY id DESC LIMIT %(limit)s",
-                {"sid": session_id, "kind": kind, "limit": limit},
-            ).fetchall()
-        return [event_from_row(r) for r in reversed(rows)]
 
     # --- long-term memory entries ------------------------------------------
     def put_fact(self, fact: Fact) -> None:
@@ -393,151 +286,6 @@ class PostgresStore(PostgresConnection, PostgresSessions, SqlMeta[PostgresDb]):
 
 
 # --- helpers ------------------------------------------------------------------
-
-
-def _lock_session(conn: Conn, session_id: str, *, with_stored: bool = False) -> Row:
-    """Take the session's row lock for this transaction: one writer of its history at a time.
-
-    Returns the session's namespace, the next free message position (it stays
-    free until commit) and, when asked, the (id, content_hash) of its stored
-    client messages in order. `NO KEY UPDATE` still lets other transactions
-    add events that reference the row.
-
-    The reads are separate statements after the locking one, because a
-    statement's snapshot predates its wait for the lock; pipelined, they still
-    cost one round trip.
-    """
-    with conn.pipeline():
-        locked = conn.execute(
-            "SELECT namespace FROM sessions WHERE id = %s FOR NO KEY UPDATE", (session_id,)
-        )
-        position = conn.execute(
-            "SELECT coalesce(max(position) + 1, 0) AS next FROM messages WHERE session_id = %s",
-            (session_id,),
-        )
-        stored = (
-            conn.execute(
-                "SELECT id, content_hash FROM messages WHERE session_id = %s "
-                "AND origin = 'client' AND status = 'ok' ORDER BY position",
-                (session_id,),
-            )
-            if with_stored
-            else None
-        )
-    row = locked.fetchone()
-    if row is None:
-        raise SessionNotFound(f"no session with id {session_id}")
-    next_position = position.fetchone()
-    assert next_position is not None
-    return {
-        "namespace": row["namespace"],
-        "next_position": int(next_position["next"]),
-        "stored": stored.fetchall() if stored is not None else [],
-    }
-
-
-_APPEND_SQL = """
-    WITH x AS (
-        SELECT * FROM unnest(
-            %(positions)s::int[], %(roles)s::text[], %(kinds)s::text[], %(origins)s::text[],
-            %(wires)s::text[], %(contents)s::jsonb[], %(texts)s::text[], %(hashes)s::text[],
-            %(tokens)s::int[], %(terms)s::tsvector[], %(lengths)s::int[]
-        ) AS x(position, role, kind, origin, wire, content, text, hash, tokens, terms, length)
-    ),
-    ins AS (
-        INSERT INTO messages (session_id, position, role, kind, origin, wire, content, text,
-                              content_hash, token_count, status, created_at)
-        SELECT %(sid)s, position, role, kind, origin, wire, content, text, hash, tokens, 'ok',
-               %(at)s
-        FROM x ORDER BY position
-        RETURNING id, position
-    ),
-    indexed AS (
-        INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, length, created_at,
-                          active)
-        SELECT 'message', ins.id::text, %(scope)s, %(sid)s, NULL, x.text, x.terms, x.length,
-               %(at)s, true
-        FROM ins JOIN x USING (position) WHERE x.text <> '' ORDER BY ins.position
-    ),
-    counted AS (
-        UPDATE sessions SET message_count = message_count + %(n)s, updated_at = %(at)s
-        WHERE id = %(sid)s
-    )
-    SELECT id, position FROM ins
-"""
-
-
-def _append(
-    conn: Conn, session_id: str, locked: Row, items: Sequence[NewMessage]
-) -> list[StoredMessage]:
-    """Insert after the session's last position; `locked` is what `_lock_session` returned.
-
-    One statement stores the rows, indexes them and counts them, whatever the count.
-    """
-    if not items:
-        return []
-    start = int(locked["next_position"])
-    created = codec.now()
-    hashes = [item.message.fingerprint() for item in items]
-    positions = list(range(start, start + len(items)))
-    words = [analysis.terms(item.message.text) for item in items]
-    rows = conn.execute(
-        _APPEND_SQL,
-        {
-            "sid": session_id,
-            "scope": str(locked["namespace"]),
-            "at": created,
-            "n": len(items),
-            "positions": positions,
-            "roles": [i.message.role for i in items],
-            "kinds": [i.message.kind for i in items],
-            "origins": [i.message.origin for i in items],
-            "wires": [i.message.wire for i in items],
-            "contents": [Jsonb(codec.message_to_json(i.message)) for i in items],
-            "texts": [i.message.text for i in items],
-            "hashes": hashes,
-            "tokens": [i.token_count for i in items],
-            "terms": [tsvector_literal(w) for w in words],
-            "lengths": [len(w) for w in words],
-        },
-    ).fetchall()
-    ids = {int(r["position"]): int(r["id"]) for r in rows}
-    return [
-        StoredMessage(
-            id=ids[position],
-            session_id=session_id,
-            position=position,
-            message=item.message,
-            content_hash=content_hash,
-            token_count=item.token_count,
-            created_at=created,
-        )
-        for position, item, content_hash in zip(positions, items, hashes, strict=True)
-    ]
-
-
-def _set_status(conn: Conn, ids: Sequence[int], status: str) -> int:
-    """Change status, keeping the session's message_count and the index in step."""
-    changed = 0
-    for message_id in ids:
-        row = conn.execute(
-            "SELECT session_id, status FROM messages WHERE id = %s", (message_id,)
-        ).fetchone()
-        if row is None or row["status"] == status:
-            continue
-        delta = int(status != "superseded") - int(row["status"] != "superseded")
-        conn.execute("UPDATE messages SET status = %s WHERE id = %s", (status, message_id))
-        conn.execute(
-            "UPDATE docs SET active = %s WHERE kind = 'message' AND ref = %s",
-            (status != "superseded", str(message_id)),
-        )
-        if delta:
-            conn.execute(
-                "UPDATE sessions SET message_count = message_count + %s WHERE id = %s",
-                (delta, row["session_id"]),
-            )
-        changed += 1
-    return changed
 
 
 def _filter_sql(flt: SearchFilter, alias: str) -> tuple[str, dict[str, Any]]:

@@ -19,11 +19,8 @@ from typing import Any, Literal
 
 from memlane.store import analysis
 from memlane.store.base import (
-    NewMessage,
     SearchFilter,
-    SessionNotFound,
     StoreError,
-    SyncResult,
     Vector,
     check_table,
 )
@@ -32,7 +29,6 @@ from memlane.store.codec import (
     as_vector,
     dumps,
     fact_to_row,
-    message_to_json,
     now,
     ts_to_text,
     vector_from_bytes,
@@ -45,37 +41,27 @@ from memlane.store.documents import (
 )
 from memlane.store.meta import SqlMeta
 from memlane.store.rows import (
-    EVENT_COLUMNS,
-    MESSAGE_COLUMNS,
-    event_from_row,
     fact_from_row,
     hit_from_row,
-    message_from_row,
 )
 from memlane.store.sql import marks
 from memlane.store.sqlite.connection import SQLiteConnection, SQLiteDb, explain
 from memlane.store.sqlite.index import (
     index_fact,
-    index_terms,
-    insert_docs,
-    next_id,
     one,
     put_doc,
     rebuild_turn_documents,
 )
 from memlane.store.sqlite.keyword_index import KeywordIndex
-from memlane.store.sqlite.schema import (
-    doc_tags,
-)
+from memlane.store.sqlite.messages import SQLiteMessages
 from memlane.store.sqlite.sessions import SQLiteSessions
 from memlane.store.sqlite.vector_index import VectorCache
-from memlane.store.transcript import plan_sync
-from memlane.types import DocKind, Event, Fact, FactRole, Hit, StoredMessage
+from memlane.types import DocKind, Fact, FactRole, Hit
 
 _DOC_COLUMNS = "d.rowid, d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at"
 
 
-class SQLiteStore(SQLiteConnection, SQLiteSessions, SqlMeta[SQLiteDb]):
+class SQLiteStore(SQLiteConnection, SQLiteSessions, SQLiteMessages, SqlMeta[SQLiteDb]):
     """`Store` over one SQLite file. Safe to share between threads and processes."""
 
     def __init__(self, path: Path, *, synchronous: Literal["normal", "full"] = "normal") -> None:
@@ -96,204 +82,6 @@ class SQLiteStore(SQLiteConnection, SQLiteSessions, SqlMeta[SQLiteDb]):
             active=doc.active,
             document=document,
         )
-
-    # --- messages -----------------------------------------------------------------
-    def sync_messages(self, session_id: str, incoming: Sequence[NewMessage]) -> SyncResult:
-        with self._write() as conn:
-            namespace = self._require_session(conn, session_id)
-            stored = conn.execute(
-                """SELECT id, content_hash FROM messages WHERE session_id = ?
-                   AND origin = 'client' AND status = 'ok' ORDER BY position""",
-                (session_id,),
-            ).fetchall()
-            hashes = [item.message.fingerprint() for item in incoming]
-            plan = plan_sync([row[1] for row in stored], hashes)
-            superseded = 0
-            if plan.supersede_from is not None:
-                stale = [row[0] for row in stored[plan.supersede_from :]]
-                superseded = self._set_status(conn, stale, "superseded")
-            added = self._append(
-                conn, session_id, namespace, incoming[plan.matched :], hashes[plan.matched :]
-            )
-        return SyncResult(matched=plan.matched, added=tuple(added), superseded=superseded)
-
-    def append_messages(
-        self, session_id: str, messages: Sequence[NewMessage]
-    ) -> list[StoredMessage]:
-        with self._write() as conn:
-            namespace = self._require_session(conn, session_id)
-            return self._append(conn, session_id, namespace, messages)
-
-    def _append(
-        self,
-        conn: sqlite3.Connection,
-        session_id: str,
-        namespace: str,
-        items: Sequence[NewMessage],
-        hashes: Sequence[str] | None = None,
-    ) -> list[StoredMessage]:
-        """`hashes`: the items' fingerprints when the caller has them already."""
-        if not items:
-            return []
-        last = conn.execute(
-            "SELECT max(position) FROM messages WHERE session_id = ?", (session_id,)
-        ).fetchone()[0]
-        position = -1 if last is None else int(last)
-        # The write lock is held, so the next AUTOINCREMENT ids are ours to hand out:
-        # one executemany instead of a statement per message.
-        message_id = next_id(conn, "messages")
-        created = now()
-        stamp = ts_to_text(created)
-        out: list[StoredMessage] = []
-        tags = doc_tags("message", namespace, session_id)
-        rows: list[tuple[Any, ...]] = []
-        docs: list[tuple[Any, ...]] = []  # new messages: their documents cannot exist yet
-        for index, item in enumerate(items):
-            position += 1
-            message_id += 1
-            message = item.message
-            content_hash = hashes[index] if hashes is not None else message.fingerprint()
-            rows.append(
-                (
-                    message_id,
-                    session_id,
-                    position,
-                    message.role,
-                    message.kind,
-                    message.origin,
-                    message.wire,
-                    dumps(message_to_json(message)),
-                    message.text,
-                    content_hash,
-                    item.token_count,
-                    stamp,
-                )
-            )
-            if message.text:
-                docs.append(
-                    (
-                        "message",
-                        str(message_id),
-                        namespace,
-                        session_id,
-                        None,
-                        message.text,
-                        index_terms(message.text),
-                        stamp,
-                        1,
-                        tags,
-                    )
-                )
-            out.append(
-                StoredMessage(
-                    id=message_id,
-                    session_id=session_id,
-                    position=position,
-                    message=message,
-                    content_hash=content_hash,
-                    token_count=item.token_count,
-                    created_at=created,
-                )
-            )
-        conn.executemany(
-            """INSERT INTO messages (id, session_id, position, role, kind, origin, wire, content,
-               text, content_hash, token_count, status, created_at)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'ok', ?)""",
-            rows,
-        )
-        insert_docs(conn, docs)
-        conn.execute(
-            """UPDATE sessions SET message_count = message_count + ?, updated_at = ?
-               WHERE id = ?""",
-            (len(out), stamp, session_id),
-        )
-        return out
-
-    def list_messages(
-        self,
-        session_id: str,
-        *,
-        transcript_only: bool = False,
-        include_superseded: bool = False,
-        since_position: int = 0,
-    ) -> list[StoredMessage]:
-        status = "" if include_superseded else "AND status != 'superseded'"
-        rows = self._read(
-            f"""SELECT {MESSAGE_COLUMNS} FROM messages
-                WHERE session_id = ? AND position >= ? {status} ORDER BY position""",
-            (session_id, since_position),
-        )
-        messages = [message_from_row(r) for r in rows]
-        if transcript_only:
-            messages = [m for m in messages if m.transcript]
-        return messages
-
-    def set_message_status(self, message_id: int, status: str) -> None:
-        if status not in ("ok", "failed", "superseded"):
-            raise StoreError(f"unknown message status {status!r}: use ok, failed or superseded")
-        with self._write() as conn:
-            if not self._set_status(conn, [message_id], status):
-                exists = one(conn, "SELECT 1 FROM messages WHERE id = ?", message_id)
-                if exists is None:
-                    raise StoreError(f"no message with id {message_id}")
-
-    def _set_status(self, conn: sqlite3.Connection, ids: Sequence[int], status: str) -> int:
-        """Change status, keeping the session's message_count and the index in step."""
-        changed = 0
-        for message_id in ids:
-            row = one(conn, "SELECT session_id, status FROM messages WHERE id = ?", message_id)
-            if row is None or row["status"] == status:
-                continue
-            delta = (status != "superseded") - (row["status"] != "superseded")
-            conn.execute("UPDATE messages SET status = ? WHERE id = ?", (status, message_id))
-            conn.execute(
-                "UPDATE docs SET active = ? WHERE kind = 'message' AND ref = ?",
-                (int(status != "superseded"), str(message_id)),
-            )
-            if delta:
-                conn.execute(
-                    "UPDATE sessions SET message_count = message_count + ? WHERE id = ?",
-                    (delta, row["session_id"]),
-                )
-            changed += 1
-        return changed
-
-    def _require_session(self, conn: sqlite3.Connection, session_id: str) -> str:
-        """The session's namespace, or SessionNotFound."""
-        row = one(conn, "SELECT namespace FROM sessions WHERE id = ?", session_id)
-        if row is None:
-            raise SessionNotFound(f"no session with id {session_id}")
-        return str(row["namespace"])
-
-    # --- events ---------------------------------------------------------------------
-    def add_event(
-        self, session_id: str, kind: str, payload: Mapping[str, Any], *, text: str = ""
-    ) -> Event:
-        created = now()
-        stamp = ts_to_text(created)
-        with self._write() as conn:
-            namespace = self._require_session(conn, session_id)
-            event_id = conn.execute(
-                """INSERT INTO events (session_id, kind, payload, text, created_at)
-                   VALUES (?, ?, ?, ?, ?)""",
-                (session_id, kind, dumps(dict(payload)), text, stamp),
-            ).lastrowid
-            assert event_id is not None
-            if text:
-                put_doc(conn, "event", str(event_id), namespace, session_id, None, text, stamp)
-            conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (stamp, session_id))
-        return Event(event_id, session_id, kind, dict(payload), text, created)
-
-    def list_events(
-        self, session_id: str, *, kind: str | None = None, limit: int | None = None
-    ) -> list[Event]:
-        where = "session_id = ?" + (" AND kind = ?" if kind is not None else "")
-        params: list[Any] = [session_id] + ([kind] if kind is not None else [])
-        rows = self._read(
-            f"SELECT {EVENT_COLUMNS} FROM events WHERE {where} ORDER BY id DESC LIMIT ?",
-            [*params, -1 if limit is None else limit],
-        )
-        return [event_from_row(r) for r in reversed(rows)]
 
     # --- facts ------------------------------------------------------------------------
     def put_fact(self, fact: Fact) -> None:
