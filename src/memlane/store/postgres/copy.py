@@ -17,16 +17,17 @@ from psycopg.types.json import Jsonb
 
 from memlane.store import codec
 from memlane.store.base import StoreError
-from memlane.store.documents import Doc
+from memlane.store.facts import fact_doc, rebuild_turns
+from memlane.store.postgres.connection import PostgresDb
 from memlane.store.postgres.index import (
     ensure_vector_index,
     group_vectors,
     insert_docs,
     insert_vectors,
-    rebuild_turn_documents,
+    retext_turn,
 )
 from memlane.store.rows import EVENT_COLUMNS, MESSAGE_COLUMNS, SESSION_COLUMNS, fact_from_row
-from memlane.types import DocKind
+from memlane.store.tables import loaded_docs, message_active
 
 Conn = psycopg.Connection[dict[str, Any]]
 Row = dict[str, Any]
@@ -75,7 +76,7 @@ def load_messages(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[in
             "%(status)s, %(created_at)s)",
             prepared,
         )
-    _index_session_rows(conn, "message", prepared, lambda r: r["status"] != "superseded")
+    insert_docs(conn, loaded_docs(PostgresDb(conn), "message", prepared, message_active))
     advance_sequence(conn, "messages")
 
 
@@ -94,7 +95,7 @@ def load_events(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]
             "(%(id)s, %(session_id)s, %(kind)s, %(payload)s, %(text)s, %(created_at)s)",
             prepared,
         )
-    _index_session_rows(conn, "event", prepared, lambda r: True)
+    insert_docs(conn, loaded_docs(PostgresDb(conn), "event", prepared))
     advance_sequence(conn, "events")
 
 
@@ -110,24 +111,10 @@ def load_facts(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int])
                 for f in facts
             ],
         )
-    insert_docs(
-        conn,
-        [
-            Doc(
-                "fact",
-                f.id,
-                f.scope,
-                f.conversation_id,
-                f.role,
-                f.text,
-                f.created_at,
-                not f.deleted,
-            )
-            for f in facts
-        ],
-    )
+    insert_docs(conn, [fact_doc(f) for f in facts])
     # turns are indexed with their neighbours, which the batch itself brought along
-    rebuild_turn_documents(conn, conversations=sorted({f.conversation_id for f in facts}))
+    conversations = sorted({f.conversation_id for f in facts})
+    rebuild_turns(PostgresDb(conn), retext_turn, conversations=conversations)
 
 
 def load_vectors(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
@@ -160,13 +147,6 @@ def load_meta(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) 
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             list(rows),
         )
-
-
-def namespaces(conn: Conn, session_ids: set[str]) -> dict[str, str]:
-    rows = conn.execute(
-        "SELECT id, namespace FROM sessions WHERE id = ANY(%s)", (list(session_ids),)
-    ).fetchall()
-    return {r["id"]: r["namespace"] for r in rows}
 
 
 def advance_sequence(conn: Conn, table: str) -> None:
@@ -209,28 +189,3 @@ def dump_row(table: str, row: Row) -> dict[str, Any]:
     if table == "sessions":
         out["cost_usd"] = float(out["cost_usd"])
     return out
-
-
-def _index_session_rows(
-    conn: Conn,
-    kind: DocKind,
-    rows: Sequence[Mapping[str, Any]],
-    active: Callable[[Mapping[str, Any]], bool],
-) -> None:
-    """Search documents for loaded messages or events: scoped by their session's namespace."""
-    scopes = namespaces(conn, {r["session_id"] for r in rows})
-    docs = [
-        Doc(
-            kind,
-            str(r["id"]),
-            scopes.get(r["session_id"], ""),
-            r["session_id"],
-            None,
-            r["text"],
-            r["created_at"],
-            active(r),
-        )
-        for r in rows
-        if r["text"]
-    ]
-    insert_docs(conn, docs)

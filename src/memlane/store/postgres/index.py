@@ -8,30 +8,18 @@ of any dimension, with a partial HNSW index (cosine) per dimension.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
 
 from memlane.store import analysis
 from memlane.store.base import Vector
-from memlane.store.codec import FACT_COLUMNS
-from memlane.store.documents import (
-    AFTER,
-    BEFORE,
-    TURN_ROLES,
-    Doc,
-    is_turn,
-    turn_document,
-    turn_documents,
-)
+from memlane.store.documents import Doc
+from memlane.store.facts import rebuild_turns
+from memlane.store.postgres.connection import PostgresDb
 from memlane.store.postgres.keywords import tsvector_literal
 from memlane.store.postgres.schema import LOCK_CLASS, VECTOR_INDEX_LOCK
-from memlane.store.rows import fact_from_row
-from memlane.types import DocKind, Fact
 
 Conn = psycopg.Connection[dict[str, Any]]
 
@@ -39,30 +27,19 @@ Conn = psycopg.Connection[dict[str, Any]]
 HNSW_MAX_DIM = 2_000
 
 
-def put_doc(
-    conn: Conn,
-    kind: DocKind,
-    ref: str,
-    scope: str,
-    session_id: str | None,
-    role: str | None,
-    text: str,
-    created_at: datetime,
-    *,
-    active: bool = True,
-    document: str | None = None,
-) -> None:
+def put_doc(db: PostgresDb, doc: Doc, document: str | None = None) -> None:
     """Insert or refresh one search document; a changed text drops its stale vectors.
 
     `document` is what the keyword index reads when it is more than the text (a turn
     with its neighbours, `store.documents`); the text is still what a hit shows.
     """
-    words = analysis.terms(text if document is None else document)
+    words = analysis.terms(doc.text if document is None else document)
+    conn = db.conn
     old = conn.execute(
-        "SELECT text FROM docs WHERE kind = %s AND ref = %s FOR UPDATE", (kind, ref)
+        "SELECT text FROM docs WHERE kind = %s AND ref = %s FOR UPDATE", (doc.kind, doc.ref)
     ).fetchone()
-    if old is not None and old["text"] != text:
-        conn.execute("DELETE FROM vectors WHERE kind = %s AND ref = %s", (kind, ref))
+    if old is not None and old["text"] != doc.text:
+        conn.execute("DELETE FROM vectors WHERE kind = %s AND ref = %s", (doc.kind, doc.ref))
     conn.execute(
         "INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, length, created_at, "
         "active) VALUES (%s, %s, %s, %s, %s, %s, %s::tsvector, %s, %s, %s) "
@@ -71,16 +48,16 @@ def put_doc(
         "terms = excluded.terms, length = excluded.length, created_at = excluded.created_at, "
         "active = excluded.active",
         (
-            kind,
-            ref,
-            scope,
-            session_id,
-            role,
-            text,
+            doc.kind,
+            doc.ref,
+            doc.scope,
+            doc.session_id,
+            doc.role,
+            doc.text,
             tsvector_literal(words),
             len(words),
-            created_at,
-            active,
+            doc.created_at,
+            doc.active,
         ),
     )
 
@@ -109,84 +86,19 @@ def insert_docs(conn: Conn, docs: Sequence[Doc]) -> None:
     )
 
 
-def index_fact(conn: Conn, fact: Fact, *, neighbours: bool = True) -> None:
-    """A fact is indexed under its conversation; a tombstone stays, inactive, with its vectors.
-
-    A turn is indexed with its neighbours, and the turns whose neighbourhood now holds it
-    are indexed again (the one before it; those after it, when it came late).
-    """
-    document = None
-    if is_turn(fact):
-        before = _turns(conn, fact, "<", BEFORE)
-        after = _turns(conn, fact, ">", BEFORE)
-        document = turn_document(
-            fact, [t.text for t in reversed(before)], [t.text for t in after[:AFTER]]
-        )
-        if neighbours:
-            for other in (*before[:AFTER], *after[:BEFORE]):
-                index_fact(conn, other, neighbours=False)
-    put_doc(
-        conn,
-        "fact",
-        fact.id,
-        fact.scope,
-        fact.conversation_id,
-        fact.role,
-        fact.text,
-        fact.created_at,
-        active=not fact.deleted,
-        document=document,
-    )
+def retext_turn(db: PostgresDb, ref: str, document: str) -> int:
+    """Replace a turn document's terms (see `store.facts.rebuild_turns`)."""
+    words = tsvector_literal(analysis.terms(document))
+    return db.conn.execute(
+        "UPDATE docs SET terms = %s::tsvector, length = %s "
+        "WHERE kind = 'fact' AND ref = %s AND terms IS DISTINCT FROM %s::tsvector",
+        (words, len(analysis.terms(document)), ref, words),
+    ).rowcount
 
 
-def rebuild_turn_documents(
-    conn: psycopg.Connection[Any],
-    progress: Callable[[int, int], None] | None = None,
-    *,
-    conversations: Sequence[str] | None = None,
-) -> int:
-    """Index live turns again with their neighbours (a migration, a load, `memory
-    reindex`), all of them or those of `conversations`; returns how many changed."""
-    only = "" if conversations is None else "AND conversation_id = ANY(%s) "
-    params: list[Any] = [list(TURN_ROLES)] + (
-        [] if conversations is None else [list(conversations)]
-    )
-    with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(
-            f"SELECT {', '.join(FACT_COLUMNS)} FROM facts WHERE NOT deleted AND role = ANY(%s) "
-            f"{only}ORDER BY scope, conversation_id, created_at, seq",
-            params,
-        ).fetchall()
-    facts = [fact_from_row(r) for r in rows]
-    changed = 0
-    done = 0
-    for _, group in itertools.groupby(facts, key=lambda f: (f.scope, f.conversation_id)):
-        turns = list(group)
-        for ref, document in turn_documents(turns).items():
-            words = analysis.terms(document)
-            cursor = conn.execute(
-                "UPDATE docs SET terms = %s::tsvector, length = %s "
-                "WHERE kind = 'fact' AND ref = %s AND terms IS DISTINCT FROM %s::tsvector",
-                (tsvector_literal(words), len(words), ref, tsvector_literal(words)),
-            )
-            changed += cursor.rowcount
-        done += len(turns)
-        if progress is not None:
-            progress(done, len(facts))
-    return changed
-
-
-def _turns(conn: Conn, fact: Fact, direction: str, limit: int) -> list[Fact]:
-    """The live turns of `fact`'s conversation just before ("<") or after (">") it, nearest
-    first."""
-    order = "DESC" if direction == "<" else "ASC"
-    rows = conn.execute(
-        f"SELECT {', '.join(FACT_COLUMNS)} FROM facts WHERE conversation_id = %s "
-        f"AND scope = %s AND NOT deleted AND role = ANY(%s) AND created_at {direction} %s "
-        f"ORDER BY created_at {order}, seq {order} LIMIT %s",
-        (fact.conversation_id, fact.scope, list(TURN_ROLES), fact.created_at, limit),
-    ).fetchall()
-    return [fact_from_row(r) for r in rows]
+def rebuild_turn_documents(conn: psycopg.Connection[Any]) -> int:
+    """Index every live turn again with its neighbours (migration m002)."""
+    return rebuild_turns(PostgresDb(conn), retext_turn)
 
 
 def vector_text(vector: Vector) -> str:

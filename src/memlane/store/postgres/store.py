@@ -19,7 +19,7 @@ from the database.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,16 +30,12 @@ from memlane.store.base import (
     Vector,
     check_table,
 )
-from memlane.store.documents import Doc
-from memlane.store.meta import SqlMeta
 from memlane.store.postgres.connection import POOL_MAX, PostgresConnection, PostgresDb
 from memlane.store.postgres.copy import DUMP_SQL, LOADERS, dump_row
+from memlane.store.postgres.facts import PostgresFacts
 from memlane.store.postgres.index import (
     ensure_vector_index,
-    index_fact,
     insert_vectors,
-    put_doc,
-    rebuild_turn_documents,
 )
 from memlane.store.postgres.keywords import (
     BM25_B,
@@ -52,10 +48,10 @@ from memlane.store.postgres.keywords import (
 from memlane.store.postgres.messages import PostgresMessages
 from memlane.store.postgres.sessions import PostgresSessions
 from memlane.store.rows import (
-    fact_from_row,
     hit_from_row,
 )
-from memlane.types import DocKind, Fact, FactRole, Hit
+from memlane.store.tables import SqlTables
+from memlane.types import DocKind, Hit
 
 Row = dict[str, Any]
 
@@ -63,99 +59,19 @@ Row = dict[str, Any]
 HNSW_MAX_SCAN = 20_000
 
 
-class PostgresStore(PostgresConnection, PostgresSessions, PostgresMessages, SqlMeta[PostgresDb]):
+class PostgresStore(
+    PostgresConnection,
+    PostgresSessions,
+    PostgresMessages,
+    PostgresFacts,
+    SqlTables[PostgresDb],
+):
     """A `Store` over a PostgreSQL database with the pgvector extension."""
 
     def __init__(self, url: str, *, pool_size: int = POOL_MAX) -> None:
         super().__init__(url, pool_size=pool_size)
         self._indexed_dims: set[int] = set()
         self._stats = CollectionStats()
-
-    def _put_doc(self, db: PostgresDb, doc: Doc, document: str | None = None) -> None:
-        put_doc(
-            db.conn,
-            doc.kind,
-            doc.ref,
-            doc.scope,
-            doc.session_id,
-            doc.role,
-            doc.text,
-            doc.created_at,
-            active=doc.active,
-            document=document,
-        )
-
-    # --- long-term memory entries ------------------------------------------
-    def put_fact(self, fact: Fact) -> None:
-        row = codec.fact_to_row(fact)
-        row["created_at"] = fact.created_at
-        row["updated_at"] = fact.updated_at
-        columns = ", ".join(codec.FACT_COLUMNS)
-        values = ", ".join(f"%({c})s" for c in codec.FACT_COLUMNS)
-        updates = ", ".join(f"{c} = excluded.{c}" for c in codec.FACT_COLUMNS if c != "id")
-        with self._tx() as conn:
-            conn.execute(
-                f"INSERT INTO facts ({columns}) VALUES ({values}) "
-                f"ON CONFLICT (id) DO UPDATE SET {updates}",
-                row,
-            )
-            index_fact(conn, fact)
-
-    def reindex_turns(self, progress: Callable[[int, int], None] | None = None) -> int:
-        with self._tx() as conn:
-            return rebuild_turn_documents(conn, progress)
-
-    def get_fact(self, fact_id: str) -> Fact | None:
-        with self._tx() as conn:
-            row = conn.execute(
-                f"SELECT {', '.join(codec.FACT_COLUMNS)} FROM facts WHERE id = %s", (fact_id,)
-            ).fetchone()
-        return fact_from_row(row) if row else None
-
-    def list_facts(
-        self,
-        *,
-        scope: str | None = None,
-        conversation_id: str | None = None,
-        roles: Sequence[FactRole] | None = None,
-        include_deleted: bool = False,
-        limit: int | None = None,
-    ) -> list[Fact]:
-        with self._tx() as conn:
-            rows = conn.execute(
-                f"SELECT {', '.join(codec.FACT_COLUMNS)} FROM facts WHERE "
-                "(%(scope)s::text IS NULL OR scope = %(scope)s) "
-                "AND (%(conv)s::text IS NULL OR conversation_id = %(conv)s) "
-                "AND (%(roles)s::text[] IS NULL OR role = ANY(%(roles)s)) "
-                "AND (%(deleted)s OR NOT deleted) "
-                "ORDER BY created_at, seq LIMIT %(limit)s",
-                {
-                    "scope": scope,
-                    "conv": conversation_id,
-                    "roles": list(roles) if roles is not None else None,
-                    "deleted": include_deleted,
-                    "limit": limit,
-                },
-            ).fetchall()
-        return [fact_from_row(r) for r in rows]
-
-    def delete_fact(self, fact_id: str, *, replaced_by: str | None = None) -> bool:
-        with self._tx() as conn:
-            row = conn.execute(
-                "UPDATE facts SET deleted = true, replaced_by = coalesce(%s, replaced_by), "
-                "updated_at = %s WHERE id = %s RETURNING id",
-                (replaced_by, codec.now(), fact_id),
-            ).fetchone()
-            conn.execute(
-                "UPDATE docs SET active = false WHERE kind = 'fact' AND ref = %s", (fact_id,)
-            )
-        return row is not None
-
-    def purge_fact(self, fact_id: str) -> bool:
-        with self._tx() as conn:
-            conn.execute("DELETE FROM docs WHERE kind = 'fact' AND ref = %s", (fact_id,))
-            row = conn.execute("DELETE FROM facts WHERE id = %s RETURNING id", (fact_id,))
-            return row.fetchone() is not None
 
     # --- search -------------------------------------------------------------
     def keyword_search(self, query: str, flt: SearchFilter, *, limit: int = 10) -> list[Hit]:
@@ -276,13 +192,6 @@ class PostgresStore(PostgresConnection, PostgresSessions, PostgresMessages, SqlM
             indexed = set(self._indexed_dims)
             LOADERS[table](conn, rows, indexed)
         self._indexed_dims |= indexed
-
-    def count(self, table: str) -> int:
-        check_table(table)
-        with self._tx() as conn:
-            row = conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()
-        assert row is not None
-        return int(row["n"])
 
 
 # --- helpers ------------------------------------------------------------------

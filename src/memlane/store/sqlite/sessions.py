@@ -25,7 +25,7 @@ class SQLiteSessions(SqlSessions[SQLiteDb]):
         for row in rows:
             old_id = row["id"]
             new_message_id = db.insert(_COPY_MESSAGE, new_id, old_id)
-            copy_doc(db.conn, "message", str(old_id), str(new_message_id), new_id)
+            copy_doc(db, "message", str(old_id), str(new_message_id), new_id)
         return len(rows)
 
     def _forget_deleted(self, db: SQLiteDb) -> None:
