@@ -12,7 +12,7 @@ in the backend's package, behind the hooks of `SqlStore`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
@@ -77,7 +77,7 @@ class SqlStore(ABC, Generic[D]):
         reads, when it is more than the text)."""
 
 
-def marks(values: Sequence[Any]) -> str:
+def marks(values: Collection[Any]) -> str:
     return ", ".join("?" for _ in values)
 
 

@@ -7,7 +7,7 @@ from them and the id sequences moved past them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,7 +16,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from memlane.store import codec
-from memlane.store.base import StoreError
+from memlane.store.base import StoreError, check_table
 from memlane.store.facts import fact_doc, rebuild_turns
 from memlane.store.postgres.connection import PostgresDb
 from memlane.store.postgres.index import (
@@ -27,6 +27,7 @@ from memlane.store.postgres.index import (
     retext_turn,
 )
 from memlane.store.rows import EVENT_COLUMNS, MESSAGE_COLUMNS, SESSION_COLUMNS, fact_from_row
+from memlane.store.sql import SqlStore
 from memlane.store.tables import loaded_docs, message_active
 
 Conn = psycopg.Connection[dict[str, Any]]
@@ -189,3 +190,24 @@ def dump_row(table: str, row: Row) -> dict[str, Any]:
     if table == "sessions":
         out["cost_usd"] = float(out["cost_usd"])
     return out
+
+
+class PostgresCopy(SqlStore[PostgresDb]):
+    _indexed_dims: set[int]
+
+    def dump(self, table: str) -> Iterator[dict[str, Any]]:
+        check_table(table)
+        with self._reading() as db, db.conn.cursor(name=f"dump_{table}") as cur:
+            cur.itersize = 1000
+            cur.execute(DUMP_SQL[table])
+            for row in cur:
+                yield dump_row(table, row)
+
+    def load(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        check_table(table)
+        if not rows:
+            return
+        with self._writing() as db:
+            indexed = set(self._indexed_dims)
+            LOADERS[table](db.conn, rows, indexed)
+        self._indexed_dims |= indexed
