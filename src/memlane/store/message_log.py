@@ -35,6 +35,7 @@ def check_status(status: str) -> None:
 class History:
     """A session's history as its writer holds it."""
 
+    session_id: str
     namespace: str
     next_position: int
     """The next free position; it stays free until the transaction ends."""
@@ -68,6 +69,7 @@ def hold_history(db: Db, session_id: str, *, with_stored: bool = False) -> Histo
     if not session:
         raise SessionNotFound(f"no session with id {session_id}")
     return History(
+        session_id=session_id,
         namespace=str(session[0]["namespace"]),
         next_position=int(position[0]["next"]),
         stored=[(int(r["id"]), r["content_hash"]) for r in stored[0]] if stored else [],
@@ -126,15 +128,10 @@ def appended(
 class SqlMessageLog(SqlStore[D]):
     @abstractmethod
     def _append(
-        self,
-        db: D,
-        session_id: str,
-        history: History,
-        items: Sequence[NewMessage],
-        hashes: Sequence[str],
+        self, db: D, history: History, items: Sequence[NewMessage], hashes: Sequence[str]
     ) -> list[StoredMessage]:
-        """Store `items` (their fingerprints: `hashes`) from `history.next_position` on,
-        indexed for search, and count them on the session."""
+        """Store `items` (at least one; their fingerprints: `hashes`) in the held session
+        from `history.next_position` on, indexed for search, and count them on the session."""
 
     def sync_messages(self, session_id: str, incoming: Sequence[NewMessage]) -> SyncResult:
         hashes = [item.message.fingerprint() for item in incoming]
@@ -146,9 +143,8 @@ class SqlMessageLog(SqlStore[D]):
             if plan.supersede_from is not None:
                 stale = [message_id for message_id, _ in history.stored[plan.supersede_from :]]
                 superseded = change_status(db, stale, "superseded")
-            added = self._append(
-                db, session_id, history, incoming[plan.matched :], hashes[plan.matched :]
-            )
+            new = incoming[plan.matched :]
+            added = self._append(db, history, new, hashes[plan.matched :]) if new else []
         return SyncResult(plan.matched, tuple(added), superseded)
 
     def append_messages(
@@ -157,7 +153,7 @@ class SqlMessageLog(SqlStore[D]):
         hashes = [item.message.fingerprint() for item in messages]
         with self._writing() as db:
             history = hold_history(db, session_id)
-            return self._append(db, session_id, history, messages, hashes)
+            return self._append(db, history, messages, hashes) if messages else []
 
     def list_messages(
         self,

@@ -27,8 +27,7 @@ from memlane.store.postgres.index import (
     retext_turn,
 )
 from memlane.store.rows import EVENT_COLUMNS, MESSAGE_COLUMNS, SESSION_COLUMNS, fact_from_row
-from memlane.store.sql import SqlStore
-from memlane.store.tables import loaded_docs, message_active
+from memlane.store.tables import SqlTables, loaded_docs, message_active
 
 Conn = psycopg.Connection[dict[str, Any]]
 Row = dict[str, Any]
@@ -192,7 +191,9 @@ def dump_row(table: str, row: Row) -> dict[str, Any]:
     return out
 
 
-class PostgresCopy(SqlStore[PostgresDb]):
+class PostgresCopy(SqlTables[PostgresDb]):
+    """The tables role (`store.tables`: meta, counts) with this backend's dump and load."""
+
     _indexed_dims: set[int]
 
     def dump(self, table: str) -> Iterator[dict[str, Any]]:

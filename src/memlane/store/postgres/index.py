@@ -16,7 +16,7 @@ import psycopg
 from memlane.store import analysis
 from memlane.store.base import Vector
 from memlane.store.documents import Doc
-from memlane.store.facts import rebuild_turns
+from memlane.store.facts import SqlFacts, rebuild_turns
 from memlane.store.postgres.connection import PostgresDb
 from memlane.store.postgres.keywords import tsvector_literal
 from memlane.store.postgres.schema import LOCK_CLASS, VECTOR_INDEX_LOCK
@@ -147,3 +147,10 @@ def ensure_vector_index(conn: Conn, dim: int) -> None:
         f"CREATE INDEX IF NOT EXISTS {name} ON vectors "
         f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE dim = {dim}"
     )
+
+
+class PostgresFacts(SqlFacts[PostgresDb]):
+    """The facts role (`store.facts`) with this backend's documents."""
+
+    _put_doc = staticmethod(put_doc)
+    _retext_turn = staticmethod(retext_turn)

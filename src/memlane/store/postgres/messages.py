@@ -46,16 +46,9 @@ _APPEND_SQL = """
 
 class PostgresMessages(SqlMessageLog[PostgresDb]):
     def _append(
-        self,
-        db: PostgresDb,
-        session_id: str,
-        history: History,
-        items: Sequence[NewMessage],
-        hashes: Sequence[str],
+        self, db: PostgresDb, history: History, items: Sequence[NewMessage], hashes: Sequence[str]
     ) -> list[StoredMessage]:
         """One statement stores the rows, indexes them and counts them, whatever the count."""
-        if not items:
-            return []
         start = history.next_position
         created = codec.now()
         positions = list(range(start, start + len(items)))
@@ -63,7 +56,7 @@ class PostgresMessages(SqlMessageLog[PostgresDb]):
         rows = db.conn.execute(
             _APPEND_SQL,
             {
-                "sid": session_id,
+                "sid": history.session_id,
                 "scope": history.namespace,
                 "at": created,
                 "n": len(items),
@@ -81,4 +74,6 @@ class PostgresMessages(SqlMessageLog[PostgresDb]):
             },
         ).fetchall()
         ids = {int(r["position"]): int(r["id"]) for r in rows}
-        return appended(session_id, start, [ids[p] for p in positions], items, hashes, created)
+        return appended(
+            history.session_id, start, [ids[p] for p in positions], items, hashes, created
+        )

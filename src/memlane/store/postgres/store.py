@@ -21,13 +21,12 @@ answer comes from the database.
 
 from __future__ import annotations
 
-from memlane.store.postgres.connection import POOL_MAX, PostgresConnection, PostgresDb
+from memlane.store.postgres.connection import POOL_MAX, PostgresConnection
 from memlane.store.postgres.copy import PostgresCopy
-from memlane.store.postgres.facts import PostgresFacts
+from memlane.store.postgres.index import PostgresFacts
 from memlane.store.postgres.messages import PostgresMessages
 from memlane.store.postgres.search import PostgresSearch
 from memlane.store.postgres.sessions import PostgresSessions
-from memlane.store.tables import SqlTables
 
 
 class PostgresStore(
@@ -37,7 +36,6 @@ class PostgresStore(
     PostgresFacts,
     PostgresSearch,
     PostgresCopy,
-    SqlTables[PostgresDb],
 ):
     """A `Store` over a PostgreSQL database with the pgvector extension."""
 

@@ -21,10 +21,10 @@ from memlane.store.codec import (
 )
 from memlane.store.facts import fact_doc, rebuild_turns
 from memlane.store.rows import Row, decoded, fact_from_row
-from memlane.store.sql import SqlStore, marks
+from memlane.store.sql import marks
 from memlane.store.sqlite.connection import SQLiteDb
 from memlane.store.sqlite.index import put_doc, retext_turn
-from memlane.store.tables import loaded_docs, message_active
+from memlane.store.tables import SqlTables, loaded_docs, message_active
 
 _JSON_COLUMNS = {"sessions": "metadata", "messages": "content", "events": "payload"}
 _ORDER = {"session_state": "session_id, name", "meta": "key"}
@@ -32,7 +32,9 @@ _VECTORS = """SELECT d.kind, d.ref, v.model, v.dim, v.vec FROM vectors v
     JOIN docs d ON d.rowid = v.doc_id ORDER BY v.id"""
 
 
-class SQLiteCopy(SqlStore[SQLiteDb]):
+class SQLiteCopy(SqlTables[SQLiteDb]):
+    """The tables role (`store.tables`: meta, counts) with this backend's dump and load."""
+
     def dump(self, table: str) -> Iterator[dict[str, Any]]:
         check_table(table)
         with self._reading() as db:

@@ -16,7 +16,7 @@ from typing import Any
 from memlane.store import analysis
 from memlane.store.codec import ts_to_text
 from memlane.store.documents import Doc
-from memlane.store.facts import rebuild_turns
+from memlane.store.facts import SqlFacts, rebuild_turns
 from memlane.store.sqlite.connection import SQLiteDb
 from memlane.store.sqlite.schema import doc_tags
 
@@ -152,3 +152,10 @@ def copy_doc(db: SQLiteDb, kind: str, old_ref: str, new_ref: str, session_id: st
         kind,
         old_ref,
     )
+
+
+class SQLiteFacts(SqlFacts[SQLiteDb]):
+    """The facts role (`store.facts`) with this backend's documents."""
+
+    _put_doc = staticmethod(put_doc)
+    _retext_turn = staticmethod(retext_turn)

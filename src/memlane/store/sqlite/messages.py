@@ -20,23 +20,15 @@ _INSERT_MESSAGE = """INSERT INTO messages (id, session_id, position, role, kind,
 
 class SQLiteMessages(SqlMessageLog[SQLiteDb]):
     def _append(
-        self,
-        db: SQLiteDb,
-        session_id: str,
-        history: History,
-        items: Sequence[NewMessage],
-        hashes: Sequence[str],
+        self, db: SQLiteDb, history: History, items: Sequence[NewMessage], hashes: Sequence[str]
     ) -> list[StoredMessage]:
-        if not items:
-            return []
-        conn = db.conn
         # The write lock is held, so the next AUTOINCREMENT ids are ours to hand out:
         # one executemany instead of a statement per message.
-        first = next_id(conn, "messages") + 1
+        first = next_id(db.conn, "messages") + 1
         ids = list(range(first, first + len(items)))
         created = now()
         stamp = ts_to_text(created)
-        tags = doc_tags("message", history.namespace, session_id)
+        tags = doc_tags("message", history.namespace, history.session_id)
         rows: list[tuple[Any, ...]] = []
         docs: list[tuple[Any, ...]] = []  # new messages: their documents cannot exist yet
         for index, (message_id, item) in enumerate(zip(ids, items, strict=True)):
@@ -44,7 +36,7 @@ class SQLiteMessages(SqlMessageLog[SQLiteDb]):
             rows.append(
                 (
                     message_id,
-                    session_id,
+                    history.session_id,
                     history.next_position + index,
                     message.role,
                     message.kind,
@@ -63,7 +55,7 @@ class SQLiteMessages(SqlMessageLog[SQLiteDb]):
                         "message",
                         str(message_id),
                         history.namespace,
-                        session_id,
+                        history.session_id,
                         None,
                         message.text,
                         index_terms(message.text),
@@ -72,9 +64,10 @@ class SQLiteMessages(SqlMessageLog[SQLiteDb]):
                         tags,
                     )
                 )
-        conn.executemany(_INSERT_MESSAGE, rows)
-        insert_docs(conn, docs)
-        conn.execute(
+        session_id = history.session_id
+        db.conn.executemany(_INSERT_MESSAGE, rows)
+        insert_docs(db.conn, docs)
+        db.conn.execute(
             "UPDATE sessions SET message_count = message_count + ?, updated_at = ? WHERE id = ?",
             (len(items), stamp, session_id),
         )

@@ -3,7 +3,7 @@
 The roles are written once for every SQL backend (`store.sessions`,
 `store.message_log`, `store.facts`, `store.tables`); this package supplies the
 connections (`connection`), appending (`messages`), forks (`sessions`),
-documents (`index`, `facts`), search (`search`), copying (`copy`) and the
+documents (`index`), search (`search`), copying (`copy`) and the
 schema (`schema`). Queries run over in-process caches derived from the file
 and kept in step with it — BM25 postings (`keyword_index`) and vectors
 (`vector_index`); the WAL is checkpointed in the background (`checkpoint`).
@@ -14,13 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from memlane.store.sqlite.connection import SQLiteConnection, SQLiteDb
+from memlane.store.sqlite.connection import SQLiteConnection
 from memlane.store.sqlite.copy import SQLiteCopy
-from memlane.store.sqlite.facts import SQLiteFacts
+from memlane.store.sqlite.index import SQLiteFacts
 from memlane.store.sqlite.messages import SQLiteMessages
 from memlane.store.sqlite.search import SQLiteSearch
 from memlane.store.sqlite.sessions import SQLiteSessions
-from memlane.store.tables import SqlTables
 
 
 class SQLiteStore(
@@ -30,7 +29,6 @@ class SQLiteStore(
     SQLiteFacts,
     SQLiteSearch,
     SQLiteCopy,
-    SqlTables[SQLiteDb],
 ):
     """`Store` over one SQLite file. Safe to share between threads and processes."""
 
