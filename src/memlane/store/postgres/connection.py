@@ -66,7 +66,7 @@ class PostgresConnection(SqlStore["PostgresDb"]):
         self._pool.close()
 
     @contextmanager
-    def _tx(self) -> Iterator[Conn]:
+    def _writing(self) -> Iterator[PostgresDb]:
         """A pooled connection in one transaction: committed on success, rolled back on error.
 
         A lost server or an exhausted pool becomes a `StoreError` naming the store.
@@ -75,7 +75,7 @@ class PostgresConnection(SqlStore["PostgresDb"]):
             raise StoreError(f"the store {self.url} is closed")
         try:
             with self._pool.connection(timeout=POOL_WAIT) as conn:
-                yield conn
+                yield PostgresDb(conn)
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise StoreError(
                 f"the PostgreSQL store at {self.url} failed: {_reason(exc)} "
@@ -85,11 +85,6 @@ class PostgresConnection(SqlStore["PostgresDb"]):
     def _reading(self) -> AbstractContextManager[PostgresDb]:
         """Reads run in a transaction too: one snapshot for everything they read."""
         return self._writing()
-
-    @contextmanager
-    def _writing(self) -> Iterator[PostgresDb]:
-        with self._tx() as conn:
-            yield PostgresDb(conn)
 
 
 class PostgresDb:

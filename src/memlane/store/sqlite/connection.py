@@ -150,7 +150,7 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
         self._local = threading.local()
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _writing(self) -> Iterator[SQLiteDb]:
         """One IMMEDIATE transaction: the write lock is taken up front, so no upgrade deadlock.
 
         Threads of this process first queue on a Python lock: SQLite's busy handler
@@ -171,7 +171,7 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
             except sqlite3.DatabaseError as exc:
                 raise StoreError(explain(self.path, exc)) from None
             try:
-                yield conn
+                yield SQLiteDb(conn)
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
@@ -185,24 +185,10 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
         self.checkpointer.committed()
 
     @contextmanager
-    def _writing(self) -> Iterator[SQLiteDb]:
-        with self._write() as conn:
-            yield SQLiteDb(conn)
-
-    @contextmanager
     def _reading(self) -> Iterator[SQLiteDb]:
         """Reads outside a transaction: each statement sees the last commit."""
         try:
             yield SQLiteDb(self._conn())
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(explain(self.path, exc)) from None
-
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        conn = self._conn()
-        try:
-            cursor = conn.execute(sql, params)
-            cursor.row_factory = sqlite3.Row
-            return cursor.fetchall()
         except sqlite3.DatabaseError as exc:
             raise StoreError(explain(self.path, exc)) from None
 
