@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -71,6 +72,9 @@ class SearchFilter:
     scopes: tuple[str, ...] | None = None
     session_id: str | None = None
     fact_roles: tuple[FactRole, ...] | None = None
+    valid_at: datetime | None = None
+    """Only facts true at this moment (`Fact.valid_at`); messages and events are not held
+    to it. None: closed facts are found too."""
 
 
 @runtime_checkable
@@ -165,9 +169,16 @@ class MessageLog(Protocol):
     def set_message_status(self, message_id: int, status: str) -> None: ...
 
     def add_event(
-        self, session_id: str, kind: str, payload: Mapping[str, Any], *, text: str = ""
+        self,
+        session_id: str,
+        kind: str,
+        payload: Mapping[str, Any],
+        *,
+        text: str = "",
+        at: datetime | None = None,
     ) -> Event:
-        """Append an event; non-empty `text` is keyword-indexed for retrieval."""
+        """Append an event; non-empty `text` is keyword-indexed for retrieval. `at` dates
+        it when what it records happened earlier (default now): a search shows that time."""
         ...
 
     def list_events(
@@ -199,8 +210,11 @@ class FactStore(Protocol):
         """Oldest first."""
         ...
 
-    def delete_fact(self, fact_id: str, *, replaced_by: str | None = None) -> bool:
-        """Tombstone: the entry stays readable (deleted=True) and leaves the search index."""
+    def delete_fact(
+        self, fact_id: str, *, replaced_by: str | None = None, at: datetime | None = None
+    ) -> bool:
+        """Tombstone: the entry stays readable (deleted=True) and leaves the search index;
+        its validity ends at `at` (default now) unless it had ended already."""
         ...
 
     def purge_fact(self, fact_id: str) -> bool:

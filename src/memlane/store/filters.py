@@ -38,3 +38,18 @@ def conditions(flt: SearchFilter) -> list[Condition]:
     if flt.fact_roles is not None:
         out.append(Condition("role", tuple(flt.fact_roles), facts_only=True))
     return out
+
+
+def validity_sql(alias: str, mark: str) -> str:
+    """The `SearchFilter.valid_at` test over the `docs` alias, `mark` binding the moment:
+    a fact document passes when its fact had started by then and was not yet closed.
+
+    Validity lives in `facts` (one place, what a hand edit of a file changes), not in
+    the index: the test is a primary-key lookup per candidate, run only on the rows a
+    search keeps, so a closed fact costs nothing until someone asks for a moment.
+    """
+    return (
+        f"({alias}.kind <> 'fact' OR EXISTS (SELECT 1 FROM facts vf WHERE vf.id = {alias}.ref "
+        f"AND coalesce(vf.valid_from, vf.created_at) <= {mark} "
+        f"AND (vf.valid_to IS NULL OR vf.valid_to > {mark})))"
+    )

@@ -185,9 +185,16 @@ class SqlMessageLog(SqlStore[D]):
 
     # --- events -------------------------------------------------------------------------
     def add_event(
-        self, session_id: str, kind: str, payload: Mapping[str, Any], *, text: str = ""
+        self,
+        session_id: str,
+        kind: str,
+        payload: Mapping[str, Any],
+        *,
+        text: str = "",
+        at: datetime | None = None,
     ) -> Event:
-        created = now()
+        stamp = now()
+        created = at or stamp
         with self._writing() as db:
             # Events do not wait for a history's writer: they only reference the session.
             namespace = hold_session(db, session_id, lock=False)
@@ -204,7 +211,7 @@ class SqlMessageLog(SqlStore[D]):
                 self._put_doc(
                     db, Doc("event", str(event_id), namespace, session_id, None, text, created)
                 )
-            db.run("UPDATE sessions SET updated_at = ? WHERE id = ?", db.time(created), session_id)
+            db.run("UPDATE sessions SET updated_at = ? WHERE id = ?", db.time(stamp), session_id)
         return Event(event_id, session_id, kind, dict(payload), text, created)
 
     def list_events(

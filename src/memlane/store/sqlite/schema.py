@@ -243,12 +243,30 @@ def m005_turn_context(conn: sqlite3.Connection) -> None:
     rebuild_turn_documents(conn)
 
 
+def m006_fact_validity(conn: sqlite3.Connection) -> None:
+    """Facts know when they were true (`valid_from`, `valid_to`) and what they replaced
+    (`supersedes`). Existing data carries over: a tombstone's validity ends when it was
+    deleted, and a fact an update put in place links back to the tombstone it replaced."""
+    for statement in [
+        "ALTER TABLE facts ADD COLUMN valid_from TEXT",
+        "ALTER TABLE facts ADD COLUMN valid_to TEXT",
+        "ALTER TABLE facts ADD COLUMN supersedes TEXT",
+        "UPDATE facts SET valid_to = updated_at WHERE deleted = 1",
+        """UPDATE facts SET supersedes = (
+            SELECT old.id FROM facts old WHERE old.replaced_by = facts.id
+            ORDER BY old.updated_at, old.rowid LIMIT 1
+        ) WHERE EXISTS (SELECT 1 FROM facts old WHERE old.replaced_by = facts.id)""",
+    ]:
+        conn.execute(statement)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_fts_filter_tags,
     m003_fts_insert_without_trigger,
     m004_doc_changes,
     m005_turn_context,
+    m006_fact_validity,
 ]
 
 
