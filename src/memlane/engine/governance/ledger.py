@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -117,7 +118,9 @@ class StoreLedger:
         return reference or f"memlane event {event.id} of this session"
 
     def record_dropped(self, items: Sequence[tuple[int, Message]]) -> None:
-        for index, message in items:
+        """Each dropped item as an event, dated when it was said (recall shows that time)."""
+        said = self._said(message for _, message in items)
+        for (index, message), at in zip(items, said, strict=True):
             payload = {
                 "index": index,
                 "role": message.role,
@@ -126,7 +129,18 @@ class StoreLedger:
                 "fingerprint": message.fingerprint(),
             }
             text = describe(message)[:DROPPED_TEXT_CHARS]
-            self.store.add_event(self.session_id, EVENT_DROPPED, payload, text=text)
+            self.store.add_event(self.session_id, EVENT_DROPPED, payload, text=text, at=at)
+
+    def _said(self, messages: Iterable[Message]) -> list[datetime | None]:
+        """When each message was stored, matched by fingerprint in order (None: not stored)."""
+        stored: dict[str, list[datetime]] = {}
+        for item in self.store.list_messages(self.session_id, include_superseded=True):
+            stored.setdefault(item.content_hash, []).append(item.created_at)
+        out: list[datetime | None] = []
+        for message in messages:
+            times = stored.get(message.fingerprint())
+            out.append(times.pop(0) if times else None)
+        return out
 
     def record_event(self, kind: str, payload: Mapping[str, Any], text: str = "") -> None:
         self.store.add_event(self.session_id, kind, payload, text=text)
@@ -136,7 +150,9 @@ class StoreLedger:
             return []
         flt = SearchFilter(kinds=("event",), session_id=self.session_id)
         hits = self.store.keyword_search(query, flt, limit=limit)
-        return [Snippet(best_window(hit.text, query, chars), hit.score) for hit in hits]
+        return [
+            Snippet(best_window(hit.text, query, chars), hit.score, hit.created_at) for hit in hits
+        ]
 
 
 class MemoryLedger:
@@ -147,6 +163,7 @@ class MemoryLedger:
         self.outputs_dir = outputs_dir
         self.dropped: list[str] = []
         self._terms: list[frozenset[str]] = []
+        self._times: list[datetime] = []
         self.outputs: dict[str, str] = {}
         self.events: list[tuple[str, dict[str, Any], str]] = []
 
@@ -173,6 +190,7 @@ class MemoryLedger:
     def _remember(self, text: str) -> None:
         self.dropped.append(text)
         self._terms.append(frozenset(terms(text)))
+        self._times.append(datetime.now(UTC))
 
     def record_event(self, kind: str, payload: Mapping[str, Any], text: str = "") -> None:
         self.events.append((kind, dict(payload), text))
@@ -182,11 +200,11 @@ class MemoryLedger:
         if not wanted:
             return []
         scored = [
-            (len(wanted & found) / len(wanted), text)
-            for text, found in zip(self.dropped, self._terms, strict=True)
+            (len(wanted & found) / len(wanted), text, at)
+            for text, found, at in zip(self.dropped, self._terms, self._times, strict=True)
         ]
         ranked = sorted((s for s in scored if s[0] > 0), key=lambda s: -s[0])[:limit]
-        return [Snippet(best_window(text, query, chars), score) for score, text in ranked]
+        return [Snippet(best_window(text, query, chars), score, at) for score, text, at in ranked]
 
 
 def _write_atomically(path: Path, text: str) -> None:
