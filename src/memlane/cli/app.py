@@ -13,7 +13,7 @@ from memlane.cli import (
     config_cmd,
     doctor,
     eval_cmd,
-    memory,
+    memory_time,
     serve,
     sessions,
     status_cmd,
@@ -30,7 +30,7 @@ app = typer.Typer(
 )
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(sessions.app, name="sessions")
-app.add_typer(memory.app, name="memory")
+app.add_typer(memory_time.app, name="memory")  # cli.memory's commands, and those over time
 app.add_typer(eval_cmd.app, name="eval")
 app.add_typer(store_cmd.app, name="store")
 app.command("serve")(serve.serve)

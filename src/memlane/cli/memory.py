@@ -1,7 +1,9 @@
-"""`memlane memory`: add, search, list, show, edit, forget, reindex, log and export memories.
+"""`memlane memory`: add, search, list, show, edit, forget, reindex, log and export memories
+(`supersede` and `history`, facts over time, are in `cli.memory_time`).
 
 Scopes are written `global`, `ns:<namespace>` (a repo; by default the session
-key) or `conv:<session id>`. Everything a script reads has `--json`.
+key) or `conv:<session id>`. Dates are `YYYY-MM-DD` (00:00 UTC) or ISO 8601
+times. Everything a script reads has `--json`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from memlane.cli.context import (
     console,
     err_console,
     fail,
+    moment,
     opened_store,
     print_json,
     short_ids,
@@ -34,13 +37,15 @@ from memlane.engine.memory import manage
 from memlane.engine.memory.book import book_for
 from memlane.engine.memory.recall import recall
 from memlane.engine.memory.scopes import GLOBAL, parse_scope
+from memlane.engine.memory.versions import interval
 from memlane.engine.runtime import Runtime
 from memlane.files.git import GitError
 from memlane.store import StoreError
 from memlane.types import Fact, FactRole
 
 app = typer.Typer(
-    help="Long-term memory: add, search, list, show, edit, forget, reindex, log, export.",
+    help="Long-term memory: add, search, list, show, edit, supersede, history, forget, "
+    "reindex, log, export.",
     no_args_is_help=True,
 )
 
@@ -101,7 +106,10 @@ def fact_json(fact: Fact, score: float | None = None) -> dict[str, Any]:
         "created_at": fact.created_at.isoformat(),
         "updated_at": fact.updated_at.isoformat(),
         "deleted": fact.deleted,
+        "valid_from": fact.since.isoformat(),
+        "valid_to": fact.valid_to.isoformat() if fact.valid_to else None,
         "replaced_by": fact.replaced_by,
+        "supersedes": fact.supersedes,
         "source_session": fact.source_session,
         "source_message": fact.source_message,
     }
@@ -115,7 +123,7 @@ def _table(facts: list[Fact], scores: list[float] | None = None) -> Table:
     table.add_column("id", no_wrap=True, min_width=SHORT_ID)
     table.add_column("scope", overflow="fold", max_width=16)
     table.add_column("role", no_wrap=True)
-    table.add_column("created", no_wrap=True)
+    table.add_column("when", no_wrap=True)
     table.add_column("text", overflow="fold", ratio=1, min_width=24)
     if scores is not None:
         table.add_column("score")
@@ -125,7 +133,7 @@ def _table(facts: list[Fact], scores: list[float] | None = None) -> Table:
             shorts[fact.id],
             fact.scope,
             fact.role + (" (deleted)" if fact.deleted else ""),
-            fact.created_at.strftime("%Y-%m-%d %H:%M"),
+            interval(fact) if fact.role == "memory" else f"{fact.since:%Y-%m-%d %H:%M}",
             fact.text,
         ]
         if scores is not None:
@@ -140,12 +148,20 @@ def add(
     text: Annotated[str, typer.Argument(help="What to remember, as one standalone sentence.")],
     scope: Annotated[str, typer.Option("--scope", help="global, ns:<name> or conv:<id>.")] = GLOBAL,
     role: Annotated[str, typer.Option("--role", help="memory, user or assistant.")] = "memory",
+    valid_from: Annotated[
+        str | None,
+        typer.Option("--valid-from", help="True since this date (default: now).", metavar="DATE"),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Remember TEXT as it is (no extraction, no reconciliation)."""
     chosen = _role(role) or "memory"
+    since = moment(valid_from, "--valid-from")
     with _runtime(ctx) as rt:
-        fact = _run(rt, manage.add_memory(rt, text, scope=_scope(scope), role=chosen))
+        fact = _run(
+            rt,
+            manage.add_memory(rt, text, scope=_scope(scope), role=chosen, valid_from=since),
+        )
     if as_json:
         print_json(fact_json(fact))
     else:
@@ -161,17 +177,23 @@ def search_cmd(
         typer.Option("--scope", help="Scope to search (repeatable; default: every scope)."),
     ] = None,
     top_k: Annotated[int | None, typer.Option("--top-k", min=1, max=100)] = None,
+    as_of: Annotated[
+        str | None,
+        typer.Option("--as-of", help="What was true then (default: now).", metavar="DATE"),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Find memories the way the proxy's read path does (hybrid, recency, MMR)."""
+    """Find memories the way the proxy's read path does (hybrid, recency, MMR): those
+    true now, or at --as-of."""
     wanted = [_scope(s) for s in scope] if scope else None  # an operator may search everything
+    when = moment(as_of, "--as-of")
     with _runtime(ctx) as rt:
         if top_k is not None:
             rt = Runtime(rt.settings.model_copy(update={"memory_top_k": top_k}), rt.store)
 
         async def go() -> list[tuple[Fact, float]]:
             await book_for(rt).ready()
-            found = await recall(rt, query, scopes=wanted)
+            found = await recall(rt, query, scopes=wanted, as_of=when)
             facts = [await manage.get_memory(rt, r.candidate.ref) for r in found]
             return [(f, r.candidate.score) for f, r in zip(facts, found, strict=True)]
 

@@ -19,11 +19,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 
 from memlane.config import Settings
 from memlane.engine import threads
-from memlane.engine.memory import scopes
+from memlane.engine.memory import scopes, versions
 from memlane.engine.memory.book import MemoryBook, book_for, new_fact
+from memlane.engine.memory.dates import absolute_dates
 from memlane.engine.memory.evict import choose_evictions
 from memlane.engine.memory.extract import extract_facts
 from memlane.engine.memory.reconcile import Plan, reconcile
@@ -50,6 +52,8 @@ class TurnInput:
     user_text: str = ""
     user_message_id: int | None = None
     assistant_text: str = ""
+    said_at: datetime | None = None
+    """When the user's message was written (stored); None: now. Facts are valid from it."""
 
 
 @dataclass
@@ -57,6 +61,8 @@ class IngestReport:
     turns: int = 0
     facts_added: list[str] = field(default_factory=list)
     facts_updated: int = 0
+    facts_closed: list[str] = field(default_factory=list)
+    """Each replaced fact with its interval: `The user lives in Berlin (2026-01-15 → …)`."""
     facts_deleted: int = 0
     summary: bool = False
     evicted: int = 0
@@ -89,7 +95,9 @@ class IngestReport:
         if self.evicted:
             parts.append(f"{self.evicted} evicted")
         head = f"memory: {', '.join(parts) or 'no change'} in conversation {conversation}"
-        body = "\n".join(f"+ {text}" for text in self.facts_added)
+        lines = [f"+ {text}" for text in self.facts_added]
+        lines += [f"- {text}" for text in self.facts_closed]
+        body = "\n".join(lines)
         return f"{head}\n\n{body}" if body else head
 
 
@@ -121,7 +129,7 @@ def turn_input(settings: Settings, turn: Turn, answer: Answer) -> TurnInput | No
         return None
     if not (settings.memory_store_turns or settings.memory_extract_facts):
         return None  # no kind of memory is written: nothing to run at all
-    user_text, user_id = _new_user_message(turn)
+    user_text, user_id, said_at = _new_user_message(turn)
     assistant = "\n\n".join(
         m.text
         for m in answer.messages
@@ -136,18 +144,20 @@ def turn_input(settings: Settings, turn: Turn, answer: Answer) -> TurnInput | No
         user_text=user_text,
         user_message_id=user_id,
         assistant_text=assistant,
+        said_at=said_at,
     )
 
 
-def _new_user_message(turn: Turn) -> tuple[str, int | None]:
-    """The latest user message if this request added it (a resent history adds nothing)."""
+def _new_user_message(turn: Turn) -> tuple[str, int | None, datetime | None]:
+    """The latest user message if this request added it (a resent history adds nothing),
+    with its id and when it was stored."""
     if turn.synced is None:
-        return turn.user_text, None
+        return turn.user_text, None, None
     for stored in reversed(turn.synced.added):
         message = stored.message
         if message.role == "user" and message.kind == "message" and message.origin == "client":
-            return message.text, stored.id
-    return "", None
+            return message.text, stored.id, stored.created_at
+    return "", None, None
 
 
 async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
@@ -156,12 +166,14 @@ async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
     book = book_for(rt)
     await book.ready()
     report = IngestReport()
+    if item.said_at is None:
+        item = replace(item, said_at=now_utc())
     conversation = scopes.conversation_scope(item.session_id)
     if settings.memory_store_turns:
         report.turns = await _store_turns(book, item, conversation)
     facts: list[str] = []
     if settings.memory_extract_facts and item.user_text.strip():
-        facts = await extract_facts(rt.llm, item.user_text, model=item.model)
+        facts = await extract_facts(rt.llm, item.user_text, model=item.model, said_at=_said(item))
     if facts:
         scope = scopes.fact_scope(settings, item.session_id, item.namespace)
         async with book.scope_lock(scope):
@@ -176,7 +188,12 @@ async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
     return report
 
 
+def _said(item: TurnInput) -> datetime:
+    return item.said_at or now_utc()
+
+
 async def _store_turns(book: MemoryBook, item: TurnInput, scope: str) -> int:
+    """The exchange as turn entries, dated when the user's message was written."""
     entries: list[Fact] = []
     if item.user_text.strip():
         entries.append(
@@ -188,6 +205,7 @@ async def _store_turns(book: MemoryBook, item: TurnInput, scope: str) -> int:
                 fact_id=new_id(),
                 source_session=item.session_id,
                 source_message=item.user_message_id,
+                created_at=item.said_at,
             )
         )
     if item.assistant_text.strip():
@@ -199,6 +217,8 @@ async def _store_turns(book: MemoryBook, item: TurnInput, scope: str) -> int:
                 text=item.assistant_text,
                 fact_id=new_id(),
                 source_session=item.session_id,
+                # dated with the message it answers, a microsecond on: their order is kept
+                created_at=_said(item) + timedelta(microseconds=1),
             )
         )
     await book.write(puts=entries)
@@ -214,7 +234,7 @@ async def neighbourhood(rt: Runtime, facts: Sequence[str], scope: str) -> list[F
             found.setdefault(hit.ref)
     ids = list(found)[:MAX_NEIGHBOURS]
     loaded = await threads.to_thread(lambda: [rt.store.get_fact(i) for i in ids])
-    return [f for f in loaded if f is not None and not f.deleted]
+    return [f for f in loaded if f is not None and not f.deleted and f.valid_to is None]
 
 
 async def apply_plan(
@@ -226,31 +246,41 @@ async def apply_plan(
     item: TurnInput,
     report: IngestReport,
 ) -> None:
-    """Write a reconciliation plan: adds, updates (tombstone + fresh fact), deletes."""
+    """Write a reconciliation plan: adds, updates (the old fact closed at the message's
+    time and linked both ways with its replacement), deletes (soft, ended then too)."""
     by_id = {f.id: f for f in existing}
+    said = _said(item)
+    stamp = now_utc()
 
     def fresh(text: str) -> Fact:
-        return new_fact(
+        fact = new_fact(
             scope=scope,
             conversation_id=item.session_id,
             role="memory",
-            text=text,
+            text=absolute_dates(text, said),  # what the reconciliation wrote, too
             fact_id=new_id(),
             source_session=item.session_id,
             source_message=item.user_message_id,
+            created_at=stamp,
         )
+        return replace(fact, valid_from=said)
 
     puts = [fresh(text) for text in plan.adds]
-    tombstones: list[tuple[Fact, str | None]] = []
+    added = list(puts)
     for old_id, text in plan.updates:
-        replacement = fresh(text)
-        puts.append(replacement)
-        tombstones.append((by_id[old_id], replacement.id))
-    tombstones += [(by_id[old_id], None) for old_id in plan.deletes if old_id in by_id]
+        closed, replacement = versions.close(by_id[old_id], fresh(text), said, updated_at=stamp)
+        puts += [closed, replacement]
+        added.append(replacement)
+        report.facts_closed.append(f"{closed.text} ({versions.interval(closed)}, replaced)")
+    tombstones = [
+        (replace(by_id[old_id], valid_to=max(said, by_id[old_id].since)), None)
+        for old_id in plan.deletes
+        if old_id in by_id
+    ]
     await book.write(puts=puts, tombstones=tombstones)
-    report.facts_added = [f.text for f in puts]
+    report.facts_added = [f.text for f in added]
     report.facts_updated = len(plan.updates)
-    report.facts_deleted = len(tombstones) - len(plan.updates)
+    report.facts_deleted = len(tombstones)
     report.reason = plan.reason
 
 
