@@ -33,6 +33,7 @@ from memlane.engine.sessions.indexing import index_session
 from memlane.engine.sessions.lookup import SessionLookupError, find_session
 from memlane.engine.sessions.metafile import CorruptMeta, load_meta, meta_path
 from memlane.engine.sessions.query import query_session
+from memlane.files.atomic import write_atomic
 from memlane.store import Store
 from memlane.text.llm import LLMError
 from memlane.types import Session, StoredMessage
@@ -294,7 +295,7 @@ def export(
         sys.stdout.write(text)
         return
     try:
-        output.write_text(text, encoding="utf-8")
+        write_atomic(output, text)
     except OSError as exc:
         fail(f"cannot write {output}: {exc.strerror}")
     err_console.print(f"exported {session.id} ({len(lines) - 1} entries) to {output}")
