@@ -254,9 +254,7 @@ def _starting_session(
         fail("use either --resume or --fork")
     try:
         if fork is not None:
-            source = find_session(store, fork)
-            key = f"{source.key}~fork-{uuid.uuid4().hex[:8]}"
-            return lifecycle.fork(store, source, new_key=key)
+            return lifecycle.fork(store, find_session(store, fork))
         if not resume:
             return None
         if ref is not None:

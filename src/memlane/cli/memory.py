@@ -38,6 +38,7 @@ from memlane.engine.runtime import Runtime
 from memlane.files.git import GitError
 from memlane.store import StoreError
 from memlane.types import Fact, FactRole
+from memlane.views.memories import memory_json
 
 app = typer.Typer(
     help="Long-term memory: add, search, list, show, edit, forget, reindex, log, export.",
@@ -91,25 +92,6 @@ def _role(text: str | None) -> FactRole | None:
     return text  # type: ignore[return-value]
 
 
-def fact_json(fact: Fact, score: float | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "id": fact.id,
-        "scope": fact.scope,
-        "role": fact.role,
-        "text": fact.text,
-        "conversation_id": fact.conversation_id,
-        "created_at": fact.created_at.isoformat(),
-        "updated_at": fact.updated_at.isoformat(),
-        "deleted": fact.deleted,
-        "replaced_by": fact.replaced_by,
-        "source_session": fact.source_session,
-        "source_message": fact.source_message,
-    }
-    if score is not None:
-        out["score"] = round(score, 4)
-    return out
-
-
 def _table(facts: list[Fact], scores: list[float] | None = None) -> Table:
     table = Table(show_lines=False)
     table.add_column("id", no_wrap=True, min_width=SHORT_ID)
@@ -147,7 +129,7 @@ def add(
     with _runtime(ctx) as rt:
         fact = _run(rt, manage.add_memory(rt, text, scope=_scope(scope), role=chosen))
     if as_json:
-        print_json(fact_json(fact))
+        print_json(memory_json(fact))
     else:
         console.print(f"remembered {fact.id} in {fact.scope}")
 
@@ -177,7 +159,7 @@ def search_cmd(
 
         results = _run(rt, go())
     if as_json:
-        print_json([fact_json(f, s) for f, s in results])
+        print_json([memory_json(f, s) for f, s in results])
     elif not results:
         console.print("no memories found")
     else:
@@ -207,7 +189,7 @@ def list_cmd(
             ),
         )
     if as_json:
-        print_json([fact_json(f) for f in facts])
+        print_json([memory_json(f) for f in facts])
     else:
         console.print(_table(facts) if facts else "no memories")
 
@@ -219,7 +201,7 @@ def show(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> None
         fact = _run(rt, manage.get_memory(rt, memory_id))
         files = book_for(rt).files
         path = files.find(fact) if files is not None else None
-    data = fact_json(fact) | {"file": str(path) if path else None}
+    data = memory_json(fact) | {"file": str(path) if path else None}
     if as_json:
         print_json(data)
         return
@@ -246,7 +228,7 @@ def edit(
             text = _edit_in_editor(current.text)
         fact = _run(rt, manage.edit_memory(rt, memory_id, text))
     if as_json:
-        print_json(fact_json(fact))
+        print_json(memory_json(fact))
     else:
         console.print(f"edited {fact.id}")
 
@@ -272,7 +254,7 @@ def forget(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> No
     with _runtime(ctx) as rt:
         fact = _run(rt, manage.forget_memory(rt, memory_id))
     if as_json:
-        print_json(fact_json(fact))
+        print_json(memory_json(fact))
     else:
         console.print(f"forgot {fact.id}")
 

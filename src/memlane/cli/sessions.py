@@ -1,7 +1,8 @@
 """`memlane sessions`: list, inspect, fork, export, import, index, ask and delete sessions.
 
 Every command that names a session accepts its id, an id prefix, its key or
-its indexed name. Everything a script reads has `--json`.
+its indexed name, found and printed by `views.sessions` like on the admin API.
+Everything a script reads has `--json`.
 """
 
 from __future__ import annotations
@@ -30,13 +31,20 @@ from memlane.cli.context import (
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import lifecycle
 from memlane.engine.sessions.indexing import index_session
-from memlane.engine.sessions.lookup import SessionLookupError, find_session
 from memlane.engine.sessions.metafile import CorruptMeta, load_meta, meta_path
 from memlane.engine.sessions.query import query_session
 from memlane.files.atomic import write_atomic
 from memlane.store import Store
 from memlane.text.llm import LLMError
-from memlane.types import Session, StoredMessage
+from memlane.types import Session
+from memlane.views.sessions import (
+    SessionLookupError,
+    find_session,
+    index_cost,
+    message_json,
+    session_detail,
+    session_json,
+)
 
 app = typer.Typer(
     help="List, inspect, fork, export, import and delete sessions.", no_args_is_help=True
@@ -61,53 +69,6 @@ def _find(store: Store, ref: str) -> Session:
         return find_session(store, ref)
     except SessionLookupError as exc:
         fail(str(exc))
-
-
-def session_json(store: Store, session: Session) -> dict[str, Any]:
-    """A session as scripts read it: every stored field plus the derived title."""
-    return {
-        "id": session.id,
-        "key": session.key,
-        "namespace": session.namespace,
-        "title": lifecycle.session_title(store, session),
-        "parent_id": session.parent_id,
-        "fork_position": session.fork_position,
-        "message_count": session.message_count,
-        "prompt_tokens": session.prompt_tokens,
-        "completion_tokens": session.completion_tokens,
-        "cost_usd": session.cost_usd,
-        "index_cost_usd": index_cost(session),
-        "summary": session.summary,
-        "summarized_count": session.summarized_count,
-        "metadata": dict(session.metadata),
-        "created_at": session.created_at.isoformat(),
-        "updated_at": session.updated_at.isoformat(),
-    }
-
-
-def index_cost(session: Session) -> float:
-    """What memlane's own metadata and query calls for this session cost."""
-    value = session.metadata.get("index_cost_usd", 0.0)
-    return float(value) if isinstance(value, int | float) else 0.0
-
-
-def message_json(item: StoredMessage) -> dict[str, Any]:
-    message = item.message
-    return {
-        "id": item.id,
-        "position": item.position,
-        "role": message.role,
-        "kind": message.kind,
-        "origin": message.origin,
-        "status": item.status,
-        "text": message.text,
-        "tool_calls": [
-            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
-        ],
-        "call_id": message.call_id,
-        "token_count": item.token_count,
-        "created_at": item.created_at.isoformat(),
-    }
 
 
 def age(moment: datetime, now: datetime | None = None) -> str:
@@ -185,10 +146,10 @@ def show(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """One session: its metadata, summaries and messages."""
+    """One session: its metadata, summaries, todo, pinned text and messages."""
     with _runtime(ctx) as rt:
         session = _find(rt.store, ref)
-        data = session_json(rt.store, session)
+        data = session_detail(rt, session)
         items = rt.store.list_messages(session.id, transcript_only=not show_all)
         data["messages"] = [message_json(m) for m in items]
         data["events"] = len(rt.store.list_events(session.id))
@@ -269,8 +230,7 @@ def fork(
     """A new session continuing this one (a copy of its history, with a parent link)."""
     with _runtime(ctx) as rt:
         source = _find(rt.store, ref)
-        new_key = key or f"{source.key}~fork-{datetime.now(UTC):%Y%m%d%H%M%S%f}"
-        forked = lifecycle.fork(rt.store, source, new_key=new_key, at_position=at)
+        forked = lifecycle.fork(rt.store, source, new_key=key, at_position=at)
         data = session_json(rt.store, forked)
     if as_json:
         print_json(data)
