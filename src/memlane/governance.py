@@ -30,7 +30,7 @@ from memlane.engine.governance.errors import ContextOverflow
 from memlane.engine.governance.flow import govern as run
 from memlane.engine.governance.ledger import MemoryLedger
 from memlane.engine.governance.setup import make_summariser
-from memlane.proxy.wire.chat import parse_message, to_wire
+from memlane.proxy.wire.chat import parse_message, wire_messages
 from memlane.text.factory import make_tokenizer
 from memlane.text.llm import LLM
 from memlane.types import Message
@@ -99,7 +99,7 @@ async def agovern(
     history = history or GovernedHistory(model=model, llm=llm)
     parsed = [parse_message(dict(m), f"messages[{i}]") for i, m in enumerate(messages)]
     out = await agovern_messages(parsed, history)
-    return [to_wire(m) for m in out if m.kind != "reasoning"]
+    return wire_messages(out)
 
 
 def govern(

@@ -91,6 +91,11 @@ def to_wire(message: Message) -> dict[str, Any]:
     return {"role": message.role, "content": message.text}
 
 
+def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Messages as a chat `messages` list (reasoning items have no chat form: left out)."""
+    return [to_wire(m) for m in messages if m.kind != "reasoning"]
+
+
 @dataclass
 class _CallParts:
     id: str = ""
@@ -198,7 +203,7 @@ class ChatAdapter:
         return ParsedRequest(body, messages, model, stream)
 
     def render(self, parsed: ParsedRequest, messages: Sequence[Message]) -> dict[str, Any]:
-        return {**parsed.body, "messages": [to_wire(m) for m in messages if m.kind != "reasoning"]}
+        return {**parsed.body, "messages": wire_messages(messages)}
 
     def answer_from_json(self, data: Any) -> Answer:
         try:
