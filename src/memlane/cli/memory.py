@@ -31,7 +31,6 @@ from memlane.cli.context import (
     state,
 )
 from memlane.engine.memory import manage
-from memlane.engine.memory.book import book_for
 from memlane.engine.memory.recall import recall
 from memlane.engine.memory.scopes import GLOBAL, parse_scope
 from memlane.engine.runtime import Runtime
@@ -152,7 +151,7 @@ def search_cmd(
             rt = Runtime(rt.settings.model_copy(update={"memory_top_k": top_k}), rt.store)
 
         async def go() -> list[tuple[Fact, float]]:
-            await book_for(rt).ready()
+            await rt.memory_book.ready()
             found = await recall(rt, query, scopes=wanted)
             facts = [await manage.get_memory(rt, r.candidate.ref) for r in found]
             return [(f, r.candidate.score) for f, r in zip(facts, found, strict=True)]
@@ -199,7 +198,7 @@ def show(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> None
     """Show one memory with its provenance and its file."""
     with _runtime(ctx) as rt:
         fact = _run(rt, manage.get_memory(rt, memory_id))
-        files = book_for(rt).files
+        files = rt.memory_book.files
         path = files.find(fact) if files is not None else None
     data = memory_json(fact) | {"file": str(path) if path else None}
     if as_json:
@@ -287,7 +286,7 @@ def reindex(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         def embed(done: int, total: int | None) -> None:
             bar.update(embedding, completed=done, visible=True)
 
-        report = _run(rt, book_for(rt).sync_files(read, embed))
+        report = _run(rt, rt.memory_book.sync_files(read, embed))
         try:
             rebuilt = rt.store.reindex_turns(turn)
         except StoreError as exc:
@@ -321,7 +320,7 @@ def log(
 ) -> None:
     """The memory's git history, newest first."""
     with _runtime(ctx) as rt:
-        git = book_for(rt).git
+        git = rt.memory_book.git
         if git is None:
             fail(
                 "no history: memory_git is off, git is missing, or the store is PostgreSQL "

@@ -22,7 +22,6 @@ from memlane.files.atomic import write_atomic
 from memlane.files.paths import session_dir
 from memlane.store import SearchFilter, Store
 from memlane.store.analysis import query_terms, terms
-from memlane.store.urls import is_postgres
 from memlane.types import Message
 
 PLAN_STATE = "governance.plan"
@@ -77,16 +76,16 @@ def output_name(message: Message) -> str:
 
 
 class StoreLedger:
-    def __init__(self, settings: Settings, store: Store, session_id: str, key: str) -> None:
+    def __init__(
+        self, settings: Settings, store: Store, session_id: str, key: str, *, files: bool
+    ) -> None:
         self.settings = settings
         self.store = store
         self.session_id = session_id
         self.key = key
-
-    @property
-    def files(self) -> bool:
-        """Full outputs go to disk in SQLite mode; PostgreSQL keeps them in the event."""
-        return not is_postgres(self.settings.store_url)
+        self.files = files
+        """Full outputs go to disk (SQLite mode); otherwise they stay in the event (PostgreSQL
+        mode: every replica reads the same database, not the same disk)."""
 
     def load_plan(self) -> Plan:
         return Plan.from_json(self.store.get_state(self.session_id).get(PLAN_STATE))
