@@ -6,48 +6,29 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
 
-from memlane.config import ConfigError, LoadedSettings, Settings, load_settings
+from memlane.cli.state import CliState, state
+from memlane.config import Settings
 from memlane.store import Store, StoreError, open_store
 
 console = Console()
 err_console = Console(stderr=True)
 
-
-@dataclass
-class CliState:
-    """Global options, set by the root callback, read by every command."""
-
-    config_file: Path | None = None
-    overrides: dict[str, Any] = field(default_factory=dict)
-    _loaded: LoadedSettings | None = None
-
-    def loaded(self) -> LoadedSettings:
-        if self._loaded is None:
-            try:
-                self._loaded = load_settings(config_file=self.config_file, overrides=self.overrides)
-            except ConfigError as exc:
-                fail(str(exc))
-            for note in self._loaded.warnings:
-                err_console.print(f"[yellow]warning:[/] {note}", highlight=False, soft_wrap=True)
-        return self._loaded
-
-    @property
-    def settings(self) -> Settings:
-        return self.loaded().settings
-
-
-def state(ctx: typer.Context) -> CliState:
-    root = ctx.find_root()
-    if not isinstance(root.obj, CliState):
-        root.obj = CliState()
-    return root.obj
+__all__ = [
+    "SHORT_ID",
+    "CliState",
+    "console",
+    "err_console",
+    "fail",
+    "opened_store",
+    "print_json",
+    "short_ids",
+    "state",
+]
 
 
 def fail(message: str, *, code: int = 1) -> NoReturn:
