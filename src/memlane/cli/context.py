@@ -6,14 +6,18 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from memlane.cli.state import CliState, state
 from memlane.config import Settings
 from memlane.store import Store, StoreError, open_store
+
+if TYPE_CHECKING:
+    from memlane.engine.runtime import Runtime
 
 console = Console()
 err_console = Console(stderr=True)
@@ -24,8 +28,10 @@ __all__ = [
     "console",
     "err_console",
     "fail",
+    "opened_runtime",
     "opened_store",
     "print_json",
+    "progress_bar",
     "short_ids",
     "state",
 ]
@@ -49,6 +55,27 @@ def opened_store(settings: Settings) -> Iterator[Store]:
         fail(str(exc))
     finally:
         store.close()
+
+
+@contextmanager
+def opened_runtime(ctx: typer.Context) -> Iterator[Runtime]:
+    """The engine over the configured store, for one command; the store closes after."""
+    from memlane.engine.runtime import Runtime
+
+    settings = state(ctx).settings
+    with opened_store(settings) as store:
+        yield Runtime(settings, store)
+
+
+def progress_bar() -> Progress:
+    """The bar long work shows on stderr (stdout stays clean for `--json`); it clears itself."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err_console,
+        transient=True,
+    )
 
 
 SHORT_ID = 10

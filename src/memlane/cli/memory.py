@@ -11,13 +11,11 @@ import os
 import shlex
 import subprocess
 import tempfile
-from collections.abc import Coroutine, Iterator
-from contextlib import contextmanager
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from memlane.cli.context import (
@@ -25,10 +23,10 @@ from memlane.cli.context import (
     console,
     err_console,
     fail,
-    opened_store,
+    opened_runtime,
     print_json,
+    progress_bar,
     short_ids,
-    state,
 )
 from memlane.engine.memory import manage
 from memlane.engine.memory.recall import recall
@@ -50,13 +48,6 @@ IdArg = Annotated[
     str, typer.Argument(help="Memory id, or a unique prefix (see `memlane memory list`).")
 ]
 ROLES = ("memory", "user", "assistant", "summary")
-
-
-@contextmanager
-def _runtime(ctx: typer.Context) -> Iterator[Runtime]:
-    settings = state(ctx).settings
-    with opened_store(settings) as store:
-        yield Runtime(settings, store)
 
 
 def _run(rt: Runtime, coro: Coroutine[Any, Any, T]) -> T:
@@ -125,7 +116,7 @@ def add(
 ) -> None:
     """Remember TEXT as it is (no extraction, no reconciliation)."""
     chosen = _role(role) or "memory"
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         fact = _run(rt, manage.add_memory(rt, text, scope=_scope(scope), role=chosen))
     if as_json:
         print_json(memory_json(fact))
@@ -146,7 +137,7 @@ def search_cmd(
 ) -> None:
     """Find memories the way the proxy's read path does (hybrid, recency, MMR)."""
     wanted = [_scope(s) for s in scope] if scope else None  # an operator may search everything
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         if top_k is not None:
             rt = Runtime(rt.settings.model_copy(update={"memory_top_k": top_k}), rt.store)
 
@@ -176,7 +167,7 @@ def list_cmd(
 ) -> None:
     """List memories, oldest first."""
     chosen = _role(role)
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         facts = _run(
             rt,
             manage.list_memories(
@@ -196,7 +187,7 @@ def list_cmd(
 @app.command("show")
 def show(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> None:
     """Show one memory with its provenance and its file."""
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         fact = _run(rt, manage.get_memory(rt, memory_id))
         files = rt.memory_book.files
         path = files.find(fact) if files is not None else None
@@ -221,7 +212,7 @@ def edit(
     as_json: JsonOpt = False,
 ) -> None:
     """Correct a memory's text (same id); without --text, edit it in $EDITOR."""
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         if text is None:
             current = _run(rt, manage.get_memory(rt, memory_id))
             text = _edit_in_editor(current.text)
@@ -250,7 +241,7 @@ def _edit_in_editor(text: str) -> str:
 @app.command("forget")
 def forget(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> None:
     """Forget a memory: its file moves under deleted/ (soft delete) and it leaves the index."""
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         fact = _run(rt, manage.forget_memory(rt, memory_id))
     if as_json:
         print_json(memory_json(fact))
@@ -258,21 +249,11 @@ def forget(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> No
         console.print(f"forgot {fact.id}")
 
 
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        console=err_console,
-        transient=True,
-    )
-
-
 @app.command("reindex")
 def reindex(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Rebuild the search index from the Markdown files, index every remembered turn
     again with its date and neighbours, and embed what needs it (dense retrieval on)."""
-    with _runtime(ctx) as rt, _progress() as bar:
+    with opened_runtime(ctx) as rt, progress_bar() as bar:
         reading = bar.add_task("reading files", total=None)
         turns = bar.add_task("indexing turns with their neighbours", total=None, visible=False)
         embedding = bar.add_task("embedding", total=None, visible=False)
@@ -319,7 +300,7 @@ def log(
     as_json: JsonOpt = False,
 ) -> None:
     """The memory's git history, newest first."""
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         git = rt.memory_book.git
         if git is None:
             fail(
@@ -353,7 +334,7 @@ def export(
     target = destination.expanduser()
     if target.exists() and not target.is_dir():
         fail(f"{target} exists and is not a folder")
-    with _runtime(ctx) as rt, _progress() as bar:
+    with opened_runtime(ctx) as rt, progress_bar() as bar:
         task = bar.add_task("writing files", total=None)
 
         def step(done: int, total: int) -> None:

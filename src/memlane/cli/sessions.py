@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,12 +21,10 @@ from memlane.cli.context import (
     console,
     err_console,
     fail,
-    opened_store,
+    opened_runtime,
     print_json,
     short_ids,
-    state,
 )
-from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import lifecycle
 from memlane.engine.sessions.indexing import index_session
 from memlane.engine.sessions.metafile import CorruptMeta, load_meta, meta_path
@@ -39,6 +35,7 @@ from memlane.text.llm import LLMError
 from memlane.types import Session
 from memlane.views.sessions import (
     SessionLookupError,
+    compaction_json,
     find_session,
     index_cost,
     message_json,
@@ -55,13 +52,6 @@ SessionArg = Annotated[str, typer.Argument(help="Session id, id prefix, key or n
 ModelOpt = Annotated[
     str | None, typer.Option("--model", help="Model to use (default: index_model/llm_model).")
 ]
-
-
-@contextmanager
-def _runtime(ctx: typer.Context) -> Iterator[Runtime]:
-    settings = state(ctx).settings
-    with opened_store(settings) as store:
-        yield Runtime(settings, store)
 
 
 def _find(store: Store, ref: str) -> Session:
@@ -94,7 +84,7 @@ def list_sessions(
 
     The cost column adds what indexing the session cost to the conversation's own.
     """
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         everyone = rt.store.list_sessions()
         # Printed ids are prefixes unique among all sessions, as lookup resolves them.
         shorts = short_ids([s.id for s in everyone])
@@ -147,7 +137,7 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """One session: its metadata, summaries, todo, pinned text and messages."""
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         session = _find(rt.store, ref)
         data = session_detail(rt, session)
         items = rt.store.list_messages(session.id, transcript_only=not show_all)
@@ -201,7 +191,7 @@ def delete(
     as_json: JsonOpt = False,
 ) -> None:
     """Delete a session and everything of it (messages, events, files, memories)."""
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         session = _find(rt.store, ref)
         title = lifecycle.session_title(rt.store, session)
         if not yes:
@@ -228,7 +218,7 @@ def fork(
     as_json: JsonOpt = False,
 ) -> None:
     """A new session continuing this one (a copy of its history, with a parent link)."""
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         source = _find(rt.store, ref)
         forked = lifecycle.fork(rt.store, source, new_key=key, at_position=at)
         data = session_json(rt.store, forked)
@@ -247,7 +237,7 @@ def export(
     ] = None,
 ) -> None:
     """Write a session as JSON lines (session, messages, events, state)."""
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         session = _find(rt.store, ref)
         lines = list(lifecycle.export_lines(rt.store, session))
     text = "".join(line + "\n" for line in lines)
@@ -279,7 +269,7 @@ def import_(
         fail(f"cannot read {source}: {exc.strerror}")
     except UnicodeDecodeError:
         fail(f"{source} is not UTF-8 text: expected `memlane sessions export` output")
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         try:
             session = lifecycle.import_lines(rt.store, text.splitlines(), key=key)
         except lifecycle.ImportProblem as exc:
@@ -299,7 +289,7 @@ def index(
     ctx: typer.Context, ref: SessionArg, model: ModelOpt = None, as_json: JsonOpt = False
 ) -> None:
     """Generate the session's name, description, summary and tags now."""
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         session = _find(rt.store, ref)
         result = asyncio.run(index_session(rt, session.id, model=model))
     if not result.ok or result.meta is None:
@@ -328,7 +318,7 @@ def ask(
     as_json: JsonOpt = False,
 ) -> None:
     """Answer a question about a past session (query_session, with a cheap model)."""
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         session = _find(rt.store, ref)
         try:
             answer = asyncio.run(query_session(rt, session, question, model=model))
@@ -353,7 +343,7 @@ def approve_spec(ctx: typer.Context, ref: SessionArg, as_json: JsonOpt = False) 
     """Approve the session's spec: Spec Mode stops asking the agent for one."""
     from memlane.engine import scaffold
 
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         session = _find(rt.store, ref)
         scaffold.approve_spec(rt, session.id)
     if as_json:
@@ -369,24 +359,14 @@ def compact(
     """Compact the session's history now (summarised with the session's model)."""
     from memlane.engine.governance.compact import CompactionError, compact_session
 
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         session = _find(rt.store, ref)
         try:
             result = asyncio.run(compact_session(rt, session.id, model=model))
         except (CompactionError, LLMError) as exc:
             fail(str(exc))
     if as_json:
-        print_json(
-            {
-                "id": result.session_id,
-                "model": result.model,
-                "messages": result.messages,
-                "dropped": result.dropped,
-                "tokens_before": result.tokens_before,
-                "tokens_after": result.tokens_after,
-                "snapshot": result.snapshot,
-            }
-        )
+        print_json(compaction_json(result))
         return
     console.print(str(result), highlight=False, soft_wrap=True)
 
@@ -407,7 +387,7 @@ def output(
         offloaded_outputs,
     )
 
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         session = _find(rt.store, ref)
         if output_id is None:
             found = offloaded_outputs(rt.store, session.id)

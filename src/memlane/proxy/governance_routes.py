@@ -15,6 +15,7 @@ from memlane.proxy.errors import ProxyError
 from memlane.proxy.lookup import FoundSession
 from memlane.proxy.state import require_admin, runtime
 from memlane.text.llm import LLMError
+from memlane.views.sessions import compaction_json
 
 router = APIRouter(prefix="/v1/memlane", tags=["memlane"], dependencies=[Depends(require_admin)])
 
@@ -35,16 +36,7 @@ async def compact(rt: Rt, session: FoundSession, body: CompactBody | None = None
         raise ProxyError(400, str(exc), code="model_required", param="model") from None
     except (CompactionError, LLMError) as exc:
         raise ProxyError(502, str(exc), type="upstream_error", code="compaction_failed") from None
-    return {
-        "object": "memlane.compaction",
-        "session_id": result.session_id,
-        "model": result.model,
-        "messages": result.messages,
-        "dropped": result.dropped,
-        "tokens_before": result.tokens_before,
-        "tokens_after": result.tokens_after,
-        "snapshot": result.snapshot,
-    }
+    return compaction_json(result)
 
 
 @router.get("/sessions/{ref}/tool-outputs", summary="Tool outputs governance offloaded")

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from memlane.engine import scaffold
+from memlane.engine.governance.compact import Compaction
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.lifecycle import session_title
 from memlane.engine.sessions.lookup import (
@@ -40,6 +41,7 @@ __all__ = [
     "AmbiguousSession",
     "NoSuchSession",
     "SessionLookupError",
+    "compaction_json",
     "find_session",
     "index_cost",
     "message_json",
@@ -110,4 +112,18 @@ def message_json(item: StoredMessage) -> dict[str, Any]:
         "call_id": message.call_id,
         "token_count": item.token_count,
         "created_at": item.created_at.isoformat(),
+    }
+
+
+def compaction_json(result: Compaction) -> dict[str, Any]:
+    """What a manual compaction did: the model, messages dropped, tokens before and after."""
+    return {
+        "object": "memlane.compaction",
+        "session_id": result.session_id,
+        "model": result.model,
+        "messages": result.messages,
+        "dropped": result.dropped,
+        "tokens_before": result.tokens_before,
+        "tokens_after": result.tokens_after,
+        "snapshot": result.snapshot,
     }

@@ -31,7 +31,7 @@ from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Answer, Turn
 from memlane.files.memory_files import new_id, now_utc
-from memlane.types import Fact
+from memlane.types import Fact, FactRole
 
 log = logging.getLogger("memlane.memory")
 
@@ -177,30 +177,23 @@ async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
 
 
 async def _store_turns(book: MemoryBook, item: TurnInput, scope: str) -> int:
-    entries: list[Fact] = []
-    if item.user_text.strip():
-        entries.append(
-            new_fact(
-                scope=scope,
-                conversation_id=item.session_id,
-                role="user",
-                text=item.user_text,
-                fact_id=new_id(),
-                source_session=item.session_id,
-                source_message=item.user_message_id,
-            )
+    turns: list[tuple[FactRole, str, int | None]] = [
+        ("user", item.user_text, item.user_message_id),
+        ("assistant", item.assistant_text, None),
+    ]
+    entries = [
+        new_fact(
+            scope=scope,
+            conversation_id=item.session_id,
+            role=role,
+            text=text,
+            fact_id=new_id(),
+            source_session=item.session_id,
+            source_message=message_id,
         )
-    if item.assistant_text.strip():
-        entries.append(
-            new_fact(
-                scope=scope,
-                conversation_id=item.session_id,
-                role="assistant",
-                text=item.assistant_text,
-                fact_id=new_id(),
-                source_session=item.session_id,
-            )
-        )
+        for role, text, message_id in turns
+        if text.strip()
+    ]
     await book.write(puts=entries)
     return len(entries)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from memlane.engine.turn import Answer
 from memlane.proxy.wire.base import (
+    OpenAIErrors,
     ParsedRequest,
     WireError,
     content_text,
@@ -188,12 +189,11 @@ class ChatAssembler:
         return Answer([message], self.prompt_tokens, self.completion_tokens)
 
 
-class ChatAdapter:
+class ChatAdapter(OpenAIErrors):
     wire: Wire = "chat"
     path = "/chat/completions"
 
     def parse(self, body: Any) -> ParsedRequest:
-        require(isinstance(body, dict), "the request body must be a JSON object", "body")
         model, stream = model_and_stream(body)
         items = body.get("messages")
         require(
@@ -220,11 +220,6 @@ class ChatAdapter:
 
     def assembler(self) -> ChatAssembler:
         return ChatAssembler()
-
-    def error_body(
-        self, message: str, *, type: str, code: str | None, param: str | None = None
-    ) -> dict[str, Any]:
-        return openai_error(message, type=type, code=code, param=param)
 
     def stream_error(self, message: str, *, code: str) -> bytes:
         error = openai_error(message, type="upstream_error", code=code)
