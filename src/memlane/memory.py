@@ -155,11 +155,10 @@ class AsyncMemory:
         `at` is when the user wrote it (default now): facts are true from then, and
         relative dates in them ("yesterday") are resolved against it.
         """
-        settings = self.runtime.settings
         item = TurnInput(
             session_id=conversation,
             namespace=namespace or conversation,
-            model=model or settings.memory_llm_model or settings.llm_model,
+            model=model or self.runtime.memory_model(),
             user_text=user,
             assistant_text=assistant,
             said_at=at,

@@ -13,10 +13,11 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from memlane.cli.context import console, moment, print_json, short_ids
-from memlane.cli.memory import IdArg, JsonOpt, _run, _runtime, app, fact_json
+from memlane.cli.context import console, moment, opened_runtime, print_json, short_ids
+from memlane.cli.memory import IdArg, JsonOpt, _run, app
 from memlane.engine.memory import manage
 from memlane.engine.memory.versions import Version, interval
+from memlane.views.memories import memory_json
 
 __all__ = ["app", "history", "supersede"]
 
@@ -34,10 +35,10 @@ def supersede(
 ) -> None:
     """Close memory ID at --at and add TEXT as its next version, true from then."""
     when = moment(at, "--at")
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         closed, new = _run(rt, manage.supersede_memory(rt, memory_id, text, at=when))
     if as_json:
-        print_json({"closed": fact_json(closed), "new": fact_json(new)})
+        print_json({"closed": memory_json(closed), "new": memory_json(new)})
     else:
         console.print(
             f"{closed.id} closed ({interval(closed)}), replaced by {new.id}", highlight=False
@@ -46,7 +47,7 @@ def supersede(
 
 def version_json(version: Version) -> dict[str, Any]:
     cause = version.cause
-    return fact_json(version.fact) | {
+    return memory_json(version.fact) | {
         "current": version.current,
         "cause": None
         if cause is None
@@ -62,7 +63,7 @@ def version_json(version: Version) -> dict[str, Any]:
 @app.command("history")
 def history(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> None:
     """Every version of memory ID, oldest first: when each was true and what caused it."""
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         versions = _run(rt, manage.memory_history(rt, memory_id))
     if as_json:
         print_json([version_json(v) for v in versions])

@@ -14,7 +14,7 @@ import pytest
 
 from memlane.config import Settings
 from memlane.engine.memory import scopes
-from memlane.engine.memory.book import MemoryBook, book_for
+from memlane.engine.memory.book import MemoryBook
 from memlane.engine.memory.ingest import TurnInput, ingest_turn
 from memlane.engine.memory.summary import summary_id
 from memlane.engine.retrieval.search import search
@@ -175,7 +175,7 @@ async def test_delete_with_its_replacement_and_none(
     oslo = sqlite_store.get_fact(closed.replaced_by or "")
     assert oslo is not None
     assert (oslo.text, oslo.supersedes) == ("The user moved to Oslo", lyon.id)
-    agree(book_for(rt))
+    agree(rt.memory_book)
 
 
 async def test_a_delete_alone_is_a_soft_delete_ended_at_the_message(
@@ -203,7 +203,7 @@ async def test_a_delete_alone_is_a_soft_delete_ended_at_the_message(
     assert tomb is not None
     assert (tomb.deleted, tomb.valid_to, tomb.replaced_by) == (True, said, None)
     assert current(rt) == ["The user has a cat", "The user has a dog", "The user lives in Lyon"]
-    agree(book_for(rt))
+    agree(rt.memory_book)
 
 
 async def test_only_deletes_returned_still_adds_the_new_fact(
@@ -220,7 +220,7 @@ async def test_only_deletes_returned_still_adds_the_new_fact(
     assert report.reason.startswith("safeguard")
     assert current(rt) == ["The user lives in Oslo"]
     assert report.facts_updated == 1  # the delete was the replacement's: Lyon is closed
-    agree(book_for(rt))
+    agree(rt.memory_book)
 
 
 async def test_llm_down_keeps_the_turns_and_loses_nothing(
@@ -261,7 +261,7 @@ async def test_eviction_soft_deletes_the_oldest_entries(
     assert report.evicted == 2
     active = [f.text for f in sqlite_store.list_facts()]
     assert active == ["second answer", "third question", "third answer"]
-    on_disk = agree(book_for(rt))
+    on_disk = agree(rt.memory_book)
     assert sum(deleted for _, deleted in on_disk.values()) == 3
 
 
@@ -397,7 +397,9 @@ async def test_a_failed_first_sync_is_tried_again(
     assert len(calls) == 2
 
 
-def test_nothing_is_queued_when_no_kind_of_memory_is_written(settings: Settings) -> None:
+def test_nothing_is_queued_when_no_kind_of_memory_is_written(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
     from memlane.engine.memory.ingest import turn_input
     from memlane.engine.turn import Answer, Turn
     from memlane.types import Message, Session
@@ -407,8 +409,10 @@ def test_nothing_is_queued_when_no_kind_of_memory_is_written(settings: Settings)
     session = Session(id="s", key="s", namespace="s", created_at=now, updated_at=now)
     done = Turn("s", "s", "m", "chat", [Message("user", "hi")], session=session)
     answer = Answer([Message("assistant", "hello")])
-    assert turn_input(quiet, done, answer) is None
-    assert turn_input(settings, done, answer) is not None
+    assert turn_input(Runtime(quiet, sqlite_store), done, answer) is None
+    queued = turn_input(Runtime(settings, sqlite_store), done, answer)
+    assert queued is not None
+    assert queued.model == "m"  # no memory_llm_model or llm_model: the request's model
 
 
 async def test_a_typed_key_never_reaches_a_fact_a_file_or_git(

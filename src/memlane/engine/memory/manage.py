@@ -14,7 +14,7 @@ from pathlib import Path
 
 from memlane.engine import threads
 from memlane.engine.memory import versions
-from memlane.engine.memory.book import book_for, new_fact
+from memlane.engine.memory.book import new_fact
 from memlane.engine.memory.scopes import GLOBAL
 from memlane.engine.runtime import Runtime
 from memlane.files.git import GitRepo, commit_quietly
@@ -54,7 +54,7 @@ async def add_memory(
     its id is returned, so a script that adds the same line twice keeps one memory.
     """
     body = _clean_text(text)
-    book = book_for(rt)
+    book = rt.memory_book
     await book.ready()
     existing = await threads.to_thread(_exact_repeat, rt, body, scope, role)
     if existing is not None:
@@ -90,7 +90,7 @@ async def supersede_memory(
     """Close memory `fact_id` at `at` (default now) and add `text` as its next version,
     true from then; both are kept, linked both ways. Returns (closed, new)."""
     body = _clean_text(text)
-    book = book_for(rt)
+    book = rt.memory_book
     await book.ready()
     old = _not_forgotten(await get_memory(rt, fact_id))
     if old.valid_to is not None:
@@ -126,7 +126,7 @@ async def supersede_memory(
 async def memory_history(rt: Runtime, fact_id: str) -> list[versions.Version]:
     """Every version of memory `fact_id` (a unique id prefix will do), oldest first, each
     with the message it was learned from when that message is kept."""
-    await book_for(rt).ready()
+    await rt.memory_book.ready()
     fact = await get_memory(rt, fact_id)
 
     def read() -> list[versions.Version]:
@@ -163,7 +163,7 @@ def _find(rt: Runtime, ref: str) -> Fact:
 async def edit_memory(rt: Runtime, fact_id: str, text: str) -> Fact:
     """Replace a memory's text in place (same id: a correction, not a new fact)."""
     body = _clean_text(text)
-    book = book_for(rt)
+    book = rt.memory_book
     await book.ready()
     fact = _not_forgotten(await get_memory(rt, fact_id))
     edited = replace(fact, text=body, updated_at=now_utc())
@@ -180,7 +180,7 @@ def _not_forgotten(fact: Fact) -> Fact:
 
 async def forget_memory(rt: Runtime, fact_id: str) -> Fact:
     """Soft delete: the entry moves under `deleted/` and leaves the index."""
-    book = book_for(rt)
+    book = rt.memory_book
     await book.ready()
     fact = await get_memory(rt, fact_id)
     if fact.deleted:
@@ -198,7 +198,7 @@ async def list_memories(
     include_deleted: bool = False,
     limit: int | None = None,
 ) -> list[Fact]:
-    await book_for(rt).ready()
+    await rt.memory_book.ready()
     return await threads.to_thread(
         rt.store.list_facts,
         scope=scope,
