@@ -176,6 +176,9 @@ def m003_fact_validity(conn: psycopg.Connection[tuple[object, ...]]) -> None:
         "ALTER TABLE facts ADD COLUMN valid_from timestamptz, "
         "ADD COLUMN valid_to timestamptz, ADD COLUMN supersedes text"
     )
+    # what a search at a moment leaves out: the facts replaced, and those not yet true
+    conn.execute("CREATE INDEX facts_valid_to ON facts (valid_to) WHERE valid_to IS NOT NULL")
+    conn.execute("CREATE INDEX facts_valid_from ON facts ((coalesce(valid_from, created_at)))")
     conn.execute("UPDATE facts SET valid_to = updated_at WHERE deleted")
     conn.execute(
         "UPDATE facts f SET supersedes = (SELECT old.id FROM facts old "

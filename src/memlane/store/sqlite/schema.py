@@ -251,6 +251,9 @@ def m006_fact_validity(conn: sqlite3.Connection) -> None:
         "ALTER TABLE facts ADD COLUMN valid_from TEXT",
         "ALTER TABLE facts ADD COLUMN valid_to TEXT",
         "ALTER TABLE facts ADD COLUMN supersedes TEXT",
+        # what a search at a moment leaves out: the facts replaced, and those not yet true
+        "CREATE INDEX facts_valid_to ON facts (valid_to) WHERE valid_to IS NOT NULL",
+        "CREATE INDEX facts_valid_from ON facts (coalesce(valid_from, created_at))",
         "UPDATE facts SET valid_to = updated_at WHERE deleted = 1",
         """UPDATE facts SET supersedes = (
             SELECT old.id FROM facts old WHERE old.replaced_by = facts.id
