@@ -21,7 +21,16 @@ from memlane.types import DocKind, Event, Fact, FactRole, Hit, Message, Session,
 Vector = npt.NDArray[np.float32]
 
 # Tables that `dump` / `load` move between backends, in dependency order.
-TABLES = ("sessions", "session_state", "messages", "events", "facts", "vectors", "meta")
+TABLES = (
+    "sessions",
+    "session_state",
+    "messages",
+    "events",
+    "facts",
+    "vectors",
+    "meta",
+    "daily_counts",
+)
 
 
 class StoreError(Exception):
@@ -231,6 +240,50 @@ class Store(Protocol):
     def get_meta(self, key: str) -> str | None: ...
 
     def set_meta(self, key: str, value: str) -> None: ...
+
+    # --- the inspector's pages: bounded reads for paged lists, a feed, counters ----
+    def page_sessions(
+        self, *, query: str = "", namespace: str | None = None, offset: int = 0, limit: int = 50
+    ) -> tuple[list[Session], int]:
+        """One page of sessions, newest activity first, and how many match in all.
+
+        `query` matches (case-insensitively, as a substring) the title, key,
+        namespace, id or index metadata; `namespace` keeps one namespace.
+        """
+        ...
+
+    def session_namespaces(self) -> list[tuple[str, int]]:
+        """(namespace, session count), by name."""
+        ...
+
+    def page_facts(
+        self,
+        *,
+        scope: str | None = None,
+        include_deleted: bool = False,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> tuple[list[Fact], int]:
+        """One page of entries, newest first, and how many match in all."""
+        ...
+
+    def fact_scopes(self) -> list[tuple[str, int]]:
+        """(scope, live entry count), by scope."""
+        ...
+
+    def recent_events(
+        self, *, kinds: Sequence[str], after_id: int = 0, limit: int = 50
+    ) -> list[Event]:
+        """Events of these kinds across every session, newest first, with ids above `after_id`."""
+        ...
+
+    def add_daily_counts(self, day: str, counts: Mapping[str, int]) -> None:
+        """Add to the named counters of `day` (`YYYY-MM-DD`, UTC); safe across processes."""
+        ...
+
+    def daily_counts(self, *, since: str) -> dict[str, dict[str, int]]:
+        """{day: {counter: value}} for every day from `since` on."""
+        ...
 
     # --- whole-store copy (store migrate) ------------------------------------
     def dump(self, table: str) -> Iterator[dict[str, Any]]:

@@ -30,7 +30,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from memlane.store import analysis, codec
+from memlane.store import analysis, codec, postgres_pages
 from memlane.store.base import (
     TABLES,
     NewMessage,
@@ -626,6 +626,67 @@ class PostgresStore:
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
+
+    # --- the inspector's pages (see `store.postgres_pages`) ----------------------
+    def page_sessions(
+        self, *, query: str = "", namespace: str | None = None, offset: int = 0, limit: int = 50
+    ) -> tuple[list[Session], int]:
+        with self._tx() as conn:
+            rows, total = postgres_pages.page_sessions(
+                conn,
+                SESSION_COLUMNS,
+                query=query,
+                namespace=namespace,
+                offset=offset,
+                limit=limit,
+            )
+        return [_session(r) for r in rows], total
+
+    def session_namespaces(self) -> list[tuple[str, int]]:
+        with self._tx() as conn:
+            return postgres_pages.session_namespaces(conn)
+
+    def page_facts(
+        self,
+        *,
+        scope: str | None = None,
+        include_deleted: bool = False,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> tuple[list[Fact], int]:
+        with self._tx() as conn:
+            rows, total = postgres_pages.page_facts(
+                conn,
+                ", ".join(codec.FACT_COLUMNS),
+                scope=scope,
+                include_deleted=include_deleted,
+                offset=offset,
+                limit=limit,
+            )
+        return [_fact(r) for r in rows], total
+
+    def fact_scopes(self) -> list[tuple[str, int]]:
+        with self._tx() as conn:
+            return postgres_pages.fact_scopes(conn)
+
+    def recent_events(
+        self, *, kinds: Sequence[str], after_id: int = 0, limit: int = 50
+    ) -> list[Event]:
+        with self._tx() as conn:
+            rows = postgres_pages.recent_events(conn, kinds=kinds, after_id=after_id, limit=limit)
+        return [
+            Event(r["id"], r["session_id"], r["kind"], r["payload"], r["text"], r["created_at"])
+            for r in rows
+        ]
+
+    def add_daily_counts(self, day: str, counts: Mapping[str, int]) -> None:
+        if any(counts.values()):
+            with self._tx() as conn:
+                postgres_pages.add_daily_counts(conn, day, counts)
+
+    def daily_counts(self, *, since: str) -> dict[str, dict[str, int]]:
+        with self._tx() as conn:
+            return postgres_pages.daily_counts(conn, since)
 
     # --- whole-store copy -------------------------------------------------------
     def dump(self, table: str) -> Iterator[dict[str, Any]]:

@@ -162,6 +162,15 @@ def load_meta(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) 
         )
 
 
+def load_daily_counts(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO daily_counts (day, name, value) VALUES (%(day)s, %(name)s, %(value)s) "
+            "ON CONFLICT (day, name) DO UPDATE SET value = excluded.value",
+            list(rows),
+        )
+
+
 def namespaces(conn: Conn, session_ids: set[str]) -> dict[str, str]:
     rows = conn.execute(
         "SELECT id, namespace FROM sessions WHERE id = ANY(%s)", (list(session_ids),)
@@ -185,6 +194,7 @@ LOADERS: dict[str, Loader] = {
     "facts": load_facts,
     "vectors": load_vectors,
     "meta": load_meta,
+    "daily_counts": load_daily_counts,
 }
 
 DUMP_SQL = {
@@ -196,6 +206,7 @@ DUMP_SQL = {
     "vectors": "SELECT kind, ref, model, dim, embedding::real[] AS vec FROM vectors "
     "ORDER BY kind, ref, model",
     "meta": "SELECT key, value FROM meta ORDER BY key",
+    "daily_counts": "SELECT day, name, value FROM daily_counts ORDER BY day, name",
 }
 
 

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from memlane.store import analysis
+from memlane.store import analysis, sqlite_pages
 from memlane.store.base import (
     TABLES,
     NewMessage,
@@ -820,6 +820,60 @@ class SQLiteStore:
                 (key, value),
             )
 
+    # --- the inspector's pages (see `store.sqlite_pages`) ------------------------------
+    def page_sessions(
+        self, *, query: str = "", namespace: str | None = None, offset: int = 0, limit: int = 50
+    ) -> tuple[list[Session], int]:
+        rows, total = sqlite_pages.page_sessions(
+            self._read,
+            _SESSION_COLUMNS,
+            query=query,
+            namespace=namespace,
+            offset=offset,
+            limit=limit,
+        )
+        return [_session(r) for r in rows], total
+
+    def session_namespaces(self) -> list[tuple[str, int]]:
+        return sqlite_pages.session_namespaces(self._read)
+
+    def page_facts(
+        self,
+        *,
+        scope: str | None = None,
+        include_deleted: bool = False,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> tuple[list[Fact], int]:
+        rows, total = sqlite_pages.page_facts(
+            self._read,
+            ", ".join(FACT_COLUMNS),
+            scope=scope,
+            include_deleted=include_deleted,
+            offset=offset,
+            limit=limit,
+        )
+        return [fact_from_row(dict(r)) for r in rows], total
+
+    def fact_scopes(self) -> list[tuple[str, int]]:
+        return sqlite_pages.fact_scopes(self._read)
+
+    def recent_events(
+        self, *, kinds: Sequence[str], after_id: int = 0, limit: int = 50
+    ) -> list[Event]:
+        rows = sqlite_pages.recent_events(
+            self._read, _EVENT_COLUMNS, kinds=kinds, after_id=after_id, limit=limit
+        )
+        return [_event(r) for r in rows]
+
+    def add_daily_counts(self, day: str, counts: Mapping[str, int]) -> None:
+        if any(counts.values()):
+            with self._write() as conn:
+                sqlite_pages.add_daily_counts(conn, day, counts)
+
+    def daily_counts(self, *, since: str) -> dict[str, dict[str, int]]:
+        return sqlite_pages.daily_counts(self._read, since)
+
     # --- whole-store copy -------------------------------------------------------------
     def dump(self, table: str) -> Iterator[dict[str, Any]]:
         _check_table(table)
@@ -837,7 +891,11 @@ class SQLiteStore:
                     "vec": vector_to_text(vector_from_bytes(r["vec"])),
                 }
             return
-        order = {"session_state": "session_id, name", "meta": "key"}.get(table, "rowid")
+        order = {
+            "session_state": "session_id, name",
+            "meta": "key",
+            "daily_counts": "day, name",
+        }.get(table, "rowid")
         for r in self._read(f"SELECT * FROM {table} ORDER BY {order}"):
             yield _dump_row(table, dict(r))
 
