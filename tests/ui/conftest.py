@@ -8,6 +8,8 @@ from the page the way a browser would have it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -21,23 +23,26 @@ def token_of(proxy: RunningProxy) -> str:
     return proxy.admin["authorization"].removeprefix("Bearer ")
 
 
-def bearer_client(proxy: RunningProxy) -> httpx.Client:
+@contextmanager
+def bearer_client(proxy: RunningProxy) -> Iterator[httpx.Client]:
     """A script's client: the admin token as a bearer header."""
-    return httpx.Client(base_url=proxy.base, headers=proxy.admin, timeout=30)
+    with httpx.Client(base_url=proxy.base, headers=proxy.admin, timeout=30) as client:
+        yield client
 
 
-def browser_client(proxy: RunningProxy) -> httpx.Client:
+@contextmanager
+def browser_client(proxy: RunningProxy) -> Iterator[httpx.Client]:
     """A client logged in through the login form, holding the session cookie."""
-    client = httpx.Client(base_url=proxy.base, timeout=30)
-    page = client.get("/ui/login")
-    assert page.status_code == 200
-    csrf = CSRF.search(page.text)
-    assert csrf is not None
-    done = client.post(
-        "/ui/login", data={"csrf": csrf.group(1), "token": token_of(proxy), "next": "/ui"}
-    )
-    assert done.status_code == 303, done.text
-    return client
+    with httpx.Client(base_url=proxy.base, timeout=30) as client:
+        page = client.get("/ui/login")
+        assert page.status_code == 200
+        csrf = CSRF.search(page.text)
+        assert csrf is not None
+        done = client.post(
+            "/ui/login", data={"csrf": csrf.group(1), "token": token_of(proxy), "next": "/ui"}
+        )
+        assert done.status_code == 303, done.text
+        yield client
 
 
 def csrf_of(client: httpx.Client, page_url: str) -> str:
