@@ -157,7 +157,7 @@ def test_pages_allow_nothing_but_their_own_origin(quiet: RunningProxy) -> None:
     # every URL the page loads is on memlane itself
     sources = re.findall(r'(?:src|href)="([^"]+)"', page.text)
     assert sources
-    assert all(s.startswith(("/ui", "#")) for s in sources), sources
+    assert all(s.startswith(("/ui", "#", "data:")) for s in sources), sources
     assert script.status_code == 200
     assert script.text.startswith("var htmx=")
     assert missing.status_code == 404
