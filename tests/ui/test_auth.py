@@ -4,10 +4,13 @@ CSRF on every form; the Host/Origin guard first; pages that load nothing from el
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import httpx
 import pytest
 
+from memlane.config import Settings
+from memlane.proxy.startup import Probe, report
 from memlane.ui import auth
 from tests.proxy.conftest import QUIET
 from tests.support.upstream import ProxyFactory, RunningProxy
@@ -192,3 +195,14 @@ def test_a_cookie_is_bound_to_the_token_and_expires() -> None:
 )
 def test_after_login_only_inspector_pages(target: str | None, kept: str) -> None:
     assert auth.safe_next(target) == kept
+
+
+def test_serve_says_where_the_inspector_is_and_never_prints_the_token(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path, admin_token="a-configured-token-123")
+    lines = report(settings, Probe(True, "answered"), config_file=None)
+    assert f"  inspector http://127.0.0.1:{settings.port}/ui (log in with the admin token)" in lines
+    assert not any("a-configured-token-123" in line for line in lines)
+    off = report(
+        settings.model_copy(update={"ui_enabled": False}), Probe(True, "ok"), config_file=None
+    )
+    assert not any("inspector" in line for line in off)

@@ -8,9 +8,9 @@ same token as the admin API (`/v1/memlane/…`):
   random nonce, its issue time and a MAC keyed by the token: changing the token
   logs every browser out;
 - a script sends `Authorization: Bearer <token>`, as to the admin API;
-- `/ui?token=…` (the link `memlane serve` prints) is accepted once: it sets the
-  cookie and redirects to the same page without the token, so the token does
-  not stay in the address bar or the history.
+- `/ui?token=…` (a link a script or a launcher builds) is accepted on a GET:
+  it sets the cookie and redirects to the same page without the token, so the
+  token does not stay in the address bar or the history.
 
 Every form carries a CSRF token derived from the cookie's nonce (htmx sends it
 as `X-CSRF-Token`); a POST without the right one is refused. The login form
