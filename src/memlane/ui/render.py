@@ -48,6 +48,7 @@ def environment() -> Environment:
     env.filters["usd"] = usd
     env.filters["stamp"] = stamp
     env.filters["score"] = score
+    env.filters["clip"] = clip
     return env
 
 
@@ -111,6 +112,17 @@ def usd(value: float | None) -> str:
 
 def stamp(moment: datetime | None) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if moment else ""
+
+
+CLIP_CHARS = 6_000
+"""Characters of one message shown in a timeline; the export has every character."""
+
+
+def clip(text: str) -> str:
+    if len(text) <= CLIP_CHARS:
+        return text
+    more = len(text) - CLIP_CHARS
+    return f"{text[:CLIP_CHARS]}\n… ({more:,} more characters: export the session)"
 
 
 def score(value: float | None) -> str:

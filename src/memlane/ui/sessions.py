@@ -28,7 +28,7 @@ from memlane.ui.web import Rt, UIError, Who, context, read_form, redirect
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
 PAGE_SIZE = 50
-WINDOW = 200
+WINDOW = 100
 """Messages shown at once on a timeline; earlier ones are a link away."""
 EVENTS_READ = 2_000
 
