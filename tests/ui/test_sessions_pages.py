@@ -239,3 +239,31 @@ def test_tool_calls_from_the_upstream_are_paired_with_the_next_requests_results(
     result_at = page.index("contents of a")
     assert call_at < result_at
     assert page.rfind('<li id="m', 0, result_at) == page.rfind('<li id="m', 0, call_at)
+
+
+def test_a_long_session_shows_its_last_messages_and_links_the_earlier_ones(
+    proxy_factory: ProxyFactory,
+) -> None:
+    from memlane.store import NewMessage
+    from memlane.types import Message
+
+    proxy = proxy_factory(**QUIET)
+    session = proxy.store.ensure_session("long")
+    long_text = "x" * 7_000
+    texts = [f"message number {i}" for i in range(149)] + [long_text]
+    proxy.store.append_messages(
+        session.id, [NewMessage(Message(role="user", text=t), 1) for t in texts]
+    )
+    with bearer_client(proxy) as client:
+        last = client.get(f"/ui/sessions/{session.id}").text
+        earlier = re.search(r'href="(/ui/sessions/[0-9a-f]+\?start=\d+)">← earlier', last)
+        assert earlier is not None
+        first = client.get(html.unescape(earlier.group(1))).text
+    assert "message number 50<" in last
+    assert "message number 49<" not in last
+    assert "1,000 more characters: export the session" in last  # a long text is clipped
+    assert "message number 0<" in first
+    assert "message number 99<" in first
+    assert "message number 100<" not in first
+    assert "later messages →" in first
+    assert 'id="live"' not in first  # an earlier window does not poll
