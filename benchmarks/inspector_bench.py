@@ -90,12 +90,12 @@ def fill_sessions(store: SQLiteStore, count: int, rng: random.Random) -> str:
         if (i + 1) % 200 == 0:
             print(f"  sessions {i + 1:,}/{count:,}", end="\r", flush=True)
     long = store.ensure_session("long-session", namespace="repo0")
-    messages = []
-    while len(messages) < 2_000:
-        messages += history(rng, 10)
-    store.append_messages(long.id, [NewMessage(m, 40) for m in messages[:2_000]])
-    for _ in range(200):
+    stored = 0
+    while stored < 2_000:  # a turn record after each exchange, as the proxy leaves them
+        messages = history(rng, 10)[: 2_000 - stored]
+        store.append_messages(long.id, [NewMessage(m, 40) for m in messages])
         store.add_event(long.id, turnlog.TURN_EVENT, {"status": "ok", "model": "gpt-4o"})
+        stored += len(messages)
     print(" " * 40, end="\r")
     return long.id
 
@@ -131,8 +131,7 @@ def serve(rt: Runtime) -> tuple[uvicorn.Server, threading.Thread, str]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    settings = rt.settings.model_copy(update={"port": port})
-    app = create_app(settings, runtime=Runtime(settings, rt.store))
+    app = create_app(rt.settings, runtime=rt)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -170,7 +169,7 @@ def main() -> None:
     long_id = fill_sessions(store, args.sessions, rng)
     write_memory_files(home, args.memories, rng)
     rt = Runtime(settings, store)
-    asyncio.run(book_for(rt).sync_files())
+    asyncio.run(book_for(rt).ready())  # index the files; the served app then has nothing to do
     fact_id = store.page_facts(limit=1)[0][0].id
     short = store.find_session("session-0")
     assert short is not None

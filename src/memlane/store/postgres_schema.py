@@ -192,6 +192,7 @@ def m003_inspector(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     )
     conn.execute("CREATE INDEX events_kind ON events (kind, id)")
     conn.execute("CREATE INDEX facts_recent ON facts (created_at DESC, seq DESC)")
+    conn.execute("CREATE INDEX facts_live_scope ON facts (deleted, scope)")
 
 
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (

@@ -244,7 +244,8 @@ def m005_turn_context(conn: sqlite3.Connection) -> None:
 
 
 def m006_inspector(conn: sqlite3.Connection) -> None:
-    """What the inspector's pages read: counters per day, and events by kind across sessions."""
+    """What the inspector's pages read: counters per day, events by kind across sessions, and
+    live entries per scope."""
     conn.execute(
         """CREATE TABLE daily_counts (
             day TEXT NOT NULL,
@@ -254,6 +255,8 @@ def m006_inspector(conn: sqlite3.Connection) -> None:
         )"""
     )
     conn.execute("CREATE INDEX events_kind ON events(kind, id)")
+    # live entries per scope, counted from the index alone (no table read per entry)
+    conn.execute("CREATE INDEX facts_live_scope ON facts(deleted, scope)")
 
 
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [

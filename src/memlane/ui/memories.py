@@ -63,8 +63,7 @@ async def memories_page(
     hits: list[dict[str, Any]] = []
     facts: list[Fact] = []
     total = 0
-    if q.strip():
-        await book_for(rt).ready()
+    if q.strip():  # the index as it is: a catch-up with the files (at start) goes on meanwhile
         hits = await _search(rt, q, chosen)
     else:
         facts, total = await threads.to_thread(
