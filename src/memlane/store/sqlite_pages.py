@@ -77,12 +77,15 @@ def page_facts(
     if not include_deleted:
         where.append("deleted = 0")
     clause = f"WHERE {' AND '.join(where)}" if where else ""
-    order = "created_at DESC, rowid DESC" if scope is not None else "rowid DESC"
+    if scope is not None:
+        order, listing = "created_at DESC, rowid DESC", clause
+    else:  # walk rowids backwards; `+deleted` keeps the planner off the (deleted, scope) index
+        order, listing = "rowid DESC", clause.replace("deleted = 0", "+deleted = 0")
     rows = read(
-        f"SELECT {columns} FROM facts {clause} ORDER BY {order} LIMIT ? OFFSET ?",
+        f"SELECT {columns} FROM facts {listing} ORDER BY {order} LIMIT ? OFFSET ?",
         [*params, limit, offset],
     )
-    total = read(f"SELECT count(*) AS n FROM facts {clause}", params)[0]["n"]
+    total = read(f"SELECT count(*) AS n FROM facts {clause}", params)[0]["n"]  # index only
     return rows, int(total)
 
 

@@ -69,7 +69,7 @@ async def overview(request: Request, who: Who, rt: Rt) -> Response:
         return {
             "rows": day_rows(store.daily_counts(since=since), now),
             "sessions": store.page_sessions(limit=1)[1],
-            "memories": sum(n for _, n in store.fact_scopes()),
+            "memories": store.page_facts(limit=1)[1],
         }
 
     values = await threads.to_thread(read)
