@@ -1,9 +1,9 @@
-"""The inspector's bounded reads, run once per backend (see conftest.STORE_BACKENDS)."""
+"""The `InspectorReads` role: the web inspector's bounded reads, run once per backend."""
 
 from __future__ import annotations
 
 from memlane.store import Store
-from tests.store.test_contract import fact, user
+from tests.store.contract.support import fact, user
 
 
 def test_page_sessions_pages_newest_first_and_counts_all(store: Store) -> None:
