@@ -36,7 +36,6 @@ import uvicorn
 from memlane.config import Settings
 from memlane.engine import turnlog
 from memlane.engine.governance.ledger import EVENT_COMPACTED, EVENT_DROPPED
-from memlane.engine.memory.book import book_for
 from memlane.engine.memory.scopes import GLOBAL, namespace_scope
 from memlane.engine.runtime import Runtime
 from memlane.files.admin_token import ensure
@@ -169,7 +168,7 @@ def main() -> None:
     long_id = fill_sessions(store, args.sessions, rng)
     write_memory_files(home, args.memories, rng)
     rt = Runtime(settings, store)
-    asyncio.run(book_for(rt).ready())  # index the files; the served app then has nothing to do
+    asyncio.run(rt.memory_book.ready())  # index the files; the served app then has nothing to do
     fact_id = store.page_facts(limit=1)[0][0].id
     short = store.find_session("session-0")
     assert short is not None

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from memlane.engine.memory import manage
-from memlane.engine.memory.book import book_for, new_fact
+from memlane.engine.memory.book import new_fact
 from memlane.engine.memory.recall import recall
 from memlane.files.memory_files import new_id
 from memlane.store import SearchFilter
@@ -104,7 +104,7 @@ def test_a_memory_shows_its_provenance_file_and_history(proxy: RunningProxy) -> 
     )
 
     async def write() -> None:
-        book = book_for(proxy.runtime)
+        book = proxy.runtime.memory_book
         await book.write(puts=[fact])
         await book.commit("memory: added from a conversation\n\n+ The user's cat is named Miso")
 

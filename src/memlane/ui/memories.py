@@ -17,13 +17,13 @@ from starlette.responses import Response
 
 from memlane.engine import threads
 from memlane.engine.memory import manage
-from memlane.engine.memory.book import book_for
 from memlane.engine.memory.scopes import parse_scope
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.types import Fact
 from memlane.ui.render import page
 from memlane.ui.web import Rt, UIError, Who, context, read_form, redirect
+from memlane.views.memories import MemoryNotFound, get_memory
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -128,15 +128,15 @@ async def memory_page(request: Request, who: Who, rt: Rt, memory_id: str) -> Res
             history=history,
             path=str(path) if path else None,
             source=source,
-            git=book_for(rt).git is not None,
+            git=rt.memory_book.git is not None,
         ),
     )
 
 
 async def _get(rt: Runtime, memory_id: str) -> Fact:
     try:
-        return await manage.get_memory(rt, memory_id)
-    except manage.MemoryNotFound as exc:
+        return await get_memory(rt, memory_id)
+    except MemoryNotFound as exc:
         raise UIError(404, str(exc.args[0])) from None
 
 

@@ -24,6 +24,7 @@ from memlane.types import Fact, Session
 from memlane.ui import timeline
 from memlane.ui.render import SECURITY_HEADERS, page
 from memlane.ui.web import Rt, UIError, Who, context, read_form, redirect
+from memlane.views.sessions import AmbiguousSession, NoSuchSession, find_session, index_cost
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -41,15 +42,17 @@ def display_title(session: Session) -> str:
 
 def total_cost(session: Session) -> float:
     """The conversation's own cost plus what memlane's index and query calls for it cost."""
-    extra = session.metadata.get("index_cost_usd", 0.0)
-    return session.cost_usd + (float(extra) if isinstance(extra, int | float) else 0.0)
+    return session.cost_usd + index_cost(session)
 
 
-def find(rt: Runtime, session_id: str) -> Session:
-    session = rt.store.get_session(session_id)
-    if session is None:
-        raise UIError(404, f"no session {session_id!r}: it may have been deleted")
-    return session
+def find(rt: Runtime, ref: str) -> Session:
+    """The session `ref` names, by the rule every face uses (id, key, id prefix, name)."""
+    try:
+        return find_session(rt.store, ref)
+    except NoSuchSession as exc:
+        raise UIError(404, str(exc)) from None
+    except AmbiguousSession as exc:
+        raise UIError(409, str(exc)) from None
 
 
 @router.get("/sessions")

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from memlane.engine import threads
-from memlane.engine.memory.book import book_for, new_fact
+from memlane.engine.memory.book import new_fact
 from memlane.engine.memory.scopes import GLOBAL
 from memlane.engine.runtime import Runtime
 from memlane.files.git import Change, GitError, GitRepo, commit_quietly
@@ -49,7 +49,7 @@ async def add_memory(
     its id is returned, so a script that adds the same line twice keeps one memory.
     """
     body = _clean_text(text)
-    book = book_for(rt)
+    book = rt.memory_book
     await book.ready()
     existing = await threads.to_thread(_exact_repeat, rt, body, scope, role)
     if existing is not None:
@@ -105,7 +105,7 @@ def _find(rt: Runtime, ref: str) -> Fact:
 async def edit_memory(rt: Runtime, fact_id: str, text: str) -> Fact:
     """Replace a memory's text in place (same id: a correction, not a new fact)."""
     body = _clean_text(text)
-    book = book_for(rt)
+    book = rt.memory_book
     await book.ready()
     fact = await get_memory(rt, fact_id)
     if fact.deleted:
@@ -118,7 +118,7 @@ async def edit_memory(rt: Runtime, fact_id: str, text: str) -> Fact:
 
 async def forget_memory(rt: Runtime, fact_id: str) -> Fact:
     """Soft delete: the entry moves under `deleted/` and leaves the index."""
-    book = book_for(rt)
+    book = rt.memory_book
     await book.ready()
     fact = await get_memory(rt, fact_id)
     if fact.deleted:
@@ -136,7 +136,7 @@ async def list_memories(
     include_deleted: bool = False,
     limit: int | None = None,
 ) -> list[Fact]:
-    await book_for(rt).ready()
+    await rt.memory_book.ready()
     return await threads.to_thread(
         rt.store.list_facts,
         scope=scope,
@@ -149,7 +149,7 @@ async def list_memories(
 async def memory_history(rt: Runtime, fact: Fact, *, limit: int = 20) -> list[Change]:
     """The git commits that changed this memory's file (wherever it lived), newest first,
     each with its diff; empty without git or in PostgreSQL mode (no files)."""
-    git = book_for(rt).git
+    git = rt.memory_book.git
     if git is None:
         return []
     try:
@@ -160,7 +160,7 @@ async def memory_history(rt: Runtime, fact: Fact, *, limit: int = 20) -> list[Ch
 
 def memory_file(rt: Runtime, fact: Fact) -> Path | None:
     """Where the memory lives as a Markdown file (None in PostgreSQL mode)."""
-    files = book_for(rt).files
+    files = rt.memory_book.files
     return files.find(fact) if files is not None else None
 
 
