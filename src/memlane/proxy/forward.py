@@ -60,11 +60,13 @@ class Upstream:
     def url(self, path: str) -> str:
         return self.base + path
 
-    def headers(self, incoming: Iterable[tuple[str, str]]) -> dict[str, str]:
+    def headers(self, incoming: Iterable[tuple[str, str]]) -> httpx.Headers:
         """The client's headers minus memlane's own and per-connection ones.
 
         The client's Authorization goes upstream as sent (never stored or logged);
-        the configured upstream key is used only when the client sent none.
+        the configured upstream key is used only when the client sent none. A value
+        that is not ASCII goes as the very bytes the client sent (httpx refuses such
+        text; HTTP allows the bytes).
         """
         out = {
             name: value
@@ -75,7 +77,10 @@ class Upstream:
             out["authorization"] = f"Bearer {self._key.get_secret_value()}"
         out["accept-encoding"] = "identity"
         out["via"] = with_via(out.get("via"))
-        return out
+        # Starlette decoded each header as Latin-1: encoding it so gives the client's bytes.
+        return httpx.Headers(
+            [(k.encode("latin-1"), v.encode("latin-1", errors="replace")) for k, v in out.items()]
+        )
 
     async def aclose(self) -> None:
         for client in self._clients:

@@ -108,7 +108,7 @@ class OpenAICompatibleLLM:
         url = f"{self.base_url}/chat/completions"
         headers = self._headers
         borrowed = REQUEST_AUTHORIZATION.get() if self.borrow_request_key else None
-        if borrowed:
+        if borrowed and borrowed.isascii():  # a key is ASCII; other bytes are not one
             headers = {"Authorization": borrowed}
         try:
             async with httpx.AsyncClient(
