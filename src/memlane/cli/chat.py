@@ -34,6 +34,7 @@ from memlane.engine.sessions.indexing import startup_warnings
 from memlane.engine.sessions.lookup import SessionLookupError, find_session
 from memlane.engine.sessions.references import ReferenceFailed
 from memlane.engine.turn import Answer, Turn
+from memlane.proxy.wire.base import token_count
 from memlane.proxy.wire.chat import to_wire
 from memlane.store import Store
 from memlane.types import Message, Session
@@ -119,8 +120,8 @@ class ChatSession:
             return Answer([], failed=True)
         return Answer(
             [Message(role="assistant", text="".join(parts), wire="chat")],
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
+            prompt_tokens=token_count(usage.get("prompt_tokens")),
+            completion_tokens=token_count(usage.get("completion_tokens")),
         )
 
 
@@ -161,16 +162,23 @@ async def stream_completion(
 
 
 def _delta(data: str) -> tuple[str, dict[str, Any] | None]:
+    """The text and usage in one chunk; an error event (whatever its shape) is a ChatError."""
     try:
         chunk = json.loads(data)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ChatError("upstream sent a stream event that is not JSON") from exc
+    if not isinstance(chunk, dict):
+        return "", None
     if "error" in chunk:
-        raise ChatError(str(chunk["error"].get("message", chunk["error"])))
-    choices = chunk.get("choices") or []
-    delta = choices[0].get("delta", {}) if choices else {}
+        error = chunk["error"]
+        message = error.get("message", error) if isinstance(error, dict) else error
+        raise ChatError(f"upstream error: {message}"[:300])
+    choices = chunk.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    delta = first.get("delta") if isinstance(first, dict) else None
+    content = delta.get("content") if isinstance(delta, dict) else None
     usage = chunk.get("usage")
-    return str(delta.get("content") or ""), usage if isinstance(usage, dict) else None
+    return content if isinstance(content, str) else "", usage if isinstance(usage, dict) else None
 
 
 def _reason(response: httpx.Response) -> str:

@@ -15,11 +15,22 @@ from typing import Any, Protocol
 
 import httpx
 
+from memlane.text.redact import redact
 from memlane.text.tls import ssl_context
 
 
 class LLMError(Exception):
     """The LLM could not be reached or refused: the caller falls back, it never crashes."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        """The HTTP status the LLM answered with, when it answered."""
+
+    @property
+    def refused(self) -> bool:
+        """The server would not take the call's credentials (no key, or the wrong one)."""
+        return self.status in (401, 403)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,9 +118,11 @@ class OpenAICompatibleLLM:
     async def _post(self, body: Mapping[str, Any]) -> Any:
         url = f"{self.base_url}/chat/completions"
         headers = self._headers
+        used_key = self._api_key
         borrowed = REQUEST_AUTHORIZATION.get() if self.borrow_request_key else None
         if borrowed and borrowed.isascii():  # a key is ASCII; other bytes are not one
             headers = {"Authorization": borrowed}
+            used_key = borrowed.partition(" ")[2].strip() or borrowed
         try:
             async with httpx.AsyncClient(
                 timeout=self._timeout,
@@ -124,7 +137,8 @@ class OpenAICompatibleLLM:
             raise LLMError(f"LLM unreachable at {self.base_url}: {type(exc).__name__}") from exc
         if not response.is_success:
             raise LLMError(
-                f"LLM answered HTTP {response.status_code}{_error_hint(response, self._api_key)}"
+                f"LLM answered HTTP {response.status_code}{_error_hint(response, used_key)}",
+                status=response.status_code,
             )
         try:
             return response.json()
@@ -167,4 +181,4 @@ def _error_hint(response: httpx.Response, api_key: str | None) -> str:
         return ""
     if api_key:
         message = message.replace(api_key, "***")
-    return ": " + message[:200]
+    return ": " + redact(message)[:200]
