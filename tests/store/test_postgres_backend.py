@@ -272,7 +272,7 @@ def test_keyword_search_over_very_common_terms_keeps_its_results(
 def test_a_frequency_read_after_the_count_never_breaks_the_weights() -> None:
     """Replicas add documents between the count and the frequencies (or the count is
     cached): a word seen in more documents than counted weighs the least, never raises."""
-    from memlane.store.postgres_keywords import IDF_FLOOR, query_weights
+    from memlane.store.postgres.keywords import IDF_FLOOR, query_weights
 
     weights = query_weights(["tabs", "rare"], 10.0, 5.0, {"tabs": 14, "rare": 1})
     assert weights.idf[0] == IDF_FLOOR
