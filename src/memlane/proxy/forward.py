@@ -19,10 +19,21 @@ pool (a readability poll each, and a quadratic idle count) whenever a request st
 ends; four smaller pools cut the proxy's CPU per request by ~20% at 32 concurrent clients."""
 
 
+UPSTREAM_IDLE_SECONDS = 4.0
+"""An idle connection to the upstream is dropped after this long: before the 5 s after
+which uvicorn-served upstreams (vLLM, llama.cpp's Python servers) close theirs. With the
+same 5 s on both sides, a request sent on a connection the server is closing at that very
+moment fails, and the client would get a 502 for it."""
+
+
 def _pool() -> httpx.AsyncHTTPTransport:
     """Small writes go out at once, never held for a delayed ACK."""
     nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=100)
+    limits = httpx.Limits(
+        max_connections=None,
+        max_keepalive_connections=100,
+        keepalive_expiry=UPSTREAM_IDLE_SECONDS,
+    )
     return httpx.AsyncHTTPTransport(limits=limits, socket_options=nodelay)
 
 
