@@ -13,6 +13,7 @@ any wire format added later) and every admin route:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -24,9 +25,11 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import psycopg
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
 from memlane.config import Settings
 from memlane.engine.memory.book import book_for
@@ -39,6 +42,7 @@ SCALE = float(os.environ.get("MEMLANE_FUZZ_SCALE", "1"))
 """More examples on a quiet machine or in a dedicated run: `MEMLANE_FUZZ_SCALE=20`."""
 MODEL_EXAMPLES = int(150 * SCALE)
 ADMIN_EXAMPLES = int(25 * SCALE)
+PG_EXAMPLES = int(60 * SCALE)
 TRACEBACK_MARKERS = ("Traceback (most recent call last)", 'File "/', "Internal Server Error")
 
 
@@ -89,6 +93,20 @@ def _tree(root: Path, skip: Path | None = None) -> dict[str, tuple[int, int]]:
 
 
 def _database(settings: Settings) -> str:
+    """A digest of everything stored (SQLite's dump, or every PostgreSQL table's rows)."""
+    if settings.store_url:
+        with psycopg.connect(settings.store_url) as pg:
+            tables = pg.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1"
+            ).fetchall()
+            digest = hashlib.sha256()
+            for (table,) in tables:
+                row = pg.execute(
+                    f"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) "
+                    f'FROM "{table}" t'
+                ).fetchone()
+                digest.update(f"{table}:{row[0] if row else ''}".encode())
+            return digest.hexdigest()
     with sqlite3.connect(f"file:{settings.database_path}?mode=ro", uri=True) as conn:
         return hashlib.sha256("\n".join(conn.iterdump()).encode()).hexdigest()
 
@@ -136,7 +154,8 @@ class Target:
         forwarded = len(self.upstream.requests)
         outside = _tree(self.outside, skip=self.proxy.settings.home_path)
         response = self.client.request(method, path, content=body, headers=headers)
-        event(f"status {response.status_code}")
+        with contextlib.suppress(InvalidArgument):  # outside Hypothesis (a sweep): no events
+            event(f"status {response.status_code}")
         text = response.text
         assert not own_server_error(response), f"{method} {path}: {text[:500]}"
         for marker in TRACEBACK_MARKERS:
@@ -164,6 +183,19 @@ class Target:
 def target(
     proxy_factory: ProxyFactory, upstream: ScriptedUpstream, tmp_path: Path
 ) -> Iterator[Target]:
+    yield from _target(proxy_factory, upstream, tmp_path)
+
+
+@pytest.fixture
+def pg_target(
+    pg_url: str, proxy_factory: ProxyFactory, upstream: ScriptedUpstream, tmp_path: Path
+) -> Iterator[Target]:  # the database first: it is dropped after the proxy stops
+    yield from _target(proxy_factory, upstream, tmp_path, store_url=pg_url)
+
+
+def _target(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream, tmp_path: Path, **settings: Any
+) -> Iterator[Target]:
     upstream.respond_with(lambda request: Reply(text="ok"))
     outside = tmp_path / "outside"
     home = outside / "a" / "b" / "c" / "d" / "e" / "f" / "g" / "h" / "home"
@@ -175,6 +207,7 @@ def target(
         memory_extract_facts=False,
         index_enabled=False,
         memory_git=False,
+        **settings,
     )
     (outside / "harness").mkdir(parents=True, exist_ok=True)
     with httpx.Client(base_url=proxy.base, timeout=60) as client:
@@ -201,6 +234,55 @@ def test_model_routes_survive_any_body_and_headers(
     sent: dict[str, Any] = {"content-type": b"application/json"} if json_type else {}
     sent.update(headers)
     target.send(route.method, route.path, body, sent)
+
+
+@pytest.mark.parametrize("route", MODEL_ROUTES, ids=lambda r: r.path)
+@settings(max_examples=PG_EXAMPLES)
+@given(body=fz.bodies, headers=fz.headers)
+def test_model_routes_survive_any_body_on_postgresql(
+    pg_target: Target, route: Route, body: bytes, headers: dict[str, bytes]
+) -> None:
+    """PostgreSQL refuses what SQLite stores (NUL, NaN): the same promises hold there."""
+    pg_target.send(route.method, route.path, body, {"content-type": b"application/json", **headers})
+
+
+NASTY_VALUES: list[Any] = [
+    *fz.NASTY_TEXT,
+    float("nan"),
+    float("inf"),
+    -(2**70),
+    {"\x00": "\x00"},
+    [None, float("-inf")],
+]
+
+
+def test_every_nasty_value_in_a_valid_request_of_every_route(target: Target) -> None:
+    """A sweep, not a sample: each odd value, in a request every wire format accepts
+    (its text, an extra field of its message, its metadata), on every model route."""
+    _sweep(target)
+
+
+def test_every_nasty_value_on_postgresql(pg_target: Target) -> None:
+    _sweep(pg_target)
+
+
+def _sweep(target: Target) -> None:
+    for n, value in enumerate(NASTY_VALUES):
+        item = {"role": "user", "content": value, "x-extra": value}
+        body = {
+            "model": "m",
+            "max_tokens": 16,
+            "metadata": {"note": value},
+            "messages": [item],
+            "input": [item],
+        }
+        for route in MODEL_ROUTES:
+            target.send(
+                route.method,
+                route.path,
+                fz.encode(body, ascii_only=n % 2 == 0),
+                {"content-type": b"application/json", "x-memlane-session": f"nasty-{n}".encode()},
+            )
 
 
 def _admin_path(route: Route, data: st.DataObject, known_id: str) -> str:
