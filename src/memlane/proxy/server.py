@@ -15,7 +15,7 @@ from pathlib import Path
 
 from memlane.config import Settings
 from memlane.files import admin_token
-from memlane.proxy.guard import points_at_self
+from memlane.proxy.guard import is_loopback, points_at_self
 
 CLIENT_IDLE_SECONDS = 30
 """How long a client's idle connection is kept open. Clients' pools (httpx and the SDKs
@@ -25,15 +25,6 @@ closing at that moment (uvicorn's own default is the same 5 s)."""
 
 class ServeError(Exception):
     """The proxy cannot start; the message says what to change."""
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_address(host: str) -> None:
