@@ -32,7 +32,6 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from memlane.config import Settings
-from memlane.engine.memory.book import book_for
 from memlane.proxy.app import create_app
 from tests.fuzz import strategies as fz
 from tests.support.upstream import ProxyFactory, Reply, RunningProxy, ScriptedUpstream
@@ -139,7 +138,7 @@ class Target:
         self.proxy.drain()
         # Commits (and the file snapshot with them) wait for a quiet period: flush them now,
         # or one due from an earlier request would land in the middle of a later check.
-        self.proxy.call(book_for(self.proxy.runtime).flush)
+        self.proxy.call(self.proxy.runtime.memory_book.flush)
         home = self.proxy.settings.home_path
         files = {
             k: v

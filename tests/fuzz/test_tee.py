@@ -21,8 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memlane.proxy.wire as wire
-from memlane.proxy.sse import SSEDecoder
 from memlane.proxy.wire.base import WireAdapter
+from memlane.text.sse import SSEDecoder
 from tests.fuzz import strategies as fz
 from tests.support.upstream import Reply, ScriptedUpstream, ToolCallSpec
 
