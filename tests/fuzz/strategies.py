@@ -12,11 +12,15 @@ is fuzzed with the shapes its clients send without this module knowing it.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from hypothesis import strategies as st
 
 from memlane.proxy import headers as h
+
+SCALE = float(os.environ.get("MEMLANE_FUZZ_SCALE", "1"))
+"""More examples on a quiet machine or in a dedicated run: `MEMLANE_FUZZ_SCALE=20`."""
 
 KEYS = (
     "model",

@@ -37,11 +37,9 @@ from tests.fuzz import strategies as fz
 from tests.support.upstream import ProxyFactory, Reply, RunningProxy, ScriptedUpstream
 
 ADMIN_PREFIX = "/v1/memlane/"
-SCALE = float(os.environ.get("MEMLANE_FUZZ_SCALE", "1"))
-"""More examples on a quiet machine or in a dedicated run: `MEMLANE_FUZZ_SCALE=20`."""
-MODEL_EXAMPLES = int(150 * SCALE)
-ADMIN_EXAMPLES = int(25 * SCALE)
-PG_EXAMPLES = int(60 * SCALE)
+MODEL_EXAMPLES = int(150 * fz.SCALE)
+ADMIN_EXAMPLES = int(25 * fz.SCALE)
+PG_EXAMPLES = int(60 * fz.SCALE)
 TRACEBACK_MARKERS = ("Traceback (most recent call last)", 'File "/', "Internal Server Error")
 
 

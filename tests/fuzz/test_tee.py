@@ -197,7 +197,7 @@ def test_every_field_of_every_event_may_hold_anything(
             _assemble(adapter, changed)
 
 
-@settings(max_examples=250)
+@settings(max_examples=int(250 * fz.SCALE))
 @given(data=st.data())
 def test_no_stream_event_makes_an_assembler_raise(
     adapter: WireAdapter, upstream: ScriptedUpstream, data: st.DataObject
@@ -209,7 +209,7 @@ def test_no_stream_event_makes_an_assembler_raise(
     )
 
 
-@settings(max_examples=150)
+@settings(max_examples=int(150 * fz.SCALE))
 @given(data=st.data())
 def test_no_whole_answer_makes_answer_from_json_raise(
     adapter: WireAdapter, upstream: ScriptedUpstream, data: st.DataObject
