@@ -138,7 +138,7 @@ class AsyncMemory:
     async def history(self, memory_id: str) -> list[MemoryVersion]:
         """Every version of a memory, oldest first, with when each was true and the
         message it came from (when kept)."""
-        return [version_of(v) for v in await manage.memory_history(self.runtime, memory_id)]
+        return [version_of(v) for v in await manage.memory_versions(self.runtime, memory_id)]
 
     async def remember(
         self,

@@ -48,7 +48,7 @@ def test_sqlite_facts_get_their_validity_when_the_file_is_opened(tmp_path: Path)
     path = tmp_path / "memlane.db"
     raw = sqlite3.connect(path, isolation_level=None)
     raw.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    before = sqlite_schema.MIGRATIONS.index(sqlite_schema.m006_fact_validity)
+    before = sqlite_schema.MIGRATIONS.index(sqlite_schema.m007_fact_validity)
     for migration in sqlite_schema.MIGRATIONS[:before]:
         migration(raw)
         raw.execute("INSERT INTO migrations VALUES (?, '2026-01-01')", (migration.__name__,))
@@ -83,7 +83,7 @@ def test_postgres_facts_get_their_validity_when_the_database_is_opened(pg_url: s
             "DEFAULT now())"
         )
         for name, step in pg_schema.MIGRATIONS:
-            if name == "m003_fact_validity":
+            if name == "m004_fact_validity":
                 break
             with plain.transaction():
                 step(plain)

@@ -64,7 +64,7 @@ def version_json(version: Version) -> dict[str, Any]:
 def history(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> None:
     """Every version of memory ID, oldest first: when each was true and what caused it."""
     with opened_runtime(ctx) as rt:
-        versions = _run(rt, manage.memory_history(rt, memory_id))
+        versions = _run(rt, manage.memory_versions(rt, memory_id))
     if as_json:
         print_json([version_json(v) for v in versions])
         return

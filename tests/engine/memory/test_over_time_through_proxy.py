@@ -79,7 +79,7 @@ def test_a_move_closes_the_old_fact_at_the_message_and_recall_follows_time(
     assert berlin.valid_to == lisbon.valid_from == moved.created_at
     assert (berlin.replaced_by, lisbon.supersedes) == (lisbon.id, berlin.id)
 
-    versions = proxy.call(lambda: manage.memory_history(proxy.runtime, lisbon.id))
+    versions = proxy.call(lambda: manage.memory_versions(proxy.runtime, lisbon.id))
     assert [(v.fact.text, v.cause.message.text if v.cause else None) for v in versions] == [
         (BERLIN, "I live in Berlin"),
         (LISBON, "I moved to Lisbon"),

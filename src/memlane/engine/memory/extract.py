@@ -69,7 +69,10 @@ async def extract_facts(
 ) -> list[str]:
     """Facts from one user message written at `said_at`, their dates made absolute
     (`dates.absolute_dates` catches what the model left relative); [] when there are
-    none or the model keeps failing."""
+    none or the model keeps failing.
+
+    Raises `LLMError` only when the LLM refused the call's credentials: that never
+    fixes itself, and the user must be told (see `ingest_turn`)."""
     if not user_text.strip():
         return []
     # keys never reach the model or a fact
@@ -78,6 +81,8 @@ async def extract_facts(
         try:
             answer = await llm.complete(messages, model=model, temperature=0.0)
         except LLMError as exc:
+            if exc.refused:  # no usable key: the caller records it, so the user can fix it
+                raise
             log.warning("fact extraction skipped, LLM unavailable: %s", exc)
             return []
         try:

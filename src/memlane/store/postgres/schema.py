@@ -168,7 +168,23 @@ def m002_turn_context(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     rebuild_turn_documents(conn)
 
 
-def m003_fact_validity(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+def m003_inspector(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """What the inspector's pages read: counters per day, and events by kind across sessions."""
+    conn.execute(
+        """
+        CREATE TABLE daily_counts (
+            day text NOT NULL,
+            name text NOT NULL,
+            value bigint NOT NULL DEFAULT 0,
+            PRIMARY KEY (day, name)
+        )
+        """
+    )
+    conn.execute("CREATE INDEX events_kind ON events (kind, id)")
+    conn.execute("CREATE INDEX facts_live_scope ON facts (deleted, scope)")
+
+
+def m004_fact_validity(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     """Facts know when they were true (`valid_from`, `valid_to`) and what they replaced
     (`supersedes`). Existing data carries over: a tombstone's validity ends when it was
     deleted, and a fact an update put in place links back to the tombstone it replaced."""
@@ -190,7 +206,8 @@ def m003_fact_validity(conn: psycopg.Connection[tuple[object, ...]]) -> None:
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m001_initial", m001_initial),
     ("m002_turn_context", m002_turn_context),
-    ("m003_fact_validity", m003_fact_validity),
+    ("m003_inspector", m003_inspector),
+    ("m004_fact_validity", m004_fact_validity),
 )
 
 

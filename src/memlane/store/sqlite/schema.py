@@ -243,7 +243,24 @@ def m005_turn_context(conn: sqlite3.Connection) -> None:
     rebuild_turn_documents(conn)
 
 
-def m006_fact_validity(conn: sqlite3.Connection) -> None:
+def m006_inspector(conn: sqlite3.Connection) -> None:
+    """What the inspector's pages read: counters per day, events by kind across sessions, and
+    live entries per scope."""
+    conn.execute(
+        """CREATE TABLE daily_counts (
+            day TEXT NOT NULL,
+            name TEXT NOT NULL,
+            value INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (day, name)
+        )"""
+    )
+    conn.execute("CREATE INDEX events_kind ON events(kind, id)")
+    # live entries per scope, counted from the index alone (no table read per entry)
+    conn.execute("CREATE INDEX facts_live_scope ON facts(deleted, scope)")
+    conn.execute("CREATE INDEX facts_created ON facts(created_at)")  # newest first, any scope
+
+
+def m007_fact_validity(conn: sqlite3.Connection) -> None:
     """Facts know when they were true (`valid_from`, `valid_to`) and what they replaced
     (`supersedes`). Existing data carries over: a tombstone's validity ends when it was
     deleted, and a fact an update put in place links back to the tombstone it replaced."""
@@ -269,7 +286,8 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m003_fts_insert_without_trigger,
     m004_doc_changes,
     m005_turn_context,
-    m006_fact_validity,
+    m006_inspector,
+    m007_fact_validity,
 ]
 
 
