@@ -13,6 +13,7 @@ from memlane.cli import (
     config_cmd,
     doctor,
     eval_cmd,
+    mcp_cmd,
     memory,
     serve,
     sessions,
@@ -37,6 +38,7 @@ app.command("serve")(serve.serve)
 app.command("chat")(chat.chat)
 app.command("status")(status_cmd.status)
 app.command("doctor")(doctor.doctor)
+app.command("mcp")(mcp_cmd.mcp)
 
 
 def _version(value: bool) -> None:

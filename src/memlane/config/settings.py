@@ -16,9 +16,17 @@ from memlane.config.governance import GovernanceSettings
 from memlane.config.memory import MemorySettings
 from memlane.config.proxy import ProxySettings
 from memlane.config.sessions import SessionsSettings
+from memlane.config.tools import ToolsSettings
 
 
-class Settings(CoreSettings, ProxySettings, GovernanceSettings, MemorySettings, SessionsSettings):
+class Settings(
+    CoreSettings,
+    ProxySettings,
+    GovernanceSettings,
+    MemorySettings,
+    SessionsSettings,
+    ToolsSettings,
+):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     @property
