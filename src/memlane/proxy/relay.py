@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -49,7 +49,12 @@ class RelayResponse(Response):
         settle: Settle,
         error_frame: Callable[[str], bytes],
         headers: Mapping[str, str],
+        head: Sequence[bytes] = (),
+        rest: AsyncIterator[bytes] | None = None,
+        decoder: SSEDecoder | None = None,
     ) -> None:
+        """`head`: chunks already read from `upstream` (and fed to `assembler` through
+        `decoder`), relayed first; `rest` is the same read going on."""
         # Not Response.__init__: it would declare `content-length: 0` for the missing body.
         self.status_code = upstream.status_code
         self.background = None
@@ -58,6 +63,9 @@ class RelayResponse(Response):
         self.assembler = assembler
         self.settle = settle
         self.error_frame = error_frame
+        self.head = head
+        self.rest = rest
+        self.decoder = decoder or SSEDecoder()
         self.settled = False
         self.tee_failed = False
         """The assembler raised on an event: relaying goes on, the copy stops."""
@@ -87,9 +95,13 @@ class RelayResponse(Response):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _pump(self, send: Send) -> Outcome:
-        decoder = SSEDecoder()
+        decoder = self.decoder
+        for chunk in self.head:
+            if self.assembler.complete:
+                await self._settle(Outcome.DONE)
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
         try:
-            async for chunk in self.upstream.aiter_bytes():
+            async for chunk in self.rest or self.upstream.aiter_bytes():
                 self._tee(decoder.feed(chunk))
                 if not self.tee_failed and self.assembler.complete:
                     await self._settle(Outcome.DONE)

@@ -34,6 +34,7 @@ from memlane.proxy.forward import relayed_headers
 from memlane.proxy.identity import resolve
 from memlane.proxy.relay import Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
+from memlane.proxy.tool_loop import ToolLoop, offered
 from memlane.proxy.wire.base import (
     ParsedRequest,
     StreamAssembler,
@@ -99,6 +100,7 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
     except WireError as exc:
         raise ProxyError(400, str(exc), param=exc.param) from None
     identity = resolve(request.headers, parsed.body)
+    tools = offered(state.settings.proxy_tools, identity.flags.get(h.TOOLS_FLAG))
     chained_key = await _chained_key(state, parsed)
     if chained_key is not None:  # memlane holds the conversation: send it whole
         body = {k: v for k, v in parsed.body.items() if k != PREVIOUS_RESPONSE}
@@ -125,9 +127,13 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
         return direct_response(adapter.wire, parsed.model, exc.answer, stream=parsed.stream)
     if turn.session is not None:
         setattr(request.state, SESSION_STATE, turn.session.id)  # for the access line
-    payload = raw if unchanged(parsed, outgoing) else dumps(adapter.render(parsed, outgoing))
     headers = state.upstream.headers(request.headers.items())
     headers.setdefault("content-type", "application/json")
+    if tools:
+        loop = ToolLoop(state, turn, adapter, parsed, tools, headers)
+        outgoing = await loop.with_pending(outgoing)
+        return await (loop.stream(outgoing) if parsed.stream else loop.complete(outgoing))
+    payload = raw if unchanged(parsed, outgoing) else dumps(adapter.render(parsed, outgoing))
     if parsed.stream:
         return await _stream(state, turn, adapter, payload, headers)
     return await _complete(state, turn, adapter, payload, headers)

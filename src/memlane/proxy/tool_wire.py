@@ -1,0 +1,205 @@
+"""What memlane's own tools look like in each wire format: definitions, and taking them back out.
+
+The tool loop (`proxy.tool_loop`) is the same for every format; this module holds
+the few format-specific pieces it needs:
+
+- `definition(spec)`: a function tool as the format declares one;
+- `first_output(data)`: whether a streamed event starts answer text or a tool call
+  (the loop relays a round that starts with text as it arrives);
+- `strip_json(data, names)` / `strip_events(events, names)`: an answer (whole or
+  streamed) without memlane's calls, for a round that also called the client's
+  tools. Output positions are renumbered so the client sees a well-formed answer.
+
+A new wire format adds one class here and registers it in `TOOL_WIRES`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+from memlane.proxy.wire.base import dumps
+
+Output = Literal["text", "tool"]
+Event = tuple[str | None, str]
+
+
+class ToolWire(Protocol):
+    def definition(self, name: str, description: str, parameters: Mapping[str, Any]) -> Any: ...
+
+    def declared(self, tool: Any) -> str | None:
+        """The name of a tool the client declared (to avoid declaring one twice)."""
+        ...
+
+    def first_output(self, data: Any) -> Output | None: ...
+
+    def strip_json(self, data: Any, names: frozenset[str]) -> Any: ...
+
+    def strip_events(self, events: Sequence[Event], names: frozenset[str]) -> list[Event]: ...
+
+
+def with_tools(wire: ToolWire, body: Mapping[str, Any], tools: Sequence[Any]) -> dict[str, Any]:
+    """`body` with memlane's tool definitions after the client's own."""
+    declared = body.get("tools")
+    client = list(declared) if isinstance(declared, list) else []
+    names = {wire.declared(tool) for tool in client}
+    ours = [tool for tool in tools if wire.declared(tool) not in names]
+    return {**body, "tools": [*client, *ours]}
+
+
+def frames(events: Iterable[Event]) -> bytes:
+    """Events as SSE bytes again."""
+    out = []
+    for name, data in events:
+        head = f"event: {name}\n" if name else ""
+        out.append(f"{head}data: {data}\n\n".encode())
+    return b"".join(out)
+
+
+def _loads(data: str) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+class ChatTools:
+    def definition(self, name: str, description: str, parameters: Mapping[str, Any]) -> Any:
+        return {
+            "type": "function",
+            "function": {"name": name, "description": description, "parameters": parameters},
+        }
+
+    def declared(self, tool: Any) -> str | None:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        return name if isinstance(name, str) else None
+
+    def first_output(self, data: Any) -> Output | None:
+        for choice in data.get("choices") or [] if isinstance(data, dict) else []:
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if not isinstance(delta, dict):
+                continue
+            if delta.get("tool_calls"):
+                return "tool"
+            if isinstance(delta.get("content"), str) and delta["content"]:
+                return "text"
+        return None
+
+    def strip_json(self, data: Any, names: frozenset[str]) -> Any:
+        choices = []
+        for choice in data.get("choices") or []:
+            message = dict(choice.get("message") or {})
+            calls = [c for c in message.get("tool_calls") or [] if _call_name(c) not in names]
+            message["tool_calls"] = calls or None
+            if not calls:
+                message.pop("tool_calls")
+            choices.append({**choice, "message": message})
+        return {**data, "choices": choices}
+
+    def strip_events(self, events: Sequence[Event], names: frozenset[str]) -> list[Event]:
+        ours: set[int] = set()
+        kept: list[Event] = []
+        for name, raw in events:
+            data = _loads(raw)
+            if not isinstance(data, dict) or not data.get("choices"):
+                kept.append((name, raw))
+                continue
+            choices = []
+            for choice in data["choices"]:
+                delta = dict(choice.get("delta") or {})
+                calls = delta.get("tool_calls")
+                if isinstance(calls, list):
+                    for call in calls:
+                        if _call_name(call) in names:
+                            ours.add(int(call.get("index", 0)))
+                    rest = [
+                        {**c, "index": _renumber(int(c.get("index", 0)), ours)}
+                        for c in calls
+                        if int(c.get("index", 0)) not in ours
+                    ]
+                    if rest:
+                        delta["tool_calls"] = rest
+                    else:
+                        delta.pop("tool_calls")
+                choices.append({**choice, "delta": delta})
+            kept.append((name, dumps({**data, "choices": choices}).decode()))
+        return kept
+
+
+class ResponsesTools:
+    def definition(self, name: str, description: str, parameters: Mapping[str, Any]) -> Any:
+        return {
+            "type": "function",
+            "name": name,
+            "description": description,
+            "parameters": parameters,
+            "strict": False,
+        }
+
+    def declared(self, tool: Any) -> str | None:
+        name = tool.get("name") if isinstance(tool, dict) else None
+        return name if isinstance(name, str) else None
+
+    def first_output(self, data: Any) -> Output | None:
+        if not isinstance(data, dict):
+            return None
+        kind = data.get("type")
+        if kind == "response.output_text.delta":
+            return "text"
+        item = data.get("item")
+        if kind == "response.output_item.added" and isinstance(item, dict):
+            if item.get("type") == "message":
+                return "text"
+            if str(item.get("type", "")).endswith("_call"):
+                return "tool"
+        return None
+
+    def strip_json(self, data: Any, names: frozenset[str]) -> Any:
+        output = [item for item in data.get("output") or [] if _item_name(item) not in names]
+        return {**data, "output": output}
+
+    def strip_events(self, events: Sequence[Event], names: frozenset[str]) -> list[Event]:
+        ours: set[int] = set()
+        for _, raw in events:
+            data = _loads(raw)
+            if isinstance(data, dict) and _item_name(data.get("item")) in names:
+                ours.add(int(data.get("output_index", 0)))
+        kept: list[Event] = []
+        for name, raw in events:
+            data = _loads(raw)
+            if not isinstance(data, dict):
+                kept.append((name, raw))
+                continue
+            index = data.get("output_index")
+            if isinstance(index, int):
+                if index in ours:
+                    continue
+                data = {**data, "output_index": _renumber(index, ours)}
+            response = data.get("response")
+            if isinstance(response, dict) and isinstance(response.get("output"), list):
+                data = {**data, "response": self.strip_json(response, names)}
+            kept.append((name, dumps(data).decode()))
+        return kept
+
+
+def _renumber(index: int, removed: set[int]) -> int:
+    return index - sum(1 for r in removed if r < index)
+
+
+def _call_name(call: Any) -> str | None:
+    function = call.get("function") if isinstance(call, dict) else None
+    name = function.get("name") if isinstance(function, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _item_name(item: Any) -> str | None:
+    if isinstance(item, dict) and item.get("type") == "function_call":
+        name = item.get("name")
+        return name if isinstance(name, str) else None
+    return None
+
+
+TOOL_WIRES: dict[str, ToolWire] = {"chat": ChatTools(), "responses": ResponsesTools()}
+"""By `WireAdapter.wire`."""
