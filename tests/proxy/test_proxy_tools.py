@@ -14,9 +14,19 @@ import openai
 import pytest
 
 from memlane.engine.memory import manage
+from memlane.engine.sessions.query import QUERY_PROMPT
 from memlane.proxy.tool_loop import LIMIT_ANSWER, ROUND_EVENT
+from memlane.store import NewMessage
+from memlane.types import Message
 from tests.proxy.conftest import sdk, stored
-from tests.support.upstream import ProxyFactory, Reply, RunningProxy, ScriptedUpstream, ToolCallSpec
+from tests.support.upstream import (
+    ProxyFactory,
+    RecordedRequest,
+    Reply,
+    RunningProxy,
+    ScriptedUpstream,
+    ToolCallSpec,
+)
 
 TOOLS_ON: dict[str, Any] = {
     "memory_enabled": True,
@@ -254,3 +264,42 @@ def test_streamed_client_tools_arrive_without_memlanes(
         session = proxy.store.find_session(key)
         assert session is not None
         assert FACT in proxy.store.get_state(session.id)["proxy_tools_pending"]
+
+
+def test_the_model_asks_a_past_session_of_its_namespace_only(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    proxy = tools_proxy(proxy_factory, llm_model="scripted-small")
+    store = proxy.store
+    ours = store.ensure_session("db-talk", namespace="shop")
+    store.append_messages(ours.id, [NewMessage(Message("user", "We chose PostgreSQL."), 1)])
+    store.update_session(ours.id, metadata={"name": "orders-database"})
+    theirs = store.ensure_session("secret-talk", namespace="other")
+    store.update_session(theirs.id, metadata={"name": "falcon-plans"})
+    ask = '{{"ref": "{ref}", "question": "Which database?"}}'
+    calls = [
+        ToolCallSpec("memlane_session_ask", ask.format(ref="orders-database"), id="c1"),
+        ToolCallSpec("memlane_session_ask", ask.format(ref="falcon-plans"), id="c2"),
+    ]
+
+    def model(request: RecordedRequest) -> Reply | None:
+        if str(request.messages[0].get("content", "")).startswith(QUERY_PROMPT[:40]):
+            return Reply(text="PostgreSQL.")
+        return None
+
+    upstream.respond_with(model)
+    upstream.script(Reply(tool_calls=calls), Reply(text="PostgreSQL, as decided."))
+    answer = client(proxy, "asker", tools="sessions").chat.completions.create(
+        model="scripted-small", messages=[{"role": "user", "content": "Which database?"}]
+    )
+    assert answer.choices[0].message.content == "PostgreSQL, as decided."
+    results = {
+        m["tool_call_id"]: m["content"]
+        for m in upstream.model_requests[-1].json["messages"]
+        if m["role"] == "tool"
+    }
+    assert "PostgreSQL." in results["c1"]
+    assert "no session matches 'falcon-plans'" in results["c2"]
+    proxy.drain()
+    assert [e.payload["question"] for e in store.list_events(ours.id)] == ["Which database?"]
+    assert store.list_events(theirs.id) == []
