@@ -7,7 +7,7 @@ the final answer (Chat Completions and Responses, streamed and not).
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterator
 from typing import Any
 
 import openai
@@ -45,8 +45,24 @@ def tools_proxy(proxy_factory: ProxyFactory, **overrides: Any) -> RunningProxy:
     return proxy
 
 
+OPENED: list[openai.OpenAI] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    """Each test's SDK clients are closed with it (no socket is left for the GC to find)."""
+    yield
+    while OPENED:
+        OPENED.pop().close()
+
+
+def plain(proxy: RunningProxy, session: str, **headers: str) -> openai.OpenAI:
+    OPENED.append(sdk(proxy, session, **headers))
+    return OPENED[-1]
+
+
 def client(proxy: RunningProxy, session: str, tools: str = "memory") -> openai.OpenAI:
-    return sdk(proxy, session, **{"X-Memlane-Repo": "shop", "X-Memlane-Tools": tools})
+    return plain(proxy, session, **{"X-Memlane-Repo": "shop", "X-Memlane-Tools": tools})
 
 
 def tool_names(request: Any) -> list[str]:
@@ -193,16 +209,16 @@ def test_without_the_opt_in_nothing_is_added(
     proxy_factory: ProxyFactory, upstream: ScriptedUpstream
 ) -> None:
     proxy = tools_proxy(proxy_factory)
-    sdk(proxy, "plain", **{"X-Memlane-Repo": "shop"}).chat.completions.create(
+    plain(proxy, "plain", **{"X-Memlane-Repo": "shop"}).chat.completions.create(
         model="scripted-small", messages=[{"role": "user", "content": "hi"}]
     )
     assert "tools" not in upstream.last.json
     on = tools_proxy(proxy_factory, proxy_tools=True)
-    sdk(on, "plain", **{"X-Memlane-Repo": "shop"}).chat.completions.create(
+    plain(on, "plain", **{"X-Memlane-Repo": "shop"}).chat.completions.create(
         model="scripted-small", messages=[{"role": "user", "content": "hi"}]
     )
     assert tool_names(upstream.last) == ["memlane_memory_search", "memlane_session_ask"]
-    sdk(on, "off", **{"X-Memlane-Tools": "off"}).chat.completions.create(
+    plain(on, "off", **{"X-Memlane-Tools": "off"}).chat.completions.create(
         model="scripted-small", messages=[{"role": "user", "content": "hi"}]
     )
     assert "tools" not in upstream.last.json
@@ -222,7 +238,6 @@ def test_an_unknown_tool_group_is_refused_and_nothing_is_stored(
     assert "memory, sessions, all or off" in body["message"]
     assert proxy.store.find_session("bad") is None
     assert upstream.model_requests == []
-    json.dumps(body)
 
 
 def test_streamed_client_tools_arrive_without_memlanes(
