@@ -20,7 +20,7 @@ from memlane.engine.memory.scopes import (
     conversation_scope,
     namespace_scope,
 )
-from memlane.store import Store
+from memlane.store import SessionStore
 from memlane.types import Fact, Session
 
 NAMESPACE_WORDS = frozenset({"namespace", "ns", "project", "repo", "repository"})
@@ -133,7 +133,7 @@ class Binding:
         return where + (" (all namespaces when named)" if self.all_namespaces else "")
 
 
-async def with_session(store: Store, binding: Binding) -> Binding:
+async def with_session(store: SessionStore, binding: Binding) -> Binding:
     """The binding with its caller's stored session filled in, when the key names one.
 
     A caller that named its session but no namespace works in that session's namespace
