@@ -13,6 +13,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from memlane.engine import scaffold
+from memlane.store import NewMessage
+from memlane.types import Message
 from tests.support.upstream import ProxyFactory, RunningProxy
 
 QUIET: dict[str, Any] = {"memory_enabled": True, "index_enabled": False}
@@ -98,3 +101,32 @@ def test_a_rebinding_page_cannot_reach_mcp(
     headers = {**proxy.admin, "accept": "application/json, text/event-stream", header: value}
     answer = httpx.post(f"{proxy.base}/mcp", json=body, headers=headers)
     assert answer.status_code == 403
+
+
+async def test_a_session_header_binds_its_namespace_and_opens_pages(
+    proxy_factory: ProxyFactory,
+) -> None:
+    proxy = proxy_factory(**QUIET)
+    store = proxy.store
+    session = store.ensure_session("agent-9", namespace="shop")
+    store.append_messages(
+        session.id,
+        [
+            NewMessage(Message("user", "Rename the invoices table"), 1),
+            NewMessage(Message("assistant", "Renamed it to billing_invoices."), 1),
+        ],
+    )
+    other = store.ensure_session("elsewhere", namespace="other")
+    async with connect(proxy, **{"X-Memlane-Session": "agent-9"}) as client:
+        page = await client.call_tool("session_get", {"ref": "agent-9"})
+        assert "#1 assistant: Renamed it to billing_invoices." in text(page)
+        resource = await client.read_resource(f"memlane://session/{session.id}")
+        assert "billing_invoices" in resource.contents[0].text  # type: ignore[union-attr]
+        hidden = await client.read_resource(f"memlane://session/{other.id}")
+        assert hidden.contents[0].text.startswith("error: no session matches")  # type: ignore[union-attr]
+        added = await client.call_tool("memory_add", {"text": "Invoices live in billing_invoices"})
+        assert "Remembered in ns:shop" in text(added)  # the session's namespace
+        await client.call_tool("todo_set", {"text": "- [ ] migrate readers"})
+    state = proxy.store.get_session(session.id)
+    assert state is not None
+    assert scaffold.read_texts(proxy.runtime, state)["todo"] == "- [ ] migrate readers"
