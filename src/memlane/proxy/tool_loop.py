@@ -36,6 +36,7 @@ from memlane.engine.tools import BY_NAME, PROXY_PREFIX, PROXY_TOOLS, Binding, To
 from memlane.engine.turn import Answer, Turn
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
+from memlane.proxy.forward import Upstream
 from memlane.proxy.relay import Outcome, RelayResponse
 from memlane.proxy.sse import SSEDecoder
 from memlane.proxy.state import ProxyState
@@ -92,6 +93,8 @@ class ToolLoop:
     adapter: WireAdapter
     parsed: ParsedRequest
     specs: tuple[ToolSpec, ...]
+    upstream: Upstream
+    url: str
     headers: dict[str, str]
     rounds: int = 0
     names: frozenset[str] = field(init=False)
@@ -233,10 +236,8 @@ class ToolLoop:
         state, turn, adapter = self.state, self.turn, self.adapter
         while True:
             try:
-                upstream = await state.upstream.client.post(
-                    state.upstream.url(adapter.path),
-                    content=self.payload(messages),
-                    headers=self.headers,
+                upstream = await self.upstream.client.post(
+                    self.url, content=self.payload(messages), headers=self.headers
                 )
             except httpx.HTTPError as exc:
                 await _fail(state, turn)
@@ -294,12 +295,9 @@ class ToolLoop:
 
         state, turn, adapter = self.state, self.turn, self.adapter
         while True:
-            client = state.upstream.client
+            client = self.upstream.client
             request = client.build_request(
-                "POST",
-                state.upstream.url(adapter.path),
-                content=self.payload(messages),
-                headers=self.headers,
+                "POST", self.url, content=self.payload(messages), headers=self.headers
             )
             try:
                 upstream = await client.send(request, stream=True)
