@@ -318,3 +318,41 @@ def test_the_model_asks_a_past_session_of_its_namespace_only(
     proxy.drain()
     assert [e.payload["question"] for e in store.list_events(ours.id)] == ["Which database?"]
     assert store.list_events(theirs.id) == []
+
+
+@pytest.mark.parametrize("wire", ["chat", "responses"])
+def test_a_streamed_answer_that_starts_with_text_is_relayed_without_memlanes_calls(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream, wire: str
+) -> None:
+    proxy = tools_proxy(proxy_factory)
+    upstream.script(Reply(text="Let me look that up.", tool_calls=[SEARCH]))
+    sdk_client = client(proxy, f"talker-{wire}")
+    if wire == "chat":
+        chunks = list(
+            sdk_client.chat.completions.create(
+                model="scripted-small",
+                messages=[{"role": "user", "content": "How do we deploy?"}],
+                stream=True,
+            )
+        )
+        assert all(not c.choices or c.choices[0].delta.tool_calls is None for c in chunks)
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    else:
+        events = list(
+            sdk_client.responses.create(
+                model="scripted-small", input="How do we deploy?", stream=True
+            )
+        )
+        assert not any("function_call" in e.type for e in events)
+        final = next(e for e in events if e.type == "response.completed")
+        assert [item.type for item in final.response.output] == ["message"]  # type: ignore[union-attr]
+        text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == "Let me look that up."
+    assert len(upstream.model_requests) == 1  # relayed as it came: no second round
+    proxy.drain()
+    session = proxy.store.find_session(f"talker-{wire}")
+    assert session is not None
+    rows = proxy.store.list_messages(session.id)
+    assert rows[-1].message.text == "Let me look that up."
+    assert not any(c.name.startswith("memlane_") for r in rows for c in r.message.tool_calls)
+    assert FACT in proxy.store.get_state(session.id)["proxy_tools_pending"]

@@ -6,8 +6,10 @@ request's tools. When the model's answer calls only memlane's tools, memlane run
 them, appends the call and its result, and asks the upstream again, at most
 `MEMLANE_PROXY_TOOLS_MAX_ROUNDS` times, before anything reaches the client; the
 client sees one ordinary answer. Streamed, a round is read until it shows what it
-is: one that starts with text is relayed as it arrives (the final round); one that
-calls tools is read whole first, so an intermediate round never reaches the client.
+is: one that starts with text is relayed as it arrives (the final round; a call to
+memlane's tools later in it is taken out of the stream and answered aside, as
+below); one that starts with a tool call is read whole first, so an intermediate
+round never reaches the client.
 
 A round that calls the client's tools and memlane's together is relayed without
 memlane's calls; memlane answers its own and hands the results to the model on
@@ -38,9 +40,9 @@ from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
 from memlane.proxy.forward import Upstream
 from memlane.proxy.relay import Outcome, RelayResponse
-from memlane.proxy.sse import SSEDecoder
+from memlane.proxy.sse import SSEDecoder, encode
 from memlane.proxy.state import ProxyState
-from memlane.proxy.tool_wire import TOOL_WIRES, ToolWire, frames, with_tools
+from memlane.proxy.tool_wire import TOOL_WIRES, ToolWire, strip_events, with_tools
 from memlane.proxy.wire.base import ParsedRequest, StreamAssembler, WireAdapter, dumps
 from memlane.store import StoreError
 from memlane.types import Message, ToolCall
@@ -323,16 +325,7 @@ class ToolLoop:
                 await _fail(state, turn)
                 raise _transport_error(state, exc) from None
             if kind == "text":  # the final round: relayed from here on as it arrives
-                return RelayResponse(
-                    upstream,
-                    read.assembler,
-                    settle=self._settle,
-                    error_frame=lambda m: adapter.stream_error(m, code="upstream_stream_error"),
-                    headers=headers,
-                    head=read.head,
-                    rest=read.chunks,
-                    decoder=read.decoder,
-                )
+                return self.relay_final(upstream, read, headers)
             try:
                 await read.to_end()
             except httpx.HTTPError as exc:
@@ -347,16 +340,60 @@ class ToolLoop:
                 return _buffered(b"".join(read.head), upstream.status_code, headers)
             if theirs:
                 await self.answer_aside(ours, answer)
-                events = self.wire.strip_events(read.events, self.names)
+                events = strip_events(self.wire, read.events, self.names)
                 stripped = adapter.assembler()
                 for event, data in events:
                     stripped.feed(event, data)
                 await _finish(state, turn, stripped.answer())
-                return _buffered(frames(events), upstream.status_code, headers)
+                return _buffered(encode(events), upstream.status_code, headers)
             if self.rounds >= self.max_rounds:
                 return await self.stop(answer, stream=True)
             results = await self.run_calls(ours, answer)
             messages = [*messages, *answer.messages, *results]
+
+    def relay_final(
+        self, upstream: httpx.Response, read: _Round, headers: Mapping[str, str]
+    ) -> Response:
+        """A round that started with text, relayed as it arrives. A call to memlane's tools
+        later in it is taken out of what the client sees (it cannot answer it); memlane
+        answers it in the background and hands the result to the model's next request."""
+        stripper = self.wire.stripper(self.names)
+        whole = read.assembler  # every event, memlane's calls included
+        shown = self.adapter.assembler()  # what the client gets: the turn's answer
+        head = stripper.feed(read.events)
+        for event, data in head:
+            shown.feed(event, data)
+
+        def rewrite(events: list[tuple[str | None, str]]) -> list[tuple[str | None, str]]:
+            for event, data in events:
+                whole.feed(event, data)
+            return stripper.feed(events)
+
+        async def settle(outcome: Outcome, assembler: StreamAssembler) -> None:
+            await self._settle(outcome, assembler)
+            if outcome is not Outcome.DONE:
+                return
+            try:
+                answer = whole.answer()
+            except Exception:
+                return
+            ours = self.split(answer)[0]
+            if ours:
+                self.state.runtime.background.spawn(
+                    self.answer_aside(ours, answer), name="proxy-tools-aside"
+                )
+
+        return RelayResponse(
+            upstream,
+            shown,
+            settle=settle,
+            error_frame=lambda m: self.adapter.stream_error(m, code="upstream_stream_error"),
+            headers=headers,
+            head=[encode(head)],
+            rest=read.chunks,
+            decoder=read.decoder,
+            rewrite=rewrite,
+        )
 
     async def _settle(self, outcome: Outcome, assembler: StreamAssembler) -> None:
         from memlane.proxy.turns import _finish

@@ -6,9 +6,10 @@ the few format-specific pieces it needs:
 - `definition(spec)`: a function tool as the format declares one;
 - `first_output(data)`: whether a streamed event starts answer text or a tool call
   (the loop relays a round that starts with text as it arrives);
-- `strip_json(data, names)` / `strip_events(events, names)`: an answer (whole or
-  streamed) without memlane's calls, for a round that also called the client's
-  tools. Output positions are renumbered so the client sees a well-formed answer.
+- `strip_json(data, names)` / `stripper(names)`: an answer (whole, or streamed
+  event by event) without memlane's calls, for a round the client gets that also
+  called memlane's tools. Output positions are renumbered so the client sees a
+  well-formed answer.
 
 A new wire format adds one class here and registers it in `TOOL_WIRES`.
 """
@@ -16,7 +17,7 @@ A new wire format adds one class here and registers it in `TOOL_WIRES`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from memlane.proxy.wire.base import dumps
@@ -36,7 +37,19 @@ class ToolWire(Protocol):
 
     def strip_json(self, data: Any, names: frozenset[str]) -> Any: ...
 
-    def strip_events(self, events: Sequence[Event], names: frozenset[str]) -> list[Event]: ...
+    def stripper(self, names: frozenset[str]) -> Stripper:
+        """A filter for one streamed answer, fed its events in order as they come."""
+        ...
+
+
+class Stripper(Protocol):
+    def feed(self, events: Sequence[Event]) -> list[Event]:
+        """The events without memlane's calls (an event left as it was keeps its text)."""
+        ...
+
+
+def strip_events(wire: ToolWire, events: Sequence[Event], names: frozenset[str]) -> list[Event]:
+    return wire.stripper(names).feed(events)
 
 
 def with_tools(wire: ToolWire, body: Mapping[str, Any], tools: Sequence[Any]) -> dict[str, Any]:
@@ -46,15 +59,6 @@ def with_tools(wire: ToolWire, body: Mapping[str, Any], tools: Sequence[Any]) ->
     names = {wire.declared(tool) for tool in client}
     ours = [tool for tool in tools if wire.declared(tool) not in names]
     return {**body, "tools": [*client, *ours]}
-
-
-def frames(events: Iterable[Event]) -> bytes:
-    """Events as SSE bytes again."""
-    out = []
-    for name, data in events:
-        head = f"event: {name}\n" if name else ""
-        out.append(f"{head}data: {data}\n\n".encode())
-    return b"".join(out)
 
 
 def _loads(data: str) -> Any:
@@ -98,33 +102,46 @@ class ChatTools:
             choices.append({**choice, "message": message})
         return {**data, "choices": choices}
 
-    def strip_events(self, events: Sequence[Event], names: frozenset[str]) -> list[Event]:
-        ours: set[int] = set()
+    def stripper(self, names: frozenset[str]) -> Stripper:
+        return _ChatStripper(names)
+
+
+class _ChatStripper:
+    """Chat chunks carry a call's name on its first delta only: its index is learned there."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+        self.ours: set[int] = set()
+
+    def feed(self, events: Sequence[Event]) -> list[Event]:
         kept: list[Event] = []
         for name, raw in events:
             data = _loads(raw)
             if not isinstance(data, dict) or not data.get("choices"):
                 kept.append((name, raw))
                 continue
+            changed = False
             choices = []
             for choice in data["choices"]:
-                delta = dict(choice.get("delta") or {})
-                calls = delta.get("tool_calls")
-                if isinstance(calls, list):
-                    for call in calls:
-                        if _call_name(call) in names:
-                            ours.add(int(call.get("index", 0)))
-                    rest = [
-                        {**c, "index": _renumber(int(c.get("index", 0)), ours)}
-                        for c in calls
-                        if int(c.get("index", 0)) not in ours
-                    ]
-                    if rest:
-                        delta["tool_calls"] = rest
-                    else:
-                        delta.pop("tool_calls")
+                delta = choice.get("delta") if isinstance(choice, dict) else None
+                calls = delta.get("tool_calls") if isinstance(delta, dict) else None
+                if not isinstance(delta, dict) or not isinstance(calls, list):
+                    choices.append(choice)
+                    continue
+                changed = True
+                for call in calls:
+                    if _call_name(call) in self.names:
+                        self.ours.add(int(call.get("index", 0)))
+                rest = [
+                    {**c, "index": _renumber(int(c.get("index", 0)), self.ours)}
+                    for c in calls
+                    if int(c.get("index", 0)) not in self.ours
+                ]
+                delta = {k: v for k, v in delta.items() if k != "tool_calls"}
+                if rest:
+                    delta["tool_calls"] = rest
                 choices.append({**choice, "delta": delta})
-            kept.append((name, dumps({**data, "choices": choices}).decode()))
+            kept.append((name, dumps({**data, "choices": choices}).decode() if changed else raw))
         return kept
 
 
@@ -160,12 +177,20 @@ class ResponsesTools:
         output = [item for item in data.get("output") or [] if _item_name(item) not in names]
         return {**data, "output": output}
 
-    def strip_events(self, events: Sequence[Event], names: frozenset[str]) -> list[Event]:
-        ours: set[int] = set()
-        for _, raw in events:
-            data = _loads(raw)
-            if isinstance(data, dict) and _item_name(data.get("item")) in names:
-                ours.add(int(data.get("output_index", 0)))
+    def stripper(self, names: frozenset[str]) -> Stripper:
+        return _ResponsesStripper(self, names)
+
+
+class _ResponsesStripper:
+    """An output item's first event (`response.output_item.added`) names it: its output
+    index is learned there, and every later event of that index is dropped."""
+
+    def __init__(self, tools: ResponsesTools, names: frozenset[str]) -> None:
+        self.tools = tools
+        self.names = names
+        self.ours: set[int] = set()
+
+    def feed(self, events: Sequence[Event]) -> list[Event]:
         kept: list[Event] = []
         for name, raw in events:
             data = _loads(raw)
@@ -173,14 +198,22 @@ class ResponsesTools:
                 kept.append((name, raw))
                 continue
             index = data.get("output_index")
-            if isinstance(index, int):
-                if index in ours:
+            if isinstance(index, int) and _item_name(data.get("item")) in self.names:
+                self.ours.add(index)
+            changed = False
+            if isinstance(index, int) and self.ours:
+                if index in self.ours:
                     continue
-                data = {**data, "output_index": _renumber(index, ours)}
+                if _renumber(index, self.ours) != index:
+                    data = {**data, "output_index": _renumber(index, self.ours)}
+                    changed = True
             response = data.get("response")
             if isinstance(response, dict) and isinstance(response.get("output"), list):
-                data = {**data, "response": self.strip_json(response, names)}
-            kept.append((name, dumps(data).decode()))
+                stripped = self.tools.strip_json(response, self.names)
+                if stripped != response:
+                    data = {**data, "response": stripped}
+                    changed = True
+            kept.append((name, dumps(data).decode() if changed else raw))
         return kept
 
 
