@@ -336,6 +336,8 @@ def test_a_streamed_answer_that_starts_with_text_is_relayed_without_memlanes_cal
             )
         )
         assert all(not c.choices or c.choices[0].delta.tool_calls is None for c in chunks)
+        reasons = [c.choices[0].finish_reason for c in chunks if c.choices]
+        assert [r for r in reasons if r] == ["stop"]  # nothing is left for the client to run
         text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     else:
         events = list(

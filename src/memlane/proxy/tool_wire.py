@@ -99,7 +99,10 @@ class ChatTools:
             message["tool_calls"] = calls or None
             if not calls:
                 message.pop("tool_calls")
-            choices.append({**choice, "message": message})
+            finish = choice.get("finish_reason")
+            if finish == "tool_calls" and not calls:
+                finish = "stop"  # the client is not asked to run anything
+            choices.append({**choice, "message": message, "finish_reason": finish})
         return {**data, "choices": choices}
 
     def stripper(self, names: frozenset[str]) -> Stripper:
@@ -112,6 +115,8 @@ class _ChatStripper:
     def __init__(self, names: frozenset[str]) -> None:
         self.names = names
         self.ours: set[int] = set()
+        self.theirs = False
+        """A call of the client's was seen (else `tool_calls` is no reason to stop)."""
 
     def feed(self, events: Sequence[Event]) -> list[Event]:
         kept: list[Event] = []
@@ -125,6 +130,9 @@ class _ChatStripper:
             for choice in data["choices"]:
                 delta = choice.get("delta") if isinstance(choice, dict) else None
                 calls = delta.get("tool_calls") if isinstance(delta, dict) else None
+                if self.ours and not self.theirs and choice.get("finish_reason") == "tool_calls":
+                    choice = {**choice, "finish_reason": "stop"}
+                    changed = True
                 if not isinstance(delta, dict) or not isinstance(calls, list):
                     choices.append(choice)
                     continue
@@ -137,6 +145,7 @@ class _ChatStripper:
                     for c in calls
                     if int(c.get("index", 0)) not in self.ours
                 ]
+                self.theirs = self.theirs or bool(rest)
                 delta = {k: v for k, v in delta.items() if k != "tool_calls"}
                 if rest:
                     delta["tool_calls"] = rest
