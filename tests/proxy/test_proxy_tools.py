@@ -7,7 +7,6 @@ the final answer (Chat Completions and Responses, streamed and not).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import openai
@@ -45,24 +44,8 @@ def tools_proxy(proxy_factory: ProxyFactory, **overrides: Any) -> RunningProxy:
     return proxy
 
 
-OPENED: list[openai.OpenAI] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_clients() -> Iterator[None]:
-    """Each test's SDK clients are closed with it (no socket is left for the GC to find)."""
-    yield
-    while OPENED:
-        OPENED.pop().close()
-
-
-def plain(proxy: RunningProxy, session: str, **headers: str) -> openai.OpenAI:
-    OPENED.append(sdk(proxy, session, **headers))
-    return OPENED[-1]
-
-
 def client(proxy: RunningProxy, session: str, tools: str = "memory") -> openai.OpenAI:
-    return plain(proxy, session, **{"X-Memlane-Repo": "shop", "X-Memlane-Tools": tools})
+    return sdk(proxy, session, **{"X-Memlane-Repo": "shop", "X-Memlane-Tools": tools})
 
 
 def tool_names(request: Any) -> list[str]:
@@ -209,16 +192,16 @@ def test_without_the_opt_in_nothing_is_added(
     proxy_factory: ProxyFactory, upstream: ScriptedUpstream
 ) -> None:
     proxy = tools_proxy(proxy_factory)
-    plain(proxy, "plain", **{"X-Memlane-Repo": "shop"}).chat.completions.create(
+    sdk(proxy, "plain", **{"X-Memlane-Repo": "shop"}).chat.completions.create(
         model="scripted-small", messages=[{"role": "user", "content": "hi"}]
     )
     assert "tools" not in upstream.last.json
     on = tools_proxy(proxy_factory, proxy_tools=True)
-    plain(on, "plain", **{"X-Memlane-Repo": "shop"}).chat.completions.create(
+    sdk(on, "plain", **{"X-Memlane-Repo": "shop"}).chat.completions.create(
         model="scripted-small", messages=[{"role": "user", "content": "hi"}]
     )
     assert tool_names(upstream.last) == ["memlane_memory_search", "memlane_session_ask"]
-    plain(on, "off", **{"X-Memlane-Tools": "off"}).chat.completions.create(
+    sdk(on, "off", **{"X-Memlane-Tools": "off"}).chat.completions.create(
         model="scripted-small", messages=[{"role": "user", "content": "hi"}]
     )
     assert "tools" not in upstream.last.json

@@ -58,7 +58,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import uvicorn
@@ -68,6 +68,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 EMBEDDING_DIM = 16
+T = TypeVar("T")
 
 # --- what a scripted answer can be ------------------------------------------------
 
@@ -745,6 +746,24 @@ def start_proxy(settings: Any, runtime: Any = None) -> RunningProxy:
         thread=thread,
         loop=loops[0],
     )
+
+
+SDK_CLIENTS: list[Any] = []
+"""Clients (`openai.OpenAI`, …) a test made, closed after it."""
+
+
+def closing(client: T) -> T:
+    """`client`, closed when the test ends: a pooled socket left for the garbage collector
+    warns (an error under this suite's settings) in whichever later test it is collected."""
+    SDK_CLIENTS.append(client)
+    return client
+
+
+@pytest.fixture(autouse=True)
+def _close_sdk_clients() -> Iterator[None]:
+    yield
+    while SDK_CLIENTS:
+        SDK_CLIENTS.pop().close()
 
 
 @pytest.fixture(scope="session")
