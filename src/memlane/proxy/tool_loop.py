@@ -40,11 +40,11 @@ from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
 from memlane.proxy.forward import Upstream
 from memlane.proxy.relay import Outcome, RelayResponse
-from memlane.proxy.sse import SSEDecoder, encode
 from memlane.proxy.state import ProxyState
 from memlane.proxy.tool_wire import TOOL_WIRES, ToolWire, strip_events, with_tools
 from memlane.proxy.wire.base import ParsedRequest, StreamAssembler, WireAdapter, dumps
 from memlane.store import StoreError
+from memlane.text.sse import SSEDecoder, encode
 from memlane.types import Message, ToolCall
 
 log = logging.getLogger("memlane.proxy")

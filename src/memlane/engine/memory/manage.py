@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from memlane.engine import threads
-from memlane.engine.memory.book import book_for, new_fact
+from memlane.engine.memory.book import new_fact
 from memlane.engine.memory.ingest import IngestReport, Provenance, apply_plan, neighbourhood
 from memlane.engine.memory.reconcile import reconcile
 from memlane.engine.memory.scopes import GLOBAL
@@ -52,7 +52,7 @@ async def add_memory(
     its id is returned, so a script that adds the same line twice keeps one memory.
     """
     body = _clean_text(text)
-    book = book_for(rt)
+    book = rt.memory_book
     await book.ready()
     existing = await threads.to_thread(_exact_repeat, rt, body, scope, role)
     if existing is not None:
@@ -103,12 +103,12 @@ async def reconcile_memory(
     An exact repeat of a live memory in the scope is recognised without asking a model.
     """
     body = _clean_text(text)
-    book = book_for(rt)
+    book = rt.memory_book
     await book.ready()
     existing_same = await threads.to_thread(_exact_repeat, rt, body, scope, "memory")
     if existing_same is not None:
         return Reconciled("known", [existing_same], [], "exact repeat")
-    chosen = model or rt.settings.memory_llm_model or rt.settings.llm_model or None
+    chosen = model or rt.memory_model()
     report = IngestReport()
     async with book.scope_lock(scope):
         existing = await neighbourhood(rt, [body], scope)
@@ -153,7 +153,7 @@ def _find(rt: Runtime, ref: str) -> Fact:
 async def edit_memory(rt: Runtime, fact_id: str, text: str) -> Fact:
     """Replace a memory's text in place (same id: a correction, not a new fact)."""
     body = _clean_text(text)
-    book = book_for(rt)
+    book = rt.memory_book
     await book.ready()
     fact = await get_memory(rt, fact_id)
     if fact.deleted:
@@ -166,7 +166,7 @@ async def edit_memory(rt: Runtime, fact_id: str, text: str) -> Fact:
 
 async def forget_memory(rt: Runtime, fact_id: str) -> Fact:
     """Soft delete: the entry moves under `deleted/` and leaves the index."""
-    book = book_for(rt)
+    book = rt.memory_book
     await book.ready()
     fact = await get_memory(rt, fact_id)
     if fact.deleted:
@@ -184,7 +184,7 @@ async def list_memories(
     include_deleted: bool = False,
     limit: int | None = None,
 ) -> list[Fact]:
-    await book_for(rt).ready()
+    await rt.memory_book.ready()
     return await threads.to_thread(
         rt.store.list_facts,
         scope=scope,

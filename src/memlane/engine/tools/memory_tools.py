@@ -12,7 +12,6 @@ from pydantic import BaseModel, Field, field_validator
 
 from memlane.engine import threads
 from memlane.engine.memory import manage
-from memlane.engine.memory.book import book_for
 from memlane.engine.memory.ingest import Provenance
 from memlane.engine.memory.scopes import CONVERSATION_PREFIX
 from memlane.engine.retrieval.search import search
@@ -105,7 +104,7 @@ async def memory_search(rt: Runtime, binding: Binding, args: MemorySearchArgs) -
     scopes = binding.default_scopes()
     if args.scope is not None:
         scopes = (await checked_scope(rt, binding, args.scope),)
-    await book_for(rt).ready()
+    await rt.memory_book.ready()
     hits = await search(rt, args.query, scopes=scopes, top_k=args.limit or DEFAULT_LIMIT)
     where = ", ".join(scopes)
     if not hits:
@@ -192,7 +191,7 @@ LISTED = 200
 async def scope_listing(rt: Runtime, binding: Binding, requested: str) -> str:
     """The newest memories of one scope, one line each (the `memlane://memory/{scope}` page)."""
     scope = await checked_scope(rt, binding, requested)
-    await book_for(rt).ready()
+    await rt.memory_book.ready()
     facts = await threads.to_thread(rt.store.list_facts, scope=scope, roles=("memory", "summary"))
     if not facts:
         return f"No memories in {scope}."
