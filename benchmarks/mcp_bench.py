@@ -6,7 +6,7 @@ For each store size N (memories with synthetic text in ten namespaces, the
 connection bound to one), `memory_search` is called `--calls` times with 2–3-word
 queries three ways:
 
-- engine: `engine.tools.call_tool` directly (argument reading, binding, search,
+- engine: `views.tools.call_tool` directly (argument reading, binding, search,
   the text answer);
 - MCP in-process: the `mcp` SDK's `Client` on the `MCPServer` object (protocol
   objects, the argument middleware, schema validation, no transport);
@@ -38,12 +38,12 @@ from mcp.client.streamable_http import streamable_http_client
 from memlane.config import Settings
 from memlane.engine.memory.book import book_for, new_fact
 from memlane.engine.runtime import Runtime
-from memlane.engine.tools import Binding, call_tool
 from memlane.files import admin_token
 from memlane.files.memory_files import new_id
 from memlane.mcp.server import build_server
 from memlane.proxy.app import create_app
 from memlane.store import open_store
+from memlane.views.tools import Binding, call_tool
 
 WORDS = (
     "deploy release train staging host database orders login refactor invoice printer "

@@ -58,8 +58,8 @@ def header_table() -> str:
 
 def mcp_table() -> str:
     """memlane's MCP tools, their arguments and when a model should use them."""
-    from memlane.engine.tools import TOOLS
-    from memlane.engine.tools.args import usage
+    from memlane.views.tools import TOOLS
+    from memlane.views.tools.args import usage
 
     rows = ["| tool | arguments | what it is for |", "| --- | --- | --- |"]
     for tool in TOOLS:

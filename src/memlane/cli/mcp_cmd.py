@@ -36,9 +36,9 @@ def mcp(
     if all_namespaces:
         cli.overrides["mcp_all_namespaces"] = True
     settings = cli.settings
-    from memlane.engine.tools import Binding
     from memlane.mcp.stdio import default_namespace, serve
     from memlane.store import StoreError
+    from memlane.views.tools import Binding
 
     where = "--namespace"
     if namespace is None:

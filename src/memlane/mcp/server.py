@@ -1,9 +1,9 @@
 """The MCP server (the `mcp` SDK's `MCPServer`) over memlane's tool catalogue.
 
-Each tool of `engine.tools.TOOLS` is registered under its name, with an input
+Each tool of `views.tools.TOOLS` is registered under its name, with an input
 schema taken from its argument model. Before the SDK validates a call, a
 middleware reads the arguments the way models send them (`q` for `query`, a
-list as JSON text) with `engine.tools.args`, so a guessed name works and a bad
+list as JSON text) with `views.tools.args`, so a guessed name works and a bad
 argument is answered as a tool error saying what to send, never a trace.
 
 Who a call acts for comes from `bind(headers)`: fixed flags on stdio, the
@@ -27,11 +27,11 @@ from pydantic.fields import FieldInfo
 
 from memlane import __version__
 from memlane.engine.runtime import Runtime
-from memlane.engine.tools import TOOLS, Binding, ToolRefusal, ToolSpec, call_tool
-from memlane.engine.tools.args import ArgumentError, read_arguments
-from memlane.engine.tools.binding import with_session
-from memlane.engine.tools.memory_tools import scope_listing
-from memlane.engine.tools.session_tools import SessionGetArgs, session_get
+from memlane.views.tools import TOOLS, Binding, ToolRefusal, ToolSpec, call_tool
+from memlane.views.tools.args import ArgumentError, read_arguments
+from memlane.views.tools.binding import with_session
+from memlane.views.tools.memory_tools import scope_listing
+from memlane.views.tools.session_tools import SessionGetArgs, session_get
 
 RuntimeOf = Callable[[], Runtime]
 Bind = Callable[[Mapping[str, str] | None], Binding]

@@ -14,8 +14,8 @@ from pathlib import Path
 from memlane.config import Settings
 from memlane.engine.memory.lifecycle import stop_memory
 from memlane.engine.runtime import Runtime
-from memlane.engine.tools import Binding
 from memlane.files.paths import repository_root
+from memlane.views.tools import Binding
 
 
 def default_namespace(cwd: Path) -> tuple[str | None, str]:

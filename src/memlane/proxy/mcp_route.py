@@ -22,17 +22,17 @@ from starlette.types import Receive, Scope, Send
 
 from memlane.config import Settings
 from memlane.engine.runtime import Runtime
-from memlane.engine.tools import Binding
 from memlane.proxy import headers as h
 from memlane.proxy.guard import LOOPBACK_NAMES, WILDCARD_BINDS
 from memlane.proxy.identity import bounded, header_text
+from memlane.views.tools import Binding
 
 PATH = "/mcp"
 
 
 def binding_from_headers(settings: Settings) -> Callable[[Mapping[str, str] | None], Binding]:
     """`bind(headers)` for HTTP connections (a missing namespace is taken from the caller's
-    session by `engine.tools.binding.with_session`)."""
+    session by `views.tools.binding.with_session`)."""
 
     def bind(headers: Mapping[str, str] | None) -> Binding:
         headers = headers or {}

@@ -34,7 +34,6 @@ from starlette.responses import Response
 
 from memlane.engine import threads
 from memlane.engine.fence import DATA_NOTE, fenced
-from memlane.engine.tools import BY_NAME, PROXY_PREFIX, PROXY_TOOLS, Binding, ToolSpec, call_tool
 from memlane.engine.turn import Answer, Turn
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
@@ -46,6 +45,7 @@ from memlane.proxy.wire.base import ParsedRequest, StreamAssembler, WireAdapter,
 from memlane.store import StoreError
 from memlane.text.sse import SSEDecoder, encode
 from memlane.types import Message, ToolCall
+from memlane.views.tools import BY_NAME, PROXY_PREFIX, PROXY_TOOLS, Binding, ToolSpec, call_tool
 
 log = logging.getLogger("memlane.proxy")
 

@@ -1,7 +1,7 @@
 """Memory and session tools a model can call: one catalogue for the MCP server and the proxy."""
 
-from memlane.engine.tools.binding import Binding, ToolRefusal
-from memlane.engine.tools.catalog import (
+from memlane.views.tools.binding import Binding, ToolRefusal
+from memlane.views.tools.catalog import (
     BY_NAME,
     PROXY_PREFIX,
     PROXY_TOOLS,

@@ -16,9 +16,10 @@ from memlane.engine.memory.ingest import Provenance
 from memlane.engine.memory.scopes import CONVERSATION_PREFIX
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
-from memlane.engine.tools.binding import Binding, ToolRefusal
-from memlane.engine.tools.text import day, one_line, short_id
 from memlane.types import Fact
+from memlane.views.memories import MemoryNotFound, get_memory
+from memlane.views.tools.binding import Binding, ToolRefusal
+from memlane.views.tools.text import day, one_line, short_id
 
 DEFAULT_LIMIT = 8
 MAX_LIMIT = 50
@@ -90,8 +91,8 @@ async def checked_scope(rt: Runtime, binding: Binding, requested: str) -> str:
 async def visible_fact(rt: Runtime, binding: Binding, ref: str) -> Fact:
     """The memory `ref` names, if this binding may see it; otherwise a refusal."""
     try:
-        fact = await manage.get_memory(rt, ref)
-    except manage.MemoryNotFound as exc:
+        fact = await get_memory(rt, ref)
+    except MemoryNotFound as exc:
         raise ToolRefusal(f"{exc}; search with memory_search for current ids") from None
     if not binding.fact_visible(fact, await conversation_namespace(rt, fact.scope)):
         raise ToolRefusal(

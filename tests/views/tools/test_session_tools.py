@@ -5,10 +5,10 @@ from __future__ import annotations
 from memlane.engine import scaffold
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.query import QUERY_EVENT
-from memlane.engine.tools import Binding
 from memlane.store.sqlite import SQLiteStore
-from tests.engine.tools.conftest import call, chat
+from memlane.views.tools import Binding
 from tests.support.text import ScriptedLLM
+from tests.views.tools.conftest import call, chat
 
 SHOP = Binding(namespace="shop")
 

@@ -15,11 +15,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from memlane.engine.runtime import Runtime
-from memlane.engine.tools import memory_tools as m
-from memlane.engine.tools import session_tools as s
-from memlane.engine.tools.args import ArgumentError, read_arguments
-from memlane.engine.tools.binding import Binding, ToolRefusal
 from memlane.store import StoreError
+from memlane.views.tools import memory_tools as m
+from memlane.views.tools import session_tools as s
+from memlane.views.tools.args import ArgumentError, read_arguments
+from memlane.views.tools.binding import Binding, ToolRefusal
 
 log = logging.getLogger("memlane.tools")
 

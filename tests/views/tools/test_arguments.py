@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memlane.engine.tools.args import ArgumentError, read_arguments
-from memlane.engine.tools.memory_tools import MemoryGetArgs, MemorySearchArgs
-from memlane.engine.tools.session_tools import SessionAskArgs
+from memlane.views.tools.args import ArgumentError, read_arguments
+from memlane.views.tools.memory_tools import MemoryGetArgs, MemorySearchArgs
+from memlane.views.tools.session_tools import SessionAskArgs
 
 
 def test_guessed_names_map_onto_the_declared_ones() -> None:

@@ -6,10 +6,10 @@ import json
 
 from memlane.engine.memory import manage
 from memlane.engine.runtime import Runtime
-from memlane.engine.tools import Binding
 from memlane.store.sqlite import SQLiteStore
-from tests.engine.tools.conftest import call, chat
+from memlane.views.tools import Binding
 from tests.support.text import ScriptedLLM
+from tests.views.tools.conftest import call, chat
 
 SHOP = Binding(namespace="shop", via="mcp")
 

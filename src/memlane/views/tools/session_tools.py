@@ -15,13 +15,14 @@ from pydantic import BaseModel, Field
 from memlane.engine import scaffold, threads
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.lifecycle import session_title
-from memlane.engine.sessions.lookup import SessionLookupError, find_session, session_name
+from memlane.engine.sessions.lookup import session_name
 from memlane.engine.sessions.query import query_session
-from memlane.engine.tools.binding import Binding, ToolRefusal
-from memlane.engine.tools.text import day, one_line, short_id
 from memlane.store.analysis import terms
 from memlane.text.llm import LLMError
 from memlane.types import Session, StoredMessage
+from memlane.views.sessions import SessionLookupError, find_session
+from memlane.views.tools.binding import Binding, ToolRefusal
+from memlane.views.tools.text import day, one_line, short_id
 
 DEFAULT_SESSIONS = 8
 DEFAULT_PAGE = 20

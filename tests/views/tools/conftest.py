@@ -9,11 +9,11 @@ import pytest
 
 from memlane.config import Settings
 from memlane.engine.runtime import Runtime
-from memlane.engine.tools import Binding, ToolResult, call_tool
 from memlane.store import NewMessage
 from memlane.store.sqlite import SQLiteStore
 from memlane.text.tokens import BPETokenizer
 from memlane.types import Message, Session
+from memlane.views.tools import Binding, ToolResult, call_tool
 from tests.support.text import ScriptedLLM
 
 
