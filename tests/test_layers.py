@@ -46,10 +46,16 @@ def test_inner_layers_do_not_import_outer_ones(layer: str) -> None:
     assert offenders == []
 
 
-FACES = ["proxy", "cli", "mcp"]
+FACES = ["proxy", "cli", "mcp", "ui"]
 """The outer layer: each face stands on the engine. The CLI starts the others (`memlane serve`,
-`memlane mcp`) and the proxy mounts the MCP server at /mcp; the MCP face uses no other face."""
-FACE_USES: dict[str, set[str]] = {"cli": {"proxy", "mcp"}, "proxy": {"mcp"}, "mcp": set()}
+`memlane mcp`); the proxy's app mounts the MCP server at /mcp and the inspector at /ui, which
+shares the app's state; the MCP face uses no other face."""
+FACE_USES: dict[str, set[str]] = {
+    "cli": {"proxy", "mcp"},
+    "proxy": {"mcp", "ui"},
+    "ui": {"proxy"},
+    "mcp": set(),
+}
 
 
 @pytest.mark.parametrize("face", FACES)

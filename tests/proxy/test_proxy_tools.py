@@ -28,6 +28,8 @@ from tests.support.upstream import (
 )
 
 TOOLS_ON: dict[str, Any] = {
+    "upstream_price_input": 1.0,
+    "upstream_price_output": 2.0,
     "memory_enabled": True,
     "memory_extract_facts": False,
     "memory_store_turns": False,
@@ -65,7 +67,9 @@ def assert_the_rounds_were_kept(proxy: RunningProxy, key: str) -> None:
     assert call["name"] == "memlane_memory_search"
     assert FACT in call["result"]
     assert events[0].payload["usage"] == {"prompt_tokens": 11, "completion_tokens": 7}
-    assert session.prompt_tokens == 22  # both rounds count in the session's usage
+    assert events[0].payload["cost_usd"] == pytest.approx((11 * 1.0 + 7 * 2.0) / 1e6)
+    assert session.prompt_tokens == 22  # both rounds count in the session's usage and cost
+    assert session.cost_usd == pytest.approx(2 * (11 * 1.0 + 7 * 2.0) / 1e6)
     assert [(r, t) for r, _k, _o, t, _s in stored(proxy, key)][-1] == ("assistant", FINAL)
 
 

@@ -17,6 +17,7 @@ from memlane.config.memory import MemorySettings
 from memlane.config.proxy import ProxySettings
 from memlane.config.sessions import SessionsSettings
 from memlane.config.tools import ToolsSettings
+from memlane.config.ui import UISettings
 
 
 class Settings(
@@ -26,6 +27,7 @@ class Settings(
     MemorySettings,
     SessionsSettings,
     ToolsSettings,
+    UISettings,
 ):
     model_config = ConfigDict(frozen=True, extra="forbid")
 

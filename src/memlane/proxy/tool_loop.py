@@ -35,6 +35,7 @@ from starlette.responses import Response
 from memlane.engine import threads
 from memlane.engine.fence import DATA_NOTE, fenced
 from memlane.engine.turn import Answer, Turn
+from memlane.engine.turnlog import turn_cost
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
 from memlane.proxy.forward import Upstream
@@ -97,7 +98,7 @@ class ToolLoop:
     specs: tuple[ToolSpec, ...]
     upstream: Upstream
     url: str
-    headers: dict[str, str]
+    headers: httpx.Headers
     rounds: int = 0
     names: frozenset[str] = field(init=False)
 
@@ -162,7 +163,8 @@ class ToolLoop:
         session = self.turn.session
         if session is None:
             return
-        payload = {
+        cost = turn_cost(self.state.settings, answer.prompt_tokens, answer.completion_tokens)
+        payload: dict[str, Any] = {
             "round": self.rounds,
             "wire": self.adapter.wire,
             "model": self.turn.model,
@@ -171,6 +173,7 @@ class ToolLoop:
                 "prompt_tokens": answer.prompt_tokens,
                 "completion_tokens": answer.completion_tokens,
             },
+            "cost_usd": cost,
         }
         store = self.state.runtime.store
 
@@ -180,6 +183,7 @@ class ToolLoop:
                 session.id,
                 prompt_tokens=answer.prompt_tokens,
                 completion_tokens=answer.completion_tokens,
+                cost_usd=cost,
             )
 
         try:
