@@ -62,6 +62,23 @@ class TurnInput:
     """When the user's message was written (stored); None: now. Facts are valid from it."""
 
 
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where facts written by a reconciliation came from, kept on every fact it writes."""
+
+    conversation_id: str
+    """The conversation (session id) the facts came from, or the face that added them
+    deliberately (`mcp`)."""
+    source_session: str | None = None
+    source_message: int | None = None
+    said_at: datetime | None = None
+    """When it was said: the facts are true from then (None: now)."""
+
+    @staticmethod
+    def of_turn(item: TurnInput) -> Provenance:
+        return Provenance(item.session_id, item.session_id, item.user_message_id, item.said_at)
+
+
 @dataclass
 class IngestReport:
     turns: int = 0
@@ -191,7 +208,8 @@ async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
         async with book.scope_lock(scope):
             existing = await neighbourhood(rt, facts, scope)
             plan = await reconcile(rt.llm, facts, existing, model=item.model)
-            await apply_plan(book, plan, existing, scope=scope, item=item, report=report)
+            source = Provenance.of_turn(item)
+            await apply_plan(book, plan, existing, scope=scope, source=source, report=report)
     if settings.memory_summarization and report.facts_added:
         report.summary = await _update_summary(rt, book, item, conversation, report.facts_added)
     report.evicted = await evict_conversation(rt, book, item.session_id)
@@ -248,24 +266,26 @@ async def apply_plan(
     existing: Sequence[Fact],
     *,
     scope: str,
-    item: TurnInput,
+    source: Provenance,
     report: IngestReport,
-) -> None:
+) -> list[Fact]:
     """Write a reconciliation plan: adds, updates (the old fact closed at the message's
-    time and linked both ways with its replacement), deletes (soft, ended then too)."""
+    time and linked both ways with its replacement), deletes (soft, ended then too).
+
+    Returns the facts written (new ones and the replacements of updated ones)."""
     by_id = {f.id: f for f in existing}
-    said = _said(item)
     stamp = now_utc()
+    said = source.said_at or stamp
 
     def fresh(text: str) -> Fact:
         fact = new_fact(
             scope=scope,
-            conversation_id=item.session_id,
+            conversation_id=source.conversation_id,
             role="memory",
             text=absolute_dates(text, said),  # what the reconciliation wrote, too
             fact_id=new_id(),
-            source_session=item.session_id,
-            source_message=item.user_message_id,
+            source_session=source.source_session,
+            source_message=source.source_message,
             created_at=stamp,
         )
         return replace(fact, valid_from=said)
@@ -287,6 +307,7 @@ async def apply_plan(
     report.facts_updated = len(plan.updates)
     report.facts_deleted = len(tombstones)
     report.reason = plan.reason
+    return added
 
 
 async def _update_summary(
