@@ -263,7 +263,5 @@ async def scope_listing(rt: Runtime, binding: Binding, requested: str) -> str:
     shown = facts[-LISTED:]
     more = f" (the newest {len(shown)} of {len(facts)})" if len(facts) > len(shown) else ""
     lines = [f"Memories in {scope}{more}, oldest first:"]
-    lines += [
-        f"- {short_id(f.id)} [{f.role}, {day(f.updated_at)}] {one_line(f.text)}" for f in shown
-    ]
+    lines += [f"- {short_id(f.id)} [{f.role}, {validity(f)}] {one_line(f.text)}" for f in shown]
     return "\n".join(lines)
