@@ -2,6 +2,7 @@
 
 Run: .venv/bin/python benchmarks/proxy_overhead.py [--requests 300] [--upstream-ms 300]
         [--variant defaults|memory-off|quiet] [--clients 1 --clients 32]
+        [--set MEMLANE_NAME=value ...]
 
 One scripted OpenAI-compatible upstream and one memlane proxy (`memlane serve`)
 run as their own processes on loopback; this process is the client. Each
@@ -166,10 +167,12 @@ VARIANTS: dict[str, dict[str, str]] = {
 }
 
 
-def start_proxy(upstream_url: str, home: Path, *, variant: str) -> tuple[Process, str]:
+def start_proxy(
+    upstream_url: str, home: Path, *, variant: str, extra: dict[str, str] | None = None
+) -> tuple[Process, str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMLANE_", "OPENAI_"))}
-    env |= {"MEMLANE_LOG_LEVEL": "warning", **VARIANTS[variant]}
+    env |= {"MEMLANE_LOG_LEVEL": "warning", **VARIANTS[variant], **(extra or {})}
     command = [
         str(ROOT / ".venv/bin/memlane"),
         "--home",
@@ -257,6 +260,13 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300, help="requests per measurement")
     parser.add_argument("--variant", choices=sorted(VARIANTS), default="defaults")
     parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="MEMLANE_NAME=value",
+        help="one more setting for the proxy (repeatable): what a single knob costs",
+    )
+    parser.add_argument(
         "--upstream-ms", type=float, default=0.0, help="the upstream's time before answering"
     )
     parser.add_argument(
@@ -280,7 +290,10 @@ def main() -> None:
         if args.no_engine:
             proxy_process, proxy_url = start_bare_proxy(upstream_url, Path(home))
         else:
-            proxy_process, proxy_url = start_proxy(upstream_url, Path(home), variant=args.variant)
+            extra = dict(item.split("=", 1) for item in args.set)
+            proxy_process, proxy_url = start_proxy(
+                upstream_url, Path(home), variant=args.variant, extra=extra
+            )
         try:
             pid = proxy_process.pid
             assert pid is not None
@@ -294,6 +307,8 @@ def main() -> None:
             else:
                 proxy_process.wait(30)
     mode = f"variant {args.variant}, upstream answering after {args.upstream_ms:g} ms"
+    if args.set:
+        mode += f", with {' '.join(args.set)}"
     if args.no_engine:
         mode = "engine stages replaced by no-ops (the HTTP face alone)"
     print(f"\n20-message chat requests, {args.requests} per cell, {mode}; milliseconds\n")

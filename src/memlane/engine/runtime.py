@@ -10,7 +10,7 @@ from memlane.engine.activity import Activity
 from memlane.engine.background import Background
 from memlane.store import Store
 from memlane.text.embeddings import Embedder
-from memlane.text.llm import LLM
+from memlane.text.llm import LLM, ClientPool
 from memlane.text.tokens import Tokenizer
 
 
@@ -29,6 +29,9 @@ class Runtime:
     _tokenizer: Tokenizer | None = None
     _embedder: Embedder | None = None
     _llm: LLM | None = None
+    llm_clients: ClientPool | None = None
+    """Open HTTP clients for memlane's own LLM calls, set by a long-running process (the
+    proxy) that closes them at its end; None: each call opens its own."""
 
     @cached_property
     def tokenizer(self) -> Tokenizer:
@@ -52,7 +55,7 @@ class Runtime:
             return self._llm
         from memlane.text.factory import make_llm
 
-        return make_llm(self.settings)
+        return make_llm(self.settings, clients=self.llm_clients)
 
     def close(self) -> None:
         self.store.close()

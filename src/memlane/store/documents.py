@@ -40,19 +40,24 @@ def date_words(moment: datetime) -> str:
     return f"{moment.day} {moment:%B %Y}"
 
 
-def turn_document(fact: Fact, before: Sequence[str], after: Sequence[str]) -> str:
+def turn_document(
+    fact: Fact, before: Sequence[str], after: Sequence[str], *, weight: int = TURN_WEIGHT
+) -> str:
     """The text indexed for a turn entry, given its neighbours' texts (oldest first)."""
-    parts = [date_words(fact.created_at), *[fact.text] * TURN_WEIGHT]
+    parts = [date_words(fact.created_at), *[fact.text] * weight]
     parts += [_LABEL.sub("", text, count=1) for text in (*before, *after)]
     return "\n".join(part for part in parts if part)
 
 
-def turn_documents(turns: Sequence[Fact]) -> dict[str, str]:
-    """Documents for one conversation's live turns, given in order (a load, a reindex)."""
+def turn_documents(
+    turns: Sequence[Fact], *, before: int = BEFORE, after: int = AFTER, weight: int = TURN_WEIGHT
+) -> dict[str, str]:
+    """Documents for one conversation's live turns, given in order (a load, a reindex);
+    the window and weight are the store's, or others to measure against them."""
     live = [t for t in turns if is_turn(t)]
     out: dict[str, str] = {}
     for i, fact in enumerate(live):
-        before = [t.text for t in live[max(0, i - BEFORE) : i]]
-        after = [t.text for t in live[i + 1 : i + 1 + AFTER]]
-        out[fact.id] = turn_document(fact, before, after)
+        earlier = [t.text for t in live[max(0, i - before) : i]]
+        later = [t.text for t in live[i + 1 : i + 1 + after]]
+        out[fact.id] = turn_document(fact, earlier, later, weight=weight)
     return out

@@ -67,6 +67,7 @@ from memlane.store.sqlite_schema import (
 )
 from memlane.store.transcript import plan_sync
 from memlane.store.vector_index import VectorCache
+from memlane.store.write_gate import WriteGate
 from memlane.types import DocKind, Event, Fact, FactRole, Hit, Session, StoredMessage
 
 BUSY_TIMEOUT_MS = 10_000
@@ -97,7 +98,7 @@ class SQLiteStore:
         self._synchronous = synchronous
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
+        self._write_lock = WriteGate()  # a request's write goes before background ones
         self._connections: list[sqlite3.Connection] = []
         self._caches: dict[str, VectorCache] = {}
         self._keywords = KeywordIndex()
@@ -181,6 +182,8 @@ class SQLiteStore:
         Threads of this process first queue on a Python lock: SQLite's busy handler
         polls with sleeps of up to 100 ms, so a writer waiting on another thread of
         the same proxy would otherwise sleep (and poll) long after the lock is free.
+        The lock lets a request's write go before waiting background writes
+        (`store.write_gate`).
         Other processes still wait through the busy timeout. The WAL is checkpointed
         by a background thread (`store.checkpoint`), never by the committing write.
         """

@@ -8,7 +8,9 @@ fallback. The API key is only ever sent as a header, never put in a message.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -52,12 +54,45 @@ request; background work started by it inherits it, other work never sees it). H
 memory only: never stored, never logged."""
 
 
+class ClientPool:
+    """Open `httpx.AsyncClient`s for memlane's own LLM calls, one per event loop.
+
+    A long-running process (the proxy) makes several calls per turn (facts,
+    reconciliation, summaries, session metadata). Opening a client per call costs
+    event-loop time the requests share (a client, a connection, a TLS handshake
+    each time); a pool keeps one client per loop, its connections reused. Whoever
+    makes a pool closes it (`aclose`, from the loop that used it) when done.
+    """
+
+    def __init__(self, timeout: float, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self._timeout = timeout
+        self._transport = transport
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]
+        self._clients = weakref.WeakKeyDictionary()
+
+    def client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        found = self._clients.get(loop)
+        if found is None or found.is_closed:
+            found = self._clients[loop] = httpx.AsyncClient(
+                timeout=self._timeout, transport=self._transport, verify=ssl_context()
+            )
+        return found
+
+    async def aclose(self) -> None:
+        """Close the running loop's client (the others' loops are gone with their sockets)."""
+        found = self._clients.pop(asyncio.get_running_loop(), None)
+        if found is not None:
+            await found.aclose()
+
+
 class OpenAICompatibleLLM:
     """`POST {base_url}/chat/completions` with httpx.
 
-    Each call opens its own `httpx.AsyncClient`: memlane's LLM calls are few and
-    slow (seconds), and a client bound to no event loop can be built at start-up
-    and used from the proxy's loop, a CLI's `asyncio.run` or a test's loop alike.
+    Without a `ClientPool`, each call opens its own `httpx.AsyncClient`: a client
+    bound to no event loop can be built at start-up and used from a CLI's
+    `asyncio.run` or a test's loop alike. The proxy passes a pool it closes at
+    shutdown, so its calls reuse one client and its connections.
     """
 
     def __init__(
@@ -68,6 +103,7 @@ class OpenAICompatibleLLM:
         timeout: float = 120.0,
         transport: httpx.AsyncBaseTransport | None = None,
         borrow_request_key: bool = False,
+        clients: ClientPool | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.default_model = default_model
@@ -78,6 +114,7 @@ class OpenAICompatibleLLM:
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = timeout
         self._transport = transport
+        self._clients = clients
 
     async def complete(
         self,
@@ -111,13 +148,18 @@ class OpenAICompatibleLLM:
         if borrowed:
             headers = {"Authorization": borrowed}
         try:
-            async with httpx.AsyncClient(
-                timeout=self._timeout,
-                headers=headers,
-                transport=self._transport,
-                verify=ssl_context(),
-            ) as client:
-                response = await client.post(url, json=body)
+            if self._clients is not None:
+                response = await self._clients.client().post(
+                    url, json=body, headers=headers, timeout=self._timeout
+                )
+            else:
+                async with httpx.AsyncClient(
+                    timeout=self._timeout,
+                    headers=headers,
+                    transport=self._transport,
+                    verify=ssl_context(),
+                ) as client:
+                    response = await client.post(url, json=body)
         except httpx.TimeoutException as exc:
             raise LLMError(f"LLM timed out after {self._timeout:g}s ({self.base_url})") from exc
         except httpx.HTTPError as exc:

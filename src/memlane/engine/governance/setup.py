@@ -22,7 +22,7 @@ def summary_llm(rt: Runtime) -> LLM:
     if settings.summary_base_url or settings.summary_model:
         from memlane.text.factory import SUMMARY_PURPOSE, make_llm
 
-        return make_llm(settings, purpose=SUMMARY_PURPOSE)
+        return make_llm(settings, purpose=SUMMARY_PURPOSE, clients=rt.llm_clients)
     return rt.llm
 
 

@@ -21,7 +21,7 @@ def cheap_llm(rt: Runtime) -> LLM:
     if rt.settings.summary_base_url:
         from memlane.text.factory import SUMMARY_PURPOSE, make_llm
 
-        return make_llm(rt.settings, purpose=SUMMARY_PURPOSE)
+        return make_llm(rt.settings, purpose=SUMMARY_PURPOSE, clients=rt.llm_clients)
     return rt.llm
 
 
