@@ -394,7 +394,13 @@ class PostgresStore:
 
     # --- events -----------------------------------------------------------
     def add_event(
-        self, session_id: str, kind: str, payload: Mapping[str, Any], *, text: str = ""
+        self,
+        session_id: str,
+        kind: str,
+        payload: Mapping[str, Any],
+        *,
+        text: str = "",
+        document: str | None = None,
     ) -> Event:
         stamp = codec.now()
         with self._tx() as conn:
@@ -420,6 +426,7 @@ class PostgresStore:
                     None,
                     text,
                     stamp,
+                    document=document,
                 )
             conn.execute("UPDATE sessions SET updated_at = %s WHERE id = %s", (stamp, session_id))
         return Event(event_id, session_id, kind, dict(payload), text, stamp)

@@ -608,7 +608,13 @@ class SQLiteStore:
 
     # --- events ---------------------------------------------------------------------
     def add_event(
-        self, session_id: str, kind: str, payload: Mapping[str, Any], *, text: str = ""
+        self,
+        session_id: str,
+        kind: str,
+        payload: Mapping[str, Any],
+        *,
+        text: str = "",
+        document: str | None = None,
     ) -> Event:
         created = now()
         stamp = ts_to_text(created)
@@ -621,7 +627,17 @@ class SQLiteStore:
             ).lastrowid
             assert event_id is not None
             if text:
-                _index(conn, "event", str(event_id), namespace, session_id, None, text, stamp)
+                _index(
+                    conn,
+                    "event",
+                    str(event_id),
+                    namespace,
+                    session_id,
+                    None,
+                    text,
+                    stamp,
+                    document=document,
+                )
             conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (stamp, session_id))
         return Event(event_id, session_id, kind, dict(payload), text, created)
 
