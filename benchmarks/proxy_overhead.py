@@ -222,6 +222,11 @@ async def one_request(
         return first
 
 
+ERRORS: list[str] = []
+"""Failed requests (status and body), counted per cell and printed: a failure is a
+finding, not a reason to stop measuring."""
+
+
 async def load(
     url: str, *, clients: int, total: int, stream: bool, primed: bool, run: str
 ) -> list[float]:
@@ -235,7 +240,13 @@ async def load(
         async def worker(n: int) -> None:
             for i in counter:
                 tag = f"{run}-{n}-{i}"
-                samples.append(await one_request(client, url, tag, stream=stream, primed=primed))
+                try:
+                    samples.append(
+                        await one_request(client, url, tag, stream=stream, primed=primed)
+                    )
+                except httpx.HTTPStatusError as exc:
+                    body = exc.response.text if not exc.response.is_stream_consumed else ""
+                    ERRORS.append(f"{exc.response.status_code} {body[:300]}")
 
         await asyncio.gather(*(worker(n) for n in range(clients)))
     return samples
@@ -319,7 +330,8 @@ def main() -> None:
 
 HEADER = (
     "| measure | clients | direct p50 | memlane p50 | +p50 | direct p99 | memlane p99 | +p99 "
-    "| memlane CPU/request |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    "| memlane CPU/request | failed |\n"
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 )
 ROUNDS = 4
 """Direct and memlane take turns this many times per cell."""
@@ -344,6 +356,7 @@ def measure(
         through: list[float] = []
         cpu = 0.0
         served = 0
+        failed_before = len(ERRORS)
         for n in range(ROUNDS):
             share = total // ROUNDS + (n < total % ROUNDS)
 
@@ -361,9 +374,12 @@ def measure(
         per_request = f"{cpu / served * 1000:.1f}" if cpu_seconds(proxy_pid) is not None else "n/a"
         rows.append(
             f"| {name} | {clients} | {d50:.1f} | {m50:.1f} | {m50 - d50:+.1f} "
-            f"| {d99:.1f} | {m99:.1f} | {m99 - d99:+.1f} | {per_request} |"
+            f"| {d99:.1f} | {m99:.1f} | {m99 - d99:+.1f} | {per_request} "
+            f"| {len(ERRORS) - failed_before} |"
         )
         print(rows[-1], flush=True)
+    for error in dict.fromkeys(ERRORS):  # each distinct failure once
+        print(f"failed request: {error}", flush=True)
     return rows
 
 
