@@ -36,7 +36,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from memlane.config import Settings
-from memlane.engine.memory.book import book_for
 from memlane.engine.memory.ingest import TurnInput, ingest_turn
 from memlane.engine.memory.scopes import GLOBAL, conversation_scope, namespace_scope
 from memlane.engine.retrieval.search import search
@@ -335,7 +334,7 @@ async def ingest_bench(count: int) -> None:
         store = SQLiteStore(home / "memlane.db")
         try:
             rt = Runtime(settings, store)
-            book = book_for(rt)
+            book = rt.memory_book
             await book.ready()
             exchanges = [
                 TurnInput(

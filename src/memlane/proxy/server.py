@@ -16,7 +16,7 @@ from pathlib import Path
 
 from memlane.config import Settings
 from memlane.files import admin_token
-from memlane.proxy.guard import points_at_self
+from memlane.proxy.guard import is_loopback, points_at_self
 
 GIL_SWITCH_SECONDS = 0.0005
 """How long a thread may hold the GIL while another waits for it (Python's default: 5 ms).
@@ -30,15 +30,6 @@ gets the GIL back ten times sooner, for a few more switches while both are busy.
 
 class ServeError(Exception):
     """The proxy cannot start; the message says what to change."""
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_address(host: str) -> None:

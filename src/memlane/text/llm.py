@@ -1,22 +1,27 @@
-"""memlane's own calls to an OpenAI-compatible LLM (summaries, facts, metadata).
+"""memlane's own calls to an OpenAI-compatible LLM (summaries, facts, metadata), and
+the streamed conversation of `memlane chat`.
 
-These calls never carry tools and never stream: one prompt in, one text out.
-Every failure (unreachable, timeout, non-2xx, a body that is not a completion)
-becomes `LLMError` with a short reason, so each caller can take its documented
-fallback. The API key is only ever sent as a header, never put in a message.
+memlane's own calls never carry tools and never stream: one prompt in, one text out
+(`complete`). `stream` yields a streamed completion's server-sent events as they
+come, for a face to assemble with its wire format. Every failure (unreachable,
+timeout, non-2xx, a body that is not a completion) becomes `LLMError` with a short
+reason, so each caller can take its documented fallback. The API key is only ever
+sent as a header, never put in a message.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
 
+from memlane.text.sse import SSEDecoder
 from memlane.text.tls import ssl_context
 
 
@@ -125,9 +130,7 @@ class OpenAICompatibleLLM:
         max_tokens: int | None = None,
         json_mode: bool = False,
     ) -> Completion:
-        chosen = model or self.default_model
-        if not chosen:
-            raise LLMError("no model: set llm_model (or summary_model) or name one per call")
+        chosen = self._model(model)
         body: dict[str, Any] = {
             "model": chosen,
             "messages": [dict(m) for m in messages],
@@ -141,33 +144,89 @@ class OpenAICompatibleLLM:
         payload = await self._post(body)
         return _parse_completion(payload, chosen)
 
-    async def _post(self, body: Mapping[str, Any]) -> Any:
-        url = f"{self.base_url}/chat/completions"
-        headers = self._headers
-        borrowed = REQUEST_AUTHORIZATION.get() if self.borrow_request_key else None
-        if borrowed:
-            headers = {"Authorization": borrowed}
+    async def stream(
+        self, messages: Sequence[Mapping[str, Any]], *, model: str | None = None
+    ) -> AsyncIterator[tuple[str | None, str]]:
+        """A streamed chat completion (usage included): its (event, data) pairs as they come.
+
+        Raises `LLMError` when the call fails, before the first event or midway.
+        """
+        body = {
+            "model": self._model(model),
+            "messages": [dict(m) for m in messages],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        decoder = SSEDecoder()
         try:
-            if self._clients is not None:
-                response = await self._clients.client().post(
-                    url, json=body, headers=headers, timeout=self._timeout
-                )
-            else:
-                async with httpx.AsyncClient(
+            async with (
+                self._client() as client,
+                client.stream(
+                    "POST",
+                    self._url,
+                    json=body,
+                    headers=self._call_headers(),
                     timeout=self._timeout,
-                    headers=headers,
-                    transport=self._transport,
-                    verify=ssl_context(),
-                ) as client:
-                    response = await client.post(url, json=body)
-        except httpx.TimeoutException as exc:
-            raise LLMError(f"LLM timed out after {self._timeout:g}s ({self.base_url})") from exc
+                ) as response,
+            ):
+                if not response.is_success:
+                    await response.aread()
+                    raise self._refused(response)
+                async for chunk in response.aiter_bytes():
+                    for event in decoder.feed(chunk):
+                        yield event
+            for event in decoder.close():
+                yield event
         except httpx.HTTPError as exc:
-            raise LLMError(f"LLM unreachable at {self.base_url}: {type(exc).__name__}") from exc
+            raise self._transport_error(exc) from exc
+
+    def _model(self, model: str | None) -> str:
+        chosen = model or self.default_model
+        if not chosen:
+            raise LLMError("no model: set llm_model (or summary_model) or name one per call")
+        return chosen
+
+    @property
+    def _url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    @contextlib.asynccontextmanager
+    async def _client(self) -> AsyncIterator[httpx.AsyncClient]:
+        """The pool's open client, or one for this call alone (closed after it)."""
+        if self._clients is not None:
+            yield self._clients.client()
+            return
+        async with httpx.AsyncClient(
+            timeout=self._timeout, transport=self._transport, verify=ssl_context()
+        ) as client:
+            yield client
+
+    def _call_headers(self) -> dict[str, str]:
+        """This call's key: our own, or the one borrowed from the request that caused it."""
+        borrowed = REQUEST_AUTHORIZATION.get() if self.borrow_request_key else None
+        return {"Authorization": borrowed} if borrowed else dict(self._headers)
+
+    def _transport_error(self, exc: httpx.HTTPError) -> LLMError:
+        if isinstance(exc, httpx.TimeoutException):
+            return LLMError(f"LLM timed out after {self._timeout:g}s ({self.base_url})")
+        return LLMError(
+            f"LLM unreachable at {self.base_url}, or it broke off: {type(exc).__name__}"
+        )
+
+    def _refused(self, response: httpx.Response) -> LLMError:
+        hint = _error_hint(response, self._api_key)
+        return LLMError(f"LLM answered HTTP {response.status_code}{hint}")
+
+    async def _post(self, body: Mapping[str, Any]) -> Any:
+        try:
+            async with self._client() as client:
+                response = await client.post(
+                    self._url, json=body, headers=self._call_headers(), timeout=self._timeout
+                )
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc) from exc
         if not response.is_success:
-            raise LLMError(
-                f"LLM answered HTTP {response.status_code}{_error_hint(response, self._api_key)}"
-            )
+            raise self._refused(response)
         try:
             return response.json()
         except ValueError as exc:
