@@ -32,7 +32,7 @@ def test_a_dropped_answer_is_found_by_the_question_before_it(tmp_path: Path) -> 
     store = SQLiteStore(tmp_path / "memlane.db")
     try:
         session = store.ensure_session("s")
-        ledger = StoreLedger(Settings(home=tmp_path), store, session.id, "s")
+        ledger = StoreLedger(Settings(home=tmp_path), store, session.id, "s", files=True)
         found = _recalled(ledger)
         # the answer holds none of the question's words: its neighbour's count for it
         assert "assistant: Yes, on Tuesday." in found
