@@ -33,7 +33,7 @@ from memlane.proxy.access import SESSION_STATE
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
 from memlane.proxy.forward import relayed_headers
-from memlane.proxy.identity import resolve
+from memlane.proxy.identity import client_name, resolve
 from memlane.proxy.relay import Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
 from memlane.proxy.wire.base import (
@@ -118,6 +118,7 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
         continued=parsed.continued,
         chained=chained_key is not None,
         instructions=parsed.instructions,
+        client=client_name(request.headers),
     )
     prepared = await _prepare(state, turn)
     if isinstance(prepared, DirectAnswer):  # the user is told why, as the assistant's answer
