@@ -167,7 +167,12 @@ VARIANTS: dict[str, dict[str, str]] = {
 
 
 def start_proxy(
-    upstream_url: str, home: Path, *, variant: str, extra: dict[str, str] | None = None
+    upstream_url: str,
+    home: Path,
+    *,
+    variant: str,
+    extra: dict[str, str] | None = None,
+    serve_args: tuple[str, ...] = (),
 ) -> tuple[Process, str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMLANE_", "OPENAI_"))}
@@ -181,6 +186,7 @@ def start_proxy(
         str(port),
         "--upstream",
         upstream_url,
+        *serve_args,
     ]
     process = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
     return process, wait_healthy(f"http://127.0.0.1:{port}", process.kill)

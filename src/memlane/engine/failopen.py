@@ -65,6 +65,13 @@ def _keep(rt: Runtime, session_id: str | None, payload: dict[str, str]) -> None:
 async def record(rt: Runtime, turn: Turn | None, stage: str, reason: str, kind: str) -> None:
     """Log, count and (for a stored session) record one failure; never raises itself."""
     session_id = turn.session.id if turn is not None and turn.session is not None else None
+    await record_for(rt, session_id, stage, reason, kind)
+
+
+async def record_for(
+    rt: Runtime, session_id: str | None, stage: str, reason: str, kind: str
+) -> None:
+    """`record` for work that outlived its turn (background work knows only the session)."""
     log.warning(
         "%s skipped for session %s: %s (%s)", stage, (session_id or "-")[:8], reason[:300], kind
     )

@@ -28,6 +28,12 @@ times. At 5 ms that is what background work added to a request; at 0.5 ms the lo
 gets the GIL back ten times sooner, for a few more switches while both are busy."""
 
 
+CLIENT_IDLE_SECONDS = 30
+"""How long a client's idle connection is kept open. Clients' pools (httpx and the SDKs
+built on it: 5 s) drop theirs first, so none sends a request on a connection memlane is
+closing at that moment (uvicorn's own default is the same 5 s)."""
+
+
 class ServeError(Exception):
     """The proxy cannot start; the message says what to change."""
 
@@ -143,6 +149,7 @@ def run(
             app,
             log_level="debug" if settings.log_level == "debug" else "warning",
             access_log=False,
+            timeout_keep_alive=CLIENT_IDLE_SECONDS,
         )
         write_serve_file(settings)
         sys.setswitchinterval(GIL_SWITCH_SECONDS)

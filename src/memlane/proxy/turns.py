@@ -42,6 +42,7 @@ from memlane.proxy.wire.base import (
     WireAdapter,
     WireError,
     dumps,
+    loads,
     unchanged,
 )
 from memlane.store import StoreError
@@ -78,13 +79,14 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+TOO_DEEP = "request body is nested too deeply to be read"
+
+
 def decode_json(raw: bytes) -> Any:
     try:
-        return json.loads(raw)
+        return loads(raw)
     except RecursionError:
-        raise ProxyError(
-            400, "request body is nested too deeply to be read", code="invalid_json"
-        ) from None
+        raise ProxyError(400, TOO_DEEP, code="invalid_json") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProxyError(
             400, f"request body is not valid JSON: {exc}", code="invalid_json"
@@ -99,6 +101,8 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
         parsed = adapter.parse(decode_json(raw))
     except WireError as exc:
         raise ProxyError(400, str(exc), param=exc.param) from None
+    except RecursionError:  # decoded, yet too deep to walk (an item kept as its JSON text)
+        raise ProxyError(400, TOO_DEEP, code="invalid_json") from None
     identity = resolve(request.headers, parsed.body)
     chained_key = await _chained_key(state, parsed)
     if chained_key is not None:  # memlane holds the conversation: send it whole
@@ -223,7 +227,7 @@ def _error_response(adapter: WireAdapter, status: int, content: bytes) -> Respon
 
 
 async def _complete(
-    state: ProxyState, turn: Turn, adapter: WireAdapter, payload: bytes, headers: dict[str, str]
+    state: ProxyState, turn: Turn, adapter: WireAdapter, payload: bytes, headers: httpx.Headers
 ) -> Response:
     try:
         upstream = await state.upstream.client.post(
@@ -237,7 +241,7 @@ async def _complete(
         await _fail(state, turn)
         return _error_response(adapter, upstream.status_code, upstream.content)
     try:
-        answer = adapter.answer_from_json(json.loads(upstream.content))
+        answer = adapter.answer_from_json(loads(upstream.content))
     except Exception:  # an answer memlane cannot read is still the client's answer
         log.warning("could not read the upstream's answer to store it", exc_info=True)
         answer = Answer([], failed=True)
@@ -265,7 +269,7 @@ async def _finish(state: ProxyState, turn: Turn, answer: Answer) -> None:
 
 
 async def _stream(
-    state: ProxyState, turn: Turn, adapter: WireAdapter, payload: bytes, headers: dict[str, str]
+    state: ProxyState, turn: Turn, adapter: WireAdapter, payload: bytes, headers: httpx.Headers
 ) -> Response:
     client = state.upstream.client
     request = client.build_request(

@@ -21,12 +21,23 @@ from typing import Any, Protocol
 
 import httpx
 
+from memlane.text.redact import redact
 from memlane.text.sse import SSEDecoder
 from memlane.text.tls import ssl_context
 
 
 class LLMError(Exception):
     """The LLM could not be reached or refused: the caller falls back, it never crashes."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        """The HTTP status the LLM answered with, when it answered."""
+
+    @property
+    def refused(self) -> bool:
+        """The server would not take the call's credentials (no key, or the wrong one)."""
+        return self.status in (401, 403)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,9 +212,14 @@ class OpenAICompatibleLLM:
         ) as client:
             yield client
 
+    def _borrowed(self) -> str | None:
+        """The Authorization of the request whose work this is, when it may be used."""
+        borrowed = REQUEST_AUTHORIZATION.get() if self.borrow_request_key else None
+        return borrowed if borrowed and borrowed.isascii() else None  # a key is ASCII
+
     def _call_headers(self) -> dict[str, str]:
         """This call's key: our own, or the one borrowed from the request that caused it."""
-        borrowed = REQUEST_AUTHORIZATION.get() if self.borrow_request_key else None
+        borrowed = self._borrowed()
         return {"Authorization": borrowed} if borrowed else dict(self._headers)
 
     def _transport_error(self, exc: httpx.HTTPError) -> LLMError:
@@ -214,8 +230,12 @@ class OpenAICompatibleLLM:
         )
 
     def _refused(self, response: httpx.Response) -> LLMError:
-        hint = _error_hint(response, self._api_key)
-        return LLMError(f"LLM answered HTTP {response.status_code}{hint}")
+        borrowed = self._borrowed()
+        used = borrowed.partition(" ")[2].strip() or borrowed if borrowed else self._api_key
+        hint = _error_hint(response, used)  # an upstream may echo the key it refused
+        return LLMError(
+            f"LLM answered HTTP {response.status_code}{hint}", status=response.status_code
+        )
 
     async def _post(self, body: Mapping[str, Any]) -> Any:
         try:
@@ -268,4 +288,4 @@ def _error_hint(response: httpx.Response, api_key: str | None) -> str:
         return ""
     if api_key:
         message = message.replace(api_key, "***")
-    return ": " + message[:200]
+    return ": " + redact(message)[:200]

@@ -289,7 +289,7 @@ class MemoryBook:
             return
         self._stop = asyncio.Event()
         ready = asyncio.Event()
-        self.watch_task = asyncio.get_running_loop().create_task(
+        self.watch_task = self.rt.background.start_service(
             watch(
                 self.files.entries,
                 self.on_files_changed,
