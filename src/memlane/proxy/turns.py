@@ -36,6 +36,7 @@ from memlane.proxy.forward import relayed_headers
 from memlane.proxy.identity import client_name, resolve
 from memlane.proxy.relay import Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
+from memlane.proxy.tool_loop import ToolLoop, offered
 from memlane.proxy.wire.base import (
     ParsedRequest,
     StreamAssembler,
@@ -104,6 +105,7 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
     except RecursionError:  # decoded, yet too deep to walk (an item kept as its JSON text)
         raise ProxyError(400, TOO_DEEP, code="invalid_json") from None
     identity = resolve(request.headers, parsed.body)
+    tools = offered(state.settings.proxy_tools, identity.flags.get(h.TOOLS_FLAG))
     chained_key = await _chained_key(state, parsed)
     if chained_key is not None:  # memlane holds the conversation: send it whole
         body = {k: v for k, v in parsed.body.items() if k != PREVIOUS_RESPONSE}
@@ -131,9 +133,14 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
     outgoing = prepared.messages
     if turn.session is not None:
         setattr(request.state, SESSION_STATE, turn.session.id)  # for the access line
-    payload = raw if unchanged(parsed, outgoing) else dumps(adapter.render(parsed, outgoing))
     headers = state.upstream.headers(request.headers.items())
     headers.setdefault("content-type", "application/json")
+    if tools:
+        url = state.upstream.url(adapter.path)
+        loop = ToolLoop(state, turn, adapter, parsed, tools, state.upstream, url, headers)
+        outgoing = await loop.with_pending(outgoing)
+        return await (loop.stream(outgoing) if parsed.stream else loop.complete(outgoing))
+    payload = raw if unchanged(parsed, outgoing) else dumps(adapter.render(parsed, outgoing))
     if parsed.stream:
         return await _stream(state, turn, adapter, payload, headers)
     return await _complete(state, turn, adapter, payload, headers)
