@@ -31,6 +31,7 @@ from memlane.proxy.state import ProxyState, proxy_state
 from memlane.proxy.turns import read_body, serve_model
 from memlane.proxy.warmup import warm_up
 from memlane.proxy.wire import CHAT, RESPONSES
+from memlane.text.llm import ClientPool
 from memlane.text.tokens import EncodingName, get_tokenizer
 
 log = logging.getLogger("memlane.proxy")
@@ -66,6 +67,9 @@ def create_app(
             from memlane.store import open_store
 
             rt = Runtime(settings, await asyncio.to_thread(open_store, settings))
+        if rt.llm_clients is None:  # memlane's own LLM calls reuse one client, closed below
+            rt.llm_clients = ClientPool(settings.llm_timeout)
+        clients = rt.llm_clients
         await asyncio.to_thread(load_tokenizers, rt)  # load once, never on a request
         for warning in startup_warnings(settings):
             log.warning("%s", warning)
@@ -87,6 +91,7 @@ def create_app(
                 log.warning("stopped %d background task(s) still running at shutdown", cancelled)
             await stop_memory(rt)  # commits what is queued
             await upstream.aclose()
+            await clients.aclose()
             del app.state.proxy
             if runtime is None:
                 rt.close()

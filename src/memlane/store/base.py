@@ -185,10 +185,13 @@ class MessageLog(Protocol):
         payload: Mapping[str, Any],
         *,
         text: str = "",
+        document: str | None = None,
         at: datetime | None = None,
     ) -> Event:
-        """Append an event; non-empty `text` is keyword-indexed for retrieval. `at` dates
-        it when what it records happened earlier (default now): a search shows that time."""
+        """Append an event; non-empty `text` is keyword-indexed for retrieval, as
+        `document` when given (the text with its context: `store.documents`); a hit
+        shows the text. `at` dates it when what it records happened earlier (default
+        now): a search shows that time."""
         ...
 
     def list_events(

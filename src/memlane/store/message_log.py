@@ -191,6 +191,7 @@ class SqlMessageLog(SqlStore[D]):
         payload: Mapping[str, Any],
         *,
         text: str = "",
+        document: str | None = None,
         at: datetime | None = None,
     ) -> Event:
         stamp = now()
@@ -209,7 +210,9 @@ class SqlMessageLog(SqlStore[D]):
             )
             if text:
                 self._put_doc(
-                    db, Doc("event", str(event_id), namespace, session_id, None, text, created)
+                    db,
+                    Doc("event", str(event_id), namespace, session_id, None, text, created),
+                    document,
                 )
             db.run("UPDATE sessions SET updated_at = ? WHERE id = ?", db.time(stamp), session_id)
         return Event(event_id, session_id, kind, dict(payload), text, created)

@@ -212,7 +212,8 @@ async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
             await apply_plan(book, plan, existing, scope=scope, source=source, report=report)
     if settings.memory_summarization and report.facts_added:
         report.summary = await _update_summary(rt, book, item, conversation, report.facts_added)
-    report.evicted = await evict_conversation(rt, book, item.session_id)
+    added = report.turns + len(report.facts_added)
+    report.evicted = await evict_conversation(rt, book, item.session_id, added=added)
     if report.changed:
         book.commit_later(report.message(item.session_id))
     return report
@@ -335,13 +336,29 @@ async def _update_summary(
     return True
 
 
-async def evict_conversation(rt: Runtime, book: MemoryBook, conversation_id: str) -> int:
-    """Soft-delete the oldest facts and turns over `memory_max_entries`."""
+async def evict_conversation(
+    rt: Runtime, book: MemoryBook, conversation_id: str, *, added: int = 0
+) -> int:
+    """Soft-delete the oldest facts and turns over `memory_max_entries`.
+
+    Listing a long conversation after every turn costs milliseconds of the process's
+    time, so the book remembers how many entries a conversation held at its last
+    listing plus what was `added` since: while that stays within the limit, nothing
+    is listed. (Another process's writes are counted at this one's next listing.)
+    """
+    limit = rt.settings.memory_max_entries
+    known = book.entry_counts.get(conversation_id)
+    if known is not None and known + added <= limit:
+        book.entry_counts[conversation_id] = known + added
+        return 0
     entries = await threads.to_thread(
         rt.store.list_facts,
         conversation_id=conversation_id,
         roles=("memory", "user", "assistant"),
     )
-    evicted = choose_evictions(entries, rt.settings.memory_max_entries)
+    evicted = choose_evictions(entries, limit)
     await book.write(tombstones=[(fact, None) for fact in evicted])
+    book.entry_counts[conversation_id] = sum(
+        not e.deleted and e.role != "summary" for e in entries
+    ) - len(evicted)
     return len(evicted)
