@@ -4,5 +4,6 @@ pytest_plugins = [
     "tests.support.stores",
     "tests.support.text",
     "tests.support.upstream",
+    "tests.support.anthropic_upstream",
     "tests.support.pg",
 ]

@@ -12,6 +12,13 @@ SPEC_MODE = "x-memlane-spec-mode"
 EPHEMERAL = "x-memlane-ephemeral"
 
 SESSION_FALLBACKS = ("x-session-id",)
+
+CLAUDE_SESSION = "x-claude-code-session-id"
+"""Claude Code's conversation id (the same across `--continue` and `--resume`)."""
+CLAUDE_AGENT = "x-claude-code-agent-id"
+"""Set on a Claude Code subagent's calls: they get a child session of the conversation's."""
+CLAUDE_PARENT_AGENT = "x-claude-code-parent-agent-id"
+"""A nested subagent's parent agent: its child session hangs under that agent's."""
 REPO_FALLBACKS = ("x-repo-path", "x-workspace-root", "x-project-root")
 
 MEMLANE_HEADERS: dict[str, str] = {

@@ -53,6 +53,11 @@ KNOWN_WINDOWS: Mapping[str, int] = {
 }
 """Input windows of well-known model families (tokens). Override any in the configuration."""
 
+LONG_CONTEXT_TAG = "[1m]"
+"""A model name ending in this (Claude Code's `sonnet[1m]`, or memlane's own mark for a
+request with Anthropic's 1M-context beta) has a window of `LONG_CONTEXT_WINDOW` tokens."""
+LONG_CONTEXT_WINDOW = 1_000_000
+
 LEARNED_PREFIX = "governance.window."
 """Store meta key prefix of windows learned from upstream errors."""
 
@@ -140,6 +145,8 @@ def context_window(settings: Settings, store: Store | None, model: str) -> Windo
         learned = store.get_meta(LEARNED_PREFIX + bare_model(model))
         if learned and learned.isdigit():
             return Window(int(learned), "learned")
+    if bare_model(model).endswith(LONG_CONTEXT_TAG):
+        return Window(LONG_CONTEXT_WINDOW, "table")
     known = _lookup(KNOWN_WINDOWS, model)
     if known is not None:
         return Window(known, "table")

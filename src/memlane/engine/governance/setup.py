@@ -37,12 +37,18 @@ def make_summariser(settings: Settings, llm: LLM, model: str | None, budget: Bud
 
 
 def make_governor(
-    rt: Runtime, *, model: str, ledger: Ledger, llm: LLM | None, summary_model: str | None
+    rt: Runtime,
+    *,
+    model: str,
+    ledger: Ledger,
+    llm: LLM | None,
+    summary_model: str | None,
+    window_model: str = "",
 ) -> Governor:
     from memlane.text.factory import make_tokenizer
 
     settings = rt.settings
-    budget = Budget.of(settings, context_window(settings, rt.store, model))
+    budget = Budget.of(settings, context_window(settings, rt.store, window_model or model))
     summariser = make_summariser(settings, llm, summary_model, budget) if llm is not None else None
     return Governor(
         settings=settings,
@@ -69,7 +75,14 @@ def governor_for_turn(rt: Runtime, turn: Turn) -> Governor:
         ledger = StoreLedger(settings, rt.store, turn.session.id, turn.key)
         llm = summary_llm(rt)
     model = settings.summary_model or settings.llm_model or turn.model
-    gov = make_governor(rt, model=turn.model, ledger=ledger, llm=llm, summary_model=model)
+    gov = make_governor(
+        rt,
+        model=turn.model,
+        ledger=ledger,
+        llm=llm,
+        summary_model=model,
+        window_model=turn.window_model,
+    )
     if turn.instructions:
         gov.fixed_tokens = gov.tokenizer.count(turn.instructions)
     return gov
