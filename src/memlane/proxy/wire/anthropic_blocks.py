@@ -7,7 +7,9 @@ is marked `continues`, so governance keeps or drops the message whole, and the
 renderer joins the blocks back into one message. Each item's `raw` is a valid
 one-block Anthropic message (`{"role": …, "content": [block]}`, or the client's
 whole message when its content is a string): an item forwarded again is exactly
-the block the client sent, `cache_control` and signatures included.
+the block the client sent, `cache_control` and signatures included. A text block
+that is only a Claude Code `<system-reminder>` is the harness speaking, not the
+user: it is a `system` item (kept where it is, never taken for the user's words).
 """
 
 from __future__ import annotations
@@ -80,7 +82,10 @@ def block_message(
     extra: dict[str, Any] = {"raw": raw, "wire": "anthropic", "continues": continues}
     own: Role = "assistant" if role == "assistant" else "system" if role == "system" else "user"
     if kind == "text":
-        return Message(own, str(block.get("text", "")), **extra)
+        text = str(block.get("text", ""))
+        if own == "user" and is_reminder(text):
+            own = "system"  # the harness's context, not the user's words
+        return Message(own, text, **extra)
     if kind == "tool_use" and role == "assistant":
         call = ToolCall(str(block.get("id", "")), str(block.get("name", "")), "")
         call = ToolCall(call.id, call.name, arguments_of(block.get("input")))
@@ -262,30 +267,19 @@ def render_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return builder.finish()
 
 
+def is_reminder(text: str) -> bool:
+    """A text block that is nothing but one of Claude Code's `<system-reminder>`s."""
+    text = text.strip()
+    return text.startswith(REMINDER_OPEN) and text.endswith(REMINDER_CLOSE)
+
+
 def user_content_of_its_own(messages: Sequence[Message]) -> bool:
-    """Whether any user turn says something: text beyond the harness's `<system-reminder>`
-    blocks, a tool result, an image or a document."""
-    for message in messages:
-        if message.kind == "tool_result":
-            return True
-        if message.role != "user" or message.kind != "message":
-            continue
-        if _without_reminders(message.text).strip():
-            return True
-    return False
-
-
-def _without_reminders(text: str) -> str:
-    out: list[str] = []
-    rest = text
-    while REMINDER_OPEN in rest:
-        before, _, after = rest.partition(REMINDER_OPEN)
-        out.append(before)
-        _, closed, rest = after.partition(REMINDER_CLOSE)
-        if not closed:
-            rest = ""
-    out.append(rest)
-    return "".join(out)
+    """Whether any user turn says something: text (the harness's reminders are not the
+    user's), a tool result, an image or a document."""
+    return any(
+        m.kind == "tool_result" or (m.role == "user" and m.kind == "message" and m.text.strip())
+        for m in messages
+    )
 
 
 def check_blocks(value: Any, param: str) -> None:
