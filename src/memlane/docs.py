@@ -50,3 +50,15 @@ def header_table() -> str:
     rows = ["| header | effect |", "| --- | --- |"]
     rows += [f"| `{name}` | {effect} |" for name, effect in MEMLANE_HEADERS.items()]
     return "\n".join(rows)
+
+
+def client_header_table() -> str:
+    """Other clients' headers the proxy reads (passed on untouched), and what each does."""
+    from memlane.proxy.headers import CLIENT_HEADERS
+
+    rows = ["| header | effect |", "| --- | --- |"]
+    rows += [
+        f"| {', '.join(f'`{n.strip()}`' for n in names.split(','))} | {effect} |"
+        for names, effect in CLIENT_HEADERS.items()
+    ]
+    return "\n".join(rows)

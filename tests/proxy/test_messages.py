@@ -444,3 +444,21 @@ def test_memlanes_own_calls_never_borrow_the_clients_anthropic_key(
     assert own_calls  # fact extraction ran, against the OpenAI-compatible upstream
     assert all(KEY not in " ".join(r.headers.values()) for r in own_calls)
     assert all(KEY.encode() not in r.body for r in own_calls)
+
+
+def test_an_upstream_prompt_too_long_teaches_memlane_the_window(
+    anthropic_proxy: AnthropicProxy, anthropic_upstream: ScriptedAnthropic
+) -> None:
+    from tests.support.anthropic_upstream import ContextLengthExceeded
+
+    proxy = anthropic_proxy()
+    sdk = client(proxy)
+    messages = [{"role": "user", "content": "hi"}]
+    anthropic_upstream.script(ContextLengthExceeded(tokens=150_000, limit=120_000))
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        sdk.messages.create(model=MODEL, max_tokens=9, messages=messages)
+    assert refused.value.body["error"]["message"].startswith("prompt is too long")
+
+    response = sdk.messages.with_raw_response.create(model=MODEL, max_tokens=9, messages=messages)
+    context = dict(p.split("=") for p in response.headers["x-memlane-context"].split("; "))
+    assert int(context["limit"]) == 120_000 - proxy.settings.governance_safety_margin

@@ -32,6 +32,20 @@ MEMLANE_HEADERS: dict[str, str] = {
 }
 """Documentation of the headers, used for the README table."""
 
+CLIENT_HEADERS: dict[str, str] = {
+    "X-Claude-Code-Session-Id": "Claude Code's conversation id: the session key (after "
+    "`X-Memlane-Session`), the same across `--continue` and `--resume`.",
+    "X-Claude-Code-Agent-Id": "A Claude Code subagent's call: stored in a child session "
+    "`<key>:agent:<id>` linked to the conversation's.",
+    "X-Claude-Code-Parent-Agent-Id": "A nested subagent: its child session hangs under that "
+    "agent's.",
+    "anthropic-beta": "`context-1m-…`: the request is governed against a 1M-token window "
+    "(passed on as sent).",
+    "X-Session-Id": "Session key, after the Claude Code ones.",
+    "X-Repo-Path, X-Workspace-Root, X-Project-Root": "Namespace, after `X-Memlane-Repo`.",
+}
+"""Other clients' headers memlane reads (never strips), for the README table."""
+
 HOP_BY_HOP = frozenset(
     {
         "host",

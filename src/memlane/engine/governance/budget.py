@@ -66,6 +66,8 @@ _WINDOW_IN_ERROR = re.compile(
     r"\D{0,40}?(\d[\d,_]{2,})",
     re.IGNORECASE,
 )
+_ANTHROPIC_WINDOW = re.compile(r"\d[\d,_]* tokens > (\d[\d,_]{2,}) maximum", re.IGNORECASE)
+"""Anthropic's wording: `prompt is too long: 208310 tokens > 200000 maximum`."""
 
 
 SHARE_DIVISOR = 6
@@ -155,7 +157,7 @@ def context_window(settings: Settings, store: Store | None, model: str) -> Windo
 
 def window_from_error(message: str) -> int | None:
     """The window an upstream's `context_length_exceeded` message states, if it states one."""
-    match = _WINDOW_IN_ERROR.search(message)
+    match = _WINDOW_IN_ERROR.search(message) or _ANTHROPIC_WINDOW.search(message)
     if match is None:
         return None
     tokens = int(re.sub(r"[,_]", "", match.group(1)))
