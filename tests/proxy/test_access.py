@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import httpx
 import pytest
 
 from tests.proxy.conftest import QUIET
 from tests.support.upstream import Fail, ProxyFactory, ScriptedUpstream
+
+
+def access_records(caplog: pytest.LogCaptureFixture, count: int) -> list[logging.LogRecord]:
+    """The access lines, once `count` are there: the proxy writes its line after the last byte
+    of the response is sent, so the client can read the answer before the line exists."""
+    deadline = time.monotonic() + 10
+    while True:
+        records = [r for r in caplog.records if r.name == "memlane.access"]
+        if len(records) >= count or time.monotonic() > deadline:
+            return records
+        time.sleep(0.01)
 
 
 def test_each_request_gets_one_line_and_no_secret(
@@ -19,7 +31,7 @@ def test_each_request_gets_one_line_and_no_secret(
     headers = {"authorization": "Bearer sk-secret-in-header", "x-memlane-session": "logged"}
     body = {"model": "m", "messages": [{"role": "user", "content": "a private prompt"}]}
     httpx.post(f"{proxy.url}/chat/completions", json=body, headers=headers).raise_for_status()
-    lines = [r for r in caplog.records if r.name == "memlane.access"]
+    lines = access_records(caplog, 1)
     assert len(lines) == 1
     text = lines[0].getMessage()
     session = proxy.store.find_session("logged")
@@ -39,5 +51,5 @@ def test_an_upstream_error_is_a_warning_at_most_once_per_burst(
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     for _ in range(2):
         assert httpx.post(f"{proxy.url}/chat/completions", json=body).status_code == 502
-    levels = [r.levelno for r in caplog.records if r.name == "memlane.access"]
+    levels = [r.levelno for r in access_records(caplog, 2)]
     assert levels == [logging.WARNING, logging.INFO]

@@ -74,21 +74,27 @@ def _other_text(block: Mapping[str, Any]) -> str:
     return json.dumps(rest, ensure_ascii=False, sort_keys=True)
 
 
+def _own_role(role: str, text: str = "") -> Role:
+    """memlane's role for text under a wire role: a user's reminder block is the harness's."""
+    if role == "assistant":
+        return "assistant"
+    if role == "system" or is_reminder(text):
+        return "system"
+    return "user"
+
+
 def block_message(
     block: Mapping[str, Any], role: str, raw: Mapping[str, Any], *, continues: bool
 ) -> Message:
     """One content block of a `role` message as an item (`raw`: its one-block message)."""
     kind = block.get("type")
     extra: dict[str, Any] = {"raw": raw, "wire": "anthropic", "continues": continues}
-    own: Role = "assistant" if role == "assistant" else "system" if role == "system" else "user"
     if kind == "text":
         text = str(block.get("text", ""))
-        if own == "user" and is_reminder(text):
-            own = "system"  # the harness's context, not the user's words
-        return Message(own, text, **extra)
+        return Message(_own_role(role, text), text, **extra)
     if kind == "tool_use" and role == "assistant":
-        call = ToolCall(str(block.get("id", "")), str(block.get("name", "")), "")
-        call = ToolCall(call.id, call.name, arguments_of(block.get("input")))
+        name, arguments = str(block.get("name", "")), arguments_of(block.get("input"))
+        call = ToolCall(str(block.get("id", "")), name, arguments)
         return Message("assistant", "", "tool_call", (call,), **extra)
     if kind == "tool_result" and role != "assistant":
         call_id = block.get("tool_use_id")
@@ -103,7 +109,7 @@ def block_message(
         return Message("assistant", str(block.get("thinking", "")), "reasoning", **extra)
     if kind == "redacted_thinking":
         return Message("assistant", "", "reasoning", **extra)
-    return Message(own, _other_text(block), **extra)
+    return Message(_own_role(role), _other_text(block), **extra)
 
 
 def parse_message(item: Any, param: str) -> list[Message]:
@@ -117,17 +123,14 @@ def parse_message(item: Any, param: str) -> list[Message]:
     )
     content = item.get("content")
     if isinstance(content, str):
-        own: Role = "assistant" if role == "assistant" else "system" if role == "system" else "user"
-        return [Message(own, content, raw=item, wire="anthropic")]
+        return [Message(_own_role(role, content), content, raw=item, wire="anthropic")]
     require(
         isinstance(content, list),
         f"{param}.content must be a string or a list of content blocks",
         f"{param}.content",
     )
     if not content:  # kept as it is: an empty message is the client's to send
-        return [
-            Message("assistant" if role == "assistant" else "user", "", raw=item, wire="anthropic")
-        ]
+        return [Message(_own_role(role), "", raw=item, wire="anthropic")]
     out: list[Message] = []
     for index, block in enumerate(content):
         where = f"{param}.content[{index}]"
