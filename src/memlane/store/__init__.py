@@ -2,10 +2,16 @@
 
 from memlane.store.base import (
     TABLES,
+    FactStore,
+    MessageLog,
+    MetaStore,
     NewMessage,
     SearchFilter,
+    SearchIndex,
     SessionNotFound,
+    SessionStore,
     Store,
+    StoreCopy,
     StoreError,
     SyncResult,
     Vector,
@@ -14,10 +20,16 @@ from memlane.store.factory import open_store
 
 __all__ = [
     "TABLES",
+    "FactStore",
+    "MessageLog",
+    "MetaStore",
     "NewMessage",
     "SearchFilter",
+    "SearchIndex",
     "SessionNotFound",
+    "SessionStore",
     "Store",
+    "StoreCopy",
     "StoreError",
     "SyncResult",
     "Vector",
