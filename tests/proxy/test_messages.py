@@ -18,6 +18,7 @@ from memlane.engine.pipeline import EVENT_CACHE_USAGE
 from tests.proxy.conftest import stored
 from tests.support.anthropic_upstream import (
     AnthropicProxy,
+    ContextLengthExceeded,
     ScriptedAnthropic,
     Turn,
     frames,
@@ -449,8 +450,6 @@ def test_memlanes_own_calls_never_borrow_the_clients_anthropic_key(
 def test_an_upstream_prompt_too_long_teaches_memlane_the_window(
     anthropic_proxy: AnthropicProxy, anthropic_upstream: ScriptedAnthropic
 ) -> None:
-    from tests.support.anthropic_upstream import ContextLengthExceeded
-
     proxy = anthropic_proxy()
     sdk = client(proxy)
     messages = [{"role": "user", "content": "hi"}]

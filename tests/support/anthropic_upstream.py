@@ -40,21 +40,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.support.upstream import (
-    CutStream,
-    Fail,
-    Hang,
-    ProxyFactory,
-    Raw,
-    RecordedRequest,
-    Reply,
-    RunningProxy,
-    ScriptedUpstream,
-    _frames,
-    _ids,
-    _pieces,
-    _TruncatedResponse,
-)
+from tests.support.openai_render import _ids, _pieces
+from tests.support.running_proxy import ProxyFactory, RunningProxy
+from tests.support.scripted import CutStream, Fail, Hang, Raw, RecordedRequest, Reply
+from tests.support.upstream import ScriptedUpstream, _frames, _TruncatedResponse
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -259,21 +248,6 @@ class ScriptedAnthropic(ScriptedUpstream):
             return Response(text, media_type="application/json")
         body_iter = _frames(frames(events(reply, model)), reply.delay, cut, self.stream_outcomes)
         return StreamingResponse(body_iter, media_type="text/event-stream")
-
-
-def last_user_text(request: RecordedRequest) -> str:
-    """Text of the last user message's text blocks (the echo a default answer gives)."""
-    for item in reversed(request.messages):
-        if item.get("role") == "user":
-            content = item.get("content", "")
-            if isinstance(content, str):
-                return content
-            return "".join(
-                b.get("text", "")
-                for b in content
-                if isinstance(b, dict) and b.get("type") == "text"
-            )
-    return ""
 
 
 @pytest.fixture(scope="session")

@@ -34,7 +34,6 @@ from memlane.proxy.turns import (
 from memlane.proxy.wire import MESSAGES
 from memlane.proxy.wire.anthropic import PREFIX, fixed_text, parse_messages, side_request
 from memlane.proxy.wire.base import StreamAssembler, WireError
-from memlane.text.factory import make_tokenizer
 from memlane.text.tokens import REPLY_PRIMING
 
 log = logging.getLogger("memlane.proxy")
@@ -77,7 +76,7 @@ async def count_tokens(state: ProxyState, request: Request) -> Response:
         model, _, messages = parse_messages(body)
     except WireError as exc:
         raise ProxyError(400, str(exc), param=exc.param) from None
-    tokenizer = make_tokenizer(state.settings, model or None)
+    tokenizer = state.runtime.tokenizer_for(model or None)
     tokens = REPLY_PRIMING + tokenizer.count(fixed_text(body))
     tokens += sum(tokenizer.count_message(m) for m in messages)
     return Response(json.dumps({"input_tokens": tokens}), media_type="application/json")

@@ -4,6 +4,9 @@
     durable here) -> adapter.render -> upstream -> the client (streamed as it comes)
     -> pipeline.finish (the assistant turn, then background work)
 
+When `prepare` decides on a direct answer (an `@@` reference that names no
+session), the client gets it in its wire format and nothing goes upstream.
+
 An upstream that is down, slow, failing or cut midway leaves a failed turn and
 no assistant rows; the client gets an OpenAI error object with a fitting status.
 """
@@ -24,8 +27,7 @@ from memlane.engine import pipeline
 from memlane.engine.governance import ContextOverflow
 from memlane.engine.governance.budget import learn_from_upstream_error
 from memlane.engine.sessions.history import chained_session_key
-from memlane.engine.sessions.references import ReferenceFailed
-from memlane.engine.turn import Answer, Turn
+from memlane.engine.turn import Answer, DirectAnswer, Prepared, Turn
 from memlane.proxy import headers as h
 from memlane.proxy.access import SESSION_STATE
 from memlane.proxy.direct import direct_response
@@ -45,7 +47,6 @@ from memlane.proxy.wire.base import (
 )
 from memlane.store import StoreError
 from memlane.text.llm import REQUEST_AUTHORIZATION
-from memlane.types import Message
 
 log = logging.getLogger("memlane.proxy")
 
@@ -150,11 +151,11 @@ async def serve_parsed(
         parent_key=identity.parent_key,
         window_model=window_model,
     )
-    try:
-        outgoing = await _prepare(state, turn, adapter)
-    except ReferenceFailed as exc:  # the user is told why, as the assistant's answer
-        await _finish(state, turn, Answer([Message(role="assistant", text=exc.answer)]))
-        return direct_response(adapter.wire, parsed.model, exc.answer, stream=parsed.stream)
+    prepared = await _prepare(state, turn, adapter)
+    if isinstance(prepared, DirectAnswer):  # the user is told why, as the assistant's answer
+        await _finish(state, turn, prepared.answer())
+        return direct_response(adapter.wire, parsed.model, prepared.text, stream=parsed.stream)
+    outgoing = prepared.messages
     if turn.session is not None:
         setattr(request.state, SESSION_STATE, turn.session.id)  # for the access line
     payload = raw if unchanged(parsed, outgoing) else dumps(adapter.render(parsed, outgoing))
@@ -196,11 +197,9 @@ async def _chained_key(state: ProxyState, parsed: ParsedRequest) -> str | None:
         return None
 
 
-async def _prepare(state: ProxyState, turn: Turn, adapter: WireAdapter) -> list[Any]:
+async def _prepare(state: ProxyState, turn: Turn, adapter: WireAdapter) -> Prepared:
     try:
         return await pipeline.prepare(state.runtime, turn)
-    except ReferenceFailed:
-        raise
     except ContextOverflow as exc:  # pre-flight: refused here, not failed upstream
         await _fail(state, turn)
         message = str(exc)

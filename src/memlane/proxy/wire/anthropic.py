@@ -95,7 +95,6 @@ def fixed_text(body: Mapping[str, Any]) -> str:
 
 def parse_messages(body: Any) -> tuple[str, bool, list[Message]]:
     """Model, stream flag and items of a Messages (or count_tokens) body; `WireError` if bad."""
-    require(isinstance(body, dict), "the request body must be a JSON object", "body")
     model, stream = model_and_stream(body)
     items = body.get("messages")
     require(
