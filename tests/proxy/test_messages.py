@@ -21,6 +21,7 @@ from tests.support.anthropic_upstream import (
     ContextLengthExceeded,
     ScriptedAnthropic,
     Turn,
+    anthropic_sdk,
     frames,
     signature,
 )
@@ -31,12 +32,7 @@ KEY = "sk-ant-client-secret-0123456789"
 
 
 def client(proxy: RunningProxy, session: str = "conv-1", **headers: str) -> anthropic.Anthropic:
-    return anthropic.Anthropic(
-        base_url=proxy.base,
-        api_key=KEY,
-        max_retries=0,
-        default_headers={"X-Claude-Code-Session-Id": session, **headers},
-    )
+    return anthropic_sdk(proxy, KEY, **{"X-Claude-Code-Session-Id": session, **headers})
 
 
 def blocks_of(message: Any) -> list[dict[str, Any]]:

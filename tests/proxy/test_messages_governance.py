@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import anthropic
-
-from tests.support.anthropic_upstream import AnthropicProxy, ScriptedAnthropic, signature
+from tests.support.anthropic_upstream import (
+    AnthropicProxy,
+    ScriptedAnthropic,
+    anthropic_sdk,
+    signature,
+)
 
 MODEL = "claude-sonnet-4-6"
 WORDS = "alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega".split()
@@ -95,12 +98,7 @@ def test_a_200k_token_claude_code_session_is_governed_into_the_window(
     proxy = anthropic_proxy()
     system, messages = claude_code_history(turns=280, lines=40)
     tools = [{"name": "Bash", "description": "Run a command", "input_schema": {"type": "object"}}]
-    sdk = anthropic.Anthropic(
-        base_url=proxy.base,
-        api_key="sk-ant-x",
-        max_retries=0,
-        default_headers={"X-Claude-Code-Session-Id": "long-audit"},
-    )
+    sdk = anthropic_sdk(proxy, **{"X-Claude-Code-Session-Id": "long-audit"})
     sent_tokens = proxy.runtime.tokenizer.count(json.dumps(messages))
     assert sent_tokens > 200_000
     assert breakpoints({"system": system, "messages": messages}) == 4

@@ -8,17 +8,14 @@ import anthropic
 
 from memlane.engine.memory.recall import FENCE_CLOSE, FENCE_OPEN
 from tests.engine.memory.test_through_proxy import memlane_calls
-from tests.support.anthropic_upstream import ScriptedAnthropic, Turn
+from tests.support.anthropic_upstream import ScriptedAnthropic, Turn, anthropic_sdk
 from tests.support.upstream import ProxyFactory, ScriptedUpstream
 
 MODEL = "claude-sonnet-4-6"
 
 
 def claude(proxy: Any, session: str) -> anthropic.Anthropic:
-    headers = {"X-Claude-Code-Session-Id": session, "X-Memlane-Repo": "home"}
-    return anthropic.Anthropic(
-        base_url=proxy.base, api_key="sk-ant-x", max_retries=0, default_headers=headers
-    )
+    return anthropic_sdk(proxy, **{"X-Claude-Code-Session-Id": session, "X-Memlane-Repo": "home"})
 
 
 def test_a_fact_from_one_claude_session_is_recalled_in_the_next(

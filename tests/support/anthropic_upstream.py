@@ -22,7 +22,8 @@ Anthropic Messages: `POST /v1/messages` (a `message`, or its event stream) and
 Fixtures: `anthropic_upstream` (reset per test; `.base` is its base URL, no
 `/v1`, for `anthropic_upstream_url` and the SDK's `base_url`), and
 `anthropic_proxy` (`anthropic_proxy(**settings)`: a memlane proxy forwarding
-`/v1/messages` there, memory and indexing off unless given).
+`/v1/messages` there, memory and indexing off unless given). `anthropic_sdk(proxy,
+**headers)` is the official SDK pointed at a proxy; it is closed after the test.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import anthropic
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -282,3 +284,25 @@ def anthropic_proxy(
         return proxy_factory(**values)
 
     return make
+
+
+_OPEN_SDKS: list[anthropic.Anthropic] = []
+
+
+def anthropic_sdk(
+    proxy: RunningProxy, api_key: str = "sk-ant-x", **headers: str
+) -> anthropic.Anthropic:
+    """The official `anthropic` client for `proxy`, no retries, with `headers` on every call."""
+    client = anthropic.Anthropic(
+        base_url=proxy.base, api_key=api_key, max_retries=0, default_headers=headers
+    )
+    _OPEN_SDKS.append(client)
+    return client
+
+
+@pytest.fixture(autouse=True)
+def _close_anthropic_sdks() -> Iterator[None]:
+    """Clients a test made are closed with it (an open pool warns when collected)."""
+    yield
+    while _OPEN_SDKS:
+        _OPEN_SDKS.pop().close()
