@@ -217,7 +217,7 @@ VARIANTS: dict[str, dict[str, str]] = {
 
 
 def start_proxy(
-    upstream_url: str, anthropic_url: str, home: Path, *, variant: str
+    upstream_url: str, home: Path, *, variant: str, serve_args: tuple[str, ...] = ()
 ) -> tuple[Process, str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMLANE_", "OPENAI_"))}
@@ -231,8 +231,7 @@ def start_proxy(
         str(port),
         "--upstream",
         upstream_url,
-        "--anthropic-upstream",
-        anthropic_url.removesuffix("/v1"),
+        *serve_args,
     ]
     process = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
     return process, wait_healthy(f"http://127.0.0.1:{port}", process.kill)
@@ -346,8 +345,9 @@ def main() -> None:
         if args.no_engine:
             proxy_process, proxy_url = start_bare_proxy(upstream_url, anthropic_url, Path(home))
         else:
+            anthropic = ("--anthropic-upstream", anthropic_url.removesuffix("/v1"))
             proxy_process, proxy_url = start_proxy(
-                upstream_url, anthropic_url, Path(home), variant=args.variant
+                upstream_url, Path(home), variant=args.variant, serve_args=anthropic
             )
         try:
             pid = proxy_process.pid

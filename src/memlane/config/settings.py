@@ -16,9 +16,12 @@ from memlane.config.governance import GovernanceSettings
 from memlane.config.memory import MemorySettings
 from memlane.config.proxy import ProxySettings
 from memlane.config.sessions import SessionsSettings
+from memlane.config.ui import UISettings
 
 
-class Settings(CoreSettings, ProxySettings, GovernanceSettings, MemorySettings, SessionsSettings):
+class Settings(
+    CoreSettings, ProxySettings, GovernanceSettings, MemorySettings, SessionsSettings, UISettings
+):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     @property

@@ -145,6 +145,10 @@ def create_app(
 
     for router in admin_routers():
         app.include_router(router)
+    if settings.ui_enabled:
+        from memlane.ui import mount
+
+        mount(app)
 
     @app.api_route("/v1/{path:path}", methods=["GET", "POST", "DELETE"], include_in_schema=False)
     async def other(

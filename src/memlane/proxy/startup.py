@@ -92,6 +92,11 @@ def report(settings: Settings, probe: Probe, *, config_file: Path | None) -> lis
         f"  own calls key from {own_llm_credential_source(settings)}",
         f"  config    {config}{config_note}",
         f"  admin     {_admin(settings)}",
+        *(
+            [f"  inspector http://{settings.host}:{settings.port}/ui (log in with the admin token)"]
+            if settings.ui_enabled
+            else []
+        ),
         f"  clients   export OPENAI_BASE_URL={base}",
         f"            export ANTHROPIC_BASE_URL=http://{settings.host}:{settings.port}",
     ]

@@ -33,7 +33,7 @@ from memlane.proxy.access import SESSION_STATE
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
 from memlane.proxy.forward import Upstream, relayed_headers
-from memlane.proxy.identity import resolve
+from memlane.proxy.identity import client_name, resolve
 from memlane.proxy.relay import Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
 from memlane.proxy.wire.anthropic import overflow_message
@@ -43,6 +43,7 @@ from memlane.proxy.wire.base import (
     WireAdapter,
     WireError,
     dumps,
+    loads,
     unchanged,
 )
 from memlane.store import StoreError
@@ -79,13 +80,14 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+TOO_DEEP = "request body is nested too deeply to be read"
+
+
 def decode_json(raw: bytes) -> Any:
     try:
-        return json.loads(raw)
+        return loads(raw)
     except RecursionError:
-        raise ProxyError(
-            400, "request body is nested too deeply to be read", code="invalid_json"
-        ) from None
+        raise ProxyError(400, TOO_DEEP, code="invalid_json") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProxyError(
             400, f"request body is not valid JSON: {exc}", code="invalid_json"
@@ -106,6 +108,8 @@ async def read_request(
         return raw, adapter.parse(decode_json(raw))
     except WireError as exc:
         raise ProxyError(400, str(exc), param=exc.param) from None
+    except RecursionError:  # decoded, yet too deep to walk (an item kept as its JSON text)
+        raise ProxyError(400, TOO_DEEP, code="invalid_json") from None
 
 
 def upstream_url(upstream: Upstream, adapter: WireAdapter, request: Request) -> str:
@@ -150,6 +154,7 @@ async def serve_parsed(
         instructions=parsed.instructions,
         parent_key=identity.parent_key,
         window_model=window_model,
+        client=client_name(request.headers),
     )
     prepared = await _prepare(state, turn, adapter)
     if isinstance(prepared, DirectAnswer):  # the user is told why, as the assistant's answer
@@ -174,7 +179,7 @@ class Call:
     upstream: Upstream
     url: str
     payload: bytes
-    headers: dict[str, str]
+    headers: httpx.Headers
 
 
 PREVIOUS_RESPONSE = "previous_response_id"
@@ -280,7 +285,7 @@ async def _complete(state: ProxyState, turn: Turn, adapter: WireAdapter, call: C
         await _fail(state, turn)
         return error_response(adapter, upstream.status_code, upstream.content)
     try:
-        answer = adapter.answer_from_json(json.loads(upstream.content))
+        answer = adapter.answer_from_json(loads(upstream.content))
     except Exception:  # an answer memlane cannot read is still the client's answer
         log.warning("could not read the upstream's answer to store it", exc_info=True)
         answer = Answer([], failed=True)

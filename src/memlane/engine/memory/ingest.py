@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from memlane.engine import threads
+from memlane.engine.failopen import record_for
 from memlane.engine.memory import scopes
 from memlane.engine.memory.book import MemoryBook, new_fact
 from memlane.engine.memory.evict import choose_evictions
@@ -31,10 +32,16 @@ from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Answer, Turn
 from memlane.files.memory_files import new_id, now_utc
+from memlane.text.llm import LLMError
 from memlane.types import Fact, FactRole
 
 log = logging.getLogger("memlane.memory")
 
+REFUSED_HINT = (
+    "the LLM refused memlane's own fact-extraction call ({}): set MEMLANE_LLM_API_KEY "
+    "(or MEMLANE_UPSTREAM_API_KEY), or let the client send its key, which memlane borrows "
+    "for the work its request caused"
+)
 NEIGHBOURS_PER_FACT = 5
 MAX_NEIGHBOURS = 15
 
@@ -161,7 +168,10 @@ async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
         report.turns = await _store_turns(book, item, conversation)
     facts: list[str] = []
     if settings.memory_extract_facts and item.user_text.strip():
-        facts = await extract_facts(rt.llm, item.user_text, model=item.model)
+        try:
+            facts = await extract_facts(rt.llm, item.user_text, model=item.model)
+        except LLMError as exc:  # refused: every later turn would be too, so say it once here
+            await record_for(rt, item.session_id, "extraction", REFUSED_HINT.format(exc), "refused")
     if facts:
         scope = scopes.fact_scope(settings, item.session_id, item.namespace)
         async with book.scope_lock(scope):

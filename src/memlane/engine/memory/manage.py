@@ -14,8 +14,8 @@ from memlane.engine import threads
 from memlane.engine.memory.book import new_fact
 from memlane.engine.memory.scopes import GLOBAL
 from memlane.engine.runtime import Runtime
-from memlane.files.git import GitRepo, commit_quietly
-from memlane.files.memory_files import MemoryFiles, new_id, now_utc
+from memlane.files.git import Change, GitError, GitRepo, commit_quietly
+from memlane.files.memory_files import ENTRIES, MemoryFiles, new_id, now_utc
 from memlane.store import SearchFilter
 from memlane.types import Fact, FactRole
 
@@ -144,6 +144,24 @@ async def list_memories(
         include_deleted=include_deleted,
         limit=limit,
     )
+
+
+async def memory_history(rt: Runtime, fact: Fact, *, limit: int = 20) -> list[Change]:
+    """The git commits that changed this memory's file (wherever it lived), newest first,
+    each with its diff; empty without git or in PostgreSQL mode (no files)."""
+    git = rt.memory_book.git
+    if git is None:
+        return []
+    try:
+        return await git.changes(f"{ENTRIES}/**/*__{fact.id}.md", limit=limit)
+    except GitError:
+        return []
+
+
+def memory_file(rt: Runtime, fact: Fact) -> Path | None:
+    """Where the memory lives as a Markdown file (None in PostgreSQL mode)."""
+    files = rt.memory_book.files
+    return files.find(fact) if files is not None else None
 
 
 async def export_tree(
