@@ -11,7 +11,6 @@ what is stored. `messages` hold content blocks, one memlane item each
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -151,14 +150,3 @@ class MessagesAdapter:
     def stream_error(self, message: str, *, code: str) -> bytes:
         event = anthropic_error(message, error_type(None, "upstream_error", code))
         return b"event: error\ndata: " + dumps(event) + b"\n\n"
-
-
-def usage_of(data: Any) -> int | None:
-    """`input_tokens` of a count_tokens answer, when it is one."""
-    if isinstance(data, dict) and isinstance(data.get("input_tokens"), int):
-        return int(data["input_tokens"])
-    return None
-
-
-def count_body(tokens: int) -> bytes:
-    return json.dumps({"input_tokens": tokens}).encode()

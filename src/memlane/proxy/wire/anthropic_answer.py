@@ -11,14 +11,13 @@ read is left out of the stored turn.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from memlane.engine.turn import Answer
 from memlane.proxy.wire.anthropic_blocks import block_message
-from memlane.proxy.wire.base import token_count
+from memlane.proxy.wire.base import loads, token_count
 from memlane.types import Message
 
 _TOOL_BLOCKS = ("tool_use", "server_tool_use", "mcp_tool_use")
@@ -56,7 +55,10 @@ def answer_of(blocks: list[Mapping[str, Any]], usage: Usage) -> Answer:
         if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
             continue
         raw = {"role": "assistant", "content": [dict(block)]}
-        messages.append(block_message(block, "assistant", raw, continues=bool(messages)))
+        try:
+            messages.append(block_message(block, "assistant", raw, continues=bool(messages)))
+        except RecursionError:  # a block nested too deep to write down is not stored
+            continue
     # Anthropic's input_tokens leave out what was read from or written to the cache: the
     # prompt the turn cost is the three together.
     prompt = usage.input + usage.cache_read + usage.cache_creation
@@ -104,8 +106,8 @@ class MessagesAssembler:
 
     def feed(self, event: str | None, data: str) -> None:
         try:
-            payload = json.loads(data)
-        except ValueError:
+            payload = loads(data)
+        except (ValueError, RecursionError):  # not an event memlane can read: relayed as is
             return
         if not isinstance(payload, dict):
             return
@@ -158,8 +160,8 @@ class MessagesAssembler:
             data = block.data
             if data.get("type") in _TOOL_BLOCKS and block.pieces:
                 try:
-                    data["input"] = json.loads("".join(block.pieces))
-                except ValueError:  # unreadable arguments: the client got them as sent
+                    data["input"] = loads("".join(block.pieces))
+                except (ValueError, RecursionError):  # unreadable: the client got them as sent
                     data["input"] = {}
             blocks.append(data)
         return answer_of(blocks, self.usage)

@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memlane.proxy.wire.base import WireError, require
+from memlane.proxy.wire.base import WireError, loads, require
 from memlane.types import Message, Role, ToolCall
 
 WIRE_ROLES: frozenset[str] = frozenset({"user", "assistant", "system"})
@@ -37,8 +37,8 @@ def arguments_of(value: Any) -> str:
 
 def _input_of(arguments: str) -> Any:
     try:
-        value = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
+        value = loads(arguments) if arguments.strip() else {}
+    except (ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
 
