@@ -1,4 +1,4 @@
-"""Regenerate the README tables that are derived from code (settings, CLI, headers).
+"""Regenerate the README tables that are derived from code (settings, CLI, headers, MCP tools).
 
 Run `.venv/bin/python scripts/update_readme.py`; `tests/test_readme.py` fails when
 the README is out of date, so the tables can never drift from the code.
@@ -18,6 +18,7 @@ from memlane.docs import (  # noqa: E402
     client_header_table,
     config_table,
     header_table,
+    mcp_table,
 )
 
 README = ROOT / "README.md"
@@ -29,6 +30,7 @@ def render(text: str) -> str:
         ("cli-table", cli_table()),
         ("proxy-headers", header_table()),
         ("client-headers", client_header_table()),
+        ("mcp-tools", mcp_table()),
     )
     for name, table in tables:
         pattern = re.compile(rf"<!-- {name} -->.*?(<!-- /{name} -->|$)", re.S)

@@ -11,15 +11,17 @@ import pytest
 from tests.proxy.conftest import QUIET
 from tests.support.upstream import Fail, ProxyFactory, ScriptedUpstream
 
+LINE_WAIT = 10.0
+
 
 def access_records(caplog: pytest.LogCaptureFixture, count: int) -> list[logging.LogRecord]:
-    """The access lines, once `count` are there: the proxy writes its line after the last byte
-    of the response is sent, so the client can read the answer before the line exists."""
-    deadline = time.monotonic() + 10
+    """The access lines, once `count` are there: a line is written when the answer has been
+    sent, so the client may hold its response a moment before the server logs it."""
+    deadline = time.monotonic() + LINE_WAIT
     while True:
-        records = [r for r in caplog.records if r.name == "memlane.access"]
-        if len(records) >= count or time.monotonic() > deadline:
-            return records
+        lines = [r for r in caplog.records if r.name == "memlane.access"]
+        if len(lines) >= count or time.monotonic() > deadline:
+            return lines
         time.sleep(0.01)
 
 

@@ -100,6 +100,9 @@ def report(settings: Settings, probe: Probe, *, config_file: Path | None) -> lis
         f"  clients   export OPENAI_BASE_URL={base}",
         f"            export ANTHROPIC_BASE_URL=http://{settings.host}:{settings.port}",
     ]
+    if settings.mcp_enabled:
+        mcp = f"http://{settings.host}:{settings.port}/mcp"
+        lines.append(f"  mcp       {mcp} (streamable HTTP, the admin token; or `memlane mcp`)")
     if not probe.ok:
         lines.append(
             f"warning: the upstream {probe.detail}: requests will fail with 502 until it "

@@ -36,6 +36,7 @@ from memlane.proxy.forward import Upstream, relayed_headers
 from memlane.proxy.identity import client_name, resolve
 from memlane.proxy.relay import Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
+from memlane.proxy.tool_loop import ToolLoop, offered
 from memlane.proxy.wire.anthropic import overflow_message
 from memlane.proxy.wire.base import (
     ParsedRequest,
@@ -134,6 +135,7 @@ async def serve_parsed(
     lent = request.headers.get("authorization") if upstream is state.upstream else None
     REQUEST_AUTHORIZATION.set(lent)
     identity = resolve(request.headers, parsed.body)
+    tools = offered(state.settings.proxy_tools, identity.flags.get(h.TOOLS_FLAG))
     chained_key = await _chained_key(state, parsed)
     if chained_key is not None:  # memlane holds the conversation: send it whole
         body = {k: v for k, v in parsed.body.items() if k != PREVIOUS_RESPONSE}
@@ -163,10 +165,15 @@ async def serve_parsed(
     outgoing = prepared.messages
     if turn.session is not None:
         setattr(request.state, SESSION_STATE, turn.session.id)  # for the access line
-    payload = raw if unchanged(parsed, outgoing) else dumps(adapter.render(parsed, outgoing))
     headers = upstream.headers(request.headers.items())
     headers.setdefault("content-type", "application/json")
-    call = Call(upstream, upstream_url(upstream, adapter, request), payload, headers)
+    url = upstream_url(upstream, adapter, request)
+    if tools and adapter.wire != "anthropic":  # memlane's own tools: Chat and Responses
+        loop = ToolLoop(state, turn, adapter, parsed, tools, upstream, url, headers)
+        outgoing = await loop.with_pending(outgoing)
+        return await (loop.stream(outgoing) if parsed.stream else loop.complete(outgoing))
+    payload = raw if unchanged(parsed, outgoing) else dumps(adapter.render(parsed, outgoing))
+    call = Call(upstream, url, payload, headers)
     if parsed.stream:
         return await _stream(state, turn, adapter, call)
     return await _complete(state, turn, adapter, call)

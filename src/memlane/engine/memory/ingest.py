@@ -58,6 +58,21 @@ class TurnInput:
     assistant_text: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where facts written by a reconciliation came from, kept on every fact it writes."""
+
+    conversation_id: str
+    """The conversation (session id) the facts came from, or the face that added them
+    deliberately (`mcp`)."""
+    source_session: str | None = None
+    source_message: int | None = None
+
+    @staticmethod
+    def of_turn(item: TurnInput) -> Provenance:
+        return Provenance(item.session_id, item.session_id, item.user_message_id)
+
+
 @dataclass
 class IngestReport:
     turns: int = 0
@@ -177,7 +192,8 @@ async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
         async with book.scope_lock(scope):
             existing = await neighbourhood(rt, facts, scope)
             plan = await reconcile(rt.llm, facts, existing, model=item.model)
-            await apply_plan(book, plan, existing, scope=scope, item=item, report=report)
+            source = Provenance.of_turn(item)
+            await apply_plan(book, plan, existing, scope=scope, source=source, report=report)
     if settings.memory_summarization and report.facts_added:
         report.summary = await _update_summary(rt, book, item, conversation, report.facts_added)
     report.evicted = await evict_conversation(rt, book, item.session_id)
@@ -226,21 +242,23 @@ async def apply_plan(
     existing: Sequence[Fact],
     *,
     scope: str,
-    item: TurnInput,
+    source: Provenance,
     report: IngestReport,
-) -> None:
-    """Write a reconciliation plan: adds, updates (tombstone + fresh fact), deletes."""
+) -> list[Fact]:
+    """Write a reconciliation plan: adds, updates (tombstone + fresh fact), deletes.
+
+    Returns the facts written (new ones and the replacements of updated ones)."""
     by_id = {f.id: f for f in existing}
 
     def fresh(text: str) -> Fact:
         return new_fact(
             scope=scope,
-            conversation_id=item.session_id,
+            conversation_id=source.conversation_id,
             role="memory",
             text=text,
             fact_id=new_id(),
-            source_session=item.session_id,
-            source_message=item.user_message_id,
+            source_session=source.source_session,
+            source_message=source.source_message,
         )
 
     puts = [fresh(text) for text in plan.adds]
@@ -255,6 +273,7 @@ async def apply_plan(
     report.facts_updated = len(plan.updates)
     report.facts_deleted = len(tombstones) - len(plan.updates)
     report.reason = plan.reason
+    return puts
 
 
 async def _update_summary(
