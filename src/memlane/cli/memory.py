@@ -152,8 +152,10 @@ def search_cmd(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Find memories the way the proxy's read path does (hybrid, recency, MMR): those
-    true now, or at --as-of."""
+    """Find memories true now (or at --as-of) the way the proxy's read path does.
+
+    Hybrid search, recency and MMR, as recall ranks; a question about change also finds
+    the versions that were replaced."""
     wanted = [_scope(s) for s in scope] if scope else None  # an operator may search everything
     when = moment(as_of, "--as-of")
     with opened_runtime(ctx) as rt:
