@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -14,6 +15,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from memlane.engine import scaffold
+from memlane.engine.memory import manage
 from memlane.store import NewMessage
 from memlane.types import Message
 from tests.support.upstream import ProxyFactory, RunningProxy
@@ -46,6 +48,37 @@ async def test_a_client_over_http_adds_a_memory_and_finds_it(proxy_factory: Prox
     facts = proxy.store.list_facts(scope="ns:shop")
     assert [f.text for f in facts] == ["Deploys go out with make ship"]
     assert facts[0].conversation_id == "mcp"  # provenance: added through MCP
+
+
+async def test_a_client_asks_what_was_true_then_and_how_it_changed(
+    proxy_factory: ProxyFactory,
+) -> None:
+    proxy = proxy_factory(**QUIET)
+    jan, mar = datetime(2026, 1, 15, tzinfo=UTC), datetime(2026, 3, 10, tzinfo=UTC)
+    berlin = proxy.call(
+        lambda: manage.add_memory(
+            proxy.runtime, "The user lives in Berlin", scope="ns:me", valid_from=jan
+        )
+    )
+    _, lisbon = proxy.call(
+        lambda: manage.supersede_memory(
+            proxy.runtime, berlin.id, "The user lives in Lisbon", at=mar
+        )
+    )
+    async with connect(proxy, **{"X-Memlane-Repo": "me"}) as client:
+        now = text(await client.call_tool("memory_search", {"query": "user lives"}))
+        then = await client.call_tool(
+            "memory_search", {"query": "user lives", "as_of": "2026-02-01"}
+        )
+        history = await client.call_tool("memory_history", {"id": lisbon.id})
+    assert "Lisbon" in now
+    assert "Berlin" not in now
+    assert not then.is_error, text(then)
+    assert "Berlin" in text(then)
+    assert "Lisbon" not in text(then)
+    assert not history.is_error, text(history)
+    assert "[2026-01-15 → 2026-03-10, replaced] The user lives in Berlin" in text(history)
+    assert "[since 2026-03-10, current] The user lives in Lisbon" in text(history)
 
 
 async def test_namespaces_from_headers_never_see_each_other(proxy_factory: ProxyFactory) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -81,6 +82,9 @@ class SearchFilter:
     scopes: tuple[str, ...] | None = None
     session_id: str | None = None
     fact_roles: tuple[FactRole, ...] | None = None
+    valid_at: datetime | None = None
+    """Only facts true at this moment (`Fact.valid_at`); messages and events are not held
+    to it. None: closed facts are found too."""
 
 
 @runtime_checkable
@@ -182,10 +186,12 @@ class MessageLog(Protocol):
         *,
         text: str = "",
         document: str | None = None,
+        at: datetime | None = None,
     ) -> Event:
         """Append an event; non-empty `text` is keyword-indexed for retrieval, as
         `document` when given (the text with its context: `store.documents`); a hit
-        shows the text."""
+        shows the text. `at` dates it when what it records happened earlier (default
+        now): a search shows that time."""
         ...
 
     def list_events(
@@ -217,8 +223,11 @@ class FactStore(Protocol):
         """Oldest first."""
         ...
 
-    def delete_fact(self, fact_id: str, *, replaced_by: str | None = None) -> bool:
-        """Tombstone: the entry stays readable (deleted=True) and leaves the search index."""
+    def delete_fact(
+        self, fact_id: str, *, replaced_by: str | None = None, at: datetime | None = None
+    ) -> bool:
+        """Tombstone: the entry stays readable (deleted=True) and leaves the search index;
+        its validity ends at `at` (default now) unless it had ended already."""
         ...
 
     def purge_fact(self, fact_id: str) -> bool:

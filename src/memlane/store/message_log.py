@@ -192,8 +192,10 @@ class SqlMessageLog(SqlStore[D]):
         *,
         text: str = "",
         document: str | None = None,
+        at: datetime | None = None,
     ) -> Event:
-        created = now()
+        stamp = now()
+        created = at or stamp
         with self._writing() as db:
             # Events do not wait for a history's writer: they only reference the session.
             namespace = hold_session(db, session_id, lock=False)
@@ -212,7 +214,7 @@ class SqlMessageLog(SqlStore[D]):
                     Doc("event", str(event_id), namespace, session_id, None, text, created),
                     document,
                 )
-            db.run("UPDATE sessions SET updated_at = ? WHERE id = ?", db.time(created), session_id)
+            db.run("UPDATE sessions SET updated_at = ? WHERE id = ?", db.time(stamp), session_id)
         return Event(event_id, session_id, kind, dict(payload), text, created)
 
     def list_events(

@@ -8,6 +8,7 @@ so one mapper per record serves both backends.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any, Protocol
 
 from memlane.store.codec import message_from_json, moment
@@ -96,7 +97,17 @@ def hit_from_row(row: Row, score: float) -> Hit:
 
 
 def fact_from_row(row: Row) -> Fact:
-    """A fact from a stored row (either backend) or a dumped one."""
+    """A fact from a stored row (either backend) or a dumped one (one written before facts
+    had validity columns loads too)."""
+    names = set(row.keys())
+
+    def optional(name: str) -> Any:
+        return row[name] if name in names else None
+
+    def moment_or_none(name: str) -> datetime | None:
+        value = optional(name)
+        return None if value is None else moment(value)
+
     return Fact(
         id=row["id"],
         scope=row["scope"],
@@ -111,4 +122,7 @@ def fact_from_row(row: Row) -> Fact:
         source_session=row["source_session"],
         source_message=row["source_message"],
         content_hash=row["content_hash"] or "",
+        valid_from=moment_or_none("valid_from"),
+        valid_to=moment_or_none("valid_to"),
+        supersedes=optional("supersedes"),
     )

@@ -18,6 +18,7 @@ from starlette.responses import Response
 from memlane.engine import threads
 from memlane.engine.memory import manage
 from memlane.engine.memory.scopes import parse_scope
+from memlane.engine.memory.versions import interval
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.types import Fact
@@ -111,6 +112,7 @@ async def _search(rt: Runtime, query: str, scope: str | None) -> list[dict[str, 
 async def memory_page(request: Request, who: Who, rt: Rt, memory_id: str) -> Response:
     fact = await _get(rt, memory_id)
     history = await manage.memory_history(rt, fact)
+    versions = await manage.memory_versions(rt, fact.id)
     path = await threads.to_thread(manage.memory_file, rt, fact)
     source = (
         await threads.to_thread(rt.store.get_session, fact.source_session)
@@ -126,6 +128,8 @@ async def memory_page(request: Request, who: Who, rt: Rt, memory_id: str) -> Res
             "memories",
             fact=fact,
             history=history,
+            versions=versions if len(versions) > 1 else [],
+            interval=interval,
             path=str(path) if path else None,
             source=source,
             git=rt.memory_book.git is not None,

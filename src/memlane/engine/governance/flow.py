@@ -91,7 +91,9 @@ async def govern(
     return Governed(out, plan, stats)
 
 
-async def _recall(gov: Governor, query: str, longterm: LongTermRecall | None) -> list[str]:
+async def _recall(
+    gov: Governor, query: str, longterm: LongTermRecall | None
+) -> list[recall.Snippet]:
     settings = gov.settings
     limit = settings.governance_recall_snippets
     chars = settings.governance_recall_chars
@@ -106,4 +108,4 @@ async def _recall(gov: Governor, query: str, longterm: LongTermRecall | None) ->
 
 def _by_rank(snippets: list[recall.Snippet]) -> list[recall.Snippet]:
     """Scores of different searches do not compare; ranks do (the two lists interleave)."""
-    return [recall.Snippet(s.text, 1.0 / (rank + 1)) for rank, s in enumerate(snippets)]
+    return [replace(s, score=1.0 / (rank + 1)) for rank, s in enumerate(snippets)]

@@ -11,7 +11,8 @@ kept in memory for as long as the caller keeps the object.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -117,10 +118,12 @@ class StoreLedger:
         return reference or f"memlane event {event.id} of this session"
 
     def record_dropped(self, items: Sequence[tuple[int, Message]]) -> None:
-        """One event per dropped item, each found by its own words and its neighbours'."""
+        """One event per dropped item, each found by its own words and its neighbours',
+        dated when it was said (recall shows that time)."""
         texts = [describe(message)[:DROPPED_TEXT_CHARS] for _, message in items]
         documents = window_documents(texts)
-        for (index, message), text, document in zip(items, texts, documents, strict=True):
+        said = self._said(message for _, message in items)
+        for (index, message), text, document, at in zip(items, texts, documents, said, strict=True):
             payload = {
                 "index": index,
                 "role": message.role,
@@ -129,8 +132,19 @@ class StoreLedger:
                 "fingerprint": message.fingerprint(),
             }
             self.store.add_event(
-                self.session_id, EVENT_DROPPED, payload, text=text, document=document
+                self.session_id, EVENT_DROPPED, payload, text=text, document=document, at=at
             )
+
+    def _said(self, messages: Iterable[Message]) -> list[datetime | None]:
+        """When each message was stored, matched by fingerprint in order (None: not stored)."""
+        stored: dict[str, list[datetime]] = {}
+        for item in self.store.list_messages(self.session_id, include_superseded=True):
+            stored.setdefault(item.content_hash, []).append(item.created_at)
+        out: list[datetime | None] = []
+        for message in messages:
+            times = stored.get(message.fingerprint())
+            out.append(times.pop(0) if times else None)
+        return out
 
     def record_event(self, kind: str, payload: Mapping[str, Any], text: str = "") -> None:
         self.store.add_event(self.session_id, kind, payload, text=text)
@@ -140,7 +154,9 @@ class StoreLedger:
             return []
         flt = SearchFilter(kinds=("event",), session_id=self.session_id)
         hits = self.store.keyword_search(query, flt, limit=limit)
-        return [Snippet(best_window(hit.text, query, chars), hit.score) for hit in hits]
+        return [
+            Snippet(best_window(hit.text, query, chars), hit.score, hit.created_at) for hit in hits
+        ]
 
 
 class MemoryLedger:
@@ -151,6 +167,7 @@ class MemoryLedger:
         self.outputs_dir = outputs_dir
         self.dropped: list[str] = []
         self._terms: list[frozenset[str]] = []
+        self._times: list[datetime] = []
         self.outputs: dict[str, str] = {}
         self.events: list[tuple[str, dict[str, Any], str]] = []
 
@@ -178,6 +195,7 @@ class MemoryLedger:
     def _remember(self, text: str, document: str | None = None) -> None:
         self.dropped.append(text)
         self._terms.append(frozenset(terms(document or text)))
+        self._times.append(datetime.now(UTC))
 
     def record_event(self, kind: str, payload: Mapping[str, Any], text: str = "") -> None:
         self.events.append((kind, dict(payload), text))
@@ -187,11 +205,11 @@ class MemoryLedger:
         if not wanted:
             return []
         scored = [
-            (len(wanted & found) / len(wanted), text)
-            for text, found in zip(self.dropped, self._terms, strict=True)
+            (len(wanted & found) / len(wanted), text, at)
+            for text, found, at in zip(self.dropped, self._terms, self._times, strict=True)
         ]
         ranked = sorted((s for s in scored if s[0] > 0), key=lambda s: -s[0])[:limit]
-        return [Snippet(best_window(text, query, chars), score) for score, text in ranked]
+        return [Snippet(best_window(text, query, chars), score, at) for score, text, at in ranked]
 
 
 def _write_once(path: Path, text: str) -> None:

@@ -129,12 +129,14 @@ class MemoryBook:
                 self._remember(written.path, written.digest, fact.id)
             store.put_fact(fact)
         for fact, replaced_by in tombstones:
+            # deleted means no longer true: from the moment given (a message's), else now
+            fact = replace(fact, valid_to=fact.valid_to or max(now_utc(), fact.since))
             if self.files is not None:
                 old = self.files.find(replace(fact, deleted=False))
                 written = self.files.move_to_deleted(fact, replaced_by=replaced_by)
                 self._forget_path(old)
                 self._remember(written.path, written.digest, fact.id)
-            store.delete_fact(fact.id, replaced_by=replaced_by)
+            store.delete_fact(fact.id, replaced_by=replaced_by, at=fact.valid_to)
         # The snapshot (every file's digest) is rewritten whole: once per commit, not per
         # write. One lost in a crash only makes the next start re-read those files.
         self._snapshot_dirty = True
@@ -237,7 +239,9 @@ class MemoryBook:
             return "unchanged"
         self.rt.store.put_fact(fact)
         if fact.deleted:
-            self.rt.store.delete_fact(fact.id, replaced_by=fact.replaced_by)
+            # a tombstone's file says when it was deleted (valid_to, else its last update)
+            ended = fact.valid_to or fact.updated_at
+            self.rt.store.delete_fact(fact.id, replaced_by=fact.replaced_by, at=ended)
         self.snapshot.set(rel, entry.digest, fact.id)
         return "indexed"
 
@@ -386,11 +390,15 @@ def write_counts(
 
 
 def combined_message(messages: Sequence[str]) -> str:
-    """One commit message for several queued changes: each change's first line."""
+    """One commit message for several queued changes: each change's first line, its body
+    lines (what was added, what was replaced and when) indented under it."""
     if len(messages) == 1:
         return messages[0]
-    heads = "\n".join(f"- {m.splitlines()[0] if m else ''}" for m in messages)
-    return f"memory: {len(messages)} updates\n\n{heads}"
+    parts = []
+    for message in messages:
+        head, *body = message.splitlines() or [""]
+        parts.append("\n".join([f"- {head}", *(f"  {line}" for line in body if line.strip())]))
+    return f"memory: {len(messages)} updates\n\n" + "\n".join(parts)
 
 
 def embed_missing(rt: Runtime, progress: Progress | None = None, *, force: bool = False) -> int:
@@ -445,8 +453,10 @@ def new_fact(
     source_message: int | None = None,
     summary_kind: str | None = None,
     created_at: datetime | None = None,
+    valid_from: datetime | None = None,
 ) -> Fact:
-    """A fresh entry stamped now (or at `created_at`)."""
+    """A fresh entry stamped now (or at `created_at`), true from `valid_from` (default:
+    from when it was stamped)."""
     when = created_at or now_utc()
     return Fact(
         id=fact_id,
@@ -459,4 +469,5 @@ def new_fact(
         summary_kind=summary_kind,
         source_session=source_session,
         source_message=source_message,
+        valid_from=valid_from,
     )

@@ -260,6 +260,26 @@ def m006_inspector(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX facts_created ON facts(created_at)")  # newest first, any scope
 
 
+def m007_fact_validity(conn: sqlite3.Connection) -> None:
+    """Facts know when they were true (`valid_from`, `valid_to`) and what they replaced
+    (`supersedes`). Existing data carries over: a tombstone's validity ends when it was
+    deleted, and a fact an update put in place links back to the tombstone it replaced."""
+    for statement in [
+        "ALTER TABLE facts ADD COLUMN valid_from TEXT",
+        "ALTER TABLE facts ADD COLUMN valid_to TEXT",
+        "ALTER TABLE facts ADD COLUMN supersedes TEXT",
+        # what a search at a moment leaves out: the facts replaced, and those not yet true
+        "CREATE INDEX facts_valid_to ON facts (valid_to) WHERE valid_to IS NOT NULL",
+        "CREATE INDEX facts_valid_from ON facts (coalesce(valid_from, created_at))",
+        "UPDATE facts SET valid_to = updated_at WHERE deleted = 1",
+        """UPDATE facts SET supersedes = (
+            SELECT old.id FROM facts old WHERE old.replaced_by = facts.id
+            ORDER BY old.updated_at, old.rowid LIMIT 1
+        ) WHERE EXISTS (SELECT 1 FROM facts old WHERE old.replaced_by = facts.id)""",
+    ]:
+        conn.execute(statement)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_fts_filter_tags,
@@ -267,6 +287,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m004_doc_changes,
     m005_turn_context,
     m006_inspector,
+    m007_fact_validity,
 ]
 
 
