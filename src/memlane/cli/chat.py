@@ -30,6 +30,7 @@ from memlane.engine import pipeline
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import lifecycle
 from memlane.engine.sessions.indexing import startup_warnings
+from memlane.engine.threads import worker_pool
 from memlane.engine.turn import Answer, DirectAnswer, Turn
 from memlane.proxy.wire.chat import ChatAssembler, wire_messages
 from memlane.store import Store
@@ -222,6 +223,7 @@ def _loop(chat_session: ChatSession) -> None:
     _line_buffer()  # loading readline gives input() line editing and a buffer to read back
     _greet(chat_session)
     with asyncio.Runner() as runner:
+        runner.get_loop().set_default_executor(worker_pool(None, "memlane-chat"))
         try:
             while True:
                 try:
