@@ -9,6 +9,7 @@ import pytest
 
 from memlane.store import (
     TABLES,
+    NewEvent,
     NewMessage,
     SearchFilter,
     SessionNotFound,
@@ -235,6 +236,26 @@ def test_events_append_and_list_oldest_first(store: Store) -> None:
     assert store.list_events(session.id)[0] == first
     hits = store.keyword_search("parsing", SearchFilter(kinds=("event",)))
     assert [h.ref for h in hits] == [str(first.id)]
+
+
+def test_events_added_together_keep_their_order_and_are_searchable(store: Store) -> None:
+    session = store.ensure_session("s")
+    added = store.add_events(
+        session.id,
+        [
+            NewEvent("dropped", {"index": 4}, "user: the walrus config lives in conf/w.toml"),
+            NewEvent("offload", {"path": "out/2.txt"}),
+            NewEvent("dropped", {"index": 5}, "assistant: walrus noted"),
+        ],
+    )
+    assert [e.payload for e in added] == [{"index": 4}, {"path": "out/2.txt"}, {"index": 5}]
+    assert store.list_events(session.id) == added
+    hits = store.keyword_search("walrus config", SearchFilter(kinds=("event",)))
+    assert [h.ref for h in hits] == [str(added[0].id), str(added[2].id)]
+    assert store.add_events(session.id, []) == []
+    with pytest.raises(SessionNotFound):
+        store.add_events("no-such-session", [NewEvent("dropped", {})])
+    assert len(store.list_events(session.id)) == 3
 
 
 def test_state_set_replace_and_remove(store: Store) -> None:

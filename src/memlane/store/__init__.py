@@ -2,6 +2,7 @@
 
 from memlane.store.base import (
     TABLES,
+    NewEvent,
     NewMessage,
     SearchFilter,
     SessionNotFound,
@@ -14,6 +15,7 @@ from memlane.store.factory import open_store
 
 __all__ = [
     "TABLES",
+    "NewEvent",
     "NewMessage",
     "SearchFilter",
     "SessionNotFound",

@@ -41,6 +41,15 @@ class NewMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event to append; non-empty `text` is keyword-indexed for retrieval."""
+
+    kind: str
+    payload: Mapping[str, Any]
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class SyncResult:
     """What `sync_messages` did with a client's resent history."""
 
@@ -156,6 +165,10 @@ class Store(Protocol):
         self, session_id: str, kind: str, payload: Mapping[str, Any], *, text: str = ""
     ) -> Event:
         """Append an event; non-empty `text` is keyword-indexed for retrieval."""
+        ...
+
+    def add_events(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
+        """Append several events in one transaction, in order (a compaction's dropped items)."""
         ...
 
     def list_events(

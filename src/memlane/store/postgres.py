@@ -33,6 +33,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from memlane.store import analysis, codec
 from memlane.store.base import (
     TABLES,
+    NewEvent,
     NewMessage,
     SearchFilter,
     SessionNotFound,
@@ -396,33 +397,41 @@ class PostgresStore:
     def add_event(
         self, session_id: str, kind: str, payload: Mapping[str, Any], *, text: str = ""
     ) -> Event:
+        return self.add_events(session_id, [NewEvent(kind, payload, text)])[0]
+
+    def add_events(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
         stamp = codec.now()
+        out: list[Event] = []
         with self._tx() as conn:
             session = conn.execute(
                 "SELECT namespace FROM sessions WHERE id = %s", (session_id,)
             ).fetchone()
             if session is None:
                 raise SessionNotFound(f"no session with id {session_id}")
-            row = conn.execute(
-                "INSERT INTO events (session_id, kind, payload, text, created_at) "
-                "VALUES (%s, %s, %s, %s, %s) RETURNING id",
-                (session_id, kind, Jsonb(dict(payload)), text, stamp),
-            ).fetchone()
-            assert row is not None
-            event_id = int(row["id"])
-            if text:
-                put_doc(
-                    conn,
-                    "event",
-                    str(event_id),
-                    session["namespace"],
-                    session_id,
-                    None,
-                    text,
-                    stamp,
+            for event in events:
+                row = conn.execute(
+                    "INSERT INTO events (session_id, kind, payload, text, created_at) "
+                    "VALUES (%s, %s, %s, %s, %s) RETURNING id",
+                    (session_id, event.kind, Jsonb(dict(event.payload)), event.text, stamp),
+                ).fetchone()
+                assert row is not None
+                event_id = int(row["id"])
+                if event.text:
+                    put_doc(
+                        conn,
+                        "event",
+                        str(event_id),
+                        session["namespace"],
+                        session_id,
+                        None,
+                        event.text,
+                        stamp,
+                    )
+                out.append(
+                    Event(event_id, session_id, event.kind, dict(event.payload), event.text, stamp)
                 )
             conn.execute("UPDATE sessions SET updated_at = %s WHERE id = %s", (stamp, session_id))
-        return Event(event_id, session_id, kind, dict(payload), text, stamp)
+        return out
 
     def list_events(
         self, session_id: str, *, kind: str | None = None, limit: int | None = None

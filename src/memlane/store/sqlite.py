@@ -25,6 +25,7 @@ from typing import Any, Literal
 from memlane.store import analysis
 from memlane.store.base import (
     TABLES,
+    NewEvent,
     NewMessage,
     SearchFilter,
     SessionNotFound,
@@ -607,20 +608,29 @@ class SQLiteStore:
     def add_event(
         self, session_id: str, kind: str, payload: Mapping[str, Any], *, text: str = ""
     ) -> Event:
+        return self.add_events(session_id, [NewEvent(kind, payload, text)])[0]
+
+    def add_events(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
         created = now()
         stamp = ts_to_text(created)
+        out: list[Event] = []
         with self._write() as conn:
             namespace = self._require_session(conn, session_id)
-            event_id = conn.execute(
-                """INSERT INTO events (session_id, kind, payload, text, created_at)
-                   VALUES (?, ?, ?, ?, ?)""",
-                (session_id, kind, dumps(dict(payload)), text, stamp),
-            ).lastrowid
-            assert event_id is not None
-            if text:
-                _index(conn, "event", str(event_id), namespace, session_id, None, text, stamp)
+            for event in events:
+                event_id = conn.execute(
+                    """INSERT INTO events (session_id, kind, payload, text, created_at)
+                       VALUES (?, ?, ?, ?, ?)""",
+                    (session_id, event.kind, dumps(dict(event.payload)), event.text, stamp),
+                ).lastrowid
+                assert event_id is not None
+                if event.text:
+                    _index(
+                        conn, "event", str(event_id), namespace, session_id, None, event.text, stamp
+                    )
+                payload = dict(event.payload)
+                out.append(Event(event_id, session_id, event.kind, payload, event.text, created))
             conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (stamp, session_id))
-        return Event(event_id, session_id, kind, dict(payload), text, created)
+        return out
 
     def list_events(
         self, session_id: str, *, kind: str | None = None, limit: int | None = None
