@@ -16,8 +16,9 @@ from memlane.engine import threads
 from memlane.engine.governance import loops, recall
 from memlane.engine.governance.cache import Governor, Stats
 from memlane.engine.governance.errors import ContextOverflow
-from memlane.engine.governance.ledger import EVENT_LOOP
+from memlane.engine.governance.ledger import EVENT_CONTEXT, EVENT_LOOP
 from memlane.engine.governance.plan import Plan
+from memlane.engine.governance.report import context_event
 from memlane.types import Message
 
 LongTermRecall = Callable[[str, int, int], Awaitable[list[recall.Snippet]]]
@@ -59,6 +60,8 @@ async def govern(
         if candidate_tokens < tokens:
             plan, out, tokens = candidate, candidate_out, candidate_tokens
             stats.compacted = True
+            payload = context_event(stats, plan, gov.budget, before=stats.tokens_in, after=tokens)
+            await threads.to_thread(gov.ledger.record_event, EVENT_CONTEXT, payload, "")
     plan = replace(plan, model=gov.model or plan.model)
     loop = loops.detect(conversation, settings.governance_loop_threshold)
     if loop is not None and loop.key not in plan.loops_noted:
@@ -69,7 +72,7 @@ async def govern(
         await threads.to_thread(gov.ledger.save_plan, plan)
     tail: list[Message] = []
     if plan.trims:
-        snippets = await _recall(gov, user_text, longterm)
+        snippets = await _recall(gov, user_text, longterm, version=f"{plan.covered}:{plan.anchor}")
         if snippets:
             tail.append(recall.recall_message(snippets))
     if loop is not None:
@@ -91,14 +94,16 @@ async def govern(
     return Governed(out, plan, stats)
 
 
-async def _recall(gov: Governor, query: str, longterm: LongTermRecall | None) -> list[str]:
+async def _recall(
+    gov: Governor, query: str, longterm: LongTermRecall | None, *, version: str = ""
+) -> list[str]:
     settings = gov.settings
     limit = settings.governance_recall_snippets
     chars = settings.governance_recall_chars
     if limit <= 0 or chars <= 0 or not query.strip():
         return []
     per_snippet = max(200, chars // limit)
-    found = _by_rank(gov.ledger.recall(query, limit, per_snippet))
+    found = _by_rank(gov.ledger.recall(query, limit, per_snippet, version=version))
     if longterm is not None:
         found += _by_rank(await longterm(query, limit, per_snippet))
     return recall.select(found, limit, chars)
