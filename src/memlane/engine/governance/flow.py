@@ -70,19 +70,18 @@ async def govern(
         plan = replace(plan, loops_noted=(*plan.loops_noted[-9:], loop.key))
     if plan != stored:
         await threads.to_thread(gov.ledger.save_plan, plan)
-    tail: list[Message] = []
+    note = loops.note(loop) if loop is not None else None
     if plan.trims:
         snippets = await _recall(gov, user_text, longterm, version=f"{plan.covered}:{plan.anchor}")
-        if snippets:
-            tail.append(recall.recall_message(snippets))
-    if loop is not None:
-        tail.append(loops.note(loop))
+        room = gov.budget.limit - tokens - (gov.count(note) if note is not None else 0)
+        found = recall.fitting_message(snippets, room, gov.count)
+        if found is not None:
+            out.append(found)
+            tokens += gov.count(found)
+    if note is not None and loop is not None:  # the note goes out even over the limit
+        out.append(note)
+        tokens += gov.count(note)
         stats.notes.append(f"loop: {loop.name} x{loop.count}")
-    for extra in tail:
-        cost = gov.count(extra)
-        if tokens + cost <= gov.budget.limit or extra.origin == "note":
-            out.append(extra)
-            tokens += cost
     stats.tokens_out = tokens
     if settings.governance_preflight and tokens > gov.budget.limit and gov.budget.window.known:
         raise ContextOverflow(

@@ -8,7 +8,7 @@ after everything already forwarded, so the cacheable prefix is untouched.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from memlane.store.analysis import query_terms
@@ -58,6 +58,23 @@ def select(snippets: Sequence[Snippet], limit: int, chars: int) -> list[str]:
         if len(chosen) >= limit:
             break
     return chosen
+
+
+def fitting_message(
+    texts: Sequence[str], room: int, count: Callable[[Message], int]
+) -> Message | None:
+    """The recall message with as many of `texts` (best first) as fit in `room` tokens.
+
+    Between compactions a request grows towards the threshold; near it the full set of
+    snippets may not fit under the limit, and the best few still help more than none.
+    """
+    kept = list(texts)
+    while kept:
+        message = recall_message(kept)
+        if count(message) <= room:
+            return message
+        kept.pop()
+    return None
 
 
 def recall_message(texts: Sequence[str]) -> Message:
