@@ -27,6 +27,7 @@ from memlane.cli.context import (
     short_ids,
     state,
 )
+from memlane.cli.sessions_context import context as context_command
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import lifecycle
 from memlane.engine.sessions.indexing import index_session
@@ -468,3 +469,6 @@ def output(
             highlight=False,
             markup=False,
         )
+
+
+app.command("context")(context_command)

@@ -78,14 +78,20 @@ def store_incoming(rt: Runtime, turn: Turn) -> None:
     store = rt.store
     if turn.session is None:
         turn.session = store.ensure_session(turn.key, namespace=turn.namespace)
-    if turn.model and turn.session.metadata.get("model") != turn.model:
-        # Remembered once per session (and on a change), so work started outside a request
-        # (`sessions ask`, `sessions index`) can use the model the conversation used.
-        turn.session = store.update_session(
-            turn.session.id, metadata={**turn.session.metadata, "model": turn.model}
-        )
     client = [m for m in turn.messages if m.origin == "client"]
     turn.server_history = history.wanted(rt, turn) and not history.carries_history(rt, turn)
+    remembered = {"model": turn.model} if turn.model else {}
+    if turn.server_history:
+        remembered[history.META] = "server"
+    if turn.managed:
+        remembered[scaffold.META] = "on"
+    if any(turn.session.metadata.get(k) != v for k, v in remembered.items()):
+        # Remembered once per session (and on a change), so work started outside a request
+        # (`sessions ask`, `sessions index`, `sessions context`) knows the model the
+        # conversation used, whether memlane supplies its history and adds the scaffold.
+        turn.session = store.update_session(
+            turn.session.id, metadata={**turn.session.metadata, **remembered}
+        )
     if turn.server_history:
         client = [m for m in client if m.role not in ("system", "developer")]
     counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in client]

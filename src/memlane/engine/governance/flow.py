@@ -72,7 +72,7 @@ async def govern(
         await threads.to_thread(gov.ledger.save_plan, plan)
     note = loops.note(loop) if loop is not None else None
     if plan.trims:
-        snippets = await _recall(gov, user_text, longterm, version=f"{plan.covered}:{plan.anchor}")
+        snippets = await recall_snippets(gov, user_text, longterm, version=plan.version)
         room = gov.budget.limit - tokens - (gov.count(note) if note is not None else 0)
         found = recall.fitting_message(snippets, room, gov.count)
         if found is not None:
@@ -93,9 +93,11 @@ async def govern(
     return Governed(out, plan, stats)
 
 
-async def _recall(
+async def recall_snippets(
     gov: Governor, query: str, longterm: LongTermRecall | None, *, version: str = ""
 ) -> list[str]:
+    """Snippets of dropped history (and long-term memory, when given) for `query`, best first,
+    within the snippet count and character budget."""
     settings = gov.settings
     limit = settings.governance_recall_snippets
     chars = settings.governance_recall_chars
