@@ -190,6 +190,61 @@ FACTS: tuple[tuple[str, str, str, str, str], ...] = (
      "Who is the data protection officer?", "Hannah Becker"),
 )  # fmt: skip
 
+TOPICS: tuple[str, ...] = (
+    "the rate limiter",
+    "invoice PDF rendering",
+    "the feature flags",
+    "the database migrations",
+    "the webhook signature check",
+    "the mailer retry backoff",
+    "the CI pipeline",
+    "the session tokens",
+    "the search ranking weights",
+    "the Norwegian locale strings",
+    "locking in the job queue",
+    "API pagination",
+    "uploaded images",
+    "the protobuf schema",
+    "the nightly reports",
+    "how the mobile app talks to the backend",
+    "password hashing",
+    "extracting modules from the monolith",
+    "shipping logs",
+    "the merge strategy for feature branches",
+    "indentation",
+    "commit messages",
+    "test names",
+    "spelling in user-facing text",
+    "function length",
+    "structured data",
+    "type hints",
+    "pull request size",
+    "dates in log lines",
+    "error messages",
+    "the staging database",
+    "the checkout latency budget",
+    "the nightly batch",
+    "the API connection pool",
+    "the backups bucket",
+    "the upload size limit",
+    "caching product pages",
+    "the worker replicas",
+    "the free tier",
+    "the tax rate table",
+    "payments reviews",
+    "the product owner",
+    "the security contact",
+    "the design system",
+    "release approvals",
+    "the database admin",
+    "customer escalations",
+    "the mobile lead",
+    "infrastructure budget questions",
+    "data protection",
+)
+"""What each fact is about, in the order of `FACTS`: mentioned again later without the answer
+(distractors recall must see past)."""
+
 LOG_WORDS = (
     "INFO DEBUG WARN worker scheduler batch processed queued retried flushed cache hit miss "
     "request handler latency ms bytes connection pool acquired released shard replica "
@@ -204,23 +259,26 @@ class Fact:
     text: str
     question: str
     needle: str
+    topic: str
     planted: int
     asked: int
+    distance: int
+    """The distance the question was meant to come at (`asked` may be a request or two
+    later when another question already took that request)."""
 
-    @property
-    def age(self) -> int:
-        return self.asked - self.planted
 
-
-def plan_facts(requests: int, seed: int) -> list[Fact]:
+def plan_facts(requests: int) -> list[Fact]:
     """50 facts planted across the session, the kinds interleaved; each asked at a distance."""
-    rng = random.Random(seed)
-    order = [FACTS[kind * 10 + i] for i in range(10) for kind in range(len(KINDS))]
+    order = [
+        (*FACTS[kind * 10 + i], TOPICS[kind * 10 + i])
+        for i in range(10)
+        for kind in range(len(KINDS))
+    ]
     last = requests - 2
     spacing = (last - 10) / len(order)
     facts: list[Fact] = []
     taken: set[int] = set()
-    for n, (kind, role, text, question, needle) in enumerate(order):
+    for n, (kind, role, text, question, needle, topic) in enumerate(order):
         planted = 5 + int(n * spacing)
         wanted = DISTANCES[(n * 5 + n // 6) % len(DISTANCES)]
         fitting = [d for d in DISTANCES if planted + d <= last] or [last - planted]
@@ -229,9 +287,8 @@ def plan_facts(requests: int, seed: int) -> list[Fact]:
         while asked in taken or asked == planted:
             asked += 1 if asked < last else -1
         taken.add(asked)
-        facts.append(Fact(kind, role, text, question, needle, planted, asked))
-    rng.shuffle(facts)  # no effect on the session: keeps the table order independent of it
-    return sorted(facts, key=lambda f: f.planted)
+        facts.append(Fact(kind, role, text, question, needle, topic, planted, asked, distance))
+    return facts
 
 
 def tool_output(rng: random.Random, size: int) -> str:
@@ -256,6 +313,13 @@ def build_session(requests: int, facts: Sequence[Fact], seed: int) -> list[list[
     rng = random.Random(seed)
     planted = {f.planted: f for f in facts}
     asked = {f.asked: f for f in facts}
+    mentions: dict[int, list[str]] = {}
+    for fact in facts:  # the topic comes up twice more without the answer, once before the question
+        for high in (fact.asked - 1, requests - 1):
+            at = rng.randint(fact.planted + 1, max(fact.planted + 1, high))
+            mentions.setdefault(at, []).append(
+                f"While on this step I looked at {fact.topic} again; nothing to change there."
+            )
     turns: list[list[dict[str, Any]]] = [
         [
             {"role": "system", "content": "You are a coding agent working in a repository."},
@@ -267,13 +331,15 @@ def build_session(requests: int, facts: Sequence[Fact], seed: int) -> list[list[
         items: list[dict[str, Any]] = []
         if turn - 1 in asked:  # the model answered the question the request before
             items.append({"role": "assistant", "content": "Answered that; back to the plan."})
-        fact = planted.get(turn)
-        if fact is not None:
-            items.append({"role": fact.role, "content": fact.text})
+        new = planted.get(turn)
+        if new is not None:
+            items.append({"role": new.role, "content": new.text})
+        for text in mentions.get(turn, []):
+            items.append({"role": "assistant", "content": text})
         question = asked.get(turn)
         if question is not None:
             items.append({"role": "user", "content": question.question})
-        elif fact is None and turn % 7 == 0:
+        elif new is None and turn % 7 == 0:
             items.append({"role": "user", "content": f"Continue with step {turn} of the plan."})
         if turn % 5 == 0 and not items:
             items.append({"role": "assistant", "content": f"Step {turn} done; moving on."})
@@ -540,12 +606,12 @@ def report(results: Sequence[Result], facts: Sequence[Fact]) -> None:
         cells = " | ".join(f"{r.retention(subset):.0%}" for r in results)
         print(f"| {kind} ({len(subset)}) | {cells} |")
     print()
-    print(f"| retention by age (requests) | {names} |")
+    print(f"| retention by age (requests between fact and question) | {names} |")
     print("| --- |" + " --- |" * len(results))
-    for age in sorted({f.age for f in facts}):
-        subset = [f for f in facts if f.age == age]
+    for distance in sorted({f.distance for f in facts}):
+        subset = [f for f in facts if f.distance == distance]
         cells = " | ".join(f"{r.retention(subset):.0%}" for r in results)
-        print(f"| {age} ({len(subset)}) | {cells} |")
+        print(f"| {distance} ({len(subset)}) | {cells} |")
     print()
     print(f"| where the fact was | {names} |")
     print("| --- |" + " --- |" * len(results))
@@ -589,7 +655,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.requests < 520:
         raise SystemExit("--requests must be at least 520 (facts are asked up to 500 later)")
-    facts = plan_facts(args.requests, args.seed)
+    facts = plan_facts(args.requests)
     turns = build_session(args.requests, facts, args.seed)
     results = []
     for window in args.windows.split(","):
