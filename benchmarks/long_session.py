@@ -497,18 +497,21 @@ def run(
     model: str,
     summariser: Callable[[RecordedRequest], Reply | Fail | None],
     label: str,
+    overrides: dict[str, str] | None = None,
 ) -> Result:
     upstream = ScriptedUpstream()
     upstream.start()
     home = Path(tempfile.mkdtemp(prefix="memlane-bench-"))
-    settings = Settings(
-        home=home,
-        upstream_url=upstream.url,
-        memory_enabled=False,
-        index_enabled=False,
-        embedding_backend="hashing",
-        max_body_bytes=256 * 1024 * 1024,
-    )
+    values: dict[str, Any] = {
+        "home": home,
+        "upstream_url": upstream.url,
+        "memory_enabled": False,
+        "index_enabled": False,
+        "embedding_backend": "hashing",
+        "max_body_bytes": 256 * 1024 * 1024,
+        **(overrides or {}),
+    }
+    settings = Settings(**values)
     proxy = start_proxy(settings)
     handler = Collected()
     logger = logging.getLogger("memlane.governance")
@@ -652,7 +655,15 @@ def main() -> None:
     parser.add_argument(
         "--summariser", default="answers,fails", help="comma-separated: answers, fails"
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SETTING=VALUE",
+        help="a memlane setting for every run, e.g. governance_recall_snippets=0",
+    )
     args = parser.parse_args()
+    overrides = dict(item.split("=", 1) for item in args.set)
     if args.requests < 520:
         raise SystemExit("--requests must be at least 520 (facts are asked up to 500 later)")
     facts = plan_facts(args.requests)
@@ -662,7 +673,15 @@ def main() -> None:
         for mode in args.summariser.split(","):
             answer = stand_in_summary if mode == "answers" else failing_summary
             label = f"{window} | {'answers' if mode == 'answers' else 'always fails'}"
-            results.append(run(turns, facts, model=WINDOWS[window], summariser=answer, label=label))
+            result = run(
+                turns,
+                facts,
+                model=WINDOWS[window],
+                summariser=answer,
+                label=label,
+                overrides=overrides,
+            )
+            results.append(result)
             print(f"done: {label} ({results[-1].seconds:.0f} s)", file=sys.stderr)
     print(
         f"{args.requests} requests, {len(facts)} planted facts ({len(KINDS)} kinds × 10), "
