@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from memlane.store import NewMessage, checkpoint
-from memlane.store.sqlite import SQLiteStore
+from memlane.store import NewMessage
+from memlane.store.sqlite import SQLiteStore, checkpoint
 from memlane.types import Message
 
 

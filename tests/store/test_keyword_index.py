@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from memlane.store import NewMessage, SearchFilter, analysis
-from memlane.store.keyword_index import TAIL_MIN, KeywordIndex
 from memlane.store.sqlite import SQLiteStore
-from memlane.store.sqlite_schema import DOC_CHANGES_KEPT
+from memlane.store.sqlite.keyword_index import TAIL_MIN, KeywordIndex
+from memlane.store.sqlite.schema import DOC_CHANGES_KEPT
 from memlane.types import Fact, FactRole, Message
 
 ROOT = Path(__file__).resolve().parents[2]

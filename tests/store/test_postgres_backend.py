@@ -15,10 +15,10 @@ import pytest
 
 from memlane.store import NewMessage, SearchFilter, StoreError
 from memlane.store.postgres import PostgresStore
-from memlane.store.postgres_schema import MIGRATIONS
+from memlane.store.postgres.schema import MIGRATIONS
 from memlane.store.urls import redact
 from memlane.types import Message
-from tests.store.test_contract import fact, unit
+from tests.store.contract.support import fact, unit
 
 
 def user(text: str) -> NewMessage:

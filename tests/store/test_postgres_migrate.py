@@ -13,7 +13,7 @@ from memlane.store.migrate import copy_store, store_counts
 from memlane.store.postgres import PostgresStore
 from memlane.store.sqlite import SQLiteStore
 from memlane.types import Message
-from tests.store.test_contract import MODEL, fact, unit
+from tests.store.contract.support import MODEL, fact, unit
 
 
 def fill(store: Store, sessions: int = 3) -> None:

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from memlane.store import TABLES, NewMessage, SearchFilter, StoreError, analysis
-from memlane.store.sqlite import SQLiteStore, index_terms
-from memlane.store.sqlite_schema import MIGRATIONS, m001_initial
+from memlane.store.sqlite import SQLiteStore
+from memlane.store.sqlite.index import index_terms
+from memlane.store.sqlite.schema import MIGRATIONS, m001_initial
 from memlane.types import Fact, Message
 
 ROOT = Path(__file__).resolve().parents[2]

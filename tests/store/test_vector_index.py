@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memlane.store import SearchFilter, vector_index
-from memlane.store.sqlite import SQLiteStore
+from memlane.store import SearchFilter
+from memlane.store.sqlite import SQLiteStore, vector_index
 from memlane.types import Fact
 
 STAMP = datetime(2026, 1, 1, tzinfo=UTC)

@@ -37,7 +37,7 @@ from memlane.engine import threads
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Turn
 from memlane.files.scaffold import FileTexts, normalize_escapes, read_agents_md
-from memlane.store import NewMessage, SessionNotFound, Store
+from memlane.store import NewMessage, SessionNotFound, SessionStore
 from memlane.store.urls import is_postgres
 from memlane.types import Message, Role, Session
 
@@ -104,7 +104,7 @@ class FileStateTexts:
 class StoreStateTexts:
     """The store's session state: shared by every proxy replica on one PostgreSQL."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: SessionStore) -> None:
         self.store = store
 
     def read(self, ref: SessionRef) -> dict[str, str]:

@@ -1,10 +1,18 @@
 """The storage contract every backend implements (SQLite embedded, PostgreSQL at scale).
 
-Everything memlane persists goes through `Store`: sessions, their ordered
-messages, events, scaffold state, long-term memory entries (facts), and the
-derived search index (keywords and vectors). Methods are synchronous and
-short; async callers run them in a worker thread. Backend-specific SQL never
-leaves the backend module.
+Everything memlane persists goes through `Store`, composed of one protocol per
+role, so code that needs one role asks for that role alone:
+
+- `SessionStore`: sessions, forks, usage counters and scaffold state;
+- `MessageLog`: each session's ordered messages and its events;
+- `FactStore`: long-term memory entries (facts);
+- `SearchIndex`: the derived keyword and vector index over all of them;
+- `MetaStore`: small key/value facts about the store;
+- `StoreCopy`: whole tables out and in (`store migrate`).
+
+Methods are synchronous and short; async callers run them in a worker thread.
+Backend-specific SQL never leaves the backend's package (`store.sqlite`,
+`store.postgres`); logic the backends share lives beside this module.
 """
 
 from __future__ import annotations
@@ -30,6 +38,12 @@ class StoreError(Exception):
 
 class SessionNotFound(StoreError):
     pass
+
+
+def check_table(table: str) -> None:
+    """Refuse a table name that is not one of `TABLES` (it goes into SQL text)."""
+    if table not in TABLES:
+        raise StoreError(f"unknown table {table!r}: one of {', '.join(TABLES)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,14 +83,9 @@ class SearchFilter:
 
 
 @runtime_checkable
-class Store(Protocol):
-    """The persistence seam. See `tests/store/contract.py` for the behaviour each method owes."""
+class SessionStore(Protocol):
+    """Sessions: created by key, forked, counted, deleted with everything of theirs."""
 
-    url: str
-
-    def close(self) -> None: ...
-
-    # --- sessions -------------------------------------------------------
     def ensure_session(self, key: str, *, namespace: str | None = None) -> Session:
         """The session for `key`, created on first use; `namespace` defaults to the key."""
         ...
@@ -129,7 +138,11 @@ class Store(Protocol):
         """Store one named state text; None removes it."""
         ...
 
-    # --- messages ---------------------------------------------------------
+
+@runtime_checkable
+class MessageLog(Protocol):
+    """A session's history: its messages in position order, and its events."""
+
     def sync_messages(self, session_id: str, incoming: Sequence[NewMessage]) -> SyncResult:
         """Store what is new in a client's full history, atomically per session.
 
@@ -160,7 +173,6 @@ class Store(Protocol):
 
     def set_message_status(self, message_id: int, status: str) -> None: ...
 
-    # --- events -----------------------------------------------------------
     def add_event(
         self, session_id: str, kind: str, payload: Mapping[str, Any], *, text: str = ""
     ) -> Event:
@@ -177,7 +189,11 @@ class Store(Protocol):
         """Oldest first; with `limit`, the newest `limit` events (still oldest first)."""
         ...
 
-    # --- long-term memory entries ------------------------------------------
+
+@runtime_checkable
+class FactStore(Protocol):
+    """Long-term memory entries: the store's copy of the memory files, indexed for search."""
+
     def put_fact(self, fact: Fact) -> None:
         """Insert or replace the entry with this id, and re-index its text."""
         ...
@@ -204,12 +220,11 @@ class Store(Protocol):
         """Remove the entry entirely (its file is gone)."""
         ...
 
-    def reindex_turns(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Index every remembered turn again with its date and neighbours
-        (`store.documents`); returns how many documents changed."""
-        ...
 
-    # --- search -------------------------------------------------------------
+@runtime_checkable
+class SearchIndex(Protocol):
+    """The derived index over facts, messages and events: keywords and vectors."""
+
     def keyword_search(self, query: str, flt: SearchFilter, *, limit: int = 10) -> list[Hit]:
         """BM25-style ranking over `store.analysis.terms`; best first, higher score is better."""
         ...
@@ -240,12 +255,28 @@ class Store(Protocol):
         """Remove vectors of every other model (the embedding model changed)."""
         ...
 
-    # --- small key/value facts about the store -----------------------------
+    def reindex_turns(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Index every remembered turn again with its date and neighbours
+        (`store.documents`); returns how many documents changed."""
+        ...
+
+
+@runtime_checkable
+class MetaStore(Protocol):
+    """Small key/value facts about the store (the embedding model, learned windows)."""
+
     def get_meta(self, key: str) -> str | None: ...
 
     def set_meta(self, key: str, value: str) -> None: ...
 
-    # --- whole-store copy (store migrate) ------------------------------------
+
+@runtime_checkable
+class StoreCopy(Protocol):
+    """Whole tables out and in, so one backend's store can be copied into another."""
+
+    url: str
+    """Where the store is, without a password: named in what a copy reports."""
+
     def dump(self, table: str) -> Iterator[dict[str, Any]]:
         """Every row of a table in `TABLES`, as plain JSON-ready values."""
         ...
@@ -255,3 +286,13 @@ class Store(Protocol):
         ...
 
     def count(self, table: str) -> int: ...
+
+
+@runtime_checkable
+class Store(SessionStore, MessageLog, FactStore, SearchIndex, MetaStore, StoreCopy, Protocol):
+    """The persistence seam: every role at once. `tests/store/contract/` holds the behaviour
+    each method owes, one test module per role, run against every backend."""
+
+    url: str
+
+    def close(self) -> None: ...

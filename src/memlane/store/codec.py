@@ -46,6 +46,11 @@ def ts_from_text(value: str) -> datetime:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
+def moment(value: str | datetime) -> datetime:
+    """A timestamp column's value: ISO text (SQLite, dumps) or a `datetime` (PostgreSQL)."""
+    return ts_from_text(value) if isinstance(value, str) else value
+
+
 def dumps(value: Any) -> str:
     """Compact JSON that keeps non-ASCII text readable."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -103,24 +108,6 @@ def fact_to_row(fact: Fact) -> dict[str, Any]:
     row["updated_at"] = ts_to_text(fact.updated_at)
     row["deleted"] = bool(fact.deleted)
     return row
-
-
-def fact_from_row(row: Mapping[str, Any]) -> Fact:
-    return Fact(
-        id=row["id"],
-        scope=row["scope"],
-        conversation_id=row["conversation_id"],
-        role=row["role"],
-        text=row["text"],
-        created_at=ts_from_text(row["created_at"]),
-        updated_at=ts_from_text(row["updated_at"]),
-        deleted=bool(row["deleted"]),
-        replaced_by=row["replaced_by"],
-        summary_kind=row["summary_kind"],
-        source_session=row["source_session"],
-        source_message=row["source_message"],
-        content_hash=row["content_hash"] or "",
-    )
 
 
 def vector_to_bytes(vector: Vector) -> bytes:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
-from memlane.types import Fact
+from memlane.types import DocKind, Fact
 
 TURN_ROLES: tuple[str, ...] = ("user", "assistant")
 BEFORE = 2
@@ -29,6 +30,20 @@ LoCoMo dev, R@10 0.749 -> 0.760, better on four of five conversations (README)."
 # A leading speaker label ("Caroline: …", "Dr Smith: …"): a neighbour's words count, not
 # whose they were, or every document of a two-person conversation shares both names.
 _LABEL = re.compile(r"^\s*[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}: ")
+
+
+@dataclass(frozen=True, slots=True)
+class Doc:
+    """One search document: what a hit shows and where it belongs."""
+
+    kind: DocKind
+    ref: str
+    scope: str
+    session_id: str | None
+    role: str | None
+    text: str
+    created_at: datetime
+    active: bool = True
 
 
 def is_turn(fact: Fact) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memlane.store.base import TABLES, Store, StoreError
+from memlane.store.base import TABLES, StoreCopy, StoreError
 
 BATCH_SIZE = 500
 
@@ -32,14 +32,14 @@ class TableCopy:
         return self.source == self.target
 
 
-def store_counts(store: Store) -> dict[str, int]:
+def store_counts(store: StoreCopy) -> dict[str, int]:
     """Rows per table, in `TABLES` order."""
     return {table: store.count(table) for table in TABLES}
 
 
 def copy_store(
-    source: Store,
-    target: Store,
+    source: StoreCopy,
+    target: StoreCopy,
     *,
     batch_size: int = BATCH_SIZE,
     progress: Progress | None = None,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memlane.config import Settings
-from memlane.store import Store
+from memlane.store import MetaStore
 
 WindowSource = Literal["config", "learned", "table", "default"]
 
@@ -132,7 +132,7 @@ def _lookup(table: Mapping[str, int], model: str) -> int | None:
     return best[1] if best else None
 
 
-def context_window(settings: Settings, store: Store | None, model: str) -> Window:
+def context_window(settings: Settings, store: MetaStore | None, model: str) -> Window:
     configured = _lookup(settings.governance_context_windows, model)
     if configured is not None:
         return Window(configured, "config")
@@ -156,7 +156,12 @@ def window_from_error(message: str) -> int | None:
 
 
 def learn_window(
-    settings: Settings, store: Store, model: str, message: str, *, sent_tokens: int | None = None
+    settings: Settings,
+    store: MetaStore,
+    model: str,
+    message: str,
+    *,
+    sent_tokens: int | None = None,
 ) -> int | None:
     """Remember the window an upstream refused a request with; the next request fits it.
 
@@ -191,7 +196,7 @@ _OVERFLOW_HINTS = (
 
 
 def learn_from_upstream_error(
-    settings: Settings, store: Store, model: str, status: int, body: bytes
+    settings: Settings, store: MetaStore, model: str, status: int, body: bytes
 ) -> int | None:
     """The proxy's hook for an upstream error: learn the window if it was an overflow."""
     if status not in (400, 413, 422) or not model:

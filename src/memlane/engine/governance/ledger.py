@@ -22,7 +22,7 @@ from memlane.config import Settings
 from memlane.engine.governance.plan import Plan
 from memlane.engine.governance.recall import Snippet, best_window
 from memlane.files.paths import session_dir
-from memlane.store import NewEvent, SearchFilter, Store
+from memlane.store import MessageLog, NewEvent, SearchFilter, Store
 from memlane.store.analysis import query_terms, terms
 from memlane.store.urls import is_postgres
 from memlane.types import Message
@@ -257,7 +257,7 @@ class OutputNotFound(Exception):
     """No offloaded tool output with that id in that session."""
 
 
-def offloaded_outputs(store: Store, session_id: str) -> list[dict[str, Any]]:
+def offloaded_outputs(store: MessageLog, session_id: str) -> list[dict[str, Any]]:
     """The session's offloaded tool outputs (newest last), without their content."""
     return [
         {
@@ -269,7 +269,7 @@ def offloaded_outputs(store: Store, session_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def offloaded_output(store: Store, session_id: str, event_id: int) -> str:
+def offloaded_output(store: MessageLog, session_id: str, event_id: int) -> str:
     """The full text of one offloaded tool output: from its file, or from the event itself."""
     for event in store.list_events(session_id, kind=EVENT_OFFLOADED):
         if event.id != event_id:

@@ -7,7 +7,7 @@ from them and the id sequences moved past them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,17 +16,18 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from memlane.store import codec
-from memlane.store.base import StoreError
-from memlane.store.postgres_index import (
-    Doc,
+from memlane.store.base import StoreError, check_table
+from memlane.store.facts import fact_doc, rebuild_turns
+from memlane.store.postgres.connection import PostgresDb
+from memlane.store.postgres.index import (
     ensure_vector_index,
     group_vectors,
     insert_docs,
     insert_vectors,
-    rebuild_turn_documents,
+    retext_turn,
 )
-from memlane.store.postgres_schema import MESSAGE_COLUMNS, SESSION_COLUMNS
-from memlane.types import DocKind
+from memlane.store.rows import EVENT_COLUMNS, MESSAGE_COLUMNS, SESSION_COLUMNS, fact_from_row
+from memlane.store.tables import SqlTables, loaded_docs, message_active
 
 Conn = psycopg.Connection[dict[str, Any]]
 Row = dict[str, Any]
@@ -75,7 +76,7 @@ def load_messages(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[in
             "%(status)s, %(created_at)s)",
             prepared,
         )
-    _index_session_rows(conn, "message", prepared, lambda r: r["status"] != "superseded")
+    insert_docs(conn, loaded_docs(PostgresDb(conn), "message", prepared, message_active))
     advance_sequence(conn, "messages")
 
 
@@ -94,12 +95,12 @@ def load_events(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]
             "(%(id)s, %(session_id)s, %(kind)s, %(payload)s, %(text)s, %(created_at)s)",
             prepared,
         )
-    _index_session_rows(conn, "event", prepared, lambda r: True)
+    insert_docs(conn, loaded_docs(PostgresDb(conn), "event", prepared))
     advance_sequence(conn, "events")
 
 
 def load_facts(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
-    facts = [codec.fact_from_row(r) for r in rows]
+    facts = [fact_from_row(r) for r in rows]
     columns = ", ".join(codec.FACT_COLUMNS)
     values = ", ".join(f"%({c})s" for c in codec.FACT_COLUMNS)
     with conn.cursor() as cur:
@@ -110,24 +111,10 @@ def load_facts(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int])
                 for f in facts
             ],
         )
-    insert_docs(
-        conn,
-        [
-            Doc(
-                "fact",
-                f.id,
-                f.scope,
-                f.conversation_id,
-                f.role,
-                f.text,
-                f.created_at,
-                not f.deleted,
-            )
-            for f in facts
-        ],
-    )
+    insert_docs(conn, [fact_doc(f) for f in facts])
     # turns are indexed with their neighbours, which the batch itself brought along
-    rebuild_turn_documents(conn, conversations=sorted({f.conversation_id for f in facts}))
+    conversations = sorted({f.conversation_id for f in facts})
+    rebuild_turns(PostgresDb(conn), retext_turn, conversations=conversations)
 
 
 def load_vectors(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
@@ -162,13 +149,6 @@ def load_meta(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) 
         )
 
 
-def namespaces(conn: Conn, session_ids: set[str]) -> dict[str, str]:
-    rows = conn.execute(
-        "SELECT id, namespace FROM sessions WHERE id = ANY(%s)", (list(session_ids),)
-    ).fetchall()
-    return {r["id"]: r["namespace"] for r in rows}
-
-
 def advance_sequence(conn: Conn, table: str) -> None:
     """After loading rows with their ids, new rows must get ids above them."""
     conn.execute(
@@ -191,7 +171,7 @@ DUMP_SQL = {
     "sessions": f"SELECT {SESSION_COLUMNS} FROM sessions ORDER BY seq",
     "session_state": "SELECT session_id, name, value FROM session_state ORDER BY session_id, name",
     "messages": f"SELECT {MESSAGE_COLUMNS} FROM messages ORDER BY id",
-    "events": "SELECT id, session_id, kind, payload, text, created_at FROM events ORDER BY id",
+    "events": f"SELECT {EVENT_COLUMNS} FROM events ORDER BY id",
     "facts": f"SELECT {', '.join(codec.FACT_COLUMNS)} FROM facts ORDER BY seq",
     "vectors": "SELECT kind, ref, model, dim, embedding::real[] AS vec FROM vectors "
     "ORDER BY kind, ref, model",
@@ -211,26 +191,24 @@ def dump_row(table: str, row: Row) -> dict[str, Any]:
     return out
 
 
-def _index_session_rows(
-    conn: Conn,
-    kind: DocKind,
-    rows: Sequence[Mapping[str, Any]],
-    active: Callable[[Mapping[str, Any]], bool],
-) -> None:
-    """Search documents for loaded messages or events: scoped by their session's namespace."""
-    scopes = namespaces(conn, {r["session_id"] for r in rows})
-    docs = [
-        Doc(
-            kind,
-            str(r["id"]),
-            scopes.get(r["session_id"], ""),
-            r["session_id"],
-            None,
-            r["text"],
-            r["created_at"],
-            active(r),
-        )
-        for r in rows
-        if r["text"]
-    ]
-    insert_docs(conn, docs)
+class PostgresCopy(SqlTables[PostgresDb]):
+    """The tables role (`store.tables`: meta, counts) with this backend's dump and load."""
+
+    _indexed_dims: set[int]
+
+    def dump(self, table: str) -> Iterator[dict[str, Any]]:
+        check_table(table)
+        with self._reading() as db, db.conn.cursor(name=f"dump_{table}") as cur:
+            cur.itersize = 1000
+            cur.execute(DUMP_SQL[table])
+            for row in cur:
+                yield dump_row(table, row)
+
+    def load(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        check_table(table)
+        if not rows:
+            return
+        with self._writing() as db:
+            indexed = set(self._indexed_dims)
+            LOADERS[table](db.conn, rows, indexed)
+        self._indexed_dims |= indexed

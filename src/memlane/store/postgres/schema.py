@@ -21,16 +21,6 @@ LOCK_CLASS = 0x6D6C  # "ml"
 MIGRATION_LOCK = 1
 VECTOR_INDEX_LOCK = 2
 
-# Column lists of the tables whose rows the store reads whole (and dumps).
-SESSION_COLUMNS = (
-    "id, key, namespace, title, parent_id, fork_position, summary, summarized_count, "
-    "metadata, prompt_tokens, completion_tokens, cost_usd, message_count, created_at, updated_at"
-)
-MESSAGE_COLUMNS = (
-    "id, session_id, position, role, kind, origin, wire, content, text, content_hash, "
-    "token_count, status, created_at"
-)
-
 Migration = Callable[[psycopg.Connection[tuple[object, ...]]], None]
 
 
@@ -173,7 +163,7 @@ def m001_initial(conn: psycopg.Connection[tuple[object, ...]]) -> None:
 
 def m002_turn_context(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     """Remembered turns are indexed with their date and neighbours (`store.documents`)."""
-    from memlane.store.postgres_index import rebuild_turn_documents  # the store's own indexing
+    from memlane.store.postgres.index import rebuild_turn_documents  # the store's own indexing
 
     rebuild_turn_documents(conn)
 

@@ -206,7 +206,7 @@ DOC_CHANGES_KEPT = 65_536
 def m004_doc_changes(conn: sqlite3.Connection) -> None:
     """A log of documents deleted or changed in a way the keyword index sees.
 
-    Each process keeps its own in-memory keyword index (`store.keyword_index`);
+    Each process keeps its own in-memory keyword index (`sqlite.keyword_index`);
     new documents it finds by rowid, and this log tells it which older ones
     to read again. Inserts are not logged (rowids only grow); the log prunes
     itself, and a reader that fell behind the pruning reloads.
@@ -238,7 +238,7 @@ def m004_doc_changes(conn: sqlite3.Connection) -> None:
 
 def m005_turn_context(conn: sqlite3.Connection) -> None:
     """Remembered turns are indexed with their date and neighbours (`store.documents`)."""
-    from memlane.store.sqlite import rebuild_turn_documents  # the store's own indexing
+    from memlane.store.sqlite.index import rebuild_turn_documents  # the store's own indexing
 
     rebuild_turn_documents(conn)
 

@@ -1,0 +1,187 @@
+"""The `FactStore` role, written once for every SQL backend, and how an entry is indexed.
+
+A remembered turn is indexed with its neighbours (`store.documents`): indexing
+one reads the live turns around it and indexes again those whose window now
+holds it. That walk, and rebuilding every turn's document, are the same on
+every backend; a backend supplies only how it writes a document (`_put_doc`)
+and how it replaces the terms of a turn's document (`_retext_turn`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+
+from memlane.store.codec import FACT_COLUMNS, fact_to_row, now
+from memlane.store.documents import AFTER, BEFORE, TURN_ROLES, Doc, is_turn, turn_document
+from memlane.store.documents import turn_documents as documents_of_turns
+from memlane.store.rows import fact_from_row
+from memlane.store.sql import D, SqlStore, among, limited, marks
+from memlane.types import Fact, FactRole
+
+Progress = Callable[[int, int], None]
+_COLUMNS = ", ".join(FACT_COLUMNS)
+_UPSERT = (
+    f"INSERT INTO facts ({_COLUMNS}) VALUES ({marks(FACT_COLUMNS)}) ON CONFLICT (id) DO UPDATE "
+    f"SET {', '.join(f'{c} = excluded.{c}' for c in FACT_COLUMNS if c != 'id')}"
+)
+
+
+def fact_doc(fact: Fact) -> Doc:
+    """A fact's search document: under its conversation; a tombstone's stays, inactive."""
+    return Doc(
+        "fact",
+        fact.id,
+        fact.scope,
+        fact.conversation_id,
+        fact.role,
+        fact.text,
+        fact.created_at,
+        not fact.deleted,
+    )
+
+
+def live_turns(db: D, fact: Fact, direction: str, limit: int) -> list[Fact]:
+    """The live turns of `fact`'s conversation just before ("<") or after (">") it, nearest
+    first."""
+    order = "DESC" if direction == "<" else "ASC"
+    rows = db.all(
+        f"SELECT {_COLUMNS} FROM facts WHERE conversation_id = ? AND scope = ? "
+        f"AND deleted = ? AND {among('role', TURN_ROLES)} AND created_at {direction} ? "
+        f"ORDER BY created_at {order}, {db.seq} {order} LIMIT ?",
+        fact.conversation_id,
+        fact.scope,
+        False,
+        *TURN_ROLES,
+        db.time(fact.created_at),
+        limit,
+    )
+    return [fact_from_row(r) for r in rows]
+
+
+def index_fact(
+    db: D,
+    fact: Fact,
+    put: Callable[[D, Doc, str | None], None],
+    *,
+    neighbours: bool = True,
+) -> None:
+    """Index an entry: a turn with its neighbours; the turns whose neighbourhood now holds
+    this one are indexed again (the one before it; those after it, when it came late)."""
+    document = None
+    if is_turn(fact):
+        before = live_turns(db, fact, "<", BEFORE)
+        after = live_turns(db, fact, ">", BEFORE)
+        document = turn_document(
+            fact, [t.text for t in reversed(before)], [t.text for t in after[:AFTER]]
+        )
+        if neighbours:
+            for other in (*before[:AFTER], *after[:BEFORE]):
+                index_fact(db, other, put, neighbours=False)
+    put(db, fact_doc(fact), document)
+
+
+def rebuild_turns(
+    db: D,
+    retext: Callable[[D, str, str], int],
+    progress: Progress | None = None,
+    *,
+    conversations: Sequence[str] | None = None,
+) -> int:
+    """Index live turns again with their neighbours (a migration, a load, `memory
+    reindex`), all of them or those of `conversations`; returns how many changed.
+    `retext(db, ref, document)` replaces one turn's indexed words, returning 1 if changed."""
+    only = "" if conversations is None else f"AND {among('conversation_id', conversations)} "
+    rows = db.all(
+        f"SELECT {_COLUMNS} FROM facts WHERE deleted = ? AND {among('role', TURN_ROLES)} "
+        f"{only}ORDER BY scope, conversation_id, created_at, {db.seq}",
+        False,
+        *TURN_ROLES,
+        *(conversations or ()),
+    )
+    facts = [fact_from_row(r) for r in rows]
+    changed = 0
+    done = 0
+    for _, group in itertools.groupby(facts, key=lambda f: (f.scope, f.conversation_id)):
+        turns = list(group)
+        for ref, document in documents_of_turns(turns).items():
+            changed += retext(db, ref, document)
+        done += len(turns)
+        if progress is not None:
+            progress(done, len(facts))
+    return changed
+
+
+class SqlFacts(SqlStore[D]):
+    @abstractmethod
+    def _retext_turn(self, db: D, ref: str, document: str) -> int:
+        """Replace the indexed words of a turn's document; 1 if they changed, else 0."""
+
+    def put_fact(self, fact: Fact) -> None:
+        row = fact_to_row(fact)
+        with self._writing() as db:
+            row["created_at"] = db.time(fact.created_at)
+            row["updated_at"] = db.time(fact.updated_at)
+            db.run(_UPSERT, *[row[c] for c in FACT_COLUMNS])
+            index_fact(db, fact, self._put_doc)
+
+    def reindex_turns(self, progress: Progress | None = None) -> int:
+        with self._writing() as db:
+            return rebuild_turns(db, self._retext_turn, progress)
+
+    def get_fact(self, fact_id: str) -> Fact | None:
+        with self._reading() as db:
+            row = db.one(f"SELECT {_COLUMNS} FROM facts WHERE id = ?", fact_id)
+        return fact_from_row(row) if row else None
+
+    def list_facts(
+        self,
+        *,
+        scope: str | None = None,
+        conversation_id: str | None = None,
+        roles: Sequence[FactRole] | None = None,
+        include_deleted: bool = False,
+        limit: int | None = None,
+    ) -> list[Fact]:
+        where: list[str] = []
+        params: list[object] = []
+        if scope is not None:
+            where.append("scope = ?")
+            params.append(scope)
+        if conversation_id is not None:
+            where.append("conversation_id = ?")
+            params.append(conversation_id)
+        if roles is not None:
+            where.append(among("role", roles))
+            params.extend(roles)
+        if not include_deleted:
+            where.append("deleted = ?")
+            params.append(False)
+        clause = f"WHERE {' AND '.join(where)} " if where else ""
+        bound, more = limited(limit)
+        with self._reading() as db:
+            rows = db.all(
+                f"SELECT {_COLUMNS} FROM facts {clause}ORDER BY created_at, {db.seq}{bound}",
+                *params,
+                *more,
+            )
+        return [fact_from_row(r) for r in rows]
+
+    def delete_fact(self, fact_id: str, *, replaced_by: str | None = None) -> bool:
+        with self._writing() as db:
+            deleted = db.run(
+                "UPDATE facts SET deleted = ?, replaced_by = coalesce(?, replaced_by), "
+                "updated_at = ? WHERE id = ?",
+                True,
+                replaced_by,
+                db.time(now()),
+                fact_id,
+            )
+            db.run("UPDATE docs SET active = ? WHERE kind = 'fact' AND ref = ?", False, fact_id)
+        return deleted > 0
+
+    def purge_fact(self, fact_id: str) -> bool:
+        with self._writing() as db:
+            db.run("DELETE FROM docs WHERE kind = 'fact' AND ref = ?", fact_id)
+            return db.run("DELETE FROM facts WHERE id = ?", fact_id) > 0

@@ -1,0 +1,40 @@
+"""What a `SearchFilter` allows, as conditions on the `docs` columns, for every backend.
+
+Each backend renders the conditions in its own SQL (the SQLite one keeps the
+planner on the candidates it drives with; the PostgreSQL one binds arrays),
+but which columns are restricted, and that a fact-role restriction leaves
+messages and events alone, is decided here once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memlane.store.base import SearchFilter
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """`column` is one of `values` (none: no document passes)."""
+
+    column: str
+    values: tuple[str, ...]
+    facts_only: bool = False
+    """Only fact documents are held to it; messages and events pass."""
+
+    @property
+    def one(self) -> str | None:
+        """The single value of an equality test (a session), else None."""
+        return self.values[0] if self.column == "session_id" else None
+
+
+def conditions(flt: SearchFilter) -> list[Condition]:
+    """The conditions a document must meet besides being active, in a fixed order."""
+    out = [Condition("kind", tuple(flt.kinds))]
+    if flt.scopes is not None:
+        out.append(Condition("scope", tuple(flt.scopes)))
+    if flt.session_id is not None:
+        out.append(Condition("session_id", (flt.session_id,)))
+    if flt.fact_roles is not None:
+        out.append(Condition("role", tuple(flt.fact_roles), facts_only=True))
+    return out

@@ -1,0 +1,230 @@
+"""The `MessageLog` role, written once for every SQL backend: messages and events.
+
+A backend supplies `_append` (storing new messages with their search documents
+is where each is fastest its own way); the rest is here: holding a session's
+history while it is written, matching a resent history (`store.transcript`),
+changing a message's status with its count and index in step, and events.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from memlane.store.base import NewEvent, NewMessage, SessionNotFound, StoreError, SyncResult
+from memlane.store.codec import now
+from memlane.store.documents import Doc
+from memlane.store.rows import EVENT_COLUMNS, MESSAGE_COLUMNS, event_from_row, message_from_row
+from memlane.store.sessions import hold_session
+from memlane.store.sql import D, Db, SqlStore, limited
+from memlane.store.transcript import plan_sync
+from memlane.types import Event, StoredMessage
+
+MESSAGE_STATUSES = ("ok", "failed", "superseded")
+
+
+def check_status(status: str) -> None:
+    if status not in MESSAGE_STATUSES:
+        raise StoreError(f"unknown message status {status!r}: use ok, failed or superseded")
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """A session's history as its writer holds it."""
+
+    session_id: str
+    namespace: str
+    next_position: int
+    """The next free position; it stays free until the transaction ends."""
+    stored: list[tuple[int, str]]
+    """(id, content hash) of the stored client messages in `ok` status, in order."""
+
+
+def hold_history(db: Db, session_id: str, *, with_stored: bool = False) -> History:
+    """Take the session's row for this transaction: one writer of its history at a time.
+
+    The reads are separate statements after the locking one, because a
+    statement's snapshot predates its wait for the lock; sent together, they
+    still cost one round trip where the backend can pipeline them.
+    """
+    statements: list[tuple[str, Sequence[Any]]] = [
+        (f"SELECT namespace FROM sessions WHERE id = ?{db.lock}", [session_id]),
+        (
+            "SELECT coalesce(max(position) + 1, 0) AS next FROM messages WHERE session_id = ?",
+            [session_id],
+        ),
+    ]
+    if with_stored:
+        statements.append(
+            (
+                "SELECT id, content_hash FROM messages WHERE session_id = ? "
+                "AND origin = 'client' AND status = 'ok' ORDER BY position",
+                [session_id],
+            )
+        )
+    session, position, *stored = db.reads(*statements)
+    if not session:
+        raise SessionNotFound(f"no session with id {session_id}")
+    return History(
+        session_id=session_id,
+        namespace=str(session[0]["namespace"]),
+        next_position=int(position[0]["next"]),
+        stored=[(int(r["id"]), r["content_hash"]) for r in stored[0]] if stored else [],
+    )
+
+
+def change_status(db: Db, ids: Sequence[int], status: str) -> int:
+    """Change status, keeping the session's message_count and the index in step."""
+    changed = 0
+    for message_id in ids:
+        row = db.one("SELECT session_id, status FROM messages WHERE id = ?", message_id)
+        if row is None or row["status"] == status:
+            continue
+        delta = int(status != "superseded") - int(row["status"] != "superseded")
+        db.run("UPDATE messages SET status = ? WHERE id = ?", status, message_id)
+        db.run(
+            "UPDATE docs SET active = ? WHERE kind = 'message' AND ref = ?",
+            status != "superseded",
+            str(message_id),
+        )
+        if delta:
+            db.run(
+                "UPDATE sessions SET message_count = message_count + ? WHERE id = ?",
+                delta,
+                row["session_id"],
+            )
+        changed += 1
+    return changed
+
+
+def appended(
+    session_id: str,
+    start: int,
+    ids: Sequence[int],
+    items: Sequence[NewMessage],
+    hashes: Sequence[str],
+    created: datetime,
+) -> list[StoredMessage]:
+    """The records of messages just stored from `start` on, in order."""
+    return [
+        StoredMessage(
+            id=message_id,
+            session_id=session_id,
+            position=start + index,
+            message=item.message,
+            content_hash=content_hash,
+            token_count=item.token_count,
+            created_at=created,
+        )
+        for index, (message_id, item, content_hash) in enumerate(
+            zip(ids, items, hashes, strict=True)
+        )
+    ]
+
+
+class SqlMessageLog(SqlStore[D]):
+    @abstractmethod
+    def _append(
+        self, db: D, history: History, items: Sequence[NewMessage], hashes: Sequence[str]
+    ) -> list[StoredMessage]:
+        """Store `items` (at least one; their fingerprints: `hashes`) in the held session
+        from `history.next_position` on, indexed for search, and count them on the session."""
+
+    def sync_messages(self, session_id: str, incoming: Sequence[NewMessage]) -> SyncResult:
+        hashes = [item.message.fingerprint() for item in incoming]
+        with self._writing() as db:
+            # Writers take turns: the second sees what the first stored.
+            history = hold_history(db, session_id, with_stored=True)
+            plan = plan_sync([h for _, h in history.stored], hashes)
+            superseded = 0
+            if plan.supersede_from is not None:
+                stale = [message_id for message_id, _ in history.stored[plan.supersede_from :]]
+                superseded = change_status(db, stale, "superseded")
+            new = incoming[plan.matched :]
+            added = self._append(db, history, new, hashes[plan.matched :]) if new else []
+        return SyncResult(plan.matched, tuple(added), superseded)
+
+    def append_messages(
+        self, session_id: str, messages: Sequence[NewMessage]
+    ) -> list[StoredMessage]:
+        hashes = [item.message.fingerprint() for item in messages]
+        with self._writing() as db:
+            history = hold_history(db, session_id)
+            return self._append(db, history, messages, hashes) if messages else []
+
+    def list_messages(
+        self,
+        session_id: str,
+        *,
+        transcript_only: bool = False,
+        include_superseded: bool = False,
+        since_position: int = 0,
+    ) -> list[StoredMessage]:
+        status = "" if include_superseded else " AND status != 'superseded'"
+        with self._reading() as db:
+            rows = db.all(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? "
+                f"AND position >= ?{status} ORDER BY position",
+                session_id,
+                since_position,
+            )
+        messages = [message_from_row(r) for r in rows]
+        return [m for m in messages if m.transcript] if transcript_only else messages
+
+    def set_message_status(self, message_id: int, status: str) -> None:
+        check_status(status)
+        with self._writing() as db:
+            row = db.one("SELECT session_id FROM messages WHERE id = ?", message_id)
+            if row is None:
+                raise StoreError(f"no message with id {message_id}")
+            hold_session(db, row["session_id"])
+            change_status(db, [message_id], status)
+
+    # --- events -------------------------------------------------------------------------
+    def add_event(
+        self, session_id: str, kind: str, payload: Mapping[str, Any], *, text: str = ""
+    ) -> Event:
+        return self.add_events(session_id, [NewEvent(kind, payload, text)])[0]
+
+    def add_events(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
+        created = now()
+        out: list[Event] = []
+        with self._writing() as db:
+            # Events do not wait for a history's writer: they only reference the session.
+            namespace = hold_session(db, session_id, lock=False)
+            for event in events:
+                payload = dict(event.payload)
+                event_id = db.insert(
+                    "INSERT INTO events (session_id, kind, payload, text, created_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    session_id,
+                    event.kind,
+                    db.json(payload),
+                    event.text,
+                    db.time(created),
+                )
+                text = event.text
+                if text:
+                    doc = Doc("event", str(event_id), namespace, session_id, None, text, created)
+                    self._put_doc(db, doc)
+                out.append(Event(event_id, session_id, event.kind, payload, event.text, created))
+            db.run("UPDATE sessions SET updated_at = ? WHERE id = ?", db.time(created), session_id)
+        return out
+
+    def list_events(
+        self, session_id: str, *, kind: str | None = None, limit: int | None = None
+    ) -> list[Event]:
+        where, params = ("AND kind = ? ", [kind]) if kind is not None else ("", [])
+        bound, more = limited(limit)
+        with self._reading() as db:
+            rows = db.all(
+                f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? {where}"
+                f"ORDER BY id DESC{bound}",
+                session_id,
+                *params,
+                *more,
+            )
+        return [event_from_row(r) for r in reversed(rows)]

@@ -1,0 +1,148 @@
+"""Connections to the PostgreSQL store: a pool, one transaction per call.
+
+The schema is migrated when the store opens (`postgres.schema`). Every call
+takes a pooled connection for one transaction; a lost server or an exhausted
+pool becomes a `StoreError` naming the store (without its password).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
+from typing import Any, cast
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from memlane.store.base import StoreError
+from memlane.store.postgres.schema import migrate
+from memlane.store.rows import Row
+from memlane.store.sql import SqlStore
+from memlane.store.urls import redact
+
+Conn = psycopg.Connection[dict[str, Any]]
+
+POOL_MAX = 10
+CONNECT_TIMEOUT = 10
+# Seconds a request waits for a free pooled connection before failing.
+POOL_WAIT = 30.0
+
+
+class PostgresConnection(SqlStore["PostgresDb"]):
+    """A pool of connections to one PostgreSQL database, migrated when opened."""
+
+    def __init__(self, url: str, *, pool_size: int = POOL_MAX) -> None:
+        self.url = redact(url)
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
+                migrate(cast("psycopg.Connection[tuple[object, ...]]", conn))
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot open the PostgreSQL store at {self.url}: {_reason(exc)} "
+                "(check MEMLANE_STORE_URL, that the server runs and has the pgvector extension)"
+            ) from exc
+        self._pool: ConnectionPool[Conn] = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max(1, pool_size),
+            kwargs={"row_factory": dict_row},
+            configure=_configure,
+            open=False,
+            name="memlane",
+        )
+        try:
+            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+        except PoolTimeout as exc:
+            self._pool.close()
+            raise StoreError(f"cannot connect to the PostgreSQL store at {self.url}") from exc
+        self._closed = False
+
+    def close(self) -> None:
+        self._closed = True
+        self._pool.close()
+
+    @contextmanager
+    def _writing(self) -> Iterator[PostgresDb]:
+        """A pooled connection in one transaction: committed on success, rolled back on error.
+
+        A lost server or an exhausted pool becomes a `StoreError` naming the store.
+        """
+        if self._closed:
+            raise StoreError(f"the store {self.url} is closed")
+        try:
+            with self._pool.connection(timeout=POOL_WAIT) as conn:
+                yield PostgresDb(conn)
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise StoreError(
+                f"the PostgreSQL store at {self.url} failed: {_reason(exc)} "
+                "(is the server running and reachable?)"
+            ) from exc
+
+    def _reading(self) -> AbstractContextManager[PostgresDb]:
+        """Reads run in a transaction too: one snapshot for everything they read."""
+        return self._writing()
+
+
+class PostgresDb:
+    """`store.sql.Db` over one PostgreSQL connection: `?` marks bound as `%s`."""
+
+    seq = "seq"
+    lock = " FOR NO KEY UPDATE"
+    """Holds a session's row against other writers of its history; `NO KEY UPDATE`
+    still lets other transactions add rows (events) that reference it."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+
+    def time(self, value: datetime) -> datetime:
+        return value
+
+    def json(self, value: Any) -> Jsonb:
+        return Jsonb(value)
+
+    def one(self, sql: str, *params: Any) -> Row | None:
+        with self.conn.cursor(row_factory=dict_row) as cur:
+            return cur.execute(bind(sql), params).fetchone()
+
+    def all(self, sql: str, *params: Any) -> list[Row]:
+        with self.conn.cursor(row_factory=dict_row) as cur:
+            return list(cur.execute(bind(sql), params).fetchall())
+
+    def run(self, sql: str, *params: Any) -> int:
+        with self.conn.cursor() as cur:
+            return cur.execute(bind(sql), params).rowcount
+
+    def insert(self, sql: str, *params: Any) -> int:
+        row = self.one(sql + " RETURNING id", *params)
+        assert row is not None
+        return int(row["id"])
+
+    def reads(self, *statements: tuple[str, Sequence[Any]]) -> list[list[Row]]:
+        """Pipelined: sent together, answered in one round trip."""
+        with self.conn.pipeline():
+            cursors = [
+                self.conn.cursor(row_factory=dict_row).execute(bind(sql), params)
+                for sql, params in statements
+            ]
+        return [list(cur.fetchall()) for cur in cursors]
+
+
+@functools.lru_cache(maxsize=1024)
+def bind(sql: str) -> str:
+    """Shared SQL's `?` marks as psycopg's `%s` (a literal `%` doubled)."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+def _configure(conn: Conn) -> None:
+    """Every pooled connection reads timestamps in UTC, like the SQLite backend."""
+    conn.execute("SET TIME ZONE 'UTC'")
+    conn.commit()
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

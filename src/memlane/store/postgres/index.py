@@ -1,0 +1,156 @@
+"""The PostgreSQL search index: one `docs` row per searchable text, and its vectors.
+
+Both are derived from the stored rows (messages, events, facts), never dumped,
+and rebuilt when a store is loaded. A document's `tsvector` holds the shared
+analyser's terms (`postgres.keywords`); its vectors sit in one `vector` column
+of any dimension, with a partial HNSW index (cosine) per dimension.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import psycopg
+
+from memlane.store import analysis
+from memlane.store.base import Vector
+from memlane.store.documents import Doc
+from memlane.store.facts import SqlFacts, rebuild_turns
+from memlane.store.postgres.connection import PostgresDb
+from memlane.store.postgres.keywords import tsvector_literal
+from memlane.store.postgres.schema import LOCK_CLASS, VECTOR_INDEX_LOCK
+
+Conn = psycopg.Connection[dict[str, Any]]
+
+# pgvector indexes `vector` columns up to this dimension; above it, search is exact.
+HNSW_MAX_DIM = 2_000
+
+
+def put_doc(db: PostgresDb, doc: Doc, document: str | None = None) -> None:
+    """Insert or refresh one search document; a changed text drops its stale vectors.
+
+    `document` is what the keyword index reads when it is more than the text (a turn
+    with its neighbours, `store.documents`); the text is still what a hit shows.
+    """
+    words = analysis.terms(doc.text if document is None else document)
+    conn = db.conn
+    old = conn.execute(
+        "SELECT text FROM docs WHERE kind = %s AND ref = %s FOR UPDATE", (doc.kind, doc.ref)
+    ).fetchone()
+    if old is not None and old["text"] != doc.text:
+        conn.execute("DELETE FROM vectors WHERE kind = %s AND ref = %s", (doc.kind, doc.ref))
+    conn.execute(
+        "INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, length, created_at, "
+        "active) VALUES (%s, %s, %s, %s, %s, %s, %s::tsvector, %s, %s, %s) "
+        "ON CONFLICT (kind, ref) DO UPDATE SET scope = excluded.scope, "
+        "session_id = excluded.session_id, role = excluded.role, text = excluded.text, "
+        "terms = excluded.terms, length = excluded.length, created_at = excluded.created_at, "
+        "active = excluded.active",
+        (
+            doc.kind,
+            doc.ref,
+            doc.scope,
+            doc.session_id,
+            doc.role,
+            doc.text,
+            tsvector_literal(words),
+            len(words),
+            doc.created_at,
+            doc.active,
+        ),
+    )
+
+
+def insert_docs(conn: Conn, docs: Sequence[Doc]) -> None:
+    """Index new documents in one statement (a turn, or a batch of a store copy)."""
+    if not docs:
+        return
+    words = [analysis.terms(doc.text) for doc in docs]
+    conn.execute(
+        "INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, length, created_at, "
+        "active) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], "
+        "%s::text[], %s::text[], %s::tsvector[], %s::int[], %s::timestamptz[], %s::bool[])",
+        (
+            [d.kind for d in docs],
+            [d.ref for d in docs],
+            [d.scope for d in docs],
+            [d.session_id for d in docs],
+            [d.role for d in docs],
+            [d.text for d in docs],
+            [tsvector_literal(w) for w in words],
+            [len(w) for w in words],
+            [d.created_at for d in docs],
+            [d.active for d in docs],
+        ),
+    )
+
+
+def retext_turn(db: PostgresDb, ref: str, document: str) -> int:
+    """Replace a turn document's terms (see `store.facts.rebuild_turns`)."""
+    words = tsvector_literal(analysis.terms(document))
+    return db.conn.execute(
+        "UPDATE docs SET terms = %s::tsvector, length = %s "
+        "WHERE kind = 'fact' AND ref = %s AND terms IS DISTINCT FROM %s::tsvector",
+        (words, len(analysis.terms(document)), ref, words),
+    ).rowcount
+
+
+def rebuild_turn_documents(conn: psycopg.Connection[Any]) -> int:
+    """Index every live turn again with its neighbours (migration m002)."""
+    return rebuild_turns(PostgresDb(conn), retext_turn)
+
+
+def vector_text(vector: Vector) -> str:
+    return "[" + ",".join(map(repr, vector.tolist())) + "]"
+
+
+def insert_vectors(conn: Conn, kind: str, model: str, vectors: Mapping[str, Vector]) -> None:
+    """Upsert the vectors of documents that exist, in one statement."""
+    conn.execute(
+        "INSERT INTO vectors (kind, ref, model, dim, embedding) "
+        "SELECT d.kind, d.ref, %s, x.dim, x.vec::vector "
+        "FROM unnest(%s::text[], %s::int[], %s::text[]) AS x(ref, dim, vec) "
+        "JOIN docs d ON d.kind = %s AND d.ref = x.ref "
+        "ON CONFLICT (kind, ref, model) DO UPDATE "
+        "SET dim = excluded.dim, embedding = excluded.embedding",
+        (
+            model,
+            list(vectors),
+            [int(v.shape[0]) for v in vectors.values()],
+            [vector_text(v) for v in vectors.values()],
+            kind,
+        ),
+    )
+
+
+def group_vectors(
+    rows: Sequence[tuple[str, str, str, Vector]],
+) -> dict[tuple[str, str], dict[str, Vector]]:
+    groups: dict[tuple[str, str], dict[str, Vector]] = {}
+    for kind, ref, model, vector in rows:
+        groups.setdefault((kind, model), {})[ref] = vector
+    return groups
+
+
+def ensure_vector_index(conn: Conn, dim: int) -> None:
+    """An HNSW (cosine) index over the vectors of one dimension, made once per database."""
+    if dim > HNSW_MAX_DIM:
+        return
+    name = f"vectors_hnsw_{dim}"
+    found = conn.execute("SELECT to_regclass(%s) IS NOT NULL AS found", (name,)).fetchone()
+    if found is not None and found["found"]:
+        return  # the usual case: no table lock taken
+    # Replicas adding the same index at once would collide in the catalog: take turns.
+    conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, VECTOR_INDEX_LOCK))
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS {name} ON vectors "
+        f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE dim = {dim}"
+    )
+
+
+class PostgresFacts(SqlFacts[PostgresDb]):
+    """The facts role (`store.facts`) with this backend's documents."""
+
+    _put_doc = staticmethod(put_doc)
+    _retext_turn = staticmethod(retext_turn)

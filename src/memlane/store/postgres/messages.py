@@ -1,0 +1,79 @@
+"""Messages on PostgreSQL: appending in one statement (`store.message_log` holds the rest)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from psycopg.types.json import Jsonb
+
+from memlane.store import analysis, codec
+from memlane.store.base import NewMessage
+from memlane.store.message_log import History, SqlMessageLog, appended
+from memlane.store.postgres.connection import PostgresDb
+from memlane.store.postgres.keywords import tsvector_literal
+from memlane.types import StoredMessage
+
+_APPEND_SQL = """
+    WITH x AS (
+        SELECT * FROM unnest(
+            %(positions)s::int[], %(roles)s::text[], %(kinds)s::text[], %(origins)s::text[],
+            %(wires)s::text[], %(contents)s::jsonb[], %(texts)s::text[], %(hashes)s::text[],
+            %(tokens)s::int[], %(terms)s::tsvector[], %(lengths)s::int[]
+        ) AS x(position, role, kind, origin, wire, content, text, hash, tokens, terms, length)
+    ),
+    ins AS (
+        INSERT INTO messages (session_id, position, role, kind, origin, wire, content, text,
+                              content_hash, token_count, status, created_at)
+        SELECT %(sid)s, position, role, kind, origin, wire, content, text, hash, tokens, 'ok',
+               %(at)s
+        FROM x ORDER BY position
+        RETURNING id, position
+    ),
+    indexed AS (
+        INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, length, created_at,
+                          active)
+        SELECT 'message', ins.id::text, %(scope)s, %(sid)s, NULL, x.text, x.terms, x.length,
+               %(at)s, true
+        FROM ins JOIN x USING (position) WHERE x.text <> '' ORDER BY ins.position
+    ),
+    counted AS (
+        UPDATE sessions SET message_count = message_count + %(n)s, updated_at = %(at)s
+        WHERE id = %(sid)s
+    )
+    SELECT id, position FROM ins
+"""
+
+
+class PostgresMessages(SqlMessageLog[PostgresDb]):
+    def _append(
+        self, db: PostgresDb, history: History, items: Sequence[NewMessage], hashes: Sequence[str]
+    ) -> list[StoredMessage]:
+        """One statement stores the rows, indexes them and counts them, whatever the count."""
+        start = history.next_position
+        created = codec.now()
+        positions = list(range(start, start + len(items)))
+        words = [analysis.terms(item.message.text) for item in items]
+        rows = db.conn.execute(
+            _APPEND_SQL,
+            {
+                "sid": history.session_id,
+                "scope": history.namespace,
+                "at": created,
+                "n": len(items),
+                "positions": positions,
+                "roles": [i.message.role for i in items],
+                "kinds": [i.message.kind for i in items],
+                "origins": [i.message.origin for i in items],
+                "wires": [i.message.wire for i in items],
+                "contents": [Jsonb(codec.message_to_json(i.message)) for i in items],
+                "texts": [i.message.text for i in items],
+                "hashes": hashes,
+                "tokens": [i.token_count for i in items],
+                "terms": [tsvector_literal(w) for w in words],
+                "lengths": [len(w) for w in words],
+            },
+        ).fetchall()
+        ids = {int(r["position"]): int(r["id"]) for r in rows}
+        return appended(
+            history.session_id, start, [ids[p] for p in positions], items, hashes, created
+        )

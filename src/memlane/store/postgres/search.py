@@ -1,0 +1,166 @@
+"""Search on PostgreSQL: BM25 over the `tsvector` index, cosine over HNSW indexes.
+
+Keyword ranking is BM25 with the collection's statistics (`postgres.keywords`),
+so scores agree with SQLite's; vector search is pgvector's cosine distance
+over a partial HNSW index per dimension, created on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from memlane.store import analysis, codec
+from memlane.store.base import SearchFilter, Vector
+from memlane.store.filters import conditions
+from memlane.store.postgres.connection import PostgresDb
+from memlane.store.postgres.index import ensure_vector_index, insert_vectors
+from memlane.store.postgres.keywords import (
+    BM25_B,
+    BM25_K1,
+    FILL_SQL,
+    SEARCH_SQL,
+    CollectionStats,
+    tsquery_literal,
+)
+from memlane.store.rows import hit_from_row
+from memlane.store.sql import SqlStore
+from memlane.types import DocKind, Hit
+
+# The most candidates an HNSW scan visits to fill a filtered result (pgvector's default).
+HNSW_MAX_SCAN = 20_000
+
+
+def filter_sql(flt: SearchFilter, alias: str) -> tuple[str, dict[str, Any]]:
+    """The WHERE clause (over the `docs` alias) and its parameters for a search filter."""
+    clauses: list[str] = []
+    params: dict[str, Any] = {}
+    for condition in conditions(flt):
+        key = f"f_{condition.column}"
+        if condition.one is not None:
+            clause = f"{alias}.{condition.column} = %({key})s"
+            params[key] = condition.one
+        else:
+            clause = f"{alias}.{condition.column} = ANY(%({key})s)"
+            params[key] = list(condition.values)
+        clauses.append(f"({alias}.kind <> 'fact' OR {clause})" if condition.facts_only else clause)
+    return " AND ".join(clauses), params
+
+
+class PostgresSearch(SqlStore[PostgresDb]):
+    _indexed_dims: set[int]
+    """Dimensions known to have their HNSW index in this database."""
+    _stats: CollectionStats
+
+    def _start_search(self) -> None:
+        self._indexed_dims = set()
+        self._stats = CollectionStats()
+
+    def keyword_search(self, query: str, flt: SearchFilter, *, limit: int = 10) -> list[Hit]:
+        words = analysis.query_terms(query)
+        if not words or limit <= 0 or not flt.kinds:
+            return []
+        where, params = filter_sql(flt, "d")
+        with self._reading() as db:
+            conn = db.conn
+            weights = self._stats.weigh(conn, words)
+            params.update(
+                terms=weights.words,
+                idf=weights.idf,
+                any=tsquery_literal(weights.match),
+                avgdl=weights.avgdl,
+                k1=BM25_K1,
+                b=BM25_B,
+                limit=limit,
+            )
+            rows = (
+                conn.execute(SEARCH_SQL.format(where=where), params).fetchall()
+                if weights.match
+                else []
+            )
+            if len(rows) < limit and len(weights.match) < len(words):
+                params.update(
+                    any=tsquery_literal(words),
+                    found=[r["seq"] for r in rows],
+                    limit=limit - len(rows),
+                )
+                rows += conn.execute(FILL_SQL.format(where=where), params).fetchall()
+        return [hit_from_row(r, float(r["score"])) for r in rows]
+
+    def put_vectors(
+        self, kind: DocKind, items: Sequence[tuple[str, Vector]], *, model: str
+    ) -> None:
+        # The last vector given for a ref wins; documents gone meanwhile are skipped.
+        prepared = {
+            ref: codec.as_vector(vec, what=f"vector for {kind} {ref}") for ref, vec in items
+        }
+        if not prepared:
+            return
+        dims = {int(v.shape[0]) for v in prepared.values()}
+        with self._writing() as db:
+            conn = db.conn
+            for dim in sorted(dims - self._indexed_dims):
+                ensure_vector_index(conn, dim)
+            insert_vectors(conn, kind, model, prepared)
+        self._indexed_dims |= dims
+
+    def vector_search(
+        self, vector: Vector, flt: SearchFilter, *, model: str, limit: int = 10
+    ) -> list[Hit]:
+        query = codec.as_vector(vector, what="query vector")
+        if limit <= 0 or not flt.kinds:
+            return []
+        dim = int(query.shape[0])
+        where, params = filter_sql(flt, "d")
+        params.update(model=model, q=query.tolist(), limit=limit)
+        # The dimension is inlined (an int) so the planner can use that dimension's index.
+        distance = f"v.embedding::vector({dim}) <=> %(q)s::real[]::vector({dim})"
+        sql = f"""
+            SELECT d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at,
+                   {distance} AS distance
+            FROM vectors v JOIN docs d ON d.kind = v.kind AND d.ref = v.ref
+            WHERE v.model = %(model)s AND v.dim = {dim} AND d.active AND {where}
+            ORDER BY distance
+            LIMIT %(limit)s
+        """
+        with self._reading() as db:
+            conn = db.conn
+            # A filtered HNSW scan keeps going until `limit` rows pass the filter.
+            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {HNSW_MAX_SCAN}")
+            rows = conn.execute(sql, params).fetchall()
+        hits = [hit_from_row(r, 1.0 - float(r["distance"])) for r in rows]
+        return sorted(hits, key=lambda h: -h.score)
+
+    def get_vectors(self, kind: DocKind, refs: Sequence[str], *, model: str) -> dict[str, Vector]:
+        if not refs:
+            return {}
+        with self._reading() as db:
+            conn = db.conn
+            rows = conn.execute(
+                "SELECT ref, embedding::real[] AS vec FROM vectors "
+                "WHERE kind = %s AND model = %s AND ref = ANY(%s)",
+                (kind, model, list(refs)),
+            ).fetchall()
+        return {r["ref"]: np.asarray(r["vec"], dtype=np.float32) for r in rows}
+
+    def missing_vectors(
+        self, kind: DocKind, *, model: str, limit: int = 1000
+    ) -> list[tuple[str, str]]:
+        with self._reading() as db:
+            conn = db.conn
+            rows = conn.execute(
+                "SELECT d.ref, d.text FROM docs d WHERE d.kind = %s AND d.active AND NOT EXISTS "
+                "(SELECT 1 FROM vectors v WHERE v.kind = d.kind AND v.ref = d.ref "
+                "AND v.model = %s) ORDER BY d.seq LIMIT %s",
+                (kind, model, limit),
+            ).fetchall()
+        return [(r["ref"], r["text"]) for r in rows]
+
+    def drop_vectors(self, *, except_model: str) -> int:
+        with self._writing() as db:
+            conn = db.conn
+            cur = conn.execute("DELETE FROM vectors WHERE model <> %s", (except_model,))
+            return cur.rowcount

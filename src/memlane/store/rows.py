@@ -1,0 +1,114 @@
+"""Stored rows to records, the same for every backend.
+
+SQLite hands back JSON as text and timestamps as ISO text; PostgreSQL hands
+back decoded JSON and `datetime`s. `decoded` and `codec.moment` accept either,
+so one mapper per record serves both backends.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+from memlane.store.codec import message_from_json, moment
+from memlane.types import Event, Fact, Hit, Session, StoredMessage
+
+
+class Row(Protocol):
+    """A result row read by column name: `sqlite3.Row` or a psycopg `dict_row` dict."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+    def keys(self) -> Any: ...
+
+
+# Column lists of the tables whose rows the store reads whole (and dumps).
+SESSION_COLUMNS = (
+    "id, key, namespace, title, parent_id, fork_position, summary, summarized_count, "
+    "metadata, prompt_tokens, completion_tokens, cost_usd, message_count, created_at, updated_at"
+)
+MESSAGE_COLUMNS = (
+    "id, session_id, position, role, kind, origin, wire, content, text, content_hash, "
+    "token_count, status, created_at"
+)
+EVENT_COLUMNS = "id, session_id, kind, payload, text, created_at"
+
+
+def decoded(value: Any) -> Any:
+    """A JSON column's value: parsed from text (SQLite) or already decoded (PostgreSQL)."""
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def session_from_row(row: Row) -> Session:
+    return Session(
+        id=row["id"],
+        key=row["key"],
+        namespace=row["namespace"],
+        created_at=moment(row["created_at"]),
+        updated_at=moment(row["updated_at"]),
+        title=row["title"],
+        parent_id=row["parent_id"],
+        fork_position=row["fork_position"],
+        summary=row["summary"],
+        summarized_count=row["summarized_count"],
+        metadata=decoded(row["metadata"]) or {},
+        prompt_tokens=int(row["prompt_tokens"]),
+        completion_tokens=int(row["completion_tokens"]),
+        cost_usd=float(row["cost_usd"]),
+        message_count=int(row["message_count"]),
+    )
+
+
+def message_from_row(row: Row) -> StoredMessage:
+    return StoredMessage(
+        id=int(row["id"]),
+        session_id=row["session_id"],
+        position=int(row["position"]),
+        message=message_from_json(decoded(row["content"])),
+        content_hash=row["content_hash"],
+        token_count=int(row["token_count"]),
+        created_at=moment(row["created_at"]),
+        status=row["status"],
+    )
+
+
+def event_from_row(row: Row) -> Event:
+    return Event(
+        id=int(row["id"]),
+        session_id=row["session_id"],
+        kind=row["kind"],
+        payload=decoded(row["payload"]),
+        text=row["text"],
+        created_at=moment(row["created_at"]),
+    )
+
+
+def hit_from_row(row: Row, score: float) -> Hit:
+    return Hit(
+        kind=row["kind"],
+        ref=row["ref"],
+        scope=row["scope"],
+        session_id=row["session_id"],
+        text=row["text"],
+        score=score,
+        created_at=moment(row["created_at"]),
+    )
+
+
+def fact_from_row(row: Row) -> Fact:
+    """A fact from a stored row (either backend) or a dumped one."""
+    return Fact(
+        id=row["id"],
+        scope=row["scope"],
+        conversation_id=row["conversation_id"],
+        role=row["role"],
+        text=row["text"],
+        created_at=moment(row["created_at"]),
+        updated_at=moment(row["updated_at"]),
+        deleted=bool(row["deleted"]),
+        replaced_by=row["replaced_by"],
+        summary_kind=row["summary_kind"],
+        source_session=row["source_session"],
+        source_message=row["source_message"],
+        content_hash=row["content_hash"] or "",
+    )

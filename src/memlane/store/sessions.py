@@ -1,0 +1,225 @@
+"""The `SessionStore` role, written once for every SQL backend.
+
+What differs by backend is how a fork copies the messages with their search
+documents and vectors (`_copy_messages`) and what a deletion leaves to tidy
+(`_forget_deleted`); the rules are here: a fork keeps the running summary only
+when it keeps everything the summary covers, and deleting a session deletes
+its messages, events, state, its conversation's facts and all their documents.
+"""
+
+from __future__ import annotations
+
+import uuid
+from abc import abstractmethod
+from collections.abc import Mapping
+from typing import Any
+
+from memlane.store.base import SessionNotFound, StoreError
+from memlane.store.codec import now
+from memlane.store.rows import SESSION_COLUMNS, Row, decoded, session_from_row
+from memlane.store.sql import D, Db, SqlStore, limited
+from memlane.types import Session
+
+
+def hold_session(db: Db, session_id: str, *, lock: bool = True) -> str:
+    """The session's namespace, its row held by this transaction unless `lock` is off;
+    `SessionNotFound` when there is no such session."""
+    row = db.one(
+        f"SELECT namespace FROM sessions WHERE id = ?{db.lock if lock else ''}", session_id
+    )
+    if row is None:
+        raise SessionNotFound(f"no session with id {session_id}")
+    return str(row["namespace"])
+
+
+def forked_summary(source: Row, at_position: int | None) -> tuple[str, int]:
+    """The fork's running summary and its `summarized_count`: the source's, if the fork
+    keeps every message it summarised, else none."""
+    if at_position is None or at_position >= source["summarized_count"]:
+        return source["summary"], int(source["summarized_count"])
+    return "", 0
+
+
+class SqlSessions(SqlStore[D]):
+    @abstractmethod
+    def _copy_messages(self, db: D, source_id: str, new_id: str, at_position: int | None) -> int:
+        """Copy the source's `ok` messages before `at_position` (all without one) into the
+        new session, indexed under their new ids with their vectors; return how many."""
+
+    def _forget_deleted(self, db: D) -> None:
+        """Tidy up after a session was deleted (nothing to do unless the backend says)."""
+
+    def ensure_session(self, key: str, *, namespace: str | None = None) -> Session:
+        found = self.find_session(key)
+        if found is not None:
+            return found
+        stamp = now()
+        with self._writing() as db:
+            # Race-free across processes: the unique key decides, the loser reads the winner's.
+            db.run(
+                "INSERT INTO sessions (id, key, namespace, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
+                uuid.uuid4().hex,
+                key,
+                key if namespace is None else namespace,
+                db.time(stamp),
+                db.time(stamp),
+            )
+            row = db.one(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE key = ?", key)
+        assert row is not None
+        return session_from_row(row)
+
+    def get_session(self, session_id: str) -> Session | None:
+        with self._reading() as db:
+            row = db.one(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", session_id)
+        return session_from_row(row) if row else None
+
+    def find_session(self, key: str) -> Session | None:
+        with self._reading() as db:
+            row = db.one(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE key = ?", key)
+        return session_from_row(row) if row else None
+
+    def list_sessions(
+        self, *, namespace: str | None = None, limit: int | None = None
+    ) -> list[Session]:
+        where, params = ("WHERE namespace = ? ", [namespace]) if namespace is not None else ("", [])
+        bound, more = limited(limit)
+        with self._reading() as db:
+            rows = db.all(
+                f"SELECT {SESSION_COLUMNS} FROM sessions {where}"
+                f"ORDER BY updated_at DESC, {db.seq} DESC{bound}",
+                *params,
+                *more,
+            )
+        return [session_from_row(r) for r in rows]
+
+    def update_session(
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        summary: str | None = None,
+        summarized_count: int | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Session:
+        with self._writing() as db:
+            changed = db.run(
+                "UPDATE sessions SET title = coalesce(?, title), summary = coalesce(?, summary), "
+                "summarized_count = coalesce(?, summarized_count), "
+                "metadata = coalesce(?, metadata), updated_at = ? WHERE id = ?",
+                title,
+                summary,
+                summarized_count,
+                db.json(dict(metadata)) if metadata is not None else None,
+                db.time(now()),
+                session_id,
+            )
+            if not changed:
+                raise SessionNotFound(f"no session with id {session_id}")
+            row = db.one(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", session_id)
+        assert row is not None
+        return session_from_row(row)
+
+    def add_usage(
+        self,
+        session_id: str,
+        *,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        cost_usd: float = 0.0,
+    ) -> None:
+        with self._writing() as db:
+            changed = db.run(
+                "UPDATE sessions SET prompt_tokens = prompt_tokens + ?, "
+                "completion_tokens = completion_tokens + ?, cost_usd = cost_usd + ?, "
+                "updated_at = ? WHERE id = ?",
+                prompt_tokens,
+                completion_tokens,
+                cost_usd,
+                db.time(now()),
+                session_id,
+            )
+            if not changed:
+                raise SessionNotFound(f"no session with id {session_id}")
+
+    def delete_session(self, session_id: str) -> bool:
+        with self._writing() as db:
+            # Index rows of the session (its messages, events and facts) go with it.
+            db.run("DELETE FROM docs WHERE session_id = ?", session_id)
+            db.run(
+                "DELETE FROM docs WHERE kind = 'fact' AND ref IN "
+                "(SELECT id FROM facts WHERE conversation_id = ?)",
+                session_id,
+            )
+            db.run("DELETE FROM facts WHERE conversation_id = ?", session_id)
+            deleted = db.run("DELETE FROM sessions WHERE id = ?", session_id) > 0
+            if deleted:
+                self._forget_deleted(db)
+        return deleted
+
+    def fork_session(
+        self, session_id: str, *, new_key: str, at_position: int | None = None
+    ) -> Session:
+        new_id = uuid.uuid4().hex
+        stamp = now()
+        with self._writing() as db:
+            source = db.one(
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?{db.lock}", session_id
+            )
+            if source is None:
+                raise SessionNotFound(f"no session with id {session_id}")
+            if db.one("SELECT 1 FROM sessions WHERE key = ?", new_key) is not None:
+                raise StoreError(f"a session with key {new_key!r} already exists")
+            summary, summarized_count = forked_summary(source, at_position)
+            db.run(
+                "INSERT INTO sessions (id, key, namespace, title, parent_id, fork_position, "
+                "summary, summarized_count, metadata, created_at, updated_at) "
+                "VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?)",
+                new_id,
+                new_key,
+                source["namespace"],
+                session_id,
+                at_position,
+                summary,
+                summarized_count,
+                db.json(decoded(source["metadata"])),
+                db.time(stamp),
+                db.time(stamp),
+            )
+            copied = self._copy_messages(db, session_id, new_id, at_position)
+            db.run("UPDATE sessions SET message_count = ? WHERE id = ?", copied, new_id)
+            db.run(
+                "INSERT INTO session_state (session_id, name, value) "
+                "SELECT ?, name, value FROM session_state WHERE session_id = ?",
+                new_id,
+                session_id,
+            )
+            row = db.one(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", new_id)
+        assert row is not None
+        return session_from_row(row)
+
+    # --- scaffold state ---------------------------------------------------------------
+    def get_state(self, session_id: str) -> dict[str, str]:
+        with self._reading() as db:
+            rows = db.all(
+                "SELECT name, value FROM session_state WHERE session_id = ? ORDER BY name",
+                session_id,
+            )
+        return {r["name"]: r["value"] for r in rows}
+
+    def set_state(self, session_id: str, name: str, value: str | None) -> None:
+        with self._writing() as db:
+            hold_session(db, session_id)
+            if value is None:
+                db.run(
+                    "DELETE FROM session_state WHERE session_id = ? AND name = ?", session_id, name
+                )
+            else:
+                db.run(
+                    "INSERT INTO session_state (session_id, name, value) VALUES (?, ?, ?) "
+                    "ON CONFLICT (session_id, name) DO UPDATE SET value = excluded.value",
+                    session_id,
+                    name,
+                    value,
+                )
+            db.run("UPDATE sessions SET updated_at = ? WHERE id = ?", db.time(now()), session_id)

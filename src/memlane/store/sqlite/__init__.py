@@ -1,0 +1,5 @@
+"""The embedded backend: one SQLite file (WAL, FTS5), with in-process search caches."""
+
+from memlane.store.sqlite.store import SQLiteStore
+
+__all__ = ["SQLiteStore"]

@@ -1,0 +1,214 @@
+"""Connections to the SQLite file: one per thread, every write one IMMEDIATE transaction.
+
+Each thread gets its own connection. Every write is one `BEGIN IMMEDIATE`
+transaction, so a writer waits (busy timeout) instead of failing, and a crash
+loses at most the transaction in flight. `synchronous=normal` survives a
+process crash; `full` also survives power loss.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from memlane.store.base import StoreError
+from memlane.store.codec import dumps, ts_to_text
+from memlane.store.rows import Row
+from memlane.store.sql import SqlStore
+from memlane.store.sqlite.checkpoint import Checkpointer
+from memlane.store.sqlite.schema import ForeignDatabase, NewerSchema, check, migrate
+
+BUSY_TIMEOUT_MS = 10_000
+
+
+class SQLiteDb:
+    """`store.sql.Db` over one SQLite connection: text timestamps, JSON as text."""
+
+    seq = "rowid"
+    lock = ""  # a write transaction holds the whole file
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def time(self, value: datetime) -> str:
+        return ts_to_text(value)
+
+    def json(self, value: Any) -> str:
+        return dumps(value)
+
+    def one(self, sql: str, *params: Any) -> Row | None:
+        cursor = self.conn.execute(sql, params)
+        cursor.row_factory = sqlite3.Row
+        row: sqlite3.Row | None = cursor.fetchone()
+        return row
+
+    def all(self, sql: str, *params: Any) -> list[Row]:
+        cursor = self.conn.execute(sql, params)
+        cursor.row_factory = sqlite3.Row
+        return list(cursor.fetchall())
+
+    def run(self, sql: str, *params: Any) -> int:
+        return self.conn.execute(sql, params).rowcount
+
+    def insert(self, sql: str, *params: Any) -> int:
+        rowid = self.conn.execute(sql, params).lastrowid
+        assert rowid is not None
+        return rowid
+
+    def reads(self, *statements: tuple[str, Sequence[Any]]) -> list[list[Row]]:
+        return [self.all(sql, *params) for sql, params in statements]
+
+
+class SQLiteConnection(SqlStore[SQLiteDb]):
+    """One connection per thread to one SQLite file, opened (and migrated) once."""
+
+    def __init__(self, path: Path, *, synchronous: Literal["normal", "full"] = "normal") -> None:
+        self.path = Path(path).expanduser().absolute()
+        self.url = f"sqlite:///{self.path}"
+        if synchronous not in ("normal", "full"):
+            raise StoreError(f"sqlite synchronous must be 'normal' or 'full', not {synchronous!r}")
+        self._synchronous = synchronous
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self.checkpointer = Checkpointer(self.path, self._conn)
+        self._closed = False
+        self._open()
+
+    def _open(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the folder for the database {self.path}: {exc.strerror or exc}; "
+                "choose a writable MEMLANE_HOME"
+            ) from None
+        if self.path.exists() and not self.path.is_file():
+            raise StoreError(
+                f"{self.path} is not a database file; move it aside or choose another MEMLANE_HOME"
+            )
+        try:
+            conn = self._conn()
+            check(conn)  # before anything writes: a refused file must stay as it was
+            conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            migrate(conn)
+        except ForeignDatabase as exc:
+            self.close()
+            raise StoreError(
+                f"{self.path} is a SQLite database of another application (tables: "
+                f"{', '.join(exc.args[0][:5])}); memlane leaves it alone: choose another "
+                "MEMLANE_HOME"
+            ) from None
+        except NewerSchema as exc:
+            self.close()
+            raise StoreError(
+                f"{self.path} was written by a newer memlane (migrations "
+                f"{', '.join(exc.args[0])}); upgrade memlane to open it"
+            ) from None
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise StoreError(explain(self.path, exc)) from None
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        if self._closed:
+            raise StoreError(f"the store {self.path} is closed")
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA secure_delete = ON")  # deleted text is overwritten, not left
+            conn.execute(f"PRAGMA synchronous = {self._synchronous.upper()}")
+            conn.execute("PRAGMA wal_autocheckpoint = 0")  # `sqlite.checkpoint` does it
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(explain(self.path, exc)) from None
+        self._local.conn = conn
+        with self._lock:
+            self._connections.append(conn)
+        return conn
+
+    def close(self) -> None:
+        self.checkpointer.stop()
+        with self._lock:
+            self._closed = True
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            conn.close()
+        self._local = threading.local()
+
+    @contextmanager
+    def _writing(self) -> Iterator[SQLiteDb]:
+        """One IMMEDIATE transaction: the write lock is taken up front, so no upgrade deadlock.
+
+        Threads of this process first queue on a Python lock: SQLite's busy handler
+        polls with sleeps of up to 100 ms, so a writer waiting on another thread of
+        the same proxy would otherwise sleep (and poll) long after the lock is free.
+        Other processes still wait through the busy timeout. The WAL is checkpointed
+        by a background thread (`sqlite.checkpoint`), never by the committing write.
+        """
+        conn = self._conn()
+        if not self._write_lock.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
+            raise StoreError(
+                f"the database {self.path} stayed locked by another writer in this process for "
+                f"{BUSY_TIMEOUT_MS // 1000} s; retry"
+            )
+        try:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(explain(self.path, exc)) from None
+            try:
+                yield SQLiteDb(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.DatabaseError as exc:
+                conn.execute("ROLLBACK")
+                raise StoreError(explain(self.path, exc)) from None
+        finally:
+            self._write_lock.release()
+        self.checkpointer.committed()
+
+    @contextmanager
+    def _reading(self) -> Iterator[SQLiteDb]:
+        """Reads outside a transaction: each statement sees the last commit."""
+        try:
+            yield SQLiteDb(self._conn())
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(explain(self.path, exc)) from None
+
+
+def explain(path: Path, exc: sqlite3.DatabaseError) -> str:
+    """One line naming the file, what is wrong, and what to do."""
+    text = str(exc)
+    if "not a database" in text or "malformed" in text or "corrupt" in text:
+        return (
+            f"{path} is not a readable memlane database ({text}); memlane left it untouched: "
+            "restore it from a backup or move it aside to start a new one"
+        )
+    if "unable to open" in text or "readonly" in text or "read-only" in text:
+        return (
+            f"cannot open the database {path} for writing ({text}); check the permissions of "
+            "the file and its folder, or choose another MEMLANE_HOME"
+        )
+    if "locked" in text or "busy" in text:
+        return (
+            f"the database {path} stayed locked by another process for "
+            f"{BUSY_TIMEOUT_MS // 1000} s ({text}); retry, or stop the process holding it"
+        )
+    return f"database error in {path}: {text}"

@@ -1,0 +1,122 @@
+"""Whole-store copy for the SQLite backend: rows out (`dump`) and in (`load`).
+
+Row shapes are the ones `store.codec` pins for every backend, so a PostgreSQL
+dump loads here and back. Loaded rows keep their ids; their search documents
+are built again from them (`store.tables.loaded_docs`), and vectors are
+attached to the documents they belong to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from memlane.store.base import StoreError, check_table
+from memlane.store.codec import (
+    dumps,
+    vector_from_bytes,
+    vector_from_text,
+    vector_to_bytes,
+    vector_to_text,
+)
+from memlane.store.facts import fact_doc, rebuild_turns
+from memlane.store.rows import Row, decoded, fact_from_row
+from memlane.store.sql import marks
+from memlane.store.sqlite.connection import SQLiteDb
+from memlane.store.sqlite.index import put_doc, retext_turn
+from memlane.store.tables import SqlTables, loaded_docs, message_active
+
+_JSON_COLUMNS = {"sessions": "metadata", "messages": "content", "events": "payload"}
+_ORDER = {"session_state": "session_id, name", "meta": "key"}
+_VECTORS = """SELECT d.kind, d.ref, v.model, v.dim, v.vec FROM vectors v
+    JOIN docs d ON d.rowid = v.doc_id ORDER BY v.id"""
+
+
+class SQLiteCopy(SqlTables[SQLiteDb]):
+    """The tables role (`store.tables`: meta, counts) with this backend's dump and load."""
+
+    def dump(self, table: str) -> Iterator[dict[str, Any]]:
+        check_table(table)
+        with self._reading() as db:
+            if table == "vectors":
+                rows = [_dump_vector(r) for r in db.all(_VECTORS)]
+            else:
+                order = _ORDER.get(table, "rowid")
+                rows = [
+                    _dump_row(table, dict(r))
+                    for r in db.all(f"SELECT * FROM {table} ORDER BY {order}")
+                ]
+        yield from rows
+
+    def load(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        check_table(table)
+        with self._writing() as db:
+            if table == "vectors":
+                for row in rows:
+                    _load_vector(db, row)
+                return
+            for row in rows:
+                _insert(db, table, row)
+            if table in ("messages", "events"):
+                active = message_active if table == "messages" else lambda row: True
+                for doc in loaded_docs(
+                    db, "message" if table == "messages" else "event", rows, active
+                ):
+                    put_doc(db, doc)
+            elif table == "facts":
+                facts = [fact_from_row(row) for row in rows]
+                for fact in facts:
+                    put_doc(db, fact_doc(fact))
+                # turns are indexed with their neighbours, which the batch itself brought along
+                conversations = sorted({f.conversation_id for f in facts})
+                rebuild_turns(db, retext_turn, conversations=conversations)
+
+
+def _dump_row(table: str, row: dict[str, Any]) -> dict[str, Any]:
+    column = _JSON_COLUMNS.get(table)
+    if column is not None:
+        row[column] = decoded(row[column])
+    if table == "facts":
+        row["deleted"] = bool(row["deleted"])
+    return row
+
+
+def _dump_vector(row: Row) -> dict[str, Any]:
+    return {
+        "kind": row["kind"],
+        "ref": row["ref"],
+        "model": row["model"],
+        "dim": row["dim"],
+        "vec": vector_to_text(vector_from_bytes(row["vec"])),
+    }
+
+
+def _insert(db: SQLiteDb, table: str, row: Mapping[str, Any]) -> None:
+    values = dict(row)
+    column = _JSON_COLUMNS.get(table)
+    if column is not None:
+        values[column] = dumps(values[column])
+    if table == "facts":
+        values["deleted"] = int(bool(values["deleted"]))
+    names = list(values)
+    db.run(
+        f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks(names)})",
+        *[values[n] for n in names],
+    )
+
+
+def _load_vector(db: SQLiteDb, row: Mapping[str, Any]) -> None:
+    doc = db.one("SELECT rowid FROM docs WHERE kind = ? AND ref = ?", row["kind"], row["ref"])
+    if doc is None:
+        raise StoreError(
+            f"vector for {row['kind']} {row['ref']} has no document: load the tables in "
+            "store.TABLES order"
+        )
+    vector = vector_from_text(row["vec"])
+    db.run(
+        "INSERT OR REPLACE INTO vectors (doc_id, model, dim, vec) VALUES (?, ?, ?, ?)",
+        doc["rowid"],
+        row["model"],
+        int(vector.shape[0]),
+        vector_to_bytes(vector),
+    )

@@ -1,0 +1,34 @@
+"""Sessions on SQLite: what a fork copies and what a deletion tidies (`store.sessions`)."""
+
+from __future__ import annotations
+
+from memlane.store.rows import MESSAGE_COLUMNS
+from memlane.store.sessions import SqlSessions
+from memlane.store.sqlite.connection import SQLiteDb
+from memlane.store.sqlite.index import copy_doc
+
+_COPY_MESSAGE = f"""INSERT INTO messages ({MESSAGE_COLUMNS})
+    SELECT NULL, ?, position, role, kind, origin, wire, content, text, content_hash,
+    token_count, status, created_at FROM messages WHERE id = ?"""
+
+
+class SQLiteSessions(SqlSessions[SQLiteDb]):
+    def _copy_messages(
+        self, db: SQLiteDb, source_id: str, new_id: str, at_position: int | None
+    ) -> int:
+        rows = db.all(
+            "SELECT id FROM messages WHERE session_id = ? AND status = 'ok' AND position < ? "
+            "ORDER BY position",
+            source_id,
+            at_position if at_position is not None else 2**62,
+        )
+        for row in rows:
+            old_id = row["id"]
+            new_message_id = db.insert(_COPY_MESSAGE, new_id, old_id)
+            copy_doc(db, "message", str(old_id), str(new_message_id), new_id)
+        return len(rows)
+
+    def _forget_deleted(self, db: SQLiteDb) -> None:
+        # FTS5 keeps a deleted document's terms in its segments until they are
+        # merged: merging now leaves no trace of the deleted text in the index.
+        db.run("INSERT INTO docs_fts(docs_fts) VALUES ('optimize')")

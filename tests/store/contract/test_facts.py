@@ -1,0 +1,56 @@
+"""Long-term memory entries: put, read back, list, tombstone.
+
+Run once per backend (`tests/store/conftest.py`).
+"""
+
+from __future__ import annotations
+
+from memlane.store import (
+    FactStore,
+    SearchFilter,
+    Store,
+)
+from tests.store.contract.support import MODEL, fact, unit
+
+
+def test_facts_put_get_list_and_replace(store: Store) -> None:
+    store.put_fact(fact("f1", "The user prefers tabs", minutes=1))
+    store.put_fact(fact("f2", "The project uses uv", scope="repo-b", minutes=2))
+    store.put_fact(fact("f3", "Said hello", role="user", conversation_id="other", minutes=3))
+    assert store.get_fact("f1") == fact("f1", "The user prefers tabs", minutes=1)
+    assert store.get_fact("nope") is None
+    assert [f.id for f in store.list_facts()] == ["f1", "f2", "f3"]
+    assert [f.id for f in store.list_facts(scope="repo-a")] == ["f1", "f3"]
+    assert [f.id for f in store.list_facts(conversation_id="other")] == ["f3"]
+    assert [f.id for f in store.list_facts(roles=["user"])] == ["f3"]
+    assert [f.id for f in store.list_facts(limit=2)] == ["f1", "f2"]
+    store.put_fact(fact("f1", "The user prefers spaces", minutes=1))
+    assert store.get_fact("f1") == fact("f1", "The user prefers spaces", minutes=1)
+    assert store.keyword_search("tabs", SearchFilter()) == []
+    assert [h.ref for h in store.keyword_search("spaces", SearchFilter())] == ["f1"]
+
+
+def test_fact_tombstones_stay_readable_and_leave_the_index(store: Store) -> None:
+    store.put_fact(fact("old", "deploys go through staging"))
+    store.put_fact(fact("new", "deploys go straight to production", minutes=1))
+    store.put_vectors("fact", [("old", unit(1)), ("new", unit(2))], model=MODEL)
+    assert store.delete_fact("old", replaced_by="new")
+    tomb = store.get_fact("old")
+    assert tomb is not None
+    assert (tomb.deleted, tomb.replaced_by) == (True, "new")
+    assert [f.id for f in store.list_facts()] == ["new"]
+    assert [f.id for f in store.list_facts(include_deleted=True)] == ["old", "new"]
+    assert [h.ref for h in store.keyword_search("staging deploys", SearchFilter())] == ["new"]
+    hits = store.vector_search(unit(1), SearchFilter(), model=MODEL, limit=5)
+    assert [h.ref for h in hits] == ["new"]
+    assert store.missing_vectors("fact", model="other") == [
+        ("new", "deploys go straight to production")
+    ]
+    assert not store.delete_fact("missing")
+    assert store.purge_fact("old")
+    assert store.get_fact("old") is None
+    assert not store.purge_fact("old")
+
+
+def test_backend_plays_the_fact_store_role(store: Store) -> None:
+    assert isinstance(store, FactStore)

@@ -1,0 +1,161 @@
+"""The message log: a session's messages in order, resent histories stored once, events.
+
+Run once per backend (`tests/store/conftest.py`).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from memlane.store import (
+    MessageLog,
+    NewEvent,
+    NewMessage,
+    SearchFilter,
+    SessionNotFound,
+    Store,
+    StoreError,
+)
+from memlane.types import Message, ToolCall
+from tests.store.contract.support import assistant, texts, user
+
+
+def test_append_and_read_back_in_order_with_every_field(store: Store) -> None:
+    session = store.ensure_session("s")
+    raw = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "x": [1, "é"]}]}
+    call = Message(
+        role="assistant",
+        kind="tool_call",
+        tool_calls=(ToolCall("c1", "read_file", '{"path": "a.py"}'),),
+        raw=raw,
+        wire="chat",
+    )
+    result = Message(role="tool", kind="tool_result", text="print(1)", call_id="c1", name="read")
+    stored = store.append_messages(
+        session.id, [user("first"), NewMessage(call, 7), NewMessage(result, 3)]
+    )
+    assert [m.position for m in stored] == [0, 1, 2]
+    back = store.list_messages(session.id)
+    assert [m.id for m in back] == [m.id for m in stored]
+    assert back[1].message == call
+    assert back[1].message.raw == raw
+    assert back[1].token_count == 7
+    assert back[2].message == result
+    assert back[0].content_hash == back[0].message.fingerprint()
+    assert back[0].status == "ok"
+    assert back[0].created_at.tzinfo is not None
+    more = store.append_messages(session.id, [assistant("done")])
+    assert more[0].position == 3
+    assert store.list_messages(session.id, since_position=2)[0].message == result
+    assert texts(store, session.id, transcript_only=True) == ["first", "done"]
+    got = store.get_session(session.id)
+    assert got is not None
+    assert got.message_count == 4
+
+
+def test_append_to_unknown_session_fails(store: Store) -> None:
+    with pytest.raises(SessionNotFound):
+        store.append_messages("missing", [user("x")])
+
+
+def test_sync_stores_a_resent_history_once(store: Store) -> None:
+    session = store.ensure_session("s")
+    first = store.sync_messages(session.id, [user("hi")])
+    assert (first.matched, len(first.added), first.superseded) == (0, 1, 0)
+    store.append_messages(session.id, [assistant("hello!")])
+    second = store.sync_messages(session.id, [user("hi"), assistant("hello!"), user("how?")])
+    assert (second.matched, [m.message.text for m in second.added]) == (2, ["how?"])
+    assert second.added[0].position == 2
+    retry = store.sync_messages(session.id, [user("hi"), assistant("hello!"), user("how?")])
+    assert (retry.matched, retry.added, retry.superseded) == (3, (), 0)
+    assert texts(store, session.id) == ["hi", "hello!", "how?"]
+
+
+def test_sync_keeps_a_message_said_twice(store: Store) -> None:
+    session = store.ensure_session("s")
+    store.sync_messages(session.id, [user("yes")])
+    store.append_messages(session.id, [assistant("sure?")])
+    result = store.sync_messages(session.id, [user("yes"), assistant("sure?"), user("yes")])
+    assert len(result.added) == 1
+    assert texts(store, session.id) == ["yes", "sure?", "yes"]
+
+
+def test_sync_divergence_supersedes_the_stored_tail(store: Store) -> None:
+    session = store.ensure_session("s")
+    store.sync_messages(session.id, [user("q1"), assistant("a1"), user("q2"), assistant("a2")])
+    result = store.sync_messages(session.id, [user("q1"), assistant("a1"), user("q2 edited")])
+    assert (result.matched, result.superseded) == (2, 2)
+    assert texts(store, session.id) == ["q1", "a1", "q2 edited"]
+    everything = store.list_messages(session.id, include_superseded=True)
+    assert [(m.message.text, m.status) for m in everything] == [
+        ("q1", "ok"),
+        ("a1", "ok"),
+        ("q2", "superseded"),
+        ("a2", "superseded"),
+        ("q2 edited", "ok"),
+    ]
+    assert everything[-1].position > everything[-2].position
+    got = store.get_session(session.id)
+    assert got is not None
+    assert got.message_count == 3
+
+
+def test_sync_ignores_memlane_origin_messages_when_matching(store: Store) -> None:
+    session = store.ensure_session("s")
+    store.sync_messages(session.id, [user("q1")])
+    note = Message(role="system", text="state block", origin="state")
+    store.append_messages(session.id, [NewMessage(note), assistant("a1")])
+    result = store.sync_messages(session.id, [user("q1"), assistant("a1"), user("q2")])
+    assert (result.matched, result.superseded) == (2, 0)
+    assert texts(store, session.id) == ["q1", "state block", "a1", "q2"]
+
+
+def test_failed_messages_are_not_matched_and_status_can_change(store: Store) -> None:
+    session = store.ensure_session("s")
+    stored = store.sync_messages(session.id, [user("q1"), assistant("a1")]).added
+    store.set_message_status(stored[1].id, "failed")
+    result = store.sync_messages(session.id, [user("q1"), assistant("a1 retried")])
+    assert (result.matched, result.superseded) == (1, 0)
+    statuses = [m.status for m in store.list_messages(session.id)]
+    assert statuses == ["ok", "failed", "ok"]
+    with pytest.raises(StoreError):
+        store.set_message_status(stored[0].id, "bogus")
+
+
+def test_events_append_and_list_oldest_first(store: Store) -> None:
+    session = store.ensure_session("s")
+    first = store.add_event(session.id, "dropped", {"ids": [1, 2]}, text="old turns about parsing")
+    store.add_event(session.id, "offload", {"path": "out/1.txt"})
+    third = store.add_event(session.id, "dropped", {"ids": [3]})
+    assert first.payload == {"ids": [1, 2]}
+    assert [e.kind for e in store.list_events(session.id)] == ["dropped", "offload", "dropped"]
+    assert [e.id for e in store.list_events(session.id, kind="dropped")] == [first.id, third.id]
+    newest = store.list_events(session.id, limit=2)
+    assert [e.kind for e in newest] == ["offload", "dropped"]
+    assert store.list_events(session.id)[0] == first
+    hits = store.keyword_search("parsing", SearchFilter(kinds=("event",)))
+    assert [h.ref for h in hits] == [str(first.id)]
+
+
+def test_events_added_together_keep_their_order_and_are_searchable(store: Store) -> None:
+    session = store.ensure_session("s")
+    added = store.add_events(
+        session.id,
+        [
+            NewEvent("dropped", {"index": 4}, "user: the walrus config lives in conf/w.toml"),
+            NewEvent("offload", {"path": "out/2.txt"}),
+            NewEvent("dropped", {"index": 5}, "assistant: walrus noted"),
+        ],
+    )
+    assert [e.payload for e in added] == [{"index": 4}, {"path": "out/2.txt"}, {"index": 5}]
+    assert store.list_events(session.id) == added
+    hits = store.keyword_search("walrus config", SearchFilter(kinds=("event",)))
+    assert [h.ref for h in hits] == [str(added[0].id), str(added[2].id)]
+    assert store.add_events(session.id, []) == []
+    with pytest.raises(SessionNotFound):
+        store.add_events("no-such-session", [NewEvent("dropped", {})])
+    assert len(store.list_events(session.id)) == 3
+
+
+def test_backend_plays_the_message_log_role(store: Store) -> None:
+    assert isinstance(store, MessageLog)

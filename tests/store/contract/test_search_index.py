@@ -1,0 +1,202 @@
+"""The search index: keyword ranking and filters, turn documents, vectors.
+
+Run once per backend (`tests/store/conftest.py`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memlane.store import (
+    SearchFilter,
+    SearchIndex,
+    Store,
+)
+from memlane.types import Fact
+from tests.store.contract.support import MODEL, fact, unit, user
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("src/app/main.py", "m-path"),
+        ("parse_config_file", "m-snake"),
+        ("loadUserProfile", "m-camel"),
+        ("E1234", "m-code"),
+        ("main.py", "m-path"),
+        ("profile", "m-camel"),
+    ],
+)
+def test_keyword_search_finds_identifiers(store: Store, query: str, expected: str) -> None:
+    docs = {
+        "m-path": "the bug is in src/app/main.py near the top",
+        "m-snake": "call parse_config_file before starting",
+        "m-camel": "loadUserProfile returns None for guests",
+        "m-code": "the linter reports E1234 on every line",
+        "m-other": "E1235 is a different warning about src/app/other.py",
+    }
+    for ref, text in docs.items():
+        store.put_fact(fact(ref, text))
+    hits = store.keyword_search(query, SearchFilter(), limit=3)
+    assert hits
+    assert hits[0].ref == expected
+    assert all(h.score > 0 for h in hits)
+    assert hits == sorted(hits, key=lambda h: h.score, reverse=True)
+
+
+def test_keyword_search_ranks_and_filters(store: Store) -> None:
+    a = store.ensure_session("a", namespace="repo-a")
+    b = store.ensure_session("b", namespace="repo-b")
+    store.append_messages(a.id, [user("the parser crashes on unicode input")])
+    store.append_messages(b.id, [user("the parser is fast")])
+    store.put_fact(fact("f", "the parser crashes when given unicode", scope="repo-a"))
+    store.put_fact(fact("s", "parser summary", scope="repo-a", role="summary"))
+
+    everything = store.keyword_search("parser unicode crash", SearchFilter(), limit=10)
+    assert {h.ref for h in everything[:2]} == {"f", store.list_messages(a.id)[0].id.__str__()}
+    assert len(everything) == 4
+    scoped = store.keyword_search("parser", SearchFilter(scopes=("repo-b",)))
+    assert [(h.kind, h.session_id, h.scope) for h in scoped] == [("message", b.id, "repo-b")]
+    by_session = store.keyword_search("parser", SearchFilter(session_id=a.id))
+    assert {h.session_id for h in by_session} == {a.id}
+    assert {h.kind for h in by_session} == {"message"}
+    facts_only = store.keyword_search("parser", SearchFilter(kinds=("fact",)))
+    assert {h.ref for h in facts_only} == {"f", "s"}
+    memories = store.keyword_search("parser", SearchFilter(kinds=("fact",), fact_roles=("memory",)))
+    assert [h.ref for h in memories] == ["f"]
+    assert store.keyword_search("parser", SearchFilter(scopes=())) == []
+    assert store.keyword_search("", SearchFilter()) == []
+    assert store.keyword_search("the of and", SearchFilter()) == []
+    assert store.keyword_search('"parser" OR (NEAR', SearchFilter())  # no query syntax leaks
+    assert everything[0].created_at.tzinfo is not None
+
+
+def test_fact_documents_belong_to_their_conversation(store: Store) -> None:
+    session = store.ensure_session("s", namespace="repo-a")
+    store.put_fact(fact("f", "uses poetry", conversation_id=session.id))
+    hits = store.keyword_search("poetry", SearchFilter(session_id=session.id))
+    assert [(h.kind, h.ref, h.scope, h.session_id) for h in hits] == [
+        ("fact", "f", "repo-a", session.id)
+    ]
+
+
+def turn(fact_id: str, text: str, minutes: int, role: str = "user") -> Fact:
+    return fact(fact_id, text, scope="conv:c", conversation_id="c", role=role, minutes=minutes)
+
+
+def test_a_turn_is_found_by_its_neighbours_words_and_shown_alone(store: Store) -> None:
+    store.put_fact(turn("t1", "We adopted a greyhound last week", 0))
+    store.put_fact(turn("t2", "What did you name her?", 1, role="assistant"))
+    store.put_fact(turn("t3", "Biscuit, after her colour", 2))
+    store.put_fact(fact("m", "The user has a dog", scope="conv:c", conversation_id="c", minutes=3))
+    flt = SearchFilter(kinds=("fact",))
+    found = {h.ref: h.text for h in store.keyword_search("greyhound", flt)}
+    # t2 and t3 hold "greyhound" only through t1, their earlier neighbour
+    assert set(found) == {"t1", "t2", "t3"}
+    assert found["t3"] == "Biscuit, after her colour"  # the hit is the turn itself
+    # the turn's own words outrank its neighbours'
+    assert store.keyword_search("greyhound", flt)[0].ref == "t1"
+    assert [h.ref for h in store.keyword_search("name", flt)][:1] == ["t2"]
+    assert "t1" in {h.ref for h in store.keyword_search("name", flt)}  # its next turn
+    assert [h.ref for h in store.keyword_search("dog", flt)] == ["m"]  # facts stand alone
+    # the date words of the turn's day are indexed
+    assert {h.ref for h in store.keyword_search("January 2026", flt)} == {"t1", "t2", "t3"}
+
+
+def test_a_turn_that_arrives_late_joins_its_neighbours_documents(store: Store) -> None:
+    store.put_fact(turn("a", "first words", 0))
+    store.put_fact(turn("c", "third words", 2))
+    store.put_fact(turn("b", "the marathon in Berlin", 1))  # written after its next turn
+    flt = SearchFilter(kinds=("fact",))
+    assert {h.ref for h in store.keyword_search("marathon", flt)} == {"a", "b", "c"}
+
+
+def test_reindex_turns_rebuilds_documents_and_is_idempotent(store: Store) -> None:
+    store.put_fact(turn("a", "we booked the ferry", 0))
+    store.put_fact(turn("b", "for Tuesday", 1))
+    assert store.reindex_turns() == 0  # already current
+    done: list[tuple[int, int]] = []
+    assert store.reindex_turns(lambda n, total: done.append((n, total))) == 0
+    assert done[-1] == (2, 2)
+    flt = SearchFilter(kinds=("fact",))
+    assert {h.ref for h in store.keyword_search("ferry", flt)} == {"a", "b"}
+
+
+def test_superseded_messages_leave_the_index(store: Store) -> None:
+    session = store.ensure_session("s")
+    store.sync_messages(session.id, [user("alpha question")])
+    store.sync_messages(session.id, [user("beta question")])
+    hits = store.keyword_search("question", SearchFilter())
+    assert [h.text for h in hits] == ["beta question"]
+
+
+def test_vector_knn_with_scope_filter(store: Store) -> None:
+    for i in range(30):
+        store.put_fact(fact(f"f{i}", f"fact number {i}", scope="a" if i % 2 else "b"))
+    store.put_vectors("fact", [(f"f{i}", unit(i)) for i in range(30)], model=MODEL)
+    query = (unit(7) + 0.1 * unit(100)).astype(np.float32)
+    hits = store.vector_search(query, SearchFilter(), model=MODEL, limit=3)
+    assert hits[0].ref == "f7"
+    assert hits[0].score == pytest.approx(float(unit(7) @ query / np.linalg.norm(query)), abs=1e-4)
+    assert hits == sorted(hits, key=lambda h: h.score, reverse=True)
+    scoped = store.vector_search(unit(7), SearchFilter(scopes=("b",)), model=MODEL, limit=5)
+    assert len(scoped) == 5
+    assert all(h.scope == "b" and int(h.ref[1:]) % 2 == 0 for h in scoped)
+    assert "f7" not in {h.ref for h in scoped}
+    assert store.vector_search(unit(7), SearchFilter(), model="other-model") == []
+    assert store.vector_search(unit(7), SearchFilter(scopes=("zzz",)), model=MODEL) == []
+
+
+def test_vector_search_sees_new_and_replaced_vectors(store: Store) -> None:
+    session = store.ensure_session("s", namespace="ns")
+    stored = store.append_messages(session.id, [user("one"), user("two")])
+    refs = [str(m.id) for m in stored]
+    store.put_vectors("message", [(refs[0], unit(1))], model=MODEL)
+    assert [h.ref for h in store.vector_search(unit(1), SearchFilter(), model=MODEL)] == [refs[0]]
+    store.put_vectors("message", [(refs[1], unit(2))], model=MODEL)
+    hits = store.vector_search(unit(2), SearchFilter(session_id=session.id), model=MODEL)
+    assert [h.ref for h in hits] == [refs[1], refs[0]]
+    store.put_vectors("message", [(refs[0], unit(2))], model=MODEL)
+    hits = store.vector_search(unit(2), SearchFilter(), model=MODEL)
+    assert [h.score for h in hits] == pytest.approx([1.0, 1.0], abs=1e-5)
+    assert hits[0].kind == "message"
+    assert hits[0].scope == "ns"
+
+
+def test_missing_get_and_drop_vectors(store: Store) -> None:
+    session = store.ensure_session("s")
+    stored = store.append_messages(session.id, [user("alpha"), user("beta"), user("gamma")])
+    refs = [str(m.id) for m in stored]
+    assert store.missing_vectors("message", model=MODEL) == [
+        (refs[0], "alpha"),
+        (refs[1], "beta"),
+        (refs[2], "gamma"),
+    ]
+    store.put_vectors("message", [(refs[0], unit(1)), (refs[1], unit(2))], model=MODEL)
+    store.put_vectors("message", [(refs[2], unit(3, dim=8))], model="old-model")
+    assert store.missing_vectors("message", model=MODEL) == [(refs[2], "gamma")]
+    assert store.missing_vectors("message", model=MODEL, limit=0) == []
+    got = store.get_vectors("message", [refs[0], refs[2], "999999"], model=MODEL)
+    assert set(got) == {refs[0]}
+    np.testing.assert_allclose(got[refs[0]], unit(1), rtol=1e-6)
+    assert store.vector_search(unit(3, dim=8), SearchFilter(), model="old-model")
+    assert store.drop_vectors(except_model=MODEL) == 1
+    assert store.get_vectors("message", [refs[2]], model="old-model") == {}
+    assert store.vector_search(unit(3, dim=8), SearchFilter(), model="old-model") == []
+    assert store.drop_vectors(except_model=MODEL) == 0
+    assert len(store.vector_search(unit(1), SearchFilter(), model=MODEL)) == 2
+
+
+def test_changed_fact_text_needs_a_new_vector(store: Store) -> None:
+    store.put_fact(fact("f", "first text"))
+    store.put_vectors("fact", [("f", unit(1))], model=MODEL)
+    store.put_fact(fact("f", "first text"))
+    assert store.missing_vectors("fact", model=MODEL) == []
+    store.put_fact(fact("f", "second text"))
+    assert store.missing_vectors("fact", model=MODEL) == [("f", "second text")]
+    assert store.vector_search(unit(1), SearchFilter(), model=MODEL) == []
+
+
+def test_backend_plays_the_search_index_role(store: Store) -> None:
+    assert isinstance(store, SearchIndex)

@@ -1,0 +1,145 @@
+"""Sessions: created by key, counted, forked, deleted with all of theirs; their scaffold state.
+
+Run once per backend (`tests/store/conftest.py`).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from memlane.store import (
+    SearchFilter,
+    SessionNotFound,
+    SessionStore,
+    Store,
+    StoreError,
+)
+from tests.store.contract.support import MODEL, assistant, fact, texts, unit, user
+
+
+def test_ensure_session_creates_once_and_defaults_namespace_to_key(store: Store) -> None:
+    first = store.ensure_session("chat-1")
+    again = store.ensure_session("chat-1", namespace="ignored")
+    other = store.ensure_session("chat-2", namespace="repo")
+    assert first.id == again.id
+    assert first.namespace == "chat-1"
+    assert other.namespace == "repo"
+    assert first.created_at.tzinfo is not None
+    assert store.get_session(first.id) == first
+    assert store.find_session("chat-2") == other
+    assert store.find_session("nope") is None
+    assert store.get_session("nope") is None
+
+
+def test_list_sessions_newest_activity_first_and_by_namespace(store: Store) -> None:
+    a = store.ensure_session("a", namespace="ns1")
+    b = store.ensure_session("b", namespace="ns2")
+    c = store.ensure_session("c", namespace="ns1")
+    assert [s.key for s in store.list_sessions()] == ["c", "b", "a"]
+    store.append_messages(a.id, [user("hello")])
+    assert [s.key for s in store.list_sessions()] == ["a", "c", "b"]
+    assert [s.key for s in store.list_sessions(namespace="ns1")] == ["a", "c"]
+    assert [s.key for s in store.list_sessions(limit=1)] == ["a"]
+    assert store.list_sessions(namespace="none") == []
+    assert {b.id, c.id} < {s.id for s in store.list_sessions()}
+
+
+def test_update_session_sets_only_given_fields(store: Store) -> None:
+    session = store.ensure_session("s")
+    updated = store.update_session(session.id, title="Title", metadata={"tags": ["x"], "n": 1})
+    assert updated.title == "Title"
+    assert updated.metadata == {"tags": ["x"], "n": 1}
+    updated = store.update_session(session.id, summary="so far", summarized_count=4)
+    assert (updated.title, updated.summary, updated.summarized_count) == ("Title", "so far", 4)
+    assert updated.metadata == {"tags": ["x"], "n": 1}
+    assert updated.updated_at >= session.updated_at
+    with pytest.raises(SessionNotFound):
+        store.update_session("missing", title="x")
+
+
+def test_usage_counters_accumulate(store: Store) -> None:
+    session = store.ensure_session("s")
+    store.add_usage(session.id, prompt_tokens=100, completion_tokens=20, cost_usd=0.5)
+    store.add_usage(session.id, prompt_tokens=1, completion_tokens=2, cost_usd=0.25)
+    got = store.get_session(session.id)
+    assert got is not None
+    assert (got.prompt_tokens, got.completion_tokens) == (101, 22)
+    assert got.cost_usd == pytest.approx(0.75)
+
+
+def test_state_set_replace_and_remove(store: Store) -> None:
+    session = store.ensure_session("s")
+    store.set_state(session.id, "todo", "- [ ] a")
+    store.set_state(session.id, "pinned", "keep")
+    store.set_state(session.id, "todo", "- [x] a")
+    assert store.get_state(session.id) == {"todo": "- [x] a", "pinned": "keep"}
+    store.set_state(session.id, "pinned", None)
+    assert store.get_state(session.id) == {"todo": "- [x] a"}
+    assert store.get_state("missing") == {}
+
+
+def test_fork_copies_a_prefix_and_state(store: Store) -> None:
+    source = store.ensure_session("src", namespace="repo")
+    stored = store.append_messages(
+        source.id, [user("q1"), assistant("a1"), user("q2"), assistant("a2")]
+    )
+    store.put_vectors("message", [(str(stored[0].id), unit(1))], model=MODEL)
+    store.set_state(source.id, "todo", "- [ ] x")
+    store.update_session(source.id, summary="q1 and a1", summarized_count=2)
+
+    fork = store.fork_session(source.id, new_key="fork", at_position=2)
+    assert (fork.key, fork.namespace, fork.parent_id, fork.fork_position) == (
+        "fork",
+        "repo",
+        source.id,
+        2,
+    )
+    assert (fork.summary, fork.summarized_count, fork.message_count) == ("q1 and a1", 2, 2)
+    assert texts(store, fork.id) == ["q1", "a1"]
+    assert store.get_state(fork.id) == {"todo": "- [ ] x"}
+    store.append_messages(fork.id, [user("q2 in the fork")])
+    assert texts(store, fork.id) == ["q1", "a1", "q2 in the fork"]
+    assert texts(store, source.id) == ["q1", "a1", "q2", "a2"]
+    hits = store.keyword_search("fork", SearchFilter(session_id=fork.id))
+    assert [h.text for h in hits] == ["q2 in the fork"]
+    forked_first = str(store.list_messages(fork.id)[0].id)
+    assert set(store.get_vectors("message", [forked_first], model=MODEL)) == {forked_first}
+
+    early = store.fork_session(source.id, new_key="early", at_position=1)
+    assert (early.summary, early.summarized_count) == ("", 0)
+    whole = store.fork_session(source.id, new_key="whole")
+    assert texts(store, whole.id) == ["q1", "a1", "q2", "a2"]
+    with pytest.raises(StoreError):
+        store.fork_session(source.id, new_key="fork")
+    with pytest.raises(SessionNotFound):
+        store.fork_session("missing", new_key="x")
+
+
+def test_delete_removes_everything_of_a_session(store: Store) -> None:
+    doomed = store.ensure_session("doomed", namespace="ns")
+    kept = store.ensure_session("kept", namespace="ns")
+    for session in (doomed, kept):
+        stored = store.append_messages(session.id, [user(f"zebra talk in {session.key}")])
+        store.put_vectors("message", [(str(stored[0].id), unit(1))], model=MODEL)
+        store.add_event(session.id, "dropped", {}, text=f"zebra event {session.key}")
+        store.set_state(session.id, "todo", "x")
+        store.put_fact(fact(f"fact-{session.key}", "zebra fact", conversation_id=session.id))
+    assert store.delete_session(doomed.id)
+    assert store.get_session(doomed.id) is None
+    assert store.find_session("doomed") is None
+    assert store.list_messages(doomed.id, include_superseded=True) == []
+    assert store.list_events(doomed.id) == []
+    assert store.get_state(doomed.id) == {}
+    assert store.list_facts(conversation_id=doomed.id, include_deleted=True) == []
+    hits = store.keyword_search("zebra", SearchFilter(), limit=20)
+    assert hits
+    assert {h.session_id for h in hits} == {kept.id}
+    vector_hits = store.vector_search(unit(1), SearchFilter(), model=MODEL)
+    assert {h.session_id for h in vector_hits} == {kept.id}
+    assert store.count("vectors") == 1
+    assert not store.delete_session(doomed.id)
+    assert texts(store, kept.id) == ["zebra talk in kept"]
+
+
+def test_backend_plays_the_session_store_role(store: Store) -> None:
+    assert isinstance(store, SessionStore)
