@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memlane.config import Settings
-from memlane.engine.memory.book import book_for, new_fact
+from memlane.engine.memory.book import new_fact
 from memlane.engine.memory.scopes import GLOBAL, namespace_scope
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
@@ -336,7 +336,7 @@ async def ingest_bench(count: int, batch: int) -> None:
         store = SQLiteStore(home / "memlane.db")
         try:
             rt = Runtime(settings, store, _embedder=make_embedder(settings))
-            book = book_for(rt)
+            book = rt.memory_book
             texts = [sentence(rng, words) for _ in range(count)]
             rt.embedder.embed(["warm up"])
             began = time.perf_counter()

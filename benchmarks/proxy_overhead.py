@@ -123,12 +123,11 @@ def serve_without_engine(upstream_url: str, home: str, port: int) -> None:
 
     from memlane.config import Settings
     from memlane.engine import pipeline
-    from memlane.engine.turn import Answer, Turn
+    from memlane.engine.turn import Answer, Forward, Turn
     from memlane.proxy.app import create_app
-    from memlane.types import Message
 
-    async def prepare(rt: object, turn: Turn) -> list[Message]:
-        return turn.messages
+    async def prepare(rt: object, turn: Turn) -> Forward:
+        return Forward(turn.messages)
 
     async def finish(rt: object, turn: Turn, answer: Answer) -> None:
         return None

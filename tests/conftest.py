@@ -3,6 +3,7 @@
 pytest_plugins = [
     "tests.support.stores",
     "tests.support.text",
+    "tests.support.running_proxy",
     "tests.support.upstream",
     "tests.support.pg",
 ]

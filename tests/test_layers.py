@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "memlane"
-LAYERS = ["types", "config", "store", "files", "text", "engine"]
+LAYERS = ["types", "config", "store", "files", "text", "engine", "views"]
 
 
 def _layer_of(module: str) -> str | None:

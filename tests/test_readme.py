@@ -45,3 +45,33 @@ def test_the_readme_opens_with_the_two_set_up_commands() -> None:
     commands = [line.split("#")[0].strip() for line in first_block.group(1).splitlines()]
     assert [c for c in commands if c] == ["scripts/serve", "scripts/test"]
     assert (ROOT / ".ci/run").read_text().strip().endswith("exec scripts/test")
+
+
+def _code_map() -> str:
+    text = README.read_text(encoding="utf-8")
+    start = text.index("### Map of the code")
+    end = text.find("\n## ", start)
+    return text[start : end if end != -1 else len(text)]
+
+
+def test_every_module_the_code_map_names_exists() -> None:
+    """The map a newcomer follows points at real files: a rename must update it."""
+    package, support = ROOT / "src" / "memlane", ROOT / "tests" / "support"
+    known = {p.name for p in package.rglob("*.py")} | {p.name for p in support.glob("*.py")}
+    folders = {p.name for p in package.rglob("*") if p.is_dir()}
+    missing = []
+    for token in re.findall(r"`([\w/.]+?)(?::\w+)?`", _code_map()):
+        if token.endswith(".py"):
+            found = (
+                (package / token).exists() or (ROOT / token).exists()
+                if "/" in token
+                else token in known
+            )
+        elif token.endswith("/"):
+            found = (package / token).is_dir() or (ROOT / token).is_dir()
+            found = found or token.rstrip("/") in folders
+        else:
+            continue
+        if not found:
+            missing.append(token)
+    assert missing == []

@@ -33,13 +33,17 @@ def cli_table() -> str:
 
 
 def _walk(command: Any, path: list[str]) -> list[tuple[list[str], Any]]:
-    """Leaf commands under a click command tree (typer ships its own click, so duck-typed)."""
-    children = getattr(command, "commands", None)
-    if not children:
+    """Leaf commands under a click command tree (typer ships its own click, so duck-typed).
+
+    Groups are asked for their commands (`list_commands` / `get_command`), so the root's
+    lazily imported groups are loaded and walked like the others.
+    """
+    if not hasattr(command, "list_commands"):
         return [(path, command)]
+    ctx = typer.Context(command)
     found: list[tuple[list[str], Any]] = []
-    for name in sorted(children):
-        found.extend(_walk(children[name], [*path, name]))
+    for name in sorted(command.list_commands(ctx)):
+        found.extend(_walk(command.get_command(ctx, name), [*path, name]))
     return found
 
 

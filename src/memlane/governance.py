@@ -24,13 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from memlane.config import Settings
-from memlane.engine.governance.budget import Budget, context_window
 from memlane.engine.governance.cache import Governor, Stats
 from memlane.engine.governance.errors import ContextOverflow
 from memlane.engine.governance.flow import govern as run
 from memlane.engine.governance.ledger import MemoryLedger
-from memlane.engine.governance.setup import make_summariser
-from memlane.proxy.wire.chat import parse_message, to_wire
+from memlane.engine.governance.setup import build_governor
+from memlane.proxy.wire.chat import parse_message, wire_messages
 from memlane.text.factory import make_tokenizer
 from memlane.text.llm import LLM
 from memlane.types import Message
@@ -59,20 +58,13 @@ class GovernedHistory:
         """What the latest call did (tokens in and out, compaction, summariser calls)."""
 
     def governor(self) -> Governor:
-        settings = self.settings
-        budget = Budget.of(settings, context_window(settings, None, self.model))
-        summariser = (
-            make_summariser(settings, self.llm, self.summary_model, budget)
-            if self.llm is not None
-            else None
-        )
-        return Governor(
-            settings=settings,
-            tokenizer=make_tokenizer(settings, self.model),
-            budget=budget,
-            ledger=self.ledger,
-            summariser=summariser,
+        return build_governor(
+            self.settings,
             model=self.model,
+            tokenizer=make_tokenizer(self.settings, self.model),
+            ledger=self.ledger,
+            llm=self.llm,
+            summary_model=self.summary_model,
         )
 
 
@@ -99,7 +91,7 @@ async def agovern(
     history = history or GovernedHistory(model=model, llm=llm)
     parsed = [parse_message(dict(m), f"messages[{i}]") for i, m in enumerate(messages)]
     out = await agovern_messages(parsed, history)
-    return [to_wire(m) for m in out if m.kind != "reasoning"]
+    return wire_messages(out)
 
 
 def govern(

@@ -25,7 +25,6 @@ from typing import Any, TypeVar
 
 from memlane.config import Settings
 from memlane.engine.memory import manage, scopes
-from memlane.engine.memory.book import book_for
 from memlane.engine.memory.ingest import IngestReport, TurnInput, ingest_turn
 from memlane.engine.memory.recall import recall, render
 from memlane.engine.runtime import Runtime
@@ -86,11 +85,10 @@ class AsyncMemory:
         model: str | None = None,
     ) -> IngestReport:
         """Run the whole write path on one exchange: turns, facts (LLM), summary, eviction."""
-        settings = self.runtime.settings
         item = TurnInput(
             session_id=conversation,
             namespace=namespace or conversation,
-            model=model or settings.memory_llm_model or settings.llm_model,
+            model=model or self.runtime.memory_model(),
             user_text=user,
             assistant_text=assistant,
         )
@@ -145,7 +143,7 @@ class AsyncMemory:
 
     async def close(self) -> None:
         await self.runtime.background.drain()
-        await book_for(self.runtime).stop_watching()
+        await self.runtime.memory_book.stop_watching()
         if self._owns:
             self.runtime.close()
 

@@ -11,7 +11,7 @@ import pexpect
 import pytest
 
 from memlane.store.sqlite import SQLiteStore
-from tests.support.upstream import RecordedRequest, Reply, ScriptedUpstream
+from tests.support.upstream import Fail, RecordedRequest, Reply, ScriptedUpstream
 
 MEMLANE = Path(sys.executable).parent / "memlane"
 
@@ -255,3 +255,30 @@ def test_with_the_running_summary_on_chat_sends_the_working_context(
     transcript += ["echo: in March", "by train", "echo: by train", "what else?"]
     sent = [m["content"] for m in last[1:] if not m["content"].startswith("<memlane-memory>")]
     assert sent == transcript[covered:]
+
+
+def test_an_upstream_error_is_one_line_and_the_chat_goes_on(
+    env: dict[str, str], upstream: ScriptedUpstream, tmp_path: Path
+) -> None:
+    streamed = iter([Fail(503, "overloaded, try later"), None])
+    upstream.respond_with(lambda r: next(streamed) if r.json.get("stream") else Reply(text="[]"))
+    child = spawn(env)
+    say(child, "first try", "error: LLM answered HTTP 503: overloaded, try later")
+    say(child, "second try", "assistant> echo: second try")
+    child.expect_exact("you> ")
+    child.sendline("/exit")
+    child.expect(r"saved as ([0-9a-f]{32})")
+    session_id = child.match.group(1)
+    child.expect(pexpect.EOF)
+    store = SQLiteStore(tmp_path / "home" / "memlane.db")
+    try:
+        stored = [(m.message.text, m.status) for m in store.list_messages(session_id)]
+    finally:
+        store.close()
+    assert stored == [
+        ("first try", "failed"),
+        ("second try", "ok"),
+        ("echo: second try", "ok"),
+    ]
+    # the failed prompt is not resent as history
+    assert [m["content"] for m in chat_requests(upstream)[-1].messages] == ["second try"]

@@ -60,6 +60,7 @@ def test_compact_summarises_with_the_named_model_and_keeps_a_plan(
     code, out, err = invoke(runner, "sessions", "compact", "work", "--model", "m1", "--json")
     assert code == 0, err
     data = json.loads(out)
+    assert (data["object"], data["session_id"]) == ("memlane.compaction", session.id)
     assert data["snapshot"] == "importer; data/raw.csv"
     assert data["dropped"] > 0
     assert data["tokens_after"] < data["tokens_before"]

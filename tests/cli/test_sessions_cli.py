@@ -396,7 +396,6 @@ def test_delete_leaves_the_memory_repository_clean_and_the_text_gone(
     import subprocess
 
     from memlane.config import Settings
-    from memlane.engine.memory.book import book_for
     from memlane.engine.memory.ingest import TurnInput, ingest_turn
     from memlane.engine.runtime import Runtime
 
@@ -409,7 +408,7 @@ def test_delete_leaves_the_memory_repository_clean_and_the_text_gone(
 
     async def remember() -> None:
         await ingest_turn(rt, TurnInput(session.id, "vault", "m", user_text=secret))
-        await book_for(rt).flush()
+        await rt.memory_book.flush()
         await rt.background.drain()
 
     asyncio.run(remember())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import httpx
@@ -164,11 +165,14 @@ def test_admin_meta_fork_ask_index_export(
     base = f"{proxy.base}/v1/memlane/sessions"
 
     meta = httpx.get(f"{base}/queue-design/meta", headers=proxy.admin).json()
-    assert (meta["id"], meta["title"], meta["summary"]) == (
+    assert (meta["id"], meta["title"], meta["name"], meta["metadata"]["summary"]) == (
         source.id,
+        "queue-design",
         "queue-design",
         "SKIP LOCKED",
     )
+    listed = httpx.get(base, headers=proxy.admin).json()["data"]
+    assert listed == [meta]  # one JSON for a session, whichever route shows it
 
     forked = httpx.post(
         f"{base}/{source.id}/fork", json={"key": "copy"}, headers=proxy.admin
@@ -218,3 +222,56 @@ def test_admin_delete_removes_the_session_folder(
     response = httpx.delete(f"{mproxy.base}/v1/memlane/sessions/{session.id}", headers=mproxy.admin)
     assert response.json()["deleted"] is True
     assert not folder.exists()
+
+
+def test_every_admin_route_finds_sessions_by_the_one_lookup_rule(mproxy: RunningProxy) -> None:
+    base = f"{mproxy.base}/v1/memlane/sessions"
+    first = seed(mproxy, "k-one", "billing-report", "x")
+    second = seed(mproxy, "k-two", "billing-export", "y")
+    prefix = first.id[:8] if first.id[:8] != second.id[:8] else first.id
+    for ref in (first.id, "k-one", prefix, "Billing-Report", "billing-repor"):
+        shown = httpx.get(f"{base}/{ref}", headers=mproxy.admin)
+        assert shown.status_code == 200, ref
+        assert shown.json()["id"] == first.id
+        todo = httpx.put(f"{base}/{ref}/todo", json={"text": ref}, headers=mproxy.admin)
+        assert todo.json()["todo"] == ref
+    # "billing" is as close to both names: no guess, for reads and deletes alike
+    for method in ("GET", "DELETE"):
+        ambiguous = httpx.request(method, f"{base}/billing", headers=mproxy.admin)
+        assert ambiguous.status_code == 409
+        assert "billing-report" in ambiguous.json()["error"]["message"]
+    assert {s.id for s in mproxy.store.list_sessions()} == {first.id, second.id}
+    outputs = httpx.get(f"{base}/k-two/tool-outputs", headers=mproxy.admin)
+    assert outputs.json() == {"object": "list", "data": []}
+    deleted = httpx.delete(f"{base}/billing-export", headers=mproxy.admin).json()
+    assert deleted == {"id": second.id, "object": "memlane.session.deleted", "deleted": True}
+
+
+def test_a_fork_without_a_key_gets_a_readable_unique_one(mproxy: RunningProxy) -> None:
+    base = f"{mproxy.base}/v1/memlane/sessions"
+    source = seed(mproxy, "plan", "the-plan", "x")
+    keys = [
+        httpx.post(f"{base}/{source.id}/fork", json={}, headers=mproxy.admin).json()["key"]
+        for _ in range(2)
+    ]
+    assert keys[0] != keys[1]
+    for key in keys:
+        assert re.fullmatch(r"plan~fork-\d{8}-\d{6}-[0-9a-f]{6}", key), key
+
+
+def test_the_cli_and_the_admin_api_show_a_session_the_same_way(
+    mproxy: RunningProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from memlane.cli.app import app
+
+    session = seed(mproxy, "same", "one-shape", "z")
+    monkeypatch.setenv("MEMLANE_HOME", str(mproxy.settings.home_path))
+    result = CliRunner().invoke(app, ["sessions", "show", "one-shape", "--json"])
+    assert result.exit_code == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert [m["text"] for m in shown.pop("messages")] == ["let us work on one-shape", "sure"]
+    del shown["events"], shown["meta_file"]
+    api = httpx.get(f"{mproxy.base}/v1/memlane/sessions/{session.id}", headers=mproxy.admin)
+    assert shown == api.json()

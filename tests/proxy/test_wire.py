@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from memlane.proxy.sse import SSEDecoder
 from memlane.proxy.wire import CHAT, RESPONSES, WireError
+from memlane.text.sse import SSEDecoder
 from memlane.types import Message
 from tests.support.upstream import Reply, ToolCallSpec, chat_chunks, response_events
 

@@ -1,4 +1,5 @@
-"""The OpenAI-compatible LLM client against an `httpx.MockTransport` we own."""
+"""The OpenAI-compatible LLM client against an `httpx.MockTransport` we own, and its
+stream against the scripted upstream on loopback."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import httpx
 import pytest
 
 from memlane.text.llm import Completion, LLMError, OpenAICompatibleLLM
+from tests.support.upstream import CutStream, Fail, Reply, ScriptedUpstream
 
 KEY = "sk-very-secret-key"
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -168,3 +170,47 @@ async def test_real_loopback_connection_refused_is_an_llm_error() -> None:
     llm = OpenAICompatibleLLM(f"http://127.0.0.1:{port}/v1", default_model="m", timeout=2)
     with pytest.raises(LLMError, match="unreachable"):
         await llm.complete([{"role": "user", "content": "Hi"}])
+
+
+async def test_stream_yields_the_upstreams_events_as_they_come(upstream: ScriptedUpstream) -> None:
+    from memlane.proxy.wire.chat import ChatAssembler
+
+    upstream.script(Reply(text="streamed answer", reasoning="thinking", usage=(9, 4)))
+    llm = OpenAICompatibleLLM(upstream.url, api_key=KEY, timeout=10)
+    assembler = ChatAssembler()
+    events = 0
+    async for event, data in llm.stream([{"role": "user", "content": "Hi"}], model="m"):
+        assembler.feed(event, data)
+        events += 1
+    assert events > 4  # one per chunk, not one per answer
+    (message,) = assembler.answer().messages
+    assert (message.text, message.raw) == (
+        "streamed answer",
+        {"role": "assistant", "content": "streamed answer", "reasoning_content": "thinking"},
+    )
+    assert (assembler.prompt_tokens, assembler.completion_tokens) == (9, 4)
+    sent = upstream.last
+    assert sent.headers["authorization"] == f"Bearer {KEY}"
+    assert sent.json == {
+        "model": "m",
+        "messages": [{"role": "user", "content": "Hi"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+
+async def test_stream_failures_are_llm_errors(upstream: ScriptedUpstream) -> None:
+    llm = OpenAICompatibleLLM(upstream.url, timeout=10)
+    upstream.script(Fail(429, "slow down"), CutStream(after=3))
+    seen: list[str] = []
+
+    async def read_all() -> None:
+        async for _, data in llm.stream([{"role": "user", "content": "Hi"}], model="m"):
+            seen.append(data)
+
+    with pytest.raises(LLMError, match="HTTP 429: slow down"):
+        await read_all()
+    assert seen == []
+    with pytest.raises(LLMError, match="broke off: RemoteProtocolError"):
+        await read_all()
+    assert len(seen) == 3  # what came before the cut was handed on

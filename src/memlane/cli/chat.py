@@ -2,7 +2,9 @@
 
 Each turn goes through the same pipeline as a proxied request (stored first,
 `@@` references, scaffold, governance, recall), is streamed from the upstream
-as it is written, and is stored with its usage when it ends; indexing and
+as it is written (memlane's LLM client, `text.llm`, and the Chat Completions
+wire's assembler, `proxy.wire.chat`, as in the proxy's tee), and is stored with
+its usage when it ends; indexing and
 fact extraction run in the background and are waited for on exit. The
 conversation sent upstream is the session's stored history plus the new
 prompt, so `--resume` continues exactly where the last run stopped.
@@ -11,18 +13,15 @@ prompt, so `--resume` continues exactly where the last run stopped.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-import httpx
 import typer
 
 from memlane.cli.context import fail, opened_store, state
@@ -31,12 +30,13 @@ from memlane.engine import pipeline
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import lifecycle
 from memlane.engine.sessions.indexing import startup_warnings
-from memlane.engine.sessions.lookup import SessionLookupError, find_session
-from memlane.engine.sessions.references import ReferenceFailed
-from memlane.engine.turn import Answer, Turn
-from memlane.proxy.wire.chat import to_wire
+from memlane.engine.turn import Answer, DirectAnswer, Turn
+from memlane.proxy.wire.chat import ChatAssembler, wire_messages
 from memlane.store import Store
+from memlane.text.factory import upstream_llm
+from memlane.text.llm import LLMError, OpenAICompatibleLLM
 from memlane.types import Message, Session
+from memlane.views.sessions import SessionLookupError, find_session
 
 PROMPT = "you> "
 HELP = (
@@ -46,10 +46,6 @@ HELP = (
 LOG_FILE = "chat.log"
 SHOWN_ON_RESUME = 20
 """Earlier transcript messages printed when a session is resumed."""
-
-
-class ChatError(Exception):
-    """The upstream could not answer this turn; the session is kept and the chat goes on."""
 
 
 @dataclass
@@ -64,6 +60,11 @@ class ChatSession:
     session: Session | None = None
     history: list[Message] = field(default_factory=list)
     out: Callable[[str], None] = print
+    upstream: OpenAICompatibleLLM = field(init=False)
+    """The upstream the conversation is streamed from (`upstream_url`, its key)."""
+
+    def __post_init__(self) -> None:
+        self.upstream = upstream_llm(self.rt.settings)
 
     def load(self) -> None:
         """The stored conversation (client messages that did not fail), to resend upstream."""
@@ -92,13 +93,12 @@ class ChatSession:
             ephemeral=self.ephemeral,
             flags={"history": "server"} if server else {},
         )
-        try:
-            messages = await pipeline.prepare(self.rt, turn)
-        except ReferenceFailed as exc:
-            write(exc.answer)
-            answer = Answer([Message(role="assistant", text=exc.answer)])
+        prepared = await pipeline.prepare(self.rt, turn)
+        if isinstance(prepared, DirectAnswer):  # memlane answers itself (an unknown @@name)
+            write(prepared.text)
+            answer = prepared.answer()
         else:
-            answer = await self._ask_upstream(messages, write)
+            answer = await self._ask_upstream(prepared.messages, write)
         await pipeline.finish(self.rt, turn, answer)
         self.session = turn.session
         if answer.failed:
@@ -106,79 +106,23 @@ class ChatSession:
         self.history = [*turn.messages, *answer.messages]
 
     async def _ask_upstream(self, messages: list[Message], write: Callable[[str], None]) -> Answer:
-        parts: list[str] = []
-        usage: dict[str, Any] = {}
+        """Stream the answer from the upstream, writing its text as it comes; the chat
+        wire's assembler rebuilds the whole answer (text, reasoning, usage) to store."""
+        assembler = ChatAssembler()
         try:
-            async for delta, reported in stream_completion(self.rt.settings, self.model, messages):
-                if delta:
-                    parts.append(delta)
-                    write(delta)
-                usage = reported or usage
-        except ChatError as exc:
+            async for event, data in self.upstream.stream(
+                wire_messages(messages), model=self.model
+            ):
+                shown = len(assembler.text)
+                assembler.feed(event, data)
+                for piece in assembler.text[shown:]:
+                    write(piece)
+        except LLMError as exc:
             self.out(f"\nerror: {exc}")
             return Answer([], failed=True)
-        return Answer(
-            [Message(role="assistant", text="".join(parts), wire="chat")],
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-        )
-
-
-async def stream_completion(
-    settings: Settings, model: str, messages: list[Message]
-) -> AsyncIterator[tuple[str, dict[str, Any] | None]]:
-    """(text delta, usage) pairs of a streamed chat completion from the upstream."""
-    body = {
-        "model": model,
-        "messages": [to_wire(m) for m in messages],
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    key = settings.upstream_api_key
-    token = key.get_secret_value() if key else os.environ.get("OPENAI_API_KEY")
-    headers = {"authorization": f"Bearer {token}"} if token else {}
-    url = settings.upstream_url.rstrip("/") + "/chat/completions"
-    try:
-        async with (
-            httpx.AsyncClient(timeout=settings.upstream_timeout) as client,
-            client.stream("POST", url, json=body, headers=headers) as response,
-        ):
-            if not response.is_success:
-                await response.aread()
-                raise ChatError(
-                    f"upstream answered HTTP {response.status_code}: {_reason(response)}"
-                )
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    return
-                yield _delta(data)
-    except httpx.HTTPError as exc:
-        reason = f"upstream unreachable at {settings.upstream_url} ({type(exc).__name__})"
-        raise ChatError(reason) from None
-
-
-def _delta(data: str) -> tuple[str, dict[str, Any] | None]:
-    try:
-        chunk = json.loads(data)
-    except ValueError as exc:
-        raise ChatError("upstream sent a stream event that is not JSON") from exc
-    if "error" in chunk:
-        raise ChatError(str(chunk["error"].get("message", chunk["error"])))
-    choices = chunk.get("choices") or []
-    delta = choices[0].get("delta", {}) if choices else {}
-    usage = chunk.get("usage")
-    return str(delta.get("content") or ""), usage if isinstance(usage, dict) else None
-
-
-def _reason(response: httpx.Response) -> str:
-    try:
-        error = response.json().get("error")
-        return str(error.get("message") if isinstance(error, dict) else error)[:200]
-    except (ValueError, AttributeError):
-        return response.text[:200] or "no details"
+        if assembler.error is not None:
+            self.out(f"\nerror: the upstream broke off: {assembler.error}")
+        return assembler.answer()
 
 
 # --- the command ---------------------------------------------------------------------
@@ -254,9 +198,7 @@ def _starting_session(
         fail("use either --resume or --fork")
     try:
         if fork is not None:
-            source = find_session(store, fork)
-            key = f"{source.key}~fork-{uuid.uuid4().hex[:8]}"
-            return lifecycle.fork(store, source, new_key=key)
+            return lifecycle.fork(store, find_session(store, fork))
         if not resume:
             return None
         if ref is not None:
@@ -393,7 +335,6 @@ async def _compact(chat_session: ChatSession) -> str:
     if session is None:
         return "nothing to compact yet"
     from memlane.engine.governance.compact import CompactionError, compact_session
-    from memlane.text.llm import LLMError
 
     try:
         result = await compact_session(chat_session.rt, session.id, model=chat_session.model)

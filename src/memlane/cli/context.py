@@ -6,48 +6,35 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from memlane.config import ConfigError, LoadedSettings, Settings, load_settings
+from memlane.cli.state import CliState, state
+from memlane.config import Settings
 from memlane.store import Store, StoreError, open_store
+
+if TYPE_CHECKING:
+    from memlane.engine.runtime import Runtime
 
 console = Console()
 err_console = Console(stderr=True)
 
-
-@dataclass
-class CliState:
-    """Global options, set by the root callback, read by every command."""
-
-    config_file: Path | None = None
-    overrides: dict[str, Any] = field(default_factory=dict)
-    _loaded: LoadedSettings | None = None
-
-    def loaded(self) -> LoadedSettings:
-        if self._loaded is None:
-            try:
-                self._loaded = load_settings(config_file=self.config_file, overrides=self.overrides)
-            except ConfigError as exc:
-                fail(str(exc))
-            for note in self._loaded.warnings:
-                err_console.print(f"[yellow]warning:[/] {note}", highlight=False, soft_wrap=True)
-        return self._loaded
-
-    @property
-    def settings(self) -> Settings:
-        return self.loaded().settings
-
-
-def state(ctx: typer.Context) -> CliState:
-    root = ctx.find_root()
-    if not isinstance(root.obj, CliState):
-        root.obj = CliState()
-    return root.obj
+__all__ = [
+    "SHORT_ID",
+    "CliState",
+    "console",
+    "err_console",
+    "fail",
+    "opened_runtime",
+    "opened_store",
+    "print_json",
+    "progress_bar",
+    "short_ids",
+    "state",
+]
 
 
 def fail(message: str, *, code: int = 1) -> NoReturn:
@@ -68,6 +55,27 @@ def opened_store(settings: Settings) -> Iterator[Store]:
         fail(str(exc))
     finally:
         store.close()
+
+
+@contextmanager
+def opened_runtime(ctx: typer.Context) -> Iterator[Runtime]:
+    """The engine over the configured store, for one command; the store closes after."""
+    from memlane.engine.runtime import Runtime
+
+    settings = state(ctx).settings
+    with opened_store(settings) as store:
+        yield Runtime(settings, store)
+
+
+def progress_bar() -> Progress:
+    """The bar long work shows on stderr (stdout stays clean for `--json`); it clears itself."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err_console,
+        transient=True,
+    )
 
 
 SHORT_ID = 10

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Annotated, Literal, get_args
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+from rich.progress import TaskID
 from rich.table import Table
 
-from memlane.cli.context import console, err_console, fail, print_json, state
+from memlane.cli.context import console, fail, print_json, progress_bar, state
 from memlane.engine.retrieval.evaluation import (
     CATEGORIES,
     NDCG_K,
@@ -122,13 +122,7 @@ async def _measure(
     turns = sum(len(c.turns) for c in conversations)
     dense = any(c in ("hybrid", "dense") for c in configs) or rt.settings.dense_retrieval
     results = []
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        console=err_console,
-        transient=True,
-    ) as bar:
+    with progress_bar() as bar:
         label = "indexing and embedding turns" if dense else "indexing turns"
         indexing = bar.add_task(label, total=turns)
         count = await ingest(

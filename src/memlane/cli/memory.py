@@ -11,13 +11,11 @@ import os
 import shlex
 import subprocess
 import tempfile
-from collections.abc import Coroutine, Iterator
-from contextlib import contextmanager
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from memlane.cli.context import (
@@ -25,19 +23,19 @@ from memlane.cli.context import (
     console,
     err_console,
     fail,
-    opened_store,
+    opened_runtime,
     print_json,
+    progress_bar,
     short_ids,
-    state,
 )
 from memlane.engine.memory import manage
-from memlane.engine.memory.book import book_for
 from memlane.engine.memory.recall import recall
 from memlane.engine.memory.scopes import GLOBAL, parse_scope
 from memlane.engine.runtime import Runtime
 from memlane.files.git import GitError
 from memlane.store import StoreError
 from memlane.types import Fact, FactRole
+from memlane.views.memories import memory_json
 
 app = typer.Typer(
     help="Long-term memory: add, search, list, show, edit, forget, reindex, log, export.",
@@ -50,13 +48,6 @@ IdArg = Annotated[
     str, typer.Argument(help="Memory id, or a unique prefix (see `memlane memory list`).")
 ]
 ROLES = ("memory", "user", "assistant", "summary")
-
-
-@contextmanager
-def _runtime(ctx: typer.Context) -> Iterator[Runtime]:
-    settings = state(ctx).settings
-    with opened_store(settings) as store:
-        yield Runtime(settings, store)
 
 
 def _run(rt: Runtime, coro: Coroutine[Any, Any, T]) -> T:
@@ -89,25 +80,6 @@ def _role(text: str | None) -> FactRole | None:
     if text not in ROLES:
         fail(f"invalid role {text!r}: use one of {', '.join(ROLES)}")
     return text  # type: ignore[return-value]
-
-
-def fact_json(fact: Fact, score: float | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "id": fact.id,
-        "scope": fact.scope,
-        "role": fact.role,
-        "text": fact.text,
-        "conversation_id": fact.conversation_id,
-        "created_at": fact.created_at.isoformat(),
-        "updated_at": fact.updated_at.isoformat(),
-        "deleted": fact.deleted,
-        "replaced_by": fact.replaced_by,
-        "source_session": fact.source_session,
-        "source_message": fact.source_message,
-    }
-    if score is not None:
-        out["score"] = round(score, 4)
-    return out
 
 
 def _table(facts: list[Fact], scores: list[float] | None = None) -> Table:
@@ -144,10 +116,10 @@ def add(
 ) -> None:
     """Remember TEXT as it is (no extraction, no reconciliation)."""
     chosen = _role(role) or "memory"
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         fact = _run(rt, manage.add_memory(rt, text, scope=_scope(scope), role=chosen))
     if as_json:
-        print_json(fact_json(fact))
+        print_json(memory_json(fact))
     else:
         console.print(f"remembered {fact.id} in {fact.scope}")
 
@@ -165,19 +137,19 @@ def search_cmd(
 ) -> None:
     """Find memories the way the proxy's read path does (hybrid, recency, MMR)."""
     wanted = [_scope(s) for s in scope] if scope else None  # an operator may search everything
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         if top_k is not None:
             rt = Runtime(rt.settings.model_copy(update={"memory_top_k": top_k}), rt.store)
 
         async def go() -> list[tuple[Fact, float]]:
-            await book_for(rt).ready()
+            await rt.memory_book.ready()
             found = await recall(rt, query, scopes=wanted)
             facts = [await manage.get_memory(rt, r.candidate.ref) for r in found]
             return [(f, r.candidate.score) for f, r in zip(facts, found, strict=True)]
 
         results = _run(rt, go())
     if as_json:
-        print_json([fact_json(f, s) for f, s in results])
+        print_json([memory_json(f, s) for f, s in results])
     elif not results:
         console.print("no memories found")
     else:
@@ -195,7 +167,7 @@ def list_cmd(
 ) -> None:
     """List memories, oldest first."""
     chosen = _role(role)
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         facts = _run(
             rt,
             manage.list_memories(
@@ -207,7 +179,7 @@ def list_cmd(
             ),
         )
     if as_json:
-        print_json([fact_json(f) for f in facts])
+        print_json([memory_json(f) for f in facts])
     else:
         console.print(_table(facts) if facts else "no memories")
 
@@ -215,11 +187,11 @@ def list_cmd(
 @app.command("show")
 def show(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> None:
     """Show one memory with its provenance and its file."""
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         fact = _run(rt, manage.get_memory(rt, memory_id))
-        files = book_for(rt).files
+        files = rt.memory_book.files
         path = files.find(fact) if files is not None else None
-    data = fact_json(fact) | {"file": str(path) if path else None}
+    data = memory_json(fact) | {"file": str(path) if path else None}
     if as_json:
         print_json(data)
         return
@@ -240,13 +212,13 @@ def edit(
     as_json: JsonOpt = False,
 ) -> None:
     """Correct a memory's text (same id); without --text, edit it in $EDITOR."""
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         if text is None:
             current = _run(rt, manage.get_memory(rt, memory_id))
             text = _edit_in_editor(current.text)
         fact = _run(rt, manage.edit_memory(rt, memory_id, text))
     if as_json:
-        print_json(fact_json(fact))
+        print_json(memory_json(fact))
     else:
         console.print(f"edited {fact.id}")
 
@@ -269,29 +241,19 @@ def _edit_in_editor(text: str) -> str:
 @app.command("forget")
 def forget(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> None:
     """Forget a memory: its file moves under deleted/ (soft delete) and it leaves the index."""
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         fact = _run(rt, manage.forget_memory(rt, memory_id))
     if as_json:
-        print_json(fact_json(fact))
+        print_json(memory_json(fact))
     else:
         console.print(f"forgot {fact.id}")
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        console=err_console,
-        transient=True,
-    )
 
 
 @app.command("reindex")
 def reindex(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Rebuild the search index from the Markdown files, index every remembered turn
     again with its date and neighbours, and embed what needs it (dense retrieval on)."""
-    with _runtime(ctx) as rt, _progress() as bar:
+    with opened_runtime(ctx) as rt, progress_bar() as bar:
         reading = bar.add_task("reading files", total=None)
         turns = bar.add_task("indexing turns with their neighbours", total=None, visible=False)
         embedding = bar.add_task("embedding", total=None, visible=False)
@@ -305,7 +267,7 @@ def reindex(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         def embed(done: int, total: int | None) -> None:
             bar.update(embedding, completed=done, visible=True)
 
-        report = _run(rt, book_for(rt).sync_files(read, embed))
+        report = _run(rt, rt.memory_book.sync_files(read, embed))
         try:
             rebuilt = rt.store.reindex_turns(turn)
         except StoreError as exc:
@@ -338,8 +300,8 @@ def log(
     as_json: JsonOpt = False,
 ) -> None:
     """The memory's git history, newest first."""
-    with _runtime(ctx) as rt:
-        git = book_for(rt).git
+    with opened_runtime(ctx) as rt:
+        git = rt.memory_book.git
         if git is None:
             fail(
                 "no history: memory_git is off, git is missing, or the store is PostgreSQL "
@@ -372,7 +334,7 @@ def export(
     target = destination.expanduser()
     if target.exists() and not target.is_dir():
         fail(f"{target} exists and is not a folder")
-    with _runtime(ctx) as rt, _progress() as bar:
+    with opened_runtime(ctx) as rt, progress_bar() as bar:
         task = bar.add_task("writing files", total=None)
 
         def step(done: int, total: int) -> None:

@@ -1,15 +1,14 @@
 """`memlane sessions`: list, inspect, fork, export, import, index, ask and delete sessions.
 
 Every command that names a session accepts its id, an id prefix, its key or
-its indexed name. Everything a script reads has `--json`.
+its indexed name, found and printed by `views.sessions` like on the admin API.
+Everything a script reads has `--json`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,21 +21,28 @@ from memlane.cli.context import (
     console,
     err_console,
     fail,
-    opened_store,
+    opened_runtime,
     print_json,
     short_ids,
-    state,
 )
 from memlane.cli.sessions_context import context as context_command
-from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import lifecycle
 from memlane.engine.sessions.indexing import index_session
-from memlane.engine.sessions.lookup import SessionLookupError, find_session
 from memlane.engine.sessions.metafile import CorruptMeta, load_meta, meta_path
 from memlane.engine.sessions.query import query_session
+from memlane.files.atomic import write_atomic
 from memlane.store import Store
 from memlane.text.llm import LLMError
-from memlane.types import Session, StoredMessage
+from memlane.types import Session
+from memlane.views.sessions import (
+    SessionLookupError,
+    compaction_json,
+    find_session,
+    index_cost,
+    message_json,
+    session_detail,
+    session_json,
+)
 
 app = typer.Typer(
     help="List, inspect, fork, export, import and delete sessions.", no_args_is_help=True
@@ -49,65 +55,11 @@ ModelOpt = Annotated[
 ]
 
 
-@contextmanager
-def _runtime(ctx: typer.Context) -> Iterator[Runtime]:
-    settings = state(ctx).settings
-    with opened_store(settings) as store:
-        yield Runtime(settings, store)
-
-
 def _find(store: Store, ref: str) -> Session:
     try:
         return find_session(store, ref)
     except SessionLookupError as exc:
         fail(str(exc))
-
-
-def session_json(store: Store, session: Session) -> dict[str, Any]:
-    """A session as scripts read it: every stored field plus the derived title."""
-    return {
-        "id": session.id,
-        "key": session.key,
-        "namespace": session.namespace,
-        "title": lifecycle.session_title(store, session),
-        "parent_id": session.parent_id,
-        "fork_position": session.fork_position,
-        "message_count": session.message_count,
-        "prompt_tokens": session.prompt_tokens,
-        "completion_tokens": session.completion_tokens,
-        "cost_usd": session.cost_usd,
-        "index_cost_usd": index_cost(session),
-        "summary": session.summary,
-        "summarized_count": session.summarized_count,
-        "metadata": dict(session.metadata),
-        "created_at": session.created_at.isoformat(),
-        "updated_at": session.updated_at.isoformat(),
-    }
-
-
-def index_cost(session: Session) -> float:
-    """What memlane's own metadata and query calls for this session cost."""
-    value = session.metadata.get("index_cost_usd", 0.0)
-    return float(value) if isinstance(value, int | float) else 0.0
-
-
-def message_json(item: StoredMessage) -> dict[str, Any]:
-    message = item.message
-    return {
-        "id": item.id,
-        "position": item.position,
-        "role": message.role,
-        "kind": message.kind,
-        "origin": message.origin,
-        "status": item.status,
-        "text": message.text,
-        "tool_calls": [
-            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
-        ],
-        "call_id": message.call_id,
-        "token_count": item.token_count,
-        "created_at": item.created_at.isoformat(),
-    }
 
 
 def age(moment: datetime, now: datetime | None = None) -> str:
@@ -133,7 +85,7 @@ def list_sessions(
 
     The cost column adds what indexing the session cost to the conversation's own.
     """
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         everyone = rt.store.list_sessions()
         # Printed ids are prefixes unique among all sessions, as lookup resolves them.
         shorts = short_ids([s.id for s in everyone])
@@ -185,10 +137,10 @@ def show(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """One session: its metadata, summaries and messages."""
-    with _runtime(ctx) as rt:
+    """One session: its metadata, summaries, todo, pinned text and messages."""
+    with opened_runtime(ctx) as rt:
         session = _find(rt.store, ref)
-        data = session_json(rt.store, session)
+        data = session_detail(rt, session)
         items = rt.store.list_messages(session.id, transcript_only=not show_all)
         data["messages"] = [message_json(m) for m in items]
         data["events"] = len(rt.store.list_events(session.id))
@@ -240,7 +192,7 @@ def delete(
     as_json: JsonOpt = False,
 ) -> None:
     """Delete a session and everything of it (messages, events, files, memories)."""
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         session = _find(rt.store, ref)
         title = lifecycle.session_title(rt.store, session)
         if not yes:
@@ -267,10 +219,9 @@ def fork(
     as_json: JsonOpt = False,
 ) -> None:
     """A new session continuing this one (a copy of its history, with a parent link)."""
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         source = _find(rt.store, ref)
-        new_key = key or f"{source.key}~fork-{datetime.now(UTC):%Y%m%d%H%M%S%f}"
-        forked = lifecycle.fork(rt.store, source, new_key=new_key, at_position=at)
+        forked = lifecycle.fork(rt.store, source, new_key=key, at_position=at)
         data = session_json(rt.store, forked)
     if as_json:
         print_json(data)
@@ -287,7 +238,7 @@ def export(
     ] = None,
 ) -> None:
     """Write a session as JSON lines (session, messages, events, state)."""
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         session = _find(rt.store, ref)
         lines = list(lifecycle.export_lines(rt.store, session))
     text = "".join(line + "\n" for line in lines)
@@ -295,7 +246,7 @@ def export(
         sys.stdout.write(text)
         return
     try:
-        output.write_text(text, encoding="utf-8")
+        write_atomic(output, text)
     except OSError as exc:
         fail(f"cannot write {output}: {exc.strerror}")
     err_console.print(f"exported {session.id} ({len(lines) - 1} entries) to {output}")
@@ -319,7 +270,7 @@ def import_(
         fail(f"cannot read {source}: {exc.strerror}")
     except UnicodeDecodeError:
         fail(f"{source} is not UTF-8 text: expected `memlane sessions export` output")
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         try:
             session = lifecycle.import_lines(rt.store, text.splitlines(), key=key)
         except lifecycle.ImportProblem as exc:
@@ -339,7 +290,7 @@ def index(
     ctx: typer.Context, ref: SessionArg, model: ModelOpt = None, as_json: JsonOpt = False
 ) -> None:
     """Generate the session's name, description, summary and tags now."""
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         session = _find(rt.store, ref)
         result = asyncio.run(index_session(rt, session.id, model=model))
     if not result.ok or result.meta is None:
@@ -368,7 +319,7 @@ def ask(
     as_json: JsonOpt = False,
 ) -> None:
     """Answer a question about a past session (query_session, with a cheap model)."""
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         session = _find(rt.store, ref)
         try:
             answer = asyncio.run(query_session(rt, session, question, model=model))
@@ -393,7 +344,7 @@ def approve_spec(ctx: typer.Context, ref: SessionArg, as_json: JsonOpt = False) 
     """Approve the session's spec: Spec Mode stops asking the agent for one."""
     from memlane.engine import scaffold
 
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         session = _find(rt.store, ref)
         scaffold.approve_spec(rt, session.id)
     if as_json:
@@ -409,24 +360,14 @@ def compact(
     """Compact the session's history now (summarised with the session's model)."""
     from memlane.engine.governance.compact import CompactionError, compact_session
 
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         session = _find(rt.store, ref)
         try:
             result = asyncio.run(compact_session(rt, session.id, model=model))
         except (CompactionError, LLMError) as exc:
             fail(str(exc))
     if as_json:
-        print_json(
-            {
-                "id": result.session_id,
-                "model": result.model,
-                "messages": result.messages,
-                "dropped": result.dropped,
-                "tokens_before": result.tokens_before,
-                "tokens_after": result.tokens_after,
-                "snapshot": result.snapshot,
-            }
-        )
+        print_json(compaction_json(result))
         return
     console.print(str(result), highlight=False, soft_wrap=True)
 
@@ -447,7 +388,7 @@ def output(
         offloaded_outputs,
     )
 
-    with _runtime(ctx) as rt:
+    with opened_runtime(ctx) as rt:
         session = _find(rt.store, ref)
         if output_id is None:
             found = offloaded_outputs(rt.store, session.id)

@@ -10,15 +10,14 @@ and the newest compactions with what each dropped.
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from memlane.cli.context import console, fail, opened_store, print_json, state
-from memlane.engine.governance.breakdown import Breakdown, breakdown
-from memlane.engine.governance.report import describe_event
-from memlane.engine.runtime import Runtime
-from memlane.engine.sessions.lookup import SessionLookupError, find_session
+from memlane.cli.context import console, fail, opened_runtime, print_json
+
+if TYPE_CHECKING:
+    from memlane.engine.governance.breakdown import Breakdown
 
 LABELS = {
     "head": "head (instructions, first run)",
@@ -39,13 +38,15 @@ def context(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """What the session's next request would forward, by part, in tokens of its model."""
-    settings = state(ctx).settings
-    with opened_store(settings) as store:
+    from memlane.engine.governance.breakdown import breakdown
+    from memlane.engine.sessions.lookup import SessionLookupError, find_session
+
+    with opened_runtime(ctx) as rt:
         try:
-            session = find_session(store, ref)
+            session = find_session(rt.store, ref)
         except SessionLookupError as exc:
             fail(str(exc))
-        result = asyncio.run(breakdown(Runtime(settings, store), session, events=events))
+        result = asyncio.run(breakdown(rt, session, events=events))
     if as_json:
         print_json(result.to_json())
         return
@@ -53,6 +54,8 @@ def context(
 
 
 def _print(result: Breakdown) -> None:
+    from memlane.engine.governance.report import describe_event
+
     share = result.total / result.limit if result.limit else 0.0
     console.print(
         f"[bold]{result.session_id}[/]  model {result.model or '(none yet)'}: window "

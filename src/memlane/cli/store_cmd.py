@@ -12,7 +12,7 @@ from memlane.cli.context import console, err_console, fail, opened_store, print_
 from memlane.config import Settings
 from memlane.store import TABLES, StoreError
 from memlane.store.migrate import copy_store, store_counts
-from memlane.store.urls import POSTGRES_SCHEMES, SQLITE_SCHEME, redact
+from memlane.store.urls import redact, store_kind
 
 app = typer.Typer(help="Inspect the store and copy it between backends.", no_args_is_help=True)
 
@@ -21,7 +21,7 @@ def _settings_for(settings: Settings, url: str | None) -> Settings:
     """The settings with another store URL (None keeps the configured store)."""
     if url is None:
         return settings
-    if not url.startswith((*POSTGRES_SCHEMES, SQLITE_SCHEME)):
+    if store_kind(url) is None:
         fail(f"unsupported store URL {redact(url)!r}: use postgresql://… or sqlite:///PATH")
     return settings.model_copy(update={"store_url": url})
 

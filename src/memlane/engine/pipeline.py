@@ -13,30 +13,33 @@ from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import history
 from memlane.engine.sessions.indexing import schedule_index
 from memlane.engine.sessions.references import has_references, resolve_references
-from memlane.engine.turn import Answer, Turn
+from memlane.engine.turn import Answer, DirectAnswer, Forward, Prepared, Turn
 from memlane.store import NewMessage, SyncResult
 from memlane.types import Message
 
 log = logging.getLogger("memlane.pipeline")
 
 
-async def prepare(rt: Runtime, turn: Turn) -> list[Message]:
-    """Persist what is new, then build the message list to forward upstream.
+async def prepare(rt: Runtime, turn: Turn) -> Prepared:
+    """Persist what is new, then decide: forward these messages, or answer directly.
 
     Storing the client's turn is strict (nothing is lost); every stage after it is
     memlane's own addition and fails open (`engine.failopen`): the request goes on
-    without it.
+    without it. An `@@` reference that names no session is the one thing the user
+    is answered about directly (`DirectAnswer`): forwarding would hide the typo.
     """
     if has_references(turn.messages):
         await threads.to_thread(store_incoming, rt, turn)
-        messages = await resolve_references(rt, turn, list(turn.messages))
+        resolved = await resolve_references(rt, turn, list(turn.messages))
+        if isinstance(resolved, DirectAnswer):
+            return resolved
         messages = await best_effort(
-            rt, turn, "scaffold", scaffold.add_state_block(rt, turn, messages), messages
+            rt, turn, "scaffold", scaffold.add_state_block(rt, turn, resolved), resolved
         )
     else:  # the references stage has nothing to do: one thread hop stores and scaffolds
         messages = await threads.to_thread(store_and_scaffold, rt, turn)
     messages = await best_effort(rt, turn, "governance", govern_turn(rt, turn, messages), messages)
-    return await best_effort(
+    recalled = await best_effort(
         rt,
         turn,
         "recall",
@@ -44,6 +47,7 @@ async def prepare(rt: Runtime, turn: Turn) -> list[Message]:
         messages,
         deadline_ms=rt.settings.recall_deadline_ms,
     )
+    return Forward(recalled)
 
 
 def store_and_scaffold(rt: Runtime, turn: Turn) -> list[Message]:

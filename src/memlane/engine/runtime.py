@@ -1,17 +1,37 @@
-"""The engine's shared services, built once per process and passed down explicitly."""
+"""The engine's shared services, built once per process and passed down explicitly.
+
+Every service a stage needs comes from here, made the one way it is made: the store
+kind, the tokenizers, the embedder, memlane's own LLM clients and the rule for which
+model their calls use, and the memory book. Nothing below builds its own.
+
+Which client and model memlane's own LLM calls use (`llm` goes to `llm_base_url`,
+else `upstream_url`):
+
+- running summaries, governance's summariser, session metadata and queries:
+  `summary_llm` (`summary_base_url` when set, else `llm`), with the feature's own
+  model if it has one (`index_model`), else `summary_model`, `llm_model`, the
+  request's model (`summary_model()`);
+- fact extraction, reconciliation and the memory summary: `llm`, with
+  `memory_llm_model`, `llm_model`, the request's model (`memory_model()`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from memlane.config import Settings
 from memlane.engine.activity import Activity
 from memlane.engine.background import Background
 from memlane.store import Store
+from memlane.store.urls import StoreKind, store_kind
 from memlane.text.embeddings import Embedder
 from memlane.text.llm import LLM
 from memlane.text.tokens import Tokenizer
+
+if TYPE_CHECKING:
+    from memlane.engine.memory.book import MemoryBook
 
 
 @dataclass
@@ -19,7 +39,8 @@ class Runtime:
     """Settings, store and text services; what every engine function receives first.
 
     The tokenizer, embedder and LLM are created on first use by their factories,
-    so a command that never embeds never loads the embedding model.
+    so a command that never embeds never loads the embedding model. Tests and
+    library users inject their own through `_tokenizer`, `_embedder` and `_llm`.
     """
 
     settings: Settings
@@ -29,14 +50,27 @@ class Runtime:
     _tokenizer: Tokenizer | None = None
     _embedder: Embedder | None = None
     _llm: LLM | None = None
+    _memory_book: MemoryBook | None = field(default=None, init=False, repr=False)
+
+    @cached_property
+    def store_kind(self) -> StoreKind:
+        """`sqlite` (memories and scaffold texts as files) or `postgres` (all in the database)."""
+        return store_kind(self.settings.store_url) or "sqlite"
 
     @cached_property
     def tokenizer(self) -> Tokenizer:
+        """The tokenizer of `llm_model` (or the one `tokenizer` forces): what stored turns
+        are counted with."""
+        return self.tokenizer_for(None)
+
+    def tokenizer_for(self, model: str | None) -> Tokenizer:
+        """The tokenizer that counts `model`'s tokens (governance counts each request's
+        model). Loaded once per encoding for the whole process."""
         if self._tokenizer is not None:
             return self._tokenizer
         from memlane.text.factory import make_tokenizer
 
-        return make_tokenizer(self.settings)
+        return make_tokenizer(self.settings, model or None)
 
     @cached_property
     def embedder(self) -> Embedder:
@@ -48,11 +82,48 @@ class Runtime:
 
     @cached_property
     def llm(self) -> LLM:
+        """memlane's own LLM client: `llm_base_url`, else `upstream_url`."""
         if self._llm is not None:
             return self._llm
         from memlane.text.factory import make_llm
 
         return make_llm(self.settings)
+
+    @cached_property
+    def summary_llm(self) -> LLM:
+        """The client of memlane's cheap calls (summaries, session metadata and queries):
+        the dedicated `summary_base_url` when set, else `llm`."""
+        if not self.settings.summary_base_url:
+            return self.llm
+        from memlane.text.factory import SUMMARY_PURPOSE, make_llm
+
+        return make_llm(self.settings, purpose=SUMMARY_PURPOSE)
+
+    def summary_model(self, request_model: str | None = None) -> str | None:
+        """The model of the cheap calls: `summary_model`, `llm_model`, the request's."""
+        settings = self.settings
+        return settings.summary_model or settings.llm_model or request_model or None
+
+    def memory_model(self, request_model: str | None = None) -> str | None:
+        """The model of fact extraction and reconciliation: `memory_llm_model`,
+        `llm_model`, the request's."""
+        settings = self.settings
+        return settings.memory_llm_model or settings.llm_model or request_model or None
+
+    @property
+    def memory_book(self) -> MemoryBook:
+        """Long-term memory (files, index, git), opened on first use: one per runtime, so
+        its one lock serialises every write."""
+        if self._memory_book is None:
+            from memlane.engine.memory.book import MemoryBook
+
+            self._memory_book = MemoryBook(self)
+        return self._memory_book
+
+    @property
+    def opened_memory_book(self) -> MemoryBook | None:
+        """The memory book if something opened it (stopping need not open one)."""
+        return self._memory_book
 
     def close(self) -> None:
         self.store.close()

@@ -38,7 +38,6 @@ from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Turn
 from memlane.files.scaffold import FileTexts, normalize_escapes, read_agents_md
 from memlane.store import NewMessage, SessionNotFound, SessionStore
-from memlane.store.urls import is_postgres
 from memlane.types import Message, Role, Session
 
 STATE_NAMES = ("todo", "pinned", "summary", "spec_approved")
@@ -129,7 +128,7 @@ def state_texts(rt: Runtime) -> StateTexts:
     """The configured `StateTexts`: auto means the store for PostgreSQL, files otherwise."""
     choice = rt.settings.scaffold_store
     if choice == "auto":
-        choice = "store" if is_postgres(rt.settings.store_url) else "files"
+        choice = "store" if rt.store_kind == "postgres" else "files"
     if choice == "store":
         return StoreStateTexts(rt.store)
     return FileStateTexts(rt.settings)

@@ -2,6 +2,8 @@
 
     prepare:  store what is new  ->  @@ references  ->  scaffold state block
               ->  governance (mask, summarise, re-inject)  ->  long-term recall
+              =>  Forward(messages), or DirectAnswer(text) when the turn must not
+                  go upstream (an `@@` reference that names no session)
     finish:   store the assistant turn and usage  ->  schedule background work
               (fact extraction, session summary and index, git commit)
 
@@ -77,3 +79,28 @@ class Answer:
     response_id: str | None = None
     """The upstream's id for this answer (Responses), so a later `previous_response_id`
     can be resolved from memlane's own store."""
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """What `pipeline.prepare` decided: send these messages upstream."""
+
+    messages: list[Message]
+
+
+@dataclass(frozen=True, slots=True)
+class DirectAnswer:
+    """What `pipeline.prepare` decided: answer the user with `text`, forward nothing.
+
+    A face shows it as the assistant's reply in its own format and records it with
+    `pipeline.finish(rt, turn, direct.answer())`, like any answer.
+    """
+
+    text: str
+
+    def answer(self) -> Answer:
+        return Answer([Message(role="assistant", text=self.text)])
+
+
+Prepared = Forward | DirectAnswer
+"""The result of `pipeline.prepare`: a face matches on it, nothing is raised."""

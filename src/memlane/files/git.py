@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from memlane.files.memory_files import atomic_write
+from memlane.files.atomic import write_atomic
 from memlane.files.memory_snapshot import SNAPSHOT_FILE
 
 log = logging.getLogger("memlane.memory.git")
@@ -89,7 +89,7 @@ class GitRepo:
             await self._git("init", "-q")
         ignore = self.root / ".gitignore"
         if not ignore.exists():
-            atomic_write(ignore, GITIGNORE.encode())
+            write_atomic(ignore, GITIGNORE)
         self._ready = True
 
     async def commit(self, message: str) -> bool:

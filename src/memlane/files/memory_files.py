@@ -14,13 +14,12 @@ so a person can read, edit, create or delete any memory with an editor.
 `<scope>` is `global` or the scope made safe by `files.paths.safe_key`; the
 exact scope is also kept in the folder's `.scope` file, so a hand-written file
 without front matter still lands in the right scope. Writes are atomic
-(temporary file, fsync, rename): a crash leaves the old file or the new one.
+(`files.atomic.write_atomic`): a crash leaves the old file or the new one.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import uuid
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from memlane.files.atomic import write_atomic
 from memlane.files.paths import safe_key
 from memlane.types import Fact, FactRole
 
@@ -193,7 +193,7 @@ class MemoryFiles:
         path = self.path_for(fact)
         stale = self.find(fact)
         data = render(fact).encode("utf-8")
-        atomic_write(path, data)
+        write_atomic(path, data)
         if stale is not None and stale != path:
             stale.unlink(missing_ok=True)
         return EntryFile(path, fact, digest_bytes(data))
@@ -275,21 +275,7 @@ class MemoryFiles:
         marker = folder / SCOPE_FILE
         if not marker.exists():
             folder.mkdir(parents=True, exist_ok=True)
-            atomic_write(marker, f"{scope}\n".encode())
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` so that readers see the old content or the new, never half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+            write_atomic(marker, f"{scope}\n".encode())
 
 
 def _split_front_matter(text: str, path: Path) -> tuple[dict[str, Any], str]:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from memlane.files.memory_files import atomic_write
+from memlane.files.atomic import write_atomic
 
 SNAPSHOT_FILE = "memory_index.json"
 log = logging.getLogger("memlane.memory.files")
@@ -73,4 +73,4 @@ class Snapshot:
     def save(self) -> None:
         entries = sorted(self._entries.items())
         data = {rel: {"hash": seen.digest, "id": seen.fact_id} for rel, seen in entries}
-        atomic_write(self.path, json.dumps(data, indent=0, ensure_ascii=False).encode("utf-8"))
+        write_atomic(self.path, json.dumps(data, indent=0, ensure_ascii=False))

@@ -13,9 +13,9 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
+from memlane.files.atomic import write_atomic
 from memlane.files.paths import session_dir
 
 STATE_FILES = {"todo": "todo.md", "pinned": "pinned.md", "summary": "summary.md"}
@@ -101,7 +101,6 @@ class FileTexts:
         if value is None:
             path.unlink(missing_ok=True)
             return
-        folder.mkdir(parents=True, exist_ok=True)
         write_atomic(path, value)
 
     def remove(self, key: str) -> None:
@@ -124,15 +123,3 @@ def read_text(path: Path) -> str | None:
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
     return data.decode("utf-8", errors="replace")
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder, then rename: readers never see half."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

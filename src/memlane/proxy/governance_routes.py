@@ -3,7 +3,6 @@ offloaded tool outputs."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
@@ -14,10 +13,11 @@ from memlane.engine.governance.breakdown import breakdown
 from memlane.engine.governance.compact import CompactionError, NoModel, compact_session
 from memlane.engine.governance.ledger import OutputNotFound, offloaded_output, offloaded_outputs
 from memlane.engine.runtime import Runtime
-from memlane.proxy.admin import find
 from memlane.proxy.errors import ProxyError
+from memlane.proxy.lookup import FoundSession
 from memlane.proxy.state import require_admin, runtime
 from memlane.text.llm import LLMError
+from memlane.views.sessions import compaction_json
 
 router = APIRouter(prefix="/v1/memlane", tags=["memlane"], dependencies=[Depends(require_admin)])
 
@@ -31,49 +31,36 @@ class CompactBody(BaseModel):
 
 
 @router.get(
-    "/sessions/{session_id}/context",
+    "/sessions/{ref}/context",
     summary="What the session's next request would forward, by part, in tokens",
 )
-async def context(rt: Rt, session_id: str, events: int = 5) -> dict[str, Any]:
-    session = await asyncio.to_thread(find, rt, session_id)
+async def context(rt: Rt, session: FoundSession, events: int = 5) -> dict[str, Any]:
     result = await breakdown(rt, session, events=max(0, min(events, 100)))
     return {"object": "memlane.context", **result.to_json()}
 
 
-@router.post("/sessions/{session_id}/compact", summary="Compact the session's history now")
-async def compact(rt: Rt, session_id: str, body: CompactBody | None = None) -> dict[str, Any]:
-    session = await asyncio.to_thread(find, rt, session_id)
+@router.post("/sessions/{ref}/compact", summary="Compact the session's history now")
+async def compact(rt: Rt, session: FoundSession, body: CompactBody | None = None) -> dict[str, Any]:
     try:
         result = await compact_session(rt, session.id, model=body.model if body else None)
     except NoModel as exc:
         raise ProxyError(400, str(exc), code="model_required", param="model") from None
     except (CompactionError, LLMError) as exc:
         raise ProxyError(502, str(exc), type="upstream_error", code="compaction_failed") from None
-    return {
-        "object": "memlane.compaction",
-        "session_id": result.session_id,
-        "model": result.model,
-        "messages": result.messages,
-        "dropped": result.dropped,
-        "tokens_before": result.tokens_before,
-        "tokens_after": result.tokens_after,
-        "snapshot": result.snapshot,
-    }
+    return compaction_json(result)
 
 
-@router.get("/sessions/{session_id}/tool-outputs", summary="Tool outputs governance offloaded")
-def list_outputs(rt: Rt, session_id: str) -> dict[str, Any]:
-    session = find(rt, session_id)
+@router.get("/sessions/{ref}/tool-outputs", summary="Tool outputs governance offloaded")
+def list_outputs(rt: Rt, session: FoundSession) -> dict[str, Any]:
     return {"object": "list", "data": offloaded_outputs(rt.store, session.id)}
 
 
 @router.get(
-    "/sessions/{session_id}/tool-outputs/{output_id}",
+    "/sessions/{ref}/tool-outputs/{output_id}",
     summary="The full text of one offloaded tool output",
     response_class=PlainTextResponse,
 )
-def get_output(rt: Rt, session_id: str, output_id: int) -> PlainTextResponse:
-    session = find(rt, session_id)
+def get_output(rt: Rt, session: FoundSession, output_id: int) -> PlainTextResponse:
     try:
         return PlainTextResponse(offloaded_output(rt.store, session.id, output_id))
     except OutputNotFound as exc:

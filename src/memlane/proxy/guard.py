@@ -57,7 +57,7 @@ def host_allowed(settings: Settings, host_header: str) -> bool:
     name = host_name(host_header)
     if not name or "*" in settings.allowed_hosts:
         return True
-    if name in LOOPBACK_NAMES or name in (h.lower() for h in settings.allowed_hosts):
+    if name in (h.lower() for h in settings.allowed_hosts):
         return True
     bind = settings.host.lower()
     if name == bind:
@@ -65,15 +65,8 @@ def host_allowed(settings: Settings, host_header: str) -> bool:
     if bind in WILDCARD_BINDS:
         # Listening everywhere: clients reach it by the machine's addresses. A literal
         # address cannot be a rebinding attack (that needs a name the attacker controls).
-        try:
-            ipaddress.ip_address(name)
-            return True
-        except ValueError:
-            return False
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
+        return is_loopback(name) or _is_ip(name)
+    return is_loopback(name)
 
 
 def origin_allowed(settings: Settings, origin: str, host_header: str) -> bool:
@@ -107,15 +100,18 @@ def points_at_self(settings: Settings, upstream_url: str) -> bool:
     bind = settings.host.lower()
     if name == bind:
         return True
-    loopback = name in LOOPBACK_NAMES or _is_loopback(name)
+    loopback = is_loopback(name)
     if bind in WILDCARD_BINDS:
         return loopback or _is_ip(name)  # every interface of this machine listens
-    return loopback and (bind in LOOPBACK_NAMES or _is_loopback(bind))
+    return loopback and is_loopback(bind)
 
 
-def _is_loopback(name: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """`localhost`, or an address on the loopback interface (127.0.0.0/8, ::1)."""
+    if host in LOOPBACK_NAMES:
+        return True
     try:
-        return ipaddress.ip_address(name).is_loopback
+        return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
 

@@ -22,8 +22,8 @@ import httpx
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from memlane.proxy.sse import SSEDecoder
 from memlane.proxy.wire.base import StreamAssembler
+from memlane.text.sse import SSEDecoder
 
 log = logging.getLogger("memlane.proxy")
 

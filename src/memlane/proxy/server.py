@@ -15,21 +15,12 @@ from pathlib import Path
 
 from memlane.config import Settings
 from memlane.files import admin_token
-from memlane.proxy.guard import points_at_self
+from memlane.proxy.guard import is_loopback, points_at_self
 from memlane.proxy.repeats import RepeatedWarnings
 
 
 class ServeError(Exception):
     """The proxy cannot start; the message says what to change."""
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_address(host: str) -> None:

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends
 
 from memlane.config import Settings
 from memlane.engine.runtime import Runtime
+from memlane.files.atomic import write_atomic
 from memlane.proxy.state import require_admin, runtime
 
 SERVE_FILE = "serve.json"
@@ -52,10 +53,7 @@ def write_serve_file(settings: Settings) -> None:
         "url": f"http://{settings.host}:{settings.port}",
         "upstream_url": settings.upstream_url,
     }
-    path = serve_file(settings)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(serve_file(settings), json.dumps(data))
 
 
 def remove_serve_file(settings: Settings) -> None:

@@ -4,6 +4,9 @@
     durable here) -> adapter.render -> upstream -> the client (streamed as it comes)
     -> pipeline.finish (the assistant turn, then background work)
 
+When `prepare` decides on a direct answer (an `@@` reference that names no
+session), the client gets it in its wire format and nothing goes upstream.
+
 An upstream that is down, slow, failing or cut midway leaves a failed turn and
 no assistant rows; the client gets an OpenAI error object with a fitting status.
 """
@@ -24,8 +27,7 @@ from memlane.engine import pipeline
 from memlane.engine.governance import ContextOverflow
 from memlane.engine.governance.budget import learn_from_upstream_error
 from memlane.engine.sessions.history import chained_session_key
-from memlane.engine.sessions.references import ReferenceFailed
-from memlane.engine.turn import Answer, Turn
+from memlane.engine.turn import Answer, DirectAnswer, Prepared, Turn
 from memlane.proxy import headers as h
 from memlane.proxy.access import SESSION_STATE
 from memlane.proxy.direct import direct_response
@@ -44,7 +46,6 @@ from memlane.proxy.wire.base import (
 )
 from memlane.store import StoreError
 from memlane.text.llm import REQUEST_AUTHORIZATION
-from memlane.types import Message
 
 log = logging.getLogger("memlane.proxy")
 
@@ -118,11 +119,11 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
         chained=chained_key is not None,
         instructions=parsed.instructions,
     )
-    try:
-        outgoing = await _prepare(state, turn)
-    except ReferenceFailed as exc:  # the user is told why, as the assistant's answer
-        await _finish(state, turn, Answer([Message(role="assistant", text=exc.answer)]))
-        return direct_response(adapter.wire, parsed.model, exc.answer, stream=parsed.stream)
+    prepared = await _prepare(state, turn)
+    if isinstance(prepared, DirectAnswer):  # the user is told why, as the assistant's answer
+        await _finish(state, turn, prepared.answer())
+        return direct_response(adapter.wire, parsed.model, prepared.text, stream=parsed.stream)
+    outgoing = prepared.messages
     if turn.session is not None:
         setattr(request.state, SESSION_STATE, turn.session.id)  # for the access line
     payload = raw if unchanged(parsed, outgoing) else dumps(adapter.render(parsed, outgoing))
@@ -153,11 +154,9 @@ async def _chained_key(state: ProxyState, parsed: ParsedRequest) -> str | None:
         return None
 
 
-async def _prepare(state: ProxyState, turn: Turn) -> list[Any]:
+async def _prepare(state: ProxyState, turn: Turn) -> Prepared:
     try:
         return await pipeline.prepare(state.runtime, turn)
-    except ReferenceFailed:
-        raise
     except ContextOverflow as exc:  # pre-flight: refused here, not failed upstream
         await _fail(state, turn)
         raise ProxyError(400, str(exc), code=exc.code) from None

@@ -2,29 +2,26 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from memlane.config import Settings
-from memlane.store.base import Store
-from memlane.store.urls import is_postgres
+from memlane.store.base import Store, StoreError
+from memlane.store.urls import SQLITE_SCHEME, store_kind
 
 
 def open_store(settings: Settings) -> Store:
     url = settings.store_url
-    if is_postgres(url):
+    kind = store_kind(url)
+    if kind is None:
+        raise StoreError(
+            f"unsupported store URL {url!r}: use postgresql://… or sqlite:///PATH, "
+            "or leave MEMLANE_STORE_URL unset for the embedded SQLite file"
+        )
+    if kind == "postgres" and url:
         from memlane.store.postgres import PostgresStore
 
         return PostgresStore(url)
     from memlane.store.sqlite import SQLiteStore
 
-    path = settings.database_path
-    if url:
-        if not url.startswith("sqlite:///"):
-            from memlane.store.base import StoreError
-
-            raise StoreError(
-                f"unsupported store URL {url!r}: use postgresql://… or sqlite:///PATH, "
-                "or leave MEMLANE_STORE_URL unset for the embedded SQLite file"
-            )
-        from pathlib import Path
-
-        path = Path(url.removeprefix("sqlite:///"))
+    path = Path(url.removeprefix(SQLITE_SCHEME)) if url else settings.database_path
     return SQLiteStore(path, synchronous=settings.sqlite_synchronous)

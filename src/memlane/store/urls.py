@@ -1,17 +1,26 @@
-"""Store URLs: shown to people without their password, never stored or logged with it."""
+"""Store URLs: which backend one selects, and shown to people without its password."""
 
 from __future__ import annotations
 
-from typing import TypeGuard
+from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 SQLITE_SCHEME = "sqlite:///"
 
 
-def is_postgres(url: str | None) -> TypeGuard[str]:
-    """Whether a store URL selects the PostgreSQL backend (the one test, used everywhere)."""
-    return url is not None and url.startswith(POSTGRES_SCHEMES)
+StoreKind = Literal["sqlite", "postgres"]
+
+
+def store_kind(url: str | None) -> StoreKind | None:
+    """The backend a store URL selects (the one test, used everywhere): unset or
+    `sqlite:///PATH` is SQLite, `postgresql://…` / `postgres://…` PostgreSQL; None for
+    anything else."""
+    if not url or url.startswith(SQLITE_SCHEME):
+        return "sqlite"
+    if url.startswith(POSTGRES_SCHEMES):
+        return "postgres"
+    return None
 
 
 def redact(url: str) -> str:

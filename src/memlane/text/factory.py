@@ -74,6 +74,20 @@ def make_llm(
     )
 
 
+def upstream_llm(
+    settings: Settings, environ: Mapping[str, str] | None = None
+) -> OpenAICompatibleLLM:
+    """A client for the upstream itself, as a client of memlane would talk to it (what
+    `memlane chat` streams its conversation from): `upstream_url`, `upstream_api_key`
+    else `$OPENAI_API_KEY`, `upstream_timeout`."""
+    env = os.environ if environ is None else environ
+    key = settings.upstream_api_key
+    token = key.get_secret_value() if key else env.get("OPENAI_API_KEY")
+    return OpenAICompatibleLLM(
+        settings.upstream_url, api_key=token or None, timeout=settings.upstream_timeout
+    )
+
+
 def own_llm_key(settings: Settings, environ: Mapping[str, str] | None = None) -> str | None:
     """The key memlane's own LLM calls carry: `llm_api_key`, `upstream_api_key`,
     `$OPENAI_API_KEY`; None means each call borrows the key of the client request that

@@ -1,20 +1,24 @@
-"""memlane's own calls to an OpenAI-compatible LLM (summaries, facts, metadata).
+"""memlane's own calls to an OpenAI-compatible LLM (summaries, facts, metadata), and
+the streamed conversation of `memlane chat`.
 
-These calls never carry tools and never stream: one prompt in, one text out.
-Every failure (unreachable, timeout, non-2xx, a body that is not a completion)
-becomes `LLMError` with a short reason, so each caller can take its documented
-fallback. The API key is only ever sent as a header, never put in a message.
+memlane's own calls never carry tools and never stream: one prompt in, one text out
+(`complete`). `stream` yields a streamed completion's server-sent events as they
+come, for a face to assemble with its wire format. Every failure (unreachable,
+timeout, non-2xx, a body that is not a completion) becomes `LLMError` with a short
+reason, so each caller can take its documented fallback. The API key is only ever
+sent as a header, never put in a message.
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
 
+from memlane.text.sse import SSEDecoder
 from memlane.text.tls import ssl_context
 
 
@@ -88,9 +92,7 @@ class OpenAICompatibleLLM:
         max_tokens: int | None = None,
         json_mode: bool = False,
     ) -> Completion:
-        chosen = model or self.default_model
-        if not chosen:
-            raise LLMError("no model: set llm_model (or summary_model) or name one per call")
+        chosen = self._model(model)
         body: dict[str, Any] = {
             "model": chosen,
             "messages": [dict(m) for m in messages],
@@ -104,28 +106,74 @@ class OpenAICompatibleLLM:
         payload = await self._post(body)
         return _parse_completion(payload, chosen)
 
-    async def _post(self, body: Mapping[str, Any]) -> Any:
-        url = f"{self.base_url}/chat/completions"
+    async def stream(
+        self, messages: Sequence[Mapping[str, Any]], *, model: str | None = None
+    ) -> AsyncIterator[tuple[str | None, str]]:
+        """A streamed chat completion (usage included): its (event, data) pairs as they come.
+
+        Raises `LLMError` when the call fails, before the first event or midway.
+        """
+        body = {
+            "model": self._model(model),
+            "messages": [dict(m) for m in messages],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        decoder = SSEDecoder()
+        try:
+            async with (
+                self._client() as client,
+                client.stream("POST", self._url, json=body) as response,
+            ):
+                if not response.is_success:
+                    await response.aread()
+                    raise self._refused(response)
+                async for chunk in response.aiter_bytes():
+                    for event in decoder.feed(chunk):
+                        yield event
+            for event in decoder.close():
+                yield event
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc) from exc
+
+    def _model(self, model: str | None) -> str:
+        chosen = model or self.default_model
+        if not chosen:
+            raise LLMError("no model: set llm_model (or summary_model) or name one per call")
+        return chosen
+
+    @property
+    def _url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def _client(self) -> httpx.AsyncClient:
         headers = self._headers
         borrowed = REQUEST_AUTHORIZATION.get() if self.borrow_request_key else None
         if borrowed:
             headers = {"Authorization": borrowed}
+        return httpx.AsyncClient(
+            timeout=self._timeout, headers=headers, transport=self._transport, verify=ssl_context()
+        )
+
+    def _transport_error(self, exc: httpx.HTTPError) -> LLMError:
+        if isinstance(exc, httpx.TimeoutException):
+            return LLMError(f"LLM timed out after {self._timeout:g}s ({self.base_url})")
+        return LLMError(
+            f"LLM unreachable at {self.base_url}, or it broke off: {type(exc).__name__}"
+        )
+
+    def _refused(self, response: httpx.Response) -> LLMError:
+        hint = _error_hint(response, self._api_key)
+        return LLMError(f"LLM answered HTTP {response.status_code}{hint}")
+
+    async def _post(self, body: Mapping[str, Any]) -> Any:
         try:
-            async with httpx.AsyncClient(
-                timeout=self._timeout,
-                headers=headers,
-                transport=self._transport,
-                verify=ssl_context(),
-            ) as client:
-                response = await client.post(url, json=body)
-        except httpx.TimeoutException as exc:
-            raise LLMError(f"LLM timed out after {self._timeout:g}s ({self.base_url})") from exc
+            async with self._client() as client:
+                response = await client.post(self._url, json=body)
         except httpx.HTTPError as exc:
-            raise LLMError(f"LLM unreachable at {self.base_url}: {type(exc).__name__}") from exc
+            raise self._transport_error(exc) from exc
         if not response.is_success:
-            raise LLMError(
-                f"LLM answered HTTP {response.status_code}{_error_hint(response, self._api_key)}"
-            )
+            raise self._refused(response)
         try:
             return response.json()
         except ValueError as exc:

@@ -74,7 +74,7 @@ def test_a_recall_is_remembered_for_its_version_and_forgotten_with_the_session(
     settings: Settings, sqlite_store: SQLiteStore
 ) -> None:
     session = sqlite_store.ensure_session("memo")
-    ledger = StoreLedger(settings, sqlite_store, session.id, session.key)
+    ledger = StoreLedger(settings, sqlite_store, session.id, session.key, files=True)
     sqlite_store.add_event(session.id, EVENT_DROPPED, {}, text="user: the walrus lives in a.toml")
     first = ledger.recall("where does the walrus live", 8, 400, version="v1")
     assert [s.text for s in first] == ["user: the walrus lives in a.toml"]

@@ -132,11 +132,11 @@ async def test_overflow_reaches_the_caller(tmp_path: Path, sqlite_store: SQLiteS
 def test_postgres_mode_keeps_the_output_in_the_event(
     tmp_path: Path, sqlite_store: SQLiteStore
 ) -> None:
-    from memlane.engine.governance.ledger import StoreLedger
+    from memlane.engine.governance.setup import store_ledger
 
     settings = Settings(home=tmp_path, store_url="postgresql://nowhere/db")
     session = sqlite_store.ensure_session("pg")
-    ledger = StoreLedger(settings, sqlite_store, session.id, "pg")
+    ledger = store_ledger(Runtime(settings, sqlite_store), session)
     message = Message("tool", "full output " * 100, "tool_result", call_id="c1")
     reference = ledger.offload(3, message, 200)
     event = sqlite_store.list_events(session.id, kind=EVENT_OFFLOADED)[0]

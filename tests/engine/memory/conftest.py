@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memlane.config import Settings
-from memlane.engine.memory.book import MemoryBook, book_for
+from memlane.engine.memory.book import MemoryBook
 from memlane.engine.runtime import Runtime
 from memlane.store.sqlite import SQLiteStore
 from tests.support.text import ScriptedLLM
@@ -21,12 +21,12 @@ async def rt(
     runtime = Runtime(settings, sqlite_store, _llm=scripted_llm)
     yield runtime
     await runtime.background.drain()
-    await book_for(runtime).stop_watching()
+    await runtime.memory_book.stop_watching()
 
 
 @pytest.fixture
 def book(rt: Runtime) -> MemoryBook:
-    return book_for(rt)
+    return rt.memory_book
 
 
 def agree(book: MemoryBook) -> dict[str, tuple[str, bool]]:

@@ -12,7 +12,6 @@ import pytest
 
 from memlane.config import Settings
 from memlane.engine.memory import scopes
-from memlane.engine.memory.book import book_for
 from memlane.engine.memory.ingest import TurnInput, ingest_turn
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
@@ -30,7 +29,7 @@ async def remember(rt: Runtime, llm: ScriptedLLM, *facts: str) -> None:
 
 
 def fact_file(rt: Runtime, text: str) -> Path:
-    book = book_for(rt)
+    book = rt.memory_book
     assert book.files is not None
     for path in book.files.scan():
         fact = book.files.read(path).fact
@@ -66,7 +65,7 @@ async def test_restart_picks_up_edits_made_while_stopped(
     edited = fact_file(first, "The user drives a red bicycle")
     removed = fact_file(first, "The user owns a kayak")
     folder = edited.parent
-    await book_for(first).flush()  # a clean stop (the proxy's shutdown does this)
+    await first.memory_book.flush()  # a clean stop (the proxy's shutdown does this)
     store.close()
 
     # memlane is stopped: a person edits one file, deletes one, writes a new one
@@ -77,7 +76,7 @@ async def test_restart_picks_up_edits_made_while_stopped(
     store = SQLiteStore(tmp_path / "memlane.db")
     try:
         second = Runtime(settings, store, _llm=scripted_llm)
-        report = await book_for(second).ready()
+        report = await second.memory_book.ready()
         assert report.indexed == 2
         assert report.removed == 1
         found = await texts(second, "bicycle")
@@ -85,7 +84,7 @@ async def test_restart_picks_up_edits_made_while_stopped(
         assert "The user drives a red bicycle" not in found
         assert "The user owns a kayak" not in await texts(second, "kayak")
         assert (await texts(second, "vinyl records"))[0] == "The user collects vinyl records"
-        agree(book_for(second))
+        agree(second.memory_book)
     finally:
         store.close()
 
@@ -98,7 +97,7 @@ async def test_a_corrupt_file_is_logged_skipped_and_its_fact_kept(
     path.write_text("---\nid: [broken\n---\nThe user prefers tea\n")
     (path.parent / "junk.md").write_bytes(b"\xff\xfe not text")
     with caplog.at_level(logging.WARNING, logger="memlane.memory"):
-        report = await book_for(rt).sync_files()
+        report = await rt.memory_book.sync_files()
     assert len(report.skipped) == 2
     assert "not valid YAML" in caplog.text
     assert "not UTF-8" in caplog.text
@@ -120,7 +119,7 @@ async def test_reindex_rebuilds_a_lost_index_from_the_files(
     store = SQLiteStore(tmp_path / "memlane.db")
     try:
         fresh = Runtime(settings, store, _llm=scripted_llm)
-        report = await book_for(fresh).sync_files()
+        report = await fresh.memory_book.sync_files()
         assert (report.indexed, report.embedded) == (3, 3)  # the fact, the summary, the turn
         assert await texts(fresh, "Portuguese") == ["The user speaks Portuguese"]
     finally:
@@ -131,7 +130,7 @@ async def test_watcher_reindexes_a_hand_edit_without_restart(
     rt: Runtime, scripted_llm: ScriptedLLM
 ) -> None:
     await remember(rt, scripted_llm, "The user's favourite editor is vim")
-    book = book_for(rt)
+    book = rt.memory_book
     await book.start_watching()
     assert book.watch_task is not None
     path = fact_file(rt, "The user's favourite editor is vim")
@@ -154,7 +153,7 @@ async def test_watcher_reindexes_a_hand_edit_without_restart(
 async def test_memlane_own_writes_are_not_reindexed_by_the_watcher(
     rt: Runtime, scripted_llm: ScriptedLLM
 ) -> None:
-    book = book_for(rt)
+    book = rt.memory_book
     await remember(rt, scripted_llm, "The user runs Debian")
     assert book.files is not None
     changed = await book.apply_file_changes(set(book.files.scan()))

@@ -13,7 +13,7 @@ import pytest
 
 from memlane.config import Settings
 from memlane.engine.memory import scopes
-from memlane.engine.memory.book import MemoryBook, book_for
+from memlane.engine.memory.book import MemoryBook
 from memlane.engine.memory.ingest import TurnInput, ingest_turn
 from memlane.engine.memory.summary import summary_id
 from memlane.engine.retrieval.search import search
@@ -155,7 +155,7 @@ async def test_delete_with_its_replacement_and_none(
     tomb = sqlite_store.get_fact(lyon.id)
     assert tomb is not None
     assert tomb.deleted
-    agree(book_for(rt))
+    agree(rt.memory_book)
 
 
 async def test_only_deletes_returned_still_adds_the_new_fact(
@@ -173,7 +173,7 @@ async def test_only_deletes_returned_still_adds_the_new_fact(
     assert [f.text for f in sqlite_store.list_facts(roles=("memory",))] == [
         "The user lives in Oslo"
     ]
-    agree(book_for(rt))
+    agree(rt.memory_book)
 
 
 async def test_llm_down_keeps_the_turns_and_loses_nothing(
@@ -214,7 +214,7 @@ async def test_eviction_soft_deletes_the_oldest_entries(
     assert report.evicted == 2
     active = [f.text for f in sqlite_store.list_facts()]
     assert active == ["second answer", "third question", "third answer"]
-    on_disk = agree(book_for(rt))
+    on_disk = agree(rt.memory_book)
     assert sum(deleted for _, deleted in on_disk.values()) == 3
 
 
@@ -350,7 +350,9 @@ async def test_a_failed_first_sync_is_tried_again(
     assert len(calls) == 2
 
 
-def test_nothing_is_queued_when_no_kind_of_memory_is_written(settings: Settings) -> None:
+def test_nothing_is_queued_when_no_kind_of_memory_is_written(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
     from memlane.engine.memory.ingest import turn_input
     from memlane.engine.turn import Answer, Turn
     from memlane.types import Message, Session
@@ -360,8 +362,10 @@ def test_nothing_is_queued_when_no_kind_of_memory_is_written(settings: Settings)
     session = Session(id="s", key="s", namespace="s", created_at=now, updated_at=now)
     done = Turn("s", "s", "m", "chat", [Message("user", "hi")], session=session)
     answer = Answer([Message("assistant", "hello")])
-    assert turn_input(quiet, done, answer) is None
-    assert turn_input(settings, done, answer) is not None
+    assert turn_input(Runtime(quiet, sqlite_store), done, answer) is None
+    queued = turn_input(Runtime(settings, sqlite_store), done, answer)
+    assert queued is not None
+    assert queued.model == "m"  # no memory_llm_model or llm_model: the request's model
 
 
 async def test_a_typed_key_never_reaches_a_fact_a_file_or_git(

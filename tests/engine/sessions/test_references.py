@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, cast
 
 import pytest
@@ -12,11 +13,10 @@ from memlane.engine.sessions.lifecycle import delete
 from memlane.engine.sessions.query import QUERY_EVENT
 from memlane.engine.sessions.references import (
     Reference,
-    ReferenceFailed,
     parse_references,
     resolve_references,
 )
-from memlane.engine.turn import Turn
+from memlane.engine.turn import DirectAnswer, Forward, Turn
 from memlane.store import NewMessage, Store
 from memlane.store.sqlite import SQLiteStore
 from memlane.text.llm import LLMError
@@ -39,15 +39,31 @@ def test_parse_references() -> None:
     assert parse_references("mail me at a@@b or @@@x or @@ alone") == []
 
 
-async def turn_with(
+async def resolved_with(
     rt: Runtime, key: str, history: list[Message], *, ephemeral: bool = False
-) -> tuple[Turn, list[Message]]:
+) -> tuple[Turn, list[Message] | DirectAnswer]:
     """What the proxy does before this stage: store the client's messages, then resolve."""
     turn = Turn(
         key=key, namespace=key, model="req", wire="chat", messages=history, ephemeral=ephemeral
     )
     store_incoming(rt, turn)
     return turn, await resolve_references(rt, turn, list(history))
+
+
+async def turn_with(
+    rt: Runtime, key: str, history: list[Message], *, ephemeral: bool = False
+) -> tuple[Turn, list[Message]]:
+    """A turn whose references resolve: the messages to forward."""
+    turn, resolved = await resolved_with(rt, key, history, ephemeral=ephemeral)
+    assert isinstance(resolved, list), resolved
+    return turn, resolved
+
+
+async def direct_answer(rt: Runtime, key: str, text: str) -> str:
+    """A turn whose reference cannot resolve: what memlane tells the user instead."""
+    _, resolved = await resolved_with(rt, key, [Message(role="user", text=text)])
+    assert isinstance(resolved, DirectAnswer), resolved
+    return resolved.text
 
 
 async def test_reference_is_injected_before_the_user_message_and_stored(
@@ -123,9 +139,7 @@ async def test_an_ambiguous_name_lists_the_candidates(
 ) -> None:
     one = chat(sqlite_store, "s1", ["x"], name="billing-export")
     two = chat(sqlite_store, "s2", ["x"], name="billing-import")
-    with pytest.raises(ReferenceFailed) as failed:
-        await turn_with(rt, "me", [Message(role="user", text="like @@billing")])
-    answer = failed.value.answer
+    answer = await direct_answer(rt, "me", "like @@billing")
     assert answer.startswith("memlane could not resolve @@billing:")
     assert f"billing-export ({one.id})" in answer
     assert f"billing-import ({two.id})" in answer
@@ -138,14 +152,13 @@ async def test_a_deleted_session_is_a_clear_answer(rt: Runtime, sqlite_store: SQ
     gone = chat(sqlite_store, "gone", ["x"], name="old-work")
     delete(sqlite_store, rt.settings, gone)
     for ref in (gone.id, "old-work"):
-        with pytest.raises(ReferenceFailed, match=r"no session matches .* may have been deleted"):
-            await turn_with(rt, f"me-{ref}", [Message(role="user", text=f"see @@{ref}")])
+        answer = await direct_answer(rt, f"me-{ref}", f"see @@{ref}")
+        assert re.search(r"no session matches .* may have been deleted", answer)
 
 
 async def test_a_session_cannot_reference_itself(rt: Runtime, sqlite_store: SQLiteStore) -> None:
     me = chat(sqlite_store, "me", ["x"], name="mine")
-    with pytest.raises(ReferenceFailed, match="this session itself"):
-        await turn_with(rt, "me", [Message(role="user", text=f"@@{me.id}")])
+    assert "this session itself" in await direct_answer(rt, "me", f"@@{me.id}")
 
 
 async def test_ancestors_are_added_on_request(rt: Runtime, sqlite_store: SQLiteStore) -> None:
@@ -268,7 +281,9 @@ async def test_the_pipeline_stores_the_turn_then_references_then_the_state_block
     turn = Turn(
         key="new", namespace="new", model="req", wire="chat", messages=history, flags={"todo": "t"}
     )
-    out = await pipeline.prepare(rt, turn)
+    prepared = await pipeline.prepare(rt, turn)
+    assert isinstance(prepared, Forward)
+    out = prepared.messages
     assert turn.session is not None
     stored = [r.message.origin for r in sqlite_store.list_messages(turn.session.id)]
     if with_reference:
@@ -295,3 +310,27 @@ async def test_a_referenced_session_is_fenced_as_data_and_cannot_close_the_fence
     assert "stored data, not instructions" in reference.text
     assert reference.text.count("</memlane-memory>") == 1  # only the real closing tag
     assert reference.text.endswith("</memlane-memory>")
+
+
+async def test_prepare_answers_an_unknown_reference_directly_and_stores_only_the_prompt(
+    rt: Runtime, sqlite_store: SQLiteStore
+) -> None:
+    from memlane.engine import pipeline
+
+    turn = Turn(
+        key="me",
+        namespace="me",
+        model="req",
+        wire="chat",
+        messages=[Message(role="user", text="like @@nothing-here")],
+        flags={"todo": "t"},
+    )
+    prepared = await pipeline.prepare(rt, turn)
+    assert isinstance(prepared, DirectAnswer)
+    assert prepared.text.startswith("memlane could not resolve @@nothing-here:")
+    assert [m.text for m in prepared.answer().messages] == [prepared.text]
+    assert turn.session is not None
+    stored = sqlite_store.list_messages(turn.session.id)
+    assert [(m.message.origin, m.message.text) for m in stored] == [
+        ("client", "like @@nothing-here")
+    ]

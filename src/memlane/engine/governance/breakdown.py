@@ -28,9 +28,9 @@ from typing import Any
 from memlane.engine import scaffold, threads
 from memlane.engine.governance import recall, render
 from memlane.engine.governance.flow import recall_snippets
-from memlane.engine.governance.ledger import EVENT_CONTEXT, StoreLedger
+from memlane.engine.governance.ledger import EVENT_CONTEXT
 from memlane.engine.governance.plan import Plan
-from memlane.engine.governance.setup import make_governor
+from memlane.engine.governance.setup import make_governor, store_ledger
 from memlane.engine.governance.structure import first_run_end, safe_cuts
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import history
@@ -105,7 +105,7 @@ async def breakdown(rt: Runtime, session: Session, *, events: int = 5) -> Breakd
     server = history.uses_server_history(session)
     messages = await threads.to_thread(_next_messages, rt, session, server)
     conversation = [m for m in messages if m.origin == "client"]
-    ledger = StoreLedger(rt.settings, rt.store, session.id, session.key)
+    ledger = store_ledger(rt, session)
     stored_plan = await threads.to_thread(ledger.load_plan)
     plan = stored_plan if stored_plan.matches(conversation) else Plan()
     model = str(session.metadata.get("model") or plan.model or rt.settings.llm_model or "")

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from memlane.engine import threads
 from memlane.engine.governance.cache import Stats
-from memlane.engine.governance.ledger import EVENT_CONTEXT, StoreLedger
+from memlane.engine.governance.ledger import EVENT_CONTEXT
 from memlane.engine.governance.report import context_event
-from memlane.engine.governance.setup import make_governor, write_anchor
+from memlane.engine.governance.setup import make_governor, store_ledger, write_anchor
 from memlane.engine.runtime import Runtime
 from memlane.store import SessionNotFound
 from memlane.types import Message
@@ -54,7 +54,7 @@ async def compact_session(rt: Runtime, session_id: str, *, model: str | None = N
         raise SessionNotFound(f"no session {session_id!r}: see `memlane sessions list`")
     stored = await threads.to_thread(rt.store.list_messages, session.id)
     messages: list[Message] = [s.message for s in stored if s.status == "ok"]
-    ledger = StoreLedger(rt.settings, rt.store, session.id, session.key)
+    ledger = store_ledger(rt, session)
     plan = await threads.to_thread(ledger.load_plan)
     conversation = [m for m in messages if m.origin == "client"]
     if not plan.matches(conversation):

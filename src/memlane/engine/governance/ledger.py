@@ -11,7 +11,6 @@ kept in memory for as long as the caller keeps the object.
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -21,10 +20,10 @@ from typing import Any, Protocol
 from memlane.config import Settings
 from memlane.engine.governance.plan import Plan
 from memlane.engine.governance.recall import Snippet, best_window
+from memlane.files.atomic import write_atomic
 from memlane.files.paths import session_dir
 from memlane.store import MessageLog, NewEvent, SearchFilter, Store
 from memlane.store.analysis import query_terms, terms
-from memlane.store.urls import is_postgres
 from memlane.types import Message
 
 PLAN_STATE = "governance.plan"
@@ -84,16 +83,16 @@ def output_name(message: Message) -> str:
 
 
 class StoreLedger:
-    def __init__(self, settings: Settings, store: Store, session_id: str, key: str) -> None:
+    def __init__(
+        self, settings: Settings, store: Store, session_id: str, key: str, *, files: bool
+    ) -> None:
         self.settings = settings
         self.store = store
         self.session_id = session_id
         self.key = key
-
-    @property
-    def files(self) -> bool:
-        """Full outputs go to disk in SQLite mode; PostgreSQL keeps them in the event."""
-        return not is_postgres(self.settings.store_url)
+        self.files = files
+        """Full outputs go to disk (SQLite mode); otherwise they stay in the event (PostgreSQL
+        mode: every replica reads the same database, not the same disk)."""
 
     def load_plan(self) -> Plan:
         return Plan.from_json(self.store.get_state(self.session_id).get(PLAN_STATE))
@@ -114,7 +113,7 @@ class StoreLedger:
         if self.files:
             folder = session_dir(self.settings.sessions_path, self.key) / OUTPUTS_FOLDER
             path = folder / output_name(message)
-            _write_atomically(path, message.text)
+            _write_once(path, message.text)
             payload["path"] = str(path)
             reference = str(path)
         else:
@@ -217,7 +216,7 @@ class MemoryLedger:
         self._remember(describe(message)[:DROPPED_TEXT_CHARS])
         if self.outputs_dir is not None:
             path = self.outputs_dir / name
-            _write_atomically(path, message.text)
+            _write_once(path, message.text)
             return str(path)
         return f"memlane output {name} (kept in memory)"
 
@@ -244,13 +243,10 @@ class MemoryLedger:
         return [Snippet(best_window(text, query, chars), score) for score, text in ranked]
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        return
-    temp = path.with_suffix(f".{os.getpid()}.tmp")
-    temp.write_text(text, encoding="utf-8")
-    temp.replace(path)
+def _write_once(path: Path, text: str) -> None:
+    """An offloaded output is named by its content: a file already there holds the same."""
+    if not path.exists():
+        write_atomic(path, text)
 
 
 class OutputNotFound(Exception):

@@ -1,4 +1,4 @@
-"""Build a `Governor` from the runtime: the proxy's and the CLI's one place for it."""
+"""Build a `Governor`: the proxy's, the CLI's and the library's one place for it."""
 
 from __future__ import annotations
 
@@ -9,21 +9,13 @@ from memlane.engine.governance.ledger import Ledger, MemoryLedger, StoreLedger
 from memlane.engine.governance.summarise import Summariser
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Turn
+from memlane.store import Store
 from memlane.text.llm import LLM
+from memlane.text.tokens import Tokenizer
 from memlane.types import Session
 
 SUMMARY_INPUT_CHARS = 60_000
 """Most characters of dropped items sent to the summariser in one call."""
-
-
-def summary_llm(rt: Runtime) -> LLM:
-    """The dedicated summary model and base URL when configured, else the runtime's LLM."""
-    settings = rt.settings
-    if settings.summary_base_url or settings.summary_model:
-        from memlane.text.factory import SUMMARY_PURPOSE, make_llm
-
-        return make_llm(settings, purpose=SUMMARY_PURPOSE)
-    return rt.llm
 
 
 def make_summariser(settings: Settings, llm: LLM, model: str | None, budget: Budget) -> Summariser:
@@ -36,21 +28,48 @@ def make_summariser(settings: Settings, llm: LLM, model: str | None, budget: Bud
     )
 
 
-def make_governor(
-    rt: Runtime, *, model: str, ledger: Ledger, llm: LLM | None, summary_model: str | None
+def build_governor(
+    settings: Settings,
+    *,
+    model: str,
+    tokenizer: Tokenizer,
+    ledger: Ledger,
+    llm: LLM | None,
+    summary_model: str | None,
+    store: Store | None = None,
 ) -> Governor:
-    from memlane.text.factory import make_tokenizer
-
-    settings = rt.settings
-    budget = Budget.of(settings, context_window(settings, rt.store, model))
+    """A governor for `model`'s window (learned windows come from `store`); with no `llm`
+    it never summarises (static markers only)."""
+    budget = Budget.of(settings, context_window(settings, store, model))
     summariser = make_summariser(settings, llm, summary_model, budget) if llm is not None else None
     return Governor(
         settings=settings,
-        tokenizer=make_tokenizer(settings, model or None),
+        tokenizer=tokenizer,
         budget=budget,
         ledger=ledger,
         summariser=summariser,
         model=model,
+    )
+
+
+def make_governor(
+    rt: Runtime, *, model: str, ledger: Ledger, llm: LLM | None, summary_model: str | None
+) -> Governor:
+    return build_governor(
+        rt.settings,
+        model=model,
+        tokenizer=rt.tokenizer_for(model),
+        ledger=ledger,
+        llm=llm,
+        summary_model=summary_model,
+        store=rt.store,
+    )
+
+
+def store_ledger(rt: Runtime, session: Session) -> StoreLedger:
+    """The session's plan and offloaded outputs in the store (outputs on disk with SQLite)."""
+    return StoreLedger(
+        rt.settings, rt.store, session.id, session.key, files=rt.store_kind == "sqlite"
     )
 
 
@@ -61,15 +80,14 @@ def governor_for_turn(rt: Runtime, turn: Turn) -> Governor:
     request carries only what is new), get a plan that lives for this request
     only and never call the LLM: only oversized tool outputs are masked.
     """
-    settings = rt.settings
     if turn.session is None or turn.continued:
         ledger: Ledger = MemoryLedger()
         llm = None
     else:
-        ledger = StoreLedger(settings, rt.store, turn.session.id, turn.key)
-        llm = summary_llm(rt)
-    model = settings.summary_model or settings.llm_model or turn.model
-    gov = make_governor(rt, model=turn.model, ledger=ledger, llm=llm, summary_model=model)
+        ledger = store_ledger(rt, turn.session)
+        llm = rt.summary_llm
+    summary_model = rt.summary_model(turn.model)
+    gov = make_governor(rt, model=turn.model, ledger=ledger, llm=llm, summary_model=summary_model)
     if turn.instructions:
         gov.fixed_tokens = gov.tokenizer.count(turn.instructions)
     return gov

@@ -8,7 +8,7 @@ updated; `sync_files` rebuilds or catches the index up from the files (start,
 truth, `files` is None and every file step is skipped (`memlane memory export`
 writes the tree on demand). One code path either way.
 
-One book per runtime (`book_for`); writes are serialised by one lock, so the
+One book per runtime (`Runtime.memory_book`); writes are serialised by one lock, so the
 files, the snapshot and the index never disagree.
 """
 
@@ -21,7 +21,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from memlane.config import Settings
 from memlane.engine import threads
 from memlane.engine.runtime import Runtime
 from memlane.files.git import GitRepo, commit_quietly
@@ -45,12 +44,6 @@ Progress = Callable[[int, int | None], None]
 """(done, total): total is None while it is not known yet."""
 
 
-def files_are_truth(settings: Settings) -> bool:
-    """SQLite (the default) keeps memories as files; PostgreSQL keeps them in the database."""
-    url = settings.store_url
-    return not url or url.startswith("sqlite:")
-
-
 @dataclass
 class SyncReport:
     """What a files → index pass did."""
@@ -68,7 +61,9 @@ class MemoryBook:
         self.rt = rt
         settings = rt.settings
         root = settings.memory_path
-        self.files: MemoryFiles | None = MemoryFiles(root) if files_are_truth(settings) else None
+        # SQLite (the default) keeps memories as files; PostgreSQL keeps them in the database.
+        files_are_truth = rt.store_kind == "sqlite"
+        self.files: MemoryFiles | None = MemoryFiles(root) if files_are_truth else None
         self.snapshot: Snapshot | None = Snapshot.load(root) if self.files else None
         use_git = self.files is not None and settings.memory_git and GitRepo.available()
         self.git: GitRepo | None = GitRepo(root) if use_git else None
@@ -409,15 +404,6 @@ def embed_missing(rt: Runtime, progress: Progress | None = None, *, force: bool 
     except (EmbeddingError, OSError, RuntimeError, ValueError) as exc:
         log.warning("memory entries not embedded (keyword search still works): %s", exc)
         return 0
-
-
-def book_for(rt: Runtime) -> MemoryBook:
-    """The runtime's memory book, created on first use (kept on the runtime itself)."""
-    book = vars(rt).get("_memory_book")
-    if not isinstance(book, MemoryBook):
-        book = MemoryBook(rt)
-        vars(rt)["_memory_book"] = book
-    return book
 
 
 def new_fact(

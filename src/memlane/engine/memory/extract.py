@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from memlane.engine.memory.jsonout import ModelOutputError, load_json
+from memlane.engine.memory.jsonout import ModelOutputError, load_json_list
 from memlane.text.llm import LLM, LLMError
 from memlane.text.redact import redact
 
@@ -45,13 +45,8 @@ def extraction_messages(user_text: str) -> list[dict[str, str]]:
 
 def parse_facts(text: str) -> list[str]:
     """The facts in a model answer; raises `ModelOutputError` when it is malformed."""
-    data = load_json(text)
-    if isinstance(data, dict):
-        data = data.get("facts")
-    if not isinstance(data, list):
-        raise ModelOutputError("expected a JSON list of strings")
     facts: list[str] = []
-    for item in data:
+    for item in load_json_list(text, "facts", what="strings"):
         if not isinstance(item, str):
             raise ModelOutputError("every fact must be a string")
         fact = " ".join(item.split())

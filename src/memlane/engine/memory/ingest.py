@@ -20,10 +20,9 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from memlane.config import Settings
 from memlane.engine import threads
 from memlane.engine.memory import scopes
-from memlane.engine.memory.book import MemoryBook, book_for, new_fact
+from memlane.engine.memory.book import MemoryBook, new_fact
 from memlane.engine.memory.evict import choose_evictions
 from memlane.engine.memory.extract import extract_facts
 from memlane.engine.memory.reconcile import Plan, reconcile
@@ -32,7 +31,7 @@ from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Answer, Turn
 from memlane.files.memory_files import new_id, now_utc
-from memlane.types import Fact
+from memlane.types import Fact, FactRole
 
 log = logging.getLogger("memlane.memory")
 
@@ -95,7 +94,7 @@ class IngestReport:
 
 def schedule_ingest(rt: Runtime, turn: Turn, answer: Answer) -> None:
     """Queue the write path for a finished turn; returns at once."""
-    item = turn_input(rt.settings, turn, answer)
+    item = turn_input(rt, turn, answer)
     if item is None:
         return
     rt.background.spawn(_recorded(rt, item), name=f"memory-ingest:{item.session_id}")
@@ -115,8 +114,9 @@ async def _recorded(rt: Runtime, item: TurnInput) -> IngestReport:
     return report
 
 
-def turn_input(settings: Settings, turn: Turn, answer: Answer) -> TurnInput | None:
+def turn_input(rt: Runtime, turn: Turn, answer: Answer) -> TurnInput | None:
     """The parts of a turn worth remembering; None when there is nothing to do."""
+    settings = rt.settings
     if not settings.memory_enabled or turn.session is None or turn.ephemeral or answer.failed:
         return None
     if not (settings.memory_store_turns or settings.memory_extract_facts):
@@ -132,7 +132,7 @@ def turn_input(settings: Settings, turn: Turn, answer: Answer) -> TurnInput | No
     return TurnInput(
         session_id=turn.session.id,
         namespace=turn.namespace,
-        model=settings.memory_llm_model or settings.llm_model or turn.model or None,
+        model=rt.memory_model(turn.model),
         user_text=user_text,
         user_message_id=user_id,
         assistant_text=assistant,
@@ -153,7 +153,7 @@ def _new_user_message(turn: Turn) -> tuple[str, int | None]:
 async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
     """Run the whole write path for one turn (what the background task does)."""
     settings = rt.settings
-    book = book_for(rt)
+    book = rt.memory_book
     await book.ready()
     report = IngestReport()
     conversation = scopes.conversation_scope(item.session_id)
@@ -177,30 +177,23 @@ async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
 
 
 async def _store_turns(book: MemoryBook, item: TurnInput, scope: str) -> int:
-    entries: list[Fact] = []
-    if item.user_text.strip():
-        entries.append(
-            new_fact(
-                scope=scope,
-                conversation_id=item.session_id,
-                role="user",
-                text=item.user_text,
-                fact_id=new_id(),
-                source_session=item.session_id,
-                source_message=item.user_message_id,
-            )
+    turns: list[tuple[FactRole, str, int | None]] = [
+        ("user", item.user_text, item.user_message_id),
+        ("assistant", item.assistant_text, None),
+    ]
+    entries = [
+        new_fact(
+            scope=scope,
+            conversation_id=item.session_id,
+            role=role,
+            text=text,
+            fact_id=new_id(),
+            source_session=item.session_id,
+            source_message=message_id,
         )
-    if item.assistant_text.strip():
-        entries.append(
-            new_fact(
-                scope=scope,
-                conversation_id=item.session_id,
-                role="assistant",
-                text=item.assistant_text,
-                fact_id=new_id(),
-                source_session=item.session_id,
-            )
-        )
+        for role, text, message_id in turns
+        if text.strip()
+    ]
     await book.write(puts=entries)
     return len(entries)
 

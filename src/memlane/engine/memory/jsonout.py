@@ -23,3 +23,16 @@ def load_json(text: str) -> Any:
         return json.loads(body)
     except ValueError:
         raise ModelOutputError(f"not JSON: {text[:120]!r}") from None
+
+
+def load_json_list(text: str, *keys: str, what: str) -> list[Any]:
+    """A JSON list the model wrote, bare or under the first of `keys` present in an object.
+
+    Raises `ModelOutputError` ("expected a JSON list of `what`") for anything else.
+    """
+    data = load_json(text)
+    if isinstance(data, dict):
+        data = next((data[key] for key in keys if key in data), None)
+    if not isinstance(data, list):
+        raise ModelOutputError(f"expected a JSON list of {what}")
+    return data

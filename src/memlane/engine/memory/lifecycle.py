@@ -8,14 +8,13 @@ watcher. Both are no-ops with memory disabled or in PostgreSQL mode.
 
 from __future__ import annotations
 
-from memlane.engine.memory.book import book_for
 from memlane.engine.runtime import Runtime
 
 
 async def start_memory(rt: Runtime) -> None:
     if not rt.settings.memory_enabled:
         return
-    book = book_for(rt)
+    book = rt.memory_book
     rt.background.spawn(book.ready(), name="memory-startup-sync")
     if rt.settings.memory_watch:
         await book.start_watching()
@@ -23,7 +22,7 @@ async def start_memory(rt: Runtime) -> None:
 
 async def stop_memory(rt: Runtime) -> None:
     """Stop watching files and commit what is queued (memlane stops; nothing is left out)."""
-    book = vars(rt).get("_memory_book")
+    book = rt.opened_memory_book
     if book is not None:
         await book.stop_watching()
         await book.flush()

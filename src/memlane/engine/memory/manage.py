@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from memlane.engine import threads
-from memlane.engine.memory.book import book_for, new_fact
+from memlane.engine.memory.book import new_fact
 from memlane.engine.memory.scopes import GLOBAL
 from memlane.engine.runtime import Runtime
 from memlane.files.git import GitRepo, commit_quietly
@@ -49,7 +49,7 @@ async def add_memory(
     its id is returned, so a script that adds the same line twice keeps one memory.
     """
     body = _clean_text(text)
-    book = book_for(rt)
+    book = rt.memory_book
     await book.ready()
     existing = await threads.to_thread(_exact_repeat, rt, body, scope, role)
     if existing is not None:
@@ -105,7 +105,7 @@ def _find(rt: Runtime, ref: str) -> Fact:
 async def edit_memory(rt: Runtime, fact_id: str, text: str) -> Fact:
     """Replace a memory's text in place (same id: a correction, not a new fact)."""
     body = _clean_text(text)
-    book = book_for(rt)
+    book = rt.memory_book
     await book.ready()
     fact = await get_memory(rt, fact_id)
     if fact.deleted:
@@ -118,7 +118,7 @@ async def edit_memory(rt: Runtime, fact_id: str, text: str) -> Fact:
 
 async def forget_memory(rt: Runtime, fact_id: str) -> Fact:
     """Soft delete: the entry moves under `deleted/` and leaves the index."""
-    book = book_for(rt)
+    book = rt.memory_book
     await book.ready()
     fact = await get_memory(rt, fact_id)
     if fact.deleted:
@@ -136,7 +136,7 @@ async def list_memories(
     include_deleted: bool = False,
     limit: int | None = None,
 ) -> list[Fact]:
-    await book_for(rt).ready()
+    await rt.memory_book.ready()
     return await threads.to_thread(
         rt.store.list_facts,
         scope=scope,

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from memlane.engine.memory.jsonout import ModelOutputError, load_json
+from memlane.engine.memory.jsonout import ModelOutputError, load_json_list
 from memlane.text.llm import LLM, LLMError
 from memlane.types import Fact
 
@@ -100,13 +100,8 @@ def parse_decisions(text: str, short_ids: Mapping[str, str]) -> list[Decision]:
     Raises `ModelOutputError` when the answer is not a list of decision objects;
     single decisions with an unknown id or a missing text are dropped (logged).
     """
-    data = load_json(text)
-    if isinstance(data, dict):
-        data = data.get("memory", data.get("decisions"))
-    if not isinstance(data, list):
-        raise ModelOutputError("expected a JSON list of decisions")
     out: list[Decision] = []
-    for item in data:
+    for item in load_json_list(text, "memory", "decisions", what="decisions"):
         if not isinstance(item, dict):
             raise ModelOutputError("every decision must be an object")
         event = str(item.get("event", "")).upper()

@@ -7,14 +7,12 @@ the session memory manager: the running summary plus the unsummarised turns.
 from memlane.engine.sessions.indexing import IndexResult, SessionMeta, index_session
 from memlane.engine.sessions.lookup import AmbiguousSession, NoSuchSession, find_session
 from memlane.engine.sessions.query import SessionAnswer, query_session
-from memlane.engine.sessions.references import ReferenceFailed
 from memlane.engine.sessions.working import WorkingContext, working_context
 
 __all__ = [
     "AmbiguousSession",
     "IndexResult",
     "NoSuchSession",
-    "ReferenceFailed",
     "SessionAnswer",
     "SessionMeta",
     "WorkingContext",

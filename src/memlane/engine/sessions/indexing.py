@@ -31,7 +31,7 @@ from memlane.engine import threads
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.lifecycle import ensure_title
 from memlane.engine.sessions.metafile import meta_path, read_meta, write_meta
-from memlane.engine.sessions.models import cheap_llm, cost_usd, index_model, usage_payload
+from memlane.engine.sessions.models import cost_usd, index_model, usage_payload
 from memlane.engine.sessions.serialize import is_conversation, keep_tail, serialize
 from memlane.engine.turn import Turn
 from memlane.store import SessionNotFound
@@ -262,7 +262,7 @@ async def index_session(rt: Runtime, session_id: str, *, model: str | None = Non
     if not conversation:
         return IndexResult(ok=False, attempts=0, error="the session has no conversation to index")
     request = await _request(rt, session, conversation)
-    llm, chosen = cheap_llm(rt), index_model(rt, model, session)
+    llm, chosen = rt.summary_llm, index_model(rt, model, session)
     spent = 0.0
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:

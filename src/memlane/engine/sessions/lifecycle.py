@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -74,13 +76,27 @@ def ensure_title(store: Store, session: Session) -> None:
 # --- fork and delete ---------------------------------------------------------------
 
 
-def fork(store: Store, source: Session, *, new_key: str, at_position: int | None = None) -> Session:
+def fork_key(source: Session, now: datetime | None = None) -> str:
+    """The key of a new fork of `source`: `<key>~fork-<UTC time>-<6 random hex>`.
+
+    Readable (whose fork, and when) and unique without asking the store: two forks made
+    in the same second differ by their random part.
+    """
+    moment = now or datetime.now(UTC)
+    return f"{source.key}~fork-{moment:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
+
+
+def fork(
+    store: Store, source: Session, *, new_key: str | None = None, at_position: int | None = None
+) -> Session:
     """A new session with a parent link and a copy of the history before `at_position`.
 
     The fork keeps the source's description, summary and tags as context but not
-    its name, so `@@name` still designates one session.
+    its name, so `@@name` still designates one session. Its key is `new_key`, else
+    `fork_key(source)`.
     """
-    forked = store.fork_session(source.id, new_key=new_key, at_position=at_position)
+    key = new_key or fork_key(source)
+    forked = store.fork_session(source.id, new_key=key, at_position=at_position)
     metadata = {k: v for k, v in forked.metadata.items() if k != "name"}
     title = f"fork of {session_title(store, source)}"
     return store.update_session(forked.id, metadata=metadata, title=title_from_prompt(title))

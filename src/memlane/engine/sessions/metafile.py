@@ -1,7 +1,7 @@
 """`meta.json` in a session's folder: the human-readable copy of its index metadata.
 
-Writes are atomic (a temp file in the same folder, fsync, rename), so a reader
-never sees half a file. A file that is not valid JSON, or not an object, is
+Writes are atomic (`files.atomic.write_atomic`), so a reader never sees half a
+file. A file that is not valid JSON, or not an object, is
 treated as missing with a warning; the next successful indexing rewrites it.
 """
 
@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from memlane.files.atomic import write_atomic
 from memlane.files.paths import session_dir
 
 log = logging.getLogger("memlane.sessions.meta")
@@ -54,15 +53,4 @@ def read_meta(path: Path) -> dict[str, Any] | None:
 
 def write_meta(path: Path, meta: Mapping[str, Any]) -> None:
     """Replace the file atomically: readers see the old file or the new one, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(meta, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=".meta-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, json.dumps(meta, ensure_ascii=False, indent=2, sort_keys=True) + "\n")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from memlane.engine import threads
 from memlane.engine.runtime import Runtime
-from memlane.engine.sessions.models import cheap_llm, cost_usd, index_model, usage_payload
+from memlane.engine.sessions.models import cost_usd, index_model, usage_payload
 from memlane.engine.sessions.serialize import keep_tail, serialize
 from memlane.types import Session
 
@@ -67,7 +67,7 @@ async def query_session(
         {"role": "user", "content": f"{material}\n\nQuestion: {question.strip()}"},
     ]
     chosen = index_model(rt, model, session)
-    completion = await cheap_llm(rt).complete(request, model=chosen)
+    completion = await rt.summary_llm.complete(request, model=chosen)
     payload = {"question": question, "answer": completion.text, **usage_payload(rt, completion)}
     await threads.to_thread(rt.store.add_event, session.id, QUERY_EVENT, payload)
     return SessionAnswer(completion.text.strip(), completion.model, cost_usd(rt, completion))

@@ -13,8 +13,9 @@ prompt prefix stays identical and provider caches keep hitting, and the
 reference costs full price once.
 
 A reference that cannot be resolved (no such session, several candidates)
-raises `ReferenceFailed`: the face answers the user with its text as a normal
-assistant message instead of forwarding the request.
+makes this stage return a `DirectAnswer` saying why: `pipeline.prepare` hands it
+to the face, which answers the user with it as a normal assistant message
+instead of forwarding the request.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.lookup import SessionLookupError, find_session, session_name
 from memlane.engine.sessions.query import query_session
 from memlane.engine.sessions.serialize import keep_tail, serialize
-from memlane.engine.turn import Turn
+from memlane.engine.turn import DirectAnswer, Turn
 from memlane.store import NewMessage, Store
 from memlane.text.llm import LLMError
 from memlane.types import Message, Session, StoredMessage
@@ -50,14 +51,6 @@ ANSWER_HEADER = (
     "[memlane] The user asked session {label} (referenced as @@{ref}): {question}\nIts answer:"
 )
 FAILED_ANSWER = "memlane could not resolve @@{ref}: {reason}"
-
-
-class ReferenceFailed(Exception):
-    """A reference cannot be resolved; `answer` is what the user is told instead of a reply."""
-
-    def __init__(self, answer: str) -> None:
-        super().__init__(answer)
-        self.answer = answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +74,13 @@ def parse_references(text: str) -> list[Reference]:
     return found
 
 
-async def resolve_references(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
+async def resolve_references(
+    rt: Runtime, turn: Turn, messages: list[Message]
+) -> list[Message] | DirectAnswer:
     """Replay stored references at their places, then resolve the latest message's new ones.
+
+    A new reference that names no session (or several) is a `DirectAnswer` saying so;
+    nothing of it is stored.
 
     A reference is stored only after a user prompt holding `@@`, and replayed only
     before that same prompt: a request whose user prompts hold no `@@` has nothing
@@ -113,6 +111,8 @@ async def resolve_references(rt: Runtime, turn: Turn, messages: list[Message]) -
     if not references:
         return out
     injected = await _resolve_all(rt, turn, references)
+    if isinstance(injected, DirectAnswer):
+        return injected
     if session is not None and not turn.ephemeral:
         counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in injected]
         await threads.to_thread(rt.store.append_messages, session.id, counted)
@@ -175,7 +175,9 @@ def _user_prompts(stored: list[StoredMessage]) -> int:
     return sum(1 for item in stored if _is_user_prompt(item.message))
 
 
-async def _resolve_all(rt: Runtime, turn: Turn, references: list[Reference]) -> list[Message]:
+async def _resolve_all(
+    rt: Runtime, turn: Turn, references: list[Reference]
+) -> list[Message] | DirectAnswer:
     own = turn.session.id if turn.session is not None else None
     injected: list[Message] = []
     for reference in references:
@@ -184,10 +186,10 @@ async def _resolve_all(rt: Runtime, turn: Turn, references: list[Reference]) -> 
                 find_session, rt.store, reference.ref, namespace=turn.namespace, exclude=own
             )
         except SessionLookupError as exc:
-            raise ReferenceFailed(FAILED_ANSWER.format(ref=reference.ref, reason=exc)) from exc
+            return DirectAnswer(FAILED_ANSWER.format(ref=reference.ref, reason=exc))
         if target.id == own:
             reason = "that is this session itself; reference another session"
-            raise ReferenceFailed(FAILED_ANSWER.format(ref=reference.ref, reason=reason))
+            return DirectAnswer(FAILED_ANSWER.format(ref=reference.ref, reason=reason))
         injected.append(await _reference_message(rt, turn, reference, target))
     return injected
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from memlane.engine import threads
 from memlane.engine.runtime import Runtime
-from memlane.engine.sessions.models import cheap_llm, summary_model, usage_payload
+from memlane.engine.sessions.models import usage_payload
 from memlane.engine.sessions.serialize import serialize
 from memlane.store import SessionNotFound
 from memlane.text.llm import LLMError
@@ -140,8 +140,8 @@ async def fold(rt: Runtime, session_id: str, *, model: str | None = None) -> tup
 async def _fold(
     rt: Runtime, session_id: str, summary: str, messages: list[Message], model: str | None
 ) -> str:
-    completion = await cheap_llm(rt).complete(
-        summary_request(summary, messages), model=summary_model(rt, model)
+    completion = await rt.summary_llm.complete(
+        summary_request(summary, messages), model=rt.summary_model(model)
     )
     text = completion.text.strip()
     if not text:

@@ -100,6 +100,15 @@ def openai_error(
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
 
+class OpenAIErrors:
+    """`error_body` for the formats whose clients parse OpenAI's error object."""
+
+    def error_body(
+        self, message: str, *, type: str, code: str | None, param: str | None = None
+    ) -> dict[str, Any]:
+        return openai_error(message, type=type, code=code, param=param)
+
+
 def dumps(data: Any) -> bytes:
     """Compact, deterministic JSON: the same items always give the same bytes."""
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -159,7 +168,9 @@ def require(condition: bool, message: str, param: str) -> None:
         raise WireError(message, param=param)
 
 
-def model_and_stream(body: Mapping[str, Any]) -> tuple[str, bool]:
+def model_and_stream(body: Any) -> tuple[str, bool]:
+    """A request body's `model` and `stream`, once it is checked to be a JSON object."""
+    require(isinstance(body, dict), "the request body must be a JSON object", "body")
     model = body.get("model", "")
     require(isinstance(model, str), "model must be a string", "model")
     stream = body.get("stream", False)

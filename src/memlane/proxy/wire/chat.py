@@ -9,6 +9,7 @@ from typing import Any
 
 from memlane.engine.turn import Answer
 from memlane.proxy.wire.base import (
+    OpenAIErrors,
     ParsedRequest,
     WireError,
     content_text,
@@ -89,6 +90,11 @@ def to_wire(message: Message) -> dict[str, Any]:
             ]
         return item
     return {"role": message.role, "content": message.text}
+
+
+def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Messages as a chat `messages` list (reasoning items have no chat form: left out)."""
+    return [to_wire(m) for m in messages if m.kind != "reasoning"]
 
 
 @dataclass
@@ -183,12 +189,11 @@ class ChatAssembler:
         return Answer([message], self.prompt_tokens, self.completion_tokens)
 
 
-class ChatAdapter:
+class ChatAdapter(OpenAIErrors):
     wire: Wire = "chat"
     path = "/chat/completions"
 
     def parse(self, body: Any) -> ParsedRequest:
-        require(isinstance(body, dict), "the request body must be a JSON object", "body")
         model, stream = model_and_stream(body)
         items = body.get("messages")
         require(
@@ -198,7 +203,7 @@ class ChatAdapter:
         return ParsedRequest(body, messages, model, stream)
 
     def render(self, parsed: ParsedRequest, messages: Sequence[Message]) -> dict[str, Any]:
-        return {**parsed.body, "messages": [to_wire(m) for m in messages if m.kind != "reasoning"]}
+        return {**parsed.body, "messages": wire_messages(messages)}
 
     def answer_from_json(self, data: Any) -> Answer:
         try:
@@ -215,11 +220,6 @@ class ChatAdapter:
 
     def assembler(self) -> ChatAssembler:
         return ChatAssembler()
-
-    def error_body(
-        self, message: str, *, type: str, code: str | None, param: str | None = None
-    ) -> dict[str, Any]:
-        return openai_error(message, type=type, code=code, param=param)
 
     def stream_error(self, message: str, *, code: str) -> bytes:
         error = openai_error(message, type="upstream_error", code=code)

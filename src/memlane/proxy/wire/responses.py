@@ -14,12 +14,12 @@ from typing import Any
 
 from memlane.engine.turn import Answer
 from memlane.proxy.wire.base import (
+    OpenAIErrors,
     ParsedRequest,
     WireError,
     content_text,
     dumps,
     model_and_stream,
-    openai_error,
     require,
     token_count,
 )
@@ -165,12 +165,11 @@ class ResponsesAssembler:
         return answer_from_output(output, self.final.get("usage"), self.final.get("id"))
 
 
-class ResponsesAdapter:
+class ResponsesAdapter(OpenAIErrors):
     wire: Wire = "responses"
     path = "/responses"
 
     def parse(self, body: Any) -> ParsedRequest:
-        require(isinstance(body, dict), "the request body must be a JSON object", "body")
         model, stream = model_and_stream(body)
         items = body.get("input", [])
         require(
@@ -211,11 +210,6 @@ class ResponsesAdapter:
 
     def assembler(self) -> ResponsesAssembler:
         return ResponsesAssembler()
-
-    def error_body(
-        self, message: str, *, type: str, code: str | None, param: str | None = None
-    ) -> dict[str, Any]:
-        return openai_error(message, type=type, code=code, param=param)
 
     def stream_error(self, message: str, *, code: str) -> bytes:
         event = {"type": "error", "code": code, "message": message, "param": None}

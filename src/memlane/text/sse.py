@@ -1,4 +1,8 @@
-"""An incremental server-sent-events reader, fed the bytes the proxy relays."""
+"""An incremental server-sent-events reader: the proxy's tee and `memlane chat`'s stream.
+
+It sits with the LLM client (`text`) so every face that reads a stream uses the same
+decoder; the wire formats' assemblers (`proxy.wire`) turn its events into an answer.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,8 @@ from __future__ import annotations
 class SSEDecoder:
     """Splits a byte stream into (event, data) pairs, whatever the chunk boundaries.
 
-    Only used to read a copy of the stream: the bytes themselves are relayed to
-    the client untouched, as they arrive.
+    In the proxy it reads a copy of the stream: the bytes themselves are relayed
+    to the client untouched, as they arrive.
     """
 
     def __init__(self) -> None:

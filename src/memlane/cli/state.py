@@ -1,0 +1,49 @@
+"""The global options every command reads, kept light: the root imports this on every run.
+
+Settings are loaded (pydantic, the config file) only when a command asks for them,
+so `memlane --version` and `memlane --help` never pay for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from memlane.config import LoadedSettings, Settings
+
+
+@dataclass
+class CliState:
+    """Global options, set by the root callback, read by every command."""
+
+    config_file: Path | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    _loaded: LoadedSettings | None = None
+
+    def loaded(self) -> LoadedSettings:
+        if self._loaded is None:
+            from memlane.cli.context import err_console, fail
+            from memlane.config import ConfigError, load_settings
+
+            try:
+                self._loaded = load_settings(config_file=self.config_file, overrides=self.overrides)
+            except ConfigError as exc:
+                fail(str(exc))
+            for note in self._loaded.warnings:
+                err_console.print(f"[yellow]warning:[/] {note}", highlight=False, soft_wrap=True)
+        return self._loaded
+
+    @property
+    def settings(self) -> Settings:
+        return self.loaded().settings
+
+
+def state(ctx: typer.Context) -> CliState:
+    root = ctx.find_root()
+    if not isinstance(root.obj, CliState):
+        root.obj = CliState()
+    return root.obj

@@ -1,0 +1,59 @@
+"""Replacing a file so that a reader, or a crash, sees the old content or the new, never half.
+
+Every file memlane replaces goes through `write_atomic`: memory files, scaffold texts,
+`meta.json`, offloaded tool outputs, the snapshot, `serve.json`. It lives in `files`, the
+innermost layer that writes files, so the engine and the faces use the same guarantees:
+
+1. the data goes to a temporary file in the same folder (a rename across file systems
+   would not be atomic), named `.<name>.<random>.tmp` so a reader listing `*.md` or
+   `*.json` never picks it up;
+2. the temporary file is flushed and fsynced, then renamed over the target (atomic on
+   POSIX and on Windows' `os.replace`);
+3. the folder is fsynced, so the rename itself survives a power loss;
+4. whatever fails, the temporary file is removed and the target is left as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from pathlib import Path
+
+
+def write_atomic(path: Path, data: bytes | str, *, mode: int = 0o666) -> None:
+    """Replace `path` with `data` (text is written as UTF-8); creates the folder if needed.
+
+    `mode` is the new file's permission bits before the umask, as for any new file
+    (0o600 keeps a secret to its owner from the first byte).
+    """
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    folder = path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{path.name}.{secrets.token_hex(4)}.tmp"
+    descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    sync_folder(folder)
+
+
+def sync_folder(folder: Path) -> None:
+    """Make a rename or a new name in `folder` durable (a no-op where folders cannot be
+    opened, as on Windows)."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+    try:
+        descriptor = os.open(folder, flags)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -1,0 +1,35 @@
+"""The session a route's `{ref}` names, found by the one lookup rule of `views.sessions`.
+
+Routes take `session: FoundSession`: FastAPI resolves it (in its thread pool: the
+lookup reads the store) before the route runs, answering 404 when nothing matches
+and 409, naming the candidates, when several do.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends
+
+from memlane.engine.runtime import Runtime
+from memlane.proxy.errors import ProxyError
+from memlane.proxy.state import runtime
+from memlane.types import Session
+from memlane.views.sessions import AmbiguousSession, NoSuchSession, find_session
+
+
+def found_session(rt: Runtime, ref: str) -> Session:
+    """The session `ref` names, or the admin API's 404 / 409 error."""
+    try:
+        return find_session(rt.store, ref)
+    except NoSuchSession as exc:
+        raise ProxyError(404, str(exc), type="not_found", code="session_not_found") from None
+    except AmbiguousSession as exc:
+        raise ProxyError(409, str(exc), code="ambiguous_session") from None
+
+
+def session_from_path(ref: str, rt: Annotated[Runtime, Depends(runtime)]) -> Session:
+    return found_session(rt, ref)
+
+
+FoundSession = Annotated[Session, Depends(session_from_path)]

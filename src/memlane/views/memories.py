@@ -1,0 +1,38 @@
+"""Memories as every face shows them: one JSON shape, one way to find one from a reference.
+
+A memory is named by its full id or by a unique prefix of at least 6 characters
+(`engine.memory.manage.get_memory`); no match, a shorter prefix or several matches
+raise `MemoryNotFound` with a message that says what to type instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memlane.engine.memory.manage import MemoryNotFound, get_memory
+from memlane.types import Fact
+
+OBJECT = "memlane.memory"
+
+__all__ = ["OBJECT", "MemoryNotFound", "get_memory", "memory_json"]
+
+
+def memory_json(fact: Fact, score: float | None = None) -> dict[str, Any]:
+    """A memory with its provenance; `score` when it comes from a search."""
+    out: dict[str, Any] = {
+        "object": OBJECT,
+        "id": fact.id,
+        "scope": fact.scope,
+        "role": fact.role,
+        "text": fact.text,
+        "conversation_id": fact.conversation_id,
+        "created_at": fact.created_at.isoformat(),
+        "updated_at": fact.updated_at.isoformat(),
+        "deleted": fact.deleted,
+        "replaced_by": fact.replaced_by,
+        "source_session": fact.source_session,
+        "source_message": fact.source_message,
+    }
+    if score is not None:
+        out["score"] = round(score, 4)
+    return out

@@ -1,0 +1,69 @@
+"""One way to replace a file: temp file in the folder, fsync, rename, fsync the folder."""
+
+from __future__ import annotations
+
+import ast
+import stat
+from pathlib import Path
+
+import pytest
+
+from memlane.files.atomic import write_atomic
+
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "memlane"
+
+
+def test_replaces_the_content_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    target = tmp_path / "deep" / "folder" / "note.md"
+    write_atomic(target, "first ✓")
+    write_atomic(target, b"second")
+    assert target.read_bytes() == b"second"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["note.md"]
+
+
+def test_a_failed_replace_keeps_the_old_content_and_cleans_up(tmp_path: Path) -> None:
+    target = tmp_path / "taken"
+    target.mkdir()  # a folder where the file should go: the rename fails
+    (target / "inside").write_text("kept", encoding="utf-8")
+    with pytest.raises(IsADirectoryError):
+        write_atomic(target, "new")
+    assert (target / "inside").read_text(encoding="utf-8") == "kept"
+    assert [p.name for p in tmp_path.iterdir()] == ["taken"]
+
+
+def test_mode_applies_before_the_file_has_its_name(tmp_path: Path) -> None:
+    secret = tmp_path / "token"
+    write_atomic(secret, "s3cret", mode=0o600)
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    plain, ordinary = tmp_path / "plain", tmp_path / "ordinary"
+    write_atomic(plain, "x")
+    with open(ordinary, "w", encoding="utf-8"):  # what any new file gets under this umask
+        pass
+    assert stat.S_IMODE(plain.stat().st_mode) == stat.S_IMODE(ordinary.stat().st_mode)
+
+
+REPLACING_CALLS = {"write_text", "write_bytes", "rename"}
+"""Path methods that replace a file in place (half-written on a crash)."""
+
+
+def _replacing_calls(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        name = node.func.attr
+        target = node.func.value
+        on_os = isinstance(target, ast.Name) and target.id == "os"
+        if name in REPLACING_CALLS or (on_os and name in ("replace", "rename")):
+            found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {name}")
+    return found
+
+
+def test_every_file_memlane_replaces_goes_through_write_atomic() -> None:
+    offenders = [
+        call
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != PACKAGE / "files" / "atomic.py"
+        for call in _replacing_calls(path)
+    ]
+    assert offenders == []
