@@ -26,7 +26,9 @@ verbatim tail's tokens over what the target left for it after the head, the
 snapshot and the recall reserve), the prefix share (bytes of each forwarded
 request that repeat the previous forwarded request as its prefix, over the
 previous request's size: what a provider prompt cache can reuse), governance
-time per request (p50 / p95, measured inside the proxy, LLM calls excluded),
+time per request (p50 / p95, measured inside the proxy, LLM calls excluded; and the
+CPU time of the request's own thread, what it costs when no core is busy elsewhere:
+work handed to other threads, such as a compaction's writes, is not in it),
 compactions and summariser calls, and retention: a planted fact is retained
 when its exact text (the path, the figure, the name …) is in what the upstream
 receives with the question, verbatim in the tail, in the snapshot or in the
@@ -418,6 +420,8 @@ class Collected(logging.Handler):
     """Governance's own figures, from the debug record it logs per request."""
 
     seconds: list[float] = field(default_factory=list)
+    cpu_seconds: list[float] = field(default_factory=list)
+    """CPU time of the request's own thread: the cost without waiting for a busy core."""
     compactions: int = 0
     summariser_calls: int = 0
     tail_fill: list[float] = field(default_factory=list)
@@ -430,6 +434,7 @@ class Collected(logging.Handler):
         if stats is None:
             return
         self.seconds.append(float(getattr(record, "governance_seconds", 0.0)))
+        self.cpu_seconds.append(float(getattr(record, "governance_cpu_seconds", 0.0)))
         self.compactions += int(stats.compacted)
         self.summariser_calls += stats.summariser_calls
         if stats.dropped and stats.tail_budget:
@@ -585,8 +590,8 @@ def pct(value: float) -> str:
 def report(results: Sequence[Result], facts: Sequence[Fact]) -> None:
     print("| window | summariser | over budget | forwarded max / p50 | full history max "
           "| tail fill p50 / min | prefix share p50 / mean | governance p50 / p95 "
-          "| compactions / summariser calls | retention | wall |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| its CPU p50 / p95 | compactions / summariser calls | retention | wall |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
         fill = r.handler.tail_fill
         print(
@@ -597,6 +602,8 @@ def report(results: Sequence[Result], facts: Sequence[Fact]) -> None:
             f"| {pct(statistics.median(r.prefix))} / {pct(statistics.fmean(r.prefix))} "
             f"| {percentile(r.handler.seconds, 0.5) * 1000:.1f} ms / "
             f"{percentile(r.handler.seconds, 0.95) * 1000:.1f} ms "
+            f"| {percentile(r.handler.cpu_seconds, 0.5) * 1000:.1f} ms / "
+            f"{percentile(r.handler.cpu_seconds, 0.95) * 1000:.1f} ms "
             f"| {r.handler.compactions} / {r.handler.summariser_calls} "
             f"| {r.retention(facts):.0%} | {r.seconds:.0f} s |"
         )
