@@ -2,6 +2,7 @@
 
 Run: .venv/bin/python benchmarks/proxy_overhead.py [--requests 300] [--upstream-ms 300]
         [--variant defaults|memory-off|quiet] [--clients 1 --clients 32]
+        [--set MEMLANE_NAME=value ...]
 
 One scripted OpenAI-compatible upstream and one memlane proxy (`memlane serve`)
 run as their own processes on loopback; this process is the client. Each
@@ -165,10 +166,17 @@ VARIANTS: dict[str, dict[str, str]] = {
 }
 
 
-def start_proxy(upstream_url: str, home: Path, *, variant: str) -> tuple[Process, str]:
+def start_proxy(
+    upstream_url: str,
+    home: Path,
+    *,
+    variant: str,
+    extra: dict[str, str] | None = None,
+    serve_args: tuple[str, ...] = (),
+) -> tuple[Process, str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMLANE_", "OPENAI_"))}
-    env |= {"MEMLANE_LOG_LEVEL": "warning", **VARIANTS[variant]}
+    env |= {"MEMLANE_LOG_LEVEL": "warning", **VARIANTS[variant], **(extra or {})}
     command = [
         str(ROOT / ".venv/bin/memlane"),
         "--home",
@@ -178,6 +186,7 @@ def start_proxy(upstream_url: str, home: Path, *, variant: str) -> tuple[Process
         str(port),
         "--upstream",
         upstream_url,
+        *serve_args,
     ]
     process = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
     return process, wait_healthy(f"http://127.0.0.1:{port}", process.kill)
@@ -218,6 +227,11 @@ async def one_request(
         return first
 
 
+ERRORS: list[str] = []
+"""Failed requests (status and body), counted per cell and printed: a failure is a
+finding, not a reason to stop measuring."""
+
+
 async def load(
     url: str, *, clients: int, total: int, stream: bool, primed: bool, run: str
 ) -> list[float]:
@@ -231,7 +245,13 @@ async def load(
         async def worker(n: int) -> None:
             for i in counter:
                 tag = f"{run}-{n}-{i}"
-                samples.append(await one_request(client, url, tag, stream=stream, primed=primed))
+                try:
+                    samples.append(
+                        await one_request(client, url, tag, stream=stream, primed=primed)
+                    )
+                except httpx.HTTPStatusError as exc:
+                    body = exc.response.text if not exc.response.is_stream_consumed else ""
+                    ERRORS.append(f"{exc.response.status_code} {body[:300]}")
 
         await asyncio.gather(*(worker(n) for n in range(clients)))
     return samples
@@ -256,6 +276,13 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300, help="requests per measurement")
     parser.add_argument("--variant", choices=sorted(VARIANTS), default="defaults")
     parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="MEMLANE_NAME=value",
+        help="one more setting for the proxy (repeatable): what a single knob costs",
+    )
+    parser.add_argument(
         "--upstream-ms", type=float, default=0.0, help="the upstream's time before answering"
     )
     parser.add_argument(
@@ -279,7 +306,10 @@ def main() -> None:
         if args.no_engine:
             proxy_process, proxy_url = start_bare_proxy(upstream_url, Path(home))
         else:
-            proxy_process, proxy_url = start_proxy(upstream_url, Path(home), variant=args.variant)
+            extra = dict(item.split("=", 1) for item in args.set)
+            proxy_process, proxy_url = start_proxy(
+                upstream_url, Path(home), variant=args.variant, extra=extra
+            )
         try:
             pid = proxy_process.pid
             assert pid is not None
@@ -293,6 +323,8 @@ def main() -> None:
             else:
                 proxy_process.wait(30)
     mode = f"variant {args.variant}, upstream answering after {args.upstream_ms:g} ms"
+    if args.set:
+        mode += f", with {' '.join(args.set)}"
     if args.no_engine:
         mode = "engine stages replaced by no-ops (the HTTP face alone)"
     print(f"\n20-message chat requests, {args.requests} per cell, {mode}; milliseconds\n")
@@ -303,7 +335,8 @@ def main() -> None:
 
 HEADER = (
     "| measure | clients | direct p50 | memlane p50 | +p50 | direct p99 | memlane p99 | +p99 "
-    "| memlane CPU/request |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    "| memlane CPU/request | failed |\n"
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 )
 ROUNDS = 4
 """Direct and memlane take turns this many times per cell."""
@@ -328,6 +361,7 @@ def measure(
         through: list[float] = []
         cpu = 0.0
         served = 0
+        failed_before = len(ERRORS)
         for n in range(ROUNDS):
             share = total // ROUNDS + (n < total % ROUNDS)
 
@@ -345,9 +379,12 @@ def measure(
         per_request = f"{cpu / served * 1000:.1f}" if cpu_seconds(proxy_pid) is not None else "n/a"
         rows.append(
             f"| {name} | {clients} | {d50:.1f} | {m50:.1f} | {m50 - d50:+.1f} "
-            f"| {d99:.1f} | {m99:.1f} | {m99 - d99:+.1f} | {per_request} |"
+            f"| {d99:.1f} | {m99:.1f} | {m99 - d99:+.1f} | {per_request} "
+            f"| {len(ERRORS) - failed_before} |"
         )
         print(rows[-1], flush=True)
+    for error in dict.fromkeys(ERRORS):  # each distinct failure once
+        print(f"failed request: {error}", flush=True)
     return rows
 
 

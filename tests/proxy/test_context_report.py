@@ -101,8 +101,9 @@ def test_the_context_report_is_what_the_next_request_forwards(
     assert parts["memories"] == {"tokens": 0, "items": 0}  # long-term memory is off here
     (event,) = data["events"]
     assert event["tokens_before"] > data["threshold"] >= data["target"] >= event["tokens_after"]
-    assert event["dropped"]["items"] > 20
-    assert event["snapshot"] == "summary"
+    assert event["newly_dropped"] > 20
+    assert event["stands_for"] == "summary"
+    assert event["snapshot"] == "goal: migrate the staging setup"
 
     # the next request resends the history with the answer: it is exactly what was reported
     answer = first.json()["choices"][0]["message"]["content"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
-from typing import get_args
+from collections.abc import AsyncIterator, Callable
+from typing import Any, cast, get_args
 
 import httpx
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -31,6 +31,7 @@ from memlane.proxy.state import ProxyState, proxy_state
 from memlane.proxy.turns import read_body, serve_model
 from memlane.proxy.warmup import warm_up
 from memlane.proxy.wire import CHAT, RESPONSES
+from memlane.text.llm import ClientPool
 from memlane.text.tokens import EncodingName, get_tokenizer
 
 log = logging.getLogger("memlane.proxy")
@@ -66,6 +67,9 @@ def create_app(
             from memlane.store import open_store
 
             rt = Runtime(settings, await asyncio.to_thread(open_store, settings))
+        if rt.llm_clients is None:  # memlane's own LLM calls reuse one client, closed below
+            rt.llm_clients = ClientPool(settings.llm_timeout)
+        clients = rt.llm_clients
         await asyncio.to_thread(load_tokenizers, rt)  # load once, never on a request
         for warning in startup_warnings(settings):
             log.warning("%s", warning)
@@ -76,7 +80,8 @@ def create_app(
         await start_memory(rt)  # files -> index catch-up (background), optional watcher
         rt.background.spawn(warm_up(rt), name="warm-up")  # embedder + vector cache
         try:
-            yield
+            async with mcp_running():
+                yield
         finally:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(SHUTDOWN_DRAIN_SECONDS):
@@ -86,6 +91,7 @@ def create_app(
                 log.warning("stopped %d background task(s) still running at shutdown", cancelled)
             await stop_memory(rt)  # commits what is queued
             await upstream.aclose()
+            await clients.aclose()
             del app.state.proxy
             if runtime is None:
                 rt.close()
@@ -103,6 +109,13 @@ def create_app(
         state = getattr(app.state, "proxy", None)
         return state.runtime if isinstance(state, ProxyState) else None
 
+    def live_state() -> ProxyState:
+        state = getattr(app.state, "proxy", None)
+        if not isinstance(state, ProxyState):
+            raise RuntimeError("memlane is starting or stopping")
+        return state
+
+    mcp_running = mount_mcp(app, settings, live_state)
     app.add_middleware(AccessLog, runtime_of=current_runtime)
     app.add_middleware(Guard, settings=settings)  # outermost: refusals touch nothing
 
@@ -126,6 +139,10 @@ def create_app(
 
     for router in admin_routers():
         app.include_router(router)
+    if settings.ui_enabled:
+        from memlane.ui import mount
+
+        mount(app)
 
     @app.api_route("/v1/{path:path}", methods=["GET", "POST", "DELETE"], include_in_schema=False)
     async def other(
@@ -136,6 +153,24 @@ def create_app(
         return await pass_through(state, request, path)
 
     return app
+
+
+def mount_mcp(
+    app: FastAPI, settings: Settings, state: Callable[[], ProxyState]
+) -> Callable[[], contextlib.AbstractAsyncContextManager[None]]:
+    """Serve the MCP server at `/mcp` (unless `mcp_enabled` is off); returns what the
+    lifespan enters to run its session manager."""
+    if not settings.mcp_enabled:
+        return contextlib.nullcontext
+    from memlane.proxy.mcp_route import PATH, MCPRoute
+
+    route = MCPRoute(
+        settings, runtime_of=lambda: state().runtime, token_of=lambda: state().admin_token
+    )
+    # A Route whose endpoint is not a function serves it as a plain ASGI app.
+    endpoint = cast(Any, route)
+    app.add_route(PATH, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+    return route.running
 
 
 async def pass_through(state: ProxyState, request: Request, path: str) -> Response:

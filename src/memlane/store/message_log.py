@@ -185,9 +185,15 @@ class SqlMessageLog(SqlStore[D]):
 
     # --- events -------------------------------------------------------------------------
     def add_event(
-        self, session_id: str, kind: str, payload: Mapping[str, Any], *, text: str = ""
+        self,
+        session_id: str,
+        kind: str,
+        payload: Mapping[str, Any],
+        *,
+        text: str = "",
+        document: str | None = None,
     ) -> Event:
-        return self.add_events(session_id, [NewEvent(kind, payload, text)])[0]
+        return self.add_events(session_id, [NewEvent(kind, payload, text, document)])[0]
 
     def add_events(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
         created = now()
@@ -209,7 +215,7 @@ class SqlMessageLog(SqlStore[D]):
                 text = event.text
                 if text:
                     doc = Doc("event", str(event_id), namespace, session_id, None, text, created)
-                    self._put_doc(db, doc)
+                    self._put_doc(db, doc, event.document)
                 out.append(Event(event_id, session_id, event.kind, payload, event.text, created))
             db.run("UPDATE sessions SET updated_at = ? WHERE id = ?", db.time(created), session_id)
         return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 from memlane.config import Settings
 from memlane.engine.governance.flow import govern
 from memlane.engine.governance.ledger import (
-    EVENT_CONTEXT,
+    EVENT_COMPACTED,
     EVENT_DROPPED,
     RECALL_MEMO,
     MemoryLedger,
@@ -25,30 +25,32 @@ async def test_each_compaction_records_tokens_before_and_after_and_what_it_dropp
     b = agentic("chat", 60)
     governed = await govern(gov, b.messages, user_text="x")
     stats = governed.stats
-    events = [payload for kind, payload, _ in ledger.events if kind == EVENT_CONTEXT]
+    events = [payload for kind, payload, _ in ledger.events if kind == EVENT_COMPACTED]
     assert len(events) == 1
     event = events[0]
     assert event["tokens_before"] == stats.tokens_in
     assert event["tokens_before"] > gov.budget.threshold
     assert event["tokens_after"] <= gov.budget.target
     assert event["limit"] == gov.budget.limit
-    dropped = event["dropped"]
-    assert dropped["items"] == stats.dropped > 0
-    assert sum(dropped["kinds"].values()) == dropped["items"]
-    assert set(dropped["kinds"]) <= {"user", "assistant", "tool_call", "tool_result", "reasoning"}
-    first, last = dropped["span"]
-    assert governed.plan.head <= first <= last < governed.plan.dropped
-    assert dropped["tokens"] > 0
-    assert event["snapshot"] == "summary"
+    assert event["newly_dropped"] == stats.dropped > 0
+    kinds = event["dropped_kinds"]
+    assert sum(kinds.values()) == event["newly_dropped"]
+    assert set(kinds) <= {"user", "assistant", "tool_call", "tool_result", "reasoning"}
+    first, last = event["dropped_span"]
+    assert governed.plan.head <= first <= last < governed.plan.dropped == event["dropped"]
+    assert event["removed_tokens"] > 0
+    assert event["stands_for"] == "summary"
+    assert event["snapshot"] == governed.plan.snapshot == "config in config/settings.toml"
     assert event["tail"]["tokens"] <= event["tail"]["budget"]
     line = describe_event(event)
     assert f"{event['tokens_before']:,} -> {event['tokens_after']:,} tokens" in line
-    assert f"{dropped['items']} items" in line
+    assert f"{event['newly_dropped']} items #{first}-#{last} dropped" in line
+    assert "into the summary" in line
 
     # a request below the threshold compacts nothing and records nothing more
     again = await govern(gov, b.messages, user_text="x")
     assert not again.stats.compacted
-    assert [k for k, _, _ in ledger.events].count(EVENT_CONTEXT) == 1
+    assert [k for k, _, _ in ledger.events].count(EVENT_COMPACTED) == 1
 
 
 async def test_a_compaction_that_only_masks_says_so() -> None:
@@ -61,11 +63,12 @@ async def test_a_compaction_that_only_masks_says_so() -> None:
     for step in range(3):
         b.call(("ls", {"n": step}, noise(800, step)))
     governed = await govern(gov, b.messages, user_text="task")
-    (event,) = [payload for kind, payload, _ in ledger.events if kind == EVENT_CONTEXT]
+    (event,) = [payload for kind, payload, _ in ledger.events if kind == EVENT_COMPACTED]
     assert event["masked"]["items"] == governed.stats.masked == 1
     assert event["masked"]["tokens_saved"] > 1_000
-    assert event["dropped"]["items"] == 0
-    assert event["snapshot"] == "none"
+    assert event["newly_dropped"] == 0
+    assert event["stands_for"] == "none"
+    assert event["snapshot"] == ""
     assert event["tokens_after"] == event["tokens_before"] - event["masked"]["tokens_saved"]
     assert "1 tool outputs masked" in describe_event(event)
 

@@ -28,7 +28,7 @@ from typing import Any
 from memlane.engine import scaffold, threads
 from memlane.engine.governance import recall, render
 from memlane.engine.governance.flow import recall_snippets
-from memlane.engine.governance.ledger import EVENT_CONTEXT
+from memlane.engine.governance.ledger import EVENT_COMPACTED
 from memlane.engine.governance.plan import Plan
 from memlane.engine.governance.setup import make_governor, store_ledger
 from memlane.engine.governance.structure import first_run_end, safe_cuts
@@ -68,7 +68,7 @@ class Breakdown:
     masked: int
     notes: tuple[str, ...]
     events: tuple[dict[str, Any], ...]
-    """The newest `governance.context` events, oldest first (payload plus `created_at`)."""
+    """The newest `governance.compacted` events, oldest first (payload plus `created_at`)."""
 
     @property
     def compacts_next(self) -> bool:
@@ -148,7 +148,7 @@ async def breakdown(rt: Runtime, session: Session, *, events: int = 5) -> Breakd
     memory = await _memories(rt, session, query, out, trimmed=plan.trims, notes=notes)
     if memory is not None:
         add("memories", memory)
-    recent = await threads.to_thread(rt.store.list_events, session.id, kind=EVENT_CONTEXT)
+    recent = await threads.to_thread(rt.store.list_events, session.id, kind=EVENT_COMPACTED)
     budget = gov.budget
     return Breakdown(
         session_id=session.id,

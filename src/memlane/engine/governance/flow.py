@@ -16,7 +16,7 @@ from memlane.engine import threads
 from memlane.engine.governance import loops, recall
 from memlane.engine.governance.cache import Governor, Stats
 from memlane.engine.governance.errors import ContextOverflow
-from memlane.engine.governance.ledger import EVENT_CONTEXT, EVENT_LOOP
+from memlane.engine.governance.ledger import EVENT_COMPACTED, EVENT_LOOP
 from memlane.engine.governance.plan import Plan
 from memlane.engine.governance.report import context_event
 from memlane.types import Message
@@ -61,7 +61,7 @@ async def govern(
             plan, out, tokens = candidate, candidate_out, candidate_tokens
             stats.compacted = True
             payload = context_event(stats, plan, gov.budget, before=stats.tokens_in, after=tokens)
-            await threads.to_thread(gov.ledger.record_event, EVENT_CONTEXT, payload, "")
+            await threads.to_thread(gov.ledger.record_event, EVENT_COMPACTED, payload, "")
     plan = replace(plan, model=gov.model or plan.model)
     loop = loops.detect(conversation, settings.governance_loop_threshold)
     if loop is not None and loop.key not in plan.loops_noted:

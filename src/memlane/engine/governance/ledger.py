@@ -24,14 +24,16 @@ from memlane.files.atomic import write_atomic
 from memlane.files.paths import session_dir
 from memlane.store import MessageLog, NewEvent, SearchFilter, Store
 from memlane.store.analysis import query_terms, terms
+from memlane.store.documents import window_documents
 from memlane.types import Message
 
 PLAN_STATE = "governance.plan"
 """Name of the session state entry that holds the plan."""
 EVENT_DROPPED = "governance.dropped"
 EVENT_OFFLOADED = "governance.tool_output"
-EVENT_CONTEXT = "governance.context"
-"""One per compaction: tokens before and after, what was masked and dropped (`report`)."""
+EVENT_COMPACTED = "governance.compacted"
+"""One per compaction: tokens before and after, what was masked and dropped, the snapshot
+(`report.context_event`)."""
 EVENT_LOOP = "governance.loop"
 EVENT_INFLATED = "governance.summary_inflated"
 EVENT_SUMMARY_FAILED = "governance.summary_failed"
@@ -123,7 +125,10 @@ class StoreLedger:
         return reference or f"memlane event {event.id} of this session"
 
     def record_dropped(self, items: Sequence[tuple[int, Message]]) -> None:
-        """One transaction for the whole span: a compaction at 128k drops a hundred items."""
+        """One event per dropped item, each found by its own words and its neighbours', all in
+        one transaction: a compaction at 128k drops a hundred items."""
+        texts = [describe(message)[:DROPPED_TEXT_CHARS] for _, message in items]
+        documents = window_documents(texts)
         events = [
             NewEvent(
                 EVENT_DROPPED,
@@ -134,9 +139,10 @@ class StoreLedger:
                     "call_ids": list(message.call_ids),
                     "fingerprint": message.fingerprint(),
                 },
-                describe(message)[:DROPPED_TEXT_CHARS],
+                text,
+                document,
             )
-            for index, message in items
+            for (index, message), text, document in zip(items, texts, documents, strict=True)
         ]
         if events:
             self.store.add_events(self.session_id, events)
@@ -221,12 +227,13 @@ class MemoryLedger:
         return f"memlane output {name} (kept in memory)"
 
     def record_dropped(self, items: Sequence[tuple[int, Message]]) -> None:
-        for _, message in items:
-            self._remember(describe(message)[:DROPPED_TEXT_CHARS])
+        texts = [describe(message)[:DROPPED_TEXT_CHARS] for _, message in items]
+        for text, document in zip(texts, window_documents(texts), strict=True):
+            self._remember(text, document)
 
-    def _remember(self, text: str) -> None:
+    def _remember(self, text: str, document: str | None = None) -> None:
         self.dropped.append(text)
-        self._terms.append(frozenset(terms(text)))
+        self._terms.append(frozenset(terms(document or text)))
 
     def record_event(self, kind: str, payload: Mapping[str, Any], text: str = "") -> None:
         self.events.append((kind, dict(payload), text))

@@ -243,12 +243,30 @@ def m005_turn_context(conn: sqlite3.Connection) -> None:
     rebuild_turn_documents(conn)
 
 
+def m006_inspector(conn: sqlite3.Connection) -> None:
+    """What the inspector's pages read: counters per day, events by kind across sessions, and
+    live entries per scope."""
+    conn.execute(
+        """CREATE TABLE daily_counts (
+            day TEXT NOT NULL,
+            name TEXT NOT NULL,
+            value INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (day, name)
+        )"""
+    )
+    conn.execute("CREATE INDEX events_kind ON events(kind, id)")
+    # live entries per scope, counted from the index alone (no table read per entry)
+    conn.execute("CREATE INDEX facts_live_scope ON facts(deleted, scope)")
+    conn.execute("CREATE INDEX facts_created ON facts(created_at)")  # newest first, any scope
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_fts_filter_tags,
     m003_fts_insert_without_trigger,
     m004_doc_changes,
     m005_turn_context,
+    m006_inspector,
 ]
 
 
