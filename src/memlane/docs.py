@@ -56,6 +56,18 @@ def header_table() -> str:
     return "\n".join(rows)
 
 
+def client_header_table() -> str:
+    """Other clients' headers the proxy reads (passed on untouched), and what each does."""
+    from memlane.proxy.headers import CLIENT_HEADERS
+
+    rows = ["| header | effect |", "| --- | --- |"]
+    rows += [
+        f"| {', '.join(f'`{n.strip()}`' for n in names.split(','))} | {effect} |"
+        for names, effect in CLIENT_HEADERS.items()
+    ]
+    return "\n".join(rows)
+
+
 def mcp_table() -> str:
     """memlane's MCP tools, their arguments and when a model should use them."""
     from memlane.views.tools import TOOLS

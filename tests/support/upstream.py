@@ -188,7 +188,7 @@ class ScriptedUpstream:
         body = await request.body()
         try:
             parsed: Any = json.loads(body) if body else None
-        except ValueError:
+        except (ValueError, RecursionError):  # a body too deep to read is recorded as bytes
             parsed = None
         recorded = RecordedRequest(
             method=request.method,

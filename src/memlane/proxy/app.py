@@ -1,4 +1,4 @@
-"""The ASGI application: OpenAI-compatible routes, pass-through, health, memlane's admin API.
+"""The ASGI application: OpenAI and Anthropic routes, pass-through, health, the admin API.
 
 `create_app(settings)` opens the store in the lifespan; tests and the server
 pass `runtime=` to share one they built (a scripted LLM, a store to inspect).
@@ -22,7 +22,7 @@ from memlane.engine.memory.lifecycle import start_memory, stop_memory
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.indexing import startup_warnings
 from memlane.files import admin_token
-from memlane.proxy import admin, governance_routes, sessions_routes, status
+from memlane.proxy import admin, governance_routes, messages, sessions_routes, status
 from memlane.proxy.access import AccessLog
 from memlane.proxy.errors import ProxyError, install_handlers
 from memlane.proxy.forward import Upstream, relayed_headers
@@ -74,9 +74,10 @@ def create_app(
         for warning in startup_warnings(settings):
             log.warning("%s", warning)
         upstream = Upstream(settings, transport=transport)
+        anthropic = Upstream(settings, transport=transport, provider="anthropic")
         configured = settings.admin_token.get_secret_value() if settings.admin_token else None
         token = await asyncio.to_thread(admin_token.ensure, settings.home_path, configured)
-        app.state.proxy = ProxyState(settings, rt, upstream, admin_token=token)
+        app.state.proxy = ProxyState(settings, rt, upstream, admin_token=token, anthropic=anthropic)
         await start_memory(rt)  # files -> index catch-up (background), optional watcher
         rt.background.spawn(warm_up(rt), name="warm-up")  # embedder + vector cache
         try:
@@ -91,6 +92,7 @@ def create_app(
                 log.warning("stopped %d background task(s) still running at shutdown", cancelled)
             await stop_memory(rt)  # commits what is queued
             await upstream.aclose()
+            await anthropic.aclose()
             await clients.aclose()
             del app.state.proxy
             if runtime is None:
@@ -99,8 +101,9 @@ def create_app(
     app = FastAPI(
         title="memlane",
         version=__version__,
-        description="OpenAI-compatible memory proxy: stores every turn, keeps requests inside "
-        "the model's window, and injects what the model should remember.",
+        description="Memory proxy for OpenAI-compatible and Anthropic clients: stores every "
+        "turn, keeps requests inside the model's window, and injects what the model should "
+        "remember.",
         lifespan=lifespan,
     )
     install_handlers(app)
@@ -132,6 +135,22 @@ def create_app(
     @app.post("/v1/responses", tags=["proxy"], summary="Responses, through memory")
     async def responses(request: Request, state: ProxyState = Depends(proxy_state)) -> Response:
         return await serve_model(state, request, RESPONSES)
+
+    @app.post("/v1/messages", tags=["proxy"], summary="Anthropic Messages, through memory")
+    async def anthropic_messages(
+        request: Request, state: ProxyState = Depends(proxy_state)
+    ) -> Response:
+        return await messages.serve_messages(state, request)
+
+    @app.post(
+        "/v1/messages/count_tokens",
+        tags=["proxy"],
+        summary="Anthropic token count (passed through; memlane counts if the upstream cannot)",
+    )
+    async def anthropic_count_tokens(
+        request: Request, state: ProxyState = Depends(proxy_state)
+    ) -> Response:
+        return await messages.count_tokens(state, request)
 
     @app.get("/v1/models", tags=["proxy"], summary="The upstream's models (passed through)")
     async def models(request: Request, state: ProxyState = Depends(proxy_state)) -> Response:

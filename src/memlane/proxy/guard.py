@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from memlane.config import Settings
+from memlane.proxy.errors import error_payload
 
 VIA_TOKEN = f"memlane-{uuid.uuid4().hex[:12]}"
 """This process's forwarding marker: what it adds to the `Via` header of what it forwards."""
@@ -140,16 +141,11 @@ class Guard:
             await self.app(scope, receive, send)
             return
         status, code, message = refusal
-        body = json.dumps(
-            {
-                "error": {
-                    "message": message,
-                    "type": "invalid_request_error",
-                    "param": None,
-                    "code": code,
-                }
-            }
-        ).encode()
+        path = str(scope.get("path", ""))
+        payload = error_payload(
+            path, status, message, type="invalid_request_error", code=code, param=None
+        )
+        body = json.dumps(payload).encode()
         await send(
             {
                 "type": "http.response.start",

@@ -14,6 +14,13 @@ TOOLS = "x-memlane-tools"
 TOOLS_FLAG = TOOLS.removeprefix(PREFIX)
 
 SESSION_FALLBACKS = ("x-session-id",)
+
+CLAUDE_SESSION = "x-claude-code-session-id"
+"""Claude Code's conversation id (the same across `--continue` and `--resume`)."""
+CLAUDE_AGENT = "x-claude-code-agent-id"
+"""Set on a Claude Code subagent's calls: they get a child session of the conversation's."""
+CLAUDE_PARENT_AGENT = "x-claude-code-parent-agent-id"
+"""A nested subagent's parent agent: its child session hangs under that agent's."""
 REPO_FALLBACKS = ("x-repo-path", "x-workspace-root", "x-project-root")
 
 MEMLANE_HEADERS: dict[str, str] = {
@@ -29,6 +36,20 @@ MEMLANE_HEADERS: dict[str, str] = {
     "prepends the session's working context (running summary + the rest). client: as sent.",
 }
 """Documentation of the headers, used for the README table."""
+
+CLIENT_HEADERS: dict[str, str] = {
+    "X-Claude-Code-Session-Id": "Claude Code's conversation id: the session key (after "
+    "`X-Memlane-Session`), the same across `--continue` and `--resume`.",
+    "X-Claude-Code-Agent-Id": "A Claude Code subagent's call: stored in a child session "
+    "`<key>:agent:<id>` linked to the conversation's.",
+    "X-Claude-Code-Parent-Agent-Id": "A nested subagent: its child session hangs under that "
+    "agent's.",
+    "anthropic-beta": "`context-1m-…`: the request is governed against a 1M-token window "
+    "(passed on as sent).",
+    "X-Session-Id": "Session key, after the Claude Code ones.",
+    "X-Repo-Path, X-Workspace-Root, X-Project-Root": "Namespace, after `X-Memlane-Repo`.",
+}
+"""Other clients' headers memlane reads (never strips), for the README table."""
 
 HOP_BY_HOP = frozenset(
     {

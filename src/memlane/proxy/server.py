@@ -129,6 +129,12 @@ def run(
             "loop; set MEMLANE_UPSTREAM_URL (or --upstream) to the model server, e.g. "
             "http://127.0.0.1:11434/v1 for Ollama"
         )
+    if points_at_self(settings, settings.anthropic_upstream_url):
+        raise ServeError(
+            f"the Anthropic upstream {settings.anthropic_upstream_url} is memlane's own "
+            "address: requests would loop; set MEMLANE_ANTHROPIC_UPSTREAM_URL (or "
+            "--anthropic-upstream) to the model server, e.g. https://api.anthropic.com"
+        )
     try:
         settings.home_path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -86,6 +86,7 @@ def report(settings: Settings, probe: Probe, *, config_file: Path | None) -> lis
     lines = [
         f"memlane proxy listening on {base}",
         f"  upstream  {settings.upstream_url} {probe.detail}",
+        f"  anthropic {settings.anthropic_upstream_url} (for /v1/messages)",
         f"  store     {store}",
         f"  memory    {_memory(settings)}",
         f"  own calls key from {own_llm_credential_source(settings)}",
@@ -97,6 +98,7 @@ def report(settings: Settings, probe: Probe, *, config_file: Path | None) -> lis
             else []
         ),
         f"  clients   export OPENAI_BASE_URL={base}",
+        f"            export ANTHROPIC_BASE_URL=http://{settings.host}:{settings.port}",
     ]
     if settings.mcp_enabled:
         mcp = f"http://{settings.host}:{settings.port}/mcp"

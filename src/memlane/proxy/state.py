@@ -26,6 +26,16 @@ class ProxyState:
     upstream: Upstream
     admin_token: str = field(default="", repr=False)
     """What `/v1/memlane/…` requires (configured, or generated into the home)."""
+    anthropic: Upstream | None = None
+    """The Anthropic upstream (`/v1/messages`)."""
+
+    def upstream_for(self, wire: str) -> Upstream:
+        """The upstream a wire format's requests go to (never the other one: keys differ)."""
+        if wire != "anthropic":
+            return self.upstream
+        if self.anthropic is None:
+            raise ProxyError(503, "memlane has no Anthropic upstream", type="server_error")
+        return self.anthropic
 
 
 def current_state(request: Request) -> ProxyState:

@@ -231,12 +231,12 @@ class ToolLoop:
     # --- whole answers -----------------------------------------------------------------------
     async def complete(self, messages: list[Message]) -> Response:
         from memlane.proxy.turns import (
-            _error_response,
             _fail,
             _finish,
             _learn_window,
             _response_headers,
-            _transport_error,
+            error_response,
+            transport_error,
         )
 
         state, turn, adapter = self.state, self.turn, self.adapter
@@ -247,11 +247,11 @@ class ToolLoop:
                 )
             except httpx.HTTPError as exc:
                 await _fail(state, turn)
-                raise _transport_error(state, exc) from None
+                raise transport_error(state, self.upstream, exc) from None
             if upstream.status_code >= 400:
                 _learn_window(state, turn, upstream.status_code, upstream.content)
                 await _fail(state, turn)
-                return _error_response(adapter, upstream.status_code, upstream.content)
+                return error_response(adapter, upstream.status_code, upstream.content)
             try:
                 data = json.loads(upstream.content)
                 answer = adapter.answer_from_json(data)
@@ -291,12 +291,12 @@ class ToolLoop:
     # --- streamed answers -----------------------------------------------------------------------
     async def stream(self, messages: list[Message]) -> Response:
         from memlane.proxy.turns import (
-            _error_response,
             _fail,
             _finish,
             _learn_window,
             _response_headers,
-            _transport_error,
+            error_response,
+            transport_error,
         )
 
         state, turn, adapter = self.state, self.turn, self.adapter
@@ -309,7 +309,7 @@ class ToolLoop:
                 upstream = await client.send(request, stream=True)
             except httpx.HTTPError as exc:
                 await _fail(state, turn)
-                raise _transport_error(state, exc) from None
+                raise transport_error(state, self.upstream, exc) from None
             if upstream.status_code >= 400:
                 try:
                     content = await upstream.aread()
@@ -319,7 +319,7 @@ class ToolLoop:
                     await upstream.aclose()
                 _learn_window(state, turn, upstream.status_code, content)
                 await _fail(state, turn)
-                return _error_response(adapter, upstream.status_code, content)
+                return error_response(adapter, upstream.status_code, content)
             headers = _response_headers(turn, upstream.headers)
             read = _Round(adapter.assembler(), self.wire, upstream.aiter_bytes())
             try:
@@ -327,14 +327,14 @@ class ToolLoop:
             except httpx.HTTPError as exc:
                 await upstream.aclose()
                 await _fail(state, turn)
-                raise _transport_error(state, exc) from None
+                raise transport_error(state, self.upstream, exc) from None
             if kind == "text":  # the final round: relayed from here on as it arrives
                 return self.relay_final(upstream, read, headers)
             try:
                 await read.to_end()
             except httpx.HTTPError as exc:
                 await _fail(state, turn)
-                raise _transport_error(state, exc) from None
+                raise transport_error(state, self.upstream, exc) from None
             finally:
                 await upstream.aclose()
             answer = read.assembler.answer()
