@@ -32,13 +32,16 @@ def test_each_request_gets_one_line_and_no_secret(
     caplog.set_level(logging.INFO, logger="memlane.access")
     headers = {"authorization": "Bearer sk-secret-in-header", "x-memlane-session": "logged"}
     body = {"model": "m", "messages": [{"role": "user", "content": "a private prompt"}]}
-    httpx.post(f"{proxy.url}/chat/completions", json=body, headers=headers).raise_for_status()
+    answer = httpx.post(f"{proxy.url}/chat/completions", json=body, headers=headers)
+    answer.raise_for_status()
     lines = access_records(caplog, 1)
     assert len(lines) == 1
     text = lines[0].getMessage()
     session = proxy.store.find_session("logged")
     assert text.startswith("POST /v1/chat/completions 200 ")
-    assert text.endswith(f"session {session.id[:8]}")
+    tokens, limit, _ = (p.split("=")[1] for p in answer.headers["x-memlane-context"].split("; "))
+    # what governance forwarded, for clients that show no response headers
+    assert text.endswith(f"session {session.id[:8]} context {tokens}/{int(limit):,} tokens")
     assert lines[0].levelno == logging.INFO
     assert "sk-secret" not in caplog.text
     assert "private prompt" not in caplog.text

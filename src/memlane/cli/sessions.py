@@ -25,6 +25,7 @@ from memlane.cli.context import (
     print_json,
     short_ids,
 )
+from memlane.cli.sessions_context import context as context_command
 from memlane.engine.sessions import lifecycle
 from memlane.engine.sessions.indexing import index_session
 from memlane.engine.sessions.metafile import CorruptMeta, load_meta, meta_path
@@ -409,3 +410,6 @@ def output(
             highlight=False,
             markup=False,
         )
+
+
+app.command("context")(context_command)

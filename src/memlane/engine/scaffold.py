@@ -56,6 +56,9 @@ EMPTY_BLOCK = "<memlane_state>\n</memlane_state>"
 
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 
+META = "scaffold"
+"""Session metadata key set to `on` once a request of the session got the scaffold."""
+
 
 @dataclass(frozen=True, slots=True)
 class SessionRef:
@@ -326,6 +329,21 @@ def _with_state(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Messag
     placed.append(Placed(after, new))
     rt.store.set_state(turn.session.id, BLOCKS_STATE, dump_blocks(placed))
     return [*out, new]
+
+
+def pending_block(rt: Runtime, session: Session) -> Message | None:
+    """The block the session's next request would append (its texts changed since the last
+    block sent), read only; None when it would append none. Request headers (a TODO, Spec
+    Mode) are not known here: only the stored texts and the settings count."""
+    texts = state_texts(rt).read(ref_of(session))
+    block = block_for(rt.settings, texts, spec_mode=rt.settings.spec_mode)
+    placed = load_blocks(rt.store.get_state(session.id))
+    last = placed[-1].message.text if placed else None
+    if block == (last or "") or (not block and last in (None, EMPTY_BLOCK)):
+        return None
+    wire = placed[-1].message.wire if placed else "chat"
+    role: Role = "developer" if wire == "responses" else "system"
+    return Message(role=role, text=block or EMPTY_BLOCK, origin="state", wire=wire)
 
 
 def _state_message(text: str, role: Role, turn: Turn) -> Message:

@@ -66,6 +66,20 @@ class NewMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event to append; non-empty `text` is keyword-indexed for retrieval."""
+
+    kind: str
+    payload: Mapping[str, Any]
+    text: str = ""
+    document: str | None = None
+    """What the keyword index reads when it is more than the text (the text with its
+    neighbours'); a hit still shows the text."""
+    at: datetime | None = None
+    """When what it records happened (a dropped message: when it was said); default now."""
+
+
+@dataclass(frozen=True, slots=True)
 class SyncResult:
     """What `sync_messages` did with a client's resent history."""
 
@@ -192,6 +206,10 @@ class MessageLog(Protocol):
         `document` when given (the text with its context: `store.documents`); a hit
         shows the text. `at` dates it when what it records happened earlier (default
         now): a search shows that time."""
+        ...
+
+    def add_events(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
+        """Append several events in one transaction, in order (a compaction's dropped items)."""
         ...
 
     def list_events(

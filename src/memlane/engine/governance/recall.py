@@ -10,7 +10,7 @@ snippet carries when it was said (`<snippet at="2026-03-09 14:02 UTC">`), so
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -63,6 +63,23 @@ def select(snippets: Sequence[Snippet], limit: int, chars: int) -> list[Snippet]
         if len(chosen) >= limit:
             break
     return chosen
+
+
+def fitting_message(
+    snippets: Sequence[Snippet], room: int, count: Callable[[Message], int]
+) -> Message | None:
+    """The recall message with as many of `snippets` (best first) as fit in `room` tokens.
+
+    Between compactions a request grows towards the threshold; near it the full set of
+    snippets may not fit under the limit, and the best few still help more than none.
+    """
+    kept = list(snippets)
+    while kept:
+        message = recall_message(kept)
+        if count(message) <= room:
+            return message
+        kept.pop()
+    return None
 
 
 def recall_message(snippets: Sequence[Snippet]) -> Message:

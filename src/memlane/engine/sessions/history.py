@@ -16,13 +16,20 @@ from typing import Literal
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.working import current_context, fold
 from memlane.engine.turn import Turn
-from memlane.types import Message
+from memlane.types import Message, Session
 
 log = logging.getLogger("memlane.sessions.history")
 
 HistoryMode = Literal["client", "server"]
 FLAG = "history"
 """The `X-Memlane-History` header, read from the turn's flags."""
+META = "history"
+"""Session metadata key set to `server` once memlane supplied the session's history."""
+
+
+def uses_server_history(session: Session) -> bool:
+    """Whether the session's requests get their history from memlane (seen at least once)."""
+    return session.metadata.get(META) == "server"
 
 
 def wanted(rt: Runtime, turn: Turn) -> bool:

@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from memlane.config import Settings
+from memlane.engine.governance.ledger import RECALL_MEMO
 from memlane.engine.sessions.lookup import session_name
 from memlane.engine.sessions.serialize import is_conversation
 from memlane.files.git import commit_now
@@ -118,6 +119,7 @@ def delete(store: Store, settings: Settings, session: Session) -> bool:
     if removed_files:  # the memory repository is left clean: the deletion is its own commit
         commit_now(settings.memory_path, f"memory: deleted session {session.id}")
     removed = store.delete_session(session.id)
+    RECALL_MEMO.forget(session.id)
     folder = session_dir(settings.sessions_path, session.key)
     if folder.exists():
         shutil.rmtree(folder)
