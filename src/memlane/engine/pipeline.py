@@ -81,7 +81,7 @@ def store_incoming(rt: Runtime, turn: Turn) -> None:
         return
     store = rt.store
     if turn.session is None:
-        turn.session = store.ensure_session(turn.key, namespace=turn.namespace)
+        turn.session = store.ensure_session(turn.key, namespace=turn.namespace, tenant=turn.tenant)
     if turn.model and turn.session.metadata.get("model") != turn.model:
         # Remembered once per session (and on a change), so work started outside a request
         # (`sessions ask`, `sessions index`) can use the model the conversation used.

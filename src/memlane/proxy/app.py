@@ -48,6 +48,10 @@ def load_tokenizers(rt: Runtime) -> None:
             get_tokenizer(name)
 
 
+def _salt(rt: Runtime) -> bytes:
+    return rt.tenant_salt
+
+
 def admin_routers() -> list[APIRouter]:
     """Routers under /v1/memlane/: each part of memlane adds its own module here."""
     return [admin.router, sessions_routes.router, governance_routes.router, status.router]
@@ -72,7 +76,8 @@ def create_app(
         upstream = Upstream(settings, transport=transport)
         configured = settings.admin_token.get_secret_value() if settings.admin_token else None
         token = await asyncio.to_thread(admin_token.ensure, settings.home_path, configured)
-        app.state.proxy = ProxyState(settings, rt, upstream, admin_token=token)
+        salt = await asyncio.to_thread(_salt, rt) if settings.credential_tenancy else None
+        app.state.proxy = ProxyState(settings, rt, upstream, admin_token=token, tenant_salt=salt)
         await start_memory(rt)  # files -> index catch-up (background), optional watcher
         rt.background.spawn(warm_up(rt), name="warm-up")  # embedder + vector cache
         try:

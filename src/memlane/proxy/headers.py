@@ -11,6 +11,10 @@ TODO = "x-memlane-todo"
 SPEC_MODE = "x-memlane-spec-mode"
 EPHEMERAL = "x-memlane-ephemeral"
 
+CREDENTIALS = ("authorization", "x-api-key", "api-key")
+"""Where a client's key travels (OpenAI and most: a bearer `Authorization`; Anthropic:
+`x-api-key`; Azure: `api-key`): under credential tenancy it names the tenant."""
+
 SESSION_FALLBACKS = ("x-session-id",)
 REPO_FALLBACKS = ("x-repo-path", "x-workspace-root", "x-project-root")
 

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from memlane.config import Settings
+from memlane.config.core import is_loopback
 from memlane.files import admin_token
-from memlane.proxy.guard import is_loopback, points_at_self
+from memlane.proxy.guard import points_at_self
 
 
 class ServeError(Exception):

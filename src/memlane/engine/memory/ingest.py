@@ -46,6 +46,7 @@ class TurnInput:
     session_id: str
     namespace: str
     model: str | None
+    tenant: str = ""
     user_text: str = ""
     user_message_id: int | None = None
     assistant_text: str = ""
@@ -133,6 +134,7 @@ def turn_input(rt: Runtime, turn: Turn, answer: Answer) -> TurnInput | None:
         session_id=turn.session.id,
         namespace=turn.namespace,
         model=rt.memory_model(turn.model),
+        tenant=turn.session.tenant,
         user_text=user_text,
         user_message_id=user_id,
         assistant_text=assistant,
@@ -156,14 +158,14 @@ async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
     book = rt.memory_book
     await book.ready()
     report = IngestReport()
-    conversation = scopes.conversation_scope(item.session_id)
+    conversation = scopes.conversation_scope(item.session_id, item.tenant)
     if settings.memory_store_turns:
         report.turns = await _store_turns(book, item, conversation)
     facts: list[str] = []
     if settings.memory_extract_facts and item.user_text.strip():
         facts = await extract_facts(rt.llm, item.user_text, model=item.model)
     if facts:
-        scope = scopes.fact_scope(settings, item.session_id, item.namespace)
+        scope = scopes.fact_scope(settings, item.session_id, item.namespace, item.tenant)
         async with book.scope_lock(scope):
             existing = await neighbourhood(rt, facts, scope)
             plan = await reconcile(rt.llm, facts, existing, model=item.model)

@@ -168,9 +168,19 @@ def m002_turn_context(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     rebuild_turn_documents(conn)
 
 
+def m004_session_tenants(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Every session belongs to a tenant ('' without tenancy) and a key is unique within
+    its tenant, so two credentials using one key get two sessions."""
+    conn.execute("ALTER TABLE sessions ADD COLUMN tenant text NOT NULL DEFAULT ''")
+    conn.execute("ALTER TABLE sessions DROP CONSTRAINT sessions_key_key")
+    conn.execute("ALTER TABLE sessions ADD CONSTRAINT sessions_tenant_key UNIQUE (tenant, key)")
+    conn.execute("CREATE INDEX sessions_tenant ON sessions (tenant, updated_at, seq)")
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m001_initial", m001_initial),
     ("m002_turn_context", m002_turn_context),
+    ("m004_session_tenants", m004_session_tenants),
 )
 
 
