@@ -17,7 +17,7 @@ import pytest
 
 from memlane.config import Settings
 from memlane.engine.memory.extract import FACT_PROMPT
-from memlane.engine.memory.recall import FENCE_OPEN
+from memlane.engine.fence import FENCE_OPEN
 from memlane.engine.memory.reconcile import RECONCILE_PROMPT
 from memlane.engine.memory.summary import SUMMARY_PROMPT
 from memlane.engine.sessions.query import QUERY_PROMPT

@@ -29,7 +29,7 @@ from memlane.engine.sessions import lifecycle
 from memlane.engine.sessions.indexing import index_session
 from memlane.engine.sessions.metafile import CorruptMeta, load_meta, meta_path
 from memlane.engine.sessions.query import query_session
-from memlane.engine.tenancy import OPERATOR
+from memlane.engine.tenancy import OPERATOR, short
 from memlane.files.atomic import write_atomic
 from memlane.files.git_purge import PurgeError
 from memlane.store import Store, StoreError
@@ -108,8 +108,11 @@ def list_sessions(
     for column in ("messages", "age", "tokens", "cost"):
         table.add_column(column, no_wrap=True, justify="right")
     table.add_column("namespace", overflow="fold")
+    tenanted = any(s.tenant for s in sessions)  # credential tenancy: whose session it is
+    if tenanted:
+        table.add_column("tenant", no_wrap=True)
     for session, row in zip(sessions, rows, strict=True):
-        table.add_row(
+        cells = [
             shorts[session.id],
             row["title"],
             str(session.message_count),
@@ -117,7 +120,8 @@ def list_sessions(
             str(session.prompt_tokens + session.completion_tokens),
             f"${session.cost_usd + index_cost(session):.4f}",
             session.namespace,
-        )
+        ]
+        table.add_row(*cells, *([short(session.tenant)] if tenanted else []))
     console.print(table)
 
 
