@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -76,13 +75,13 @@ def git(repo: Path, *args: str) -> str:
 @pytest.fixture
 def home_proxy(
     proxy_factory: ProxyFactory, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[RunningProxy]:
+) -> RunningProxy:
     proxy = proxy_factory(index_enabled=False, embedding_backend="hashing")
     monkeypatch.setenv("MEMLANE_HOME", str(proxy.settings.home_path))
     for name in ("OPENAI_BASE_URL", "MEMLANE_CONFIG", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     upstream.respond_with(remember_secrets)
-    yield proxy
+    return proxy
 
 
 def talk(proxy: RunningProxy, session: str, text: str) -> None:
@@ -138,7 +137,7 @@ def test_a_purged_session_is_found_nowhere_under_the_home(
 def test_a_purged_memory_leaves_the_history(
     home_proxy: RunningProxy, upstream: ScriptedUpstream
 ) -> None:
-    proxy, home = home_proxy, home_proxy.settings.home_path
+    home = home_proxy.settings.home_path  # a proxy holds the database open meanwhile
     added = CliRunner().invoke(app, ["memory", "add", f"the gate code is {SECRET}", "--json"])
     assert added.exit_code == 0, added.output
     memory_id = json.loads(added.stdout)["id"]

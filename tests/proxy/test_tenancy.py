@@ -16,8 +16,8 @@ import openai
 import pytest
 
 from memlane.config import Settings
-from memlane.engine.memory.extract import FACT_PROMPT
 from memlane.engine.fence import FENCE_OPEN
+from memlane.engine.memory.extract import FACT_PROMPT
 from memlane.engine.memory.reconcile import RECONCILE_PROMPT
 from memlane.engine.memory.summary import SUMMARY_PROMPT
 from memlane.engine.sessions.query import QUERY_PROMPT

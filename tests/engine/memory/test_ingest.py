@@ -406,5 +406,9 @@ async def test_a_key_added_by_hand_never_reaches_a_commit_message(
     await forget_memory(rt, fact.id)
     root = book.files.root  # type: ignore[union-attr]
     assert key.encode() not in git_objects(root)
-    log = subprocess.run(["git", "log", "--format=%B"], cwd=root, capture_output=True, text=True)
-    assert "[redacted github-token]" in log.stdout
+    assert "[redacted github-token]" in git_messages(root)
+
+
+def git_messages(root: Any) -> str:
+    done = subprocess.run(["git", "log", "--format=%B"], cwd=root, capture_output=True, text=True)
+    return done.stdout
