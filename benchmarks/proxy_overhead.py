@@ -165,7 +165,9 @@ VARIANTS: dict[str, dict[str, str]] = {
 }
 
 
-def start_proxy(upstream_url: str, home: Path, *, variant: str) -> tuple[Process, str]:
+def start_proxy(
+    upstream_url: str, home: Path, *, variant: str, serve_args: tuple[str, ...] = ()
+) -> tuple[Process, str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMLANE_", "OPENAI_"))}
     env |= {"MEMLANE_LOG_LEVEL": "warning", **VARIANTS[variant]}
@@ -178,6 +180,7 @@ def start_proxy(upstream_url: str, home: Path, *, variant: str) -> tuple[Process
         str(port),
         "--upstream",
         upstream_url,
+        *serve_args,
     ]
     process = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
     return process, wait_healthy(f"http://127.0.0.1:{port}", process.kill)

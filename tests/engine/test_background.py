@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import pytest
+
 from memlane.engine import threads
 from memlane.engine.background import Background
 
@@ -49,3 +51,35 @@ async def test_cancel_all_stops_what_is_still_running() -> None:
     background.spawn(asyncio.sleep(3600), name="forever")
     assert await background.cancel_all() == 1
     assert background.pending == 0
+
+
+async def test_a_service_is_tracked_logged_when_it_dies_and_never_drained(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    background = Background()
+    seen: list[str] = []
+    crash = asyncio.Event()
+
+    async def service() -> None:
+        seen.append(await threads.to_thread(_thread_name))
+        await crash.wait()
+        raise OSError("inotify watch limit reached")
+
+    background.start_service(service(), name="watcher")
+    await asyncio.sleep(0.05)
+    async with asyncio.timeout(1):
+        await background.drain()  # returns at once: a service runs for the process's life
+    assert background.services == ["watcher"]
+    assert seen[0].startswith("memlane-bg")  # its blocking calls stay off the request pool
+    crash.set()
+    await asyncio.sleep(0.05)
+    assert background.services == []
+    assert "watcher" in caplog.text
+    assert "inotify watch limit reached" in caplog.text
+
+
+async def test_cancel_all_stops_services_and_counts_only_unfinished_jobs() -> None:
+    background = Background()
+    background.start_service(asyncio.sleep(3600), name="watcher")
+    assert await background.cancel_all() == 0
+    assert background.services == []

@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import httpx
 import pytest
 
 from tests.proxy.conftest import QUIET
 from tests.support.upstream import Fail, ProxyFactory, ScriptedUpstream
+
+LINE_WAIT = 10.0
+
+
+def access_records(caplog: pytest.LogCaptureFixture, count: int) -> list[logging.LogRecord]:
+    """The access lines, once `count` are there: a line is written when the answer has been
+    sent, so the client may hold its response a moment before the server logs it."""
+    deadline = time.monotonic() + LINE_WAIT
+    while True:
+        lines = [r for r in caplog.records if r.name == "memlane.access"]
+        if len(lines) >= count or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.01)
 
 
 def test_each_request_gets_one_line_and_no_secret(
@@ -19,7 +33,7 @@ def test_each_request_gets_one_line_and_no_secret(
     headers = {"authorization": "Bearer sk-secret-in-header", "x-memlane-session": "logged"}
     body = {"model": "m", "messages": [{"role": "user", "content": "a private prompt"}]}
     httpx.post(f"{proxy.url}/chat/completions", json=body, headers=headers).raise_for_status()
-    lines = [r for r in caplog.records if r.name == "memlane.access"]
+    lines = access_records(caplog, 1)
     assert len(lines) == 1
     text = lines[0].getMessage()
     session = proxy.store.find_session("logged")
@@ -39,5 +53,5 @@ def test_an_upstream_error_is_a_warning_at_most_once_per_burst(
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     for _ in range(2):
         assert httpx.post(f"{proxy.url}/chat/completions", json=body).status_code == 502
-    levels = [r.levelno for r in caplog.records if r.name == "memlane.access"]
+    levels = [r.levelno for r in access_records(caplog, 2)]
     assert levels == [logging.WARNING, logging.INFO]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from memlane.engine.failopen import EVENT
 from memlane.engine.runtime import Runtime
 from memlane.store.sqlite import SQLiteStore
 from tests.proxy.conftest import QUIET, sdk, stored
-from tests.support.upstream import ProxyFactory, Raw, Reply, ScriptedUpstream
+from tests.support.upstream import Fail, ProxyFactory, Raw, Reply, ScriptedUpstream
 
 
 class BrokenSearch(SQLiteStore):
@@ -180,3 +181,33 @@ def test_memlanes_own_calls_borrow_the_requests_key_and_never_keep_it(
     for path in home.rglob("*"):
         if path.is_file():
             assert key.encode() not in path.read_bytes(), path
+
+
+def test_a_refused_own_call_is_recorded_with_the_fix_and_never_the_key(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memlane.engine.memory.extract import FACT_PROMPT
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    key = "sk-client-wrong-7777"
+    proxy = proxy_factory(index_enabled=False)
+
+    def refuse(request: Any) -> Fail | None:
+        if request.messages and request.messages[0].get("content") == FACT_PROMPT:
+            return Fail(401, f"Incorrect API key provided: {key}", "invalid_request_error")
+        return None
+
+    upstream.respond_with(refuse)
+    answer = httpx.post(
+        f"{proxy.url}/chat/completions",
+        json={"model": "m", "messages": [{"role": "user", "content": "I prefer tabs"}]},
+        headers={"authorization": f"Bearer {key}", "x-memlane-session": "refused"},
+    )
+    assert answer.status_code == 200
+    proxy.drain()
+    session = proxy.store.find_session("refused")
+    (event,) = proxy.store.list_events(session.id, kind=EVENT)
+    assert (event.payload["stage"], event.payload["type"]) == ("extraction", "refused")
+    assert "HTTP 401" in event.payload["error"]
+    assert "MEMLANE_LLM_API_KEY" in event.payload["error"]
+    assert key not in json.dumps(event.payload)

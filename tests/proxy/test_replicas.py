@@ -41,8 +41,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_replica(home: Path, store_url: str, upstream_url: str) -> Replica:
-    port = free_port()
+def start_replica(
+    home: Path,
+    store_url: str,
+    upstream_url: str,
+    *,
+    port: int | None = None,
+    env_overrides: dict[str, str] | None = None,
+) -> Replica:
+    port = port or free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("MEMLANE_", "OPENAI_"))},
         "MEMLANE_HOME": str(home),
@@ -51,10 +58,11 @@ def start_replica(home: Path, store_url: str, upstream_url: str) -> Replica:
         "MEMLANE_MEMORY_ENABLED": "false",
         "MEMLANE_INDEX_ENABLED": "false",
         "MEMLANE_LOG_LEVEL": "warning",
+        **(env_overrides or {}),
     }
     home.mkdir(parents=True, exist_ok=True)
     log = home / "serve.log"
-    with log.open("wb") as out:  # the child keeps its own copy of the descriptor
+    with log.open("ab") as out:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
             [
                 sys.executable,

@@ -300,3 +300,38 @@ def test_a_purged_session_leaves_no_copy_in_the_databases_files(pg_url: str) -> 
         store.ensure_session("after")  # the store goes on working
     finally:
         store.close()
+
+
+def test_a_frequency_read_after_the_count_never_breaks_the_weights() -> None:
+    """Replicas add documents between the count and the frequencies (or the count is
+    cached): a word seen in more documents than counted weighs the least, never raises."""
+    from memlane.store.postgres.keywords import IDF_FLOOR, query_weights
+
+    weights = query_weights(["tabs", "rare"], 10.0, 5.0, {"tabs": 14, "rare": 1})
+    assert weights.idf[0] == IDF_FLOOR
+    assert weights.idf[1] > 1.0
+    assert query_weights(["x"], 0.0, 1.0, {"x": 3}).idf == [IDF_FLOOR]
+
+
+def test_nul_characters_and_non_finite_numbers_are_stored_not_refused(
+    open_store: Callable[[], PostgresStore],
+) -> None:
+    """SQLite takes both; PostgreSQL would refuse the statement (a client's turn lost)."""
+    store = open_store()
+    session = store.ensure_session("nul\x00key", namespace="n")
+    raw = {"role": "user", "content": "tab\x00s", "temperature": float("nan"), "x\x00": [1e999]}
+    store.append_messages(
+        session.id, [NewMessage(Message("user", "tab\x00s", raw=raw, wire="chat"), 3)]
+    )
+    store.add_event(session.id, "stage.failed", {"error": "a\x00b", "took": float("inf")})
+    (stored,) = store.list_messages(session.id)
+    assert stored.message.text == "tab\ufffds"
+    assert stored.message.raw == {
+        "role": "user",
+        "content": "tab\ufffds",
+        "temperature": None,
+        "x\ufffd": [None],
+    }
+    (event,) = store.list_events(session.id, kind="stage.failed")
+    assert event.payload == {"error": "a\ufffdb", "took": None}
+    assert store.find_session("nul\ufffdkey") is not None

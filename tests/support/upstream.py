@@ -75,7 +75,7 @@ from tests.support.openai_render import (
     response_object,
     response_output,
 )
-from tests.support.running_proxy import ProxyFactory, RunningProxy, start_proxy
+from tests.support.running_proxy import ProxyFactory, RunningProxy, closing, start_proxy
 from tests.support.scripted import (
     ContextLengthExceeded,
     CutStream,
@@ -104,6 +104,7 @@ __all__ = [
     "ToolCallSpec",
     "chat_chunks",
     "chat_completion",
+    "closing",
     "response_events",
     "response_object",
     "response_output",

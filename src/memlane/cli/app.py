@@ -73,6 +73,11 @@ COMMANDS: dict[str, Lazy] = {
     "store": Lazy(
         "memlane.cli.store_cmd", "app", "Inspect the store and copy it between backends."
     ),
+    "mcp": Lazy(
+        "memlane.cli.mcp_cmd",
+        "mcp",
+        "Serve memlane's memory and session tools to an MCP client on stdio.",
+    ),
 }
 
 

@@ -30,6 +30,9 @@ ADVICE: dict[tuple[str, str], str] = {
     "oversized request may then be refused by the upstream; please report the error",
     ("scaffold", "*"): "the TODO / pinned / summary scaffold could not be read or written: "
     "check the permissions of the sessions folder under MEMLANE_HOME",
+    ("extraction", "refused"): "the LLM refused the key of memlane's own calls: set "
+    "MEMLANE_LLM_API_KEY (or MEMLANE_UPSTREAM_API_KEY), or let clients send their key; "
+    "`memlane serve` says which key its own calls use",
     ("extraction", "*"): "fact extraction failed: memlane's own LLM calls need a model and a "
     "key (MEMLANE_LLM_MODEL, MEMLANE_LLM_API_KEY or the client's key)",
 }

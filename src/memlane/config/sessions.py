@@ -57,6 +57,15 @@ class SessionsSettings(BaseModel):
         description="Model that writes session metadata; empty means summary_model, then "
         "llm_model, then the model of the request.",
     )
+    upstream_price_input: float = Field(
+        default=0.0,
+        ge=0,
+        description="USD per million input tokens of the upstream model: each turn's and "
+        "session's cost (0: not priced).",
+    )
+    upstream_price_output: float = Field(
+        default=0.0, ge=0, description="USD per million output tokens of the upstream model."
+    )
     index_price_input: float = Field(
         default=0.0,
         description="USD per million input tokens of the index and query model (cost telemetry).",

@@ -27,6 +27,7 @@ class Background:
 
     def __init__(self, max_pending: int = MAX_PENDING) -> None:
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._services: set[asyncio.Task[Any]] = set()
         self.max_pending = max_pending
         self.dropped = 0
         """Background jobs refused because `max_pending` were already in flight."""
@@ -52,8 +53,23 @@ class Background:
         task.add_done_callback(self._finished)
         return task
 
+    def start_service(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
+        """Run `coro` for the life of the process (the memory file watcher): tracked and
+        logged if it dies like any background work, in the background's thread pool, but
+        never waited for by `drain` (it does not end by itself); `cancel_all` stops it."""
+        task = asyncio.get_running_loop().create_task(coro, name=name, context=background_context())
+        self._services.add(task)
+        task.add_done_callback(self._finished)
+        return task
+
+    @property
+    def services(self) -> list[str]:
+        """Names of the long-running services still running."""
+        return sorted(task.get_name() for task in self._services if not task.done())
+
     def _finished(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
+        self._services.discard(task)
         if task.cancelled():
             return
         exc = task.exception()
@@ -65,12 +81,14 @@ class Background:
         return len(self._tasks)
 
     async def cancel_all(self) -> int:
-        """Cancel what is still running (shutdown, after a bounded drain), and wait for it."""
-        tasks = list(self._tasks)
+        """Cancel what is still running (shutdown, after a bounded drain) and the services,
+        and wait for them; the number of unfinished jobs (not services) is returned."""
+        jobs = list(self._tasks)
+        tasks = [*jobs, *self._services]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        return len(tasks)
+        return len(jobs)
 
     async def drain(self) -> None:
         """Wait until no background work is left (tasks may spawn more tasks).

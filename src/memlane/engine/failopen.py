@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from memlane.engine import threads
+from memlane.engine import threads, turnlog
 from memlane.engine.governance.errors import ContextOverflow
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Turn
@@ -56,17 +56,28 @@ async def best_effort(
     return fallback
 
 
+def _keep(rt: Runtime, session_id: str | None, payload: dict[str, str]) -> None:
+    turnlog.count(rt.store, {turnlog.STAGE_FAILURES: 1})
+    if session_id is not None:
+        rt.store.add_event(session_id, EVENT, payload)
+
+
 async def record(rt: Runtime, turn: Turn | None, stage: str, reason: str, kind: str) -> None:
     """Log, count and (for a stored session) record one failure; never raises itself."""
     session_id = turn.session.id if turn is not None and turn.session is not None else None
+    await record_for(rt, session_id, stage, reason, kind)
+
+
+async def record_for(
+    rt: Runtime, session_id: str | None, stage: str, reason: str, kind: str
+) -> None:
+    """`record` for work that outlived its turn (background work knows only the session)."""
     log.warning(
         "%s skipped for session %s: %s (%s)", stage, (session_id or "-")[:8], reason[:300], kind
     )
     rt.activity.failure(stage, f"{kind}: {reason[:300]}")
-    if session_id is None:
-        return
     payload = {"stage": stage, "error": reason[:2000], "type": kind}
     try:
-        await threads.to_thread(rt.store.add_event, session_id, EVENT, payload)
+        await threads.to_thread(_keep, rt, session_id, payload)
     except Exception:
         log.warning("could not record the failure of %s", stage, exc_info=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from memlane.engine import scaffold, threads
+from memlane.engine import scaffold, threads, turnlog
 from memlane.engine.failopen import best_effort
 from memlane.engine.governance import govern_turn
 from memlane.engine.memory.ingest import schedule_ingest
@@ -12,7 +12,9 @@ from memlane.engine.memory.recall import recall_for_turn
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import history
 from memlane.engine.sessions.indexing import schedule_index
+from memlane.engine.sessions.lifecycle import title_from_prompt
 from memlane.engine.sessions.references import has_references, resolve_references
+from memlane.engine.sessions.serialize import is_conversation
 from memlane.engine.turn import Answer, DirectAnswer, Forward, Prepared, Turn
 from memlane.store import NewMessage, SyncResult
 from memlane.types import Message
@@ -82,12 +84,7 @@ def store_incoming(rt: Runtime, turn: Turn) -> None:
     store = rt.store
     if turn.session is None:
         turn.session = store.ensure_session(turn.key, namespace=turn.namespace, tenant=turn.tenant)
-    if turn.model and turn.session.metadata.get("model") != turn.model:
-        # Remembered once per session (and on a change), so work started outside a request
-        # (`sessions ask`, `sessions index`) can use the model the conversation used.
-        turn.session = store.update_session(
-            turn.session.id, metadata={**turn.session.metadata, "model": turn.model}
-        )
+    remember_identity(rt, turn)
     client = [m for m in turn.messages if m.origin == "client"]
     turn.server_history = history.wanted(rt, turn) and not history.carries_history(rt, turn)
     if turn.server_history:
@@ -102,6 +99,30 @@ def store_incoming(rt: Runtime, turn: Turn) -> None:
         turn.messages = history.with_server_history(rt, turn)
 
 
+def remember_identity(rt: Runtime, turn: Turn) -> None:
+    """The session's model, client and first-prompt title, in one write when one changed.
+
+    The model and client are remembered once per session (and on a change), so work
+    started outside a request (`sessions ask`, `sessions index`) can use the model the
+    conversation used, and a person sees which client holds the session; the title is
+    set once, so listing sessions never reads their messages.
+    """
+    session = turn.session
+    assert session is not None
+    metadata = dict(session.metadata)
+    if turn.model:
+        metadata["model"] = turn.model
+    if turn.client:
+        metadata["client"] = turn.client
+    title = None
+    if not session.title:
+        users = (m.text for m in turn.messages if m.role == "user" and is_conversation(m))
+        prompt = next(users, "")
+        title = title_from_prompt(prompt) if prompt.strip() else None
+    if metadata != session.metadata or title is not None:
+        turn.session = rt.store.update_session(session.id, title=title, metadata=metadata)
+
+
 def store_answer(rt: Runtime, turn: Turn, answer: Answer) -> None:
     if turn.session is None:
         return
@@ -110,6 +131,7 @@ def store_answer(rt: Runtime, turn: Turn, answer: Answer) -> None:
     if answer.failed:
         if turn.synced is not None and turn.synced.added:
             store.set_message_status(turn.synced.added[-1].id, "failed")
+        turnlog.record_turn(store, rt.settings, turn, answer)
         return
     counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in answer.messages]
     store.append_messages(session_id, counted)
@@ -119,4 +141,6 @@ def store_answer(rt: Runtime, turn: Turn, answer: Answer) -> None:
         session_id,
         prompt_tokens=answer.prompt_tokens,
         completion_tokens=answer.completion_tokens,
+        cost_usd=turnlog.turn_cost(rt.settings, answer.prompt_tokens, answer.completion_tokens),
     )
+    turnlog.record_turn(store, rt.settings, turn, answer)

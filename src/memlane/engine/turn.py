@@ -19,6 +19,17 @@ from memlane.store import SyncResult
 from memlane.types import Message, Session, Wire
 
 
+@dataclass(frozen=True, slots=True)
+class RecallNote:
+    """One memory recall injected into this turn, with what each retrieval stage said."""
+
+    ref: str
+    scope: str
+    keyword: float | None
+    dense: float | None
+    score: float
+
+
 @dataclass
 class Turn:
     """What the engine knows about the request in flight."""
@@ -61,6 +72,12 @@ class Turn:
     """(tokens forwarded, the budget's limit, compacted now): what governance did, for the
     `X-Memlane-Context` response header."""
     notes: list[str] = field(default_factory=list)
+    client: str = ""
+    """The client's name and version (its User-Agent's first word), for people to read."""
+    governed_tokens: tuple[int, int] | None = None
+    """(tokens governance received, tokens it forwarded), when it ran."""
+    recalled: tuple[RecallNote, ...] = ()
+    """The long-term memories recall injected (`engine.turnlog` records them)."""
 
     @property
     def user_text(self) -> str:

@@ -70,6 +70,16 @@ class LogEntry:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One commit that touched a file, with that file's diff in it."""
+
+    commit: str
+    date: str
+    message: str
+    diff: str
+
+
 class GitRepo:
     """The memory root as a git repository."""
 
@@ -128,6 +138,27 @@ class GitRepo:
             commit, date, message = record.split("\x1f", 2)
             entries.append(LogEntry(commit, date, message.strip()))
         return entries
+
+    async def changes(self, pattern: str, *, limit: int = 20) -> list[Change]:
+        """Commits touching files that match the glob `pattern` (relative to the root), newest
+        first, each with its diff: a memory's history across edits, moves and deletion."""
+        if not (self.root / ".git").exists():
+            return []
+        out = await self._git(
+            "log",
+            f"-n{limit}",
+            "-p",
+            "--format=%x1e%H%x1f%cI%x1f%B%x1f",
+            "--",
+            f":(glob){pattern}",
+        )
+        found = []
+        for record in out.split("\x1e"):
+            if not record.strip():
+                continue
+            commit, date, message, diff = record.split("\x1f", 3)
+            found.append(Change(commit, date, message.strip(), diff.strip("\n")))
+        return found
 
     def _locked(self) -> asyncio.Lock:
         if self._lock is None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
-from typing import get_args
+from collections.abc import AsyncIterator, Callable
+from typing import Any, cast, get_args
 
 import httpx
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -81,7 +81,8 @@ def create_app(
         await start_memory(rt)  # files -> index catch-up (background), optional watcher
         rt.background.spawn(warm_up(rt), name="warm-up")  # embedder + vector cache
         try:
-            yield
+            async with mcp_running():
+                yield
         finally:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(SHUTDOWN_DRAIN_SECONDS):
@@ -108,6 +109,13 @@ def create_app(
         state = getattr(app.state, "proxy", None)
         return state.runtime if isinstance(state, ProxyState) else None
 
+    def live_state() -> ProxyState:
+        state = getattr(app.state, "proxy", None)
+        if not isinstance(state, ProxyState):
+            raise RuntimeError("memlane is starting or stopping")
+        return state
+
+    mcp_running = mount_mcp(app, settings, live_state)
     app.add_middleware(AccessLog, runtime_of=current_runtime)
     app.add_middleware(Guard, settings=settings)  # outermost: refusals touch nothing
 
@@ -131,6 +139,10 @@ def create_app(
 
     for router in admin_routers():
         app.include_router(router)
+    if settings.ui_enabled:
+        from memlane.ui import mount
+
+        mount(app)
 
     @app.api_route("/v1/{path:path}", methods=["GET", "POST", "DELETE"], include_in_schema=False)
     async def other(
@@ -141,6 +153,26 @@ def create_app(
         return await pass_through(state, request, path)
 
     return app
+
+
+def mount_mcp(
+    app: FastAPI, settings: Settings, state: Callable[[], ProxyState]
+) -> Callable[[], contextlib.AbstractAsyncContextManager[None]]:
+    """Serve the MCP server at `/mcp` (unless `mcp_enabled` is off); returns what the
+    lifespan enters to run its session manager."""
+    if not settings.mcp_enabled:
+        return contextlib.nullcontext
+    from memlane.proxy.mcp_route import PATH, MCPRoute
+
+    route = MCPRoute(
+        settings,
+        runtime_of=lambda: state().runtime,
+        access_of=lambda headers: state().access(headers),
+    )
+    # A Route whose endpoint is not a function serves it as a plain ASGI app.
+    endpoint = cast(Any, route)
+    app.add_route(PATH, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+    return route.running
 
 
 async def pass_through(state: ProxyState, request: Request, path: str) -> Response:

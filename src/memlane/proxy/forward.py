@@ -19,10 +19,21 @@ pool (a readability poll each, and a quadratic idle count) whenever a request st
 ends; four smaller pools cut the proxy's CPU per request by ~20% at 32 concurrent clients."""
 
 
+UPSTREAM_IDLE_SECONDS = 4.0
+"""An idle connection to the upstream is dropped after this long: before the 5 s after
+which uvicorn-served upstreams (vLLM, llama.cpp's Python servers) close theirs. With the
+same 5 s on both sides, a request sent on a connection the server is closing at that very
+moment fails, and the client would get a 502 for it."""
+
+
 def _pool() -> httpx.AsyncHTTPTransport:
     """Small writes go out at once, never held for a delayed ACK."""
     nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=100)
+    limits = httpx.Limits(
+        max_connections=None,
+        max_keepalive_connections=100,
+        keepalive_expiry=UPSTREAM_IDLE_SECONDS,
+    )
     return httpx.AsyncHTTPTransport(limits=limits, socket_options=nodelay)
 
 
@@ -60,11 +71,13 @@ class Upstream:
     def url(self, path: str) -> str:
         return self.base + path
 
-    def headers(self, incoming: Iterable[tuple[str, str]]) -> dict[str, str]:
+    def headers(self, incoming: Iterable[tuple[str, str]]) -> httpx.Headers:
         """The client's headers minus memlane's own and per-connection ones.
 
         The client's Authorization goes upstream as sent (never stored or logged);
-        the configured upstream key is used only when the client sent none.
+        the configured upstream key is used only when the client sent none. A value
+        that is not ASCII goes as the very bytes the client sent (httpx refuses such
+        text; HTTP allows the bytes).
         """
         out = {
             name: value
@@ -75,7 +88,10 @@ class Upstream:
             out["authorization"] = f"Bearer {self._key.get_secret_value()}"
         out["accept-encoding"] = "identity"
         out["via"] = with_via(out.get("via"))
-        return out
+        # Starlette decoded each header as Latin-1: encoding it so gives the client's bytes.
+        return httpx.Headers(
+            [(k.encode("latin-1"), v.encode("latin-1", errors="replace")) for k, v in out.items()]
+        )
 
     async def aclose(self) -> None:
         for client in self._clients:

@@ -35,7 +35,7 @@ VIA_TOKEN = f"memlane-{uuid.uuid4().hex[:12]}"
 VIA_VALUE = f"1.1 {VIA_TOKEN}"
 
 JSON_TYPES = ("application/json",)
-JSON_ROUTES = ("/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/memlane/")
+JSON_ROUTES = ("/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/memlane/", "/mcp")
 """memlane's own JSON routes; other `/v1/*` routes are passed through as the client sent them
 (a browser's cross-site POST to those carries an Origin, which is checked)."""
 WILDCARD_BINDS = frozenset({"0.0.0.0", "::", ""})

@@ -10,6 +10,8 @@ REPO = "x-memlane-repo"
 TODO = "x-memlane-todo"
 SPEC_MODE = "x-memlane-spec-mode"
 EPHEMERAL = "x-memlane-ephemeral"
+TOOLS = "x-memlane-tools"
+TOOLS_FLAG = TOOLS.removeprefix(PREFIX)
 
 CREDENTIALS = ("authorization", "x-api-key", "api-key")
 """Where a client's key travels (OpenAI and most: a bearer `Authorization`; Anthropic:
@@ -24,6 +26,9 @@ MEMLANE_HEADERS: dict[str, str] = {
     "X-Memlane-Todo": "Store this text as the session's TODO (escaped `\\n` become line breaks).",
     "X-Memlane-Spec-Mode": "true: ask for a reviewable spec before any code change until approved.",
     "X-Memlane-Ephemeral": "true: govern and forward the request, store nothing.",
+    "X-Memlane-Tools": "memory, sessions (comma-separated), all or off: offer memlane's own "
+    "tools (memlane_memory_search, memlane_session_ask) to the model and answer its calls "
+    "(default: MEMLANE_PROXY_TOOLS).",
     "X-Memlane-History": "server: the request carries only its new messages; memlane "
     "prepends the session's working context (running summary + the rest). client: as sent.",
 }

@@ -117,6 +117,17 @@ def is_agentic(headers: Mapping[str, str]) -> bool:
     return bool(_AGENTIC_UA.search(agent))
 
 
+MAX_CLIENT_CHARS = 60
+
+
+def client_name(headers: Mapping[str, str]) -> str:
+    """The client as a person reads it: the User-Agent's first word (`codex_cli_rs/0.169.0`,
+    `OpenAI/Python`), printable and bounded; empty when the client sent none."""
+    agent = headers.get("user-agent", "").strip()
+    first = agent.split(" ", 1)[0] if agent else ""
+    return _CONTROL.sub("", first)[:MAX_CLIENT_CHARS]
+
+
 def header_text(value: str) -> str:
     """Header values arrive as Latin-1; most clients meant UTF-8 (a TODO with an em dash)."""
     try:

@@ -18,6 +18,11 @@ from memlane.config.core import is_loopback
 from memlane.files import admin_token
 from memlane.proxy.guard import points_at_self
 
+CLIENT_IDLE_SECONDS = 30
+"""How long a client's idle connection is kept open. Clients' pools (httpx and the SDKs
+built on it: 5 s) drop theirs first, so none sends a request on a connection memlane is
+closing at that moment (uvicorn's own default is the same 5 s)."""
+
 
 class ServeError(Exception):
     """The proxy cannot start; the message says what to change."""
@@ -134,6 +139,7 @@ def run(
             app,
             log_level="debug" if settings.log_level == "debug" else "warning",
             access_log=False,
+            timeout_keep_alive=CLIENT_IDLE_SECONDS,
         )
         write_serve_file(settings)
         uvicorn.Server(config).run(sockets=[sock])

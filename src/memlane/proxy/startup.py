@@ -91,8 +91,16 @@ def report(settings: Settings, probe: Probe, *, config_file: Path | None) -> lis
         f"  own calls key from {own_llm_credential_source(settings)}",
         f"  config    {config}{config_note}",
         f"  admin     {_admin(settings)}",
+        *(
+            [f"  inspector http://{settings.host}:{settings.port}/ui (log in with the admin token)"]
+            if settings.ui_enabled
+            else []
+        ),
         f"  clients   export OPENAI_BASE_URL={base}",
     ]
+    if settings.mcp_enabled:
+        mcp = f"http://{settings.host}:{settings.port}/mcp"
+        lines.append(f"  mcp       {mcp} (streamable HTTP, the admin token; or `memlane mcp`)")
     if not probe.ok:
         lines.append(
             f"warning: the upstream {probe.detail}: requests will fail with 502 until it "

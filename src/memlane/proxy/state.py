@@ -51,6 +51,22 @@ class ProxyState:
             )
         return tenant_of(self.tenant_salt, key)
 
+    def access(self, headers: Mapping[str, str]) -> Access | None:
+        """Who may use memlane's own API with these (lower-case) headers: the operator (the
+        admin token), under credential tenancy a client with its own key (its tenant), or
+        nobody (None)."""
+        expected = self.admin_token.encode("utf-8")
+        scheme, _, value = headers.get("authorization", "").partition(" ")
+        if (
+            expected
+            and scheme.lower() == "bearer"
+            and hmac.compare_digest(value.strip().encode(), expected)
+        ):
+            return Access(OPERATOR)
+        if self.tenant_salt is not None and credential(headers) is not None:
+            return Access(self.tenant(headers))
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class Access:
@@ -85,29 +101,18 @@ def _bad_token() -> ProxyError:
     )
 
 
-def _is_admin_token(state: ProxyState, request: Request) -> bool:
-    expected = state.admin_token.encode("utf-8")
-    scheme, _, value = request.headers.get("authorization", "").partition(" ")
-    return (
-        bool(expected)
-        and scheme.lower() == "bearer"
-        and hmac.compare_digest(value.strip().encode(), expected)
-    )
-
-
 async def require_admin(request: Request) -> Access:
     """The admin API always needs a credential. `Authorization: Bearer <token>` with the
     configured `MEMLANE_ADMIN_TOKEN` (or the one generated into `$MEMLANE_HOME/admin_token`)
     is the operator; under credential tenancy a client's own key reaches its own tenant."""
-    state = current_state(request)
-    if _is_admin_token(state, request):
-        return Access(OPERATOR)
-    if state.tenant_salt is not None and credential(request.headers) is not None:
-        return Access(state.tenant(request.headers))
-    raise _bad_token()
+    access = current_state(request).access(request.headers)
+    if access is None:
+        raise _bad_token()
+    return access
 
 
 async def require_operator(request: Request) -> None:
     """Routes about the whole proxy (its status, every tenant's counts): the token only."""
-    if not _is_admin_token(current_state(request), request):
+    access = current_state(request).access(request.headers)
+    if access is None or access.tenant is not OPERATOR:
         raise _bad_token()

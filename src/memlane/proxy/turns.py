@@ -33,15 +33,17 @@ from memlane.proxy.access import SESSION_STATE
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
 from memlane.proxy.forward import relayed_headers
-from memlane.proxy.identity import IdentityError, resolve
+from memlane.proxy.identity import IdentityError, client_name, resolve
 from memlane.proxy.relay import Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
+from memlane.proxy.tool_loop import ToolLoop, offered
 from memlane.proxy.wire.base import (
     ParsedRequest,
     StreamAssembler,
     WireAdapter,
     WireError,
     dumps,
+    loads,
     unchanged,
 )
 from memlane.store import StoreError
@@ -78,13 +80,14 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+TOO_DEEP = "request body is nested too deeply to be read"
+
+
 def decode_json(raw: bytes) -> Any:
     try:
-        return json.loads(raw)
+        return loads(raw)
     except RecursionError:
-        raise ProxyError(
-            400, "request body is nested too deeply to be read", code="invalid_json"
-        ) from None
+        raise ProxyError(400, TOO_DEEP, code="invalid_json") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProxyError(
             400, f"request body is not valid JSON: {exc}", code="invalid_json"
@@ -99,11 +102,14 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
         parsed = adapter.parse(decode_json(raw))
     except WireError as exc:
         raise ProxyError(400, str(exc), param=exc.param) from None
+    except RecursionError:  # decoded, yet too deep to walk (an item kept as its JSON text)
+        raise ProxyError(400, TOO_DEEP, code="invalid_json") from None
     tenant = state.tenant(request.headers)
     try:
         identity = resolve(request.headers, parsed.body)
     except IdentityError as exc:
         raise ProxyError(400, str(exc), code="invalid_namespace", param="X-Memlane-Repo") from None
+    tools = offered(state.settings.proxy_tools, identity.flags.get(h.TOOLS_FLAG))
     chained_key = await _chained_key(state, parsed, tenant)
     if chained_key is not None:  # memlane holds the conversation: send it whole
         body = {k: v for k, v in parsed.body.items() if k != PREVIOUS_RESPONSE}
@@ -123,6 +129,7 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
         continued=parsed.continued,
         chained=chained_key is not None,
         instructions=parsed.instructions,
+        client=client_name(request.headers),
     )
     prepared = await _prepare(state, turn)
     if isinstance(prepared, DirectAnswer):  # the user is told why, as the assistant's answer
@@ -131,9 +138,14 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
     outgoing = prepared.messages
     if turn.session is not None:
         setattr(request.state, SESSION_STATE, turn.session.id)  # for the access line
-    payload = raw if unchanged(parsed, outgoing) else dumps(adapter.render(parsed, outgoing))
     headers = state.upstream.headers(request.headers.items())
     headers.setdefault("content-type", "application/json")
+    if tools:
+        url = state.upstream.url(adapter.path)
+        loop = ToolLoop(state, turn, adapter, parsed, tools, state.upstream, url, headers)
+        outgoing = await loop.with_pending(outgoing)
+        return await (loop.stream(outgoing) if parsed.stream else loop.complete(outgoing))
+    payload = raw if unchanged(parsed, outgoing) else dumps(adapter.render(parsed, outgoing))
     if parsed.stream:
         return await _stream(state, turn, adapter, payload, headers)
     return await _complete(state, turn, adapter, payload, headers)
@@ -227,7 +239,7 @@ def _error_response(adapter: WireAdapter, status: int, content: bytes) -> Respon
 
 
 async def _complete(
-    state: ProxyState, turn: Turn, adapter: WireAdapter, payload: bytes, headers: dict[str, str]
+    state: ProxyState, turn: Turn, adapter: WireAdapter, payload: bytes, headers: httpx.Headers
 ) -> Response:
     try:
         upstream = await state.upstream.client.post(
@@ -241,7 +253,7 @@ async def _complete(
         await _fail(state, turn)
         return _error_response(adapter, upstream.status_code, upstream.content)
     try:
-        answer = adapter.answer_from_json(json.loads(upstream.content))
+        answer = adapter.answer_from_json(loads(upstream.content))
     except Exception:  # an answer memlane cannot read is still the client's answer
         log.warning("could not read the upstream's answer to store it", exc_info=True)
         answer = Answer([], failed=True)
@@ -269,7 +281,7 @@ async def _finish(state: ProxyState, turn: Turn, answer: Answer) -> None:
 
 
 async def _stream(
-    state: ProxyState, turn: Turn, adapter: WireAdapter, payload: bytes, headers: dict[str, str]
+    state: ProxyState, turn: Turn, adapter: WireAdapter, payload: bytes, headers: httpx.Headers
 ) -> Response:
     client = state.upstream.client
     request = client.build_request(

@@ -8,6 +8,7 @@ role, so code that needs one role asks for that role alone:
 - `FactStore`: long-term memory entries (facts);
 - `SearchIndex`: the derived keyword and vector index over all of them;
 - `MetaStore`: small key/value facts about the store;
+- `InspectorReads`: bounded reads for the web inspector's pages, and counters per day;
 - `StoreCopy`: whole tables out and in (`store migrate`).
 
 Methods are synchronous and short; async callers run them in a worker thread.
@@ -29,7 +30,16 @@ from memlane.types import DocKind, Event, Fact, FactRole, Hit, Message, Session,
 Vector = npt.NDArray[np.float32]
 
 # Tables that `dump` / `load` move between backends, in dependency order.
-TABLES = ("sessions", "session_state", "messages", "events", "facts", "vectors", "meta")
+TABLES = (
+    "sessions",
+    "session_state",
+    "messages",
+    "events",
+    "facts",
+    "vectors",
+    "meta",
+    "daily_counts",
+)
 
 
 class StoreError(Exception):
@@ -276,6 +286,54 @@ class MetaStore(Protocol):
 
 
 @runtime_checkable
+class InspectorReads(Protocol):
+    """What the web inspector's pages read: paged lists, a feed, counters per day."""
+
+    def page_sessions(
+        self, *, query: str = "", namespace: str | None = None, offset: int = 0, limit: int = 50
+    ) -> tuple[list[Session], int]:
+        """One page of sessions, newest activity first, and how many match in all.
+
+        `query` matches (case-insensitively, as a substring) the title, key,
+        namespace, id or index metadata; `namespace` keeps one namespace.
+        """
+        ...
+
+    def session_namespaces(self) -> list[tuple[str, int]]:
+        """(namespace, session count), by name."""
+        ...
+
+    def page_facts(
+        self,
+        *,
+        scope: str | None = None,
+        include_deleted: bool = False,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> tuple[list[Fact], int]:
+        """One page of entries, newest first, and how many match in all."""
+        ...
+
+    def fact_scopes(self) -> list[tuple[str, int]]:
+        """(scope, live entry count), by scope."""
+        ...
+
+    def recent_events(
+        self, *, kinds: Sequence[str], after_id: int = 0, limit: int = 50
+    ) -> list[Event]:
+        """Events of these kinds across every session, newest first, with ids above `after_id`."""
+        ...
+
+    def add_daily_counts(self, day: str, counts: Mapping[str, int]) -> None:
+        """Add to the named counters of `day` (`YYYY-MM-DD`, UTC); safe across processes."""
+        ...
+
+    def daily_counts(self, *, since: str) -> dict[str, dict[str, int]]:
+        """{day: {counter: value}} for every day from `since` on."""
+        ...
+
+
+@runtime_checkable
 class StoreCopy(Protocol):
     """Whole tables out and in, so one backend's store can be copied into another."""
 
@@ -294,7 +352,16 @@ class StoreCopy(Protocol):
 
 
 @runtime_checkable
-class Store(SessionStore, MessageLog, FactStore, SearchIndex, MetaStore, StoreCopy, Protocol):
+class Store(
+    SessionStore,
+    MessageLog,
+    FactStore,
+    SearchIndex,
+    MetaStore,
+    InspectorReads,
+    StoreCopy,
+    Protocol,
+):
     """The persistence seam: every role at once. `tests/store/contract/` holds the behaviour
     each method owes, one test module per role, run against every backend."""
 

@@ -18,12 +18,23 @@ from typing import Any, Protocol
 
 import httpx
 
+from memlane.text.redact import redact
 from memlane.text.sse import SSEDecoder
 from memlane.text.tls import ssl_context
 
 
 class LLMError(Exception):
     """The LLM could not be reached or refused: the caller falls back, it never crashes."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        """The HTTP status the LLM answered with, when it answered."""
+
+    @property
+    def refused(self) -> bool:
+        """The server would not take the call's credentials (no key, or the wrong one)."""
+        return self.status in (401, 403)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,9 +157,14 @@ class OpenAICompatibleLLM:
     def _url(self) -> str:
         return f"{self.base_url}/chat/completions"
 
+    def _borrowed(self) -> str | None:
+        """The Authorization of the request whose work this is, when it may be used."""
+        borrowed = REQUEST_AUTHORIZATION.get() if self.borrow_request_key else None
+        return borrowed if borrowed and borrowed.isascii() else None  # a key is ASCII
+
     def _client(self) -> httpx.AsyncClient:
         headers = self._headers
-        borrowed = REQUEST_AUTHORIZATION.get() if self.borrow_request_key else None
+        borrowed = self._borrowed()
         if borrowed:
             headers = {"Authorization": borrowed}
         return httpx.AsyncClient(
@@ -163,8 +179,12 @@ class OpenAICompatibleLLM:
         )
 
     def _refused(self, response: httpx.Response) -> LLMError:
-        hint = _error_hint(response, self._api_key)
-        return LLMError(f"LLM answered HTTP {response.status_code}{hint}")
+        borrowed = self._borrowed()
+        used = borrowed.partition(" ")[2].strip() or borrowed if borrowed else self._api_key
+        hint = _error_hint(response, used)  # an upstream may echo the key it refused
+        return LLMError(
+            f"LLM answered HTTP {response.status_code}{hint}", status=response.status_code
+        )
 
     async def _post(self, body: Mapping[str, Any]) -> Any:
         try:
@@ -215,4 +235,4 @@ def _error_hint(response: httpx.Response, api_key: str | None) -> str:
         return ""
     if api_key:
         message = message.replace(api_key, "***")
-    return ": " + message[:200]
+    return ": " + redact(message)[:200]

@@ -133,6 +133,7 @@ async def test_watcher_reindexes_a_hand_edit_without_restart(
     book = rt.memory_book
     await book.start_watching()
     assert book.watch_task is not None
+    assert rt.background.services == ["memory-watcher"]  # tracked: a death is logged
     path = fact_file(rt, "The user's favourite editor is vim")
     edit_body(path, "vim", "helix")
 
@@ -147,6 +148,7 @@ async def test_watcher_reindexes_a_hand_edit_without_restart(
     await eventually(gone)
     await book.stop_watching()
     assert book.watch_task is None
+    assert rt.background.services == []
     agree(book)
 
 

@@ -38,6 +38,7 @@ def test_dump_and_load_round_trip(store_factory: StoreFactory) -> None:
     msg_ref = str(source.list_messages(session.id)[0].id)
     source.put_vectors("message", [(msg_ref, unit(2))], model=MODEL)
     source.set_meta("embedding_model", MODEL)
+    source.add_daily_counts("2026-01-01", {"requests": 3, "errors": 1})
     fork = source.fork_session(session.id, new_key="fork", at_position=1)
 
     target = store_factory()
@@ -57,6 +58,7 @@ def test_dump_and_load_round_trip(store_factory: StoreFactory) -> None:
     assert target.get_state(session.id) == {"todo": "- [ ] x"}
     assert target.get_fact("f2") == source.get_fact("f2")
     assert target.get_meta("embedding_model") == MODEL
+    assert target.daily_counts(since="2026-01-01") == {"2026-01-01": {"errors": 1, "requests": 3}}
     flt = SearchFilter()
     assert target.keyword_search("walrus", flt) == source.keyword_search("walrus", flt)
     assert target.keyword_search("second", flt) == []

@@ -54,6 +54,7 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
     )
     turn.trimmed = turn.trimmed or governed.trimmed
     turn.context = (stats.tokens_out, gov.budget.limit, stats.compacted)
+    turn.governed_tokens = (stats.tokens_in, stats.tokens_out)
     turn.notes.extend(governed.stats.notes)
     if governed.stats.summarised and turn.session is not None:
         await threads.to_thread(write_anchor, rt, turn.session, governed.plan.snapshot)

@@ -181,6 +181,8 @@ class Governor:
                 "removed_tokens": removed_tokens,
                 "snapshot_chars": len(snapshot),
                 "compaction": new_plan.compactions,
+                "tokens_before": stats.tokens_in,
+                "snapshot": snapshot[:SNAPSHOT_EVENT_CHARS],
             },
         )
         return new_plan
@@ -226,6 +228,9 @@ class Governor:
         stats.summarised = True
         return snapshot
 
+
+SNAPSHOT_EVENT_CHARS = 20_000
+"""Characters of the snapshot kept in its compaction event (what a person reads later)."""
 
 PREVIEW_REFERENCE = "sessions/<session>/tool-outputs/<output>.txt"
 """A reference as long as a real one, to price a preview before its output is offloaded."""

@@ -21,12 +21,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from memlane.engine import threads
+from memlane.engine import threads, turnlog
 from memlane.engine.runtime import Runtime
 from memlane.files.git import GitRepo, commit_quietly
 from memlane.files.memory_files import MemoryFileError, MemoryFiles, id_from_name, now_utc
 from memlane.files.memory_snapshot import Snapshot
 from memlane.files.watcher import watch
+from memlane.store import Store
 from memlane.text.embeddings import EmbeddingError
 from memlane.text.redact import redact
 from memlane.types import Fact, FactRole
@@ -113,6 +114,7 @@ class MemoryBook:
         self, puts: Sequence[Fact], tombstones: Sequence[tuple[Fact, str | None]]
     ) -> None:
         store = self.rt.store
+        counts = write_counts(store, puts, tombstones)
         for fact in puts:
             # whatever a memory came from, a credential in it is never kept (file, git, index)
             fact = replace(fact, text=redact(fact.text))
@@ -132,6 +134,7 @@ class MemoryBook:
         # The snapshot (every file's digest) is rewritten whole: once per commit, not per
         # write. One lost in a crash only makes the next start re-read those files.
         self._snapshot_dirty = True
+        turnlog.count(store, counts)
 
     async def erase(self, facts: Sequence[Fact]) -> None:
         """Remove entries entirely (`--purge`): their files, active or deleted, and rows."""
@@ -307,7 +310,7 @@ class MemoryBook:
             return
         self._stop = asyncio.Event()
         ready = asyncio.Event()
-        self.watch_task = asyncio.get_running_loop().create_task(
+        self.watch_task = self.rt.background.start_service(
             watch(
                 self.files.entries,
                 self.on_files_changed,
@@ -380,6 +383,27 @@ class MemoryBook:
         if not messages or self.git is None:
             return False
         return await commit_quietly(self.git, combined_message(messages))
+
+
+def write_counts(
+    store: Store, puts: Sequence[Fact], tombstones: Sequence[tuple[Fact, str | None]]
+) -> dict[str, int]:
+    """What a write adds to the day's counters: memories added, updated and forgotten, and
+    turns remembered (summaries are bookkeeping, not counted)."""
+    counts = {
+        turnlog.MEMORIES_ADDED: 0,
+        turnlog.MEMORIES_UPDATED: 0,
+        turnlog.MEMORIES_FORGOTTEN: 0,
+        turnlog.TURNS_REMEMBERED: 0,
+    }
+    for fact in puts:
+        if fact.role == "memory":
+            known = store.get_fact(fact.id) is not None
+            counts[turnlog.MEMORIES_UPDATED if known else turnlog.MEMORIES_ADDED] += 1
+        elif fact.role in ("user", "assistant"):
+            counts[turnlog.TURNS_REMEMBERED] += 1
+    counts[turnlog.MEMORIES_FORGOTTEN] = sum(1 for f, _ in tombstones if f.role == "memory")
+    return counts
 
 
 def combined_message(messages: Sequence[str]) -> str:

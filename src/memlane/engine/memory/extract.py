@@ -56,7 +56,10 @@ def parse_facts(text: str) -> list[str]:
 
 
 async def extract_facts(llm: LLM, user_text: str, *, model: str | None) -> list[str]:
-    """Facts from one user message; [] when there are none or the model keeps failing."""
+    """Facts from one user message; [] when there are none or the model keeps failing.
+
+    Raises `LLMError` only when the LLM refused the call's credentials: that never
+    fixes itself, and the user must be told (see `ingest_turn`)."""
     if not user_text.strip():
         return []
     messages = extraction_messages(redact(user_text))  # keys never reach the model or a fact
@@ -64,6 +67,8 @@ async def extract_facts(llm: LLM, user_text: str, *, model: str | None) -> list[
         try:
             answer = await llm.complete(messages, model=model, temperature=0.0)
         except LLMError as exc:
+            if exc.refused:  # no usable key: the caller records it, so the user can fix it
+                raise
             log.warning("fact extraction skipped, LLM unavailable: %s", exc)
             return []
         try:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from memlane.engine import threads
+from memlane.engine.failopen import record_for
 from memlane.engine.memory import scopes
 from memlane.engine.memory.book import MemoryBook, new_fact
 from memlane.engine.memory.evict import choose_evictions
@@ -31,10 +32,16 @@ from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Answer, Turn
 from memlane.files.memory_files import new_id, now_utc
+from memlane.text.llm import LLMError
 from memlane.types import Fact, FactRole
 
 log = logging.getLogger("memlane.memory")
 
+REFUSED_HINT = (
+    "the LLM refused memlane's own fact-extraction call ({}): set MEMLANE_LLM_API_KEY "
+    "(or MEMLANE_UPSTREAM_API_KEY), or let the client send its key, which memlane borrows "
+    "for the work its request caused"
+)
 NEIGHBOURS_PER_FACT = 5
 MAX_NEIGHBOURS = 15
 
@@ -50,6 +57,21 @@ class TurnInput:
     user_text: str = ""
     user_message_id: int | None = None
     assistant_text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where facts written by a reconciliation came from, kept on every fact it writes."""
+
+    conversation_id: str
+    """The conversation (session id) the facts came from, or the face that added them
+    deliberately (`mcp`)."""
+    source_session: str | None = None
+    source_message: int | None = None
+
+    @staticmethod
+    def of_turn(item: TurnInput) -> Provenance:
+        return Provenance(item.session_id, item.session_id, item.user_message_id)
 
 
 @dataclass
@@ -163,13 +185,17 @@ async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
         report.turns = await _store_turns(book, item, conversation)
     facts: list[str] = []
     if settings.memory_extract_facts and item.user_text.strip():
-        facts = await extract_facts(rt.llm, item.user_text, model=item.model)
+        try:
+            facts = await extract_facts(rt.llm, item.user_text, model=item.model)
+        except LLMError as exc:  # refused: every later turn would be too, so say it once here
+            await record_for(rt, item.session_id, "extraction", REFUSED_HINT.format(exc), "refused")
     if facts:
         scope = scopes.fact_scope(settings, item.session_id, item.namespace, item.tenant)
         async with book.scope_lock(scope):
             existing = await neighbourhood(rt, facts, scope)
             plan = await reconcile(rt.llm, facts, existing, model=item.model)
-            await apply_plan(book, plan, existing, scope=scope, item=item, report=report)
+            source = Provenance.of_turn(item)
+            await apply_plan(book, plan, existing, scope=scope, source=source, report=report)
     if settings.memory_summarization and report.facts_added:
         report.summary = await _update_summary(rt, book, item, conversation, report.facts_added)
     report.evicted = await evict_conversation(rt, book, item.session_id)
@@ -218,21 +244,23 @@ async def apply_plan(
     existing: Sequence[Fact],
     *,
     scope: str,
-    item: TurnInput,
+    source: Provenance,
     report: IngestReport,
-) -> None:
-    """Write a reconciliation plan: adds, updates (tombstone + fresh fact), deletes."""
+) -> list[Fact]:
+    """Write a reconciliation plan: adds, updates (tombstone + fresh fact), deletes.
+
+    Returns the facts written (new ones and the replacements of updated ones)."""
     by_id = {f.id: f for f in existing}
 
     def fresh(text: str) -> Fact:
         return new_fact(
             scope=scope,
-            conversation_id=item.session_id,
+            conversation_id=source.conversation_id,
             role="memory",
             text=text,
             fact_id=new_id(),
-            source_session=item.session_id,
-            source_message=item.user_message_id,
+            source_session=source.source_session,
+            source_message=source.source_message,
         )
 
     puts = [fresh(text) for text in plan.adds]
@@ -247,6 +275,7 @@ async def apply_plan(
     report.facts_updated = len(plan.updates)
     report.facts_deleted = len(tombstones) - len(plan.updates)
     report.reason = plan.reason
+    return puts
 
 
 async def _update_summary(

@@ -38,7 +38,7 @@ from memlane.engine.memory.summary import summary_id
 from memlane.engine.retrieval.candidates import Candidate
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
-from memlane.engine.turn import Turn
+from memlane.engine.turn import RecallNote, Turn
 from memlane.types import Message
 
 RECALL_PREAMBLE = f"Recalled from memlane's long-term memory. {DATA_NOTE}"
@@ -73,6 +73,16 @@ async def recall_for_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> l
     )
     if not found:
         return messages
+    turn.recalled = tuple(
+        RecallNote(
+            ref=r.candidate.ref,
+            scope=r.candidate.scope,
+            keyword=r.candidate.keyword_score,
+            dense=r.candidate.dense_score,
+            score=r.candidate.score,
+        )
+        for r in found
+    )
     summary = await conversation_summary(rt, session_id) if session_id else ""
     return inject(messages, render(found, summary))
 

@@ -39,6 +39,12 @@ def tenant_of(scope: str) -> str:
     return match.group("tenant") if match else ""
 
 
+def unqualified(scope: str) -> str:
+    """A stored scope without its tenant (`t:<tenant>:ns:repo` -> `ns:repo`)."""
+    match = _QUALIFIED.match(scope)
+    return match.group("scope") if match else scope
+
+
 def conversation_scope(session_id: str, tenant: str = "") -> str:
     return qualified(f"{CONVERSATION_PREFIX}{session_id}", tenant)
 

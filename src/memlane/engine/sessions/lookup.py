@@ -59,6 +59,7 @@ def find_session(
     tenant: str | None,
     namespace: str | None = None,
     exclude: str | None = None,
+    within: str | None = None,
     only_namespace: bool = False,
 ) -> Session:
     """The one session `ref` designates; raises NoSuchSession or AmbiguousSession.
@@ -66,23 +67,29 @@ def find_session(
     `tenant` is whose sessions may match (None: every tenant's, for the operator's
     faces); another tenant's session is never found, by any kind of reference, and
     its existence is never revealed. `namespace` breaks ties between equal names
-    (the caller's own project wins); with `only_namespace` nothing outside it matches.
-    `exclude` is the asking session, which never resolves to itself by name.
+    (the caller's own project wins); `exclude` is the asking session, which never
+    resolves to itself by name. `within` confines the lookup to one namespace: a
+    session of another one is treated as absent (a model's tool call never learns
+    what other namespaces hold); `only_namespace` confines it to `namespace` and
+    says so when the reference names a session of another namespace of the tenant
+    (a person typed it, as `@@name`).
     """
     ref = ref.strip()
     if not ref:
         raise NoSuchSession("empty session reference")
-    restricted = only_namespace and namespace is not None
+    confine = within if within is not None else namespace if only_namespace else None
     direct = _direct(store, ref, tenant)
-    if direct is not None and (not restricted or direct.namespace == namespace):
+    if direct is not None and (confine is None or direct.namespace == confine):
         return direct
     sessions = store.list_sessions(tenant=tenant)
-    if not restricted:
+    if confine is None:
         return _resolve(ref, sessions, namespace, exclude)
-    local = [s for s in sessions if s.namespace == namespace]
+    local = [s for s in sessions if s.namespace == confine]
     try:
         return _resolve(ref, local, namespace, exclude)
     except NoSuchSession:
+        if within is not None:
+            raise
         try:
             _resolve(ref, sessions, namespace, exclude)
         except NoSuchSession:

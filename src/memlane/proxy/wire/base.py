@@ -14,6 +14,7 @@ bytes the client sent: that is what keeps provider prompt caches hitting.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -114,6 +115,28 @@ def dumps(data: Any) -> bytes:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def loads(raw: bytes | str) -> Any:
+    """`json.loads` of UTF-8 JSON text, with every lone UTF-16 surrogate replaced by U+FFFD.
+
+    JSON may spell half of a surrogate pair (`"\\ud83d"`, what a client that cut a
+    string inside an emoji sends); Python decodes it to a code point no UTF-8 text can
+    hold, and every later encode (the store, the files, the upstream) would fail on it.
+    Only bodies that contain such an escape pay for the second pass. Bytes must be
+    UTF-8 (`json.loads` alone would let encoded surrogates through): anything else
+    raises `UnicodeDecodeError`, a `ValueError`.
+    """
+    text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    data = json.loads(text)
+    probe = raw if isinstance(raw, bytes) else raw.encode("utf-8", errors="surrogatepass")
+    if _SURROGATE_ESCAPE.search(probe) is None:
+        return data
+    wide = json.dumps(data, ensure_ascii=False).encode("utf-16-le", errors="surrogatepass")
+    return json.loads(wide.decode("utf-16-le", errors="replace"))
+
+
 def token_count(value: Any) -> int:
     """A usage figure as an int; anything else an upstream sends there counts as 0.
 
@@ -129,6 +152,14 @@ def token_count(value: Any) -> int:
     if isinstance(value, str) and value.isdigit():
         return int(value)
     return 0
+
+
+def position(value: Any, default: int) -> int:
+    """An event's index field (`output_index`, a tool call's `index`), or `default` when
+    it is no index at all: a copy of the stream must not break on an odd one."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**16:
+        return value
+    return default
 
 
 def unchanged(parsed: ParsedRequest, messages: Sequence[Message]) -> bool:

@@ -14,8 +14,10 @@ from memlane.proxy.wire.base import (
     WireError,
     content_text,
     dumps,
+    loads,
     model_and_stream,
     openai_error,
+    position,
     require,
     token_count,
 )
@@ -130,8 +132,8 @@ class ChatAssembler:
             self.finished = self.done = True
             return
         try:
-            chunk = json.loads(data)
-        except ValueError:
+            chunk = loads(data)
+        except (ValueError, RecursionError):  # not an event memlane can read: relayed as is
             return
         if not isinstance(chunk, dict):
             return
@@ -143,7 +145,8 @@ class ChatAssembler:
         if isinstance(usage, dict):
             self.prompt_tokens = token_count(usage.get("prompt_tokens"))
             self.completion_tokens = token_count(usage.get("completion_tokens"))
-        for choice in chunk.get("choices") or []:
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else []:
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 self._choice(choice)
 
@@ -158,10 +161,12 @@ class ChatAssembler:
         reasoning = delta.get("reasoning_content", delta.get("reasoning"))
         if isinstance(reasoning, str):
             self.reasoning.append(reasoning)
-        for call in delta.get("tool_calls") or []:
+        calls = delta.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
             if not isinstance(call, dict):
                 continue
-            parts = self.calls.setdefault(int(call.get("index", len(self.calls))), _CallParts())
+            index = position(call.get("index"), len(self.calls))
+            parts = self.calls.setdefault(index, _CallParts())
             parts.id = parts.id or str(call.get("id") or "")
             function = call.get("function") or {}
             if isinstance(function, dict):

@@ -19,7 +19,9 @@ from memlane.proxy.wire.base import (
     WireError,
     content_text,
     dumps,
+    loads,
     model_and_stream,
+    position,
     require,
     token_count,
 )
@@ -49,12 +51,18 @@ def parse_item(item: Any, param: str) -> Message:
         summary = item.get("summary")
         text = content_text(summary if isinstance(summary, list) else None, f"{param}.summary")
         return Message("assistant", text, "reasoning", raw=item, wire="responses")
-    if item.get("role") in INSTRUCTION_ROLES and not kind.endswith(("_call", "_output")):
+    role = item.get("role")
+    if (
+        isinstance(role, str)
+        and role in INSTRUCTION_ROLES
+        and not kind.endswith(("_call", "_output"))
+    ):
         # Codex's `additional_tools` (its tool definitions as a developer input item): an
         # instruction governance must keep in the head, not a call nobody answers.
         rest = {k: v for k, v in item.items() if k not in (*_BOOKKEEPING, "role")}
         text = json.dumps(rest, ensure_ascii=False, sort_keys=True)
-        return Message(item["role"], text, raw=item, wire="responses")
+        instruction: Role = "system" if role == "system" else "developer"
+        return Message(instruction, text, raw=item, wire="responses")
     call_id = item.get("call_id", item.get("id"))
     call_id = call_id if isinstance(call_id, str) else None
     if kind.endswith("_output"):
@@ -138,14 +146,14 @@ class ResponsesAssembler:
 
     def feed(self, event: str | None, data: str) -> None:
         try:
-            payload = json.loads(data)
-        except ValueError:
+            payload = loads(data)
+        except (ValueError, RecursionError):  # not an event memlane can read: relayed as is
             return
         if not isinstance(payload, dict):
             return
         kind = payload.get("type", event)
         if kind == "response.output_item.done":
-            self.items[int(payload.get("output_index", len(self.items)))] = payload.get("item")
+            self.items[position(payload.get("output_index"), len(self.items))] = payload.get("item")
         elif kind in ("response.completed", "response.incomplete"):
             response = payload.get("response")
             self.final = response if isinstance(response, dict) else {}

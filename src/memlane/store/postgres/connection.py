@@ -20,6 +20,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memlane.store.base import StoreError
+from memlane.store.postgres import storable
 from memlane.store.postgres.schema import migrate
 from memlane.store.rows import Row
 from memlane.store.sql import SqlStore
@@ -160,7 +161,9 @@ def bind(sql: str) -> str:
 
 
 def _configure(conn: Conn) -> None:
-    """Every pooled connection reads timestamps in UTC, like the SQLite backend."""
+    """Every pooled connection reads timestamps in UTC, like the SQLite backend, and stores
+    what a client may send that PostgreSQL would refuse (`storable`)."""
+    storable.configure(conn)
     conn.execute("SET TIME ZONE 'UTC'")
     conn.commit()
 

@@ -150,6 +150,15 @@ def load_meta(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) 
         )
 
 
+def load_daily_counts(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO daily_counts (day, name, value) VALUES (%(day)s, %(name)s, %(value)s) "
+            "ON CONFLICT (day, name) DO UPDATE SET value = excluded.value",
+            list(rows),
+        )
+
+
 def advance_sequence(conn: Conn, table: str) -> None:
     """After loading rows with their ids, new rows must get ids above them."""
     conn.execute(
@@ -166,6 +175,7 @@ LOADERS: dict[str, Loader] = {
     "facts": load_facts,
     "vectors": load_vectors,
     "meta": load_meta,
+    "daily_counts": load_daily_counts,
 }
 
 DUMP_SQL = {
@@ -177,6 +187,7 @@ DUMP_SQL = {
     "vectors": "SELECT kind, ref, model, dim, embedding::real[] AS vec FROM vectors "
     "ORDER BY kind, ref, model",
     "meta": "SELECT key, value FROM meta ORDER BY key",
+    "daily_counts": "SELECT day, name, value FROM daily_counts ORDER BY day, name",
 }
 
 

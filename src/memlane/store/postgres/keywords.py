@@ -72,6 +72,20 @@ class QueryWeights:
     yet cost the most to score, so they are left out (and may leave none)."""
 
 
+def query_weights(words: Sequence[str], n: float, avgdl: float, df: dict[str, int]) -> QueryWeights:
+    """BM25 weights from the collection's statistics, with FTS5's idf (the SQLite backend's):
+    a word in half the documents or more weighs ~0.
+
+    The count and the frequencies are two reads: another replica may add documents in
+    between (or the count may come from the cache), so a frequency above the count is
+    clamped to it, never a negative logarithm.
+    """
+    df = {w: min(max(df.get(w, 0), 0), int(n)) for w in words}
+    idf = [max(math.log((n - df[w] + 0.5) / (df[w] + 0.5)), IDF_FLOOR) for w in words]
+    informative = [w for w in words if df[w] * 2 <= n] if n >= PRUNE_FROM else list(words)
+    return QueryWeights(list(words), idf, avgdl, informative)
+
+
 class CollectionStats:
     """Document count, average length and document frequencies, exact or briefly cached."""
 
@@ -84,13 +98,7 @@ class CollectionStats:
         """BM25 weights of the query's words against the current collection."""
         n, avgdl = self._collection(conn)
         df = self._frequencies(conn, words, exact=n < EXACT_BELOW)
-        # FTS5's idf (the SQLite backend's): a word in half the documents or more weighs ~0.
-        # Another replica may add documents between the two reads: a frequency above the
-        # count it was read after is clamped, never a negative logarithm.
-        df = {w: min(df[w], int(n)) for w in words}
-        idf = [max(math.log((n - df[w] + 0.5) / (df[w] + 0.5)), IDF_FLOOR) for w in words]
-        informative = [w for w in words if df[w] * 2 <= n] if n >= PRUNE_FROM else list(words)
-        return QueryWeights(list(words), idf, avgdl, informative)
+        return query_weights(words, n, avgdl, df)
 
     def _collection(self, conn: Conn) -> tuple[float, float]:
         now = time.monotonic()

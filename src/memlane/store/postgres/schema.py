@@ -168,6 +168,22 @@ def m002_turn_context(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     rebuild_turn_documents(conn)
 
 
+def m003_inspector(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """What the inspector's pages read: counters per day, and events by kind across sessions."""
+    conn.execute(
+        """
+        CREATE TABLE daily_counts (
+            day text NOT NULL,
+            name text NOT NULL,
+            value bigint NOT NULL DEFAULT 0,
+            PRIMARY KEY (day, name)
+        )
+        """
+    )
+    conn.execute("CREATE INDEX events_kind ON events (kind, id)")
+    conn.execute("CREATE INDEX facts_live_scope ON facts (deleted, scope)")
+
+
 def m004_session_tenants(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     """Every session belongs to a tenant ('' without tenancy) and a key is unique within
     its tenant, so two credentials using one key get two sessions."""
@@ -180,6 +196,7 @@ def m004_session_tenants(conn: psycopg.Connection[tuple[object, ...]]) -> None:
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m001_initial", m001_initial),
     ("m002_turn_context", m002_turn_context),
+    ("m003_inspector", m003_inspector),
     ("m004_session_tenants", m004_session_tenants),
 )
 

@@ -21,7 +21,8 @@ answer comes from the database.
 
 from __future__ import annotations
 
-from memlane.store.postgres.connection import POOL_MAX, PostgresConnection
+from memlane.store.pages import SqlPages
+from memlane.store.postgres.connection import POOL_MAX, PostgresConnection, PostgresDb
 from memlane.store.postgres.copy import PostgresCopy
 from memlane.store.postgres.index import PostgresFacts
 from memlane.store.postgres.messages import PostgresMessages
@@ -36,6 +37,7 @@ class PostgresStore(
     PostgresFacts,
     PostgresSearch,
     PostgresCopy,
+    SqlPages[PostgresDb],
 ):
     """A `Store` over a PostgreSQL database with the pgvector extension."""
 

@@ -27,7 +27,7 @@ from memlane.store.sqlite.index import put_doc, retext_turn
 from memlane.store.tables import SqlTables, loaded_docs, message_active
 
 _JSON_COLUMNS = {"sessions": "metadata", "messages": "content", "events": "payload"}
-_ORDER = {"session_state": "session_id, name", "meta": "key"}
+_ORDER = {"session_state": "session_id, name", "meta": "key", "daily_counts": "day, name"}
 _VECTORS = """SELECT d.kind, d.ref, v.model, v.dim, v.vec FROM vectors v
     JOIN docs d ON d.rowid = v.doc_id ORDER BY v.id"""
 

@@ -243,6 +243,23 @@ def m005_turn_context(conn: sqlite3.Connection) -> None:
     rebuild_turn_documents(conn)
 
 
+def m006_inspector(conn: sqlite3.Connection) -> None:
+    """What the inspector's pages read: counters per day, events by kind across sessions, and
+    live entries per scope."""
+    conn.execute(
+        """CREATE TABLE daily_counts (
+            day TEXT NOT NULL,
+            name TEXT NOT NULL,
+            value INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (day, name)
+        )"""
+    )
+    conn.execute("CREATE INDEX events_kind ON events(kind, id)")
+    # live entries per scope, counted from the index alone (no table read per entry)
+    conn.execute("CREATE INDEX facts_live_scope ON facts(deleted, scope)")
+    conn.execute("CREATE INDEX facts_created ON facts(created_at)")  # newest first, any scope
+
+
 _SESSION_COLUMNS = (
     "id, key, namespace, title, parent_id, fork_position, summary, summarized_count, metadata, "
     "prompt_tokens, completion_tokens, cost_usd, message_count, created_at, updated_at"
@@ -293,6 +310,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m003_fts_insert_without_trigger,
     m004_doc_changes,
     m005_turn_context,
+    m006_inspector,
     m007_session_tenants,
 ]
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from memlane.store.sqlite.connection import SQLiteConnection
+from memlane.store.pages import SqlPages
+from memlane.store.sqlite.connection import SQLiteConnection, SQLiteDb
 from memlane.store.sqlite.copy import SQLiteCopy
 from memlane.store.sqlite.index import SQLiteFacts
 from memlane.store.sqlite.messages import SQLiteMessages
@@ -29,6 +30,7 @@ class SQLiteStore(
     SQLiteFacts,
     SQLiteSearch,
     SQLiteCopy,
+    SqlPages[SQLiteDb],
 ):
     """`Store` over one SQLite file. Safe to share between threads and processes."""
 

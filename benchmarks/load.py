@@ -1,0 +1,294 @@
+"""Load and soak: many streaming clients, each in its own growing session, for a fixed time.
+
+Run: .venv/bin/python benchmarks/load.py [--clients 200] [--seconds 60] [--warmup 15]
+        [--variant defaults|memory-off|quiet] [--workers N] [--soak]
+
+A scripted OpenAI-compatible upstream and `memlane serve` run as their own
+processes on loopback (as in `proxy_overhead.py`); the clients run in
+`--client-processes` processes of their own, so that the client is not what
+saturates first. Each client holds one session: it sends a streamed Chat
+Completions request with the whole conversation so far, reads the answer to its
+last byte, appends it and its next question, and asks again at once; after
+`--turns` turns it starts a new session (so a long soak keeps requests of a
+realistic size). Requests in the first `--warmup` seconds are not counted.
+
+Printed: requests/s, p50/p99 latency (request sent to last byte), errors (any
+non-200, broken stream or stream without its end), and the proxy's resident
+memory (RSS, all its processes) at start, after warm-up and at the end;
+`--soak` (5 minutes after a 60-second warm-up unless told otherwise) also
+prints RSS every `--sample` seconds. The machine's load average is printed
+with the figures: on a shared machine they say as much about the neighbours as
+about memlane, so re-run on a quiet one for figures to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.proxy_overhead import (  # noqa: E402  (after the path is set)
+    ANSWER,
+    HEADERS,
+    VARIANTS,
+    run_upstream,
+    start_proxy,
+)
+
+QUESTION = "Which file should I look at next, and why? Keep it short."
+
+
+@dataclass
+class Tally:
+    """What one client process measured after the warm-up."""
+
+    latencies: list[float] = field(default_factory=list)
+    errors: int = 0
+    error_kinds: dict[str, int] = field(default_factory=dict)
+
+    def error(self, kind: str) -> None:
+        self.errors += 1
+        self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
+
+
+async def _client(
+    client: httpx.AsyncClient,
+    url: str,
+    name: str,
+    turns: int,
+    counting_from: float,
+    until: float,
+    tally: Tally,
+) -> None:
+    session = 0
+    while time.monotonic() < until:
+        key = f"{name}-s{session}"
+        history: list[dict[str, str]] = [
+            {"role": "system", "content": "You are a careful coding agent."}
+        ]
+        for turn in range(turns):
+            if time.monotonic() >= until:
+                return
+            history.append({"role": "user", "content": f"{key} turn {turn}: {QUESTION}"})
+            body = {"model": "bench", "messages": history, "stream": True}
+            headers = {**HEADERS, "x-memlane-session": key}
+            started = time.monotonic()
+            ok, kind = False, ""
+            try:
+                async with client.stream(
+                    "POST", f"{url}/chat/completions", json=body, headers=headers
+                ) as response:
+                    tail = b""
+                    async for chunk in response.aiter_raw():
+                        tail = (tail + chunk)[-64:]
+                    ok = response.status_code == 200 and b"[DONE]" in tail
+                    kind = f"HTTP {response.status_code}" if response.status_code != 200 else ""
+                    kind = kind or ("" if ok else "stream without its end")
+            except httpx.HTTPError as exc:
+                kind = type(exc).__name__
+            if started >= counting_from:
+                if ok:
+                    tally.latencies.append(time.monotonic() - started)
+                else:
+                    tally.error(kind)
+            if not ok:
+                await asyncio.sleep(0.2)  # a failing proxy is not hammered in a tight loop
+                break  # start a fresh session
+            history.append({"role": "assistant", "content": ANSWER})
+        session += 1
+
+
+def run_clients(
+    url: str,
+    names: list[str],
+    turns: int,
+    start_at: float,
+    warmup: float,
+    seconds: float,
+    out: multiprocessing.Queue[Tally],
+) -> None:
+    """One client process: its share of the clients, all on one event loop."""
+
+    async def main() -> Tally:
+        tally = Tally()
+        limits = httpx.Limits(max_connections=len(names), max_keepalive_connections=len(names))
+        timeout = httpx.Timeout(120.0, connect=30.0)
+        async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+            await asyncio.sleep(max(0.0, start_at - time.time()))
+            begin = time.monotonic()
+            await asyncio.gather(
+                *(
+                    _client(client, url, n, turns, begin + warmup, begin + warmup + seconds, tally)
+                    for n in names
+                )
+            )
+        return tally
+
+    out.put(asyncio.run(main()))
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process and its children (Linux), in MB."""
+    total = 0
+    for each in [pid, *_children(pid)]:
+        try:
+            for line in Path(f"/proc/{each}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            text = (task / "children").read_text().split()
+            for child in map(int, text):
+                found += [child, *_children(child)]
+    except OSError:
+        pass
+    return found
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--clients", type=int, default=200)
+    parser.add_argument("--seconds", type=float, help="measured time (60; 300 with --soak)")
+    parser.add_argument("--warmup", type=float, help="uncounted time first (15; 60 with --soak)")
+    parser.add_argument("--turns", type=int, default=30, help="turns before a client starts over")
+    parser.add_argument("--variant", choices=sorted(VARIANTS), default="defaults")
+    parser.add_argument("--workers", type=int, default=1, help="memlane serve --workers")
+    parser.add_argument("--upstream-ms", type=float, default=0.0, help="the model's latency")
+    parser.add_argument("--client-processes", type=int, default=2)
+    parser.add_argument("--soak", action="store_true", help="5 minutes, RSS every --sample s")
+    parser.add_argument("--sample", type=float, default=30.0)
+    args = parser.parse_args()
+    seconds = args.seconds or (300.0 if args.soak else 60.0)
+    warmup = args.warmup if args.warmup is not None else (60.0 if args.soak else 15.0)
+
+    ready: multiprocessing.Queue[str] = multiprocessing.Queue()
+    upstream = multiprocessing.Process(
+        target=run_upstream, args=(ready, args.upstream_ms / 1000), daemon=True
+    )
+    upstream.start()
+    upstream_url = ready.get(timeout=60)
+    extra = ("--workers", str(args.workers)) if args.workers > 1 else ()
+    with tempfile.TemporaryDirectory() as home:
+        proxy, url = start_proxy(upstream_url, Path(home), variant=args.variant, serve_args=extra)
+        try:
+            tallies, samples = drive(args, url, proxy.pid, seconds, warmup)
+        finally:
+            proxy.terminate()
+            upstream.terminate()
+            proxy.wait(60)
+    report(args, seconds, warmup, tallies, samples)
+
+
+def drive(
+    args: argparse.Namespace, url: str, pid: int, seconds: float, warmup: float
+) -> tuple[list[Tally], list[tuple[float, float]]]:
+    """Run the clients; sample the proxy's RSS meanwhile: (seconds since start, MB)."""
+    names = [f"load-{os.getpid()}-{i}" for i in range(args.clients)]
+    shares = [names[i :: args.client_processes] for i in range(args.client_processes)]
+    out: multiprocessing.Queue[Tally] = multiprocessing.Queue()
+    start_at = time.time() + 2.0  # every client process starts together
+    processes = [
+        multiprocessing.Process(
+            target=run_clients,
+            args=(url, share, args.turns, start_at, warmup, seconds, out),
+            daemon=True,
+        )
+        for share in shares
+        if share
+    ]
+    for process in processes:
+        process.start()
+    samples = [(0.0, rss_mb(pid))]
+    time.sleep(max(0.0, start_at - time.time()))
+    begin = time.monotonic()
+    marks = [warmup, *(warmup + t for t in _steps(seconds, args.sample if args.soak else 0))]
+    for mark in marks:
+        time.sleep(max(0.0, begin + mark - time.monotonic()))
+        samples.append((mark, rss_mb(pid)))
+    tallies = [out.get(timeout=seconds + warmup + 300) for _ in processes]
+    samples.append((time.monotonic() - begin, rss_mb(pid)))
+    for process in processes:
+        process.join(10)
+    return tallies, samples
+
+
+def _steps(seconds: float, every: float) -> list[float]:
+    if every <= 0:
+        return []
+    steps, t = [], every
+    while t < seconds:
+        steps.append(t)
+        t += every
+    return steps
+
+
+def report(
+    args: argparse.Namespace,
+    seconds: float,
+    warmup: float,
+    tallies: list[Tally],
+    samples: list[tuple[float, float]],
+) -> None:
+    latencies = [x for t in tallies for x in t.latencies]
+    errors = sum(t.errors for t in tallies)
+    kinds: dict[str, int] = {}
+    for t in tallies:
+        for kind, n in t.error_kinds.items():
+            kinds[kind] = kinds.get(kind, 0) + n
+    start, warm, end = samples[0][1], samples[1][1], samples[-1][1]
+    print(
+        f"\nmemlane under load: {args.clients} streaming clients, variant {args.variant}, "
+        f"{args.workers} worker(s), {seconds:g} s measured after {warmup:g} s of warm-up, "
+        f"upstream answering after {args.upstream_ms:g} ms; {os.cpu_count()} cores, "
+        f"load average {loadavg()} at the end\n"
+    )
+    print(
+        "| clients | requests | req/s | p50 ms | p99 ms | errors | RSS start MB "
+        "| RSS after warm-up MB | RSS end MB |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        f"| {args.clients} | {len(latencies)} | {len(latencies) / seconds:.1f} "
+        f"| {pct(latencies, 0.5):.0f} | {pct(latencies, 0.99):.0f} | {errors} "
+        f"| {start:.0f} | {warm:.0f} | {end:.0f} |"
+    )
+    if kinds:
+        print("\nerrors: " + ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items())))
+    if args.soak:
+        print("\n| seconds | RSS MB | change since warm-up MB |\n| --- | --- | --- |")
+        for at, mb in samples[1:]:
+            print(f"| {at:.0f} | {mb:.0f} | {mb - warm:+.0f} |")
+
+
+if __name__ == "__main__":
+    main()

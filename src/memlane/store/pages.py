@@ -1,0 +1,150 @@
+"""The `InspectorReads` role, written once for every SQL backend: the web inspector's reads.
+
+Paged and searched sessions, paged memories, live entries per scope, events
+of some kinds across every session (the activity feed), and counters per day.
+Every query is bounded by an index — sessions by `updated_at`, facts by
+`(scope, created_at)`, `created_at` or `(deleted, scope)`, events by
+`(kind, id)`, counters by day — so a page costs the same at 2,000 sessions and
+100k memories as at ten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memlane.store.codec import FACT_COLUMNS
+from memlane.store.rows import EVENT_COLUMNS, SESSION_COLUMNS, event_from_row, session_from_row
+from memlane.store.rows import fact_from_row as fact_row
+from memlane.store.sql import D, SqlStore, among
+from memlane.types import Event, Fact, Session
+
+_FACTS = ", ".join(FACT_COLUMNS)
+
+
+def like_pattern(query: str) -> str:
+    """`%query%`, lower case, with LIKE's wildcards in the query taken literally."""
+    escaped = query.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def session_filter(query: str, namespace: str | None) -> tuple[str, list[Any]]:
+    """WHERE text and parameters: one namespace, and/or a substring of the title, key,
+    namespace, id or index metadata (name, description, summary, tags)."""
+    where: list[str] = []
+    params: list[Any] = []
+    if namespace is not None:
+        where.append("namespace = ?")
+        params.append(namespace)
+    if query.strip():
+        columns = ("coalesce(title, '')", "key", "namespace", "id", "CAST(metadata AS TEXT)")
+        where.append("(" + " OR ".join(f"lower({c}) LIKE ? ESCAPE '\\'" for c in columns) + ")")
+        params.extend([like_pattern(query.strip())] * len(columns))
+    return (f"WHERE {' AND '.join(where)}" if where else ""), params
+
+
+class SqlPages(SqlStore[D]):
+    def page_sessions(
+        self, *, query: str = "", namespace: str | None = None, offset: int = 0, limit: int = 50
+    ) -> tuple[list[Session], int]:
+        where, params = session_filter(query, namespace)
+        with self._reading() as db:
+            rows, counted = db.reads(
+                (
+                    f"SELECT {SESSION_COLUMNS} FROM sessions {where} "
+                    f"ORDER BY updated_at DESC, {db.seq} DESC LIMIT ? OFFSET ?",
+                    [*params, limit, offset],
+                ),
+                (f"SELECT count(*) AS n FROM sessions {where}", params),
+            )
+        return [session_from_row(r) for r in rows], int(counted[0]["n"])
+
+    def session_namespaces(self) -> list[tuple[str, int]]:
+        with self._reading() as db:
+            rows = db.all(
+                "SELECT namespace, count(*) AS n FROM sessions "
+                "GROUP BY namespace ORDER BY namespace"
+            )
+        return [(str(r["namespace"]), int(r["n"])) for r in rows]
+
+    def page_facts(
+        self,
+        *,
+        scope: str | None = None,
+        include_deleted: bool = False,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> tuple[list[Fact], int]:
+        where: list[str] = []
+        params: list[Any] = []
+        if scope is not None:
+            where.append("scope = ?")
+            params.append(scope)
+        listing = list(where)
+        if not include_deleted:
+            where.append("deleted = ?")  # counted from the (deleted, scope) index
+            params.append(False)
+            # listed along `created_at` (or the scope's index); `NOT deleted` is no equality,
+            # so the planner does not sort every live entry to find the newest fifty
+            listing.append("NOT deleted")
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        listed = f"WHERE {' AND '.join(listing)}" if listing else ""
+        listed_params = params[:1] if scope is not None else []
+        with self._reading() as db:
+            rows, counted = db.reads(
+                (
+                    f"SELECT {_FACTS} FROM facts {listed} "
+                    f"ORDER BY created_at DESC, {db.seq} DESC LIMIT ? OFFSET ?",
+                    [*listed_params, limit, offset],
+                ),
+                (f"SELECT count(*) AS n FROM facts {clause}", params),
+            )
+        return [fact_row(r) for r in rows], int(counted[0]["n"])
+
+    def fact_scopes(self) -> list[tuple[str, int]]:
+        with self._reading() as db:
+            rows = db.all(
+                "SELECT scope, count(*) AS n FROM facts WHERE deleted = ? "
+                "GROUP BY scope ORDER BY scope",
+                False,
+            )
+        return [(str(r["scope"]), int(r["n"])) for r in rows]
+
+    def recent_events(
+        self, *, kinds: Sequence[str], after_id: int = 0, limit: int = 50
+    ) -> list[Event]:
+        with self._reading() as db:
+            rows = db.all(
+                f"SELECT {EVENT_COLUMNS} FROM events WHERE {among('kind', kinds)} AND id > ? "
+                "ORDER BY id DESC LIMIT ?",
+                *kinds,
+                after_id,
+                limit,
+            )
+        return [event_from_row(r) for r in rows]
+
+    def add_daily_counts(self, day: str, counts: Mapping[str, int]) -> None:
+        items = [(name, int(value)) for name, value in counts.items() if value]
+        if not items:
+            return
+        with self._writing() as db:
+            for name, value in items:
+                db.run(
+                    "INSERT INTO daily_counts (day, name, value) VALUES (?, ?, ?) "
+                    "ON CONFLICT (day, name) DO UPDATE "
+                    "SET value = daily_counts.value + excluded.value",
+                    day,
+                    name,
+                    value,
+                )
+
+    def daily_counts(self, *, since: str) -> dict[str, dict[str, int]]:
+        with self._reading() as db:
+            rows = db.all(
+                "SELECT day, name, value FROM daily_counts WHERE day >= ? ORDER BY day, name",
+                since,
+            )
+        out: dict[str, dict[str, int]] = {}
+        for row in rows:
+            out.setdefault(str(row["day"]), {})[str(row["name"])] = int(row["value"])
+        return out
