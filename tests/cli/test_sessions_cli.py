@@ -179,7 +179,7 @@ def test_delete_yes_removes_rows_and_folder(
     (folder / "todo.md").write_text("- [ ] x\n", encoding="utf-8")
     code, out, _ = invoke(runner, "sessions", "delete", session.id, "--yes", "--json")
     assert code == 0
-    assert json.loads(out) == {"deleted": session.id}
+    assert json.loads(out) == {"deleted": session.id, "purged": False}
     assert store.get_session(session.id) is None
     assert store.list_messages(session.id) == []
     assert not folder.exists()

@@ -260,14 +260,29 @@ def _edit_in_editor(text: str) -> str:
 
 
 @app.command("forget")
-def forget(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> None:
+def forget(
+    ctx: typer.Context,
+    memory_id: IdArg,
+    purge: Annotated[
+        bool,
+        typer.Option(
+            "--purge",
+            help="Keep nothing: remove the file and row, and REWRITE the memory repository's "
+            "history without it (commit ids change).",
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Forget a memory: its file moves under deleted/ (soft delete) and it leaves the index."""
     with opened_runtime(ctx) as rt:
-        fact = _run(rt, manage.forget_memory(rt, memory_id))
+        try:
+            fact = _run(rt, manage.forget_memory(rt, memory_id, purge=purge))
+        except (GitError, StoreError) as exc:
+            fail(f"the memory is removed, but its history is not purged: {exc}")
     if as_json:
-        print_json(memory_json(fact))
+        print_json(memory_json(fact) | {"purged": purge})
     else:
-        console.print(f"forgot {fact.id}")
+        console.print(f"{'purged' if purge else 'forgot'} {fact.id}")
 
 
 @app.command("reindex")

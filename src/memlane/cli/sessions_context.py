@@ -40,10 +40,11 @@ def context(
     """What the session's next request would forward, by part, in tokens of its model."""
     from memlane.engine.governance.breakdown import breakdown
     from memlane.engine.sessions.lookup import SessionLookupError, find_session
+    from memlane.engine.tenancy import OPERATOR
 
     with opened_runtime(ctx) as rt:
         try:
-            session = find_session(rt.store, ref)
+            session = find_session(rt.store, ref, tenant=OPERATOR)
         except SessionLookupError as exc:
             fail(str(exc))
         result = asyncio.run(breakdown(rt, session, events=events))

@@ -88,7 +88,11 @@ def store_incoming(rt: Runtime, turn: Turn) -> None:
     store = rt.store
     if turn.session is None:
         turn.session = open_session(
-            store, turn.key, namespace=turn.namespace, parent_key=turn.parent_key
+            store,
+            turn.key,
+            namespace=turn.namespace,
+            tenant=turn.tenant,
+            parent_key=turn.parent_key,
         )
     client = [m for m in turn.messages if m.origin == "client"]
     turn.server_history = history.wanted(rt, turn) and not history.carries_history(rt, turn)

@@ -62,10 +62,11 @@ META = "scaffold"
 
 @dataclass(frozen=True, slots=True)
 class SessionRef:
-    """How each `StateTexts` finds a session: files by key, the store by id."""
+    """How each `StateTexts` finds a session: files by tenant and key, the store by id."""
 
     key: str
     id: str | None
+    tenant: str = ""
 
 
 class StateTexts(Protocol):
@@ -91,13 +92,13 @@ class FileStateTexts:
         self.files = FileTexts(settings.sessions_path)
 
     def read(self, ref: SessionRef) -> dict[str, str]:
-        return self.files.read(ref.key)
+        return self.files.read(ref.key, ref.tenant)
 
     def write(self, ref: SessionRef, name: str, value: str | None) -> None:
-        self.files.write(ref.key, name, value)
+        self.files.write(ref.key, name, value, ref.tenant)
 
     def remove(self, ref: SessionRef) -> None:
-        self.files.remove(ref.key)
+        self.files.remove(ref.key, ref.tenant)
 
 
 class StoreStateTexts:
@@ -138,7 +139,7 @@ def state_texts(rt: Runtime) -> StateTexts:
 
 
 def ref_of(session: Session) -> SessionRef:
-    return SessionRef(session.key, session.id)
+    return SessionRef(session.key, session.id, session.tenant)
 
 
 def read_texts(rt: Runtime, session: Session) -> dict[str, str]:
@@ -294,8 +295,9 @@ def _spec_header(turn: Turn) -> bool:
 def _with_state(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
     settings = rt.settings
     texts_store = state_texts(rt)
-    session = turn.session or rt.store.find_session(turn.key)  # ephemeral: read, never write
-    ref = SessionRef(turn.key, session.id if session else None)
+    # ephemeral: read, never write
+    session = turn.session or rt.store.find_session(turn.key, tenant=turn.tenant)
+    ref = SessionRef(turn.key, session.id if session else None, turn.tenant)
     texts = texts_store.read(ref)
     header_todo = turn.flags.get("todo")
     if header_todo is not None and settings.todo_enabled:

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from memlane.config import Settings
+from memlane.config.core import is_loopback
 from memlane.files import admin_token
-from memlane.proxy.guard import is_loopback, points_at_self
+from memlane.proxy.guard import points_at_self
 from memlane.proxy.repeats import RepeatedWarnings
 
 GIL_SWITCH_SECONDS = 0.0005

@@ -105,18 +105,30 @@ class SearchFilter:
 class SessionStore(Protocol):
     """Sessions: created by key, forked, counted, deleted with everything of theirs."""
 
-    def ensure_session(self, key: str, *, namespace: str | None = None) -> Session:
-        """The session for `key`, created on first use; `namespace` defaults to the key."""
+    def ensure_session(
+        self, key: str, *, namespace: str | None = None, tenant: str = ""
+    ) -> Session:
+        """The session for `key` in `tenant`, created on first use; `namespace` defaults to
+        the key."""
         ...
 
-    def get_session(self, session_id: str) -> Session | None: ...
+    def get_session(self, session_id: str) -> Session | None:
+        """By id, whatever its tenant: an id comes from a lookup that was scoped already."""
+        ...
 
-    def find_session(self, key: str) -> Session | None: ...
+    def find_session(self, key: str, *, tenant: str = "") -> Session | None:
+        """The session with this key in `tenant` ("": no tenancy); keys are unique per tenant."""
+        ...
 
     def list_sessions(
-        self, *, namespace: str | None = None, limit: int | None = None
+        self,
+        *,
+        namespace: str | None = None,
+        limit: int | None = None,
+        tenant: str | None = "",
     ) -> list[Session]:
-        """Newest activity first."""
+        """Newest activity first, of `tenant` ("" without tenancy; None: every tenant's,
+        for the operator)."""
         ...
 
     def update_session(
@@ -147,7 +159,8 @@ class SessionStore(Protocol):
     def fork_session(
         self, session_id: str, *, new_key: str, at_position: int | None = None
     ) -> Session:
-        """A new session whose history is a copy of the source's messages before `at_position`."""
+        """A new session of the source's tenant whose history is a copy of the source's
+        messages before `at_position`."""
         ...
 
     # --- scaffold state (todo, pinned, anchor, spec flags) ----------------
@@ -301,6 +314,11 @@ class MetaStore(Protocol):
 
     def set_meta(self, key: str, value: str) -> None: ...
 
+    def claim_meta(self, key: str, value: str) -> str:
+        """Set `key` to `value` unless it has a value already; return the value it has now
+        (replicas that start together agree on the first one written)."""
+        ...
+
 
 @runtime_checkable
 class InspectorReads(Protocol):
@@ -383,5 +401,12 @@ class Store(
     each method owes, one test module per role, run against every backend."""
 
     url: str
+
+    def purge_deleted(self) -> None:
+        """Leave no copy of deleted rows in the store's files (`--purge`): SQLite overwrites
+        freed pages as it deletes (`secure_delete`) and here checkpoints and truncates its
+        WAL, which still holds older versions of those pages; PostgreSQL rewrites the
+        tables that held them (`VACUUM FULL`, then `ANALYZE`: statistics sample values)."""
+        ...
 
     def close(self) -> None: ...

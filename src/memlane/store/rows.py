@@ -26,7 +26,8 @@ class Row(Protocol):
 # Column lists of the tables whose rows the store reads whole (and dumps).
 SESSION_COLUMNS = (
     "id, key, namespace, title, parent_id, fork_position, summary, summarized_count, "
-    "metadata, prompt_tokens, completion_tokens, cost_usd, message_count, created_at, updated_at"
+    "metadata, prompt_tokens, completion_tokens, cost_usd, message_count, created_at, updated_at, "
+    "tenant"
 )
 MESSAGE_COLUMNS = (
     "id, session_id, position, role, kind, origin, wire, content, text, content_hash, "
@@ -57,6 +58,7 @@ def session_from_row(row: Row) -> Session:
         completion_tokens=int(row["completion_tokens"]),
         cost_usd=float(row["cost_usd"]),
         message_count=int(row["message_count"]),
+        tenant=row["tenant"] or "",
     )
 
 

@@ -33,6 +33,9 @@ class Session:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     message_count: int = 0
+    tenant: str = ""
+    """Whose session it is: a salted hash of the client's credential under credential
+    tenancy, "" otherwise. A key is unique within its tenant."""
 
 
 @dataclass(frozen=True, slots=True)

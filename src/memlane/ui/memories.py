@@ -17,7 +17,7 @@ from starlette.responses import Response
 
 from memlane.engine import threads
 from memlane.engine.memory import manage
-from memlane.engine.memory.scopes import parse_scope
+from memlane.engine.memory.scopes import CONVERSATION_PREFIX, parse_scope, unqualified
 from memlane.engine.memory.versions import interval
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
@@ -41,12 +41,17 @@ def _scope(text: str) -> str | None:
         raise UIError(400, str(exc)) from None
 
 
+def _conversation(scope: str) -> bool:
+    """A `conv:` scope, a tenant's (`t:<tenant>:conv:…`) included."""
+    return unqualified(scope).startswith(CONVERSATION_PREFIX)
+
+
 def grouped_scopes(scopes: list[tuple[str, int]]) -> dict[str, Any]:
     """global and namespaces listed; per-conversation scopes counted (a session links them)."""
     return {
-        "listed": [(s, n) for s, n in scopes if not s.startswith("conv:")],
-        "conversations": sum(1 for s, _ in scopes if s.startswith("conv:")),
-        "conversation_entries": sum(n for s, n in scopes if s.startswith("conv:")),
+        "listed": [(s, n) for s, n in scopes if not _conversation(s)],
+        "conversations": sum(1 for s, _ in scopes if _conversation(s)),
+        "conversation_entries": sum(n for s, n in scopes if _conversation(s)),
     }
 
 

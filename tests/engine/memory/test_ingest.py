@@ -461,3 +461,31 @@ async def test_a_typed_key_never_reaches_a_fact_a_file_or_git(
     for path in root.rglob("*"):
         if path.is_file():
             assert key.encode() not in path.read_bytes(), path
+    assert key.encode() not in git_objects(root)  # every object, loose or packed, decompressed
+
+
+def git_objects(root: Any) -> bytes:
+    return subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch", "--unordered"],
+        cwd=root,
+        capture_output=True,
+        check=True,
+    ).stdout
+
+
+async def test_a_key_added_by_hand_never_reaches_a_commit_message(
+    rt: Runtime, book: MemoryBook
+) -> None:
+    from memlane.engine.memory.manage import add_memory, forget_memory
+
+    key = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    fact = await add_memory(rt, f"the deploy token is {key}")
+    await forget_memory(rt, fact.id)
+    root = book.files.root  # type: ignore[union-attr]
+    assert key.encode() not in git_objects(root)
+    assert "[redacted github-token]" in git_messages(root)
+
+
+def git_messages(root: Any) -> str:
+    done = subprocess.run(["git", "log", "--format=%B"], cwd=root, capture_output=True, text=True)
+    return done.stdout

@@ -87,12 +87,20 @@ def output_name(message: Message) -> str:
 
 class StoreLedger:
     def __init__(
-        self, settings: Settings, store: Store, session_id: str, key: str, *, files: bool
+        self,
+        settings: Settings,
+        store: Store,
+        session_id: str,
+        key: str,
+        *,
+        files: bool,
+        tenant: str = "",
     ) -> None:
         self.settings = settings
         self.store = store
         self.session_id = session_id
         self.key = key
+        self.tenant = tenant
         self.files = files
         """Full outputs go to disk (SQLite mode); otherwise they stay in the event (PostgreSQL
         mode: every replica reads the same database, not the same disk)."""
@@ -114,7 +122,9 @@ class StoreLedger:
         }
         reference = ""
         if self.files:
-            folder = session_dir(self.settings.sessions_path, self.key) / OUTPUTS_FOLDER
+            folder = (
+                session_dir(self.settings.sessions_path, self.key, self.tenant) / OUTPUTS_FOLDER
+            )
             path = folder / output_name(message)
             _write_once(path, message.text)
             payload["path"] = str(path)

@@ -142,6 +142,31 @@ class MemoryBook:
         self._snapshot_dirty = True
         turnlog.count(store, counts)
 
+    async def erase(self, facts: Sequence[Fact]) -> None:
+        """Remove entries entirely (`--purge`): their files, active or deleted, and rows."""
+        if facts:
+            async with self.lock:
+                await threads.to_thread(self._erase_sync, facts)
+
+    def _erase_sync(self, facts: Sequence[Fact]) -> None:
+        for fact in facts:
+            if self.files is not None:
+                for candidate in (fact, replace(fact, deleted=not fact.deleted)):
+                    path = self.files.find(candidate)
+                    if path is not None:
+                        self.files.remove(path)
+                        self._forget_path(path)
+            self.rt.store.purge_fact(fact.id)
+        self._snapshot_dirty = True
+
+    async def purge_history(self, facts: Sequence[Fact]) -> None:
+        """Leave no copy of erased entries: the memory repository's history is rewritten
+        without their files and texts (`files.git_purge`), and the store's files are
+        cleaned (`Store.purge_deleted`). Commit the erasure first."""
+        if self.git is not None:
+            await self.git.purge([f.id for f in facts], [f.text for f in facts])
+        await threads.to_thread(self.rt.store.purge_deleted)
+
     def _remember(self, path: Path, digest: str, fact_id: str) -> None:
         if self.files is not None and self.snapshot is not None:
             self.snapshot.set(self.files.relative(path), digest, fact_id)
@@ -331,7 +356,7 @@ class MemoryBook:
         await self._persist_snapshot()
         if self.git is None:
             return False
-        return await commit_quietly(self.git, message)
+        return await commit_quietly(self.git, redact(message))
 
     async def _persist_snapshot(self) -> None:
         if self._snapshot_dirty:
@@ -345,7 +370,7 @@ class MemoryBook:
         git once per burst instead of once per turn. The file snapshot is saved then too
         (also without git).
         """
-        self._pending_commits.append(message)
+        self._pending_commits.append(redact(message))  # messages quote memories
         if self._commit_timer is not None:
             self._commit_timer.cancel()
         loop = asyncio.get_running_loop()

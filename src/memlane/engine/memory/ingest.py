@@ -55,6 +55,7 @@ class TurnInput:
     session_id: str
     namespace: str
     model: str | None
+    tenant: str = ""
     user_text: str = ""
     user_message_id: int | None = None
     assistant_text: str = ""
@@ -165,6 +166,7 @@ def turn_input(rt: Runtime, turn: Turn, answer: Answer) -> TurnInput | None:
         session_id=turn.session.id,
         namespace=turn.namespace,
         model=rt.memory_model(turn.model),
+        tenant=turn.session.tenant,
         user_text=user_text,
         user_message_id=user_id,
         assistant_text=assistant,
@@ -192,7 +194,7 @@ async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
     report = IngestReport()
     if item.said_at is None:
         item = replace(item, said_at=now_utc())
-    conversation = scopes.conversation_scope(item.session_id)
+    conversation = scopes.conversation_scope(item.session_id, item.tenant)
     if settings.memory_store_turns:
         report.turns = await _store_turns(book, item, conversation)
     facts: list[str] = []
@@ -204,7 +206,7 @@ async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
         except LLMError as exc:  # refused: every later turn would be too, so say it once here
             await record_for(rt, item.session_id, "extraction", REFUSED_HINT.format(exc), "refused")
     if facts:
-        scope = scopes.fact_scope(settings, item.session_id, item.namespace)
+        scope = scopes.fact_scope(settings, item.session_id, item.namespace, item.tenant)
         async with book.scope_lock(scope):
             existing = await neighbourhood(rt, facts, scope)
             plan = await reconcile(rt.llm, facts, existing, model=item.model)

@@ -226,11 +226,21 @@ def _not_forgotten(fact: Fact) -> Fact:
     return fact
 
 
-async def forget_memory(rt: Runtime, fact_id: str) -> Fact:
-    """Soft delete: the entry moves under `deleted/` and leaves the index."""
+async def forget_memory(rt: Runtime, fact_id: str, *, purge: bool = False) -> Fact:
+    """Soft delete: the entry moves under `deleted/` and leaves the index.
+
+    With `purge` nothing of it is kept: its file and row go, the memory repository's
+    history is rewritten without it (every commit id from its first one changes), and
+    the store's files are cleaned; the returned entry is the one that was removed.
+    """
     book = rt.memory_book
     await book.ready()
     fact = await get_memory(rt, fact_id)
+    if purge:
+        await book.erase([fact])
+        await book.commit(f"memory: purged {fact.id}")
+        await book.purge_history([fact])
+        return replace(fact, deleted=True)
     if fact.deleted:
         return fact
     await book.write(tombstones=[(fact, None)])

@@ -109,7 +109,7 @@ async def recall_for_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> l
     found = await recall(
         rt,
         query,
-        scopes=scopes.recall_scopes(settings, session_id, turn.namespace),
+        scopes=scopes.recall_scopes(settings, session_id, turn.namespace, turn.tenant),
         exclude={m.text.strip() for m in messages if m.text},
     )
     if not found:

@@ -77,11 +77,12 @@ def remember_response(rt: Runtime, session_id: str, response_id: str) -> None:
     rt.store.set_meta(RESPONSE_META + response_id, session_id)
 
 
-def chained_session_key(rt: Runtime, response_id: str) -> str | None:
-    """The key of the session whose answer had `response_id`, if memlane stored it."""
+def chained_session_key(rt: Runtime, response_id: str, tenant: str = "") -> str | None:
+    """The key of the session whose answer had `response_id`, if memlane stored it in
+    `tenant`'s session (another tenant's answer id is left for the upstream, as unknown)."""
     session_id = rt.store.get_meta(RESPONSE_META + response_id)
     session = rt.store.get_session(session_id) if session_id else None
-    return session.key if session is not None else None
+    return session.key if session is not None and session.tenant == tenant else None
 
 
 def schedule_summary(rt: Runtime, turn: Turn) -> None:

@@ -41,9 +41,10 @@ def load_sessions(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[in
             "(%(id)s, %(key)s, %(namespace)s, %(title)s, %(parent_id)s, %(fork_position)s, "
             "%(summary)s, %(summarized_count)s, %(metadata)s, %(prompt_tokens)s, "
             "%(completion_tokens)s, %(cost_usd)s, %(message_count)s, %(created_at)s, "
-            "%(updated_at)s)",
+            "%(updated_at)s, %(tenant)s)",
             [
                 {
+                    "tenant": "",  # a dump made before tenancy
                     **r,
                     "metadata": Jsonb(dict(r.get("metadata") or {})),
                     "created_at": codec.ts_from_text(r["created_at"]),

@@ -203,11 +203,21 @@ def m004_fact_validity(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     )
 
 
+def m005_session_tenants(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Every session belongs to a tenant ('' without tenancy) and a key is unique within
+    its tenant, so two credentials using one key get two sessions."""
+    conn.execute("ALTER TABLE sessions ADD COLUMN tenant text NOT NULL DEFAULT ''")
+    conn.execute("ALTER TABLE sessions DROP CONSTRAINT sessions_key_key")
+    conn.execute("ALTER TABLE sessions ADD CONSTRAINT sessions_tenant_key UNIQUE (tenant, key)")
+    conn.execute("CREATE INDEX sessions_tenant ON sessions (tenant, updated_at, seq)")
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m001_initial", m001_initial),
     ("m002_turn_context", m002_turn_context),
     ("m003_inspector", m003_inspector),
     ("m004_fact_validity", m004_fact_validity),
+    ("m005_session_tenants", m005_session_tenants),
 )
 
 

@@ -17,7 +17,7 @@ from memlane.engine import threads
 from memlane.engine.memory import manage
 from memlane.engine.memory.ingest import Provenance
 from memlane.engine.memory.recall import asks_about_change
-from memlane.engine.memory.scopes import CONVERSATION_PREFIX
+from memlane.engine.memory.scopes import CONVERSATION_PREFIX, unqualified
 from memlane.engine.memory.versions import interval
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
@@ -93,9 +93,10 @@ class MemoryDeleteArgs(BaseModel):
 
 async def conversation_namespace(rt: Runtime, scope: str) -> str | None:
     """The namespace of the session a `conv:<id>` scope belongs to (None otherwise)."""
-    if not scope.startswith(CONVERSATION_PREFIX):
+    inner = unqualified(scope)
+    if not inner.startswith(CONVERSATION_PREFIX):
         return None
-    session = await threads.to_thread(rt.store.get_session, scope[len(CONVERSATION_PREFIX) :])
+    session = await threads.to_thread(rt.store.get_session, inner[len(CONVERSATION_PREFIX) :])
     return session.namespace if session is not None else None
 
 
@@ -103,7 +104,7 @@ async def checked_scope(rt: Runtime, binding: Binding, requested: str) -> str:
     scope = binding.scope(requested)
     if not binding.scope_visible(scope, await conversation_namespace(rt, scope)):
         raise ToolRefusal(
-            f"no session {scope[len(CONVERSATION_PREFIX) :]!r} in {binding.describe()}"
+            f"no session {unqualified(scope)[len(CONVERSATION_PREFIX) :]!r} in {binding.describe()}"
         )
     return scope
 
@@ -216,7 +217,7 @@ def describe_fact(fact: Fact) -> str:
 
 async def memory_add(rt: Runtime, binding: Binding, args: MemoryAddArgs) -> str:
     scope = binding.write_scope(args.scope)
-    if scope.startswith(CONVERSATION_PREFIX):
+    if unqualified(scope).startswith(CONVERSATION_PREFIX):
         scope = await checked_scope(rt, binding, scope)
     source = Provenance(binding.via, binding.session_id)
     try:
