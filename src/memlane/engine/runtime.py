@@ -50,6 +50,10 @@ class Runtime:
     _tokenizer: Tokenizer | None = None
     _embedder: Embedder | None = None
     _llm: LLM | None = None
+    primary: bool = True
+    """Whether this process does the once-per-home work: catching the memory index up
+    with the files at start and watching them. False in every `serve --workers` process
+    but the first; those write under the home's locks like the CLI beside a proxy."""
     _memory_book: MemoryBook | None = field(default=None, init=False, repr=False)
 
     @cached_property

@@ -55,7 +55,20 @@ def ensure(home: Path, configured: str | None) -> str:
     token = secrets.token_urlsafe(32)
     path = token_path(home)
     home.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(token + "\n")
+    # Written whole under a temporary name, then linked into place: a process starting at
+    # the same moment (another worker, the CLI) reads a complete token or none, and the
+    # first link wins for everyone.
+    tmp = home / f".{TOKEN_FILE}.{secrets.token_hex(4)}.tmp"
+    descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(token + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return read(home) or token
+    finally:
+        tmp.unlink(missing_ok=True)
     return token

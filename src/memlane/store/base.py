@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -209,8 +210,12 @@ class FactStore(Protocol):
         """Oldest first."""
         ...
 
-    def delete_fact(self, fact_id: str, *, replaced_by: str | None = None) -> bool:
-        """Tombstone: the entry stays readable (deleted=True) and leaves the search index."""
+    def delete_fact(
+        self, fact_id: str, *, replaced_by: str | None = None, at: datetime | None = None
+    ) -> bool:
+        """Tombstone: the entry stays readable (deleted=True) and leaves the search index.
+        `at` is when it was deleted (now by default; a tombstone file's own time, so the
+        file and the index say the same)."""
         ...
 
     def purge_fact(self, fact_id: str) -> bool:

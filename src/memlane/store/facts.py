@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from memlane.store.codec import FACT_COLUMNS, fact_to_row, now
 from memlane.store.documents import AFTER, BEFORE, TURN_ROLES, Doc, is_turn, turn_document
@@ -168,14 +169,16 @@ class SqlFacts(SqlStore[D]):
             )
         return [fact_from_row(r) for r in rows]
 
-    def delete_fact(self, fact_id: str, *, replaced_by: str | None = None) -> bool:
+    def delete_fact(
+        self, fact_id: str, *, replaced_by: str | None = None, at: datetime | None = None
+    ) -> bool:
         with self._writing() as db:
             deleted = db.run(
                 "UPDATE facts SET deleted = ?, replaced_by = coalesce(?, replaced_by), "
                 "updated_at = ? WHERE id = ?",
                 True,
                 replaced_by,
-                db.time(now()),
+                db.time(at or now()),
                 fact_id,
             )
             db.run("UPDATE docs SET active = ? WHERE kind = 'fact' AND ref = ?", False, fact_id)

@@ -25,6 +25,7 @@ from memlane.config import Settings
 from memlane.engine.sessions.lookup import session_name
 from memlane.engine.sessions.serialize import is_conversation
 from memlane.files.git import commit_now
+from memlane.files.locks import MEMORY_LOCK, HomeLock
 from memlane.files.memory_files import MemoryFiles
 from memlane.files.paths import session_dir
 from memlane.store import NewMessage, Store
@@ -105,19 +106,25 @@ def delete(store: Store, settings: Settings, session: Session) -> bool:
     """Remove the session's rows, its folder and the memory files of its facts.
 
     The files go first: memory files are the truth the index is rebuilt from, so
-    a file left behind would bring a deleted session's facts back.
+    a file left behind would bring a deleted session's facts back. Under the home's
+    memory lock: no other process writes those files or their index meanwhile.
     """
     files = MemoryFiles(settings.memory_path)
     removed_files = 0
-    for fact in store.list_facts(conversation_id=session.id, include_deleted=True):
-        for candidate in (fact, replace(fact, deleted=not fact.deleted)):
-            path = files.find(candidate)
-            if path is not None:
-                files.remove(path)
-                removed_files += 1
-    if removed_files:  # the memory repository is left clean: the deletion is its own commit
-        commit_now(settings.memory_path, f"memory: deleted session {session.id}")
-    removed = store.delete_session(session.id)
+    with HomeLock(settings.home_path, MEMORY_LOCK).held():
+        for fact in store.list_facts(conversation_id=session.id, include_deleted=True):
+            for candidate in (fact, replace(fact, deleted=not fact.deleted)):
+                path = files.find(candidate)
+                if path is not None:
+                    files.remove(path)
+                    removed_files += 1
+        if removed_files:  # the memory repository is left clean: the deletion is its own commit
+            commit_now(
+                settings.memory_path,
+                f"memory: deleted session {session.id}",
+                home=settings.home_path,
+            )
+        removed = store.delete_session(session.id)
     folder = session_dir(settings.sessions_path, session.key)
     if folder.exists():
         shutil.rmtree(folder)
