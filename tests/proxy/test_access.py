@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import httpx
 import pytest
 
+from memlane.proxy.access import AccessLog
 from tests.proxy.conftest import QUIET
 from tests.support.upstream import Fail, ProxyFactory, ScriptedUpstream
 
@@ -41,3 +43,30 @@ def test_an_upstream_error_is_a_warning_at_most_once_per_burst(
         assert httpx.post(f"{proxy.url}/chat/completions", json=body).status_code == 502
     levels = [r.levelno for r in caplog.records if r.name == "memlane.access"]
     assert levels == [logging.WARNING, logging.INFO]
+
+
+async def test_the_line_is_written_before_the_last_byte_is_sent(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A client that read its whole answer finds the line (and the count) already there."""
+    caplog.set_level(logging.INFO, logger="memlane.access")
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"data: 1\n\n", "more_body": True})
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+
+    lines_when_sent: list[tuple[bool, int]] = []
+
+    async def send(message: Any) -> None:
+        if message["type"] == "http.response.body":
+            written = [r for r in caplog.records if r.name == "memlane.access"]
+            lines_when_sent.append((bool(message.get("more_body")), len(written)))
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": b""}
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "state": {}}
+    await AccessLog(app, runtime_of=lambda: None)(scope, receive, send)
+    assert lines_when_sent == [(True, 0), (False, 1)]
+    assert len([r for r in caplog.records if r.name == "memlane.access"]) == 1

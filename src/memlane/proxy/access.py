@@ -5,6 +5,11 @@ session's id prefix), without bodies or credentials; a status of 500 or more, or
 upstream error relayed to the client, is a `warning`, at most once per route and
 status every `WARN_EVERY` seconds (a failing upstream must not flood the terminal).
 Streams are measured to their last byte and never buffered.
+
+The line is written, and the request counted, just before the response's last
+message is handed on: a client that has read its whole answer can rely on the line
+being there (a test, `memlane status` right after a request). A response that never
+ends (the app failed, the client left) is logged when the app returns.
 """
 
 from __future__ import annotations
@@ -42,21 +47,31 @@ class AccessLog:
             return
         status = 500
         started = time.perf_counter()
+        logged = False
 
-        async def watched(message: MutableMapping[str, Any]) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
-        try:
-            await self.app(scope, receive, watched)
-        finally:
+        def record() -> None:
+            nonlocal logged
+            logged = True
             elapsed = (time.perf_counter() - started) * 1000
             rt = self.runtime_of()
             if rt is not None:
                 rt.activity.request(status)
             self._line(scope, status, elapsed)
+
+        async def watched(message: MutableMapping[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            final = message["type"] == "http.response.body" and not message.get("more_body")
+            if final and not logged:  # before the last byte leaves: the client cannot be first
+                record()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        finally:
+            if not logged:
+                record()
 
     def _line(self, scope: Scope, status: int, ms: float) -> None:
         route = str(scope.get("path", ""))
