@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from fastapi import Request
 
@@ -19,6 +20,17 @@ from memlane.proxy.errors import ProxyError
 from memlane.proxy.forward import Upstream
 
 
+@dataclass(frozen=True)
+class WorkerInfo:
+    """Which of `serve --workers N`'s processes this is."""
+
+    index: int
+    """0 is the primary: it does the once-per-home work (`Runtime.primary`)."""
+    count: int
+    serving_since: datetime
+    """When the supervisor started: the proxy's uptime, whichever worker answers."""
+
+
 @dataclass
 class ProxyState:
     settings: Settings
@@ -26,6 +38,8 @@ class ProxyState:
     upstream: Upstream
     admin_token: str = field(default="", repr=False)
     """What `/v1/memlane/…` requires (configured, or generated into the home)."""
+    worker: WorkerInfo | None = None
+    """Set in a worker of several; None when one process serves."""
 
 
 def current_state(request: Request) -> ProxyState:
