@@ -1,47 +1,43 @@
-"""Long-term memory: search latency by store size, and ingest throughput.
+"""Long-term memory: search latency by store size, and the write path's ingest rate.
 
 Run: .venv/bin/python benchmarks/memory_bench.py [--sizes 10000 100000 1000000]
-                                                  [--ingest 1000] [--queries 200]
+                                                  [--ingest 2000] [--queries 200]
 
-Search latency: the whole read-path `search` (keyword candidates, dense
-candidates, fusion, recency, MMR, top 5) over an embedded SQLite store holding
-N memories with synthetic text (Zipf-distributed words plus identifiers) and
-**synthetic random 384-d unit vectors** (an embedder that hashes the text to a
-random vector: latency does not depend on what the vectors mean; the real
-query embedding costs ~5–20 ms on top, measured separately below). Memories are
-spread over 10 namespaces (the most common word is in about a quarter
-of them); each query searches one namespace plus `global`, as
-a proxy request does, and a second set searches every scope (the worst case).
-The first query after loading warms the store's keyword index and vector cache
-(both in-process) and is not counted; its time is printed as "warm-up", and
-"RSS" is this process's resident memory after the queries (the caches hold the
-vectors as float32, about 1.5 KB per memory, and the keyword postings).
+Search latency: the whole read-path `search` as a request runs it with the
+default settings (keyword candidates over context-expanded turn documents,
+recency, top 5; no model) over an embedded SQLite store holding N entries with
+synthetic text (Zipf-distributed words plus identifiers). Nine entries in ten
+are conversation turns, alternating user / assistant, in conversations of 50
+turns, each indexed as memlane indexes a turn (its date, its own words twice,
+the two turns before it and the one after); one in ten is a standalone fact
+in one of 10 namespaces. Each query searches one conversation, its namespace
+and `global`, as a proxy request does; a second set searches every scope (the
+worst case, CLI administration only). The first query after loading warms the
+store's in-process keyword index and is not counted; its time is printed as
+"warm-up", and "RSS" is this process's resident memory after the queries.
 
-Ingest: memories written through the memory book one batch at a time —
-Markdown file (atomic write) + index + embedding with the packaged MiniLM —
-reported as memories per second.
+Ingest: turns through the write path a proxy runs after each response
+(`ingest_turn`: each user and assistant turn becomes a Markdown file and a
+context-expanded index document, its neighbour re-indexed; fact extraction
+off, as it is an LLM call; git on, commits coalesced and flushed at the end),
+reported as turns per second.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import itertools
 import random
 import resource
 import tempfile
 import time
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import numpy as np
-import numpy.typing as npt
-
 from memlane.config import Settings
-from memlane.engine.memory.book import new_fact
-from memlane.engine.memory.scopes import GLOBAL, namespace_scope
+from memlane.engine.memory.ingest import TurnInput, ingest_turn
+from memlane.engine.memory.scopes import GLOBAL, conversation_scope, namespace_scope
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.files.memory_files import new_id
@@ -49,25 +45,11 @@ from memlane.store.codec import fact_to_row
 from memlane.store.sqlite import SQLiteStore
 from memlane.types import Fact
 
-DIM = 384
 NAMESPACES = 10
+TURNS_PER_CONVERSATION = 50
+FACT_SHARE = 10  # one entry in ten is a standalone fact
 LOAD_BATCH = 20_000
 IDENTIFIERS = ["src/app/main.py", "parse_config_file", "loadUserProfile", "E1234", "v2.3.1"]
-
-
-class RandomEmbedder:
-    """Synthetic vectors: the text's hash seeds a random unit vector (no model)."""
-
-    model_id = "bench-random-384"
-    dim = DIM
-
-    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        out = np.empty((len(texts), DIM), np.float32)
-        for i, text in enumerate(texts):
-            seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
-            row = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
-            out[i] = row / np.linalg.norm(row)
-        return out
 
 
 COMMON = tuple(
@@ -238,32 +220,34 @@ def sentence(rng: random.Random, words: list[str]) -> str:
     return " ".join(picked)
 
 
+def entry(rng: random.Random, words: list[str], number: int, start: datetime) -> Fact:
+    """The `number`-th entry of the store: a turn of conversation `number // 50`, or (one
+    in ten) a fact of a namespace; turns come in time order, as a proxy writes them."""
+    when = start + timedelta(seconds=number)
+    conversation = number // TURNS_PER_CONVERSATION
+    if number % FACT_SHARE == FACT_SHARE - 1:
+        scope, role = namespace_scope(f"repo{conversation % NAMESPACES}"), "memory"
+    else:
+        scope, role = conversation_scope(f"c{conversation}"), ("user", "assistant")[number % 2]
+    return Fact(
+        id=new_id(),
+        scope=scope,
+        conversation_id=f"c{conversation}",
+        role=role,  # type: ignore[arg-type]
+        text=sentence(rng, words),
+        created_at=when,
+        updated_at=when,
+    )
+
+
 def build(store: SQLiteStore, size: int, rng: random.Random, words: list[str]) -> None:
-    """Load `size` memories and their vectors in big transactions."""
-    embedder = RandomEmbedder()
+    """Load `size` entries in big transactions (turns indexed with their neighbours)."""
     start = datetime(2025, 1, 1, tzinfo=UTC)
     done = 0
     while done < size:
         count = min(LOAD_BATCH, size - done)
-        facts = []
-        for i in range(count):
-            when = start + timedelta(minutes=done + i)
-            facts.append(
-                Fact(
-                    id=new_id(),
-                    scope=namespace_scope(f"repo{rng.randrange(NAMESPACES)}"),
-                    conversation_id=f"c{rng.randrange(size // 50 + 1)}",
-                    role="memory",
-                    text=sentence(rng, words),
-                    created_at=when,
-                    updated_at=when,
-                )
-            )
+        facts = [entry(rng, words, done + i, start) for i in range(count)]
         store.load("facts", [fact_to_row(f) for f in facts])
-        vectors = embedder.embed([f.text for f in facts])
-        store.put_vectors(
-            "fact", [(f.id, vectors[i]) for i, f in enumerate(facts)], model=embedder.model_id
-        )
         done += count
         print(f"  loaded {done:,}/{size:,}", end="\r", flush=True)
     print(" " * 40, end="\r")
@@ -274,10 +258,21 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def latency(rt: Runtime, queries: list[str], scoped: bool) -> tuple[float, float]:
+async def latency(
+    rt: Runtime, queries: list[str], conversations: int, scoped: bool
+) -> tuple[float, float]:
     times = []
     for i, query in enumerate(queries):
-        scopes = [namespace_scope(f"repo{i % NAMESPACES}"), GLOBAL] if scoped else None
+        conversation = (i * 7919) % conversations
+        scopes = (
+            [
+                conversation_scope(f"c{conversation}"),
+                namespace_scope(f"repo{conversation % NAMESPACES}"),
+                GLOBAL,
+            ]
+            if scoped
+            else None
+        )
         began = time.perf_counter()
         await search(rt, query, scopes=scopes)
         times.append((time.perf_counter() - began) * 1000)
@@ -296,10 +291,10 @@ def rss_mb() -> float:
 
 
 async def search_bench(sizes: list[int], queries: int) -> None:
-    print("search latency (ms), top 5, full read path, synthetic 384-d vectors")
+    print("search latency (ms), top 5, default read path (keyword over context-expanded turns)")
     print(
-        f"{'memories':>10} {'scoped p50':>11} {'scoped p95':>11} {'all p50':>9} {'all p95':>9}"
-        f" {'warm-up s':>10} {'RSS MB':>8}"
+        f"{'entries':>10} {'request p50':>12} {'request p95':>12} {'all p50':>9} {'all p95':>9}"
+        f" {'warm-up s':>10} {'RSS MB':>8} {'load s':>8}"
     )
     for size in sizes:
         rng = random.Random(size)
@@ -308,59 +303,60 @@ async def search_bench(sizes: list[int], queries: int) -> None:
             home = Path(folder)
             store = SQLiteStore(home / "memlane.db")
             try:
+                began = time.perf_counter()
                 build(store, size, rng, words)
-                rt = Runtime(Settings(home=home), store, _embedder=RandomEmbedder())
+                loaded = time.perf_counter() - began
+                rt = Runtime(Settings(home=home), store)
                 asked = [" ".join(sentence(rng, words).split()[:6]) for _ in range(queries)]
                 began = time.perf_counter()
-                await search(rt, asked[0], scopes=None)  # warm the keyword and vector caches
+                await search(rt, asked[0], scopes=None)  # warm the keyword index
                 warm = time.perf_counter() - began
-                s50, s95 = await latency(rt, asked, scoped=True)
-                a50, a95 = await latency(rt, asked, scoped=False)
+                conversations = size // TURNS_PER_CONVERSATION + 1
+                s50, s95 = await latency(rt, asked, conversations, scoped=True)
+                a50, a95 = await latency(rt, asked, conversations, scoped=False)
                 print(
-                    f"{size:>10,} {s50:>11.1f} {s95:>11.1f} {a50:>9.1f} {a95:>9.1f}"
-                    f" {warm:>10.1f} {rss_mb():>8,.0f}",
+                    f"{size:>10,} {s50:>12.2f} {s95:>12.2f} {a50:>9.1f} {a95:>9.1f}"
+                    f" {warm:>10.1f} {rss_mb():>8,.0f} {loaded:>8.0f}",
                     flush=True,
                 )
             finally:
                 store.close()
 
 
-async def ingest_bench(count: int, batch: int) -> None:
-    from memlane.text.factory import make_embedder
-
+async def ingest_bench(count: int) -> None:
+    """`count` turns (half user, half assistant) through the write path, one exchange at a
+    time, in conversations of 50 turns; git commits coalesced, the last flushed."""
     rng = random.Random(7)
     words = vocabulary(rng)
     with tempfile.TemporaryDirectory(prefix="memlane-bench-") as folder:
         home = Path(folder)
-        settings = Settings(home=home, memory_git=False)
+        settings = Settings(home=home, memory_extract_facts=False)
         store = SQLiteStore(home / "memlane.db")
         try:
-            rt = Runtime(settings, store, _embedder=make_embedder(settings))
+            rt = Runtime(settings, store)
             book = rt.memory_book
-            texts = [sentence(rng, words) for _ in range(count)]
-            rt.embedder.embed(["warm up"])
+            await book.ready()
+            exchanges = [
+                TurnInput(
+                    session_id=f"c{2 * n // TURNS_PER_CONVERSATION}",
+                    namespace="bench",
+                    model=None,
+                    user_text=sentence(rng, words),
+                    assistant_text=sentence(rng, words),
+                )
+                for n in range(count // 2)
+            ]
             began = time.perf_counter()
-            for first in range(0, count, batch):
-                facts = [
-                    new_fact(
-                        scope=GLOBAL,
-                        conversation_id="bench",
-                        role="memory",
-                        text=t,
-                        fact_id=new_id(),
-                    )
-                    for t in texts[first : first + batch]
-                ]
-                await book.write(puts=facts)
+            written = 0
+            for item in exchanges:
+                written += (await ingest_turn(rt, item)).turns
+            await book.flush()
             elapsed = time.perf_counter() - began
-            one = time.perf_counter()
-            rt.embedder.embed(["what did I say about the config parser?"])
-            query_ms = (time.perf_counter() - one) * 1000
         finally:
             store.close()
     print(
-        f"ingest: {count} memories in batches of {batch} (file + index + MiniLM embedding): "
-        f"{count / elapsed:,.0f} memories/s; one query embedding: {query_ms:.1f} ms"
+        f"ingest: {written} turns through the write path (Markdown file + context-expanded "
+        f"index, git coalesced): {written / elapsed:,.0f} turns/s"
     )
 
 
@@ -368,10 +364,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--ingest", type=int, default=1_000)
-    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--ingest", type=int, default=2_000, help="turns (0: skip)")
     args = parser.parse_args()
-    asyncio.run(ingest_bench(args.ingest, args.batch))
+    if args.ingest:
+        asyncio.run(ingest_bench(args.ingest))
     asyncio.run(search_bench(args.sizes, args.queries))
 
 

@@ -2,12 +2,15 @@
 
 Run: .venv/bin/python benchmarks/proxy_overhead.py [--requests 300] [--upstream-ms 300]
         [--variant defaults|memory-off|quiet] [--clients 1 --clients 32]
+        [--set MEMLANE_NAME=value ...]
 
-One scripted OpenAI-compatible upstream and one memlane proxy (`memlane serve`)
-run as their own processes on loopback; this process is the client. Each
-request is a 20-message Chat Completions conversation from an agentic client
-(Codex's User-Agent, an `X-Memlane-Todo`), each in a fresh session, so every
-request stores 20 messages, injects the state block and stores the answer.
+Scripted upstreams (OpenAI-compatible and Anthropic-compatible) and one memlane
+proxy (`memlane serve`) run as their own processes on loopback; this process is
+the client. Each request is a 20-message conversation from an agentic client (an
+`X-Memlane-Todo`), each in a fresh session, so every request stores 20 messages,
+injects the state block and stores the answer: Chat Completions with Codex's
+User-Agent, and (`messages` rows) Anthropic Messages with Claude Code's headers
+(`--wire chat` or `--wire messages` runs one of the two).
 Reported: p50/p99 latency of non-streamed requests and time to first byte of
 streamed ones, at 1 and 32 concurrent clients, direct and through memlane:
 for a new session (all 20 messages are new and stored), and for the next turn
@@ -72,6 +75,12 @@ HEADERS = {
     "user-agent": "codex_cli_rs/0.169.0 (bench)",
     "x-memlane-todo": "1. measure\\n2. report",
 }
+CLAUDE_HEADERS = {
+    "x-api-key": "sk-ant-bench",
+    "anthropic-version": "2023-06-01",
+    "user-agent": "claude-cli/2.1.330 (external, sdk-cli)",
+    "x-memlane-todo": "1. measure\\n2. report",
+}
 
 
 def conversation(tag: str) -> list[dict[str, str]]:
@@ -84,6 +93,34 @@ def conversation(tag: str) -> list[dict[str, str]]:
     return messages
 
 
+@dataclass(frozen=True)
+class Wire:
+    """How one wire format's benchmark request is sent."""
+
+    name: str
+    path: str
+    headers: dict[str, str]
+    session_header: str
+
+    def body(self, messages: list[dict[str, str]], *, stream: bool) -> dict[str, object]:
+        if self.name == "chat":
+            return {"model": "bench", "messages": messages, "stream": stream}
+        system, rest = messages[0]["content"], messages[1:]
+        return {
+            "model": "claude-bench",
+            "max_tokens": 1024,
+            "system": system,
+            "messages": rest,
+            "stream": stream,
+        }
+
+
+WIRES = {
+    "chat": Wire("chat", "/chat/completions", HEADERS, "x-memlane-session"),
+    "messages": Wire("messages", "/messages", CLAUDE_HEADERS, "x-claude-code-session-id"),
+}
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -92,7 +129,9 @@ def free_port() -> int:
 
 def run_upstream(ready: multiprocessing.Queue[str], latency: float = 0.0) -> None:
     """A model that answers the conversation with ANSWER and memlane's own prompts as a
-    model following them would (valid JSON), each after `latency` seconds."""
+    model following them would (valid JSON), each after `latency` seconds; one server
+    speaks OpenAI's formats, the other Anthropic's."""
+    from tests.support.anthropic_upstream import ScriptedAnthropic
     from tests.support.upstream import RecordedRequest, Reply, ScriptedUpstream
 
     from memlane.engine.memory.extract import FACT_PROMPT
@@ -109,7 +148,11 @@ def run_upstream(ready: multiprocessing.Queue[str], latency: float = 0.0) -> Non
     upstream = ScriptedUpstream()
     upstream.start()
     upstream.respond_with(answer)
+    claude = ScriptedAnthropic()
+    claude.start()
+    claude.respond_with(answer)
     ready.put(upstream.url)
+    ready.put(claude.url)
     while True:
         time.sleep(3600)
 
@@ -117,7 +160,7 @@ def run_upstream(ready: multiprocessing.Queue[str], latency: float = 0.0) -> Non
 Process = subprocess.Popen[bytes]
 
 
-def serve_without_engine(upstream_url: str, home: str, port: int) -> None:
+def serve_without_engine(upstream_url: str, anthropic_url: str, home: str, port: int) -> None:
     """The proxy with the engine's stages as no-ops: what the HTTP face alone costs."""
     import uvicorn
 
@@ -133,14 +176,23 @@ def serve_without_engine(upstream_url: str, home: str, port: int) -> None:
         return None
 
     pipeline.prepare, pipeline.finish = prepare, finish  # type: ignore[assignment]
-    settings = Settings(home=Path(home), upstream_url=upstream_url, embedding_backend="hashing")
+    settings = Settings(
+        home=Path(home),
+        upstream_url=upstream_url,
+        anthropic_upstream_url=anthropic_url.removesuffix("/v1"),
+        embedding_backend="hashing",
+    )
     uvicorn.run(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
 
 
-def start_bare_proxy(upstream_url: str, home: Path) -> tuple[multiprocessing.Process, str]:
+def start_bare_proxy(
+    upstream_url: str, anthropic_url: str, home: Path
+) -> tuple[multiprocessing.Process, str]:
     port = free_port()
     process = multiprocessing.Process(
-        target=serve_without_engine, args=(upstream_url, str(home), port), daemon=True
+        target=serve_without_engine,
+        args=(upstream_url, anthropic_url, str(home), port),
+        daemon=True,
     )
     process.start()
     return process, wait_healthy(f"http://127.0.0.1:{port}", process.kill)
@@ -166,11 +218,16 @@ VARIANTS: dict[str, dict[str, str]] = {
 
 
 def start_proxy(
-    upstream_url: str, home: Path, *, variant: str, serve_args: tuple[str, ...] = ()
+    upstream_url: str,
+    home: Path,
+    *,
+    variant: str,
+    extra: dict[str, str] | None = None,
+    serve_args: tuple[str, ...] = (),
 ) -> tuple[Process, str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMLANE_", "OPENAI_"))}
-    env |= {"MEMLANE_LOG_LEVEL": "warning", **VARIANTS[variant]}
+    env |= {"MEMLANE_LOG_LEVEL": "warning", **VARIANTS[variant], **(extra or {})}
     command = [
         str(ROOT / ".venv/bin/memlane"),
         "--home",
@@ -193,25 +250,24 @@ class Result:
 
 
 async def one_request(
-    client: httpx.AsyncClient, url: str, tag: str, *, stream: bool, primed: bool
+    client: httpx.AsyncClient, url: str, tag: str, *, stream: bool, primed: bool, wire: Wire
 ) -> float:
     """One timed request; `primed`: the session already holds the first 18 messages."""
     messages = conversation(tag)
-    headers = {**HEADERS, "x-memlane-session": tag}
+    headers = {**wire.headers, wire.session_header: tag}
+    endpoint = url + wire.path
     if primed:
-        earlier = {"model": "bench", "messages": messages[:18]}
-        (
-            await client.post(f"{url}/chat/completions", json=earlier, headers=headers)
-        ).raise_for_status()
+        earlier = wire.body(messages[:18], stream=False)
+        (await client.post(endpoint, json=earlier, headers=headers)).raise_for_status()
         answer = {"role": "assistant", "content": ANSWER}
         messages = [*messages[:18], answer, {"role": "user", "content": f"{tag}: and now?"}]
-    body = {"model": "bench", "messages": messages, "stream": stream}
+    body = wire.body(messages, stream=stream)
     started = time.perf_counter()
     if not stream:
-        response = await client.post(f"{url}/chat/completions", json=body, headers=headers)
+        response = await client.post(endpoint, json=body, headers=headers)
         response.raise_for_status()
         return time.perf_counter() - started
-    async with client.stream("POST", f"{url}/chat/completions", json=body, headers=headers) as r:
+    async with client.stream("POST", endpoint, json=body, headers=headers) as r:
         r.raise_for_status()
         first = None
         async for _ in r.aiter_raw():
@@ -221,20 +277,33 @@ async def one_request(
         return first
 
 
+ERRORS: list[str] = []
+"""Failed requests (status and body), counted per cell and printed: a failure is a
+finding, not a reason to stop measuring."""
+
+
 async def load(
-    url: str, *, clients: int, total: int, stream: bool, primed: bool, run: str
+    url: str, *, clients: int, total: int, stream: bool, primed: bool, run: str, wire: Wire
 ) -> list[float]:
     samples: list[float] = []
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(limits=limits, timeout=60) as client:
         for i in range(min(clients, 8)):  # warm the connections and both servers
-            await one_request(client, url, f"warm-{run}-{i}", stream=stream, primed=primed)
+            await one_request(
+                client, url, f"warm-{run}-{i}", stream=stream, primed=primed, wire=wire
+            )
         counter = iter(range(total))
 
         async def worker(n: int) -> None:
             for i in counter:
                 tag = f"{run}-{n}-{i}"
-                samples.append(await one_request(client, url, tag, stream=stream, primed=primed))
+                try:
+                    samples.append(
+                        await one_request(client, url, tag, stream=stream, primed=primed, wire=wire)
+                    )
+                except httpx.HTTPStatusError as exc:
+                    body = exc.response.text if not exc.response.is_stream_consumed else ""
+                    ERRORS.append(f"{exc.response.status_code} {body[:300]}")
 
         await asyncio.gather(*(worker(n) for n in range(clients)))
     return samples
@@ -259,10 +328,23 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300, help="requests per measurement")
     parser.add_argument("--variant", choices=sorted(VARIANTS), default="defaults")
     parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="MEMLANE_NAME=value",
+        help="one more setting for the proxy (repeatable): what a single knob costs",
+    )
+    parser.add_argument(
         "--upstream-ms", type=float, default=0.0, help="the upstream's time before answering"
     )
     parser.add_argument(
         "--clients", type=int, action="append", help="concurrent clients (repeatable; 1 and 32)"
+    )
+    parser.add_argument(
+        "--wire",
+        choices=sorted(WIRES),
+        action="append",
+        help="wire formats to measure (repeatable; default: chat and messages)",
     )
     parser.add_argument(
         "--no-engine",
@@ -277,16 +359,27 @@ def main() -> None:
     )
     upstream_process.start()
     upstream_url = ready.get(timeout=60)
+    anthropic_url = ready.get(timeout=60)
+    direct = {"chat": upstream_url, "messages": anthropic_url}
+    wires = [WIRES[name] for name in args.wire or ("chat", "messages")]
     with tempfile.TemporaryDirectory() as home:
         proxy_process: Process | multiprocessing.Process
         if args.no_engine:
-            proxy_process, proxy_url = start_bare_proxy(upstream_url, Path(home))
+            proxy_process, proxy_url = start_bare_proxy(upstream_url, anthropic_url, Path(home))
         else:
-            proxy_process, proxy_url = start_proxy(upstream_url, Path(home), variant=args.variant)
+            extra = dict(item.split("=", 1) for item in args.set)
+            anthropic = ("--anthropic-upstream", anthropic_url.removesuffix("/v1"))
+            proxy_process, proxy_url = start_proxy(
+                upstream_url,
+                Path(home),
+                variant=args.variant,
+                extra=extra,
+                serve_args=anthropic,
+            )
         try:
             pid = proxy_process.pid
             assert pid is not None
-            rows = measure(upstream_url, proxy_url, args.requests, pid, args.clients or [1, 32])
+            rows = measure(direct, proxy_url, args.requests, pid, args.clients or [1, 32], wires)
         finally:
             proxy_process.terminate()
             upstream_process.terminate()
@@ -296,9 +389,11 @@ def main() -> None:
             else:
                 proxy_process.wait(30)
     mode = f"variant {args.variant}, upstream answering after {args.upstream_ms:g} ms"
+    if args.set:
+        mode += f", with {' '.join(args.set)}"
     if args.no_engine:
         mode = "engine stages replaced by no-ops (the HTTP face alone)"
-    print(f"\n20-message chat requests, {args.requests} per cell, {mode}; milliseconds\n")
+    print(f"\n20-message requests, {args.requests} per cell, {mode}; milliseconds\n")
     print(HEADER)
     for row in rows:
         print(row)
@@ -306,36 +401,46 @@ def main() -> None:
 
 HEADER = (
     "| measure | clients | direct p50 | memlane p50 | +p50 | direct p99 | memlane p99 | +p99 "
-    "| memlane CPU/request |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    "| memlane CPU/request | failed |\n"
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 )
 ROUNDS = 4
 """Direct and memlane take turns this many times per cell."""
 
 
 def measure(
-    upstream_url: str, proxy_url: str, total: int, proxy_pid: int, client_counts: list[int]
+    direct_urls: dict[str, str],
+    proxy_url: str,
+    total: int,
+    proxy_pid: int,
+    client_counts: list[int],
+    wires: list[Wire],
 ) -> list[str]:
     rows: list[str] = []
-    cases: list[tuple[str, bool, int, bool]] = []
-    for clients in client_counts:
-        cases += [
-            ("new session: latency", False, clients, False),
-            ("new session: first byte", True, clients, False),
-            ("next turn: latency", False, clients, True),
-            ("next turn: first byte", True, clients, True),
-        ]
+    cases: list[tuple[str, bool, int, bool, Wire]] = []
+    for wire in wires:
+        prefix = "" if wire.name == "chat" else f"{wire.name}, "
+        for clients in client_counts:
+            cases += [
+                (f"{prefix}new session: latency", False, clients, False, wire),
+                (f"{prefix}new session: first byte", True, clients, False, wire),
+                (f"{prefix}next turn: latency", False, clients, True, wire),
+                (f"{prefix}next turn: first byte", True, clients, True, wire),
+            ]
     print(HEADER, flush=True)
-    for name, stream, clients, primed in cases:
-        label = f"{clients}-{stream:d}-{primed:d}"
+    for name, stream, clients, primed, wire in cases:
+        upstream_url = direct_urls[wire.name]
+        label = f"{wire.name}-{clients}-{stream:d}-{primed:d}"
         direct: list[float] = []
         through: list[float] = []
         cpu = 0.0
         served = 0
+        failed_before = len(ERRORS)
         for n in range(ROUNDS):
             share = total // ROUNDS + (n < total % ROUNDS)
 
             batch = functools.partial(
-                load, clients=clients, total=share, stream=stream, primed=primed
+                load, clients=clients, total=share, stream=stream, primed=primed, wire=wire
             )
             direct += asyncio.run(batch(upstream_url, run=f"d{label}-{n}"))
             before = cpu_seconds(proxy_pid)
@@ -348,9 +453,12 @@ def measure(
         per_request = f"{cpu / served * 1000:.1f}" if cpu_seconds(proxy_pid) is not None else "n/a"
         rows.append(
             f"| {name} | {clients} | {d50:.1f} | {m50:.1f} | {m50 - d50:+.1f} "
-            f"| {d99:.1f} | {m99:.1f} | {m99 - d99:+.1f} | {per_request} |"
+            f"| {d99:.1f} | {m99:.1f} | {m99 - d99:+.1f} | {per_request} "
+            f"| {len(ERRORS) - failed_before} |"
         )
         print(rows[-1], flush=True)
+    for error in dict.fromkeys(ERRORS):  # each distinct failure once
+        print(f"failed request: {error}", flush=True)
     return rows
 
 

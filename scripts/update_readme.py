@@ -1,4 +1,4 @@
-"""Regenerate the README tables that are derived from code (settings, CLI, headers).
+"""Regenerate the README tables that are derived from code (settings, CLI, headers, MCP tools).
 
 Run `.venv/bin/python scripts/update_readme.py`; `tests/test_readme.py` fails when
 the README is out of date, so the tables can never drift from the code.
@@ -13,7 +13,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from memlane.docs import cli_table, config_table, header_table  # noqa: E402
+from memlane.docs import (  # noqa: E402
+    cli_table,
+    client_header_table,
+    config_table,
+    header_table,
+    mcp_table,
+)
 
 README = ROOT / "README.md"
 
@@ -23,6 +29,8 @@ def render(text: str) -> str:
         ("config-table", config_table()),
         ("cli-table", cli_table()),
         ("proxy-headers", header_table()),
+        ("client-headers", client_header_table()),
+        ("mcp-tools", mcp_table()),
     )
     for name, table in tables:
         pattern = re.compile(rf"<!-- {name} -->.*?(<!-- /{name} -->|$)", re.S)

@@ -5,5 +5,6 @@ pytest_plugins = [
     "tests.support.text",
     "tests.support.running_proxy",
     "tests.support.upstream",
+    "tests.support.anthropic_upstream",
     "tests.support.pg",
 ]

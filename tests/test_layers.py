@@ -44,3 +44,26 @@ def test_inner_layers_do_not_import_outer_ones(layer: str) -> None:
             if _rank(target) > _rank(layer):
                 offenders.append(f"{path.relative_to(PACKAGE)} imports {module}")
     assert offenders == []
+
+
+FACES = ["proxy", "cli", "mcp", "ui"]
+"""The outer layer: each face stands on the engine. The CLI starts the others (`memlane serve`,
+`memlane mcp`); the proxy's app mounts the MCP server at /mcp and the inspector at /ui, which
+shares the app's state; the MCP face uses no other face."""
+FACE_USES: dict[str, set[str]] = {
+    "cli": {"proxy", "mcp"},
+    "proxy": {"mcp", "ui"},
+    "ui": {"proxy"},
+    "mcp": set(),
+}
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_a_face_uses_only_the_engine_and_the_faces_it_starts(face: str) -> None:
+    offenders = []
+    for path in sorted((PACKAGE / face).rglob("*.py")):
+        for module in _imports(path):  # lazy imports inside functions too
+            target = _layer_of(module)
+            if target in FACES and target != face and target not in FACE_USES[face]:
+                offenders.append(f"{path.relative_to(PACKAGE)} imports {module}")
+    assert offenders == []

@@ -54,3 +54,29 @@ def header_table() -> str:
     rows = ["| header | effect |", "| --- | --- |"]
     rows += [f"| `{name}` | {effect} |" for name, effect in MEMLANE_HEADERS.items()]
     return "\n".join(rows)
+
+
+def client_header_table() -> str:
+    """Other clients' headers the proxy reads (passed on untouched), and what each does."""
+    from memlane.proxy.headers import CLIENT_HEADERS
+
+    rows = ["| header | effect |", "| --- | --- |"]
+    rows += [
+        f"| {', '.join(f'`{n.strip()}`' for n in names.split(','))} | {effect} |"
+        for names, effect in CLIENT_HEADERS.items()
+    ]
+    return "\n".join(rows)
+
+
+def mcp_table() -> str:
+    """memlane's MCP tools, their arguments and when a model should use them."""
+    from memlane.views.tools import TOOLS
+    from memlane.views.tools.args import usage
+
+    rows = ["| tool | arguments | what it is for |", "| --- | --- | --- |"]
+    for tool in TOOLS:
+        takes = usage(tool.args).removeprefix("It takes ").rstrip(".")
+        first = tool.description.split(". ")[0].rstrip(".") + "."
+        writes = "" if tool.read_only else " *(writes)*"
+        rows.append(f"| `{tool.name}` | {takes} | {first}{writes} |".replace("no arguments", "—"))
+    return "\n".join(rows)

@@ -157,7 +157,7 @@ def test_eval_retrieval_compares_every_configuration(runner: CliRunner, tmp_path
     write_conversations(data)
     report = run(runner, "eval", "retrieval", str(data), "--k", "1", "--k", "3", "--json")
     configs = {c["config"]: c for c in report["configs"]}
-    assert list(configs) == ["default", "hybrid", "bm25", "dense"]
+    assert list(configs) == ["default", "hybrid", "bm25", "dense", "plain"]
     for name, config in configs.items():
         assert (config["turns"], config["questions"]) == (4, 3)
         assert set(config["overall"]) == {"recall@1", "recall@3", "ndcg@10"}
@@ -172,6 +172,41 @@ def test_eval_retrieval_compares_every_configuration(runner: CliRunner, tmp_path
     assert "side by side" not in table  # one configuration: no comparison table
     bad = run(runner, "eval", "retrieval", str(data), "--config", "magic", code=1)
     assert "unknown configuration 'magic'" in bad.output
+
+
+def test_eval_plain_baseline_reads_each_turn_alone(runner: CliRunner, tmp_path: Path) -> None:
+    """The answer's words are in the turn before it: only context-expanded documents find it."""
+    turns = [
+        ("D1:1", "Bob", "Did you ever see the aurora over Tromso?"),
+        ("D1:2", "Ann", "Yes, last Tuesday!"),
+        ("D1:3", "Bob", "I adopted a greyhound called Biscuit from the shelter in Leeds"),
+        ("D1:4", "Ann", "My sister is moving to Lisbon"),
+    ]
+    # more turns, so that words in four documents are rare enough to count (BM25's idf)
+    topics = ["chess", "pottery", "violin", "sourdough", "kayaking", "origami", "tango"]
+    turns += [
+        (f"D1:{6 + i}", "Bob", f"I took up {topic} this spring") for i, topic in enumerate(topics)
+    ]
+    record = {
+        "id": "conv-y",
+        "turns": [
+            {"id": i, "speaker": s, "text": t, "time": "2024-03-01T10:00:00"} for i, s, t in turns
+        ],
+        "questions": [
+            {
+                "id": "q0",
+                "question": "When was the aurora over Tromso seen?",
+                "evidence": ["D1:2"],
+                "category": 2,
+            },
+        ],
+    }
+    data = tmp_path / "context.jsonl"
+    data.write_text(json.dumps(record) + "\n")
+    args = ("eval", "retrieval", str(data), "--k", "3", "--json")
+    report = run(runner, *args, "--config", "plain", "--config", "default")
+    recall = {c["config"]: c["overall"]["recall@3"] for c in report["configs"]}
+    assert recall == {"plain": 0.0, "default": 1.0}
 
 
 def test_eval_rejects_a_malformed_file(runner: CliRunner, tmp_path: Path) -> None:

@@ -82,6 +82,7 @@ def test_serve_reports_the_upstream_probe_store_and_config(
         text = "\n".join(lines)
         assert f"listening on http://127.0.0.1:{port}/v1" in text
         assert f"upstream  {upstream.url} answered" in text
+        assert "anthropic https://api.anthropic.com (for /v1/messages)" in text
         assert str(tmp_path / "memlane.db") in text
         assert str(tmp_path / "config.toml") in text
         assert "warning" not in text

@@ -9,6 +9,7 @@ import pytest
 
 from memlane.engine import threads
 from memlane.engine.background import Background
+from memlane.store.write_gate import is_background_thread
 
 
 def _thread_name() -> str:
@@ -27,6 +28,19 @@ async def test_background_blocking_calls_never_use_the_request_pool() -> None:
     foreground = await threads.to_thread(_thread_name)
     assert seen[0].startswith("memlane-bg")
     assert not foreground.startswith("memlane-bg")
+
+
+async def test_background_threads_are_marked_so_the_store_lets_requests_write_first() -> None:
+    background = Background()
+    marked: list[bool] = []
+
+    async def work() -> None:
+        marked.append(await threads.to_thread(is_background_thread))
+
+    background.spawn(work(), name="bg")
+    await background.drain()
+    assert marked == [True]
+    assert not await threads.to_thread(is_background_thread)
 
 
 async def test_a_full_queue_drops_background_work_not_the_caller() -> None:

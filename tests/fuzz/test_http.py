@@ -3,8 +3,8 @@
 For any body and headers, on every model route (Chat Completions, Responses, and
 any wire format added later) and every admin route:
 
-- memlane never answers with a 5xx of its own (the scripted upstream always
-  answers, so every 5xx would be memlane's);
+- memlane never answers with a 5xx of its own (the scripted upstreams, OpenAI-compatible
+  and Anthropic, always answer, so every 5xx would be memlane's);
 - no answer carries a traceback, and a refusal is an error object the client parses;
 - a request memlane refused (nothing reached the upstream) changed nothing stored:
   the database and the files under `MEMLANE_HOME` are as they were;
@@ -34,6 +34,7 @@ from hypothesis.errors import InvalidArgument
 from memlane.config import Settings
 from memlane.proxy.app import create_app
 from tests.fuzz import strategies as fz
+from tests.support.anthropic_upstream import ScriptedAnthropic
 from tests.support.upstream import ProxyFactory, Reply, RunningProxy, ScriptedUpstream
 
 ADMIN_PREFIX = "/v1/memlane/"
@@ -114,10 +115,13 @@ def own_server_error(response: httpx.Response) -> bool:
     if response.status_code < 500:
         return False
     try:
-        error = response.json()["error"]
+        body = response.json()
+        error = body["error"]
     except (ValueError, KeyError, TypeError):
         return True
     upstream = isinstance(error, dict) and error.get("type") == "upstream_error"
+    if isinstance(error, dict) and body.get("type") == "error":  # Anthropic's error object
+        upstream = str(error.get("message", "")).startswith("the upstream")
     return not (upstream and response.status_code in (502, 504))
 
 
@@ -127,6 +131,7 @@ class Target:
 
     proxy: RunningProxy
     upstream: ScriptedUpstream
+    anthropic: ScriptedAnthropic
     outside: Path
     """A folder around MEMLANE_HOME: nothing may appear in it outside the home."""
     client: httpx.Client
@@ -145,10 +150,14 @@ class Target:
         }
         return _database(self.proxy.settings), files
 
+    def forwarded(self) -> int:
+        """Requests either upstream received so far."""
+        return len(self.upstream.requests) + len(self.anthropic.requests)
+
     def send(self, method: str, path: str, body: bytes | None, headers: dict[str, Any]) -> None:
         """One request, and every promise checked on its answer."""
         before = self.state()
-        forwarded = len(self.upstream.requests)
+        forwarded = self.forwarded()
         outside = _tree(self.outside, skip=self.proxy.settings.home_path)
         response = self.client.request(method, path, content=body, headers=headers)
         with contextlib.suppress(InvalidArgument):  # outside Hypothesis (a sweep): no events
@@ -161,7 +170,7 @@ class Target:
             error = response.json()
             assert isinstance(error, dict), text[:200]
             assert "error" in error, text[:200]
-            if len(self.upstream.requests) == forwarded:  # refused by memlane itself
+            if self.forwarded() == forwarded:  # refused by memlane itself
                 after = self.state()
                 changed = {
                     k
@@ -178,22 +187,34 @@ class Target:
 
 @pytest.fixture
 def target(
-    proxy_factory: ProxyFactory, upstream: ScriptedUpstream, tmp_path: Path
+    proxy_factory: ProxyFactory,
+    upstream: ScriptedUpstream,
+    anthropic_upstream: ScriptedAnthropic,
+    tmp_path: Path,
 ) -> Iterator[Target]:
-    yield from _target(proxy_factory, upstream, tmp_path)
+    yield from _target(proxy_factory, upstream, anthropic_upstream, tmp_path)
 
 
 @pytest.fixture
 def pg_target(
-    pg_url: str, proxy_factory: ProxyFactory, upstream: ScriptedUpstream, tmp_path: Path
+    pg_url: str,
+    proxy_factory: ProxyFactory,
+    upstream: ScriptedUpstream,
+    anthropic_upstream: ScriptedAnthropic,
+    tmp_path: Path,
 ) -> Iterator[Target]:  # the database first: it is dropped after the proxy stops
-    yield from _target(proxy_factory, upstream, tmp_path, store_url=pg_url)
+    yield from _target(proxy_factory, upstream, anthropic_upstream, tmp_path, store_url=pg_url)
 
 
 def _target(
-    proxy_factory: ProxyFactory, upstream: ScriptedUpstream, tmp_path: Path, **settings: Any
+    proxy_factory: ProxyFactory,
+    upstream: ScriptedUpstream,
+    anthropic: ScriptedAnthropic,
+    tmp_path: Path,
+    **settings: Any,
 ) -> Iterator[Target]:
     upstream.respond_with(lambda request: Reply(text="ok"))
+    anthropic.respond_with(lambda request: Reply(text="ok"))
     outside = tmp_path / "outside"
     home = outside / "a" / "b" / "c" / "d" / "e" / "f" / "g" / "h" / "home"
     # Memory and recall on; memlane's own LLM work (extraction, indexing) and git off: they
@@ -204,6 +225,7 @@ def _target(
         memory_extract_facts=False,
         index_enabled=False,
         memory_git=False,
+        anthropic_upstream_url=anthropic.base,
         **settings,
     )
     (outside / "harness").mkdir(parents=True, exist_ok=True)
@@ -214,12 +236,12 @@ def _target(
             headers={"x-memlane-session": "known"},
         )
         assert known.status_code == 200
-        yield Target(proxy, upstream, outside, client)
+        yield Target(proxy, upstream, anthropic, outside, client)
 
 
 def test_every_wire_format_is_fuzzed() -> None:
     paths = {r.path for r in MODEL_ROUTES}
-    assert {"/v1/chat/completions", "/v1/responses"} <= paths
+    assert {"/v1/chat/completions", "/v1/responses", "/v1/messages"} <= paths
 
 
 @pytest.mark.parametrize("route", MODEL_ROUTES, ids=lambda r: r.path)

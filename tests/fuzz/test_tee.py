@@ -2,17 +2,19 @@
 
 Every wire adapter the proxy registers (found in `memlane.proxy.wire`, so a new
 format is covered as it lands) is fed a real answer of its own format (text,
-reasoning, a tool call, usage), asked of the scripted upstream at the adapter's
-own path, then mutated: any field anywhere set to a value of another type or
-range, removed, or the event's data replaced by garbage. Feeding the events,
-asking whether the stream is complete and assembling the answer must never
-raise; nor may reading a mutated non-streamed answer.
+reasoning, a tool call, usage), asked of the scripted upstream that speaks it
+(OpenAI-compatible or Anthropic) at the adapter's own path, then mutated: any
+field anywhere set to a value of another type or range, removed, or the event's
+data replaced by garbage. Feeding the events, asking whether the stream is
+complete and assembling the answer must never raise; nor may reading a mutated
+non-streamed answer.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -24,6 +26,7 @@ import memlane.proxy.wire as wire
 from memlane.proxy.wire.base import WireAdapter
 from memlane.text.sse import SSEDecoder
 from tests.fuzz import strategies as fz
+from tests.support.anthropic_upstream import ScriptedAnthropic
 from tests.support.upstream import Reply, ScriptedUpstream, ToolCallSpec
 
 ADAPTERS: list[WireAdapter] = [
@@ -63,12 +66,20 @@ _REMOVE = object()
 _answers: dict[tuple[str, bool], bytes] = {}
 
 
-def real_answer(upstream: ScriptedUpstream, adapter: WireAdapter, stream: bool) -> bytes:
+@dataclass(frozen=True)
+class Speaker:
+    """The scripted upstream that speaks an adapter's format, and the base its path is under."""
+
+    server: ScriptedUpstream
+    base: str
+
+
+def real_answer(speaker: Speaker, adapter: WireAdapter, stream: bool) -> bytes:
     """What the scripted upstream answers at the adapter's path, as its clients ask (once)."""
     known = _answers.get((adapter.wire, stream))
     if known is not None:
         return known
-    upstream.script(ANSWER)
+    speaker.server.script(ANSWER)
     body = {
         "model": "m",
         "stream": stream,
@@ -76,7 +87,7 @@ def real_answer(upstream: ScriptedUpstream, adapter: WireAdapter, stream: bool) 
         "stream_options": {"include_usage": True},
         "messages": [{"role": "user", "content": "hi"}],
     }
-    response = httpx.post(upstream.url + adapter.path, json=body, timeout=30)
+    response = httpx.post(speaker.base + adapter.path, json=body, timeout=30)
     assert response.status_code == 200, f"the scripted upstream cannot answer {adapter.path}"
     _answers[(adapter.wire, stream)] = response.content
     return response.content
@@ -135,19 +146,28 @@ def adapter(request: pytest.FixtureRequest) -> WireAdapter:
     return adapter
 
 
+@pytest.fixture
+def speaker(
+    adapter: WireAdapter, upstream: ScriptedUpstream, anthropic_upstream: ScriptedAnthropic
+) -> Speaker:
+    if adapter.wire == "anthropic":
+        return Speaker(anthropic_upstream, anthropic_upstream.base)
+    return Speaker(upstream, upstream.url)
+
+
 def test_every_adapter_is_fuzzed() -> None:
-    assert {a.wire for a in ADAPTERS} >= {"chat", "responses"}
+    assert {a.wire for a in ADAPTERS} >= {"chat", "responses", "anthropic"}
 
 
-def test_the_unmutated_answers_assemble(adapter: WireAdapter, upstream: ScriptedUpstream) -> None:
+def test_the_unmutated_answers_assemble(adapter: WireAdapter, speaker: Speaker) -> None:
     """The fuzz starts from answers the assemblers read whole (else it would prove little)."""
     decoder = SSEDecoder()
-    events = decoder.feed(real_answer(upstream, adapter, stream=True)) + decoder.close()
+    events = decoder.feed(real_answer(speaker, adapter, stream=True)) + decoder.close()
     assembler = adapter.assembler()
     for event, data in events:
         assembler.feed(event, data)
     streamed = assembler.answer()
-    whole = adapter.answer_from_json(json.loads(real_answer(upstream, adapter, stream=False)))
+    whole = adapter.answer_from_json(json.loads(real_answer(speaker, adapter, stream=False)))
     for answer in (streamed, whole):
         assert not answer.failed
         assert any(m.text == ANSWER.text for m in answer.messages)
@@ -155,9 +175,9 @@ def test_the_unmutated_answers_assemble(adapter: WireAdapter, upstream: Scripted
         assert (answer.prompt_tokens, answer.completion_tokens) == ANSWER.usage
 
 
-def _events(upstream: ScriptedUpstream, adapter: WireAdapter) -> list[tuple[str | None, str]]:
+def _events(speaker: Speaker, adapter: WireAdapter) -> list[tuple[str | None, str]]:
     decoder = SSEDecoder()
-    return decoder.feed(real_answer(upstream, adapter, stream=True)) + decoder.close()
+    return decoder.feed(real_answer(speaker, adapter, stream=True)) + decoder.close()
 
 
 def _assemble(adapter: WireAdapter, events: list[tuple[str | None, str]]) -> None:
@@ -171,11 +191,11 @@ def _assemble(adapter: WireAdapter, events: list[tuple[str | None, str]]) -> Non
 
 
 def test_every_field_of_every_event_may_hold_anything(
-    adapter: WireAdapter, upstream: ScriptedUpstream
+    adapter: WireAdapter, speaker: Speaker
 ) -> None:
     """A sweep, not a sample: each field of each event, in turn, takes each odd value or
     is removed (each event's type is also swapped for every other, with its fields kept)."""
-    events = _events(upstream, adapter)
+    events = _events(speaker, adapter)
     for index, (event, payload) in enumerate(events):
         try:
             value = json.loads(payload)
@@ -200,9 +220,9 @@ def test_every_field_of_every_event_may_hold_anything(
 @settings(max_examples=int(250 * fz.SCALE))
 @given(data=st.data())
 def test_no_stream_event_makes_an_assembler_raise(
-    adapter: WireAdapter, upstream: ScriptedUpstream, data: st.DataObject
+    adapter: WireAdapter, speaker: Speaker, data: st.DataObject
 ) -> None:
-    events = _events(upstream, adapter)
+    events = _events(speaker, adapter)
     changed = data.draw(mutated([payload for _, payload in events]))
     _assemble(
         adapter, [(event, payload) for (event, _), payload in zip(events, changed, strict=True)]
@@ -212,9 +232,9 @@ def test_no_stream_event_makes_an_assembler_raise(
 @settings(max_examples=int(150 * fz.SCALE))
 @given(data=st.data())
 def test_no_whole_answer_makes_answer_from_json_raise(
-    adapter: WireAdapter, upstream: ScriptedUpstream, data: st.DataObject
+    adapter: WireAdapter, speaker: Speaker, data: st.DataObject
 ) -> None:
-    body = real_answer(upstream, adapter, stream=False).decode()
+    body = real_answer(speaker, adapter, stream=False).decode()
     (changed,) = data.draw(mutated([body]))
     try:
         value = json.loads(changed)

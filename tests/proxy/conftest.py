@@ -12,7 +12,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.support.upstream import ProxyFactory, RunningProxy
+from tests.support.upstream import ProxyFactory, RunningProxy, closing
 
 QUIET: dict[str, Any] = {"memory_enabled": False, "index_enabled": False}
 
@@ -25,8 +25,8 @@ def mproxy(proxy_factory: ProxyFactory) -> RunningProxy:
 def sdk(proxy: RunningProxy, session: str | None = None, **headers: str) -> openai.OpenAI:
     extra = {"X-Memlane-Session": session} if session else {}
     extra.update(headers)
-    return openai.OpenAI(
-        base_url=proxy.url, api_key="sk-client", max_retries=0, default_headers=extra
+    return closing(
+        openai.OpenAI(base_url=proxy.url, api_key="sk-client", max_retries=0, default_headers=extra)
     )
 
 

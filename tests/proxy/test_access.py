@@ -21,7 +21,7 @@ def test_each_request_gets_one_line_and_no_secret(
     headers = {"authorization": "Bearer sk-secret-in-header", "x-memlane-session": "logged"}
     body = {"model": "m", "messages": [{"role": "user", "content": "a private prompt"}]}
     httpx.post(f"{proxy.url}/chat/completions", json=body, headers=headers).raise_for_status()
-    lines = [r for r in caplog.records if r.name == "memlane.access"]
+    lines = [r for r in caplog.records if r.name == "memlane.access"]  # no wait: logged first
     assert len(lines) == 1
     text = lines[0].getMessage()
     session = proxy.store.find_session("logged")

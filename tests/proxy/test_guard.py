@@ -114,3 +114,21 @@ def test_serve_refuses_to_forward_to_itself(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "memlane's own address" in result.output
     assert "listening" not in result.output
+
+
+def test_serve_refuses_an_anthropic_upstream_at_its_own_address(tmp_path: Path) -> None:
+    args = [
+        "--home",
+        str(tmp_path),
+        "serve",
+        "--port",
+        "8124",
+        "--upstream",
+        "http://127.0.0.1:9/v1",
+    ]
+    result = CliRunner().invoke(
+        app, [*args, "--anthropic-upstream", "http://localhost:8124"], env={"OPENAI_BASE_URL": ""}
+    )
+    assert result.exit_code == 1
+    assert "MEMLANE_ANTHROPIC_UPSTREAM_URL" in result.output
+    assert "listening" not in result.output

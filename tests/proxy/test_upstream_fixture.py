@@ -13,11 +13,12 @@ from tests.support.upstream import (
     Reply,
     ScriptedUpstream,
     ToolCallSpec,
+    closing,
 )
 
 
 def client(upstream: ScriptedUpstream) -> openai.OpenAI:
-    return openai.OpenAI(base_url=upstream.url, api_key="sk-test", max_retries=0)
+    return closing(openai.OpenAI(base_url=upstream.url, api_key="sk-test", max_retries=0))
 
 
 def test_chat_echo_and_recording(upstream: ScriptedUpstream) -> None:

@@ -324,3 +324,50 @@ def test_a_worker_that_fails_to_start_stops_the_whole_serve(
     assert served.process.wait(60) == 1
     assert "worker 1 failed to start (was killed by SIGKILL)" in served.text
     assert not pid_alive(first[0])  # the supervisor stopped the other one too
+
+
+def test_an_mcp_session_is_served_whichever_worker_its_requests_reach(
+    tmp_path: Path, upstream: ScriptedUpstream, started: list[Served]
+) -> None:
+    """A client of the session-based MCP protocol (2025-06-18: initialize, then requests
+    carrying `Mcp-Session-Id`), each request on a new connection: no worker may keep the
+    session to itself."""
+    from memlane.files import admin_token
+
+    served = serve_workers(tmp_path / "home", upstream.url, 2)
+    started.append(served)
+    version = "2025-06-18"
+    headers = {
+        "authorization": f"Bearer {admin_token.read(served.home)}",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": version,
+    }
+    url = f"{served.url}/mcp"
+    hello = {
+        "protocolVersion": version,
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
+    first = httpx.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello},
+        headers=headers,
+        timeout=30,
+    )
+    assert first.status_code == 200, first.text
+    if "mcp-session-id" in first.headers:
+        headers["mcp-session-id"] = first.headers["mcp-session-id"]
+    done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert httpx.post(url, json=done, headers=headers, timeout=30).status_code == 202
+    for number in range(1, 13):
+        listed = httpx.post(
+            url,
+            json={"jsonrpc": "2.0", "id": number, "method": "tools/list"},
+            headers=headers,
+            timeout=30,
+        )
+        assert listed.status_code == 200, listed.text
+        assert "memory_search" in listed.text
+    answered = set(re.findall(r"\[worker (\d+)\] POST /mcp", served.text))
+    assert answered == {"0", "1"}, served.text
+    assert served.stop() == 0

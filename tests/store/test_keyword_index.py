@@ -262,3 +262,39 @@ def test_ties_come_oldest_first_as_in_fts5(tmp_path: Path, limit: int) -> None:
     hits = store.keyword_search("same", SearchFilter(), limit=limit)
     assert [h.ref for h in hits] == [f"f{i}" for i in range(limit)]
     store.close()
+
+
+def test_a_scoped_search_reads_only_its_scopes_and_still_ranks_as_fts5(tmp_path: Path) -> None:
+    """Many scopes, entries moved between scopes and deleted: a search limited to a few
+    scopes ranks exactly as FTS5 over those scopes' active documents."""
+    store = SQLiteStore(tmp_path / "memlane.db")
+    for i, text in enumerate(sentences(5, 600)):
+        store.put_fact(fact(f"f{i}", text, scope=f"scope{i % 30}"))
+    store.keyword_search("w0", SearchFilter(scopes=("scope1",)), limit=5)  # a cached mask
+    for i, text in enumerate(sentences(6, 40)):
+        store.put_fact(fact(f"f{i}", text, scope=f"scope{(i + 1) % 30}"))  # moved, rewritten
+    for i in range(40, 60):
+        store.delete_fact(f"f{i}")
+
+    def expected(query: str, scopes: tuple[str, ...]) -> list[tuple[str, float]]:
+        words = analysis.query_terms(query)
+        match = "terms: (" + " OR ".join(f'"{w}"' for w in words) + ")"
+        with sqlite3.connect(store.path) as raw:
+            rows = raw.execute(
+                f"""SELECT d.rowid, d.ref, -bm25(docs_fts, 1.0, 0.0) FROM docs_fts
+                    JOIN docs d ON d.rowid = docs_fts.rowid
+                    WHERE docs_fts MATCH ? AND d.active = 1
+                      AND d.scope IN ({", ".join("?" for _ in scopes)})""",
+                (match, *scopes),
+            ).fetchall()
+        raw.close()
+        rows.sort(key=lambda r: (-r[2], r[0]))
+        return [(ref, round(score, 9)) for _, ref, score in rows[:25]]
+
+    for scopes in [("scope1",), ("scope1", "scope2", "scope29"), ("scope7", "nowhere")]:
+        flt = SearchFilter(kinds=("fact",), scopes=scopes)
+        for query in QUERIES:
+            found = [(h.ref, round(h.score, 9)) for h in store.keyword_search(query, flt, limit=25)]
+            assert found == expected(query, scopes), (scopes, query)
+            assert {h.scope for h in store.keyword_search(query, flt, limit=25)} <= set(scopes)
+    store.close()

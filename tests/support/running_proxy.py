@@ -10,6 +10,7 @@
   overrides (e.g. `admin_token="t"`, `spec_mode=True`, `upstream_timeout=1.0`), or
   `proxy_factory(runtime=rt)` with your own `Runtime` (a scripted LLM, another store).
   Every proxy it started is stopped at the end of the test.
+- `closing(client)` — an SDK client (`openai.OpenAI`, …) closed when the test ends.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 import uvicorn
@@ -28,6 +29,25 @@ from tests.support.loopback import Served, serve
 
 if TYPE_CHECKING:
     from tests.support.upstream import ScriptedUpstream
+
+
+T = TypeVar("T")
+SDK_CLIENTS: list[Any] = []
+"""Clients a test made, closed after it."""
+
+
+def closing(client: T) -> T:
+    """`client`, closed when the test ends: a pooled socket left for the garbage collector
+    warns (an error under this suite's settings) in whichever later test it is collected."""
+    SDK_CLIENTS.append(client)
+    return client
+
+
+@pytest.fixture(autouse=True)
+def _close_sdk_clients() -> Iterator[None]:
+    yield
+    while SDK_CLIENTS:
+        SDK_CLIENTS.pop().close()
 
 
 @dataclass

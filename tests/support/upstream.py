@@ -75,7 +75,7 @@ from tests.support.openai_render import (
     response_object,
     response_output,
 )
-from tests.support.running_proxy import ProxyFactory, RunningProxy, start_proxy
+from tests.support.running_proxy import ProxyFactory, RunningProxy, closing, start_proxy
 from tests.support.scripted import (
     ContextLengthExceeded,
     CutStream,
@@ -104,6 +104,7 @@ __all__ = [
     "ToolCallSpec",
     "chat_chunks",
     "chat_completion",
+    "closing",
     "response_events",
     "response_object",
     "response_output",
@@ -187,7 +188,7 @@ class ScriptedUpstream:
         body = await request.body()
         try:
             parsed: Any = json.loads(body) if body else None
-        except ValueError:
+        except (ValueError, RecursionError):  # a body too deep to read is recorded as bytes
             parsed = None
         recorded = RecordedRequest(
             method=request.method,

@@ -43,7 +43,11 @@ class Lazy:
 
 
 COMMANDS: dict[str, Lazy] = {
-    "serve": Lazy("memlane.cli.serve", "serve", "Run the OpenAI-compatible memory proxy."),
+    "serve": Lazy(
+        "memlane.cli.serve",
+        "serve",
+        "Run the memory proxy (OpenAI Chat Completions and Responses, Anthropic Messages).",
+    ),
     "chat": Lazy(
         "memlane.cli.chat", "chat", "Talk to the upstream model through memlane, in the terminal."
     ),
@@ -72,6 +76,11 @@ COMMANDS: dict[str, Lazy] = {
     ),
     "store": Lazy(
         "memlane.cli.store_cmd", "app", "Inspect the store and copy it between backends."
+    ),
+    "mcp": Lazy(
+        "memlane.cli.mcp_cmd",
+        "mcp",
+        "Serve memlane's memory and session tools to an MCP client on stdio.",
     ),
 }
 

@@ -8,7 +8,9 @@ path's `search` under each configuration:
   context-expanded turns, then recency; no model);
 - `hybrid`: the same with dense retrieval on (`memory_dense = "on"`: your embedder,
   score fusion, MMR);
-- `bm25` and `dense`: the plain first-stage lists, as baselines.
+- `bm25` and `dense`: the plain first-stage lists, as baselines;
+- `plain`: BM25 over each turn alone (no date, no neighbours), in a store of its
+  own: the baseline the context-expanded documents are measured against.
 
 Figures are printed per category, per conversation, with each configuration's
 query time (p50 / p95 ms of the `search` call).
@@ -45,12 +47,13 @@ app = typer.Typer(
 )
 
 
-Config = Literal["default", "hybrid", "bm25", "dense"]
+Config = Literal["default", "hybrid", "bm25", "dense", "plain"]
 METHODS: dict[str, Method] = {
     "default": "memlane",
     "hybrid": "memlane",
     "bm25": "bm25",
     "dense": "dense",
+    "plain": "bm25",
 }
 
 
@@ -66,7 +69,8 @@ def retrieval(
     configs: Annotated[
         list[str] | None,
         typer.Option(
-            "--config", help="default, hybrid, bm25 or dense (repeatable; default: all four)."
+            "--config",
+            help="default, hybrid, bm25, dense or plain (repeatable; default: all five).",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
@@ -90,17 +94,22 @@ def retrieval(
         home = Path(folder)
         scratch = settings.model_copy(update={"home": home, "store_url": None, "memory_git": False})
         store = SQLiteStore(home / "memlane.db")
+        baseline = SQLiteStore(home / "plain.db")
         rt = Runtime(scratch, store)
         try:
-            results = asyncio.run(_measure(rt, conversations, ks, chosen, questions))
+            results = asyncio.run(
+                _measure(rt, Runtime(scratch, baseline), conversations, ks, chosen, questions)
+            )
         finally:
             store.close()
+            baseline.close()
     if as_json:
         print_json({"configs": [{"config": name, **r.as_json()} for name, r in results]})
         return
     for name, result in results:
         console.print(_table(name, result))
     if len(results) > 1:
+        console.print(_by_category(results))
         console.print(_summary(results))
 
 
@@ -114,6 +123,7 @@ def _variant(rt: Runtime, config: str) -> Runtime:
 
 async def _measure(
     rt: Runtime,
+    plain: Runtime,
     conversations: list[Conversation],
     ks: tuple[int, ...],
     configs: list[str],
@@ -129,14 +139,22 @@ async def _measure(
             rt, conversations, lambda done: bar.update(indexing, completed=done), embed=dense
         )
         bar.update(indexing, completed=turns)
+        if "plain" in configs:
+            await ingest(plain, conversations, alone=True)
         for config in configs:
             asking = bar.add_task(f"asking questions ({config})", total=questions)
 
             def advance(done: int, task: TaskID = asking) -> None:
                 bar.update(task, completed=done)
 
+            alone = config == "plain"
             result = await evaluate(
-                _variant(rt, config), conversations, ks=ks, method=METHODS[config], progress=advance
+                plain if alone else _variant(rt, config),
+                conversations,
+                ks=ks,
+                method=METHODS[config],
+                alone=alone,
+                progress=advance,
             )
             result.turns = count
             results.append((config, result))
@@ -173,4 +191,19 @@ def _summary(results: list[tuple[str, EvalResult]]) -> Table:
         mean = result.overall.mean()
         timing = f"{result.latency(0.5):.2f} / {result.latency(0.95):.2f}"
         table.add_row(name, *(f"{mean.get(n, 0.0):.3f}" for n in names), timing)
+    return table
+
+
+def _by_category(results: list[tuple[str, EvalResult]]) -> Table:
+    """One line per configuration: each category's recall at the largest k."""
+    first = results[0][1]
+    top = f"recall@{first.ks[-1]}"
+    categories = sorted(first.by_category)
+    table = Table(title=f"{top} per category, side by side")
+    table.add_column("config")
+    for category in categories:
+        table.add_column(CATEGORIES.get(category, str(category)), justify="right")
+    for name, result in results:
+        cells = [f"{result.by_category[c].mean().get(top, 0.0):.3f}" for c in categories]
+        table.add_row(name, *cells)
     return table

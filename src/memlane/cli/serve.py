@@ -21,6 +21,13 @@ def serve(
     upstream: Annotated[
         str | None, typer.Option("--upstream", help="Upstream OpenAI-compatible base URL.")
     ] = None,
+    anthropic_upstream: Annotated[
+        str | None,
+        typer.Option(
+            "--anthropic-upstream",
+            help="Anthropic-compatible base URL for /v1/messages (Claude Code).",
+        ),
+    ] = None,
     harness_root: Annotated[
         Path | None,
         typer.Option("--harness-root", help="Folder whose AGENTS.md is pinned in every session."),
@@ -36,7 +43,7 @@ def serve(
         typer.Option("--spec-mode/--no-spec-mode", help="Ask for a spec before code changes."),
     ] = None,
 ) -> None:
-    """Run the OpenAI-compatible memory proxy."""
+    """Run the memory proxy (OpenAI Chat Completions and Responses, Anthropic Messages)."""
     cli = state(ctx)
     cli.overrides.update(
         {
@@ -44,6 +51,7 @@ def serve(
             "port": port,
             "workers": workers,
             "upstream_url": upstream,
+            "anthropic_upstream_url": anthropic_upstream,
             "harness_root": harness_root,
             "scaffold_clients": scaffold_clients,
             "spec_mode": spec_mode,

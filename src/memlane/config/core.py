@@ -44,6 +44,16 @@ class CoreSettings(BaseModel):
         default=None,
         description="Key sent upstream when the client sends none. Never stored or logged.",
     )
+    anthropic_upstream_url: str = Field(
+        default="https://api.anthropic.com",
+        description="Anthropic-compatible base URL (no /v1) that /v1/messages requests "
+        "(Claude Code, the anthropic SDK) are forwarded to.",
+    )
+    anthropic_api_key: SecretStr | None = Field(
+        default=None,
+        description="Key sent as x-api-key to the Anthropic upstream when the client sends "
+        "none. Never stored or logged.",
+    )
     upstream_timeout: float = Field(
         default=600.0, gt=0, description="Seconds to wait for the upstream before failing."
     )
@@ -108,7 +118,13 @@ class CoreSettings(BaseModel):
         "models it does not know, e.g. local ones); or force one encoding for every model.",
     )
 
-    @field_validator("upstream_url", "embedding_base_url", "llm_base_url", "summary_base_url")
+    @field_validator(
+        "upstream_url",
+        "anthropic_upstream_url",
+        "embedding_base_url",
+        "llm_base_url",
+        "summary_base_url",
+    )
     @classmethod
     def _endpoint(cls, value: str | None) -> str | None:
         return http_url(value)

@@ -16,11 +16,18 @@ from memlane.config.governance import GovernanceSettings
 from memlane.config.memory import MemorySettings
 from memlane.config.proxy import ProxySettings
 from memlane.config.sessions import SessionsSettings
+from memlane.config.tools import ToolsSettings
 from memlane.config.ui import UISettings
 
 
 class Settings(
-    CoreSettings, ProxySettings, GovernanceSettings, MemorySettings, SessionsSettings, UISettings
+    CoreSettings,
+    ProxySettings,
+    GovernanceSettings,
+    MemorySettings,
+    SessionsSettings,
+    ToolsSettings,
+    UISettings,
 ):
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -11,6 +11,7 @@ from memlane.engine.memory.ingest import schedule_ingest
 from memlane.engine.memory.recall import recall_for_turn
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import history
+from memlane.engine.sessions.children import open_session
 from memlane.engine.sessions.indexing import schedule_index
 from memlane.engine.sessions.lifecycle import title_from_prompt
 from memlane.engine.sessions.references import has_references, resolve_references
@@ -20,6 +21,9 @@ from memlane.store import NewMessage, SyncResult
 from memlane.types import Message
 
 log = logging.getLogger("memlane.pipeline")
+
+EVENT_CACHE_USAGE = "usage.cache"
+"""Per answer, the prompt tokens the upstream read from and wrote to its prompt cache."""
 
 
 async def prepare(rt: Runtime, turn: Turn) -> Prepared:
@@ -83,7 +87,9 @@ def store_incoming(rt: Runtime, turn: Turn) -> None:
         return
     store = rt.store
     if turn.session is None:
-        turn.session = store.ensure_session(turn.key, namespace=turn.namespace)
+        turn.session = open_session(
+            store, turn.key, namespace=turn.namespace, parent_key=turn.parent_key
+        )
     remember_identity(rt, turn)
     client = [m for m in turn.messages if m.origin == "client"]
     turn.server_history = history.wanted(rt, turn) and not history.carries_history(rt, turn)
@@ -143,4 +149,10 @@ def store_answer(rt: Runtime, turn: Turn, answer: Answer) -> None:
         completion_tokens=answer.completion_tokens,
         cost_usd=turnlog.turn_cost(rt.settings, answer.prompt_tokens, answer.completion_tokens),
     )
+    if answer.cache_read_tokens or answer.cache_creation_tokens:
+        store.add_event(
+            session_id,
+            EVENT_CACHE_USAGE,
+            {"read": answer.cache_read_tokens, "created": answer.cache_creation_tokens},
+        )
     turnlog.record_turn(store, rt.settings, turn, answer)

@@ -27,7 +27,7 @@ from memlane.engine.background import Background
 from memlane.store import Store
 from memlane.store.urls import StoreKind, store_kind
 from memlane.text.embeddings import Embedder
-from memlane.text.llm import LLM
+from memlane.text.llm import LLM, ClientPool
 from memlane.text.tokens import Tokenizer
 
 if TYPE_CHECKING:
@@ -50,6 +50,9 @@ class Runtime:
     _tokenizer: Tokenizer | None = None
     _embedder: Embedder | None = None
     _llm: LLM | None = None
+    llm_clients: ClientPool | None = None
+    """Open HTTP clients for memlane's own LLM calls, set by a long-running process (the
+    proxy) that closes them at its end; None: each call opens its own."""
     primary: bool = True
     """Whether this process does the once-per-home work: catching the memory index up
     with the files at start and watching them. False in every `serve --workers` process
@@ -91,7 +94,7 @@ class Runtime:
             return self._llm
         from memlane.text.factory import make_llm
 
-        return make_llm(self.settings)
+        return make_llm(self.settings, clients=self.llm_clients)
 
     @cached_property
     def summary_llm(self) -> LLM:
@@ -101,7 +104,7 @@ class Runtime:
             return self.llm
         from memlane.text.factory import SUMMARY_PURPOSE, make_llm
 
-        return make_llm(self.settings, purpose=SUMMARY_PURPOSE)
+        return make_llm(self.settings, purpose=SUMMARY_PURPOSE, clients=self.llm_clients)
 
     def summary_model(self, request_model: str | None = None) -> str | None:
         """The model of the cheap calls: `summary_model`, `llm_model`, the request's."""

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
+from memlane.store.write_gate import mark_background_thread
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -46,7 +48,11 @@ def _background_pool() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(BACKGROUND_THREADS, thread_name_prefix="memlane-bg")
+            _pool = ThreadPoolExecutor(
+                BACKGROUND_THREADS,
+                thread_name_prefix="memlane-bg",
+                initializer=mark_background_thread,  # the store lets requests write first
+            )
         return _pool
 
 

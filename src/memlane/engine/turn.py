@@ -69,6 +69,11 @@ class Turn:
     """(tokens forwarded, the budget's limit, compacted now): what governance did, for the
     `X-Memlane-Context` response header."""
     notes: list[str] = field(default_factory=list)
+    parent_key: str | None = None
+    """A subagent's turn: its session is created as a child of this one's."""
+    window_model: str = ""
+    """The model name the window is looked up by, when not `model` (Anthropic's 1M-context
+    beta: `<model>[1m]`)."""
     client: str = ""
     """The client's name and version (its User-Agent's first word), for people to read."""
     governed_tokens: tuple[int, int] | None = None
@@ -96,6 +101,12 @@ class Answer:
     response_id: str | None = None
     """The upstream's id for this answer (Responses), so a later `previous_response_id`
     can be resolved from memlane's own store."""
+    cache_read_tokens: int = 0
+    """Prompt tokens the upstream read from its prompt cache (Anthropic), part of
+    `prompt_tokens`."""
+    cache_creation_tokens: int = 0
+    """Prompt tokens the upstream wrote to its prompt cache (Anthropic), part of
+    `prompt_tokens`."""
 
 
 @dataclass(frozen=True, slots=True)

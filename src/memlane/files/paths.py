@@ -34,3 +34,15 @@ def session_dir(sessions_root: Path, key: str) -> Path:
     if path.parent != sessions_root or path.name in {"", ".", ".."}:
         raise ValueError(f"session folder escapes {sessions_root}")
     return path
+
+
+def repository_root(start: Path) -> Path | None:
+    """The nearest folder at or above `start` holding `.git` (a work tree), or None.
+
+    Read from the file system alone: no `git` process is started.
+    """
+    folder = start.resolve()
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None

@@ -1,4 +1,4 @@
-"""The ASGI application: OpenAI-compatible routes, pass-through, health, memlane's admin API.
+"""The ASGI application: OpenAI and Anthropic routes, pass-through, health, the admin API.
 
 `create_app(settings)` opens the store in the lifespan; tests and the server
 pass `runtime=` to share one they built (a scripted LLM, a store to inspect).
@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
-from typing import get_args
+from collections.abc import AsyncIterator, Callable
+from typing import Any, cast, get_args
 
 import httpx
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -22,7 +22,7 @@ from memlane.engine.memory.lifecycle import start_memory, stop_memory
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.indexing import startup_warnings
 from memlane.files import admin_token
-from memlane.proxy import admin, governance_routes, sessions_routes, status
+from memlane.proxy import admin, governance_routes, messages, sessions_routes, status
 from memlane.proxy.access import AccessLog
 from memlane.proxy.errors import ProxyError, install_handlers
 from memlane.proxy.forward import Upstream, relayed_headers
@@ -32,6 +32,7 @@ from memlane.proxy.status import publish_activity
 from memlane.proxy.turns import read_body, serve_model
 from memlane.proxy.warmup import warm_up
 from memlane.proxy.wire import CHAT, RESPONSES
+from memlane.text.llm import ClientPool
 from memlane.text.tokens import EncodingName, get_tokenizer
 
 log = logging.getLogger("memlane.proxy")
@@ -68,20 +69,27 @@ def create_app(
             from memlane.store import open_store
 
             rt = Runtime(settings, await asyncio.to_thread(open_store, settings))
+        if rt.llm_clients is None:  # memlane's own LLM calls reuse one client, closed below
+            rt.llm_clients = ClientPool(settings.llm_timeout)
+        clients = rt.llm_clients
         await asyncio.to_thread(load_tokenizers, rt)  # load once, never on a request
         if rt.primary:  # said once, however many workers serve
             for warning in startup_warnings(settings):
                 log.warning("%s", warning)
         upstream = Upstream(settings, transport=transport)
+        anthropic = Upstream(settings, transport=transport, provider="anthropic")
         configured = settings.admin_token.get_secret_value() if settings.admin_token else None
         token = await asyncio.to_thread(admin_token.ensure, settings.home_path, configured)
-        app.state.proxy = ProxyState(settings, rt, upstream, admin_token=token, worker=worker)
+        app.state.proxy = ProxyState(
+            settings, rt, upstream, admin_token=token, anthropic=anthropic, worker=worker
+        )
         await start_memory(rt)  # files -> index catch-up (background), optional watcher
         rt.background.spawn(warm_up(rt), name="warm-up")  # embedder + vector cache
         if worker is not None:  # what `memlane status` adds up across the workers
             rt.background.start_service(publish_activity(rt, worker), name="worker-activity")
         try:
-            yield
+            async with mcp_running():
+                yield
         finally:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(SHUTDOWN_DRAIN_SECONDS):
@@ -91,6 +99,8 @@ def create_app(
                 log.warning("stopped %d background task(s) still running at shutdown", cancelled)
             await stop_memory(rt)  # commits what is queued
             await upstream.aclose()
+            await anthropic.aclose()
+            await clients.aclose()
             del app.state.proxy
             if runtime is None:
                 rt.close()
@@ -98,8 +108,9 @@ def create_app(
     app = FastAPI(
         title="memlane",
         version=__version__,
-        description="OpenAI-compatible memory proxy: stores every turn, keeps requests inside "
-        "the model's window, and injects what the model should remember.",
+        description="Memory proxy for OpenAI-compatible and Anthropic clients: stores every "
+        "turn, keeps requests inside the model's window, and injects what the model should "
+        "remember.",
         lifespan=lifespan,
     )
     install_handlers(app)
@@ -108,6 +119,13 @@ def create_app(
         state = getattr(app.state, "proxy", None)
         return state.runtime if isinstance(state, ProxyState) else None
 
+    def live_state() -> ProxyState:
+        state = getattr(app.state, "proxy", None)
+        if not isinstance(state, ProxyState):
+            raise RuntimeError("memlane is starting or stopping")
+        return state
+
+    mcp_running = mount_mcp(app, settings, live_state)
     app.add_middleware(AccessLog, runtime_of=current_runtime)
     app.add_middleware(Guard, settings=settings)  # outermost: refusals touch nothing
 
@@ -124,6 +142,22 @@ def create_app(
     @app.post("/v1/responses", tags=["proxy"], summary="Responses, through memory")
     async def responses(request: Request, state: ProxyState = Depends(proxy_state)) -> Response:
         return await serve_model(state, request, RESPONSES)
+
+    @app.post("/v1/messages", tags=["proxy"], summary="Anthropic Messages, through memory")
+    async def anthropic_messages(
+        request: Request, state: ProxyState = Depends(proxy_state)
+    ) -> Response:
+        return await messages.serve_messages(state, request)
+
+    @app.post(
+        "/v1/messages/count_tokens",
+        tags=["proxy"],
+        summary="Anthropic token count (passed through; memlane counts if the upstream cannot)",
+    )
+    async def anthropic_count_tokens(
+        request: Request, state: ProxyState = Depends(proxy_state)
+    ) -> Response:
+        return await messages.count_tokens(state, request)
 
     @app.get("/v1/models", tags=["proxy"], summary="The upstream's models (passed through)")
     async def models(request: Request, state: ProxyState = Depends(proxy_state)) -> Response:
@@ -145,6 +179,24 @@ def create_app(
         return await pass_through(state, request, path)
 
     return app
+
+
+def mount_mcp(
+    app: FastAPI, settings: Settings, state: Callable[[], ProxyState]
+) -> Callable[[], contextlib.AbstractAsyncContextManager[None]]:
+    """Serve the MCP server at `/mcp` (unless `mcp_enabled` is off); returns what the
+    lifespan enters to run its session manager."""
+    if not settings.mcp_enabled:
+        return contextlib.nullcontext
+    from memlane.proxy.mcp_route import PATH, MCPRoute
+
+    route = MCPRoute(
+        settings, runtime_of=lambda: state().runtime, token_of=lambda: state().admin_token
+    )
+    # A Route whose endpoint is not a function serves it as a plain ASGI app.
+    endpoint = cast(Any, route)
+    app.add_route(PATH, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+    return route.running
 
 
 async def pass_through(state: ProxyState, request: Request, path: str) -> Response:

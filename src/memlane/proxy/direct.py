@@ -23,6 +23,10 @@ MEDIA_SSE = "text/event-stream"
 
 def direct_response(wire: Wire, model: str, text: str, *, stream: bool) -> Response:
     """`text` as the assistant's complete answer, in `wire`, streamed or not."""
+    if wire == "anthropic":
+        if stream:
+            return StreamingResponse(_anthropic_events(model, text), media_type=MEDIA_SSE)
+        return Response(dumps(_anthropic_message(model, text)), media_type="application/json")
     if wire == "responses":
         if stream:
             return StreamingResponse(_responses_events(model, text), media_type=MEDIA_SSE)
@@ -122,3 +126,35 @@ def _responses_events(model: str, text: str) -> Iterator[bytes]:
     for sequence, (name, data) in enumerate(events):
         payload = {"type": name, "sequence_number": sequence, **data}
         yield f"event: {name}\n".encode() + b"data: " + dumps(payload) + b"\n\n"
+
+
+def _anthropic_message(model: str, text: str, *, content: bool = True) -> dict[str, Any]:
+    return {
+        "id": f"msg_memlane_{uuid.uuid4().hex}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": text}] if content else [],
+        "stop_reason": "end_turn" if content else None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+    }
+
+
+def _anthropic_events(model: str, text: str) -> Iterator[bytes]:
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"message": _anthropic_message(model, text, content=False)}),
+        ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+        ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": text}}),
+        ("content_block_stop", {"index": 0}),
+        (
+            "message_delta",
+            {
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 0},
+            },
+        ),
+        ("message_stop", {}),
+    ]
+    for name, data in events:
+        yield f"event: {name}\n".encode() + b"data: " + dumps({"type": name, **data}) + b"\n\n"

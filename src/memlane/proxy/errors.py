@@ -1,4 +1,8 @@
-"""Errors the proxy answers with, always as an OpenAI error object with the right status."""
+"""Errors the proxy answers with, in the client's own format with the right status.
+
+Anthropic routes (`/v1/messages…`) get Anthropic's error object, every other route
+OpenAI's, whichever part of memlane refused the request.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from memlane.proxy.wire.anthropic import PREFIX as ANTHROPIC_PREFIX
+from memlane.proxy.wire.anthropic import anthropic_error, error_type
 from memlane.proxy.wire.base import openai_error
+
+
+def error_payload(
+    path: str, status: int, message: str, *, type: str, code: str | None, param: str | None
+) -> dict[str, object]:
+    """The error body for a request to `path`: Anthropic's shape on its routes, else OpenAI's."""
+    if path.startswith(ANTHROPIC_PREFIX):
+        return anthropic_error(message, error_type(status, type, code))
+    return openai_error(message, type=type, code=code, param=param)
 
 
 class ProxyError(Exception):
@@ -29,29 +44,31 @@ class ProxyError(Exception):
         self.code = code
         self.param = param
 
-    def response(self) -> JSONResponse:
-        body = openai_error(self.message, type=self.type, code=self.code, param=self.param)
+    def response(self, path: str = "") -> JSONResponse:
+        body = error_payload(
+            path, self.status, self.message, type=self.type, code=self.code, param=self.param
+        )
         return JSONResponse(body, status_code=self.status)
 
 
 def install_handlers(app: FastAPI) -> None:
-    """Make FastAPI's own errors (404, validation, …) speak OpenAI's error format too."""
+    """Make FastAPI's own errors (404, validation, …) speak the client's error format too."""
 
     async def proxy_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ProxyError)
-        return exc.response()
+        return exc.response(request.url.path)
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
         kind = "not_found" if exc.status_code == 404 else "invalid_request_error"
-        return ProxyError(exc.status_code, str(exc.detail), type=kind).response()
+        return ProxyError(exc.status_code, str(exc.detail), type=kind).response(request.url.path)
 
     async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or None
         message = f"{where}: {first.get('msg', 'invalid')}" if where else "invalid request"
-        return ProxyError(422, message, param=where).response()
+        return ProxyError(422, message, param=where).response(request.url.path)
 
     app.add_exception_handler(ProxyError, proxy_error)
     app.add_exception_handler(HTTPException, http_error)

@@ -6,6 +6,7 @@ import itertools
 import socket
 from collections.abc import Iterable, Mapping
 from http.cookiejar import CookieJar, DefaultCookiePolicy
+from typing import Literal
 
 import httpx
 
@@ -44,16 +45,33 @@ def _client(timeout: httpx.Timeout, transport: httpx.AsyncBaseTransport) -> http
     return httpx.AsyncClient(timeout=timeout, transport=transport, cookies=no_cookies)
 
 
+Provider = Literal["openai", "anthropic"]
+
+
 class Upstream:
     """`httpx.AsyncClient`s per app: connections to the upstream are kept and reused.
 
     An injected transport (tests) gets one client; otherwise `POOL_SHARDS` clients,
-    each with its own pool, take requests in turn.
+    each with its own pool, take requests in turn. `provider` says which configured
+    upstream this is: the OpenAI-compatible one (`upstream_url`, a Bearer key) or the
+    Anthropic one (`anthropic_upstream_url`, an `x-api-key`); neither ever gets the
+    other's key.
     """
 
-    def __init__(self, settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None):
-        self.base = settings.upstream_url.rstrip("/")
-        self._key = settings.upstream_api_key
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        provider: Provider = "openai",
+    ):
+        self.provider = provider
+        if provider == "anthropic":
+            self.base = settings.anthropic_upstream_url.rstrip("/")
+            self._key = settings.anthropic_api_key
+        else:
+            self.base = settings.upstream_url.rstrip("/")
+            self._key = settings.upstream_api_key
         timeout = httpx.Timeout(
             settings.upstream_timeout, connect=min(10.0, settings.upstream_timeout)
         )
@@ -74,18 +92,22 @@ class Upstream:
     def headers(self, incoming: Iterable[tuple[str, str]]) -> httpx.Headers:
         """The client's headers minus memlane's own and per-connection ones.
 
-        The client's Authorization goes upstream as sent (never stored or logged);
-        the configured upstream key is used only when the client sent none. A value
-        that is not ASCII goes as the very bytes the client sent (httpx refuses such
-        text; HTTP allows the bytes).
+        The client's Authorization (or `x-api-key`) goes upstream as sent (never stored or
+        logged); the configured upstream key is used only when the client sent none. A value
+        that is not ASCII goes as the very bytes the client sent (httpx refuses such text;
+        HTTP allows the bytes).
         """
         out = {
             name: value
             for name, value in incoming
             if name not in h.HOP_BY_HOP and not name.startswith(h.PREFIX)
         }
-        if "authorization" not in out and self._key is not None and self._key.get_secret_value():
-            out["authorization"] = f"Bearer {self._key.get_secret_value()}"
+        key = self._key.get_secret_value() if self._key is not None else ""
+        if key and "authorization" not in out:
+            if self.provider == "openai":
+                out["authorization"] = f"Bearer {key}"
+            elif "x-api-key" not in out:
+                out["x-api-key"] = key
         out["accept-encoding"] = "identity"
         out["via"] = with_via(out.get("via"))
         # Starlette decoded each header as Latin-1: encoding it so gives the client's bytes.

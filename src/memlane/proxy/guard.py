@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from memlane.config import Settings
+from memlane.proxy.errors import error_payload
 
 VIA_TOKEN = f"memlane-{uuid.uuid4().hex[:12]}"
 """This process's forwarding marker: what it adds to the `Via` header of what it forwards."""
@@ -33,7 +34,7 @@ VIA_VALUE = f"1.1 {VIA_TOKEN}"
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 JSON_TYPES = ("application/json",)
-JSON_ROUTES = ("/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/memlane/")
+JSON_ROUTES = ("/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/memlane/", "/mcp")
 """memlane's own JSON routes; other `/v1/*` routes are passed through as the client sent them
 (a browser's cross-site POST to those carries an Origin, which is checked)."""
 WILDCARD_BINDS = frozenset({"0.0.0.0", "::", ""})
@@ -140,16 +141,11 @@ class Guard:
             await self.app(scope, receive, send)
             return
         status, code, message = refusal
-        body = json.dumps(
-            {
-                "error": {
-                    "message": message,
-                    "type": "invalid_request_error",
-                    "param": None,
-                    "code": code,
-                }
-            }
-        ).encode()
+        path = str(scope.get("path", ""))
+        payload = error_payload(
+            path, status, message, type="invalid_request_error", code=code, param=None
+        )
+        body = json.dumps(payload).encode()
         await send(
             {
                 "type": "http.response.start",

@@ -10,8 +10,17 @@ REPO = "x-memlane-repo"
 TODO = "x-memlane-todo"
 SPEC_MODE = "x-memlane-spec-mode"
 EPHEMERAL = "x-memlane-ephemeral"
+TOOLS = "x-memlane-tools"
+TOOLS_FLAG = TOOLS.removeprefix(PREFIX)
 
 SESSION_FALLBACKS = ("x-session-id",)
+
+CLAUDE_SESSION = "x-claude-code-session-id"
+"""Claude Code's conversation id (the same across `--continue` and `--resume`)."""
+CLAUDE_AGENT = "x-claude-code-agent-id"
+"""Set on a Claude Code subagent's calls: they get a child session of the conversation's."""
+CLAUDE_PARENT_AGENT = "x-claude-code-parent-agent-id"
+"""A nested subagent's parent agent: its child session hangs under that agent's."""
 REPO_FALLBACKS = ("x-repo-path", "x-workspace-root", "x-project-root")
 
 MEMLANE_HEADERS: dict[str, str] = {
@@ -20,10 +29,27 @@ MEMLANE_HEADERS: dict[str, str] = {
     "X-Memlane-Todo": "Store this text as the session's TODO (escaped `\\n` become line breaks).",
     "X-Memlane-Spec-Mode": "true: ask for a reviewable spec before any code change until approved.",
     "X-Memlane-Ephemeral": "true: govern and forward the request, store nothing.",
+    "X-Memlane-Tools": "memory, sessions (comma-separated), all or off: offer memlane's own "
+    "tools (memlane_memory_search, memlane_session_ask) to the model and answer its calls "
+    "(default: MEMLANE_PROXY_TOOLS).",
     "X-Memlane-History": "server: the request carries only its new messages; memlane "
     "prepends the session's working context (running summary + the rest). client: as sent.",
 }
 """Documentation of the headers, used for the README table."""
+
+CLIENT_HEADERS: dict[str, str] = {
+    "X-Claude-Code-Session-Id": "Claude Code's conversation id: the session key (after "
+    "`X-Memlane-Session`), the same across `--continue` and `--resume`.",
+    "X-Claude-Code-Agent-Id": "A Claude Code subagent's call: stored in a child session "
+    "`<key>:agent:<id>` linked to the conversation's.",
+    "X-Claude-Code-Parent-Agent-Id": "A nested subagent: its child session hangs under that "
+    "agent's.",
+    "anthropic-beta": "`context-1m-…`: the request is governed against a 1M-token window "
+    "(passed on as sent).",
+    "X-Session-Id": "Session key, after the Claude Code ones.",
+    "X-Repo-Path, X-Workspace-Root, X-Project-Root": "Namespace, after `X-Memlane-Repo`.",
+}
+"""Other clients' headers memlane reads (never strips), for the README table."""
 
 HOP_BY_HOP = frozenset(
     {

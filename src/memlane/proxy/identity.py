@@ -3,12 +3,14 @@
 The session key follows one fixed order of headers and body fields; a key too long or with control
 characters is replaced by its hash, so what is stored stays bounded (folders
 are made from keys only through `files.paths.safe_key`). Without any key the
-session is a hash of Authorization + User-Agent: the raw values are never kept.
+session is a hash of Authorization (or `x-api-key`) + User-Agent: the raw values are
+never kept. A Claude Code subagent's calls get a child session of the conversation's.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,7 +21,9 @@ from memlane.proxy import headers as h
 MAX_KEY_CHARS = 200
 """Longer keys (or namespaces) are stored as `sha256:<hex>` of the key."""
 
-_AGENTIC_UA = re.compile(r"(?<![a-z])(codex|factory-cli|droid|warp)(?![a-z])", re.IGNORECASE)
+_AGENTIC_UA = re.compile(
+    r"(?<![a-z])(codex|claude-cli|factory-cli|droid|warp)(?![a-z])", re.IGNORECASE
+)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 
@@ -32,6 +36,8 @@ class Identity:
     ephemeral: bool
     flags: Mapping[str, str] = field(default_factory=dict)
     """`X-Memlane-*` values by lower-case suffix (`todo`, `spec-mode`, …)."""
+    parent_key: str | None = None
+    """A subagent's call: the session its own session is a child of."""
 
 
 def resolve(headers: Mapping[str, str], body: Mapping[str, Any]) -> Identity:
@@ -46,6 +52,8 @@ def resolve(headers: Mapping[str, str], body: Mapping[str, Any]) -> Identity:
     key = _first(
         [
             headers.get(h.SESSION),
+            headers.get(h.CLAUDE_SESSION),
+            claude_user_session(metadata.get("user_id")),
             *(headers.get(n) for n in h.SESSION_FALLBACKS),
             body.get("prompt_cache_key"),
             metadata.get("session_id"),
@@ -53,18 +61,59 @@ def resolve(headers: Mapping[str, str], body: Mapping[str, Any]) -> Identity:
         ]
     )
     if key is None:
-        seed = f"{headers.get('authorization', '')}\n{headers.get('user-agent', '')}"
+        credential = headers.get("authorization") or headers.get("x-api-key", "")
+        seed = f"{credential}\n{headers.get('user-agent', '')}"
         key = "anon-" + hashlib.sha256(seed.encode("utf-8")).hexdigest()[:32]
     namespace = _first(
         [headers.get(h.REPO), *(headers.get(n) for n in h.REPO_FALLBACKS), metadata.get("repo")]
     )
+    root = bounded(key)
+    key, parent = _agent_keys(root, headers)
     return Identity(
-        key=bounded(key),
-        namespace=bounded(namespace) if namespace is not None else bounded(key),
+        key=key,
+        namespace=bounded(namespace) if namespace is not None else root,
         agentic=is_agentic(headers),
         ephemeral=flags.get("ephemeral", "").strip().lower() in TRUTHY,
         flags=flags,
+        parent_key=parent,
     )
+
+
+_USER_SESSION = re.compile(r"_session_([0-9A-Za-z][0-9A-Za-z-]*)$")
+
+
+def claude_user_session(user_id: Any) -> str | None:
+    """The session id inside Claude Code's `metadata.user_id`: a JSON string holding
+    `session_id` (current versions), or `user_…_account_…_session_<uuid>` (older ones).
+    Any other user id names a person, not a session."""
+    if not isinstance(user_id, str) or not user_id.strip():
+        return None
+    text = user_id.strip()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        session = data.get("session_id") if isinstance(data, dict) else None
+        return session if isinstance(session, str) and session.strip() else None
+    match = _USER_SESSION.search(text)
+    return match.group(1) if match else None
+
+
+def agent_key(root: str, agent: str) -> str:
+    """The session key of a subagent of the conversation `root`."""
+    return bounded(f"{root}:agent:{agent}")
+
+
+def _agent_keys(root: str, headers: Mapping[str, str]) -> tuple[str, str | None]:
+    """(key, parent key): a subagent's calls get their own session under the conversation's
+    (or under their parent agent's), so they are never interleaved into it."""
+    agent = _first([headers.get(h.CLAUDE_AGENT)])
+    if agent is None:
+        return root, None
+    parent_agent = _first([headers.get(h.CLAUDE_PARENT_AGENT)])
+    parent = agent_key(root, parent_agent) if parent_agent is not None else root
+    return agent_key(root, agent), parent
 
 
 def _first(candidates: list[Any]) -> str | None:
@@ -82,7 +131,8 @@ def bounded(key: str) -> str:
 
 
 def is_agentic(headers: Mapping[str, str]) -> bool:
-    """Codex, factory-cli/droid, warp (by User-Agent or Codex's `originator`), Stainless SDKs."""
+    """Codex, Claude Code, factory-cli/droid, warp (by User-Agent or Codex's `originator`),
+    Stainless SDKs (the official OpenAI and Anthropic ones)."""
     if any(name.startswith("x-stainless-") for name in headers):
         return True
     agent = f"{headers.get('user-agent', '')} {headers.get('originator', '')}"

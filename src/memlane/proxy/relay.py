@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -23,7 +23,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from memlane.proxy.wire.base import StreamAssembler
-from memlane.text.sse import SSEDecoder
+from memlane.text.sse import SSEDecoder, encode
 
 log = logging.getLogger("memlane.proxy")
 
@@ -38,6 +38,8 @@ class Outcome(enum.Enum):
 
 
 Settle = Callable[[Outcome, StreamAssembler], Awaitable[None]]
+Event = tuple[str | None, str]
+Rewrite = Callable[[list[Event]], list[Event]]
 
 
 class RelayResponse(Response):
@@ -49,7 +51,14 @@ class RelayResponse(Response):
         settle: Settle,
         error_frame: Callable[[str], bytes],
         headers: Mapping[str, str],
+        head: Sequence[bytes] = (),
+        rest: AsyncIterator[bytes] | None = None,
+        decoder: SSEDecoder | None = None,
+        rewrite: Rewrite | None = None,
     ) -> None:
+        """`head`: chunks already read from `upstream` (and fed to `assembler` through
+        `decoder`), relayed first; `rest` is the same read going on. `rewrite` changes the
+        events before they are relayed (and teed): they are sent re-encoded, not as read."""
         # Not Response.__init__: it would declare `content-length: 0` for the missing body.
         self.status_code = upstream.status_code
         self.background = None
@@ -58,6 +67,10 @@ class RelayResponse(Response):
         self.assembler = assembler
         self.settle = settle
         self.error_frame = error_frame
+        self.head = head
+        self.rest = rest
+        self.decoder = decoder or SSEDecoder()
+        self.rewrite = rewrite
         self.settled = False
         self.tee_failed = False
         """The assembler raised on an event: relaying goes on, the copy stops."""
@@ -87,21 +100,48 @@ class RelayResponse(Response):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _pump(self, send: Send) -> Outcome:
-        decoder = SSEDecoder()
+        decoder = self.decoder
+        for chunk in self.head:
+            if self.assembler.complete:
+                await self._settle(Outcome.DONE)
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
         try:
-            async for chunk in self.upstream.aiter_bytes():
-                self._tee(decoder.feed(chunk))
+            async for chunk in self.rest or self.upstream.aiter_bytes():
+                if self.rewrite is not None:
+                    chunk = self._rewritten(decoder.feed(chunk))
+                else:
+                    self._tee(decoder.feed(chunk))
                 if not self.tee_failed and self.assembler.complete:
                     await self._settle(Outcome.DONE)
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                if chunk:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except httpx.HTTPError as exc:
             reason = "timed out" if isinstance(exc, httpx.TimeoutException) else "broke off"
             frame = self.error_frame(f"the upstream stream {reason} before the answer was complete")
             await self._settle(Outcome.CUT)  # the failure is recorded before the client hears of it
             await send({"type": "http.response.body", "body": frame, "more_body": True})
             return Outcome.CUT
-        self._tee(decoder.close())
+        if self.rewrite is None:
+            self._tee(decoder.close())
+            return Outcome.DONE
+        rest = self._rewritten(decoder.close())
+        if not self.tee_failed and self.assembler.complete:
+            await self._settle(Outcome.DONE)
+        if rest:
+            await send({"type": "http.response.body", "body": rest, "more_body": True})
         return Outcome.DONE
+
+    def _rewritten(self, events: list[Event]) -> bytes:
+        """The events as changed by `rewrite`, teed and encoded; as read if it fails."""
+        assert self.rewrite is not None
+        try:
+            events = self.rewrite(events)
+        except Exception:
+            log.warning(
+                "could not rewrite an upstream stream event; relaying it as is", exc_info=True
+            )
+        self._tee(events)
+        return encode(events)
 
     def _tee(self, events: Iterable[tuple[str | None, str]]) -> None:
         """Copy events into the assembler; one that breaks it stops the copy, never the relay."""

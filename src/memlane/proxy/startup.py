@@ -86,6 +86,7 @@ def report(settings: Settings, probe: Probe, *, config_file: Path | None) -> lis
     lines = [
         f"memlane proxy listening on {base}",
         f"  upstream  {settings.upstream_url} {probe.detail}",
+        f"  anthropic {settings.anthropic_upstream_url} (for /v1/messages)",
         f"  store     {store}",
         *([f"  workers   {_workers(settings)}"] if settings.workers > 1 else []),
         f"  memory    {_memory(settings)}",
@@ -98,7 +99,11 @@ def report(settings: Settings, probe: Probe, *, config_file: Path | None) -> lis
             else []
         ),
         f"  clients   export OPENAI_BASE_URL={base}",
+        f"            export ANTHROPIC_BASE_URL=http://{settings.host}:{settings.port}",
     ]
+    if settings.mcp_enabled:
+        mcp = f"http://{settings.host}:{settings.port}/mcp"
+        lines.append(f"  mcp       {mcp} (streamable HTTP, the admin token; or `memlane mcp`)")
     if not probe.ok:
         lines.append(
             f"warning: the upstream {probe.detail}: requests will fail with 502 until it "

@@ -40,6 +40,16 @@ class ProxyState:
     """What `/v1/memlane/…` requires (configured, or generated into the home)."""
     worker: WorkerInfo | None = None
     """Set in a worker of several; None when one process serves."""
+    anthropic: Upstream | None = None
+    """The Anthropic upstream (`/v1/messages`)."""
+
+    def upstream_for(self, wire: str) -> Upstream:
+        """The upstream a wire format's requests go to (never the other one: keys differ)."""
+        if wire != "anthropic":
+            return self.upstream
+        if self.anthropic is None:
+            raise ProxyError(503, "memlane has no Anthropic upstream", type="server_error")
+        return self.anthropic
 
 
 def current_state(request: Request) -> ProxyState:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -32,10 +32,12 @@ from memlane.proxy import headers as h
 from memlane.proxy.access import SESSION_STATE
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
-from memlane.proxy.forward import relayed_headers
+from memlane.proxy.forward import Upstream, relayed_headers
 from memlane.proxy.identity import client_name, resolve
 from memlane.proxy.relay import Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
+from memlane.proxy.tool_loop import ToolLoop, offered
+from memlane.proxy.wire.anthropic import overflow_message
 from memlane.proxy.wire.base import (
     ParsedRequest,
     StreamAssembler,
@@ -94,16 +96,46 @@ def decode_json(raw: bytes) -> Any:
 
 
 async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter) -> Response:
-    # memlane's own background calls for this turn may use the client's key (never stored)
-    REQUEST_AUTHORIZATION.set(request.headers.get("authorization"))
+    raw, parsed = await read_request(state, request, adapter)
+    return await serve_parsed(state, request, adapter, raw, parsed)
+
+
+async def read_request(
+    state: ProxyState, request: Request, adapter: WireAdapter
+) -> tuple[bytes, ParsedRequest]:
+    """The body as sent, and what the wire format reads in it (a 400 when it cannot)."""
     raw = await read_body(request, state.settings.max_body_bytes)
     try:
-        parsed = adapter.parse(decode_json(raw))
+        return raw, adapter.parse(decode_json(raw))
     except WireError as exc:
         raise ProxyError(400, str(exc), param=exc.param) from None
     except RecursionError:  # decoded, yet too deep to walk (an item kept as its JSON text)
         raise ProxyError(400, TOO_DEEP, code="invalid_json") from None
+
+
+def upstream_url(upstream: Upstream, adapter: WireAdapter, request: Request) -> str:
+    """Where the request goes: the adapter's path on its upstream, with the client's query
+    string (Claude Code's `?beta=true`) as sent."""
+    url = upstream.url(adapter.path)
+    return f"{url}?{request.url.query}" if request.url.query else url
+
+
+async def serve_parsed(
+    state: ProxyState,
+    request: Request,
+    adapter: WireAdapter,
+    raw: bytes,
+    parsed: ParsedRequest,
+    *,
+    window_model: str = "",
+) -> Response:
+    upstream = state.upstream_for(adapter.wire)
+    # memlane's own background calls for this turn may use the client's key (never stored),
+    # but only a key meant for the upstream those calls go to
+    lent = request.headers.get("authorization") if upstream is state.upstream else None
+    REQUEST_AUTHORIZATION.set(lent)
     identity = resolve(request.headers, parsed.body)
+    tools = offered(state.settings.proxy_tools, identity.flags.get(h.TOOLS_FLAG))
     chained_key = await _chained_key(state, parsed)
     if chained_key is not None:  # memlane holds the conversation: send it whole
         body = {k: v for k, v in parsed.body.items() if k != PREVIOUS_RESPONSE}
@@ -122,21 +154,39 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
         continued=parsed.continued,
         chained=chained_key is not None,
         instructions=parsed.instructions,
+        parent_key=identity.parent_key,
+        window_model=window_model,
         client=client_name(request.headers),
     )
-    prepared = await _prepare(state, turn)
+    prepared = await _prepare(state, turn, adapter)
     if isinstance(prepared, DirectAnswer):  # the user is told why, as the assistant's answer
         await _finish(state, turn, prepared.answer())
         return direct_response(adapter.wire, parsed.model, prepared.text, stream=parsed.stream)
     outgoing = prepared.messages
     if turn.session is not None:
         setattr(request.state, SESSION_STATE, turn.session.id)  # for the access line
-    payload = raw if unchanged(parsed, outgoing) else dumps(adapter.render(parsed, outgoing))
-    headers = state.upstream.headers(request.headers.items())
+    headers = upstream.headers(request.headers.items())
     headers.setdefault("content-type", "application/json")
+    url = upstream_url(upstream, adapter, request)
+    if tools and adapter.wire != "anthropic":  # memlane's own tools: Chat and Responses
+        loop = ToolLoop(state, turn, adapter, parsed, tools, upstream, url, headers)
+        outgoing = await loop.with_pending(outgoing)
+        return await (loop.stream(outgoing) if parsed.stream else loop.complete(outgoing))
+    payload = raw if unchanged(parsed, outgoing) else dumps(adapter.render(parsed, outgoing))
+    call = Call(upstream, url, payload, headers)
     if parsed.stream:
-        return await _stream(state, turn, adapter, payload, headers)
-    return await _complete(state, turn, adapter, payload, headers)
+        return await _stream(state, turn, adapter, call)
+    return await _complete(state, turn, adapter, call)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request to an upstream: which, where, what, with which headers."""
+
+    upstream: Upstream
+    url: str
+    payload: bytes
+    headers: httpx.Headers
 
 
 PREVIOUS_RESPONSE = "previous_response_id"
@@ -159,12 +209,15 @@ async def _chained_key(state: ProxyState, parsed: ParsedRequest) -> str | None:
         return None
 
 
-async def _prepare(state: ProxyState, turn: Turn) -> Prepared:
+async def _prepare(state: ProxyState, turn: Turn, adapter: WireAdapter) -> Prepared:
     try:
         return await pipeline.prepare(state.runtime, turn)
     except ContextOverflow as exc:  # pre-flight: refused here, not failed upstream
         await _fail(state, turn)
-        raise ProxyError(400, str(exc), code=exc.code) from None
+        message = str(exc)
+        if adapter.wire == "anthropic":
+            message = overflow_message(exc.tokens, exc.limit, message)
+        raise ProxyError(400, message, code=exc.code) from None
     except StoreError as exc:
         log.error("store failed while preparing a turn: %s", exc)
         await _fail(state, turn)
@@ -182,8 +235,9 @@ async def _prepare(state: ProxyState, turn: Turn) -> Prepared:
 def _learn_window(state: ProxyState, turn: Turn, status: int, content: bytes) -> None:
     """An upstream `context_length_exceeded` teaches governance the model's real window."""
     rt = state.runtime
+    model = turn.window_model or turn.model
     try:
-        learn_from_upstream_error(rt.settings, rt.store, turn.model, status, content)
+        learn_from_upstream_error(rt.settings, rt.store, model, status, content)
     except StoreError as exc:
         log.warning("could not remember the window of %s: %s", turn.model, exc)
 
@@ -195,7 +249,7 @@ async def _fail(state: ProxyState, turn: Turn) -> None:
         log.exception("recording a failed turn failed")
 
 
-def _transport_error(state: ProxyState, exc: httpx.HTTPError) -> ProxyError:
+def transport_error(state: ProxyState, upstream: Upstream, exc: httpx.HTTPError) -> ProxyError:
     if isinstance(exc, httpx.TimeoutException):
         return ProxyError(
             504,
@@ -205,14 +259,13 @@ def _transport_error(state: ProxyState, exc: httpx.HTTPError) -> ProxyError:
         )
     return ProxyError(
         502,
-        f"the upstream at {state.upstream.base} could not be reached or broke off "
-        f"({type(exc).__name__})",
+        f"the upstream at {upstream.base} could not be reached or broke off ({type(exc).__name__})",
         type="upstream_error",
         code="upstream_unavailable",
     )
 
 
-def _error_response(adapter: WireAdapter, status: int, content: bytes) -> Response:
+def error_response(adapter: WireAdapter, status: int, content: bytes) -> Response:
     """The upstream's error as OpenAI's error object (relayed as is when it already is one)."""
     try:
         data = json.loads(content)
@@ -226,20 +279,18 @@ def _error_response(adapter: WireAdapter, status: int, content: bytes) -> Respon
     return Response(dumps(data), status_code=status, media_type="application/json")
 
 
-async def _complete(
-    state: ProxyState, turn: Turn, adapter: WireAdapter, payload: bytes, headers: httpx.Headers
-) -> Response:
+async def _complete(state: ProxyState, turn: Turn, adapter: WireAdapter, call: Call) -> Response:
     try:
-        upstream = await state.upstream.client.post(
-            state.upstream.url(adapter.path), content=payload, headers=headers
+        upstream = await call.upstream.client.post(
+            call.url, content=call.payload, headers=call.headers
         )
     except httpx.HTTPError as exc:
         await _fail(state, turn)
-        raise _transport_error(state, exc) from None
+        raise transport_error(state, call.upstream, exc) from None
     if upstream.status_code >= 400:
         _learn_window(state, turn, upstream.status_code, upstream.content)
         await _fail(state, turn)
-        return _error_response(adapter, upstream.status_code, upstream.content)
+        return error_response(adapter, upstream.status_code, upstream.content)
     try:
         answer = adapter.answer_from_json(loads(upstream.content))
     except Exception:  # an answer memlane cannot read is still the client's answer
@@ -268,18 +319,14 @@ async def _finish(state: ProxyState, turn: Turn, answer: Answer) -> None:
         log.exception("storing the answer failed")
 
 
-async def _stream(
-    state: ProxyState, turn: Turn, adapter: WireAdapter, payload: bytes, headers: httpx.Headers
-) -> Response:
-    client = state.upstream.client
-    request = client.build_request(
-        "POST", state.upstream.url(adapter.path), content=payload, headers=headers
-    )
+async def _stream(state: ProxyState, turn: Turn, adapter: WireAdapter, call: Call) -> Response:
+    client = call.upstream.client
+    request = client.build_request("POST", call.url, content=call.payload, headers=call.headers)
     try:
         upstream = await client.send(request, stream=True)
     except httpx.HTTPError as exc:
         await _fail(state, turn)
-        raise _transport_error(state, exc) from None
+        raise transport_error(state, call.upstream, exc) from None
     if upstream.status_code >= 400:
         try:
             content = await upstream.aread()
@@ -289,7 +336,7 @@ async def _stream(
             await upstream.aclose()
         _learn_window(state, turn, upstream.status_code, content)
         await _fail(state, turn)
-        return _error_response(adapter, upstream.status_code, content)
+        return error_response(adapter, upstream.status_code, content)
 
     async def settle(outcome: Outcome, assembler: StreamAssembler) -> None:
         answer = Answer([], failed=True)

@@ -176,9 +176,17 @@ class MessageLog(Protocol):
     def set_message_status(self, message_id: int, status: str) -> None: ...
 
     def add_event(
-        self, session_id: str, kind: str, payload: Mapping[str, Any], *, text: str = ""
+        self,
+        session_id: str,
+        kind: str,
+        payload: Mapping[str, Any],
+        *,
+        text: str = "",
+        document: str | None = None,
     ) -> Event:
-        """Append an event; non-empty `text` is keyword-indexed for retrieval."""
+        """Append an event; non-empty `text` is keyword-indexed for retrieval, as
+        `document` when given (the text with its context: `store.documents`); a hit
+        shows the text."""
         ...
 
     def list_events(

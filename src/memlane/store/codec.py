@@ -68,6 +68,7 @@ def message_to_json(message: Message) -> dict[str, Any]:
         "raw": dict(message.raw) if message.raw is not None else None,
         "wire": message.wire,
         "origin": message.origin,
+        **({"continues": True} if message.continues else {}),
     }
 
 
@@ -82,6 +83,7 @@ def message_from_json(data: Mapping[str, Any]) -> Message:
         raw=data.get("raw"),
         wire=data.get("wire", "internal"),
         origin=data.get("origin", "client"),
+        continues=bool(data.get("continues", False)),
     )
 
 

@@ -7,8 +7,10 @@ neighbours in the same conversation: the two turns before it and the one after
 (added when that turn arrives, which re-indexes this one), with the turn's own
 words weighed twice. What a search
 returns, shows and injects is still the turn itself; only the index reads more.
-Facts and summaries stay standalone documents. Both backends build documents
-here, so their keyword scores agree.
+Facts and summaries stay standalone documents. History that governance drops
+from a request is indexed the same way (`window_documents`: each dropped message
+with the ones around it). Both backends build documents here, so their keyword
+scores agree.
 """
 
 from __future__ import annotations
@@ -55,19 +57,48 @@ def date_words(moment: datetime) -> str:
     return f"{moment.day} {moment:%B %Y}"
 
 
-def turn_document(fact: Fact, before: Sequence[str], after: Sequence[str]) -> str:
+def turn_document(
+    fact: Fact, before: Sequence[str], after: Sequence[str], *, weight: int = TURN_WEIGHT
+) -> str:
     """The text indexed for a turn entry, given its neighbours' texts (oldest first)."""
-    parts = [date_words(fact.created_at), *[fact.text] * TURN_WEIGHT]
-    parts += [_LABEL.sub("", text, count=1) for text in (*before, *after)]
+    return context_document(
+        fact.text, before, after, date=date_words(fact.created_at), weight=weight
+    )
+
+
+def context_document(
+    text: str,
+    before: Sequence[str],
+    after: Sequence[str],
+    *,
+    date: str = "",
+    weight: int = TURN_WEIGHT,
+) -> str:
+    """An item's words (`weight` times) with its date and its neighbours' words, their
+    speaker labels left out: what the index reads for a turn or a dropped message."""
+    parts = [date, *[text] * weight]
+    parts += [_LABEL.sub("", other, count=1) for other in (*before, *after)]
     return "\n".join(part for part in parts if part)
 
 
-def turn_documents(turns: Sequence[Fact]) -> dict[str, str]:
-    """Documents for one conversation's live turns, given in order (a load, a reindex)."""
+def window_documents(texts: Sequence[str]) -> list[str]:
+    """Context documents for consecutive items of one conversation (dropped history),
+    each with the items around it as a turn has (`BEFORE`, `AFTER`)."""
+    return [
+        context_document(text, texts[max(0, i - BEFORE) : i], texts[i + 1 : i + 1 + AFTER])
+        for i, text in enumerate(texts)
+    ]
+
+
+def turn_documents(
+    turns: Sequence[Fact], *, before: int = BEFORE, after: int = AFTER, weight: int = TURN_WEIGHT
+) -> dict[str, str]:
+    """Documents for one conversation's live turns, given in order (a load, a reindex);
+    the window and weight are the store's, or others to measure against them."""
     live = [t for t in turns if is_turn(t)]
     out: dict[str, str] = {}
     for i, fact in enumerate(live):
-        before = [t.text for t in live[max(0, i - BEFORE) : i]]
-        after = [t.text for t in live[i + 1 : i + 1 + AFTER]]
-        out[fact.id] = turn_document(fact, before, after)
+        earlier = [t.text for t in live[max(0, i - before) : i]]
+        later = [t.text for t in live[i + 1 : i + 1 + after]]
+        out[fact.id] = turn_document(fact, earlier, later, weight=weight)
     return out

@@ -185,7 +185,13 @@ class SqlMessageLog(SqlStore[D]):
 
     # --- events -------------------------------------------------------------------------
     def add_event(
-        self, session_id: str, kind: str, payload: Mapping[str, Any], *, text: str = ""
+        self,
+        session_id: str,
+        kind: str,
+        payload: Mapping[str, Any],
+        *,
+        text: str = "",
+        document: str | None = None,
     ) -> Event:
         created = now()
         with self._writing() as db:
@@ -202,7 +208,9 @@ class SqlMessageLog(SqlStore[D]):
             )
             if text:
                 self._put_doc(
-                    db, Doc("event", str(event_id), namespace, session_id, None, text, created)
+                    db,
+                    Doc("event", str(event_id), namespace, session_id, None, text, created),
+                    document,
                 )
             db.run("UPDATE sessions SET updated_at = ? WHERE id = ?", db.time(created), session_id)
         return Event(event_id, session_id, kind, dict(payload), text, created)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from memlane.config import Settings
 from memlane.text.embeddings import Embedder, HashingEmbedder, MiniLMEmbedder, OpenAIEmbedder
-from memlane.text.llm import LLM, OpenAICompatibleLLM
+from memlane.text.llm import LLM, ClientPool, OpenAICompatibleLLM
 from memlane.text.tokens import Tokenizer, encoding_for_model, get_tokenizer
 
 SUMMARY_PURPOSE = "summary"
@@ -48,6 +48,7 @@ def make_llm(
     *,
     purpose: str = "default",
     environ: Mapping[str, str] | None = None,
+    clients: ClientPool | None = None,
 ) -> LLM:
     """memlane's own LLM client.
 
@@ -55,6 +56,7 @@ def make_llm(
     then falls back to `llm_model` / `llm_base_url`, then `upstream_url`. With no
     model configured, each call must name one (the proxy passes the request's).
     The key: `llm_api_key`, else `upstream_api_key`, else `$OPENAI_API_KEY`.
+    `clients`: a pool of open HTTP clients to reuse (a long-running process's).
     """
     env = os.environ if environ is None else environ
     summary = purpose == SUMMARY_PURPOSE
@@ -71,6 +73,7 @@ def make_llm(
         default_model=model,
         timeout=settings.llm_timeout,
         borrow_request_key=key is None and base_url == settings.upstream_url,
+        clients=clients,
     )
 
 

@@ -11,7 +11,10 @@ sent as a header, never put in a message.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
+import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -67,12 +70,45 @@ request; background work started by it inherits it, other work never sees it). H
 memory only: never stored, never logged."""
 
 
+class ClientPool:
+    """Open `httpx.AsyncClient`s for memlane's own LLM calls, one per event loop.
+
+    A long-running process (the proxy) makes several calls per turn (facts,
+    reconciliation, summaries, session metadata). Opening a client per call costs
+    event-loop time the requests share (a client, a connection, a TLS handshake
+    each time); a pool keeps one client per loop, its connections reused. Whoever
+    makes a pool closes it (`aclose`, from the loop that used it) when done.
+    """
+
+    def __init__(self, timeout: float, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self._timeout = timeout
+        self._transport = transport
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]
+        self._clients = weakref.WeakKeyDictionary()
+
+    def client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        found = self._clients.get(loop)
+        if found is None or found.is_closed:
+            found = self._clients[loop] = httpx.AsyncClient(
+                timeout=self._timeout, transport=self._transport, verify=ssl_context()
+            )
+        return found
+
+    async def aclose(self) -> None:
+        """Close the running loop's client (the others' loops are gone with their sockets)."""
+        found = self._clients.pop(asyncio.get_running_loop(), None)
+        if found is not None:
+            await found.aclose()
+
+
 class OpenAICompatibleLLM:
     """`POST {base_url}/chat/completions` with httpx.
 
-    Each call opens its own `httpx.AsyncClient`: memlane's LLM calls are few and
-    slow (seconds), and a client bound to no event loop can be built at start-up
-    and used from the proxy's loop, a CLI's `asyncio.run` or a test's loop alike.
+    Without a `ClientPool`, each call opens its own `httpx.AsyncClient`: a client
+    bound to no event loop can be built at start-up and used from a CLI's
+    `asyncio.run` or a test's loop alike. The proxy passes a pool it closes at
+    shutdown, so its calls reuse one client and its connections.
     """
 
     def __init__(
@@ -83,6 +119,7 @@ class OpenAICompatibleLLM:
         timeout: float = 120.0,
         transport: httpx.AsyncBaseTransport | None = None,
         borrow_request_key: bool = False,
+        clients: ClientPool | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.default_model = default_model
@@ -93,6 +130,7 @@ class OpenAICompatibleLLM:
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = timeout
         self._transport = transport
+        self._clients = clients
 
     async def complete(
         self,
@@ -134,7 +172,13 @@ class OpenAICompatibleLLM:
         try:
             async with (
                 self._client() as client,
-                client.stream("POST", self._url, json=body) as response,
+                client.stream(
+                    "POST",
+                    self._url,
+                    json=body,
+                    headers=self._call_headers(),
+                    timeout=self._timeout,
+                ) as response,
             ):
                 if not response.is_success:
                     await response.aread()
@@ -157,19 +201,26 @@ class OpenAICompatibleLLM:
     def _url(self) -> str:
         return f"{self.base_url}/chat/completions"
 
+    @contextlib.asynccontextmanager
+    async def _client(self) -> AsyncIterator[httpx.AsyncClient]:
+        """The pool's open client, or one for this call alone (closed after it)."""
+        if self._clients is not None:
+            yield self._clients.client()
+            return
+        async with httpx.AsyncClient(
+            timeout=self._timeout, transport=self._transport, verify=ssl_context()
+        ) as client:
+            yield client
+
     def _borrowed(self) -> str | None:
         """The Authorization of the request whose work this is, when it may be used."""
         borrowed = REQUEST_AUTHORIZATION.get() if self.borrow_request_key else None
         return borrowed if borrowed and borrowed.isascii() else None  # a key is ASCII
 
-    def _client(self) -> httpx.AsyncClient:
-        headers = self._headers
+    def _call_headers(self) -> dict[str, str]:
+        """This call's key: our own, or the one borrowed from the request that caused it."""
         borrowed = self._borrowed()
-        if borrowed:
-            headers = {"Authorization": borrowed}
-        return httpx.AsyncClient(
-            timeout=self._timeout, headers=headers, transport=self._transport, verify=ssl_context()
-        )
+        return {"Authorization": borrowed} if borrowed else dict(self._headers)
 
     def _transport_error(self, exc: httpx.HTTPError) -> LLMError:
         if isinstance(exc, httpx.TimeoutException):
@@ -189,7 +240,9 @@ class OpenAICompatibleLLM:
     async def _post(self, body: Mapping[str, Any]) -> Any:
         try:
             async with self._client() as client:
-                response = await client.post(self._url, json=body)
+                response = await client.post(
+                    self._url, json=body, headers=self._call_headers(), timeout=self._timeout
+                )
         except httpx.HTTPError as exc:
             raise self._transport_error(exc) from exc
         if not response.is_success:

@@ -6,6 +6,8 @@ decoder; the wire formats' assemblers (`proxy.wire`) turn its events into an ans
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class SSEDecoder:
     """Splits a byte stream into (event, data) pairs, whatever the chunk boundaries.
@@ -47,6 +49,16 @@ class SSEDecoder:
         """Events left when the stream ends without a final blank line."""
         pending = self.feed(b"\n\n") if self._buffer or self._data else []
         return pending
+
+
+def encode(events: Iterable[tuple[str | None, str]]) -> bytes:
+    """Events as SSE bytes again (after memlane changed some of them)."""
+    out = []
+    for name, data in events:
+        head = f"event: {name}\n" if name else ""
+        lines = "".join(f"data: {line}\n" for line in data.split("\n"))
+        out.append(f"{head}{lines}\n".encode())
+    return b"".join(out)
 
 
 def _line_end(buffer: bytes) -> tuple[int, int] | None:

@@ -1,7 +1,7 @@
 """The one internal message shape every wire format is translated into.
 
-Clients speak Chat Completions or Responses; the engine only ever sees
-`Message`. Each message keeps the wire item it came from (`raw`) so that an
+Clients speak Chat Completions, Responses or Anthropic Messages; the engine
+only ever sees `Message`. Each message keeps the wire item it came from (`raw`) so that an
 unchanged message is forwarded byte-for-byte as the client sent it, which is
 what keeps provider prompt caches hitting.
 """
@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 Kind = Literal["message", "tool_call", "tool_result", "reasoning"]
-Wire = Literal["chat", "responses", "internal"]
+Wire = Literal["chat", "responses", "anthropic", "internal"]
 Origin = Literal["client", "state", "summary", "recall", "reference", "note"]
 
 
@@ -49,6 +49,10 @@ class Message:
     raw: Mapping[str, Any] | None = field(default=None, compare=False)
     wire: Wire = "internal"
     origin: Origin = "client"
+    continues: bool = False
+    """The item is a further content block of the same wire message as the item before it
+    (Anthropic Messages: one item per block). Governance never cuts between the two: a turn
+    is kept or dropped whole."""
 
     def fingerprint(self) -> str:
         """Content hash used to recognise a message a client sends again.

@@ -78,3 +78,8 @@ def test_target_must_stay_below_the_threshold() -> None:
     with pytest.raises(ValueError, match="below"):
         Settings(governance_compact_threshold=0.5, governance_compact_target=0.6)
     Settings(governance_compact_threshold=0, governance_compact_target=0.6)  # compaction off
+
+
+def test_anthropics_prompt_too_long_states_the_window() -> None:
+    message = "prompt is too long: 208,310 tokens > 200000 maximum"
+    assert window_from_error(message) == 200_000

@@ -218,6 +218,36 @@ async def test_eviction_soft_deletes_the_oldest_entries(
     assert sum(deleted for _, deleted in on_disk.values()) == 3
 
 
+class ListingCounter(SQLiteStore):
+    """The real store, counting how often a conversation's entries are listed whole."""
+
+    listings = 0
+
+    def list_facts(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        if kwargs.get("conversation_id") is not None:
+            self.listings += 1
+        return super().list_facts(**kwargs)
+
+
+async def test_a_conversation_under_its_limit_is_not_listed_after_every_turn(
+    settings: Settings, tmp_path: Any, scripted_llm: ScriptedLLM
+) -> None:
+    store = ListingCounter(tmp_path / "counted.db")
+    small = settings.model_copy(update={"memory_max_entries": 6, "memory_extract_facts": False})
+    rt = Runtime(small, store, _llm=scripted_llm)
+    try:
+        for n in range(3):  # 2, 4, 6 entries: within the limit
+            report = await ingest_turn(rt, turn(f"question {n}", f"answer {n}"))
+            assert report.evicted == 0
+        assert store.listings == 1  # the first turn's listing; the count carries on since
+        report = await ingest_turn(rt, turn("question 3", "answer 3"))  # 8 > 6
+        assert report.evicted == 2
+        assert store.listings == 2
+        assert [f.text for f in store.list_facts()][:2] == ["question 1", "answer 1"]
+    finally:
+        store.close()
+
+
 async def test_turns_are_committed_together_not_one_commit_each(
     rt: Runtime, book: MemoryBook, scripted_llm: ScriptedLLM
 ) -> None:

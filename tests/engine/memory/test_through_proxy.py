@@ -11,7 +11,7 @@ from memlane.engine.memory.extract import FACT_PROMPT
 from memlane.engine.memory.recall import FENCE_CLOSE, FENCE_OPEN
 from memlane.engine.memory.reconcile import RECONCILE_PROMPT
 from memlane.engine.memory.summary import SUMMARY_PROMPT
-from tests.support.upstream import ProxyFactory, RecordedRequest, Reply, ScriptedUpstream
+from tests.support.upstream import ProxyFactory, RecordedRequest, Reply, ScriptedUpstream, closing
 
 
 def memlane_calls(request: RecordedRequest) -> Reply | None:
@@ -33,7 +33,9 @@ def memlane_calls(request: RecordedRequest) -> Reply | None:
 
 def client(url: str, session: str, repo: str) -> openai.OpenAI:
     headers = {"X-Memlane-Session": session, "X-Memlane-Repo": repo}
-    return openai.OpenAI(base_url=url, api_key="sk-x", max_retries=0, default_headers=headers)
+    return closing(
+        openai.OpenAI(base_url=url, api_key="sk-x", max_retries=0, default_headers=headers)
+    )
 
 
 def test_a_fact_learned_in_one_session_is_recalled_in_another_of_the_same_repo(

@@ -136,5 +136,19 @@ def test_events_append_and_list_oldest_first(store: Store) -> None:
     assert [h.ref for h in hits] == [str(first.id)]
 
 
+def test_an_event_is_indexed_as_its_document_and_shown_as_its_text(store: Store) -> None:
+    session = store.ensure_session("s")
+    event = store.add_event(
+        session.id,
+        "dropped",
+        {},
+        text="user: yes, on Tuesday",
+        document="user: yes, on Tuesday\nuser: yes, on Tuesday\ndid the flamingo build pass?",
+    )
+    hits = store.keyword_search("flamingo", SearchFilter(kinds=("event",)))
+    assert [(h.ref, h.text) for h in hits] == [(str(event.id), "user: yes, on Tuesday")]
+    assert store.list_events(session.id)[0].text == "user: yes, on Tuesday"
+
+
 def test_backend_plays_the_message_log_role(store: Store) -> None:
     assert isinstance(store, MessageLog)

@@ -53,6 +53,11 @@ KNOWN_WINDOWS: Mapping[str, int] = {
 }
 """Input windows of well-known model families (tokens). Override any in the configuration."""
 
+LONG_CONTEXT_TAG = "[1m]"
+"""A model name ending in this (Claude Code's `sonnet[1m]`, or memlane's own mark for a
+request with Anthropic's 1M-context beta) has a window of `LONG_CONTEXT_WINDOW` tokens."""
+LONG_CONTEXT_WINDOW = 1_000_000
+
 LEARNED_PREFIX = "governance.window."
 """Store meta key prefix of windows learned from upstream errors."""
 
@@ -61,6 +66,8 @@ _WINDOW_IN_ERROR = re.compile(
     r"\D{0,40}?(\d[\d,_]{2,})",
     re.IGNORECASE,
 )
+_ANTHROPIC_WINDOW = re.compile(r"\d[\d,_]* tokens > (\d[\d,_]{2,}) maximum", re.IGNORECASE)
+"""Anthropic's wording: `prompt is too long: 208310 tokens > 200000 maximum`."""
 
 
 SHARE_DIVISOR = 6
@@ -140,6 +147,8 @@ def context_window(settings: Settings, store: MetaStore | None, model: str) -> W
         learned = store.get_meta(LEARNED_PREFIX + bare_model(model))
         if learned and learned.isdigit():
             return Window(int(learned), "learned")
+    if bare_model(model).endswith(LONG_CONTEXT_TAG):
+        return Window(LONG_CONTEXT_WINDOW, "table")
     known = _lookup(KNOWN_WINDOWS, model)
     if known is not None:
         return Window(known, "table")
@@ -148,7 +157,7 @@ def context_window(settings: Settings, store: MetaStore | None, model: str) -> W
 
 def window_from_error(message: str) -> int | None:
     """The window an upstream's `context_length_exceeded` message states, if it states one."""
-    match = _WINDOW_IN_ERROR.search(message)
+    match = _WINDOW_IN_ERROR.search(message) or _ANTHROPIC_WINDOW.search(message)
     if match is None:
         return None
     tokens = int(re.sub(r"[,_]", "", match.group(1)))

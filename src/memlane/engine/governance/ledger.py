@@ -22,6 +22,7 @@ from memlane.files.atomic import write_atomic
 from memlane.files.paths import session_dir
 from memlane.store import MessageLog, SearchFilter, Store
 from memlane.store.analysis import query_terms, terms
+from memlane.store.documents import window_documents
 from memlane.types import Message
 
 PLAN_STATE = "governance.plan"
@@ -116,7 +117,10 @@ class StoreLedger:
         return reference or f"memlane event {event.id} of this session"
 
     def record_dropped(self, items: Sequence[tuple[int, Message]]) -> None:
-        for index, message in items:
+        """One event per dropped item, each found by its own words and its neighbours'."""
+        texts = [describe(message)[:DROPPED_TEXT_CHARS] for _, message in items]
+        documents = window_documents(texts)
+        for (index, message), text, document in zip(items, texts, documents, strict=True):
             payload = {
                 "index": index,
                 "role": message.role,
@@ -124,8 +128,9 @@ class StoreLedger:
                 "call_ids": list(message.call_ids),
                 "fingerprint": message.fingerprint(),
             }
-            text = describe(message)[:DROPPED_TEXT_CHARS]
-            self.store.add_event(self.session_id, EVENT_DROPPED, payload, text=text)
+            self.store.add_event(
+                self.session_id, EVENT_DROPPED, payload, text=text, document=document
+            )
 
     def record_event(self, kind: str, payload: Mapping[str, Any], text: str = "") -> None:
         self.store.add_event(self.session_id, kind, payload, text=text)
@@ -166,12 +171,13 @@ class MemoryLedger:
         return f"memlane output {name} (kept in memory)"
 
     def record_dropped(self, items: Sequence[tuple[int, Message]]) -> None:
-        for _, message in items:
-            self._remember(describe(message)[:DROPPED_TEXT_CHARS])
+        texts = [describe(message)[:DROPPED_TEXT_CHARS] for _, message in items]
+        for text, document in zip(texts, window_documents(texts), strict=True):
+            self._remember(text, document)
 
-    def _remember(self, text: str) -> None:
+    def _remember(self, text: str, document: str | None = None) -> None:
         self.dropped.append(text)
-        self._terms.append(frozenset(terms(text)))
+        self._terms.append(frozenset(terms(document or text)))
 
     def record_event(self, kind: str, payload: Mapping[str, Any], text: str = "") -> None:
         self.events.append((kind, dict(payload), text))

@@ -4,7 +4,7 @@ A tool result older than the protection window and larger than
 `governance_tool_output_limit` tokens is offloaded (the session folder and the
 event log keep it whole) and shown as its head and tail plus a marker naming
 where the full output is. Its call id and tool name stay, so the history stays
-valid in both wire formats. A result larger than the whole tail budget is
+valid in every wire format. A result larger than the whole tail budget is
 masked even inside the protection window: it could never fit.
 
 The preview is a pure function of the output and the settings, so the same

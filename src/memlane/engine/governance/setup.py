@@ -37,10 +37,12 @@ def build_governor(
     llm: LLM | None,
     summary_model: str | None,
     store: Store | None = None,
+    window_model: str = "",
 ) -> Governor:
-    """A governor for `model`'s window (learned windows come from `store`); with no `llm`
-    it never summarises (static markers only)."""
-    budget = Budget.of(settings, context_window(settings, store, model))
+    """A governor for `model`'s window (learned windows come from `store`; `window_model`,
+    when given, names the window instead: `<model>[1m]`); with no `llm` it never summarises
+    (static markers only)."""
+    budget = Budget.of(settings, context_window(settings, store, window_model or model))
     summariser = make_summariser(settings, llm, summary_model, budget) if llm is not None else None
     return Governor(
         settings=settings,
@@ -53,7 +55,13 @@ def build_governor(
 
 
 def make_governor(
-    rt: Runtime, *, model: str, ledger: Ledger, llm: LLM | None, summary_model: str | None
+    rt: Runtime,
+    *,
+    model: str,
+    ledger: Ledger,
+    llm: LLM | None,
+    summary_model: str | None,
+    window_model: str = "",
 ) -> Governor:
     return build_governor(
         rt.settings,
@@ -63,6 +71,7 @@ def make_governor(
         llm=llm,
         summary_model=summary_model,
         store=rt.store,
+        window_model=window_model,
     )
 
 
@@ -87,7 +96,14 @@ def governor_for_turn(rt: Runtime, turn: Turn) -> Governor:
         ledger = store_ledger(rt, turn.session)
         llm = rt.summary_llm
     summary_model = rt.summary_model(turn.model)
-    gov = make_governor(rt, model=turn.model, ledger=ledger, llm=llm, summary_model=summary_model)
+    gov = make_governor(
+        rt,
+        model=turn.model,
+        ledger=ledger,
+        llm=llm,
+        summary_model=summary_model,
+        window_model=turn.window_model,
+    )
     if turn.instructions:
         gov.fixed_tokens = gov.tokenizer.count(turn.instructions)
     return gov

@@ -1,10 +1,12 @@
 """Where a conversation may be cut without breaking it.
 
 A cut between two items is safe when no tool call opened before it is answered
-after it (chat `tool_calls` / `tool` messages and responses `function_call` /
-`function_call_output` items alike, parallel calls included), when it does not
-leave a tool result first, and when it does not separate a reasoning item from
-the call or answer it belongs to (reasoning always precedes its item).
+after it (chat `tool_calls` / `tool` messages, responses `function_call` /
+`function_call_output` items and Anthropic `tool_use` / `tool_result` blocks alike,
+parallel calls included), when it does not leave a tool result first, when it does
+not separate a reasoning item from the call or answer it belongs to (reasoning
+always precedes its item), and when it does not fall inside one wire message
+(Anthropic content blocks: a turn is kept or dropped whole, never edited).
 """
 
 from __future__ import annotations
@@ -37,7 +39,12 @@ def safe_cuts(items: Sequence[Message]) -> list[bool]:
     for i in range(n + 1):
         depth += delta[i]
         if depth > 0 or (
-            0 < i < n and (items[i].kind == "tool_result" or items[i - 1].kind == "reasoning")
+            0 < i < n
+            and (
+                items[i].kind == "tool_result"
+                or items[i].continues
+                or items[i - 1].kind == "reasoning"
+            )
         ):
             cuts[i] = False
     return cuts
@@ -45,6 +52,17 @@ def safe_cuts(items: Sequence[Message]) -> list[bool]:
 
 def is_user_turn(item: Message) -> bool:
     return item.role == "user" and item.kind == "message"
+
+
+def group_bounds(items: Sequence[Message], index: int) -> tuple[int, int]:
+    """[start, end) of the wire message item `index` belongs to (itself for one-item ones)."""
+    start = index
+    while start > 0 and items[start].continues:
+        start -= 1
+    end = index + 1
+    while end < len(items) and items[end].continues:
+        end += 1
+    return start, end
 
 
 def leading_instructions(items: Sequence[Message]) -> int:
@@ -68,11 +86,15 @@ def first_run_end(items: Sequence[Message], cuts: Sequence[bool]) -> int:
     for index in range(start, len(items)):
         item = items[index]
         if item.role == "assistant" and item.kind == "message" and item.text.strip():
-            if cuts[index + 1]:
-                return index + 1
-            break
-    if start < len(items) and is_user_turn(items[start]) and cuts[start + 1]:
-        return start + 1
+            end = group_bounds(items, index)[1]
+            if cuts[end] and all(i.kind != "tool_call" for i in items[index:end]):
+                return end
+            if not any(i.continues for i in items[index:end]):
+                break
+    if start < len(items) and is_user_turn(items[start]):
+        end = group_bounds(items, start)[1]
+        if cuts[end]:
+            return end
     return start
 
 

@@ -19,7 +19,13 @@ REASONING_KEYS = ("reasoning_content", "reasoning", "thinking", "reasoning_detai
 
 
 def strip(message: Message) -> Message | None:
-    """The message without reasoning; None when the message is nothing but reasoning."""
+    """The message without reasoning; None when the message is nothing but reasoning.
+
+    Anthropic thinking blocks stay: each is part of an assistant turn whose signature the
+    API checks, and a turn that is kept is kept byte for byte.
+    """
+    if message.wire == "anthropic":
+        return message
     if message.kind == "reasoning":
         return None
     raw = message.raw

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from memlane.engine.governance.plan import Plan
 from memlane.engine.governance.structure import (
     first_run_end,
+    group_bounds,
     is_user_turn,
     last_user_turn,
     leading_instructions,
@@ -40,8 +41,10 @@ def choose_head(
     if sum(counts[:head]) <= most:
         return head
     start = leading_instructions(conversation)
-    if start < len(conversation) and is_user_turn(conversation[start]) and cuts[start + 1]:
-        return start + 1
+    if start < len(conversation) and is_user_turn(conversation[start]):
+        end = group_bounds(conversation, start)[1]
+        if cuts[end]:
+            return end
     return start
 
 
@@ -79,7 +82,9 @@ def choose(
             start = i
     pinned: tuple[int, ...] = ()
     user = last_user_turn(conversation)
-    if user is not None and head <= user < start and cuts[user] and cuts[user + 1]:
-        pinned = (user,)
+    if user is not None:
+        first, end = group_bounds(conversation, user)  # the whole wire message, if blocks
+        if head <= first and end <= start and cuts[first] and cuts[end]:
+            pinned = tuple(range(first, end))
     masked = tuple(sorted(i for i in previews if i >= start))
     return Window(head=head, dropped=start, pinned=pinned, masked=masked)

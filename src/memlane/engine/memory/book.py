@@ -86,6 +86,10 @@ class MemoryBook:
         self._pending_commits: list[str] = []
         self._commit_timer: asyncio.TimerHandle | None = None
         self._snapshot_dirty = False
+        self.entry_counts: dict[str, int] = {}
+        """Entries each conversation is known to hold (`ingest.evict_conversation`): an
+        upper bound kept by this process, so a conversation under its limit is not listed
+        again after every turn."""
 
     # --- locks ----------------------------------------------------------------
     @property

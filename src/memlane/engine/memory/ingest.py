@@ -58,6 +58,21 @@ class TurnInput:
     assistant_text: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where facts written by a reconciliation came from, kept on every fact it writes."""
+
+    conversation_id: str
+    """The conversation (session id) the facts came from, or the face that added them
+    deliberately (`mcp`)."""
+    source_session: str | None = None
+    source_message: int | None = None
+
+    @staticmethod
+    def of_turn(item: TurnInput) -> Provenance:
+        return Provenance(item.session_id, item.session_id, item.user_message_id)
+
+
 @dataclass
 class IngestReport:
     turns: int = 0
@@ -177,10 +192,12 @@ async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
         async with book.scope_lock(scope):
             existing = await neighbourhood(rt, facts, scope)
             plan = await reconcile(rt.llm, facts, existing, model=item.model)
-            await apply_plan(book, plan, existing, scope=scope, item=item, report=report)
+            source = Provenance.of_turn(item)
+            await apply_plan(book, plan, existing, scope=scope, source=source, report=report)
     if settings.memory_summarization and report.facts_added:
         report.summary = await _update_summary(rt, book, item, conversation, report.facts_added)
-    report.evicted = await evict_conversation(rt, book, item.session_id)
+    added = report.turns + len(report.facts_added)
+    report.evicted = await evict_conversation(rt, book, item.session_id, added=added)
     if report.changed:
         book.commit_later(report.message(item.session_id))
     return report
@@ -226,21 +243,23 @@ async def apply_plan(
     existing: Sequence[Fact],
     *,
     scope: str,
-    item: TurnInput,
+    source: Provenance,
     report: IngestReport,
-) -> None:
-    """Write a reconciliation plan: adds, updates (tombstone + fresh fact), deletes."""
+) -> list[Fact]:
+    """Write a reconciliation plan: adds, updates (tombstone + fresh fact), deletes.
+
+    Returns the facts written (new ones and the replacements of updated ones)."""
     by_id = {f.id: f for f in existing}
 
     def fresh(text: str) -> Fact:
         return new_fact(
             scope=scope,
-            conversation_id=item.session_id,
+            conversation_id=source.conversation_id,
             role="memory",
             text=text,
             fact_id=new_id(),
-            source_session=item.session_id,
-            source_message=item.user_message_id,
+            source_session=source.source_session,
+            source_message=source.source_message,
         )
 
     puts = [fresh(text) for text in plan.adds]
@@ -255,6 +274,7 @@ async def apply_plan(
     report.facts_updated = len(plan.updates)
     report.facts_deleted = len(tombstones) - len(plan.updates)
     report.reason = plan.reason
+    return puts
 
 
 async def _update_summary(
@@ -282,13 +302,29 @@ async def _update_summary(
     return True
 
 
-async def evict_conversation(rt: Runtime, book: MemoryBook, conversation_id: str) -> int:
-    """Soft-delete the oldest facts and turns over `memory_max_entries`."""
+async def evict_conversation(
+    rt: Runtime, book: MemoryBook, conversation_id: str, *, added: int = 0
+) -> int:
+    """Soft-delete the oldest facts and turns over `memory_max_entries`.
+
+    Listing a long conversation after every turn costs milliseconds of the process's
+    time, so the book remembers how many entries a conversation held at its last
+    listing plus what was `added` since: while that stays within the limit, nothing
+    is listed. (Another process's writes are counted at this one's next listing.)
+    """
+    limit = rt.settings.memory_max_entries
+    known = book.entry_counts.get(conversation_id)
+    if known is not None and known + added <= limit:
+        book.entry_counts[conversation_id] = known + added
+        return 0
     entries = await threads.to_thread(
         rt.store.list_facts,
         conversation_id=conversation_id,
         roles=("memory", "user", "assistant"),
     )
-    evicted = choose_evictions(entries, rt.settings.memory_max_entries)
+    evicted = choose_evictions(entries, limit)
     await book.write(tombstones=[(fact, None) for fact in evicted])
+    book.entry_counts[conversation_id] = sum(
+        not e.deleted and e.role != "summary" for e in entries
+    ) - len(evicted)
     return len(evicted)

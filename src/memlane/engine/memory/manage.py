@@ -7,11 +7,14 @@ committed to git with a message saying what changed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 from memlane.engine import threads
 from memlane.engine.memory.book import new_fact
+from memlane.engine.memory.ingest import IngestReport, Provenance, apply_plan, neighbourhood
+from memlane.engine.memory.reconcile import reconcile
 from memlane.engine.memory.scopes import GLOBAL
 from memlane.engine.runtime import Runtime
 from memlane.files.git import Change, GitError, GitRepo, commit_quietly
@@ -75,6 +78,51 @@ def _exact_repeat(rt: Runtime, body: str, scope: str, role: FactRole) -> Fact | 
         if fact is not None and not fact.deleted and fact.text == body:
             return fact
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciled:
+    """What remembering one text through reconciliation did."""
+
+    outcome: Literal["added", "updated", "known"]
+    facts: list[Fact]
+    """The facts written (added, or replacing an updated one); for `known`, the fact
+    that already says it."""
+    replaced: list[str]
+    """Ids of facts tombstoned by this text (updated or contradicted)."""
+    reason: str
+
+
+async def reconcile_memory(
+    rt: Runtime, text: str, *, scope: str, source: Provenance, model: str | None = None
+) -> Reconciled:
+    """Remember `text` the way an extracted fact is remembered: compared with its
+    neighbourhood in `scope` and added, merged into an existing fact, or recognised as
+    known. Without a usable model the reconciliation safeguards add it as it is.
+
+    An exact repeat of a live memory in the scope is recognised without asking a model.
+    """
+    body = _clean_text(text)
+    book = rt.memory_book
+    await book.ready()
+    existing_same = await threads.to_thread(_exact_repeat, rt, body, scope, "memory")
+    if existing_same is not None:
+        return Reconciled("known", [existing_same], [], "exact repeat")
+    chosen = model or rt.memory_model()
+    report = IngestReport()
+    async with book.scope_lock(scope):
+        existing = await neighbourhood(rt, [body], scope)
+        plan = await reconcile(rt.llm, [body], existing, model=chosen)
+        written = await apply_plan(book, plan, existing, scope=scope, source=source, report=report)
+    replaced = [old for old, _ in plan.updates] + [d for d in plan.deletes]
+    if written:
+        outcome: Literal["added", "updated", "known"] = "updated" if plan.updates else "added"
+        await book.commit(report.message(source.conversation_id))
+        return Reconciled(outcome, written, replaced, plan.reason)
+    known = [f for f in existing if f.id not in replaced][:1]
+    if replaced:
+        await book.commit(report.message(source.conversation_id))
+    return Reconciled("known", known, replaced, plan.reason)
 
 
 MIN_ID_PREFIX = 6

@@ -4,7 +4,11 @@ Each conversation's turns are ingested as memory entries of their own scope
 (`conv:<conversation id>`, role `user`, text `Speaker: text`, the session's time
 as `created_at`, list order kept within a session), embedded with the runtime's
 embedder, and each scored question is asked through `search` exactly as the
-read path asks it, with "now" at the conversation's last turn. Metrics per
+read path asks it, with "now" at the conversation's last turn. With `alone`,
+the turns are stored as standalone entries instead (role `memory`, so the index
+reads each turn by itself, without its date or neighbours; in a store of their
+own, so neither set's statistics move the other's scores): the baseline that
+context-expanded documents are measured against. Metrics per
 question, averaged per category and overall:
 
 - Recall@k = |gold ∩ top-k| / |gold|;
@@ -157,19 +161,20 @@ def _time(value: str) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def turn_facts(conversation: Conversation) -> list[Fact]:
-    """The conversation's turns as memory entries (order kept within a session)."""
-    scope = conversation_scope(conversation.id)
+def turn_facts(conversation: Conversation, *, alone: bool = False) -> list[Fact]:
+    """The conversation's turns as memory entries (order kept within a session); `alone`:
+    as standalone entries of the baseline's scope, each indexed by its own words only."""
+    scope = _scope(conversation.id, alone=alone)
     facts = []
     for index, turn in enumerate(conversation.turns):
         when = turn.time + timedelta(microseconds=index)
         text = f"{turn.speaker}: {turn.text}" if turn.speaker else turn.text
         facts.append(
             Fact(
-                id=entry_id(conversation.id, turn.id),
+                id=entry_id(conversation.id, turn.id, alone=alone),
                 scope=scope,
                 conversation_id=conversation.id,
-                role="user",
+                role="memory" if alone else "user",
                 text=text,
                 created_at=when,
                 updated_at=when,
@@ -178,8 +183,13 @@ def turn_facts(conversation: Conversation) -> list[Fact]:
     return facts
 
 
-def entry_id(conversation_id: str, turn_id: str) -> str:
-    return "e" + hashlib.sha256(f"{conversation_id}\0{turn_id}".encode()).hexdigest()[:24]
+def entry_id(conversation_id: str, turn_id: str, *, alone: bool = False) -> str:
+    key = f"{conversation_id}\0{turn_id}" + ("\0alone" if alone else "")
+    return "e" + hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def _scope(conversation_id: str, *, alone: bool) -> str:
+    return conversation_scope(conversation_id + ("#alone" if alone else ""))
 
 
 def metrics(ranked: Sequence[str], gold: Iterable[str], ks: Sequence[int]) -> dict[str, float]:
@@ -198,10 +208,12 @@ async def ingest(
     progress: Callable[[int], None] | None = None,
     *,
     embed: bool = False,
+    alone: bool = False,
 ) -> int:
     """Write every turn into the store's index (and embed them when a configuration
-    measured needs vectors); returns the turn count."""
-    facts = [f for c in conversations for f in turn_facts(c)]
+    measured needs vectors; `alone`: as the standalone baseline's entries); returns the
+    turn count."""
+    facts = [f for c in conversations for f in turn_facts(c, alone=alone)]
 
     def write() -> None:
         for fact in facts:
@@ -220,17 +232,19 @@ async def evaluate(
     *,
     ks: Sequence[int] = (5, 10),
     method: Method = "memlane",
+    alone: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> EvalResult:
-    """Ask every scored question of already ingested conversations; average the metrics."""
+    """Ask every scored question of already ingested conversations; average the metrics
+    (`alone`: against the standalone baseline's entries)."""
     ks = tuple(sorted(set(ks)))
     result = EvalResult(method=method, ks=ks)
     depth = max(*ks, NDCG_K)
     done = 0
     for conversation in conversations:
-        ids = {entry_id(conversation.id, t.id): t.id for t in conversation.turns}
+        ids = {entry_id(conversation.id, t.id, alone=alone): t.id for t in conversation.turns}
         now = max(t.time for t in conversation.turns)
-        scope = conversation_scope(conversation.id)
+        scope = _scope(conversation.id, alone=alone)
         for question in conversation.questions:
             if not question.scored:
                 continue

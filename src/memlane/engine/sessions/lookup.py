@@ -51,20 +51,27 @@ def describe(session: Session) -> str:
 
 
 def find_session(
-    store: Store, ref: str, *, namespace: str | None = None, exclude: str | None = None
+    store: Store,
+    ref: str,
+    *,
+    namespace: str | None = None,
+    exclude: str | None = None,
+    within: str | None = None,
 ) -> Session:
     """The one session `ref` designates; raises NoSuchSession or AmbiguousSession.
 
     `namespace` breaks ties between equal names (the caller's own project wins);
-    `exclude` is the asking session, which never resolves to itself by name.
+    `exclude` is the asking session, which never resolves to itself by name;
+    `within` confines the lookup to one namespace: a session of another one is
+    treated as absent (a model's tool call never learns what other namespaces hold).
     """
     ref = ref.strip()
     if not ref:
         raise NoSuchSession("empty session reference")
     exact = store.get_session(ref) or store.find_session(ref)
-    if exact is not None:
+    if exact is not None and (within is None or exact.namespace == within):
         return exact
-    sessions = [s for s in store.list_sessions() if s.id != exclude]
+    sessions = [s for s in store.list_sessions(namespace=within) if s.id != exclude]
     by_prefix = [s for s in sessions if len(ref) >= MIN_ID_PREFIX and s.id.startswith(ref)]
     if len(by_prefix) == 1:
         return by_prefix[0]

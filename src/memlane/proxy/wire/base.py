@@ -2,9 +2,9 @@
 
 A `WireAdapter` turns a request body into memlane's `Message` list and back,
 reads the upstream's answer (whole or streamed) into an `Answer`, and shapes
-errors the way its clients expect. Chat Completions and Responses are the two
-built in; another format (Anthropic Messages, say) is one more module with one
-more adapter, registered in `proxy.wire.ADAPTERS`.
+errors the way its clients expect. Chat Completions, Responses and Anthropic
+Messages are built in; another format is one more module with one more adapter,
+registered in `proxy.wire`.
 
 An unchanged message is rendered back as exactly the wire item the client sent
 (`Message.raw`), and a request nothing was added to is forwarded as the very

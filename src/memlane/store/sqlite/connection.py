@@ -22,6 +22,7 @@ from memlane.store.rows import Row
 from memlane.store.sql import SqlStore
 from memlane.store.sqlite.checkpoint import Checkpointer
 from memlane.store.sqlite.schema import ForeignDatabase, NewerSchema, check, migrate
+from memlane.store.write_gate import WriteGate
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -75,7 +76,7 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
         self._synchronous = synchronous
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
+        self._write_lock = WriteGate()  # a request's write goes before background ones
         self._connections: list[sqlite3.Connection] = []
         self.checkpointer = Checkpointer(self.path, self._conn)
         self._closed = False
@@ -156,8 +157,10 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
         Threads of this process first queue on a Python lock: SQLite's busy handler
         polls with sleeps of up to 100 ms, so a writer waiting on another thread of
         the same proxy would otherwise sleep (and poll) long after the lock is free.
-        Other processes still wait through the busy timeout. The WAL is checkpointed
-        by a background thread (`sqlite.checkpoint`), never by the committing write.
+        The lock lets a request's write go before waiting background writes
+        (`store.write_gate`). Other processes still wait through the busy timeout. The
+        WAL is checkpointed by a background thread (`sqlite.checkpoint`), never by the
+        committing write.
         """
         conn = self._conn()
         if not self._write_lock.acquire(timeout=BUSY_TIMEOUT_MS / 1000):

@@ -125,6 +125,9 @@ class KeywordIndex:
         self._vocab.default_factory = self._vocab.__len__  # a new term gets the next id
         self._docs = _Docs()
         self._scopes, self._sessions, self._kinds, self._roles = (_Codes() for _ in range(4))
+        # each scope's documents (positions, ascending), in chunks merged when read: a
+        # filter by scope looks at its own documents, not at every document's scope
+        self._scope_docs: dict[int, list[IntArray]] = defaultdict(list)
         self._live = 0  # documents alive (FTS5's row count)
         self._total = 0.0  # tokens of the alive documents (FTS5's total size)
         self._dead = 0
@@ -237,6 +240,7 @@ class KeywordIndex:
         docs.length[base:end] = lengths + np.asarray(columns[7], np.int64)
         docs.kind[base:end] = self._kinds.encode(columns[1])
         docs.scope[base:end] = self._scopes.encode(columns[2])
+        self._index_scopes(docs.scope[base:end], base)
         docs.session[base:end] = self._sessions.encode(columns[3])
         docs.role[base:end] = self._roles.encode(columns[4])
         docs.active[base:end] = columns[5]
@@ -402,7 +406,60 @@ class KeywordIndex:
         self._masks[key] = mask
         return mask if mask.any() else None
 
+    def _index_scopes(self, scopes: npt.NDArray[np.int32], base: int) -> None:
+        """Add new documents (positions from `base`) to their scopes' lists."""
+        order = np.argsort(scopes, kind="stable")
+        codes, starts = np.unique(scopes[order], return_index=True)
+        for code, part in zip(codes.tolist(), np.split(order + base, starts[1:]), strict=True):
+            self._scope_docs[code].append(part.astype(np.int64))
+
+    def _in_scopes(self, codes: Sequence[int], lo: int, hi: int) -> IntArray:
+        """Positions in [lo, hi) of the documents of these scopes, ascending."""
+        found = []
+        for code in codes:
+            chunks = self._scope_docs.get(code)
+            if not chunks:
+                continue
+            if len(chunks) > 1:
+                chunks[:] = [np.concatenate(chunks)]
+            found.append(chunks[0])
+        if not found:
+            return np.zeros(0, np.int64)
+        merged = np.sort(np.concatenate(found)) if len(found) > 1 else found[0]
+        return merged[(merged >= lo) & (merged < hi)]
+
     def _mask_rows(self, flt: SearchFilter, lo: int, hi: int) -> npt.NDArray[np.bool_] | None:
+        if flt.scopes is not None:
+            return self._mask_scoped(flt, lo, hi)
+        return self._mask_all(flt, lo, hi)
+
+    def _mask_scoped(self, flt: SearchFilter, lo: int, hi: int) -> npt.NDArray[np.bool_] | None:
+        """`_mask_all`'s rule, computed over the filter's scopes' documents only: a request
+        asks for a few scopes of many, and a pass over every document costs milliseconds
+        at 100k and tens of them at 1M."""
+        assert flt.scopes is not None
+        docs = self._docs
+        kinds = self._kinds.known(list(flt.kinds))
+        scopes = self._scopes.known(list(flt.scopes))
+        if not kinds or not scopes:
+            return None
+        index = self._in_scopes(scopes, lo, hi)
+        keep = docs.alive[index] & docs.active[index]
+        if len(kinds) < len(self._kinds.codes):
+            keep &= np.isin(docs.kind[index], kinds)
+        if flt.session_id is not None:
+            if flt.session_id not in self._sessions.codes:
+                return None
+            keep &= docs.session[index] == self._sessions.codes[flt.session_id]
+        if flt.fact_roles is not None and "fact" in self._kinds.codes:
+            roles = self._roles.known(list(flt.fact_roles))
+            is_fact = docs.kind[index] == self._kinds.codes["fact"]
+            keep &= ~is_fact | np.isin(docs.role[index], roles)
+        mask = np.zeros(hi - lo, np.bool_)
+        mask[index[keep] - lo] = True
+        return mask
+
+    def _mask_all(self, flt: SearchFilter, lo: int, hi: int) -> npt.NDArray[np.bool_] | None:
         docs = self._docs
         mask = docs.alive[lo:hi] & docs.active[lo:hi]
         kinds = self._kinds.known(list(flt.kinds))

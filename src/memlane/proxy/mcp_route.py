@@ -1,0 +1,150 @@
+"""The MCP server as streamable HTTP at `/mcp` on the proxy's app.
+
+Same trust rules as the admin API: every request needs the admin token
+(`Authorization: Bearer …`), and DNS-rebinding protection is on twice over: the
+app's `Guard` (Host, Origin, JSON bodies) runs first, then the SDK's own check
+with the same Host and Origin allow-lists.
+
+A connection's namespace comes from the request's headers, read like a model
+request's: `X-Memlane-Repo` (or its fallbacks), else the namespace of the session
+`X-Memlane-Session` names; without either the connection sees only global memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+from memlane.config import Settings
+from memlane.engine.runtime import Runtime
+from memlane.proxy import headers as h
+from memlane.proxy.guard import LOOPBACK_NAMES, WILDCARD_BINDS
+from memlane.proxy.identity import bounded, header_text
+from memlane.views.tools import Binding
+
+PATH = "/mcp"
+
+
+def binding_from_headers(settings: Settings) -> Callable[[Mapping[str, str] | None], Binding]:
+    """`bind(headers)` for HTTP connections (a missing namespace is taken from the caller's
+    session by `views.tools.binding.with_session`)."""
+
+    def bind(headers: Mapping[str, str] | None) -> Binding:
+        headers = headers or {}
+
+        def first(names: tuple[str, ...]) -> str | None:
+            for name in names:
+                value = headers.get(name)
+                if value and value.strip():
+                    return bounded(header_text(value).strip())
+            return None
+
+        key = first((h.SESSION, *h.SESSION_FALLBACKS))
+        return Binding(
+            namespace=first((h.REPO, *h.REPO_FALLBACKS)),
+            session_key=key,
+            all_namespaces=settings.mcp_all_namespaces,
+            via="mcp",
+        )
+
+    return bind
+
+
+def transport_security(settings: Settings) -> Any:
+    """The SDK's Host/Origin check, with the allow-lists `Guard` uses."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    bind = settings.host.lower()
+    if "*" in settings.allowed_hosts or bind in WILDCARD_BINDS:
+        # Guard accepts any Host here (any, or any literal address): a list cannot say
+        # that, so Guard alone decides.
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    names = {*LOOPBACK_NAMES, bind, *(n.lower() for n in settings.allowed_hosts)}
+    hosts = [f"[{n}]" if ":" in n else n for n in sorted(names)]
+    allowed_hosts = [*hosts, *(f"{n}:*" for n in hosts)]
+    origins = [f"{scheme}://{host}" for scheme in ("http", "https") for host in allowed_hosts]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=[*origins, *settings.allowed_origins],
+    )
+
+
+class MCPRoute:
+    """The ASGI endpoint at `/mcp`: the token check, then the SDK's session manager."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        runtime_of: Callable[[], Runtime],
+        token_of: Callable[[], str],
+    ) -> None:
+        from memlane.mcp.server import build_server
+
+        self.token_of = token_of
+        server = build_server(runtime_of, binding_from_headers(settings))
+        server.streamable_http_app(
+            streamable_http_path=PATH,
+            # Several workers serve one port, and a client's next request may reach another
+            # one: no MCP session may live in one worker's memory. The tools need none (each
+            # request carries its headers, which bind the namespace).
+            stateless_http=settings.workers > 1,
+            transport_security=transport_security(settings),
+            max_request_body_size=settings.max_body_bytes,
+        )
+        self.manager = server.session_manager
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with self.manager.run():
+            yield
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self._authorized(scope):
+            await _refuse(send)
+            return
+        await self.manager.handle_request(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        expected = self.token_of().encode("utf-8")
+        sent = ""
+        for name, value in scope.get("headers", []):
+            if name.lower() == b"authorization":
+                sent = value.decode("latin-1")
+        kind, _, value = sent.partition(" ")
+        return (
+            bool(expected)
+            and kind.lower() == "bearer"
+            and hmac.compare_digest(value.strip().encode(), expected)
+        )
+
+
+async def _refuse(send: Send) -> None:
+    body = json.dumps(
+        {
+            "error": {
+                "message": "memlane's MCP server needs Authorization: Bearer <token>: "
+                "MEMLANE_ADMIN_TOKEN, or the token in $MEMLANE_HOME/admin_token",
+                "type": "authentication_error",
+                "param": None,
+                "code": "invalid_admin_token",
+            }
+        }
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"www-authenticate", b"Bearer"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,247 @@
+"""What memlane's own tools look like in each wire format: definitions, and taking them back out.
+
+The tool loop (`proxy.tool_loop`) is the same for every format; this module holds
+the few format-specific pieces it needs:
+
+- `definition(spec)`: a function tool as the format declares one;
+- `first_output(data)`: whether a streamed event starts answer text or a tool call
+  (the loop relays a round that starts with text as it arrives);
+- `strip_json(data, names)` / `stripper(names)`: an answer (whole, or streamed
+  event by event) without memlane's calls, for a round the client gets that also
+  called memlane's tools. Output positions are renumbered so the client sees a
+  well-formed answer.
+
+A new wire format adds one class here and registers it in `TOOL_WIRES`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+from memlane.proxy.wire.base import dumps
+
+Output = Literal["text", "tool"]
+Event = tuple[str | None, str]
+
+
+class ToolWire(Protocol):
+    def definition(self, name: str, description: str, parameters: Mapping[str, Any]) -> Any: ...
+
+    def declared(self, tool: Any) -> str | None:
+        """The name of a tool the client declared (to avoid declaring one twice)."""
+        ...
+
+    def first_output(self, data: Any) -> Output | None: ...
+
+    def strip_json(self, data: Any, names: frozenset[str]) -> Any: ...
+
+    def stripper(self, names: frozenset[str]) -> Stripper:
+        """A filter for one streamed answer, fed its events in order as they come."""
+        ...
+
+
+class Stripper(Protocol):
+    def feed(self, events: Sequence[Event]) -> list[Event]:
+        """The events without memlane's calls (an event left as it was keeps its text)."""
+        ...
+
+
+def strip_events(wire: ToolWire, events: Sequence[Event], names: frozenset[str]) -> list[Event]:
+    return wire.stripper(names).feed(events)
+
+
+def with_tools(wire: ToolWire, body: Mapping[str, Any], tools: Sequence[Any]) -> dict[str, Any]:
+    """`body` with memlane's tool definitions after the client's own."""
+    declared = body.get("tools")
+    client = list(declared) if isinstance(declared, list) else []
+    names = {wire.declared(tool) for tool in client}
+    ours = [tool for tool in tools if wire.declared(tool) not in names]
+    return {**body, "tools": [*client, *ours]}
+
+
+def _loads(data: str) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+class ChatTools:
+    def definition(self, name: str, description: str, parameters: Mapping[str, Any]) -> Any:
+        return {
+            "type": "function",
+            "function": {"name": name, "description": description, "parameters": parameters},
+        }
+
+    def declared(self, tool: Any) -> str | None:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        return name if isinstance(name, str) else None
+
+    def first_output(self, data: Any) -> Output | None:
+        for choice in data.get("choices") or [] if isinstance(data, dict) else []:
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if not isinstance(delta, dict):
+                continue
+            if delta.get("tool_calls"):
+                return "tool"
+            if isinstance(delta.get("content"), str) and delta["content"]:
+                return "text"
+        return None
+
+    def strip_json(self, data: Any, names: frozenset[str]) -> Any:
+        choices = []
+        for choice in data.get("choices") or []:
+            message = dict(choice.get("message") or {})
+            calls = [c for c in message.get("tool_calls") or [] if _call_name(c) not in names]
+            message["tool_calls"] = calls or None
+            if not calls:
+                message.pop("tool_calls")
+            finish = choice.get("finish_reason")
+            if finish == "tool_calls" and not calls:
+                finish = "stop"  # the client is not asked to run anything
+            choices.append({**choice, "message": message, "finish_reason": finish})
+        return {**data, "choices": choices}
+
+    def stripper(self, names: frozenset[str]) -> Stripper:
+        return _ChatStripper(names)
+
+
+class _ChatStripper:
+    """Chat chunks carry a call's name on its first delta only: its index is learned there."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+        self.ours: set[int] = set()
+        self.theirs = False
+        """A call of the client's was seen (else `tool_calls` is no reason to stop)."""
+
+    def feed(self, events: Sequence[Event]) -> list[Event]:
+        kept: list[Event] = []
+        for name, raw in events:
+            data = _loads(raw)
+            if not isinstance(data, dict) or not data.get("choices"):
+                kept.append((name, raw))
+                continue
+            changed = False
+            choices = []
+            for choice in data["choices"]:
+                delta = choice.get("delta") if isinstance(choice, dict) else None
+                calls = delta.get("tool_calls") if isinstance(delta, dict) else None
+                if self.ours and not self.theirs and choice.get("finish_reason") == "tool_calls":
+                    choice = {**choice, "finish_reason": "stop"}
+                    changed = True
+                if not isinstance(delta, dict) or not isinstance(calls, list):
+                    choices.append(choice)
+                    continue
+                changed = True
+                for call in calls:
+                    if _call_name(call) in self.names:
+                        self.ours.add(int(call.get("index", 0)))
+                rest = [
+                    {**c, "index": _renumber(int(c.get("index", 0)), self.ours)}
+                    for c in calls
+                    if int(c.get("index", 0)) not in self.ours
+                ]
+                self.theirs = self.theirs or bool(rest)
+                delta = {k: v for k, v in delta.items() if k != "tool_calls"}
+                if rest:
+                    delta["tool_calls"] = rest
+                choices.append({**choice, "delta": delta})
+            kept.append((name, dumps({**data, "choices": choices}).decode() if changed else raw))
+        return kept
+
+
+class ResponsesTools:
+    def definition(self, name: str, description: str, parameters: Mapping[str, Any]) -> Any:
+        return {
+            "type": "function",
+            "name": name,
+            "description": description,
+            "parameters": parameters,
+            "strict": False,
+        }
+
+    def declared(self, tool: Any) -> str | None:
+        name = tool.get("name") if isinstance(tool, dict) else None
+        return name if isinstance(name, str) else None
+
+    def first_output(self, data: Any) -> Output | None:
+        if not isinstance(data, dict):
+            return None
+        kind = data.get("type")
+        if kind == "response.output_text.delta":
+            return "text"
+        item = data.get("item")
+        if kind == "response.output_item.added" and isinstance(item, dict):
+            if item.get("type") == "message":
+                return "text"
+            if str(item.get("type", "")).endswith("_call"):
+                return "tool"
+        return None
+
+    def strip_json(self, data: Any, names: frozenset[str]) -> Any:
+        output = [item for item in data.get("output") or [] if _item_name(item) not in names]
+        return {**data, "output": output}
+
+    def stripper(self, names: frozenset[str]) -> Stripper:
+        return _ResponsesStripper(self, names)
+
+
+class _ResponsesStripper:
+    """An output item's first event (`response.output_item.added`) names it: its output
+    index is learned there, and every later event of that index is dropped."""
+
+    def __init__(self, tools: ResponsesTools, names: frozenset[str]) -> None:
+        self.tools = tools
+        self.names = names
+        self.ours: set[int] = set()
+
+    def feed(self, events: Sequence[Event]) -> list[Event]:
+        kept: list[Event] = []
+        for name, raw in events:
+            data = _loads(raw)
+            if not isinstance(data, dict):
+                kept.append((name, raw))
+                continue
+            index = data.get("output_index")
+            if isinstance(index, int) and _item_name(data.get("item")) in self.names:
+                self.ours.add(index)
+            changed = False
+            if isinstance(index, int) and self.ours:
+                if index in self.ours:
+                    continue
+                if _renumber(index, self.ours) != index:
+                    data = {**data, "output_index": _renumber(index, self.ours)}
+                    changed = True
+            response = data.get("response")
+            if isinstance(response, dict) and isinstance(response.get("output"), list):
+                stripped = self.tools.strip_json(response, self.names)
+                if stripped != response:
+                    data = {**data, "response": stripped}
+                    changed = True
+            kept.append((name, dumps(data).decode() if changed else raw))
+        return kept
+
+
+def _renumber(index: int, removed: set[int]) -> int:
+    return index - sum(1 for r in removed if r < index)
+
+
+def _call_name(call: Any) -> str | None:
+    function = call.get("function") if isinstance(call, dict) else None
+    name = function.get("name") if isinstance(function, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _item_name(item: Any) -> str | None:
+    if isinstance(item, dict) and item.get("type") == "function_call":
+        name = item.get("name")
+        return name if isinstance(name, str) else None
+    return None
+
+
+TOOL_WIRES: dict[str, ToolWire] = {"chat": ChatTools(), "responses": ResponsesTools()}
+"""By `WireAdapter.wire`."""

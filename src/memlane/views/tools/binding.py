@@ -1,0 +1,147 @@
+"""Who a tool call acts for: the namespace it is bound to, and the session it speaks from.
+
+Every memory and session tool (the MCP server's, the proxy's own) receives a
+`Binding` and asks it, never the caller, what it may see. A binding holds one
+namespace; memories of another namespace, and sessions of another namespace,
+are invisible unless the server was started with `--all-namespaces` *and* the
+call names them. Access rules live only here, so a later owner check (tenants:
+credential-bound sessions) is one more field and one more clause per method.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from memlane.engine import threads
+from memlane.engine.memory.scopes import (
+    CONVERSATION_PREFIX,
+    GLOBAL,
+    NAMESPACE_PREFIX,
+    conversation_scope,
+    namespace_scope,
+)
+from memlane.store import SessionStore
+from memlane.types import Fact, Session
+
+NAMESPACE_WORDS = frozenset({"namespace", "ns", "project", "repo", "repository"})
+SESSION_WORDS = frozenset({"conversation", "conv", "session", "this session"})
+EVERY_WORDS = frozenset({"", "all", "any", "default", "*", "everything"})
+
+
+class ToolRefusal(Exception):
+    """The call asks for something this binding may not see or cannot do; the message says
+    what to do instead (it is shown to the model as the tool's error)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    namespace: str | None
+    """The namespace this connection is bound to; None sees only `global` memory."""
+    session_key: str | None = None
+    """The caller's own session (its key), when the client said which it is."""
+    session_id: str | None = None
+    """The caller's stored session, once resolved (the proxy knows it; MCP looks it up)."""
+    all_namespaces: bool = False
+    """The server was started with `--all-namespaces`: a call may name another namespace."""
+    via: str = "mcp"
+    """The face the calls come through: the provenance of memories they add."""
+
+    # --- memory scopes ---------------------------------------------------------------
+    def default_scopes(self) -> tuple[str, ...]:
+        """What a search without a scope looks at: this namespace, the caller's own
+        conversation, and global memory."""
+        scopes: list[str] = []
+        if self.session_id is not None:
+            scopes.append(conversation_scope(self.session_id))
+        if self.namespace is not None:
+            scopes.append(namespace_scope(self.namespace))
+        scopes.append(GLOBAL)
+        return tuple(scopes)
+
+    def write_scope(self, requested: str | None) -> str:
+        """Where a new memory goes: the named scope, else this namespace (else global)."""
+        if requested is None or requested.strip().lower() in EVERY_WORDS:
+            return namespace_scope(self.namespace) if self.namespace is not None else GLOBAL
+        return self.scope(requested)
+
+    def scope(self, requested: str) -> str:
+        """A scope as a model may write it (`global`, `namespace`, `session`, `ns:<name>`,
+        `conv:<session id>`), checked against this binding."""
+        text = requested.strip()
+        word = text.lower()
+        if word == GLOBAL:
+            return GLOBAL
+        if word in NAMESPACE_WORDS:
+            if self.namespace is None:
+                raise ToolRefusal(
+                    "this connection is bound to no namespace: use scope 'global', or connect "
+                    "with a namespace (memlane mcp --namespace NAME, or the X-Memlane-Repo header)"
+                )
+            return namespace_scope(self.namespace)
+        if word in SESSION_WORDS:
+            if self.session_id is None:
+                raise ToolRefusal(
+                    "no session is known for this connection: name one as 'conv:<session id>', "
+                    "or connect with a session (memlane mcp --session KEY, or X-Memlane-Session)"
+                )
+            return conversation_scope(self.session_id)
+        if text.startswith(NAMESPACE_PREFIX) and text[len(NAMESPACE_PREFIX) :].strip():
+            if self.namespace_allowed(text[len(NAMESPACE_PREFIX) :]):
+                return text
+            raise ToolRefusal(
+                f"scope {text!r} belongs to another namespace; this connection sees "
+                f"{self.describe()} (a server started with --all-namespaces may name others)"
+            )
+        if text.startswith(CONVERSATION_PREFIX) and text[len(CONVERSATION_PREFIX) :].strip():
+            return text  # checked against the session's namespace by the caller (needs the store)
+        raise ToolRefusal(
+            f"unknown scope {requested!r}: use 'global', 'namespace', 'session', "
+            "'ns:<namespace>' or 'conv:<session id>'"
+        )
+
+    def namespace_allowed(self, namespace: str) -> bool:
+        return self.all_namespaces or namespace == self.namespace
+
+    def fact_visible(self, fact: Fact, conversation_namespace: str | None) -> bool:
+        """Whether a stored memory may be shown. `conversation_namespace` is the namespace of
+        the session a `conv:` scope belongs to (None when there is no such session)."""
+        return self.scope_visible(fact.scope, conversation_namespace)
+
+    def scope_visible(self, scope: str, conversation_namespace: str | None) -> bool:
+        if scope == GLOBAL:
+            return True
+        if scope.startswith(NAMESPACE_PREFIX):
+            return self.namespace_allowed(scope[len(NAMESPACE_PREFIX) :])
+        if scope.startswith(CONVERSATION_PREFIX):
+            if scope == conversation_scope(self.session_id or ""):
+                return True
+            return conversation_namespace is not None and self.namespace_allowed(
+                conversation_namespace
+            )
+        return False
+
+    # --- sessions ------------------------------------------------------------------------
+    def session_visible(self, session: Session) -> bool:
+        return session.id == self.session_id or self.namespace_allowed(session.namespace)
+
+    def lookup_namespace(self) -> str | None:
+        """The namespace a session lookup is confined to (None: every namespace)."""
+        return None if self.all_namespaces else (self.namespace or "")
+
+    def describe(self) -> str:
+        where = f"namespace {self.namespace!r}" if self.namespace is not None else "no namespace"
+        return where + (" (all namespaces when named)" if self.all_namespaces else "")
+
+
+async def with_session(store: SessionStore, binding: Binding) -> Binding:
+    """The binding with its caller's stored session filled in, when the key names one.
+
+    A caller that named its session but no namespace works in that session's namespace
+    (where the proxy keeps the session's memories)."""
+    if binding.session_key is None or binding.session_id is not None:
+        return binding
+    session = await threads.to_thread(store.find_session, binding.session_key)
+    if session is None:
+        return binding
+    namespace = binding.namespace if binding.namespace is not None else session.namespace
+    return replace(binding, session_id=session.id, namespace=namespace)

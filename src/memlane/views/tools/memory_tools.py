@@ -1,0 +1,205 @@
+"""The memory tools: search, get, add (through reconciliation), update, delete.
+
+Outputs are small on purpose (progressive disclosure): a search answers ids and
+one-line snippets; `memory_get` opens the few a model needs. Every fact shown or
+changed is checked against the caller's `Binding` first; one it may not see is
+reported as absent, so a call never learns what another namespace holds.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, field_validator
+
+from memlane.engine import threads
+from memlane.engine.memory import manage
+from memlane.engine.memory.ingest import Provenance
+from memlane.engine.memory.scopes import CONVERSATION_PREFIX
+from memlane.engine.retrieval.search import search
+from memlane.engine.runtime import Runtime
+from memlane.types import Fact
+from memlane.views.memories import MemoryNotFound, get_memory
+from memlane.views.tools.binding import Binding, ToolRefusal
+from memlane.views.tools.text import day, one_line, short_id
+
+DEFAULT_LIMIT = 8
+MAX_LIMIT = 50
+MAX_IDS = 20
+
+
+class MemorySearchArgs(BaseModel):
+    query: str = Field(min_length=1, description="What to look for, in a few words.")
+    scope: str | None = Field(
+        default=None,
+        description="Where to look: 'namespace', 'global', 'session', 'ns:<name>' or "
+        "'conv:<session id>'. Default: this project's namespace, this session and global.",
+    )
+    limit: int | None = Field(
+        default=None, ge=1, le=MAX_LIMIT, description=f"How many (default {DEFAULT_LIMIT})."
+    )
+
+
+class MemoryGetArgs(BaseModel):
+    ids: list[str] = Field(
+        min_length=1,
+        max_length=MAX_IDS,
+        description="Memory ids (or their first 6+ characters) from memory_search.",
+    )
+
+    @field_validator("ids", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part for part in value.replace(",", " ").split() if part]
+        return value
+
+
+class MemoryAddArgs(BaseModel):
+    text: str = Field(min_length=1, description="The fact to remember, as one standalone sentence.")
+    scope: str | None = Field(
+        default=None,
+        description="Where it belongs: 'namespace' (default: shared by this project's "
+        "sessions), 'global' (every project) or 'session'.",
+    )
+
+
+class MemoryUpdateArgs(BaseModel):
+    id: str = Field(min_length=1, description="The memory's id (from memory_search).")
+    text: str = Field(min_length=1, description="The corrected text, as one sentence.")
+
+
+class MemoryDeleteArgs(BaseModel):
+    id: str = Field(min_length=1, description="The memory's id (from memory_search).")
+
+
+async def conversation_namespace(rt: Runtime, scope: str) -> str | None:
+    """The namespace of the session a `conv:<id>` scope belongs to (None otherwise)."""
+    if not scope.startswith(CONVERSATION_PREFIX):
+        return None
+    session = await threads.to_thread(rt.store.get_session, scope[len(CONVERSATION_PREFIX) :])
+    return session.namespace if session is not None else None
+
+
+async def checked_scope(rt: Runtime, binding: Binding, requested: str) -> str:
+    scope = binding.scope(requested)
+    if not binding.scope_visible(scope, await conversation_namespace(rt, scope)):
+        raise ToolRefusal(
+            f"no session {scope[len(CONVERSATION_PREFIX) :]!r} in {binding.describe()}"
+        )
+    return scope
+
+
+async def visible_fact(rt: Runtime, binding: Binding, ref: str) -> Fact:
+    """The memory `ref` names, if this binding may see it; otherwise a refusal."""
+    try:
+        fact = await get_memory(rt, ref)
+    except MemoryNotFound as exc:
+        raise ToolRefusal(f"{exc}; search with memory_search for current ids") from None
+    if not binding.fact_visible(fact, await conversation_namespace(rt, fact.scope)):
+        raise ToolRefusal(
+            f"no memory with id {ref!r} in {binding.describe()}; search with memory_search"
+        )
+    return fact
+
+
+async def memory_search(rt: Runtime, binding: Binding, args: MemorySearchArgs) -> str:
+    scopes = binding.default_scopes()
+    if args.scope is not None:
+        scopes = (await checked_scope(rt, binding, args.scope),)
+    await rt.memory_book.ready()
+    hits = await search(rt, args.query, scopes=scopes, top_k=args.limit or DEFAULT_LIMIT)
+    where = ", ".join(scopes)
+    if not hits:
+        return f"No memories match {args.query!r} in {where}."
+    facts = await threads.to_thread(lambda: {h.ref: rt.store.get_fact(h.ref) for h in hits})
+    lines = [
+        f"{len(hits)} memories for {args.query!r} in {where} "
+        "(open the full text with memory_get and these ids):"
+    ]
+    for hit in hits:
+        fact = facts.get(hit.ref)
+        role = fact.role if fact is not None else hit.kind
+        when = day(fact.updated_at) if fact is not None else day(hit.created_at)
+        lines.append(f"- {short_id(hit.ref)} [{hit.scope}, {role}, {when}] {one_line(hit.text)}")
+    return "\n".join(lines)
+
+
+async def memory_get(rt: Runtime, binding: Binding, args: MemoryGetArgs) -> str:
+    blocks: list[str] = []
+    for ref in dict.fromkeys(args.ids):
+        try:
+            fact = await visible_fact(rt, binding, ref)
+        except ToolRefusal as exc:
+            blocks.append(f"{ref}: {exc}")
+            continue
+        blocks.append(describe_fact(fact))
+    return "\n\n".join(blocks)
+
+
+def describe_fact(fact: Fact) -> str:
+    lines = [f"id: {fact.id}", f"scope: {fact.scope}", f"role: {fact.role}"]
+    lines.append(f"created: {fact.created_at.isoformat(timespec='seconds')}")
+    if fact.updated_at != fact.created_at:
+        lines.append(f"updated: {fact.updated_at.isoformat(timespec='seconds')}")
+    lines.append(f"from: {fact.conversation_id}")
+    if fact.source_session:
+        lines.append(f"source session: {fact.source_session}")
+    if fact.deleted:
+        replaced = f", replaced by {fact.replaced_by}" if fact.replaced_by else ""
+        lines.append(f"deleted: yes{replaced}")
+    lines.append(f"text: {fact.text}")
+    return "\n".join(lines)
+
+
+async def memory_add(rt: Runtime, binding: Binding, args: MemoryAddArgs) -> str:
+    scope = binding.write_scope(args.scope)
+    if scope.startswith(CONVERSATION_PREFIX):
+        scope = await checked_scope(rt, binding, scope)
+    source = Provenance(binding.via, binding.session_id)
+    try:
+        done = await manage.reconcile_memory(rt, args.text, scope=scope, source=source)
+    except ValueError as exc:
+        raise ToolRefusal(str(exc)) from None
+    ids = ", ".join(f.id for f in done.facts)
+    if done.outcome == "known":
+        known = f" as {ids}" if ids else ""
+        return f"Already remembered{known} in {scope}; nothing added."
+    replaced = f" (replacing {', '.join(done.replaced)})" if done.replaced else ""
+    return f"Remembered in {scope} as {ids}{replaced}."
+
+
+async def memory_update(rt: Runtime, binding: Binding, args: MemoryUpdateArgs) -> str:
+    fact = await visible_fact(rt, binding, args.id)
+    if fact.deleted:
+        raise ToolRefusal(f"memory {fact.id} was deleted; add the corrected fact with memory_add")
+    try:
+        edited = await manage.edit_memory(rt, fact.id, args.text)
+    except ValueError as exc:
+        raise ToolRefusal(str(exc)) from None
+    return f"Updated {edited.id} in {edited.scope}: {one_line(edited.text)}"
+
+
+async def memory_delete(rt: Runtime, binding: Binding, args: MemoryDeleteArgs) -> str:
+    fact = await visible_fact(rt, binding, args.id)
+    if fact.deleted:
+        return f"Memory {fact.id} was already deleted."
+    await manage.forget_memory(rt, fact.id)
+    return f"Deleted {fact.id} (kept under deleted/ in the memory files; it leaves recall)."
+
+
+LISTED = 200
+
+
+async def scope_listing(rt: Runtime, binding: Binding, requested: str) -> str:
+    """The newest memories of one scope, one line each (the `memlane://memory/{scope}` page)."""
+    scope = await checked_scope(rt, binding, requested)
+    await rt.memory_book.ready()
+    facts = await threads.to_thread(rt.store.list_facts, scope=scope, roles=("memory", "summary"))
+    if not facts:
+        return f"No memories in {scope}."
+    shown = facts[-LISTED:]
+    more = f" (the newest {len(shown)} of {len(facts)})" if len(facts) > len(shown) else ""
+    lines = [f"Memories in {scope}{more}, oldest first:"]
+    lines += [
+        f"- {short_id(f.id)} [{f.role}, {day(f.updated_at)}] {one_line(f.text)}" for f in shown
+    ]
+    return "\n".join(lines)

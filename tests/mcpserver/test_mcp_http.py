@@ -1,0 +1,132 @@
+"""The MCP server at /mcp on a running `memlane serve` app, driven by the `mcp` SDK's own client
+over streamable HTTP: the admin token, DNS-rebinding protection, namespaces from headers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from memlane.engine import scaffold
+from memlane.store import NewMessage
+from memlane.types import Message
+from tests.support.upstream import ProxyFactory, RunningProxy
+
+QUIET: dict[str, Any] = {"memory_enabled": True, "index_enabled": False}
+
+
+@asynccontextmanager
+async def connect(proxy: RunningProxy, **headers: str) -> AsyncIterator[Client]:
+    client = httpx2.AsyncClient(headers={**proxy.admin, **headers}, timeout=30)
+    async with client, Client(streamable_http_client(f"{proxy.base}/mcp", http_client=client)) as c:
+        yield c
+
+
+def text(result: Any) -> str:
+    return "\n".join(block.text for block in result.content)
+
+
+async def test_a_client_over_http_adds_a_memory_and_finds_it(proxy_factory: ProxyFactory) -> None:
+    proxy = proxy_factory(**QUIET)
+    async with connect(proxy, **{"X-Memlane-Repo": "shop"}) as client:
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        assert {"memory_search", "memory_add", "session_get", "session_ask"} <= tools
+        added = await client.call_tool("memory_add", {"text": "Deploys go out with make ship"})
+        assert not added.is_error, text(added)
+        assert "ns:shop" in text(added)
+        found = await client.call_tool("memory_search", {"q": "deploys ship", "k": 3})
+        assert not found.is_error
+        assert "Deploys go out with make ship" in text(found)
+    facts = proxy.store.list_facts(scope="ns:shop")
+    assert [f.text for f in facts] == ["Deploys go out with make ship"]
+    assert facts[0].conversation_id == "mcp"  # provenance: added through MCP
+
+
+async def test_namespaces_from_headers_never_see_each_other(proxy_factory: ProxyFactory) -> None:
+    proxy = proxy_factory(**QUIET)
+    async with connect(proxy, **{"X-Memlane-Repo": "alpha"}) as alpha:
+        await alpha.call_tool("memory_add", {"text": "The alpha launch code is tangerine"})
+    async with connect(proxy, **{"X-Memlane-Repo": "beta"}) as beta:
+        found = await beta.call_tool("memory_search", {"query": "alpha launch code"})
+        assert "tangerine" not in text(found)
+        named = await beta.call_tool("memory_search", {"query": "launch", "scope": "ns:alpha"})
+        assert named.is_error
+        assert "another namespace" in text(named)
+        fact = proxy.store.list_facts(scope="ns:alpha")[0]
+        opened = await beta.call_tool("memory_get", {"ids": [fact.id]})
+        assert "tangerine" not in text(opened)
+        deleted = await beta.call_tool("memory_delete", {"id": fact.id})
+        assert deleted.is_error
+    assert not proxy.store.get_fact(fact.id).deleted
+
+
+async def test_a_server_with_all_namespaces_answers_a_call_that_names_one(
+    proxy_factory: ProxyFactory,
+) -> None:
+    proxy = proxy_factory(mcp_all_namespaces=True, **QUIET)
+    async with connect(proxy, **{"X-Memlane-Repo": "alpha"}) as alpha:
+        await alpha.call_tool("memory_add", {"text": "The alpha launch code is tangerine"})
+    async with connect(proxy, **{"X-Memlane-Repo": "beta"}) as beta:
+        unnamed = await beta.call_tool("memory_search", {"query": "alpha launch code"})
+        assert "tangerine" not in text(unnamed)
+        named = await beta.call_tool("memory_search", {"query": "launch", "scope": "ns:alpha"})
+        assert "The alpha launch code is tangerine" in text(named)
+
+
+def test_mcp_needs_the_admin_token(proxy_factory: ProxyFactory) -> None:
+    proxy = proxy_factory(**QUIET)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    accept = {"accept": "application/json, text/event-stream"}
+    for sent in ({}, {"authorization": "Bearer wrong-token-wrong-token"}):
+        answer = httpx.post(f"{proxy.base}/mcp", json=body, headers={**accept, **sent})
+        assert answer.status_code == 401
+        assert answer.json()["error"]["code"] == "invalid_admin_token"
+
+
+@pytest.mark.parametrize(
+    ("header", "value"),
+    [("host", "evil.example:8100"), ("origin", "http://evil.example")],
+)
+def test_a_rebinding_page_cannot_reach_mcp(
+    proxy_factory: ProxyFactory, header: str, value: str
+) -> None:
+    proxy = proxy_factory(**QUIET)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {**proxy.admin, "accept": "application/json, text/event-stream", header: value}
+    answer = httpx.post(f"{proxy.base}/mcp", json=body, headers=headers)
+    assert answer.status_code == 403
+
+
+async def test_a_session_header_binds_its_namespace_and_opens_pages(
+    proxy_factory: ProxyFactory,
+) -> None:
+    proxy = proxy_factory(**QUIET)
+    store = proxy.store
+    session = store.ensure_session("agent-9", namespace="shop")
+    store.append_messages(
+        session.id,
+        [
+            NewMessage(Message("user", "Rename the invoices table"), 1),
+            NewMessage(Message("assistant", "Renamed it to billing_invoices."), 1),
+        ],
+    )
+    other = store.ensure_session("elsewhere", namespace="other")
+    async with connect(proxy, **{"X-Memlane-Session": "agent-9"}) as client:
+        page = await client.call_tool("session_get", {"ref": "agent-9"})
+        assert "#1 assistant: Renamed it to billing_invoices." in text(page)
+        resource = await client.read_resource(f"memlane://session/{session.id}")
+        assert "billing_invoices" in resource.contents[0].text  # type: ignore[union-attr]
+        hidden = await client.read_resource(f"memlane://session/{other.id}")
+        assert hidden.contents[0].text.startswith("error: no session matches")  # type: ignore[union-attr]
+        added = await client.call_tool("memory_add", {"text": "Invoices live in billing_invoices"})
+        assert "Remembered in ns:shop" in text(added)  # the session's namespace
+        await client.call_tool("todo_set", {"text": "- [ ] migrate readers"})
+    state = proxy.store.get_session(session.id)
+    assert state is not None
+    assert scaffold.read_texts(proxy.runtime, state)["todo"] == "- [ ] migrate readers"
