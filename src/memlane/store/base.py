@@ -19,6 +19,7 @@ Backend-specific SQL never leaves the backend's package (`store.sqlite`,
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -361,5 +362,10 @@ class Store(
     each method owes, one test module per role, run against every backend."""
 
     url: str
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """The writes this thread makes inside commit together, as one transaction; one
+        that fails undoes only itself (a savepoint). What one turn stores is one commit."""
+        ...
 
     def close(self) -> None: ...
