@@ -31,7 +31,10 @@ class Lazy:
     """Its one-line help, as `memlane --help` lists it."""
 
     def load(self, name: str) -> Any:
-        target = getattr(import_module(self.module), self.attribute)
+        from memlane.engine.signals import threads_started_here_leave_signals
+
+        with threads_started_here_leave_signals():  # a library's threads never take Ctrl-C
+            target = getattr(import_module(self.module), self.attribute)
         if isinstance(target, typer.Typer):  # a group, even of one command (`config show`)
             command: Any = typer.main.get_group(target)
         else:

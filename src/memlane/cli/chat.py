@@ -13,6 +13,7 @@ prompt, so `--resume` continues exactly where the last run stopped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 import uuid
@@ -30,6 +31,7 @@ from memlane.engine import pipeline
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import lifecycle
 from memlane.engine.sessions.indexing import startup_warnings
+from memlane.engine.signals import threads_started_here_leave_signals
 from memlane.engine.tenancy import OPERATOR
 from memlane.engine.threads import worker_pool
 from memlane.engine.turn import Answer, DirectAnswer, Turn
@@ -167,17 +169,21 @@ def chat(
     _log_to_file(settings)
     for warning in startup_warnings(settings):
         typer.echo(f"warning: {warning}", err=True)
-    with opened_store(settings) as store:
-        rt = Runtime(settings, store)
-        session = _starting_session(store, resume=resume, ref=session_ref, fork=fork)
-        key = (
-            session.key
-            if session
-            else f"chat-{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
-        )
-        space = session.namespace if session else (namespace or str(Path.cwd()))
-        chat_session = ChatSession(rt, key, space, chosen, ephemeral=ephemeral, session=session)
-        chat_session.load()
+    with contextlib.ExitStack() as stack:
+        # Ctrl-C must reach the main thread's prompt: threads started while opening (a
+        # native library's too) never take it
+        with threads_started_here_leave_signals():
+            store = stack.enter_context(opened_store(settings))
+            rt = Runtime(settings, store)
+            session = _starting_session(store, resume=resume, ref=session_ref, fork=fork)
+            key = (
+                session.key
+                if session
+                else f"chat-{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
+            )
+            space = session.namespace if session else (namespace or str(Path.cwd()))
+            chat_session = ChatSession(rt, key, space, chosen, ephemeral=ephemeral, session=session)
+            chat_session.load()
         _loop(chat_session)
 
 

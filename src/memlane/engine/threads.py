@@ -14,12 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
+from memlane.engine.signals import leave_signals_to_the_main_thread
 from memlane.store.write_gate import mark_background_thread
 
 P = ParamSpec("P")
@@ -43,17 +43,6 @@ def background_context() -> contextvars.Context:
 
 def in_background() -> bool:
     return _in_background.get()
-
-
-def leave_signals_to_the_main_thread() -> None:
-    """Block SIGINT and SIGTERM in the calling worker thread.
-
-    The kernel hands a process-wide signal to any thread that does not block it. One
-    that lands on a worker sets Python's flag but does not interrupt the main thread's
-    blocking read, so `memlane chat` waiting in `input()` would ignore Ctrl-C until
-    Enter. Worker threads never handle signals; the main thread always does.
-    """
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 def worker_pool(threads: int | None, name: str) -> ThreadPoolExecutor:
