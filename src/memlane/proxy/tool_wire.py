@@ -5,7 +5,8 @@ the few format-specific pieces it needs:
 
 - `definition(spec)`: a function tool as the format declares one;
 - `first_output(data)`: whether a streamed event starts answer text or a tool call
-  (the loop relays a round that starts with text as it arrives);
+  (the loop relays a round that starts with text as it arrives; Anthropic's thinking
+  blocks come first and decide nothing);
 - `strip_json(data, names)` / `stripper(names)`: an answer (whole, or streamed
   event by event) without memlane's calls, for a round the client gets that also
   called memlane's tools. Output positions are renumbered so the client sees a
@@ -243,5 +244,104 @@ def _item_name(item: Any) -> str | None:
     return None
 
 
-TOOL_WIRES: dict[str, ToolWire] = {"chat": ChatTools(), "responses": ResponsesTools()}
+class MessagesTools:
+    """Anthropic Messages: a tool has an `input_schema`; a call is a `tool_use` content block,
+    and a streamed block's first event (`content_block_start`) names it."""
+
+    def definition(self, name: str, description: str, parameters: Mapping[str, Any]) -> Any:
+        return {"name": name, "description": description, "input_schema": parameters}
+
+    def declared(self, tool: Any) -> str | None:
+        name = tool.get("name") if isinstance(tool, dict) else None
+        return name if isinstance(name, str) else None
+
+    def first_output(self, data: Any) -> Output | None:
+        """Thinking comes before what it leads to: it decides nothing. A `tool_use` block is a
+        call; any other block (text, a server tool the upstream runs itself) is the answer."""
+        if not isinstance(data, dict) or data.get("type") != "content_block_start":
+            return None
+        block = data.get("content_block")
+        kind = block.get("type") if isinstance(block, dict) else None
+        if not isinstance(kind, str) or kind in _THINKING:
+            return None
+        return "tool" if kind == "tool_use" else "text"
+
+    def strip_json(self, data: Any, names: frozenset[str]) -> Any:
+        content = data.get("content")
+        blocks = content if isinstance(content, list) else []
+        kept = [b for b in blocks if _block_name(b) not in names]
+        out = {**data, "content": kept}
+        if data.get("stop_reason") == "tool_use" and not any(_is_call(b) for b in kept):
+            out["stop_reason"] = "end_turn"  # the client is not asked to run anything
+        return out
+
+    def stripper(self, names: frozenset[str]) -> Stripper:
+        return _MessagesStripper(names)
+
+
+_THINKING = ("thinking", "redacted_thinking")
+
+
+class _MessagesStripper:
+    """Every event of a block memlane's call occupies is dropped (its index is learned from
+    its `content_block_start`); later blocks move down so the indices stay contiguous, and
+    `stop_reason: tool_use` becomes `end_turn` when no call of the client's is left."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+        self.ours: set[int] = set()
+        self.theirs = False
+
+    def feed(self, events: Sequence[Event]) -> list[Event]:
+        kept: list[Event] = []
+        for name, raw in events:
+            data = _loads(raw)
+            if not isinstance(data, dict):
+                kept.append((name, raw))
+                continue
+            index = data.get("index")
+            if data.get("type") == "content_block_start" and isinstance(index, int):
+                block = data.get("content_block")
+                if _block_name(block) in self.names:
+                    self.ours.add(index)
+                elif _is_call(block):
+                    self.theirs = True
+            if isinstance(index, int) and not isinstance(index, bool) and self.ours:
+                if index in self.ours:
+                    continue
+                moved = _renumber(index, self.ours)
+                if moved != index:
+                    kept.append((name, dumps({**data, "index": moved}).decode()))
+                    continue
+            delta = data.get("delta")
+            if (
+                data.get("type") == "message_delta"
+                and isinstance(delta, dict)
+                and delta.get("stop_reason") == "tool_use"
+                and self.ours
+                and not self.theirs
+            ):
+                data = {**data, "delta": {**delta, "stop_reason": "end_turn"}}
+                kept.append((name, dumps(data).decode()))
+                continue
+            kept.append((name, raw))
+        return kept
+
+
+def _is_call(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "tool_use"
+
+
+def _block_name(block: Any) -> str | None:
+    if _is_call(block):
+        name = block.get("name")
+        return name if isinstance(name, str) else None
+    return None
+
+
+TOOL_WIRES: dict[str, ToolWire] = {
+    "chat": ChatTools(),
+    "responses": ResponsesTools(),
+    "anthropic": MessagesTools(),
+}
 """By `WireAdapter.wire`."""

@@ -168,7 +168,7 @@ async def serve_parsed(
     headers = upstream.headers(request.headers.items())
     headers.setdefault("content-type", "application/json")
     url = upstream_url(upstream, adapter, request)
-    if tools and adapter.wire != "anthropic":  # memlane's own tools: Chat and Responses
+    if tools:  # memlane's own tools: offered upstream, its calls answered here
         loop = ToolLoop(state, turn, adapter, parsed, tools, upstream, url, headers)
         outgoing = await loop.with_pending(outgoing)
         return await (loop.stream(outgoing) if parsed.stream else loop.complete(outgoing))
