@@ -144,7 +144,7 @@ def main() -> None:
             time.sleep(0.1)
         ask = (
             "curl -s {base}/chat/completions -H 'X-Memlane-Session: {key}' "
-            "-H 'content-type: application/json' "
+            "-H 'X-Memlane-Repo: shop' -H 'content-type: application/json' "
             '-d \'{{"model": "gpt-4o-mini", "messages": {messages}}}\' '
             "| jq -r '.choices[0].message.content'"
         )
@@ -187,9 +187,9 @@ def main() -> None:
         reference = [{"role": "user", "content": "Design the email outbox like @@job-queue-design"}]
         command = ask.format(base=base, key="outbox", messages=json.dumps(reference))
         step(
-            "Another session references it with `@@name`: the summary is injected as its own "
-            "message just before the user's, and stored there, so later turns resend the same "
-            "prefix (provider caches keep hitting):\n",
+            "Another session of the same namespace references it with `@@name`: the summary is "
+            "injected as its own message just before the user's, and stored there, so later "
+            "turns resend the same prefix (provider caches keep hitting):\n",
             command,
             command.replace(base, "http://127.0.0.1:8100/v1"),
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 from memlane.config import Settings
@@ -56,3 +57,20 @@ def test_add_of_an_exact_repeat_returns_the_existing_id(settings: Settings) -> N
         memory.forget(ids.pop())
         assert memory.add("The user's cat is called Miso")  # a forgotten one is added anew
         assert len(memory.search("cat Miso")) == 1
+
+
+def test_memories_over_time(settings: Settings) -> None:
+    jan, feb, mar = (datetime(2026, m, 1, tzinfo=UTC) for m in (1, 2, 3))
+    with Memory(settings) as memory:
+        first = memory.add("The user's team is Payments", scope="ns:work", valid_from=jan)
+        second = memory.supersede(first, "The user's team is Search", at=mar)
+        hits = memory.search("which team", scopes=["ns:work"])
+        assert [(h.id, h.valid_from, h.valid_to) for h in hits] == [(second, mar, None)]
+        before = memory.search("which team", scopes=["ns:work"], as_of=feb)
+        assert [(h.id, h.valid_to) for h in before] == [(first, mar)]
+        history = memory.history(second[:8])
+        assert [(v.id, v.valid_from, v.valid_to) for v in history] == [
+            (first, jan, mar),
+            (second, mar, None),
+        ]
+        assert (history[0].replaced_by, history[1].supersedes) == (second, first)

@@ -16,6 +16,7 @@ PUBLIC = [
     "GovernedHistory",
     "Memory",
     "MemoryHit",
+    "MemoryVersion",
     "Runtime",
     "Settings",
     "WorkingContext",

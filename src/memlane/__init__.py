@@ -3,7 +3,8 @@
 The library face. Names are imported on first use, so `import memlane` (and the
 CLI's start-up) stays fast and loads no model:
 
-- `Memory` / `AsyncMemory`: long-term memory (add, search, augment, remember, forget);
+- `Memory` / `AsyncMemory`: long-term memory (add, search, augment, remember, forget,
+  supersede, history: facts with the time they were true);
 - `govern` / `agovern` / `GovernedHistory` / `ContextOverflow`: context governance
   on Chat Completions message lists;
 - `open_runtime` / `Runtime` / `working_context`: the engine in-process (running
@@ -24,6 +25,7 @@ _EXPORTS = {
     "GovernedHistory": "memlane.governance",
     "Memory": "memlane.memory",
     "MemoryHit": "memlane.memory",
+    "MemoryVersion": "memlane.memory",
     "Runtime": "memlane.engine.runtime",
     "Settings": "memlane.config",
     "WorkingContext": "memlane.engine.sessions.working",
@@ -40,6 +42,7 @@ __all__ = [
     "GovernedHistory",
     "Memory",
     "MemoryHit",
+    "MemoryVersion",
     "Runtime",
     "Settings",
     "WorkingContext",
@@ -57,7 +60,7 @@ if TYPE_CHECKING:
     from memlane.engine.sessions.working import WorkingContext, working_context
     from memlane.governance import ContextOverflow, GovernedHistory, agovern, govern
     from memlane.library import load, open_runtime
-    from memlane.memory import AsyncMemory, Memory, MemoryHit
+    from memlane.memory import AsyncMemory, Memory, MemoryHit, MemoryVersion
 
 
 def __getattr__(name: str) -> Any:

@@ -13,7 +13,7 @@ from memlane.config import Settings
 def config_table() -> str:
     rows = ["| setting (env) | default | description |", "| --- | --- | --- |"]
     for name, field in Settings.model_fields.items():
-        default: Any = field.default
+        default: Any = field.get_default(call_default_factory=True)  # a list's `[]`, too
         empty = default is None or (isinstance(default, dict | list | tuple) and not default)
         shown = "—" if empty or isinstance(default, SecretStr) else f"`{default}`"
         description = (field.description or "").replace("|", "\\|")

@@ -7,6 +7,8 @@
     memory.search("indentation style", scopes=["ns:my-repo", "global"])
     messages = memory.augment(chat_messages, namespace="my-repo")
     memory.remember("I moved to Oslo", "Noted!", conversation="c1", namespace="my-repo")
+    memory.search("where does the user live", scopes=["ns:my-repo"], as_of=last_spring)
+    memory.history(memory_id)       # every version, with when each was true
     memory.close()
 
 `AsyncMemory` is the core (await its methods inside an event loop); `Memory`
@@ -26,7 +28,9 @@ from typing import Any, TypeVar
 from memlane.config import Settings
 from memlane.engine.memory import manage, scopes
 from memlane.engine.memory.ingest import IngestReport, TurnInput, ingest_turn
+from memlane.engine.memory.lifecycle import stop_memory
 from memlane.engine.memory.recall import recall, render
+from memlane.engine.memory.versions import Version
 from memlane.engine.runtime import Runtime
 from memlane.library import load
 from memlane.store import open_store
@@ -35,7 +39,7 @@ from memlane.text.llm import LLM
 from memlane.types import FactRole
 
 T = TypeVar("T")
-__all__ = ["AsyncMemory", "Memory", "MemoryHit"]
+__all__ = ["AsyncMemory", "Memory", "MemoryHit", "MemoryVersion"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +50,49 @@ class MemoryHit:
     scope: str
     score: float
     created_at: datetime
+    valid_from: datetime | None = None
+    """When it became true (None when the hit is not a stored memory)."""
+    valid_to: datetime | None = None
+    """When it stopped being true; None: still true."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryVersion:
+    """One version of a memory, as `history` tells it: what, when true, what caused it."""
+
+    id: str
+    text: str
+    role: str
+    scope: str
+    valid_from: datetime
+    valid_to: datetime | None
+    deleted: bool
+    replaced_by: str | None
+    supersedes: str | None
+    source_session: str | None
+    source_message: int | None
+    cause: str | None
+    """The text of the message it was learned from, when that message is kept."""
+    cause_at: datetime | None
+
+
+def version_of(version: Version) -> MemoryVersion:
+    fact, cause = version.fact, version.cause
+    return MemoryVersion(
+        id=fact.id,
+        text=fact.text,
+        role=fact.role,
+        scope=fact.scope,
+        valid_from=fact.since,
+        valid_to=fact.valid_to,
+        deleted=fact.deleted,
+        replaced_by=fact.replaced_by,
+        supersedes=fact.supersedes,
+        source_session=fact.source_session,
+        source_message=fact.source_message,
+        cause=cause.message.text if cause is not None else None,
+        cause_at=cause.created_at if cause is not None else None,
+    )
 
 
 class AsyncMemory:
@@ -68,12 +115,30 @@ class AsyncMemory:
             runtime = Runtime(settings, open_store(settings), _llm=llm, _embedder=embedder)
         self.runtime = runtime
 
-    async def add(self, text: str, *, scope: str = scopes.GLOBAL, role: FactRole = "memory") -> str:
-        """Remember `text` as it is; returns the new memory's id."""
+    async def add(
+        self,
+        text: str,
+        *,
+        scope: str = scopes.GLOBAL,
+        role: FactRole = "memory",
+        valid_from: datetime | None = None,
+    ) -> str:
+        """Remember `text` as it is, true from `valid_from` (default now); returns its id."""
         fact = await manage.add_memory(
-            self.runtime, text, scope=scopes.parse_scope(scope), role=role
+            self.runtime, text, scope=scopes.parse_scope(scope), role=role, valid_from=valid_from
         )
         return fact.id
+
+    async def supersede(self, memory_id: str, text: str, *, at: datetime | None = None) -> str:
+        """Close memory `memory_id` at `at` (default now) and add `text` as its next
+        version, true from then (both kept, linked); returns the new version's id."""
+        _, new = await manage.supersede_memory(self.runtime, memory_id, text, at=at)
+        return new.id
+
+    async def history(self, memory_id: str) -> list[MemoryVersion]:
+        """Every version of a memory, oldest first, with when each was true and the
+        message it came from (when kept)."""
+        return [version_of(v) for v in await manage.memory_versions(self.runtime, memory_id)]
 
     async def remember(
         self,
@@ -83,21 +148,33 @@ class AsyncMemory:
         conversation: str,
         namespace: str | None = None,
         model: str | None = None,
+        at: datetime | None = None,
     ) -> IngestReport:
-        """Run the whole write path on one exchange: turns, facts (LLM), summary, eviction."""
+        """Run the whole write path on one exchange: turns, facts (LLM), summary, eviction.
+
+        `at` is when the user wrote it (default now): facts are true from then, and
+        relative dates in them ("yesterday") are resolved against it.
+        """
         item = TurnInput(
             session_id=conversation,
             namespace=namespace or conversation,
             model=model or self.runtime.memory_model(),
             user_text=user,
             assistant_text=assistant,
+            said_at=at,
         )
         return await ingest_turn(self.runtime, item)
 
     async def search(
-        self, query: str, *, scopes: Sequence[str] = (scopes.GLOBAL,), top_k: int | None = None
+        self,
+        query: str,
+        *,
+        scopes: Sequence[str] = (scopes.GLOBAL,),
+        top_k: int | None = None,
+        as_of: datetime | None = None,
     ) -> list[MemoryHit]:
-        found = await recall(self.runtime, query, scopes=[_scope(s) for s in scopes])
+        """Memories for `query`: those true now, or at `as_of`."""
+        found = await recall(self.runtime, query, scopes=[_scope(s) for s in scopes], as_of=as_of)
         limit = top_k or self.runtime.settings.memory_top_k
         return [
             MemoryHit(
@@ -107,6 +184,8 @@ class AsyncMemory:
                 r.candidate.scope,
                 r.candidate.score,
                 r.candidate.created_at,
+                r.fact.since if r.fact is not None else None,
+                r.fact.valid_to if r.fact is not None else None,
             )
             for r in found[:limit]
         ]
@@ -142,8 +221,9 @@ class AsyncMemory:
         return fact.deleted
 
     async def close(self) -> None:
+        """Finish background work and commit what waits for git, then close the store."""
         await self.runtime.background.drain()
-        await self.runtime.memory_book.stop_watching()
+        await stop_memory(self.runtime)
         if self._owns:
             self.runtime.close()
 
@@ -158,8 +238,23 @@ class Memory:
     def _run(self, coro: Any) -> Any:
         return self._runner.run(coro)
 
-    def add(self, text: str, *, scope: str = scopes.GLOBAL, role: FactRole = "memory") -> str:
-        result: str = self._run(self._core.add(text, scope=scope, role=role))
+    def add(
+        self,
+        text: str,
+        *,
+        scope: str = scopes.GLOBAL,
+        role: FactRole = "memory",
+        valid_from: datetime | None = None,
+    ) -> str:
+        result: str = self._run(self._core.add(text, scope=scope, role=role, valid_from=valid_from))
+        return result
+
+    def supersede(self, memory_id: str, text: str, *, at: datetime | None = None) -> str:
+        result: str = self._run(self._core.supersede(memory_id, text, at=at))
+        return result
+
+    def history(self, memory_id: str) -> list[MemoryVersion]:
+        result: list[MemoryVersion] = self._run(self._core.history(memory_id))
         return result
 
     def remember(self, user: str, assistant: str = "", **options: Any) -> IngestReport:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -210,6 +211,35 @@ def test_ctrl_c_at_the_prompt_leaves_at_once_with_the_hint_and_the_unsent_line(
     child.expect(pexpect.EOF, timeout=10)
     child.close()
     assert child.exitstatus == 0
+
+
+def blocked_signals(pid: int) -> dict[str, int]:
+    """Each thread's name and blocked-signal mask, read from /proc."""
+    masks: dict[str, int] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        fields = dict(line.split(":\t", 1) for line in (task / "status").read_text().splitlines())
+        masks[f"{task.name} {fields['Name']}"] = int(fields["SigBlk"], 16)
+    return masks
+
+
+def test_the_threads_a_turn_starts_leave_ctrl_c_to_the_main_thread(env: dict[str, str]) -> None:
+    """A SIGINT the kernel hands to a worker thread would leave `input()` waiting."""
+    child = spawn(env)
+    child.expect_exact("you> ")
+    before = blocked_signals(child.pid)
+    child.sendline("remember my plan")
+    child.expect_exact("assistant> echo: remember my plan")
+    child.expect_exact("you> ")
+    after = blocked_signals(child.pid)
+    sigint = 1 << (signal.SIGINT - 1)
+    started = {name: mask for name, mask in after.items() if name not in before}
+    assert started, "a turn runs work on threads besides the main one"
+    assert all(mask & sigint for mask in started.values()), started
+    main = next(name for name in after if name.startswith(f"{child.pid} "))
+    assert not after[main] & sigint
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    child.close()
 
 
 def test_with_the_running_summary_on_chat_sends_the_working_context(

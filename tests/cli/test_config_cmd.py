@@ -27,9 +27,13 @@ def test_config_show_json_reports_values_and_sources(runner: CliRunner, tmp_path
 
 
 def test_config_show_table(runner: CliRunner) -> None:
-    result = runner.invoke(app, ["config", "show"])
+    from memlane.config import Settings
+
+    result = runner.invoke(app, ["config", "show"], env={"COLUMNS": "80"})
     assert result.exit_code == 0
     assert "MEMLANE_UPSTREAM_URL" in result.stdout
+    names = {word.strip("│┃ ") for word in result.stdout.split() if word.startswith("MEMLANE_")}
+    assert names == {f"MEMLANE_{name.upper()}" for name in Settings.model_fields}  # none cut
 
 
 def test_invalid_config_is_one_clear_line(

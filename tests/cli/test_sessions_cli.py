@@ -179,7 +179,7 @@ def test_delete_yes_removes_rows_and_folder(
     (folder / "todo.md").write_text("- [ ] x\n", encoding="utf-8")
     code, out, _ = invoke(runner, "sessions", "delete", session.id, "--yes", "--json")
     assert code == 0
-    assert json.loads(out) == {"deleted": session.id}
+    assert json.loads(out) == {"deleted": session.id, "purged": False}
     assert store.get_session(session.id) is None
     assert store.list_messages(session.id) == []
     assert not folder.exists()
@@ -425,3 +425,22 @@ def test_delete_leaves_the_memory_repository_clean_and_the_text_gone(
     assert not any(secret in p.read_text() for p in memory.rglob("*.md"))
     database = (tmp_path / "memlane.db").read_bytes()
     assert secret.encode() not in database  # secure_delete: no copy in free pages
+
+
+def test_context_of_a_session_without_a_model_assumes_the_default_window(
+    runner: CliRunner, store: SQLiteStore
+) -> None:
+    add_session(store, "quiet", ["first question", "second question"])
+    code, out, _ = invoke(runner, "sessions", "context", "quiet", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert (data["model"], data["window_source"], data["window"]) == ("", "default", 32_768)
+    assert data["notes"] == ["the session has not named a model yet: the default window is assumed"]
+    assert data["parts"]["head"]["items"] + data["parts"]["tail"]["items"] == 4
+    assert data["parts"]["snapshot"] == {"tokens": 0, "items": 0}
+    assert data["compacts_next"] is False
+    assert data["events"] == []
+    code, out, _ = invoke(runner, "sessions", "context", "quiet")
+    assert code == 0
+    assert "model (none yet)" in out
+    assert "assumed: unknown model" in out

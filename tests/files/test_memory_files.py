@@ -135,3 +135,32 @@ def test_render_escapes_nothing_a_reader_needs() -> None:
         mtime=WHEN,
     )
     assert parsed.text == "Line one\n---\nline three"
+
+
+def test_validity_and_links_are_front_matter(tmp_path: Path) -> None:
+    files = MemoryFiles(tmp_path)
+    start, end = datetime(2026, 1, 15, 9, 0, tzinfo=UTC), datetime(2026, 3, 10, tzinfo=UTC)
+    closed = fact(valid_from=start, valid_to=end, replaced_by="n2", created_at=start)
+    written = files.write(closed)
+    text = written.path.read_text()
+    assert "valid_from: '2026-01-15T09:00:00+00:00'" in text
+    assert "valid_to: '2026-03-10T00:00:00+00:00'" in text
+    assert "replaced_by: n2" in text
+    assert "/deleted/" not in written.path.as_posix()  # closed is not deleted
+    assert files.read(written.path).fact == closed
+    successor = fact(id="n2", valid_from=end, supersedes="abc123")
+    assert files.read(files.write(successor).path).fact == successor
+    assert "valid_" not in render(fact())  # no interval given: none written
+
+
+def test_a_hand_written_valid_to_is_read_and_a_backwards_one_refused(tmp_path: Path) -> None:
+    files = MemoryFiles(tmp_path)
+    path = files.write(fact()).path
+    path.write_text(path.read_text().replace("updated_at:", "valid_to: 2024-06-01\nupdated_at:"))
+    assert files.read(path).fact.valid_to == datetime(2024, 6, 1, tzinfo=UTC)
+    path.write_text(path.read_text().replace("valid_to: 2024-06-01", "valid_to: 2020-01-01"))
+    with pytest.raises(MemoryFileError, match="valid_to is before"):
+        files.read(path)
+    path.write_text(path.read_text().replace("valid_to: 2020-01-01", "valid_to: soon"))
+    with pytest.raises(MemoryFileError, match="valid_to is not an ISO 8601 time"):
+        files.read(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -14,6 +15,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from memlane.engine import scaffold
+from memlane.engine.memory import manage
 from memlane.store import NewMessage
 from memlane.types import Message
 from tests.support.upstream import ProxyFactory, RunningProxy
@@ -46,6 +48,37 @@ async def test_a_client_over_http_adds_a_memory_and_finds_it(proxy_factory: Prox
     facts = proxy.store.list_facts(scope="ns:shop")
     assert [f.text for f in facts] == ["Deploys go out with make ship"]
     assert facts[0].conversation_id == "mcp"  # provenance: added through MCP
+
+
+async def test_a_client_asks_what_was_true_then_and_how_it_changed(
+    proxy_factory: ProxyFactory,
+) -> None:
+    proxy = proxy_factory(**QUIET)
+    jan, mar = datetime(2026, 1, 15, tzinfo=UTC), datetime(2026, 3, 10, tzinfo=UTC)
+    berlin = proxy.call(
+        lambda: manage.add_memory(
+            proxy.runtime, "The user lives in Berlin", scope="ns:me", valid_from=jan
+        )
+    )
+    _, lisbon = proxy.call(
+        lambda: manage.supersede_memory(
+            proxy.runtime, berlin.id, "The user lives in Lisbon", at=mar
+        )
+    )
+    async with connect(proxy, **{"X-Memlane-Repo": "me"}) as client:
+        now = text(await client.call_tool("memory_search", {"query": "user lives"}))
+        then = await client.call_tool(
+            "memory_search", {"query": "user lives", "as_of": "2026-02-01"}
+        )
+        history = await client.call_tool("memory_history", {"id": lisbon.id})
+    assert "Lisbon" in now
+    assert "Berlin" not in now
+    assert not then.is_error, text(then)
+    assert "Berlin" in text(then)
+    assert "Lisbon" not in text(then)
+    assert not history.is_error, text(history)
+    assert "[2026-01-15 → 2026-03-10, replaced] The user lives in Berlin" in text(history)
+    assert "[since 2026-03-10, current] The user lives in Lisbon" in text(history)
 
 
 async def test_namespaces_from_headers_never_see_each_other(proxy_factory: ProxyFactory) -> None:
@@ -130,3 +163,55 @@ async def test_a_session_header_binds_its_namespace_and_opens_pages(
     state = proxy.store.get_session(session.id)
     assert state is not None
     assert scaffold.read_texts(proxy.runtime, state)["todo"] == "- [ ] migrate readers"
+
+
+@asynccontextmanager
+async def connect_as(proxy: RunningProxy, key: str, **headers: str) -> AsyncIterator[Client]:
+    """A client whose own key is its credential (credential tenancy), not the admin token."""
+    client = httpx2.AsyncClient(headers={"authorization": f"Bearer {key}", **headers}, timeout=30)
+    async with client, Client(streamable_http_client(f"{proxy.base}/mcp", http_client=client)) as c:
+        yield c
+
+
+async def test_two_keys_never_see_each_others_memories_or_sessions(
+    proxy_factory: ProxyFactory,
+) -> None:
+    proxy = proxy_factory(tenancy="credential", **QUIET)
+    alice, bob = "sk-alice-0123456789abcdef", "sk-bob-0123456789abcdefgh"
+    repo = {"X-Memlane-Repo": "shop", "X-Memlane-Session": "work"}
+    async with connect_as(proxy, alice, **repo) as client:
+        added = await client.call_tool("memory_add", {"text": "The safe code is persimmon"})
+        assert not added.is_error, text(added)
+        await client.call_tool("todo_set", {"text": "- [ ] alice's secret plan"})
+    (fact,) = proxy.store.list_facts(roles=("memory",))
+    assert fact.scope.startswith("t:")
+    assert fact.scope.endswith(":ns:shop")
+    (session,) = proxy.store.list_sessions(tenant=None)
+    async with connect_as(proxy, bob, **repo) as client:  # same repo, same session key
+        found = await client.call_tool("memory_search", {"query": "safe code"})
+        assert "persimmon" not in text(found)
+        opened = await client.call_tool("memory_get", {"ids": [fact.id]})
+        assert "persimmon" not in text(opened)
+        named = await client.call_tool("memory_search", {"query": "safe", "scope": fact.scope})
+        assert named.is_error
+        for ref in (session.id, session.id[:8], "work"):
+            page = await client.call_tool("session_get", {"ref": ref})
+            assert "alice" not in text(page)
+        todo = await client.call_tool("todo_get", {})
+        assert "alice" not in text(todo)
+        assert (await client.call_tool("memory_delete", {"id": fact.id})).is_error
+    assert not proxy.store.get_fact(fact.id).deleted
+    async with connect_as(proxy, alice, **repo) as client:  # the owner still has all of it
+        assert "persimmon" in text(await client.call_tool("memory_search", {"query": "safe"}))
+    async with connect(proxy, **repo) as operator:  # the admin token: no tenant's data
+        assert "persimmon" not in text(await operator.call_tool("memory_search", {"query": "safe"}))
+
+
+def test_mcp_without_any_key_is_refused_under_credential_tenancy(
+    proxy_factory: ProxyFactory,
+) -> None:
+    proxy = proxy_factory(tenancy="credential", **QUIET)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    accept = {"accept": "application/json, text/event-stream"}
+    answer = httpx.post(f"{proxy.base}/mcp", json=body, headers=accept)
+    assert answer.status_code == 401

@@ -48,6 +48,7 @@ async def test_an_agent_over_stdio_uses_memory_and_sessions(
         assert names == [
             "memory_search",
             "memory_get",
+            "memory_history",
             "memory_add",
             "memory_update",
             "memory_delete",

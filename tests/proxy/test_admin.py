@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import stat
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
+from memlane.cli.app import app
 from memlane.config import Settings
 from memlane.files.paths import session_dir
 from memlane.proxy.server import ServeError, check_bind
@@ -115,3 +118,17 @@ def test_without_a_configured_token_one_is_generated_and_required(
 def test_a_weak_configured_token_is_refused_at_start(token: str) -> None:
     with pytest.raises(ServeError, match="at least 16 characters"):
         check_bind(Settings(admin_token=token))
+
+
+@pytest.mark.parametrize(
+    "token", ["                    ", "\t  \t  \t  \t  \t  \t  ", "fifteen-chars-x"]
+)
+def test_serve_refuses_a_weak_token_from_the_environment_before_listening(
+    token: str, tmp_path: Path
+) -> None:
+    args = ["--home", str(tmp_path), "serve", "--host", "0.0.0.0", "--port", "0"]
+    env = {"MEMLANE_ADMIN_TOKEN": token, "OPENAI_BASE_URL": "", "MEMLANE_CONFIG": ""}
+    result = CliRunner().invoke(app, args, env=env)
+    assert result.exit_code == 1
+    assert "at least 16 characters" in result.output
+    assert "listening" not in result.output

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import httpx
 
 from memlane.engine.governance.budget import LEARNED_PREFIX
-from memlane.engine.governance.ledger import PLAN_STATE
+from memlane.engine.governance.ledger import EVENT_DROPPED, PLAN_STATE
 from tests.proxy.conftest import QUIET
 from tests.support.upstream import (
     ContextLengthExceeded,
@@ -119,6 +120,33 @@ def test_a_long_history_is_compacted_and_the_next_request_only_appends(
     assert again[: len(sent) - 1] == sent[:-1]  # the prefix is byte-stable; recall moved to the end
     session = proxy.store.find_session("gov")
     assert PLAN_STATE in proxy.store.get_state(session.id)
+
+
+def test_recalled_history_says_when_it_was_said(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    proxy = proxy_factory(**SMALL)
+    upstream.respond_with(summaries)
+    messages = history(40)
+    first = post(proxy, {"model": MODEL, "messages": messages}, session="when")
+    assert first.status_code == 200, first.text
+    messages += [
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": "What did the run of step 7 return?"},
+    ]
+    second = post(proxy, {"model": MODEL, "messages": messages}, session="when")
+    assert second.status_code == 200, second.text
+    session = proxy.store.find_session("when")
+    assert session is not None
+    said = {m.created_at for m in proxy.store.list_messages(session.id)}
+    dropped = proxy.store.list_events(session.id, kind=EVENT_DROPPED)
+    assert dropped
+    assert {e.created_at for e in dropped} <= said  # dated when said, not when dropped
+    forwarded = upstream.model_requests[-1].json["messages"]
+    (recalled,) = [m["content"] for m in forwarded if "<memlane_recall>" in str(m["content"])]
+    stamps = re.findall(r'<snippet at="(\d{4}-\d\d-\d\d \d\d:\d\d) UTC">', recalled)
+    assert stamps
+    assert set(stamps) <= {f"{moment:%Y-%m-%d %H:%M}" for moment in said}
 
 
 def test_an_upstream_overflow_teaches_the_window(

@@ -132,3 +132,32 @@ def test_serve_refuses_an_anthropic_upstream_at_its_own_address(tmp_path: Path) 
     assert result.exit_code == 1
     assert "MEMLANE_ANTHROPIC_UPSTREAM_URL" in result.output
     assert "listening" not in result.output
+
+
+def test_serve_refuses_the_quick_starts_exported_base_url_as_its_upstream(tmp_path: Path) -> None:
+    """The README exports OPENAI_BASE_URL for clients; a proxy started from that shell would
+    otherwise take it as its upstream (its default) and call itself."""
+    env = {"OPENAI_BASE_URL": "http://127.0.0.1:8100/v1", "MEMLANE_CONFIG": ""}
+    result = CliRunner().invoke(app, ["--home", str(tmp_path), "serve"], env=env)
+    assert result.exit_code == 1
+    assert "memlane's own address" in result.output
+    assert "listening" not in result.output
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/ui/sessions", "/ui/login"])
+def test_the_mcp_server_and_the_inspector_are_behind_the_same_checks(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream, path: str
+) -> None:
+    proxy = proxy_factory(**QUIET)
+    for headers, code in (
+        ({"host": "evil.example"}, "host_not_allowed"),
+        ({"origin": "https://evil.example"}, "origin_not_allowed"),
+    ):
+        response = httpx.post(f"{proxy.base}{path}", content=b"{}", headers=headers)
+        assert response.status_code == 403, (path, headers)
+        assert response.json()["error"]["code"] == code
+    plain = httpx.post(
+        f"{proxy.base}/mcp", content=b"{}", headers={"content-type": "text/plain", **proxy.admin}
+    )
+    assert plain.status_code == 415
+    assert upstream.requests == []

@@ -8,7 +8,14 @@ from typing import Any
 import httpx
 import pytest
 
-from memlane.proxy.identity import MAX_KEY_CHARS, bounded, header_text, is_agentic, resolve
+from memlane.proxy.identity import (
+    MAX_KEY_CHARS,
+    IdentityError,
+    bounded,
+    header_text,
+    is_agentic,
+    resolve,
+)
 from tests.support.upstream import RunningProxy
 
 
@@ -48,7 +55,9 @@ def test_namespace_order() -> None:
     assert ns(all_headers) == "r1"
     assert ns({"x-workspace-root": "r3", "x-project-root": "r4"}) == "r3"
     assert ns({}, {"metadata": {"repo": "/src/app"}}) == "/src/app"
-    assert ns({}) == "s"
+    assert ns({}) == "session:s"  # its own: never a repo called "s"
+    with pytest.raises(IdentityError, match="may not start with"):
+        ns({"x-memlane-repo": "session:other"})
 
 
 @pytest.mark.parametrize(

@@ -345,3 +345,26 @@ def test_a_streamed_answer_that_starts_with_text_is_relayed_without_memlanes_cal
     assert rows[-1].message.text == "Let me look that up."
     assert not any(c.name.startswith("memlane_") for r in rows for c in r.message.tool_calls)
     assert FACT in proxy.store.get_state(session.id)["proxy_tools_pending"]
+
+
+def test_a_tool_call_searches_only_its_own_tenants_memory(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    from memlane.engine.memory.scopes import namespace_scope
+    from memlane.engine.tenancy import tenant_of
+
+    proxy = proxy_factory(**(TOOLS_ON | {"tenancy": "credential"}))
+    owner = tenant_of(proxy.runtime.tenant_salt, "sk-owner-0123456789abcdef")
+    scope = namespace_scope("shop", owner)
+    proxy.call(lambda: manage.add_memory(proxy.runtime, FACT, scope=scope))
+    headers = {"X-Memlane-Repo": "shop", "X-Memlane-Tools": "memory"}
+    for key, sees in (("sk-other-0123456789abcdef", False), ("sk-owner-0123456789abcdef", True)):
+        upstream.script(Reply(tool_calls=[SEARCH]), Reply(text=FINAL))
+        other = openai.OpenAI(
+            base_url=proxy.url, api_key=key, max_retries=0, default_headers=headers
+        )
+        other.chat.completions.create(
+            model="scripted-small", messages=[{"role": "user", "content": "How do we deploy?"}]
+        )
+        result = upstream.model_requests[-1].json["messages"][-1]["content"]
+        assert (FACT in result) is sees, result

@@ -40,9 +40,13 @@ def own_calls(request: RecordedRequest) -> Reply | None:
     return None
 
 
+REPO = "shop"
+"""The namespace of the seeded sessions and of the clients that reference them."""
+
+
 def seed(proxy: RunningProxy, key: str, name: str, summary: str) -> Session:
     store = proxy.store
-    session = store.ensure_session(key)
+    session = store.ensure_session(key, namespace=REPO)
     store.append_messages(
         session.id,
         [
@@ -61,7 +65,7 @@ def test_reference_is_forwarded_before_the_prompt_and_replayed_in_place(
     mproxy: RunningProxy, upstream: ScriptedUpstream
 ) -> None:
     seed(mproxy, "old", "queue-design", "The queue uses SKIP LOCKED.")
-    client = sdk(mproxy, "new")
+    client = sdk(mproxy, "new", **{"X-Memlane-Repo": REPO})
     history: list[dict[str, Any]] = [{"role": "user", "content": "same as @@queue-design?"}]
     first = client.chat.completions.create(model="m", messages=history)
     sent = contents(upstream.last)
@@ -86,7 +90,7 @@ def test_ambiguous_reference_is_answered_not_a_500(
 ) -> None:
     one = seed(mproxy, "a", "billing-export", "A")
     two = seed(mproxy, "b", "billing-import", "B")
-    client = sdk(mproxy, f"asker-{stream}")
+    client = sdk(mproxy, f"asker-{stream}", **{"X-Memlane-Repo": REPO})
     messages = [{"role": "user", "content": "like @@billing please"}]
     if stream:
         chunks = client.chat.completions.create(model="m", messages=messages, stream=True)

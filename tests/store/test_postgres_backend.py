@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import psycopg
@@ -267,6 +268,38 @@ def test_keyword_search_over_very_common_terms_keeps_its_results(
     assert len(hits) == 5
     assert all("common" in h.text for h in hits)
     assert len(store.keyword_search("common", SearchFilter(), limit=3)) == 3
+
+
+def test_a_purged_session_leaves_no_copy_in_the_databases_files(pg_url: str) -> None:
+    secret = "walrus-quartz-5518"
+    store = PostgresStore(pg_url)
+    try:
+        session = store.ensure_session("doomed")
+        store.append_messages(session.id, [user(f"my code is {secret}"), assistant("noted")])
+        store.put_fact(fact("f1", f"the code is {secret}", conversation_id=session.id))
+        store.put_fact(fact("t1", f"code {secret}", conversation_id=session.id, role="user"))
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("CHECKPOINT")  # what the tables hold is in their files now
+            data = conn.execute("SHOW data_directory").fetchone()
+            oid = conn.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
+            files = Path(str(data[0] if data else "")) / "base" / str(oid.fetchone()[0])  # type: ignore[index]
+
+        def holding() -> list[str]:
+            return [
+                p.name for p in files.iterdir() if p.is_file() and secret.encode() in p.read_bytes()
+            ]
+
+        assert holding()
+        assert store.delete_session(session.id)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+        assert holding()  # a deleted row stays in its page until the table is rewritten
+        store.purge_deleted()
+        assert holding() == []
+        assert rows(pg_url, "SELECT count(*) FROM messages") == [(0,)]
+        store.ensure_session("after")  # the store goes on working
+    finally:
+        store.close()
 
 
 def test_a_frequency_read_after_the_count_never_breaks_the_weights() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -89,7 +90,11 @@ def test_sigkill_mid_append_keeps_every_committed_message(tmp_path: Path) -> Non
         if len(committed) >= 300:
             break
     os.kill(child.pid, signal.SIGKILL)
-    rest, _ = child.communicate(timeout=30)
+    # read on from the same file object: lines its read-ahead already holds are committed too
+    # (`communicate` would read the pipe behind that buffer and skip them)
+    with child.stdout, child.stderr or contextlib.nullcontext():
+        rest = child.stdout.read()
+    child.wait(timeout=30)
     committed.extend(int(n) for n in rest.split())
     assert child.returncode == -signal.SIGKILL
 
@@ -368,3 +373,54 @@ def test_opening_an_older_file_indexes_its_turns_with_their_neighbours(tmp_path:
         assert {h.text for h in hits} == {"we adopted a greyhound", "her name is Biscuit"}
     finally:
         store.close()
+
+
+def test_sessions_of_an_older_file_keep_their_messages_when_tenants_arrive(tmp_path: Path) -> None:
+    path = tmp_path / "memlane.db"
+    store = SQLiteStore(path)
+    session = store.ensure_session("old", namespace="repo")
+    store.append_messages(session.id, [NewMessage(Message("user", "kept through the rebuild"))])
+    store.set_state(session.id, "todo", "still here")
+    store.close()
+    # the file as it was before sessions had tenants: the sessions table of m001
+    raw = sqlite3.connect(path)
+    with raw:
+        raw.execute("PRAGMA foreign_keys = OFF")
+        raw.execute("PRAGMA legacy_alter_table = ON")  # messages keep naming `sessions`
+        raw.execute("ALTER TABLE sessions RENAME TO sessions_tenanted")
+        m001_initial_sessions(raw)
+        raw.execute(
+            "INSERT INTO sessions SELECT id, key, namespace, title, parent_id, fork_position, "
+            "summary, summarized_count, metadata, prompt_tokens, completion_tokens, cost_usd, "
+            "message_count, created_at, updated_at FROM sessions_tenanted"
+        )
+        raw.execute("DROP TABLE sessions_tenanted")
+        raw.execute("DELETE FROM migrations WHERE name = 'm008_session_tenants'")
+    raw.close()
+
+    store = SQLiteStore(path)
+    try:
+        again = store.find_session("old")
+        assert again is not None
+        assert (again.id, again.tenant, again.namespace) == (session.id, "", "repo")
+        assert [m.message.text for m in store.list_messages(session.id)] == [
+            "kept through the rebuild"
+        ]
+        assert store.get_state(session.id) == {"todo": "still here"}
+        assert store.ensure_session("old", tenant="t" * 32).id != session.id
+    finally:
+        store.close()
+
+
+def m001_initial_sessions(raw: sqlite3.Connection) -> None:
+    """The sessions table as m001 made it (its key unique across the whole store)."""
+    raw.execute(
+        """CREATE TABLE sessions (
+            id TEXT PRIMARY KEY, key TEXT NOT NULL UNIQUE, namespace TEXT NOT NULL, title TEXT,
+            parent_id TEXT, fork_position INTEGER, summary TEXT NOT NULL DEFAULT '',
+            summarized_count INTEGER NOT NULL DEFAULT 0, metadata TEXT NOT NULL DEFAULT '{}',
+            prompt_tokens INTEGER NOT NULL DEFAULT 0, completion_tokens INTEGER NOT NULL DEFAULT 0,
+            cost_usd REAL NOT NULL DEFAULT 0, message_count INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL, updated_at TEXT NOT NULL
+        )"""
+    )

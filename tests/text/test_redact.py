@@ -42,3 +42,47 @@ def test_credentials_are_redacted_by_kind(text: str, expected: str) -> None:
 )
 def test_ordinary_text_is_untouched(text: str) -> None:
     assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("glpat-abcdefghijklmnopqrst01", "[redacted gitlab-token]"),
+        ("npm_abcdefghijklmnopqrstuvwxyz0123456789", "[redacted npm-token]"),
+        ("pypi-AgEIcHlwaS5vcmcCJGFiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6MDEy", "[redacted pypi-token]"),
+        ("hf_abcdefghijklmnopqrstuvwxyzABCDEFGH", "[redacted huggingface-token]"),
+        (
+            "SG.abcdefghijklmnopqrstuv.abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ",
+            "[redacted sendgrid-key]",
+        ),
+        ("AC0123456789abcdef0123456789abcdef", "[redacted twilio-key]"),
+        ("0123456789abcdef0123456789abcdef-us12", "[redacted mailchimp-key]"),
+        ("123456789:AAabcdefghijklmnopqrstuvwxyz0123456", "[redacted telegram-token]"),
+        ("sq0atp-abcdefghijklmnopqrstuv", "[redacted square-token]"),
+        (
+            "DefaultEndpointsProtocol=https;AccountKey=" + "A" * 86 + "==;x",
+            "DefaultEndpointsProtocol=https;AccountKey=[redacted azure-storage-key];x",
+        ),
+        (
+            "psql postgresql://bob:hunter2hunter@db.example/app",
+            "psql postgresql://bob:[redacted url-password]@db.example/app",
+        ),
+        ('{"api_key": "abc123def456"}', '{"api_key": [redacted secret]}'),
+        ("my api_key=sk-live-abcdefghijklmnopqrstuvwx ok", "my api_key=[redacted openai-key] ok"),
+    ],
+)
+def test_the_shapes_secret_scanners_know_are_redacted(text: str, expected: str) -> None:
+    assert redact(text) == expected
+    assert redact(expected) == expected  # redacting again changes nothing
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see https://example.com/docs and http://localhost:8100/v1",
+        "meet at 12:30, room 4",
+        "the commit 0123456789abcdef0123456789abcdef0123 fixed it",
+    ],
+)
+def test_urls_times_and_hashes_are_not_credentials(text: str) -> None:
+    assert redact(text) == text

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import re
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -185,3 +186,26 @@ def test_forgetting_takes_the_memory_out_of_recall_and_keeps_its_tombstone(
     assert "forgotten" in shown
     assert "office wifi" not in listed
     assert "office wifi" in with_forgotten
+
+
+def test_a_replaced_memory_shows_its_versions_and_when_each_was_true(proxy: RunningProxy) -> None:
+    fact: Fact = proxy.call(
+        lambda: manage.add_memory(
+            proxy.runtime, "The team is Payments", valid_from=datetime(2026, 1, 5, tzinfo=UTC)
+        )
+    )
+    closed, new = proxy.call(
+        lambda: manage.supersede_memory(
+            proxy.runtime, fact.id, "The team is Search", at=datetime(2026, 3, 2, tzinfo=UTC)
+        )
+    )
+    with bearer_client(proxy) as client:
+        page = client.get(f"/ui/memories/{new.id}").text
+        old_page = client.get(f"/ui/memories/{closed.id}").text
+    assert "<dt>true</dt><dd>since 2026-03-02</dd>" in page
+    assert f'<dt>replaces</dt><dd><a href="/ui/memories/{closed.id}">' in page
+    versions = page[page.index('aria-label="Versions"') :]
+    assert versions.index("2026-01-05 → 2026-03-02") < versions.index("since 2026-03-02")
+    assert "The team is Payments" in versions
+    assert "<dt>true</dt><dd>2026-01-05 → 2026-03-02</dd>" in old_page
+    assert f'<dt>replaced by</dt><dd><a href="/ui/memories/{new.id}">' in old_page

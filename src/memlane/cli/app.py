@@ -67,9 +67,10 @@ COMMANDS: dict[str, Lazy] = {
         "memlane.cli.sessions", "app", "List, inspect, fork, export, import and delete sessions."
     ),
     "memory": Lazy(
-        "memlane.cli.memory",
+        "memlane.cli.memory_time",  # cli.memory's commands, and those over time
         "app",
-        "Long-term memory: add, search, list, show, edit, forget, reindex, log, export.",
+        "Long-term memory: add, search, list, show, edit, supersede, history, forget, "
+        "reindex, log, export.",
     ),
     "eval": Lazy(
         "memlane.cli.eval_cmd", "app", "Measure memlane: retrieval quality on a conversation file."

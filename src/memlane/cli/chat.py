@@ -30,6 +30,8 @@ from memlane.engine import pipeline
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import lifecycle
 from memlane.engine.sessions.indexing import startup_warnings
+from memlane.engine.tenancy import OPERATOR
+from memlane.engine.threads import worker_pool
 from memlane.engine.turn import Answer, DirectAnswer, Turn
 from memlane.proxy.wire.chat import ChatAssembler, wire_messages
 from memlane.store import Store
@@ -90,6 +92,7 @@ class ChatSession:
             wire="chat",
             messages=[prompt] if server else [*self.history, prompt],
             session=self.session,
+            tenant=self.session.tenant if self.session is not None else "",
             ephemeral=self.ephemeral,
             flags={"history": "server"} if server else {},
         )
@@ -198,14 +201,14 @@ def _starting_session(
         fail("use either --resume or --fork")
     try:
         if fork is not None:
-            return lifecycle.fork(store, find_session(store, fork))
+            return lifecycle.fork(store, find_session(store, fork, tenant=OPERATOR))
         if not resume:
             return None
         if ref is not None:
-            return find_session(store, ref)
+            return find_session(store, ref, tenant=OPERATOR)
     except SessionLookupError as exc:
         fail(str(exc))
-    recent = store.list_sessions(limit=1)
+    recent = store.list_sessions(limit=1, tenant=OPERATOR)
     if not recent:
         fail("no session to resume yet: start one with `memlane chat`")
     return recent[0]
@@ -222,6 +225,7 @@ def _loop(chat_session: ChatSession) -> None:
     _line_buffer()  # loading readline gives input() line editing and a buffer to read back
     _greet(chat_session)
     with asyncio.Runner() as runner:
+        runner.get_loop().set_default_executor(worker_pool(None, "memlane-chat"))
         try:
             while True:
                 try:
@@ -290,7 +294,7 @@ async def _command(chat_session: ChatSession, text: str) -> bool:
     if name in ("/exit", "/quit"):
         return True
     if name == "/sessions":
-        for session in rt.store.list_sessions(limit=10):
+        for session in rt.store.list_sessions(limit=10, tenant=OPERATOR):
             title = lifecycle.session_title(rt.store, session)
             out(f"{session.id[:12]}  {session.message_count:>4} msgs  {title}")
     elif name == "/todo":

@@ -6,6 +6,7 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
@@ -28,6 +29,7 @@ __all__ = [
     "console",
     "err_console",
     "fail",
+    "moment",
     "opened_runtime",
     "opened_store",
     "print_json",
@@ -110,3 +112,18 @@ def _common_prefix(a: str, b: str) -> int:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+def moment(text: str | None, option: str) -> datetime | None:
+    """A date or time a person typed: `2026-02-15` (00:00 UTC that day), an ISO 8601 time
+    (`2026-02-15T09:30`, UTC unless it names its offset) or `now`; a clear error else."""
+    if text is None:
+        return None
+    value = text.strip()
+    if value.lower() == "now":
+        return datetime.now(UTC)
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        fail(f"{option} {text!r} is not a date: use YYYY-MM-DD or an ISO 8601 time")
+    return parsed.astimezone(UTC) if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)

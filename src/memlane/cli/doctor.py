@@ -49,7 +49,7 @@ def doctor(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     counts: Counter[tuple[str, str]] = Counter()
     last: dict[tuple[str, str], str] = {}
     with opened_store(settings) as store:
-        for session in store.list_sessions(limit=SESSIONS_READ):
+        for session in store.list_sessions(limit=SESSIONS_READ, tenant=None):  # every tenant
             for event in store.list_events(session.id, kind=EVENT):
                 key = (str(event.payload.get("stage")), str(event.payload.get("type")))
                 counts[key] += 1

@@ -1,7 +1,9 @@
-"""`memlane memory`: add, search, list, show, edit, forget, reindex, log and export memories.
+"""`memlane memory`: add, search, list, show, edit, forget, reindex, log and export memories
+(`supersede` and `history`, facts over time, are in `cli.memory_time`).
 
 Scopes are written `global`, `ns:<namespace>` (a repo; by default the session
-key) or `conv:<session id>`. Everything a script reads has `--json`.
+key) or `conv:<session id>`. Dates are `YYYY-MM-DD` (00:00 UTC) or ISO 8601
+times. Everything a script reads has `--json`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from memlane.cli.context import (
     console,
     err_console,
     fail,
+    moment,
     opened_runtime,
     print_json,
     progress_bar,
@@ -31,6 +34,7 @@ from memlane.cli.context import (
 from memlane.engine.memory import manage
 from memlane.engine.memory.recall import recall
 from memlane.engine.memory.scopes import GLOBAL, parse_scope
+from memlane.engine.memory.versions import interval
 from memlane.engine.runtime import Runtime
 from memlane.files.git import GitError
 from memlane.store import StoreError
@@ -38,7 +42,8 @@ from memlane.types import Fact, FactRole
 from memlane.views.memories import memory_json
 
 app = typer.Typer(
-    help="Long-term memory: add, search, list, show, edit, forget, reindex, log, export.",
+    help="Long-term memory: add, search, list, show, edit, supersede, history, forget, "
+    "reindex, log, export.",
     no_args_is_help=True,
 )
 
@@ -87,7 +92,7 @@ def _table(facts: list[Fact], scores: list[float] | None = None) -> Table:
     table.add_column("id", no_wrap=True, min_width=SHORT_ID)
     table.add_column("scope", overflow="fold", max_width=16)
     table.add_column("role", no_wrap=True)
-    table.add_column("created", no_wrap=True)
+    table.add_column("when", no_wrap=True)
     table.add_column("text", overflow="fold", ratio=1, min_width=24)
     if scores is not None:
         table.add_column("score")
@@ -97,7 +102,7 @@ def _table(facts: list[Fact], scores: list[float] | None = None) -> Table:
             shorts[fact.id],
             fact.scope,
             fact.role + (" (deleted)" if fact.deleted else ""),
-            fact.created_at.strftime("%Y-%m-%d %H:%M"),
+            interval(fact) if fact.role == "memory" else f"{fact.since:%Y-%m-%d %H:%M}",
             fact.text,
         ]
         if scores is not None:
@@ -112,12 +117,20 @@ def add(
     text: Annotated[str, typer.Argument(help="What to remember, as one standalone sentence.")],
     scope: Annotated[str, typer.Option("--scope", help="global, ns:<name> or conv:<id>.")] = GLOBAL,
     role: Annotated[str, typer.Option("--role", help="memory, user or assistant.")] = "memory",
+    valid_from: Annotated[
+        str | None,
+        typer.Option("--valid-from", help="True since this date (default: now).", metavar="DATE"),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Remember TEXT as it is (no extraction, no reconciliation)."""
     chosen = _role(role) or "memory"
+    since = moment(valid_from, "--valid-from")
     with opened_runtime(ctx) as rt:
-        fact = _run(rt, manage.add_memory(rt, text, scope=_scope(scope), role=chosen))
+        fact = _run(
+            rt,
+            manage.add_memory(rt, text, scope=_scope(scope), role=chosen, valid_from=since),
+        )
     if as_json:
         print_json(memory_json(fact))
     else:
@@ -133,17 +146,25 @@ def search_cmd(
         typer.Option("--scope", help="Scope to search (repeatable; default: every scope)."),
     ] = None,
     top_k: Annotated[int | None, typer.Option("--top-k", min=1, max=100)] = None,
+    as_of: Annotated[
+        str | None,
+        typer.Option("--as-of", help="What was true then (default: now).", metavar="DATE"),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Find memories the way the proxy's read path does (hybrid, recency, MMR)."""
+    """Find memories true now (or at --as-of) the way the proxy's read path does.
+
+    Hybrid search, recency and MMR, as recall ranks; a question about change also finds
+    the versions that were replaced."""
     wanted = [_scope(s) for s in scope] if scope else None  # an operator may search everything
+    when = moment(as_of, "--as-of")
     with opened_runtime(ctx) as rt:
         if top_k is not None:
             rt = Runtime(rt.settings.model_copy(update={"memory_top_k": top_k}), rt.store)
 
         async def go() -> list[tuple[Fact, float]]:
             await rt.memory_book.ready()
-            found = await recall(rt, query, scopes=wanted)
+            found = await recall(rt, query, scopes=wanted, as_of=when)
             facts = [await manage.get_memory(rt, r.candidate.ref) for r in found]
             return [(f, r.candidate.score) for f, r in zip(facts, found, strict=True)]
 
@@ -239,14 +260,29 @@ def _edit_in_editor(text: str) -> str:
 
 
 @app.command("forget")
-def forget(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> None:
+def forget(
+    ctx: typer.Context,
+    memory_id: IdArg,
+    purge: Annotated[
+        bool,
+        typer.Option(
+            "--purge",
+            help="Keep nothing: remove the file and row, and REWRITE the memory repository's "
+            "history without it (commit ids change).",
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Forget a memory: its file moves under deleted/ (soft delete) and it leaves the index."""
     with opened_runtime(ctx) as rt:
-        fact = _run(rt, manage.forget_memory(rt, memory_id))
+        try:
+            fact = _run(rt, manage.forget_memory(rt, memory_id, purge=purge))
+        except (GitError, StoreError) as exc:
+            fail(f"the memory is removed, but its history is not purged: {exc}")
     if as_json:
-        print_json(memory_json(fact))
+        print_json(memory_json(fact) | {"purged": purge})
     else:
-        console.print(f"forgot {fact.id}")
+        console.print(f"{'purged' if purge else 'forgot'} {fact.id}")
 
 
 @app.command("reindex")

@@ -25,12 +25,15 @@ from memlane.cli.context import (
     print_json,
     short_ids,
 )
+from memlane.cli.sessions_context import context as context_command
 from memlane.engine.sessions import lifecycle
 from memlane.engine.sessions.indexing import index_session
 from memlane.engine.sessions.metafile import CorruptMeta, load_meta, meta_path
 from memlane.engine.sessions.query import query_session
+from memlane.engine.tenancy import OPERATOR, short
 from memlane.files.atomic import write_atomic
-from memlane.store import Store
+from memlane.files.git_purge import PurgeError
+from memlane.store import Store, StoreError
 from memlane.text.llm import LLMError
 from memlane.types import Session
 from memlane.views.sessions import (
@@ -56,7 +59,7 @@ ModelOpt = Annotated[
 
 def _find(store: Store, ref: str) -> Session:
     try:
-        return find_session(store, ref)
+        return find_session(store, ref, tenant=OPERATOR)
     except SessionLookupError as exc:
         fail(str(exc))
 
@@ -85,7 +88,7 @@ def list_sessions(
     The cost column adds what indexing the session cost to the conversation's own.
     """
     with opened_runtime(ctx) as rt:
-        everyone = rt.store.list_sessions()
+        everyone = rt.store.list_sessions(tenant=OPERATOR)
         # Printed ids are prefixes unique among all sessions, as lookup resolves them.
         shorts = short_ids([s.id for s in everyone])
         sessions = [s for s in everyone if namespace is None or s.namespace == namespace]
@@ -106,8 +109,11 @@ def list_sessions(
     for column in ("messages", "age", "tokens", "cost"):
         table.add_column(column, no_wrap=True, justify="right")
     table.add_column("namespace", overflow="fold")
+    tenanted = any(s.tenant for s in sessions)  # credential tenancy: whose session it is
+    if tenanted:
+        table.add_column("tenant", no_wrap=True)
     for session, row in zip(sessions, rows, strict=True):
-        table.add_row(
+        cells = [
             shorts[session.id],
             row["title"],
             str(session.message_count),
@@ -115,7 +121,8 @@ def list_sessions(
             str(session.prompt_tokens + session.completion_tokens),
             f"${session.cost_usd + index_cost(session):.4f}",
             session.namespace,
-        )
+        ]
+        table.add_row(*cells, *([short(session.tenant)] if tenanted else []))
     console.print(table)
 
 
@@ -143,7 +150,7 @@ def show(
         items = rt.store.list_messages(session.id, transcript_only=not show_all)
         data["messages"] = [message_json(m) for m in items]
         data["events"] = len(rt.store.list_events(session.id))
-        path = meta_path(rt.settings.sessions_path, session.key)
+        path = meta_path(rt.settings.sessions_path, session.key, session.tenant)
         data["meta_file"] = str(path)
     try:
         load_meta(path)
@@ -188,6 +195,14 @@ def delete(
     ctx: typer.Context,
     ref: SessionArg,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    purge: Annotated[
+        bool,
+        typer.Option(
+            "--purge",
+            help="Leave no copy: REWRITE the memory repository's history without the session's "
+            "memories (commit ids change) and clean the database's files.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Delete a session and everything of it (messages, events, files, memories)."""
@@ -199,9 +214,12 @@ def delete(
                 fail("refusing to delete without confirmation: add --yes")
             if not typer.confirm(f"Delete session {session.id} ({title})?"):
                 fail("nothing deleted")
-        lifecycle.delete(rt.store, rt.settings, session)
+        try:
+            lifecycle.delete(rt.store, rt.settings, session, purge=purge)
+        except (PurgeError, StoreError) as exc:
+            fail(f"the session is deleted, but not purged: {exc}")
     if as_json:
-        print_json({"deleted": session.id})
+        print_json({"deleted": session.id, "purged": purge})
     else:
         console.print(f"deleted {session.id} ({title})", highlight=False)
 
@@ -409,3 +427,6 @@ def output(
             highlight=False,
             markup=False,
         )
+
+
+app.command("context")(context_command)

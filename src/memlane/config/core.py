@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -17,6 +18,19 @@ def http_url(value: str | None) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{value!r} is not an http(s) URL: write it as http://HOST:PORT/v1")
     return value.strip()
+
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def is_loopback(host: str) -> bool:
+    """`localhost`, or an address on the loopback interface (127.0.0.0/8, ::1)."""
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class CoreSettings(BaseModel):

@@ -73,6 +73,15 @@ class ProxySettings(BaseModel):
         "from any other web page (an Origin header) is refused.",
     )
 
+    tenancy: Literal["auto", "none", "credential"] = Field(
+        default="auto",
+        description="Whose data a request may reach. none: one person, every request sees every "
+        "session of the home; credential: every session and memory belongs to a salted hash of "
+        "the client's key (Authorization, x-api-key), and nothing crosses between keys; a "
+        "request without a key is refused. auto: credential when binding a non-loopback "
+        "address, else none.",
+    )
+
     @field_validator("allowed_hosts", "allowed_origins", mode="before")
     @classmethod
     def _comma_list(cls, value: object) -> object:

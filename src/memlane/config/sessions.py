@@ -80,3 +80,9 @@ class SessionsSettings(BaseModel):
         description="Characters of a past session sent to answer a question about it "
         "(stored summaries plus the most recent part).",
     )
+    references_across_namespaces: bool = Field(
+        default=False,
+        description="Let `@@name` (and `@@name: question`) reach a session of another "
+        "namespace of the same tenant. false: a reference resolves only among the asking "
+        "session's namespace.",
+    )

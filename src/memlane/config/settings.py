@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import ConfigDict
 
-from memlane.config.core import CoreSettings
+from memlane.config.core import CoreSettings, is_loopback
 from memlane.config.governance import GovernanceSettings
 from memlane.config.memory import MemorySettings
 from memlane.config.proxy import ProxySettings
@@ -39,6 +39,14 @@ class Settings(
         if self.memory_dense == "auto":
             return self.embedding_backend == "openai"
         return self.memory_dense == "on"
+
+    @property
+    def credential_tenancy(self) -> bool:
+        """Whether data belongs to the credential a request carries. `auto`: whenever the
+        proxy listens beyond this machine, where callers are not one person."""
+        if self.tenancy == "auto":
+            return not is_loopback(self.host)
+        return self.tenancy == "credential"
 
     @property
     def home_path(self) -> Path:

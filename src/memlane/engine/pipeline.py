@@ -88,11 +88,15 @@ def store_incoming(rt: Runtime, turn: Turn) -> None:
     store = rt.store
     if turn.session is None:
         turn.session = open_session(
-            store, turn.key, namespace=turn.namespace, parent_key=turn.parent_key
+            store,
+            turn.key,
+            namespace=turn.namespace,
+            tenant=turn.tenant,
+            parent_key=turn.parent_key,
         )
-    remember_identity(rt, turn)
     client = [m for m in turn.messages if m.origin == "client"]
     turn.server_history = history.wanted(rt, turn) and not history.carries_history(rt, turn)
+    remember_identity(rt, turn)
     if turn.server_history:
         client = [m for m in client if m.role not in ("system", "developer")]
     counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in client]
@@ -109,9 +113,11 @@ def remember_identity(rt: Runtime, turn: Turn) -> None:
     """The session's model, client and first-prompt title, in one write when one changed.
 
     The model and client are remembered once per session (and on a change), so work
-    started outside a request (`sessions ask`, `sessions index`) can use the model the
-    conversation used, and a person sees which client holds the session; the title is
-    set once, so listing sessions never reads their messages.
+    started outside a request (`sessions ask`, `sessions index`, `sessions context`) can
+    use the model the conversation used, and a person sees which client holds the
+    session; so are whether memlane supplies its history and adds the scaffold (what
+    `sessions context` needs to say what the next request forwards). The title is set
+    once, so listing sessions never reads their messages.
     """
     session = turn.session
     assert session is not None
@@ -120,6 +126,10 @@ def remember_identity(rt: Runtime, turn: Turn) -> None:
         metadata["model"] = turn.model
     if turn.client:
         metadata["client"] = turn.client
+    if turn.server_history:
+        metadata[history.META] = "server"
+    if turn.managed:
+        metadata[scaffold.META] = "on"
     title = None
     if not session.title:
         users = (m.text for m in turn.messages if m.role == "user" and is_conversation(m))

@@ -113,6 +113,13 @@ class Runtime:
         settings = self.settings
         return settings.memory_llm_model or settings.llm_model or request_model or None
 
+    @cached_property
+    def tenant_salt(self) -> bytes:
+        """The salt of tenant ids (`engine.tenancy`), made on first use."""
+        from memlane.engine.tenancy import tenant_salt
+
+        return tenant_salt(self.settings, self.store, self.store_kind)
+
     @property
     def memory_book(self) -> MemoryBook:
         """Long-term memory (files, index, git), opened on first use: one per runtime, so

@@ -56,13 +56,17 @@ EMPTY_BLOCK = "<memlane_state>\n</memlane_state>"
 
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 
+META = "scaffold"
+"""Session metadata key set to `on` once a request of the session got the scaffold."""
+
 
 @dataclass(frozen=True, slots=True)
 class SessionRef:
-    """How each `StateTexts` finds a session: files by key, the store by id."""
+    """How each `StateTexts` finds a session: files by tenant and key, the store by id."""
 
     key: str
     id: str | None
+    tenant: str = ""
 
 
 class StateTexts(Protocol):
@@ -88,13 +92,13 @@ class FileStateTexts:
         self.files = FileTexts(settings.sessions_path)
 
     def read(self, ref: SessionRef) -> dict[str, str]:
-        return self.files.read(ref.key)
+        return self.files.read(ref.key, ref.tenant)
 
     def write(self, ref: SessionRef, name: str, value: str | None) -> None:
-        self.files.write(ref.key, name, value)
+        self.files.write(ref.key, name, value, ref.tenant)
 
     def remove(self, ref: SessionRef) -> None:
-        self.files.remove(ref.key)
+        self.files.remove(ref.key, ref.tenant)
 
 
 class StoreStateTexts:
@@ -135,7 +139,7 @@ def state_texts(rt: Runtime) -> StateTexts:
 
 
 def ref_of(session: Session) -> SessionRef:
-    return SessionRef(session.key, session.id)
+    return SessionRef(session.key, session.id, session.tenant)
 
 
 def read_texts(rt: Runtime, session: Session) -> dict[str, str]:
@@ -291,8 +295,9 @@ def _spec_header(turn: Turn) -> bool:
 def _with_state(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
     settings = rt.settings
     texts_store = state_texts(rt)
-    session = turn.session or rt.store.find_session(turn.key)  # ephemeral: read, never write
-    ref = SessionRef(turn.key, session.id if session else None)
+    # ephemeral: read, never write
+    session = turn.session or rt.store.find_session(turn.key, tenant=turn.tenant)
+    ref = SessionRef(turn.key, session.id if session else None, turn.tenant)
     texts = texts_store.read(ref)
     header_todo = turn.flags.get("todo")
     if header_todo is not None and settings.todo_enabled:
@@ -326,6 +331,21 @@ def _with_state(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Messag
     placed.append(Placed(after, new))
     rt.store.set_state(turn.session.id, BLOCKS_STATE, dump_blocks(placed))
     return [*out, new]
+
+
+def pending_block(rt: Runtime, session: Session) -> Message | None:
+    """The block the session's next request would append (its texts changed since the last
+    block sent), read only; None when it would append none. Request headers (a TODO, Spec
+    Mode) are not known here: only the stored texts and the settings count."""
+    texts = state_texts(rt).read(ref_of(session))
+    block = block_for(rt.settings, texts, spec_mode=rt.settings.spec_mode)
+    placed = load_blocks(rt.store.get_state(session.id))
+    last = placed[-1].message.text if placed else None
+    if block == (last or "") or (not block and last in (None, EMPTY_BLOCK)):
+        return None
+    wire = placed[-1].message.wire if placed else "chat"
+    role: Role = "developer" if wire == "responses" else "system"
+    return Message(role=role, text=block or EMPTY_BLOCK, origin="state", wire=wire)
 
 
 def _state_message(text: str, role: Role, turn: Turn) -> Message:

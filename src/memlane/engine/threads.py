@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +45,29 @@ def in_background() -> bool:
     return _in_background.get()
 
 
+def leave_signals_to_the_main_thread() -> None:
+    """Block SIGINT and SIGTERM in the calling worker thread.
+
+    The kernel hands a process-wide signal to any thread that does not block it. One
+    that lands on a worker sets Python's flag but does not interrupt the main thread's
+    blocking read, so `memlane chat` waiting in `input()` would ignore Ctrl-C until
+    Enter. Worker threads never handle signals; the main thread always does.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def worker_pool(threads: int | None, name: str) -> ThreadPoolExecutor:
+    """A thread pool whose threads leave signals to the main thread."""
+    return ThreadPoolExecutor(
+        threads, thread_name_prefix=name, initializer=leave_signals_to_the_main_thread
+    )
+
+
+def _start_background_thread() -> None:
+    leave_signals_to_the_main_thread()
+    mark_background_thread()  # the store lets requests write first
+
+
 def _background_pool() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
@@ -51,7 +75,7 @@ def _background_pool() -> ThreadPoolExecutor:
             _pool = ThreadPoolExecutor(
                 BACKGROUND_THREADS,
                 thread_name_prefix="memlane-bg",
-                initializer=mark_background_thread,  # the store lets requests write first
+                initializer=_start_background_thread,
             )
         return _pool
 

@@ -42,6 +42,9 @@ class Turn:
     """The request's messages as the client sent them, in the internal shape."""
     session: Session | None = None
     """None for ephemeral sessions: governed and forwarded, never stored."""
+    tenant: str = ""
+    """Whose turn it is (`engine.tenancy`): the session is found or made in this tenant, and
+    recall, `@@` and extraction stay inside it."""
     agentic: bool = False
     managed: bool = True
     """Whether the scaffold applies (the proxy: agentic clients, or all by setting)."""

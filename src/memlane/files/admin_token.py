@@ -9,9 +9,9 @@ the user's own scripts read it from there.
 
 from __future__ import annotations
 
-import os
-import secrets
 from pathlib import Path
+
+from memlane.files.home_secret import ensure_secret, read_secret
 
 TOKEN_FILE = "admin_token"
 MIN_CHARS = 16
@@ -38,24 +38,11 @@ def check(token: str) -> str:
 
 def read(home: Path) -> str | None:
     """The generated token, if this home has one."""
-    try:
-        text = token_path(home).read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    return text or None
+    return read_secret(token_path(home))
 
 
 def ensure(home: Path, configured: str | None) -> str:
     """The token the admin API requires: the configured one, else this home's generated one."""
     if configured is not None and configured != "":
         return check(configured)
-    existing = read(home)
-    if existing is not None:
-        return existing
-    token = secrets.token_urlsafe(32)
-    path = token_path(home)
-    home.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(token + "\n")
-    return token
+    return ensure_secret(token_path(home))

@@ -15,10 +15,12 @@ import logging
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from memlane.files.atomic import write_atomic
+from memlane.files.git_purge import PurgeError, PurgeReport, purge_history
 from memlane.files.memory_snapshot import SNAPSHOT_FILE
 
 log = logging.getLogger("memlane.memory.git")
@@ -111,6 +113,14 @@ class GitRepo:
                 return False
             await self._git(*_IDENTITY, *_QUIET, "commit", "-q", "--no-verify", "-m", message)
             return True
+
+    async def purge(self, fact_ids: Sequence[str], texts: Sequence[str]) -> PurgeReport:
+        """Rewrite the history without these entries' files and texts (`files.git_purge`)."""
+        async with self._locked():
+            try:
+                return await asyncio.to_thread(purge_history, self.root, fact_ids, texts)
+            except PurgeError as exc:
+                raise GitError(str(exc)) from None
 
     async def log(self, *, limit: int = 20, path: str | None = None) -> list[LogEntry]:
         """Newest first."""

@@ -9,8 +9,10 @@ Layout under the memory root (`$MEMLANE_HOME/memory`)::
     entries/<scope>/deleted/<same sub-folders>/…      # soft deletes and tombstones
 
 Each file is YAML front matter (`id`, `role`, `scope`, `conversation_id`,
-`created_at`, `summary_kind`, `replaced_by`, provenance) and the text as body,
-so a person can read, edit, create or delete any memory with an editor.
+`created_at`, validity: `valid_from`, `valid_to`, the links between versions:
+`replaced_by`, `supersedes`, `summary_kind`, provenance) and the text as body,
+so a person can read, edit, create or delete any memory with an editor (setting
+`valid_to` by hand closes a memory: recall stops showing it after that moment).
 `<scope>` is `global` or the scope made safe by `files.paths.safe_key`; the
 exact scope is also kept in the folder's `.scope` file, so a hand-written file
 without front matter still lands in the right scope. Writes are atomic
@@ -95,10 +97,16 @@ def render(fact: Fact) -> str:
         "created_at": _iso(fact.created_at),
         "updated_at": _iso(fact.updated_at),
     }
+    if fact.valid_from is not None:
+        meta["valid_from"] = _iso(fact.valid_from)
+    if fact.valid_to is not None:
+        meta["valid_to"] = _iso(fact.valid_to)
     if fact.summary_kind is not None:
         meta["summary_kind"] = fact.summary_kind
     if fact.replaced_by is not None:
         meta["replaced_by"] = fact.replaced_by
+    if fact.supersedes is not None:
+        meta["supersedes"] = fact.supersedes
     if fact.source_session is not None:
         meta["source_session"] = fact.source_session
     if fact.source_message is not None:
@@ -130,6 +138,9 @@ def parse(
     if not scope:
         raise MemoryFileError(f"{path}: no scope in the front matter nor in the folder")
     created = _time(meta, "created_at", path) or mtime
+    valid_from, valid_to = _time(meta, "valid_from", path), _time(meta, "valid_to", path)
+    if valid_to is not None and valid_to < (valid_from or created):
+        raise MemoryFileError(f"{path}: valid_to is before the memory became valid")
     source_message = meta.get("source_message")
     if source_message is not None and not isinstance(source_message, int):
         raise MemoryFileError(f"{path}: source_message must be an integer")
@@ -146,6 +157,9 @@ def parse(
         summary_kind=_text(meta, "summary_kind", path),
         source_session=_text(meta, "source_session", path),
         source_message=source_message,
+        valid_from=valid_from,
+        valid_to=valid_to,
+        supersedes=_text(meta, "supersedes", path),
     )
 
 

@@ -24,14 +24,26 @@ def safe_key(key: str) -> str:
     return f"{cleaned}-{digest}"
 
 
-@functools.lru_cache(maxsize=4096)
-def session_dir(sessions_root: Path, key: str) -> Path:
-    """The session's folder, guaranteed to be a direct child of `sessions_root`.
+TENANTS_FOLDER = "tenants"
+"""Sessions of a tenant live under `sessions/tenants/<tenant>/`: `safe_key` always ends in
+`-<hash>`, so no session key's folder can be named `tenants`."""
+_TENANT = re.compile(r"^[0-9a-f]{32}$")
 
-    Memoised (with `safe_key`): a pure function the proxy calls several times a turn.
+
+@functools.lru_cache(maxsize=4096)
+def session_dir(sessions_root: Path, key: str, tenant: str = "") -> Path:
+    """The session's folder: a direct child of `sessions_root`, or of its tenant's folder.
+
+    Two tenants using one key get two folders. Memoised (with `safe_key`): a pure
+    function the proxy calls several times a turn.
     """
-    path = sessions_root / safe_key(key)
-    if path.parent != sessions_root or path.name in {"", ".", ".."}:
+    parent = sessions_root
+    if tenant:
+        if not _TENANT.match(tenant):
+            raise ValueError(f"not a tenant id: {tenant!r}")
+        parent = sessions_root / TENANTS_FOLDER / tenant
+    path = parent / safe_key(key)
+    if path.parent != parent or path.name in {"", ".", ".."}:
         raise ValueError(f"session folder escapes {sessions_root}")
     return path
 

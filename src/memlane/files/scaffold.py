@@ -66,16 +66,16 @@ class FileTexts:
     def __init__(self, sessions_root: Path) -> None:
         self.root = sessions_root
 
-    def folder(self, key: str) -> Path:
-        return session_dir(self.root, key)
+    def folder(self, key: str, tenant: str = "") -> Path:
+        return session_dir(self.root, key, tenant)
 
-    def read(self, key: str) -> dict[str, str]:
+    def read(self, key: str, tenant: str = "") -> dict[str, str]:
         """Every state text present for the session, normalised; absent files are left out.
 
         One listing of the folder, then only the files that are there are opened
         (the proxy reads these on every turn; most sessions have one file or none).
         """
-        folder = self.folder(key)
+        folder = self.folder(key, tenant)
         try:
             present = {entry.name for entry in os.scandir(folder)}
         except (FileNotFoundError, NotADirectoryError):
@@ -89,9 +89,9 @@ class FileTexts:
             out["spec_approved"] = "1"
         return out
 
-    def write(self, key: str, name: str, value: str | None) -> None:
+    def write(self, key: str, name: str, value: str | None, tenant: str = "") -> None:
         """Write one state text atomically (None or empty removes the file)."""
-        folder = self.folder(key)
+        folder = self.folder(key, tenant)
         if name == "spec_approved":
             path = folder / SPEC_APPROVED_FILE
             value = "1" if value else None
@@ -103,9 +103,9 @@ class FileTexts:
             return
         write_atomic(path, value)
 
-    def remove(self, key: str) -> None:
+    def remove(self, key: str, tenant: str = "") -> None:
         """Forget the session's folder and every file in it."""
-        shutil.rmtree(self.folder(key), ignore_errors=True)
+        shutil.rmtree(self.folder(key, tenant), ignore_errors=True)
 
 
 def read_agents_md(harness_root: Path | None) -> str:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from memlane.engine import scaffold
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import lifecycle
-from memlane.proxy.lookup import FoundSession
+from memlane.proxy.lookup import Caller, FoundSession
 from memlane.proxy.state import require_admin, runtime
 from memlane.views.sessions import session_detail, session_json
 
@@ -33,10 +33,11 @@ class TextBody(BaseModel):
 @router.get("/sessions", summary="List sessions, newest activity first")
 def list_sessions(
     rt: Rt,
+    caller: Caller,
     namespace: str | None = None,
     limit: Annotated[int | None, Query(ge=1, le=10_000)] = None,
 ) -> dict[str, Any]:
-    sessions = rt.store.list_sessions(namespace=namespace, limit=limit)
+    sessions = rt.store.list_sessions(namespace=namespace, limit=limit, tenant=caller.tenant)
     return {"object": "list", "data": [session_json(rt.store, s) for s in sessions]}
 
 

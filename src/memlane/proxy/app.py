@@ -49,6 +49,10 @@ def load_tokenizers(rt: Runtime) -> None:
             get_tokenizer(name)
 
 
+def _salt(rt: Runtime) -> bytes:
+    return rt.tenant_salt
+
+
 def admin_routers() -> list[APIRouter]:
     """Routers under /v1/memlane/: each part of memlane adds its own module here."""
     return [admin.router, sessions_routes.router, governance_routes.router, status.router]
@@ -77,7 +81,10 @@ def create_app(
         anthropic = Upstream(settings, transport=transport, provider="anthropic")
         configured = settings.admin_token.get_secret_value() if settings.admin_token else None
         token = await asyncio.to_thread(admin_token.ensure, settings.home_path, configured)
-        app.state.proxy = ProxyState(settings, rt, upstream, admin_token=token, anthropic=anthropic)
+        salt = await asyncio.to_thread(_salt, rt) if settings.credential_tenancy else None
+        app.state.proxy = ProxyState(
+            settings, rt, upstream, admin_token=token, anthropic=anthropic, tenant_salt=salt
+        )
         await start_memory(rt)  # files -> index catch-up (background), optional watcher
         rt.background.spawn(warm_up(rt), name="warm-up")  # embedder + vector cache
         try:
@@ -184,7 +191,9 @@ def mount_mcp(
     from memlane.proxy.mcp_route import PATH, MCPRoute
 
     route = MCPRoute(
-        settings, runtime_of=lambda: state().runtime, token_of=lambda: state().admin_token
+        settings,
+        runtime_of=lambda: state().runtime,
+        access_of=lambda headers: state().access(headers),
     )
     # A Route whose endpoint is not a function serves it as a plain ASGI app.
     endpoint = cast(Any, route)

@@ -12,6 +12,7 @@ import httpx
 
 from memlane.config import Settings
 from memlane.proxy import headers as h
+from memlane.proxy.access import note_upstream
 from memlane.proxy.guard import with_via
 
 POOL_SHARDS = 4
@@ -42,7 +43,12 @@ def _client(timeout: httpx.Timeout, transport: httpx.AsyncBaseTransport) -> http
     """A client that keeps no cookies: one client serves every user of the proxy, so a
     cookie the upstream set for one of them must never travel with another's request."""
     no_cookies = CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
-    return httpx.AsyncClient(timeout=timeout, transport=transport, cookies=no_cookies)
+    return httpx.AsyncClient(
+        timeout=timeout,
+        transport=transport,
+        cookies=no_cookies,
+        event_hooks={"response": [note_upstream]},  # the access line names its status
+    )
 
 
 Provider = Literal["openai", "anthropic"]

@@ -1,4 +1,5 @@
-"""Context governance's admin routes: manual compaction and the offloaded tool outputs."""
+"""Context governance's admin routes: the next request by part, manual compaction, and the
+offloaded tool outputs."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 from starlette.responses import PlainTextResponse
 
+from memlane.engine.governance.breakdown import breakdown
 from memlane.engine.governance.compact import CompactionError, NoModel, compact_session
 from memlane.engine.governance.ledger import OutputNotFound, offloaded_output, offloaded_outputs
 from memlane.engine.runtime import Runtime
@@ -26,6 +28,15 @@ class CompactBody(BaseModel):
     model: str | None = Field(
         default=None, description="Model to summarise with; default: the session's last model."
     )
+
+
+@router.get(
+    "/sessions/{ref}/context",
+    summary="What the session's next request would forward, by part, in tokens",
+)
+async def context(rt: Rt, session: FoundSession, events: int = 5) -> dict[str, Any]:
+    result = await breakdown(rt, session, events=max(0, min(events, 100)))
+    return {"object": "memlane.context", **result.to_json()}
 
 
 @router.post("/sessions/{ref}/compact", summary="Compact the session's history now")

@@ -16,6 +16,8 @@ requests with the server's key. So, before any route:
 Refusals are answered before anything is read, stored or forwarded.
 """
 
+# `is_loopback` is the config layer's (the tenancy default needs it too); re-exported here.
+
 from __future__ import annotations
 
 import ipaddress
@@ -26,13 +28,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from memlane.config import Settings
+from memlane.config.core import is_loopback
 from memlane.proxy.errors import error_payload
 
 VIA_TOKEN = f"memlane-{uuid.uuid4().hex[:12]}"
 """This process's forwarding marker: what it adds to the `Via` header of what it forwards."""
 VIA_VALUE = f"1.1 {VIA_TOKEN}"
 
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 JSON_TYPES = ("application/json",)
 JSON_ROUTES = ("/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/memlane/", "/mcp")
 """memlane's own JSON routes; other `/v1/*` routes are passed through as the client sent them
@@ -105,16 +107,6 @@ def points_at_self(settings: Settings, upstream_url: str) -> bool:
     if bind in WILDCARD_BINDS:
         return loopback or _is_ip(name)  # every interface of this machine listens
     return loopback and is_loopback(bind)
-
-
-def is_loopback(host: str) -> bool:
-    """`localhost`, or an address on the loopback interface (127.0.0.0/8, ::1)."""
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _is_ip(name: str) -> bool:

@@ -13,6 +13,10 @@ EPHEMERAL = "x-memlane-ephemeral"
 TOOLS = "x-memlane-tools"
 TOOLS_FLAG = TOOLS.removeprefix(PREFIX)
 
+CREDENTIALS = ("authorization", "x-api-key", "api-key")
+"""Where a client's key travels (OpenAI and most: a bearer `Authorization`; Anthropic:
+`x-api-key`; Azure: `api-key`): under credential tenancy it names the tenant."""
+
 SESSION_FALLBACKS = ("x-session-id",)
 
 CLAUDE_SESSION = "x-claude-code-session-id"

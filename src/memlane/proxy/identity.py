@@ -20,6 +20,15 @@ from memlane.proxy import headers as h
 
 MAX_KEY_CHARS = 200
 """Longer keys (or namespaces) are stored as `sha256:<hex>` of the key."""
+OWN_NAMESPACE = "session:"
+"""A session that names no repo is a namespace of its own, `session:<key>`: never the
+namespace of a repo that happens to be called like the key (it would read that repo's
+facts). A repo name may not start with it."""
+
+
+class IdentityError(ValueError):
+    """A request names a namespace memlane reserves; the message says what to send."""
+
 
 _AGENTIC_UA = re.compile(
     r"(?<![a-z])(codex|claude-cli|factory-cli|droid|warp)(?![a-z])", re.IGNORECASE
@@ -67,11 +76,16 @@ def resolve(headers: Mapping[str, str], body: Mapping[str, Any]) -> Identity:
     namespace = _first(
         [headers.get(h.REPO), *(headers.get(n) for n in h.REPO_FALLBACKS), metadata.get("repo")]
     )
+    if namespace is not None and namespace.startswith(OWN_NAMESPACE):
+        raise IdentityError(
+            f"a repo name may not start with {OWN_NAMESPACE!r} (memlane's name for a session's "
+            "own namespace): send another X-Memlane-Repo"
+        )
     root = bounded(key)
     key, parent = _agent_keys(root, headers)
     return Identity(
         key=key,
-        namespace=bounded(namespace) if namespace is not None else root,
+        namespace=bounded(namespace) if namespace is not None else OWN_NAMESPACE + root,
         agentic=is_agentic(headers),
         ephemeral=flags.get("ephemeral", "").strip().lower() in TRUTHY,
         flags=flags,
@@ -114,6 +128,19 @@ def _agent_keys(root: str, headers: Mapping[str, str]) -> tuple[str, str | None]
     parent_agent = _first([headers.get(h.CLAUDE_PARENT_AGENT)])
     parent = agent_key(root, parent_agent) if parent_agent is not None else root
     return agent_key(root, agent), parent
+
+
+def credential(headers: Mapping[str, str]) -> str | None:
+    """The client's key: a bearer `Authorization` value (any other scheme whole), else
+    `x-api-key`, else `api-key`; None when it sent none (only whitespace counts as none)."""
+    for name in h.CREDENTIALS:
+        value = (headers.get(name) or "").strip()
+        if name == "authorization":
+            scheme, _, rest = value.partition(" ")
+            value = rest.strip() if scheme.lower() == "bearer" else value
+        if value:
+            return value
+    return None
 
 
 def _first(candidates: list[Any]) -> str | None:

@@ -1,9 +1,11 @@
 """The MCP server as streamable HTTP at `/mcp` on the proxy's app.
 
 Same trust rules as the admin API: every request needs the admin token
-(`Authorization: Bearer …`), and DNS-rebinding protection is on twice over: the
-app's `Guard` (Host, Origin, JSON bodies) runs first, then the SDK's own check
-with the same Host and Origin allow-lists.
+(`Authorization: Bearer …`) or, under credential tenancy, the client's own key,
+and DNS-rebinding protection is on twice over: the app's `Guard` (Host, Origin,
+JSON bodies) runs first, then the SDK's own check with the same Host and Origin
+allow-lists. A connection with a client's key is bound to that key's tenant; the
+admin token's works on the data of no tenant (what `tenancy = none` made).
 
 A connection's namespace comes from the request's headers, read like a model
 request's: `X-Memlane-Repo` (or its fallbacks), else the namespace of the session
@@ -13,7 +15,6 @@ request's: `X-Memlane-Repo` (or its fallbacks), else the namespace of the sessio
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -21,21 +22,32 @@ from typing import Any
 from starlette.types import Receive, Scope, Send
 
 from memlane.config import Settings
+from memlane.config.core import LOOPBACK_NAMES
 from memlane.engine.runtime import Runtime
+from memlane.engine.tenancy import NO_TENANT
 from memlane.proxy import headers as h
-from memlane.proxy.guard import LOOPBACK_NAMES, WILDCARD_BINDS
+from memlane.proxy.guard import WILDCARD_BINDS
 from memlane.proxy.identity import bounded, header_text
+from memlane.proxy.state import Access
 from memlane.views.tools import Binding
 
 PATH = "/mcp"
 
 
-def binding_from_headers(settings: Settings) -> Callable[[Mapping[str, str] | None], Binding]:
+AccessOf = Callable[[Mapping[str, str]], Access | None]
+
+
+def binding_from_headers(
+    settings: Settings, access_of: AccessOf
+) -> Callable[[Mapping[str, str] | None], Binding]:
     """`bind(headers)` for HTTP connections (a missing namespace is taken from the caller's
     session by `views.tools.binding.with_session`)."""
 
     def bind(headers: Mapping[str, str] | None) -> Binding:
         headers = headers or {}
+        access = access_of(headers)
+        if access is None:  # `MCPRoute` refused it before the SDK saw it; never widen
+            raise PermissionError("an MCP call without a credential")
 
         def first(names: tuple[str, ...]) -> str | None:
             for name in names:
@@ -50,6 +62,7 @@ def binding_from_headers(settings: Settings) -> Callable[[Mapping[str, str] | No
             session_key=key,
             all_namespaces=settings.mcp_all_namespaces,
             via="mcp",
+            tenant=access.tenant or NO_TENANT,
         )
 
     return bind
@@ -82,12 +95,12 @@ class MCPRoute:
         self,
         settings: Settings,
         runtime_of: Callable[[], Runtime],
-        token_of: Callable[[], str],
+        access_of: AccessOf,
     ) -> None:
         from memlane.mcp.server import build_server
 
-        self.token_of = token_of
-        server = build_server(runtime_of, binding_from_headers(settings))
+        self.access_of = access_of
+        server = build_server(runtime_of, binding_from_headers(settings, access_of))
         server.streamable_http_app(
             streamable_http_path=PATH,
             transport_security=transport_security(settings),
@@ -107,17 +120,11 @@ class MCPRoute:
         await self.manager.handle_request(scope, receive, send)
 
     def _authorized(self, scope: Scope) -> bool:
-        expected = self.token_of().encode("utf-8")
-        sent = ""
-        for name, value in scope.get("headers", []):
-            if name.lower() == b"authorization":
-                sent = value.decode("latin-1")
-        kind, _, value = sent.partition(" ")
-        return (
-            bool(expected)
-            and kind.lower() == "bearer"
-            and hmac.compare_digest(value.strip().encode(), expected)
-        )
+        headers = {
+            name.decode("latin-1").lower(): value.decode("latin-1")
+            for name, value in scope.get("headers", [])
+        }
+        return self.access_of(headers) is not None
 
 
 async def _refuse(send: Send) -> None:

@@ -15,8 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from memlane.config import Settings
+from memlane.config.core import is_loopback
 from memlane.files import admin_token
-from memlane.proxy.guard import is_loopback, points_at_self
+from memlane.proxy.guard import points_at_self
+from memlane.proxy.repeats import RepeatedWarnings
 
 GIL_SWITCH_SECONDS = 0.0005
 """How long a thread may hold the GIL while another waits for it (Python's default: 5 ms).
@@ -79,9 +81,11 @@ def bind(settings: Settings) -> socket.socket:
 
 
 def configure_logging(settings: Settings) -> None:
-    """memlane's own lines (requests, upstream errors, background failures) on stderr."""
+    """memlane's own lines (requests, upstream errors, background failures) on stderr; a
+    warning repeated within 10 s is printed once (`proxy.repeats`)."""
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    handler.addFilter(RepeatedWarnings())
     root = logging.getLogger("memlane")
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level.upper())

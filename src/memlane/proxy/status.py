@@ -17,11 +17,11 @@ from fastapi import APIRouter, Depends
 from memlane.config import Settings
 from memlane.engine.runtime import Runtime
 from memlane.files.atomic import write_atomic
-from memlane.proxy.state import require_admin, runtime
+from memlane.proxy.state import require_operator, runtime
 
 SERVE_FILE = "serve.json"
 
-router = APIRouter(prefix="/v1/memlane", tags=["memlane"], dependencies=[Depends(require_admin)])
+router = APIRouter(prefix="/v1/memlane", tags=["memlane"], dependencies=[Depends(require_operator)])
 
 Rt = Annotated[Runtime, Depends(runtime)]
 

@@ -118,7 +118,11 @@ class ToolLoop:
         turn = self.turn
         session_id = turn.session.id if turn.session is not None else None
         return Binding(
-            namespace=turn.namespace, session_key=turn.key, session_id=session_id, via="proxy"
+            namespace=turn.namespace,
+            session_key=turn.key,
+            session_id=session_id,
+            via="proxy",
+            tenant=turn.tenant,
         )
 
     def payload(self, messages: Sequence[Message]) -> bytes:

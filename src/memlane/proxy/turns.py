@@ -33,7 +33,7 @@ from memlane.proxy.access import SESSION_STATE
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
 from memlane.proxy.forward import Upstream, relayed_headers
-from memlane.proxy.identity import client_name, resolve
+from memlane.proxy.identity import IdentityError, client_name, resolve
 from memlane.proxy.relay import Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
 from memlane.proxy.tool_loop import ToolLoop, offered
@@ -134,9 +134,13 @@ async def serve_parsed(
     # but only a key meant for the upstream those calls go to
     lent = request.headers.get("authorization") if upstream is state.upstream else None
     REQUEST_AUTHORIZATION.set(lent)
-    identity = resolve(request.headers, parsed.body)
+    tenant = state.tenant(request.headers)
+    try:
+        identity = resolve(request.headers, parsed.body)
+    except IdentityError as exc:
+        raise ProxyError(400, str(exc), code="invalid_namespace", param="X-Memlane-Repo") from None
     tools = offered(state.settings.proxy_tools, identity.flags.get(h.TOOLS_FLAG))
-    chained_key = await _chained_key(state, parsed)
+    chained_key = await _chained_key(state, parsed, tenant)
     if chained_key is not None:  # memlane holds the conversation: send it whole
         body = {k: v for k, v in parsed.body.items() if k != PREVIOUS_RESPONSE}
         parsed = replace(parsed, body=body, continued=False)
@@ -146,6 +150,7 @@ async def serve_parsed(
         model=parsed.model,
         wire=adapter.wire,
         messages=parsed.messages,
+        tenant=tenant,
         agentic=identity.agentic,
         managed=identity.agentic or state.settings.scaffold_clients == "all",
         governed=identity.agentic or state.settings.governance_clients == "all",
@@ -192,7 +197,7 @@ class Call:
 PREVIOUS_RESPONSE = "previous_response_id"
 
 
-async def _chained_key(state: ProxyState, parsed: ParsedRequest) -> str | None:
+async def _chained_key(state: ProxyState, parsed: ParsedRequest, tenant: str) -> str | None:
     """The session a `previous_response_id` points at, when memlane stored that answer.
 
     Resolving it here makes chains work with upstreams that keep nothing (`store:
@@ -203,7 +208,7 @@ async def _chained_key(state: ProxyState, parsed: ParsedRequest) -> str | None:
     if not isinstance(previous, str) or not previous:
         return None
     try:
-        return await asyncio.to_thread(chained_session_key, state.runtime, previous)
+        return await asyncio.to_thread(chained_session_key, state.runtime, previous, tenant)
     except StoreError as exc:
         log.warning("could not look up %s %s: %s", PREVIOUS_RESPONSE, previous, exc)
         return None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -65,6 +66,20 @@ class NewMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event to append; non-empty `text` is keyword-indexed for retrieval."""
+
+    kind: str
+    payload: Mapping[str, Any]
+    text: str = ""
+    document: str | None = None
+    """What the keyword index reads when it is more than the text (the text with its
+    neighbours'); a hit still shows the text."""
+    at: datetime | None = None
+    """When what it records happened (a dropped message: when it was said); default now."""
+
+
+@dataclass(frozen=True, slots=True)
 class SyncResult:
     """What `sync_messages` did with a client's resent history."""
 
@@ -81,24 +96,39 @@ class SearchFilter:
     scopes: tuple[str, ...] | None = None
     session_id: str | None = None
     fact_roles: tuple[FactRole, ...] | None = None
+    valid_at: datetime | None = None
+    """Only facts true at this moment (`Fact.valid_at`); messages and events are not held
+    to it. None: closed facts are found too."""
 
 
 @runtime_checkable
 class SessionStore(Protocol):
     """Sessions: created by key, forked, counted, deleted with everything of theirs."""
 
-    def ensure_session(self, key: str, *, namespace: str | None = None) -> Session:
-        """The session for `key`, created on first use; `namespace` defaults to the key."""
+    def ensure_session(
+        self, key: str, *, namespace: str | None = None, tenant: str = ""
+    ) -> Session:
+        """The session for `key` in `tenant`, created on first use; `namespace` defaults to
+        the key."""
         ...
 
-    def get_session(self, session_id: str) -> Session | None: ...
+    def get_session(self, session_id: str) -> Session | None:
+        """By id, whatever its tenant: an id comes from a lookup that was scoped already."""
+        ...
 
-    def find_session(self, key: str) -> Session | None: ...
+    def find_session(self, key: str, *, tenant: str = "") -> Session | None:
+        """The session with this key in `tenant` ("": no tenancy); keys are unique per tenant."""
+        ...
 
     def list_sessions(
-        self, *, namespace: str | None = None, limit: int | None = None
+        self,
+        *,
+        namespace: str | None = None,
+        limit: int | None = None,
+        tenant: str | None = "",
     ) -> list[Session]:
-        """Newest activity first."""
+        """Newest activity first, of `tenant` ("" without tenancy; None: every tenant's,
+        for the operator)."""
         ...
 
     def update_session(
@@ -129,7 +159,8 @@ class SessionStore(Protocol):
     def fork_session(
         self, session_id: str, *, new_key: str, at_position: int | None = None
     ) -> Session:
-        """A new session whose history is a copy of the source's messages before `at_position`."""
+        """A new session of the source's tenant whose history is a copy of the source's
+        messages before `at_position`."""
         ...
 
     # --- scaffold state (todo, pinned, anchor, spec flags) ----------------
@@ -182,10 +213,16 @@ class MessageLog(Protocol):
         *,
         text: str = "",
         document: str | None = None,
+        at: datetime | None = None,
     ) -> Event:
         """Append an event; non-empty `text` is keyword-indexed for retrieval, as
         `document` when given (the text with its context: `store.documents`); a hit
-        shows the text."""
+        shows the text. `at` dates it when what it records happened earlier (default
+        now): a search shows that time."""
+        ...
+
+    def add_events(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
+        """Append several events in one transaction, in order (a compaction's dropped items)."""
         ...
 
     def list_events(
@@ -217,8 +254,11 @@ class FactStore(Protocol):
         """Oldest first."""
         ...
 
-    def delete_fact(self, fact_id: str, *, replaced_by: str | None = None) -> bool:
-        """Tombstone: the entry stays readable (deleted=True) and leaves the search index."""
+    def delete_fact(
+        self, fact_id: str, *, replaced_by: str | None = None, at: datetime | None = None
+    ) -> bool:
+        """Tombstone: the entry stays readable (deleted=True) and leaves the search index;
+        its validity ends at `at` (default now) unless it had ended already."""
         ...
 
     def purge_fact(self, fact_id: str) -> bool:
@@ -273,6 +313,11 @@ class MetaStore(Protocol):
     def get_meta(self, key: str) -> str | None: ...
 
     def set_meta(self, key: str, value: str) -> None: ...
+
+    def claim_meta(self, key: str, value: str) -> str:
+        """Set `key` to `value` unless it has a value already; return the value it has now
+        (replicas that start together agree on the first one written)."""
+        ...
 
 
 @runtime_checkable
@@ -356,5 +401,12 @@ class Store(
     each method owes, one test module per role, run against every backend."""
 
     url: str
+
+    def purge_deleted(self) -> None:
+        """Leave no copy of deleted rows in the store's files (`--purge`): SQLite overwrites
+        freed pages as it deletes (`secure_delete`) and here checkpoints and truncates its
+        WAL, which still holds older versions of those pages; PostgreSQL rewrites the
+        tables that held them (`VACUUM FULL`, then `ANALYZE`: statistics sample values)."""
+        ...
 
     def close(self) -> None: ...

@@ -101,13 +101,19 @@ FACT_COLUMNS = (
     "source_session",
     "source_message",
     "content_hash",
+    "valid_from",
+    "valid_to",
+    "supersedes",
 )
+FACT_TIMES = ("created_at", "updated_at", "valid_from", "valid_to")
+"""The fact columns that hold a moment (`valid_from` and `valid_to` may be empty)."""
 
 
 def fact_to_row(fact: Fact) -> dict[str, Any]:
     row = asdict(fact)
-    row["created_at"] = ts_to_text(fact.created_at)
-    row["updated_at"] = ts_to_text(fact.updated_at)
+    for name in FACT_TIMES:
+        value = row[name]
+        row[name] = None if value is None else ts_to_text(value)
     row["deleted"] = bool(fact.deleted)
     return row
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import itertools
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
-from memlane.store.codec import FACT_COLUMNS, fact_to_row, now
+from memlane.store.codec import FACT_COLUMNS, FACT_TIMES, fact_to_row, now
 from memlane.store.documents import AFTER, BEFORE, TURN_ROLES, Doc, is_turn, turn_document
 from memlane.store.documents import turn_documents as documents_of_turns
 from memlane.store.rows import fact_from_row
@@ -93,8 +94,9 @@ def rebuild_turns(
     reindex`), all of them or those of `conversations`; returns how many changed.
     `retext(db, ref, document)` replaces one turn's indexed words, returning 1 if changed."""
     only = "" if conversations is None else f"AND {among('conversation_id', conversations)} "
+    # Every column, whatever they are: a migration runs this on the table as it was then.
     rows = db.all(
-        f"SELECT {_COLUMNS} FROM facts WHERE deleted = ? AND {among('role', TURN_ROLES)} "
+        f"SELECT * FROM facts WHERE deleted = ? AND {among('role', TURN_ROLES)} "
         f"{only}ORDER BY scope, conversation_id, created_at, {db.seq}",
         False,
         *TURN_ROLES,
@@ -121,8 +123,9 @@ class SqlFacts(SqlStore[D]):
     def put_fact(self, fact: Fact) -> None:
         row = fact_to_row(fact)
         with self._writing() as db:
-            row["created_at"] = db.time(fact.created_at)
-            row["updated_at"] = db.time(fact.updated_at)
+            for name in FACT_TIMES:
+                moment = getattr(fact, name)
+                row[name] = None if moment is None else db.time(moment)
             db.run(_UPSERT, *[row[c] for c in FACT_COLUMNS])
             index_fact(db, fact, self._put_doc)
 
@@ -168,14 +171,18 @@ class SqlFacts(SqlStore[D]):
             )
         return [fact_from_row(r) for r in rows]
 
-    def delete_fact(self, fact_id: str, *, replaced_by: str | None = None) -> bool:
+    def delete_fact(
+        self, fact_id: str, *, replaced_by: str | None = None, at: datetime | None = None
+    ) -> bool:
+        stamp = now()
         with self._writing() as db:
             deleted = db.run(
                 "UPDATE facts SET deleted = ?, replaced_by = coalesce(?, replaced_by), "
-                "updated_at = ? WHERE id = ?",
+                "valid_to = coalesce(valid_to, ?), updated_at = ? WHERE id = ?",
                 True,
                 replaced_by,
-                db.time(now()),
+                db.time(at or stamp),
+                db.time(stamp),
                 fact_id,
             )
             db.run("UPDATE docs SET active = ? WHERE kind = 'fact' AND ref = ?", False, fact_id)

@@ -38,3 +38,20 @@ def conditions(flt: SearchFilter) -> list[Condition]:
     if flt.fact_roles is not None:
         out.append(Condition("role", tuple(flt.fact_roles), facts_only=True))
     return out
+
+
+def validity_sql(alias: str, mark: str) -> str:
+    """The `SearchFilter.valid_at` test over the `docs` alias, `mark` binding the moment:
+    a fact document passes unless its fact was closed by then or had not started yet.
+
+    Validity lives in `facts` (one place, what a hand edit of a file changes), not in
+    the index. The facts that fail the test at the current time are few (those
+    replaced, and those not yet true) and found through two indexes (`facts_valid_to`,
+    `facts_valid_from`), once per search; each candidate document is then one hash
+    probe, whatever the number of facts or of candidates. (An as-of search in the past
+    also leaves out every fact begun since: it pays for those, the request path never.)
+    """
+    return (
+        f"({alias}.kind <> 'fact' OR {alias}.ref NOT IN (SELECT vf.id FROM facts vf "
+        f"WHERE vf.valid_to <= {mark} OR coalesce(vf.valid_from, vf.created_at) > {mark}))"
+    )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memlane.store.base import NewMessage, SessionNotFound, StoreError, SyncResult
+from memlane.store.base import NewEvent, NewMessage, SessionNotFound, StoreError, SyncResult
 from memlane.store.codec import now
 from memlane.store.documents import Doc
 from memlane.store.rows import EVENT_COLUMNS, MESSAGE_COLUMNS, event_from_row, message_from_row
@@ -192,28 +192,35 @@ class SqlMessageLog(SqlStore[D]):
         *,
         text: str = "",
         document: str | None = None,
+        at: datetime | None = None,
     ) -> Event:
-        created = now()
+        return self.add_events(session_id, [NewEvent(kind, payload, text, document, at)])[0]
+
+    def add_events(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
+        stamp = now()
+        out: list[Event] = []
         with self._writing() as db:
             # Events do not wait for a history's writer: they only reference the session.
             namespace = hold_session(db, session_id, lock=False)
-            event_id = db.insert(
-                "INSERT INTO events (session_id, kind, payload, text, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                session_id,
-                kind,
-                db.json(dict(payload)),
-                text,
-                db.time(created),
-            )
-            if text:
-                self._put_doc(
-                    db,
-                    Doc("event", str(event_id), namespace, session_id, None, text, created),
-                    document,
+            for event in events:
+                payload = dict(event.payload)
+                created = event.at or stamp
+                event_id = db.insert(
+                    "INSERT INTO events (session_id, kind, payload, text, created_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    session_id,
+                    event.kind,
+                    db.json(payload),
+                    event.text,
+                    db.time(created),
                 )
-            db.run("UPDATE sessions SET updated_at = ? WHERE id = ?", db.time(created), session_id)
-        return Event(event_id, session_id, kind, dict(payload), text, created)
+                text = event.text
+                if text:
+                    doc = Doc("event", str(event_id), namespace, session_id, None, text, created)
+                    self._put_doc(db, doc, event.document)
+                out.append(Event(event_id, session_id, event.kind, payload, event.text, created))
+            db.run("UPDATE sessions SET updated_at = ? WHERE id = ?", db.time(stamp), session_id)
+        return out
 
     def list_events(
         self, session_id: str, *, kind: str | None = None, limit: int | None = None

@@ -8,6 +8,7 @@ so one mapper per record serves both backends.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any, Protocol
 
 from memlane.store.codec import message_from_json, moment
@@ -25,7 +26,8 @@ class Row(Protocol):
 # Column lists of the tables whose rows the store reads whole (and dumps).
 SESSION_COLUMNS = (
     "id, key, namespace, title, parent_id, fork_position, summary, summarized_count, "
-    "metadata, prompt_tokens, completion_tokens, cost_usd, message_count, created_at, updated_at"
+    "metadata, prompt_tokens, completion_tokens, cost_usd, message_count, created_at, updated_at, "
+    "tenant"
 )
 MESSAGE_COLUMNS = (
     "id, session_id, position, role, kind, origin, wire, content, text, content_hash, "
@@ -56,6 +58,7 @@ def session_from_row(row: Row) -> Session:
         completion_tokens=int(row["completion_tokens"]),
         cost_usd=float(row["cost_usd"]),
         message_count=int(row["message_count"]),
+        tenant=row["tenant"] or "",
     )
 
 
@@ -96,7 +99,17 @@ def hit_from_row(row: Row, score: float) -> Hit:
 
 
 def fact_from_row(row: Row) -> Fact:
-    """A fact from a stored row (either backend) or a dumped one."""
+    """A fact from a stored row (either backend) or a dumped one (one written before facts
+    had validity columns loads too)."""
+    names = set(row.keys())
+
+    def optional(name: str) -> Any:
+        return row[name] if name in names else None
+
+    def moment_or_none(name: str) -> datetime | None:
+        value = optional(name)
+        return None if value is None else moment(value)
+
     return Fact(
         id=row["id"],
         scope=row["scope"],
@@ -111,4 +124,7 @@ def fact_from_row(row: Row) -> Fact:
         source_session=row["source_session"],
         source_message=row["source_message"],
         content_hash=row["content_hash"] or "",
+        valid_from=moment_or_none("valid_from"),
+        valid_to=moment_or_none("valid_to"),
+        supersedes=optional("supersedes"),
     )

@@ -49,23 +49,28 @@ class SqlSessions(SqlStore[D]):
     def _forget_deleted(self, db: D) -> None:
         """Tidy up after a session was deleted (nothing to do unless the backend says)."""
 
-    def ensure_session(self, key: str, *, namespace: str | None = None) -> Session:
-        found = self.find_session(key)
+    def ensure_session(
+        self, key: str, *, namespace: str | None = None, tenant: str = ""
+    ) -> Session:
+        found = self.find_session(key, tenant=tenant)
         if found is not None:
             return found
         stamp = now()
         with self._writing() as db:
             # Race-free across processes: the unique key decides, the loser reads the winner's.
             db.run(
-                "INSERT INTO sessions (id, key, namespace, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
+                "INSERT INTO sessions (id, key, namespace, created_at, updated_at, tenant) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING",
                 uuid.uuid4().hex,
                 key,
                 key if namespace is None else namespace,
                 db.time(stamp),
                 db.time(stamp),
+                tenant,
             )
-            row = db.one(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE key = ?", key)
+            row = db.one(
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant = ? AND key = ?", tenant, key
+            )
         assert row is not None
         return session_from_row(row)
 
@@ -74,19 +79,33 @@ class SqlSessions(SqlStore[D]):
             row = db.one(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", session_id)
         return session_from_row(row) if row else None
 
-    def find_session(self, key: str) -> Session | None:
+    def find_session(self, key: str, *, tenant: str = "") -> Session | None:
         with self._reading() as db:
-            row = db.one(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE key = ?", key)
+            row = db.one(
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant = ? AND key = ?", tenant, key
+            )
         return session_from_row(row) if row else None
 
     def list_sessions(
-        self, *, namespace: str | None = None, limit: int | None = None
+        self,
+        *,
+        namespace: str | None = None,
+        limit: int | None = None,
+        tenant: str | None = "",
     ) -> list[Session]:
-        where, params = ("WHERE namespace = ? ", [namespace]) if namespace is not None else ("", [])
+        where: list[str] = []
+        params: list[object] = []
+        if tenant is not None:
+            where.append("tenant = ?")
+            params.append(tenant)
+        if namespace is not None:
+            where.append("namespace = ?")
+            params.append(namespace)
+        clause = f"WHERE {' AND '.join(where)} " if where else ""
         bound, more = limited(limit)
         with self._reading() as db:
             rows = db.all(
-                f"SELECT {SESSION_COLUMNS} FROM sessions {where}"
+                f"SELECT {SESSION_COLUMNS} FROM sessions {clause}"
                 f"ORDER BY updated_at DESC, {db.seq} DESC{bound}",
                 *params,
                 *more,
@@ -168,13 +187,15 @@ class SqlSessions(SqlStore[D]):
             )
             if source is None:
                 raise SessionNotFound(f"no session with id {session_id}")
-            if db.one("SELECT 1 FROM sessions WHERE key = ?", new_key) is not None:
+            tenant = source["tenant"]
+            taken = db.one("SELECT 1 FROM sessions WHERE tenant = ? AND key = ?", tenant, new_key)
+            if taken is not None:
                 raise StoreError(f"a session with key {new_key!r} already exists")
             summary, summarized_count = forked_summary(source, at_position)
             db.run(
                 "INSERT INTO sessions (id, key, namespace, title, parent_id, fork_position, "
-                "summary, summarized_count, metadata, created_at, updated_at) "
-                "VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?)",
+                "summary, summarized_count, metadata, created_at, updated_at, tenant) "
+                "VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?)",
                 new_id,
                 new_key,
                 source["namespace"],
@@ -185,6 +206,7 @@ class SqlSessions(SqlStore[D]):
                 db.json(decoded(source["metadata"])),
                 db.time(stamp),
                 db.time(stamp),
+                tenant,
             )
             copied = self._copy_messages(db, session_id, new_id, at_position)
             db.run("UPDATE sessions SET message_count = ? WHERE id = ?", copied, new_id)

@@ -28,6 +28,17 @@ class SqlTables(SqlStore[D]):
                 value,
             )
 
+    def claim_meta(self, key: str, value: str) -> str:
+        with self._writing() as db:
+            db.run(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+                key,
+                value,
+            )
+            row = db.one("SELECT value FROM meta WHERE key = ?", key)
+        assert row is not None
+        return str(row["value"])
+
     def count(self, table: str) -> int:
         check_table(table)
         with self._reading() as db:

@@ -33,6 +33,9 @@ class Session:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     message_count: int = 0
+    tenant: str = ""
+    """Whose session it is: a salted hash of the client's credential under credential
+    tenancy, "" otherwise. A key is unique within its tenant."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,9 @@ class Fact:
     """A long-term memory entry: an extracted fact, a remembered turn or a rolling summary.
 
     Deleted entries stay as tombstones (`deleted`, `replaced_by`) so history is auditable.
+    A fact also knows when it was true: from `valid_from` (the time of the message it came
+    from) until `valid_to`. A fact replaced by a later one is closed, not deleted: it keeps
+    its text, gets a `valid_to`, and `replaced_by` / `supersedes` link the two versions.
     """
 
     id: str
@@ -85,6 +91,23 @@ class Fact:
     source_session: str | None = None
     source_message: int | None = None
     content_hash: str = ""
+    valid_from: datetime | None = None
+    """When it became true; None: since `created_at`."""
+    valid_to: datetime | None = None
+    """When it stopped being true (a later version, a delete, a person's edit); None: still."""
+    supersedes: str | None = None
+    """The earlier version this one replaced (that version's `replaced_by` names this one)."""
+
+    @property
+    def since(self) -> datetime:
+        """The start of its validity."""
+        return self.valid_from or self.created_at
+
+    def valid_at(self, moment: datetime) -> bool:
+        """True at `moment`: not deleted, started at or before it, not closed by then."""
+        if self.deleted or self.since > moment:
+            return False
+        return self.valid_to is None or moment < self.valid_to
 
 
 @dataclass(frozen=True, slots=True)

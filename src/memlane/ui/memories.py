@@ -17,7 +17,8 @@ from starlette.responses import Response
 
 from memlane.engine import threads
 from memlane.engine.memory import manage
-from memlane.engine.memory.scopes import parse_scope
+from memlane.engine.memory.scopes import CONVERSATION_PREFIX, parse_scope, unqualified
+from memlane.engine.memory.versions import interval
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.types import Fact
@@ -40,12 +41,17 @@ def _scope(text: str) -> str | None:
         raise UIError(400, str(exc)) from None
 
 
+def _conversation(scope: str) -> bool:
+    """A `conv:` scope, a tenant's (`t:<tenant>:conv:…`) included."""
+    return unqualified(scope).startswith(CONVERSATION_PREFIX)
+
+
 def grouped_scopes(scopes: list[tuple[str, int]]) -> dict[str, Any]:
     """global and namespaces listed; per-conversation scopes counted (a session links them)."""
     return {
-        "listed": [(s, n) for s, n in scopes if not s.startswith("conv:")],
-        "conversations": sum(1 for s, _ in scopes if s.startswith("conv:")),
-        "conversation_entries": sum(n for s, n in scopes if s.startswith("conv:")),
+        "listed": [(s, n) for s, n in scopes if not _conversation(s)],
+        "conversations": sum(1 for s, _ in scopes if _conversation(s)),
+        "conversation_entries": sum(n for s, n in scopes if _conversation(s)),
     }
 
 
@@ -111,6 +117,7 @@ async def _search(rt: Runtime, query: str, scope: str | None) -> list[dict[str, 
 async def memory_page(request: Request, who: Who, rt: Rt, memory_id: str) -> Response:
     fact = await _get(rt, memory_id)
     history = await manage.memory_history(rt, fact)
+    versions = await manage.memory_versions(rt, fact.id)
     path = await threads.to_thread(manage.memory_file, rt, fact)
     source = (
         await threads.to_thread(rt.store.get_session, fact.source_session)
@@ -126,6 +133,8 @@ async def memory_page(request: Request, who: Who, rt: Rt, memory_id: str) -> Res
             "memories",
             fact=fact,
             history=history,
+            versions=versions if len(versions) > 1 else [],
+            interval=interval,
             path=str(path) if path else None,
             source=source,
             git=rt.memory_book.git is not None,

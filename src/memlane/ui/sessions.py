@@ -19,6 +19,7 @@ from memlane.engine.governance.ledger import OutputNotFound, offloaded_output
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import lifecycle
 from memlane.engine.sessions.lifecycle import title_from_prompt
+from memlane.engine.tenancy import OPERATOR
 from memlane.store import StoreError
 from memlane.types import Fact, Session
 from memlane.ui import timeline
@@ -48,7 +49,7 @@ def total_cost(session: Session) -> float:
 def find(rt: Runtime, ref: str) -> Session:
     """The session `ref` names, by the rule every face uses (id, key, id prefix, name)."""
     try:
-        return find_session(rt.store, ref)
+        return find_session(rt.store, ref, tenant=OPERATOR)  # the admin token's view
     except NoSuchSession as exc:
         raise UIError(404, str(exc)) from None
     except AmbiguousSession as exc:

@@ -18,7 +18,8 @@ __all__ = ["OBJECT", "MemoryNotFound", "get_memory", "memory_json"]
 
 
 def memory_json(fact: Fact, score: float | None = None) -> dict[str, Any]:
-    """A memory with its provenance; `score` when it comes from a search."""
+    """A memory with its provenance and when it was true (`valid_to` None: still true);
+    `score` when it comes from a search."""
     out: dict[str, Any] = {
         "object": OBJECT,
         "id": fact.id,
@@ -29,7 +30,10 @@ def memory_json(fact: Fact, score: float | None = None) -> dict[str, Any]:
         "created_at": fact.created_at.isoformat(),
         "updated_at": fact.updated_at.isoformat(),
         "deleted": fact.deleted,
+        "valid_from": fact.since.isoformat(),
+        "valid_to": fact.valid_to.isoformat() if fact.valid_to else None,
         "replaced_by": fact.replaced_by,
+        "supersedes": fact.supersedes,
         "source_session": fact.source_session,
         "source_message": fact.source_message,
     }

@@ -5,7 +5,10 @@ any other face print a session with `session_json`, its texts with `session_deta
 and its messages with `message_json`, and find it with `find_session`, so a script
 reads the same fields and a reference means the same session everywhere.
 
-The lookup rule (`engine.sessions.lookup`), first match wins:
+The lookup rule (`engine.sessions.lookup`), among the sessions the caller may
+reach (its tenant's under credential tenancy, every tenant's for the operator;
+for an `@@` reference, its own namespace's unless `references_across_namespaces`),
+first match wins:
 
 1. the exact id, then the exact key;
 2. a unique id prefix of at least 6 characters;
@@ -54,13 +57,15 @@ def session_json(store: Store, session: Session) -> dict[str, Any]:
     """A session as scripts read it: every stored field, its title and its index name.
 
     `summary` is the running summary (with `summarized_count`); the index metadata
-    (description, summary, tags) is in `metadata`.
+    (description, summary, tags) is in `metadata`; `tenant` is whose session it is
+    (null without credential tenancy).
     """
     return {
         "object": OBJECT,
         "id": session.id,
         "key": session.key,
         "namespace": session.namespace,
+        "tenant": session.tenant or None,
         "title": session_title(store, session),
         "name": session_name(session),
         "parent_id": session.parent_id,

@@ -4,7 +4,12 @@ import pytest
 
 from memlane.engine.governance.cache import add_marker
 from memlane.engine.governance.flow import govern
-from memlane.engine.governance.ledger import EVENT_INFLATED, EVENT_SUMMARY_FAILED, MemoryLedger
+from memlane.engine.governance.ledger import (
+    EVENT_COMPACTED,
+    EVENT_INFLATED,
+    EVENT_SUMMARY_FAILED,
+    MemoryLedger,
+)
 from memlane.engine.governance.summarise import (
     SUMMARY_SYSTEM,
     SummaryError,
@@ -72,7 +77,7 @@ async def test_a_summary_longer_than_its_input_is_rolled_back() -> None:
     messages = b.messages
     governed = await govern(gov, messages, user_text="x", force=True)
     assert len(llm.calls) == 1
-    assert [e[0] for e in ledger.events] == [EVENT_INFLATED, "governance.compacted"]
+    assert [e[0] for e in ledger.events] == [EVENT_INFLATED, EVENT_COMPACTED]
     assert "messages removed" in governed.plan.snapshot
     # the span is folded into the marker: a later compaction never sends it again
     llm.default = "<state_snapshot>short</state_snapshot>"

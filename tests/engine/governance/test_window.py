@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from memlane.engine.governance.cache import PREVIEW_REFERENCE
 from memlane.engine.governance.flow import govern
 from memlane.engine.governance.ledger import MemoryLedger
 from memlane.engine.governance.render import SUMMARY_TITLE
@@ -141,3 +142,64 @@ async def test_governance_off_below_the_threshold_changes_nothing() -> None:
     assert governed.messages == messages
     assert not governed.trimmed
     assert not governed.stats.compacted
+
+
+def test_a_tool_step_whose_result_fits_but_whose_call_does_not_goes_in_as_a_preview() -> None:
+    from memlane.engine.governance import window
+    from memlane.engine.governance.plan import Plan
+    from memlane.engine.governance.structure import safe_cuts
+
+    b = Builder("chat").system("sys").user("task")
+    b.assistant("ok")
+    b.call(("a", {}, "older output"))
+    b.call(("b", {}, "newest output"))
+    items = b.messages
+    counts = [10, 10, 10, 5, 100, 5, 100]
+    shrunk = [10, 10, 10, 5, 40, 5, 100]
+    # the older result alone fits beside the newest step (205 <= 209), with its call it
+    # does not (210): the step is kept with its result as a preview, not dropped
+    chosen = window.choose(
+        items, counts, safe_cuts(items), Plan(), head=3, tail_budget=209, shrunk=shrunk
+    )
+    assert (chosen.dropped, chosen.masked) == (3, (4,))
+    whole = window.choose(
+        items, counts, safe_cuts(items), Plan(), head=3, tail_budget=210, shrunk=shrunk
+    )
+    assert (whole.dropped, whole.masked) == (3, ())
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_the_tail_stops_only_where_the_next_step_cannot_fit_even_as_previews(
+    seed: int,
+) -> None:
+    import random
+
+    from memlane.engine.governance.structure import safe_cuts
+
+    rng = random.Random(seed)
+    gov = governor(settings_for())
+    b = Builder("chat").system("sys").user("Build the thing.")
+    b.assistant("Started.")
+    for step in range(80):
+        if rng.random() < 0.2:
+            b.user(f"step {step}: carry on")
+        if rng.random() < 0.2:
+            b.assistant(f"done with {step}")
+        parallel = 2 if rng.random() < 0.15 else 1
+        size = int(200 * 25 ** rng.random())
+        b.call(*[("t", {"s": step, "k": k}, noise(size, step * 10 + k)) for k in range(parallel)])
+    governed = await govern(gov, b.messages, user_text="carry on")
+    stats, plan = governed.stats, governed.plan
+    assert stats.dropped
+    assert stats.tail_budget
+    assert stats.tail_tokens <= stats.tail_budget or plan.dropped == len(b.messages) - 2
+    items = b.messages
+    cuts = safe_cuts(items)
+    previous = max((i for i in range(plan.head, plan.dropped) if cuts[i]), default=None)
+    assert previous is not None  # the tail did not simply run into the head
+    cheapest = 0
+    for i in range(previous, plan.dropped):
+        full = gov.count(items[i])
+        preview = gov._preview_count(items[i], full, PREVIEW_REFERENCE)
+        cheapest += min(full, preview) if items[i].kind == "tool_result" else full
+    assert stats.tail_tokens + cheapest > stats.tail_budget  # the next step could not fit

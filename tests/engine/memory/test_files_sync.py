@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -149,6 +150,33 @@ async def test_watcher_reindexes_a_hand_edit_without_restart(
     await book.stop_watching()
     assert book.watch_task is None
     assert rt.background.services == []
+    agree(book)
+
+
+async def test_a_hand_edited_valid_to_closes_the_memory(
+    rt: Runtime, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.push('["The user is on parental leave"]', "Summary.")
+    said = datetime.now(UTC) - timedelta(days=1)
+    item = TurnInput(session_id="s1", namespace="repo", model="m", user_text="leave", said_at=said)
+    await ingest_turn(rt, item)
+    book = rt.memory_book
+    await book.start_watching()
+    path = fact_file(rt, "The user is on parental leave")
+    ended = datetime.now(UTC) - timedelta(minutes=1)
+    text = path.read_text().replace("updated_at:", f"valid_to: '{ended.isoformat()}'\nupdated_at:")
+    path.write_text(text)
+
+    async def closed() -> bool:
+        return await texts(rt, "parental leave") == []
+
+    await eventually(closed)
+    await book.stop_watching()
+    (fact,) = rt.store.list_facts(roles=("memory",))
+    assert (fact.deleted, fact.valid_to) == (False, ended)
+    before = ended - timedelta(seconds=30)
+    found = await search(rt, "parental leave", scopes=[NS], roles=("memory",), as_of=before)
+    assert [h.text for h in found] == ["The user is on parental leave"]  # it was true then
     agree(book)
 
 

@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -84,32 +85,47 @@ async def test_a_turn_becomes_turn_entries_a_fact_and_a_summary(
     assert hits[0].text == "The user's wife is named Anne"
 
 
-async def test_update_tombstones_the_old_fact_with_replaced_by(
+async def test_update_closes_the_old_fact_and_links_both_ways(
     rt: Runtime, book: MemoryBook, scripted_llm: ScriptedLLM
 ) -> None:
     scripted_llm.push('["The user loves pizza"]', "Loves pizza.")
-    await ingest_turn(rt, turn("I love pizza"))
+    first = datetime(2026, 4, 1, 9, 0, tzinfo=UTC)
+    await ingest_turn(rt, replace(turn("I love pizza"), said_at=first))
     (old,) = rt.store.list_facts(roles=("memory",))
+    assert (old.valid_from, old.since) == (first, first)
     scripted_llm.push(
         '["The user hates pizza"]',
         '[{"event": "UPDATE", "id": "0", "text": "The user hates pizza now"}]',
         "Hates pizza.",
     )
-    report = await ingest_turn(rt, turn("Actually I hate pizza"))
+    said = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
+    report = await ingest_turn(rt, replace(turn("Actually I hate pizza"), said_at=said))
     assert report.facts_updated == 1
+    assert report.facts_deleted == 0
     assert "EXISTING" in scripted_llm.prompts[-2]  # the reconciliation saw the old fact
-    (new,) = rt.store.list_facts(roles=("memory",))
+    assert current(rt) == ["The user hates pizza now"]
+    new = next(f for f in rt.store.list_facts(roles=("memory",)) if f.id != old.id)
     assert new.text == "The user hates pizza now"
-    assert new.id != old.id
-    tomb = rt.store.get_fact(old.id)
-    assert tomb is not None
-    assert (tomb.deleted, tomb.replaced_by) == (True, new.id)
-    tomb_files = [p for p in book.files.scan() if "/deleted/facts/" in p.as_posix()]  # type: ignore[union-attr]
-    assert len(tomb_files) == 1
-    assert book.files.read(tomb_files[0]).fact.replaced_by == new.id  # type: ignore[union-attr]
+    closed = rt.store.get_fact(old.id)
+    assert closed is not None
+    assert (closed.deleted, closed.text, closed.valid_to) == (False, "The user loves pizza", said)
+    assert (closed.replaced_by, new.supersedes, new.valid_from) == (new.id, old.id, said)
+    assert [p for p in book.files.scan() if "/deleted/" in p.as_posix()] == []  # type: ignore[union-attr]
+    on_disk = book.files.read(book.files.find(closed)).fact  # type: ignore[union-attr,arg-type]
+    assert (on_disk.valid_to, on_disk.replaced_by) == (said, new.id)
     agree(book)
     hits = await search(rt, "pizza", scopes=[scopes.namespace_scope("repo")], roles=("memory",))
     assert [h.ref for h in hits] == [new.id]
+    assert await book.flush()
+    body = git_log(book, "%B")[0]
+    assert "+ The user hates pizza now" in body
+    assert "- The user loves pizza (2026-04-01 → 2026-05-01, replaced)" in body
+
+
+def current(rt: Runtime) -> list[str]:
+    """The texts of the memory facts true now."""
+    now = datetime.now(UTC)
+    return sorted(f.text for f in rt.store.list_facts(roles=("memory",)) if f.valid_at(now))
 
 
 class DecidingLLM(ScriptedLLM):
@@ -122,7 +138,7 @@ class DecidingLLM(ScriptedLLM):
 
     async def complete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> Completion:
         body = str(messages[-1]["content"])
-        if body.startswith("User message:"):
+        if body.startswith("User message"):
             self.push(json.dumps(self.facts))
         elif body.startswith("EXISTING"):
             listed = json.loads(body.split("\n")[0].removeprefix("EXISTING "))
@@ -149,12 +165,44 @@ async def test_delete_with_its_replacement_and_none(
     rt = Runtime(settings, sqlite_store, _llm=llm)
     report = await ingest_turn(rt, turn("I moved to Oslo; still like tea"))
     assert report.facts_added == ["The user moved to Oslo"]
-    assert report.facts_deleted == 1
-    active = sorted(f.text for f in sqlite_store.list_facts(roles=("memory",)))
-    assert active == ["The user likes tea", "The user moved to Oslo"]
-    tomb = sqlite_store.get_fact(lyon.id)
+    # the delete came with its replacement: the old fact is closed and linked, not deleted
+    assert (report.facts_updated, report.facts_deleted) == (1, 0)
+    assert current(rt) == ["The user likes tea", "The user moved to Oslo"]
+    closed = sqlite_store.get_fact(lyon.id)
+    assert closed is not None
+    assert not closed.deleted
+    assert closed.valid_to is not None
+    oslo = sqlite_store.get_fact(closed.replaced_by or "")
+    assert oslo is not None
+    assert (oslo.text, oslo.supersedes) == ("The user moved to Oslo", lyon.id)
+    agree(rt.memory_book)
+
+
+async def test_a_delete_alone_is_a_soft_delete_ended_at_the_message(
+    settings: Settings, sqlite_store: SQLiteStore, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.push('["The user lives in Lyon", "The user likes tea"]', "Lyon, tea.")
+    first = replace(turn("Lyon and tea"), said_at=datetime(2026, 1, 2, tzinfo=UTC))
+    await ingest_turn(Runtime(settings, sqlite_store, _llm=scripted_llm), first)
+    tea = next(f for f in sqlite_store.list_facts() if f.text == "The user likes tea")
+    llm = DecidingLLM(
+        ["The user gave up tea", "The user has a dog", "The user has a cat"],
+        lambda short: [
+            {"event": "DELETE", "id": short["The user likes tea"]},
+            {"event": "ADD", "text": "The user has a dog"},
+            {"event": "ADD", "text": "The user has a cat"},
+            {"event": "NONE", "id": short["The user lives in Lyon"]},
+        ],
+    )
+    rt = Runtime(settings, sqlite_store, _llm=llm)
+    said = datetime(2026, 6, 2, 8, 0, tzinfo=UTC)
+    report = await ingest_turn(rt, replace(turn("No tea; a dog and a cat"), said_at=said))
+    # nothing ties the dog or the cat to the tea: the delete stays a delete
+    assert (report.facts_updated, report.facts_deleted) == (0, 1)
+    tomb = sqlite_store.get_fact(tea.id)
     assert tomb is not None
-    assert tomb.deleted
+    assert (tomb.deleted, tomb.valid_to, tomb.replaced_by) == (True, said, None)
+    assert current(rt) == ["The user has a cat", "The user has a dog", "The user lives in Lyon"]
     agree(rt.memory_book)
 
 
@@ -170,9 +218,8 @@ async def test_only_deletes_returned_still_adds_the_new_fact(
     rt = Runtime(settings, sqlite_store, _llm=llm)
     report = await ingest_turn(rt, turn("I live in Oslo"))
     assert report.reason.startswith("safeguard")
-    assert [f.text for f in sqlite_store.list_facts(roles=("memory",))] == [
-        "The user lives in Oslo"
-    ]
+    assert current(rt) == ["The user lives in Oslo"]
+    assert report.facts_updated == 1  # the delete was the replacement's: Lyon is closed
     agree(rt.memory_book)
 
 
@@ -414,3 +461,31 @@ async def test_a_typed_key_never_reaches_a_fact_a_file_or_git(
     for path in root.rglob("*"):
         if path.is_file():
             assert key.encode() not in path.read_bytes(), path
+    assert key.encode() not in git_objects(root)  # every object, loose or packed, decompressed
+
+
+def git_objects(root: Any) -> bytes:
+    return subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch", "--unordered"],
+        cwd=root,
+        capture_output=True,
+        check=True,
+    ).stdout
+
+
+async def test_a_key_added_by_hand_never_reaches_a_commit_message(
+    rt: Runtime, book: MemoryBook
+) -> None:
+    from memlane.engine.memory.manage import add_memory, forget_memory
+
+    key = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    fact = await add_memory(rt, f"the deploy token is {key}")
+    await forget_memory(rt, fact.id)
+    root = book.files.root  # type: ignore[union-attr]
+    assert key.encode() not in git_objects(root)
+    assert "[redacted github-token]" in git_messages(root)
+
+
+def git_messages(root: Any) -> str:
+    done = subprocess.run(["git", "log", "--format=%B"], cwd=root, capture_output=True, text=True)
+    return done.stdout

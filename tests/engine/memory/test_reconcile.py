@@ -11,6 +11,8 @@ from memlane.engine.memory.jsonout import ModelOutputError
 from memlane.engine.memory.reconcile import (
     RECONCILE_PROMPT,
     Decision,
+    Plan,
+    pair_replacements,
     parse_decisions,
     plan_from,
     reconcile,
@@ -103,7 +105,32 @@ async def test_delete_with_its_replacement(scripted_llm: ScriptedLLM) -> None:
         existing("User likes tea", "User lives in Lyon"),
         model="m",
     )
-    assert (plan.adds, plan.deletes, plan.reason) == (["User moved to Oslo"], ["real-1"], "model")
+    # the delete came with its replacement: it is applied as an update (the old fact closed)
+    assert (plan.adds, plan.updates, plan.deletes, plan.reason) == (
+        [],
+        [("real-1", "User moved to Oslo")],
+        [],
+        "model",
+    )
+
+
+def test_deletes_pair_with_the_add_about_the_same_thing() -> None:
+    texts = {"a": "The user lives in Berlin", "b": "The user likes tea"}
+    plan = pair_replacements(
+        Plan(adds=["The user has a dog", "The user lives in Lisbon"], deletes=["a", "b"]), texts
+    )
+    assert plan.updates == [("a", "The user lives in Lisbon")]
+    assert (plan.adds, plan.deletes) == (["The user has a dog"], ["b"])
+
+
+def test_a_delete_without_a_clear_replacement_stays_a_delete() -> None:
+    texts = {"a": "The user likes tea"}
+    unrelated = Plan(adds=["The user has a dog", "The user has a cat"], deletes=["a"])
+    assert pair_replacements(unrelated, texts) == unrelated
+    tie = Plan(adds=["The user drinks green tea", "The user drinks black tea"], deletes=["a"])
+    assert pair_replacements(tie, texts) == tie  # as close to one as to the other
+    lone = pair_replacements(Plan(adds=["The user moved to Oslo"], deletes=["a"]), texts)
+    assert (lone.updates, lone.adds, lone.deletes) == ([("a", "The user moved to Oslo")], [], [])
 
 
 async def test_none_adds_nothing(scripted_llm: ScriptedLLM) -> None:
@@ -141,7 +168,9 @@ async def test_safeguard_only_deletes_or_nothing_still_adds(
     plan = await reconcile(
         scripted_llm, ["User lives in Oslo"], existing("User lives in Lyon"), model="m"
     )
-    assert plan.adds == ["User lives in Oslo"]
+    # added, or (the delete was its doing) added as the replacement of the old fact
+    assert [*plan.adds, *(text for _, text in plan.updates)] == ["User lives in Oslo"]
+    assert plan.updates == ([("real-0", "User lives in Oslo")] if "DELETE" in answer else [])
     assert plan.reason.startswith("safeguard")
 
 

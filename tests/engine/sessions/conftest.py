@@ -39,9 +39,15 @@ def rt(make_rt: Any) -> Runtime:
     return make_rt()  # type: ignore[no-any-return]
 
 
-def chat(store: SQLiteStore, key: str, texts: Sequence[str], **meta: Any) -> Session:
-    """A session whose transcript alternates user / assistant over `texts`."""
-    session = store.ensure_session(key)
+REPO = "repo"
+"""The namespace these sessions share: `@@` stays inside a namespace by default."""
+
+
+def chat(
+    store: SQLiteStore, key: str, texts: Sequence[str], *, namespace: str = REPO, **meta: Any
+) -> Session:
+    """A session of `namespace` whose transcript alternates user / assistant over `texts`."""
+    session = store.ensure_session(key, namespace=namespace)
     roles = ("user", "assistant")
     store.append_messages(
         session.id,

@@ -21,7 +21,7 @@ from memlane.store import NewMessage, Store
 from memlane.store.sqlite import SQLiteStore
 from memlane.text.llm import LLMError
 from memlane.types import Message
-from tests.engine.sessions.conftest import chat
+from tests.engine.sessions.conftest import REPO, chat
 from tests.support.text import ScriptedLLM
 
 
@@ -44,7 +44,7 @@ async def resolved_with(
 ) -> tuple[Turn, list[Message] | DirectAnswer]:
     """What the proxy does before this stage: store the client's messages, then resolve."""
     turn = Turn(
-        key=key, namespace=key, model="req", wire="chat", messages=history, ephemeral=ephemeral
+        key=key, namespace=REPO, model="req", wire="chat", messages=history, ephemeral=ephemeral
     )
     store_incoming(rt, turn)
     return turn, await resolve_references(rt, turn, list(history))
@@ -227,7 +227,7 @@ async def test_continued_requests_only_get_new_references(
     await turn_with(rt, "new", [Message(role="user", text="@@target")])
     turn = Turn(
         key="new",
-        namespace="new",
+        namespace=REPO,
         model="req",
         wire="responses",
         messages=[Message(role="user", text="and now?")],
@@ -262,7 +262,7 @@ async def test_a_request_without_at_at_reads_nothing_and_changes_nothing(
     edited = [Message(role="user", text="like the other one"), Message(role="user", text="go")]
     counting = CountingStore(sqlite_store)
     quiet = Runtime(rt.settings, cast(Store, counting), _tokenizer=rt.tokenizer)
-    turn2 = Turn(key="new", namespace="new", model="req", wire="chat", messages=edited)
+    turn2 = Turn(key="new", namespace=REPO, model="req", wire="chat", messages=edited)
     turn2.session = turn.session
     out2 = await resolve_references(quiet, turn2, list(edited))
     assert out2 == edited
@@ -279,7 +279,7 @@ async def test_the_pipeline_stores_the_turn_then_references_then_the_state_block
     prompt = "like @@target" if with_reference else "like the target"
     history = [Message(role="system", text="be brief"), Message(role="user", text=prompt)]
     turn = Turn(
-        key="new", namespace="new", model="req", wire="chat", messages=history, flags={"todo": "t"}
+        key="new", namespace=REPO, model="req", wire="chat", messages=history, flags={"todo": "t"}
     )
     prepared = await pipeline.prepare(rt, turn)
     assert isinstance(prepared, Forward)
@@ -319,7 +319,7 @@ async def test_prepare_answers_an_unknown_reference_directly_and_stores_only_the
 
     turn = Turn(
         key="me",
-        namespace="me",
+        namespace=REPO,
         model="req",
         wire="chat",
         messages=[Message(role="user", text="like @@nothing-here")],

@@ -5,10 +5,13 @@ Run once per backend (`tests/store/conftest.py`).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from memlane.store import (
     MessageLog,
+    NewEvent,
     NewMessage,
     SearchFilter,
     SessionNotFound,
@@ -134,6 +137,39 @@ def test_events_append_and_list_oldest_first(store: Store) -> None:
     assert store.list_events(session.id)[0] == first
     hits = store.keyword_search("parsing", SearchFilter(kinds=("event",)))
     assert [h.ref for h in hits] == [str(first.id)]
+
+
+def test_an_event_is_dated_when_what_it_records_happened(store: Store) -> None:
+    session = store.ensure_session("k")
+    said = datetime(2026, 3, 9, 14, 2, tzinfo=UTC)
+    event = store.add_event(session.id, "dropped", {"n": 1}, text="we chose PostgreSQL", at=said)
+    assert event.created_at == said
+    assert [e.created_at for e in store.list_events(session.id)] == [said]
+    (hit,) = store.keyword_search("PostgreSQL", SearchFilter(kinds=("event",)))
+    assert hit.created_at == said  # what a recalled snippet shows
+    touched = store.get_session(session.id)
+    assert touched is not None
+    assert touched.updated_at > said  # the session's activity is now, not then
+
+
+def test_events_added_together_keep_their_order_and_are_searchable(store: Store) -> None:
+    session = store.ensure_session("s")
+    added = store.add_events(
+        session.id,
+        [
+            NewEvent("dropped", {"index": 4}, "user: the walrus config lives in conf/w.toml"),
+            NewEvent("offload", {"path": "out/2.txt"}),
+            NewEvent("dropped", {"index": 5}, "assistant: walrus noted"),
+        ],
+    )
+    assert [e.payload for e in added] == [{"index": 4}, {"path": "out/2.txt"}, {"index": 5}]
+    assert store.list_events(session.id) == added
+    hits = store.keyword_search("walrus config", SearchFilter(kinds=("event",)))
+    assert [h.ref for h in hits] == [str(added[0].id), str(added[2].id)]
+    assert store.add_events(session.id, []) == []
+    with pytest.raises(SessionNotFound):
+        store.add_events("no-such-session", [NewEvent("dropped", {})])
+    assert len(store.list_events(session.id)) == 3
 
 
 def test_an_event_is_indexed_as_its_document_and_shown_as_its_text(store: Store) -> None:

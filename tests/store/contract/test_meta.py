@@ -20,3 +20,9 @@ def test_meta_set_and_get(store: Store) -> None:
 
 def test_backend_plays_the_meta_store_role(store: Store) -> None:
     assert isinstance(store, MetaStore)
+
+
+def test_claim_meta_keeps_the_first_value(store: Store) -> None:
+    assert store.claim_meta("salt", "first") == "first"
+    assert store.claim_meta("salt", "second") == "first"
+    assert store.get_meta("salt") == "first"

@@ -143,3 +143,28 @@ def test_delete_removes_everything_of_a_session(store: Store) -> None:
 
 def test_backend_plays_the_session_store_role(store: Store) -> None:
     assert isinstance(store, SessionStore)
+
+
+def test_a_key_is_unique_within_its_tenant(store: Store) -> None:
+    mine = store.ensure_session("demo", tenant="a" * 32)
+    theirs = store.ensure_session("demo", tenant="b" * 32)
+    plain = store.ensure_session("demo")
+    assert len({mine.id, theirs.id, plain.id}) == 3
+    assert (mine.tenant, theirs.tenant, plain.tenant) == ("a" * 32, "b" * 32, "")
+    assert store.ensure_session("demo", tenant="a" * 32).id == mine.id
+    assert store.find_session("demo", tenant="b" * 32) == theirs
+    assert store.find_session("demo") == plain
+    assert store.find_session("demo", tenant="c" * 32) is None
+    assert [s.id for s in store.list_sessions(tenant="a" * 32)] == [mine.id]
+    assert [s.id for s in store.list_sessions()] == [plain.id]  # "" unless asked otherwise
+    assert {s.id for s in store.list_sessions(tenant=None)} == {mine.id, theirs.id, plain.id}
+
+
+def test_a_fork_stays_in_its_tenant(store: Store) -> None:
+    source = store.ensure_session("s", tenant="a" * 32)
+    store.ensure_session("taken")  # the same key in another tenant does not block the fork
+    fork = store.fork_session(source.id, new_key="taken")
+    assert fork.tenant == "a" * 32
+    assert store.find_session("taken", tenant="a" * 32) == fork
+    with pytest.raises(StoreError, match="already exists"):
+        store.fork_session(source.id, new_key="taken")

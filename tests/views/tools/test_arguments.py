@@ -44,7 +44,10 @@ def test_a_bad_call_is_told_what_to_send(raw: object, said: str) -> None:
         read_arguments("memory_search", MemorySearchArgs, raw, '{"query": "deploy"}')
     message = str(caught.value)
     assert said in message
-    assert "It takes query (string, required), scope (string), limit (integer 1-50)." in message
+    assert (
+        "It takes query (string, required), scope (string), limit (integer 1-50), "
+        "as_of (date YYYY-MM-DD or ISO time)." in message
+    )
     assert 'Example: {"query": "deploy"}' in message
     assert "Traceback" not in message
     assert "errors.pydantic.dev" not in message

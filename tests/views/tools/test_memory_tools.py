@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from datetime import UTC, datetime
 
 from memlane.engine.memory import manage
 from memlane.engine.runtime import Runtime
@@ -27,13 +29,64 @@ async def test_add_goes_through_reconciliation_and_a_correction_replaces_the_fac
     assert not second.error, second.text
     assert old.id in second.text  # told what it replaced
     assert "EXISTING" in scripted_llm.calls[-1].messages[-1]["content"]
-    live = rt.store.list_facts(scope="ns:shop")
+    now = datetime.now(UTC)
+    live = [f for f in rt.store.list_facts(scope="ns:shop") if f.valid_at(now)]
     assert [f.text for f in live] == ["The shop deploys on Mondays"]
     assert live[0].conversation_id == "mcp"
-    tombstone = rt.store.get_fact(old.id)
-    assert tombstone is not None
-    assert tombstone.deleted
-    assert tombstone.replaced_by == live[0].id
+    closed = rt.store.get_fact(old.id)
+    assert closed is not None
+    assert not closed.deleted  # kept as what was true before
+    assert (closed.replaced_by, live[0].supersedes) == (live[0].id, old.id)
+    assert closed.valid_to == live[0].valid_from
+
+
+async def test_search_as_of_a_date_and_a_memory_s_history(rt: Runtime) -> None:
+    old = await manage.add_memory(
+        rt,
+        "The shop's till runs Windows",
+        scope="ns:shop",
+        valid_from=datetime(2025, 5, 1, tzinfo=UTC),
+    )
+    _, new = await manage.supersede_memory(
+        rt, old.id, "The shop's till runs Linux", at=datetime(2026, 2, 1, tzinfo=UTC)
+    )
+    now = await call(rt, SHOP, "memory_search", query="till runs")
+    assert "runs Linux" in now.text
+    assert "Windows" not in now.text
+    assert "since 2026-02-01" in now.text
+    then = await call(rt, SHOP, "memory_search", query="till runs", date="2025-12-24")
+    assert not then.error, then.text
+    assert "as of 2025-12-24" in then.text
+    assert "Windows" in then.text
+    assert "Linux" not in then.text
+    change = await call(rt, SHOP, "memory_search", query="what did the till run before?")
+    assert "2025-05-01 → 2026-02-01, replaced] The shop's till runs Windows" in change.text
+    assert "since 2026-02-01] The shop's till runs Linux" in change.text
+    history = await call(rt, SHOP, "memory_history", id=new.id[:8])
+    assert not history.error, history.text
+    rows = [row for row in history.text.splitlines() if row.startswith("- ")]
+    assert [row.split("] ")[1] for row in rows] == [
+        "The shop's till runs Windows",
+        "The shop's till runs Linux",
+    ]
+    assert "[2025-05-01 → 2026-02-01, replaced]" in rows[0]
+    assert "[since 2026-02-01, current]" in rows[1]
+    opened = await call(rt, SHOP, "memory_get", ids=[old.id])
+    assert "true: 2025-05-01 → 2026-02-01" in opened.text
+    assert f"replaced by: {new.id}" in opened.text
+    bad = await call(rt, SHOP, "memory_search", query="till", as_of="soon")
+    assert bad.error
+    assert "as_of" in bad.text
+
+
+async def test_history_never_shows_a_version_of_another_namespace(rt: Runtime) -> None:
+    mine = await manage.add_memory(rt, "The shop opens at nine", scope="ns:shop")
+    theirs = await manage.add_memory(rt, "Project Falcon opens in May", scope="ns:other")
+    linked = replace(mine, supersedes=theirs.id)  # a link a hand edit could make
+    rt.store.put_fact(linked)
+    history = await call(rt, SHOP, "memory_history", id=mine.id)
+    assert "Falcon" not in history.text
+    assert "1 version(s)" in history.text
 
 
 async def test_an_exact_repeat_is_kept_once_without_asking_a_model(

@@ -36,12 +36,14 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
     from memlane.engine.governance.setup import governor_for_turn, write_anchor
 
     started = time.perf_counter()
+    cpu_started = time.thread_time()
     # Inline: a learned-window read and cached tokenizers (the proxy loads every encoding
     # at start-up) cost less than the thread hop, whose wake-up waits for a free core.
     gov = governor_for_turn(rt, turn)
     governed = await govern(gov, messages, user_text=turn.user_text)
     stats = governed.stats
     elapsed = time.perf_counter() - started
+    cpu = time.thread_time() - cpu_started  # this thread only: what a core spent, no waiting
     log.debug(
         "governed %s: %d -> %d tokens in %.1f ms (LLM %.1f ms)%s",
         turn.key,
@@ -50,7 +52,11 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
         (elapsed - stats.llm_seconds) * 1000,
         stats.llm_seconds * 1000,
         " compacted" if stats.compacted else "",
-        extra={"governance": stats, "governance_seconds": elapsed - stats.llm_seconds},
+        extra={
+            "governance": stats,
+            "governance_seconds": elapsed - stats.llm_seconds,
+            "governance_cpu_seconds": cpu,
+        },
     )
     turn.trimmed = turn.trimmed or governed.trimmed
     turn.context = (stats.tokens_out, gov.budget.limit, stats.compacted)

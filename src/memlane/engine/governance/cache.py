@@ -24,12 +24,7 @@ from memlane.config import Settings
 from memlane.engine import threads
 from memlane.engine.governance import mask, render, window
 from memlane.engine.governance.budget import Budget
-from memlane.engine.governance.ledger import (
-    EVENT_COMPACTED,
-    EVENT_INFLATED,
-    EVENT_SUMMARY_FAILED,
-    Ledger,
-)
+from memlane.engine.governance.ledger import EVENT_INFLATED, EVENT_SUMMARY_FAILED, Ledger
 from memlane.engine.governance.plan import Plan
 from memlane.engine.governance.structure import last_user_turn, safe_cuts
 from memlane.engine.governance.summarise import MARKER, Summariser, SummaryError
@@ -55,7 +50,22 @@ class Stats:
     """The snapshot in force was written by the summariser at this request."""
     llm_seconds: float = 0.0
     masked: int = 0
+    """Tool results newly shown as their preview."""
+    masked_tokens: int = 0
+    """Tokens those previews saved."""
     dropped: int = 0
+    """Items newly replaced by the snapshot."""
+    dropped_tokens: int = 0
+    dropped_span: tuple[int, int] | None = None
+    """First and last client index newly dropped."""
+    dropped_kinds: dict[str, int] = field(default_factory=dict)
+    """What was dropped: counts by `user`, `assistant`, `tool_call`, `tool_result`, …"""
+    snapshot: str = ""
+    """How the dropped span is stood for: `summary` (the summariser's) or `marker`."""
+    tail_tokens: int = 0
+    """Tokens of the verbatim tail a window pass kept (0: no window pass)."""
+    tail_budget: int = 0
+    """What the tail could take at that pass: the target less head, snapshot and recall."""
     notes: list[str] = field(default_factory=list)
 
 
@@ -97,11 +107,12 @@ class Governor:
                 self.ledger.offload, index, conversation[index], counts[index]
             )
             stats.masked += 1
+            stats.masked_tokens += counts[index] - self._preview_count(
+                conversation[index], counts[index], masked[index]
+            )
         plan = replace(plan, masked=masked)
         effective = [
-            self.count(mask.masked(m, self.settings, counts[i], masked[i]))
-            if i in masked
-            else counts[i]
+            self._preview_count(m, counts[i], masked[i]) if i in masked else counts[i]
             for i, m in enumerate(conversation)
         ]
         current = self.total(self.render(plan, messages))
@@ -136,7 +147,7 @@ class Governor:
         # After the head and the snapshot, what is left of the target goes to the newest
         # messages (never less than the tail share, never more than the room).
         tail_budget = 0 if force else max(0, room)
-        shrunk = self._preview_counts(conversation, counts, plan)
+        shrunk = self._preview_counts(conversation, counts, plan, max(head, plan.dropped))
         chosen = window.choose(
             conversation, counts, cuts, plan, head=head, tail_budget=tail_budget, shrunk=shrunk
         )
@@ -147,13 +158,19 @@ class Governor:
                     self.ledger.offload, index, conversation[index], counts[index]
                 )
                 stats.masked += 1
+                stats.masked_tokens += counts[index] - shrunk[index]
+        stats.tail_budget = tail_budget
+        stats.tail_tokens = sum(
+            shrunk[i] if i in chosen.masked else counts[i]
+            for i in range(chosen.dropped, len(conversation))
+        )
         before = set(plan.dropped_indices()) if plan.trims else set()
         after = replace(
             plan, head=head, dropped=chosen.dropped, pinned=chosen.pinned, masked=masked
         )
         newly = [i for i in after.dropped_indices() if i not in before]
-        if not newly:
-            return plan.covering(conversation)
+        if not newly:  # nothing more to drop: only the previews the tail needed
+            return replace(plan, masked=masked).covering(conversation)
         removed = [conversation[i] for i in newly]
         removed_tokens = sum(counts[i] for i in newly)
         snapshot = await self._snapshot(plan.snapshot, removed, removed_tokens, stats)
@@ -164,7 +181,13 @@ class Governor:
             [(i, conversation[i]) for i in newly if i not in plan.masked],
         )
         stats.dropped += len(newly)
-        new_plan = replace(
+        stats.dropped_tokens += removed_tokens
+        stats.dropped_span = (newly[0], newly[-1])
+        for i in newly:
+            kind = conversation[i].kind
+            label = conversation[i].role if kind == "message" else kind
+            stats.dropped_kinds[label] = stats.dropped_kinds.get(label, 0) + 1
+        return replace(
             after,
             snapshot=snapshot,
             summarised=(plan.summarised if plan.trims else 0) + len(newly),
@@ -172,27 +195,18 @@ class Governor:
             strip_reasoning=user is not None and user >= head,
             compactions=plan.compactions + 1,
         ).covering(conversation)
-        self.ledger.record_event(
-            EVENT_COMPACTED,
-            {
-                "head": new_plan.head,
-                "dropped": new_plan.dropped,
-                "newly_dropped": len(newly),
-                "removed_tokens": removed_tokens,
-                "snapshot_chars": len(snapshot),
-                "compaction": new_plan.compactions,
-                "tokens_before": stats.tokens_in,
-                "snapshot": snapshot[:SNAPSHOT_EVENT_CHARS],
-            },
-        )
-        return new_plan
+
+    def _preview_count(self, message: Message, tokens: int, reference: str) -> int:
+        return self.count(mask.masked(message, self.settings, tokens, reference))
 
     def _preview_counts(
-        self, conversation: list[Message], counts: list[int], plan: Plan
+        self, conversation: list[Message], counts: list[int], plan: Plan, start: int
     ) -> list[int]:
-        """What each item would cost as a preview: tool results only, the rest as they are."""
+        """What each item from `start` on would cost as a preview: tool results only, the
+        rest as they are (items before `start` cannot be in the tail)."""
         out = list(counts)
-        for i, message in enumerate(conversation):
+        for i in range(start, len(conversation)):
+            message = conversation[i]
             if message.kind == "tool_result" and i not in plan.masked:
                 preview = mask.masked(message, self.settings, counts[i], PREVIEW_REFERENCE)
                 out[i] = min(counts[i], self.count(preview))
@@ -202,6 +216,7 @@ class Governor:
         self, previous: str, removed: list[Message], removed_tokens: int, stats: Stats
     ) -> str:
         fallback = add_marker(previous, len(removed))
+        stats.snapshot = "marker"
         if self.summariser is None or not self.settings.governance_summarise:
             return fallback
         started = time.perf_counter()
@@ -209,7 +224,8 @@ class Governor:
         try:
             snapshot = await self.summariser.snapshot(previous, removed)
         except (LLMError, SummaryError) as exc:
-            self.ledger.record_event(
+            await threads.to_thread(
+                self.ledger.record_event,
                 EVENT_SUMMARY_FAILED,
                 {"removed": len(removed), "error": str(exc)[:300]},
             )
@@ -220,17 +236,16 @@ class Governor:
         if self.tokenizer.count(snapshot) >= replaced:
             # Inflation guard: a summary not smaller than what it replaces is rolled back;
             # the span is folded into the marker and never summarised again.
-            self.ledger.record_event(
+            await threads.to_thread(
+                self.ledger.record_event,
                 EVENT_INFLATED,
                 {"removed": len(removed), "replaced_tokens": replaced},
             )
             return fallback
         stats.summarised = True
+        stats.snapshot = "summary"
         return snapshot
 
-
-SNAPSHOT_EVENT_CHARS = 20_000
-"""Characters of the snapshot kept in its compaction event (what a person reads later)."""
 
 PREVIEW_REFERENCE = "sessions/<session>/tool-outputs/<output>.txt"
 """A reference as long as a real one, to price a preview before its output is offloaded."""

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from memlane.engine import threads
 from memlane.engine.governance.cache import Stats
+from memlane.engine.governance.ledger import EVENT_COMPACTED
+from memlane.engine.governance.report import context_event
 from memlane.engine.governance.setup import make_governor, store_ledger, write_anchor
 from memlane.engine.runtime import Runtime
 from memlane.store import SessionNotFound
@@ -75,6 +77,8 @@ async def compact_session(rt: Runtime, session_id: str, *, model: str | None = N
     after = gov.total(gov.render(new_plan, messages))
     if new_plan != plan and after < before:
         await threads.to_thread(ledger.save_plan, new_plan)
+        event = context_event(stats, new_plan, gov.budget, before=before, after=after, manual=True)
+        await threads.to_thread(ledger.record_event, EVENT_COMPACTED, event, "")
         if stats.summarised:
             await threads.to_thread(write_anchor, rt, session, new_plan.snapshot)
     else:

@@ -16,8 +16,9 @@ from memlane.engine import threads
 from memlane.engine.governance import loops, recall
 from memlane.engine.governance.cache import Governor, Stats
 from memlane.engine.governance.errors import ContextOverflow
-from memlane.engine.governance.ledger import EVENT_LOOP
+from memlane.engine.governance.ledger import EVENT_COMPACTED, EVENT_LOOP
 from memlane.engine.governance.plan import Plan
+from memlane.engine.governance.report import context_event
 from memlane.types import Message
 
 LongTermRecall = Callable[[str, int, int], Awaitable[list[recall.Snippet]]]
@@ -59,6 +60,8 @@ async def govern(
         if candidate_tokens < tokens:
             plan, out, tokens = candidate, candidate_out, candidate_tokens
             stats.compacted = True
+            payload = context_event(stats, plan, gov.budget, before=stats.tokens_in, after=tokens)
+            await threads.to_thread(gov.ledger.record_event, EVENT_COMPACTED, payload, "")
     plan = replace(plan, model=gov.model or plan.model)
     loop = loops.detect(conversation, settings.governance_loop_threshold)
     if loop is not None and loop.key not in plan.loops_noted:
@@ -67,19 +70,18 @@ async def govern(
         plan = replace(plan, loops_noted=(*plan.loops_noted[-9:], loop.key))
     if plan != stored:
         await threads.to_thread(gov.ledger.save_plan, plan)
-    tail: list[Message] = []
+    note = loops.note(loop) if loop is not None else None
     if plan.trims:
-        snippets = await _recall(gov, user_text, longterm)
-        if snippets:
-            tail.append(recall.recall_message(snippets))
-    if loop is not None:
-        tail.append(loops.note(loop))
+        snippets = await recall_snippets(gov, user_text, longterm, version=plan.version)
+        room = gov.budget.limit - tokens - (gov.count(note) if note is not None else 0)
+        found = recall.fitting_message(snippets, room, gov.count)
+        if found is not None:
+            out.append(found)
+            tokens += gov.count(found)
+    if note is not None and loop is not None:  # the note goes out even over the limit
+        out.append(note)
+        tokens += gov.count(note)
         stats.notes.append(f"loop: {loop.name} x{loop.count}")
-    for extra in tail:
-        cost = gov.count(extra)
-        if tokens + cost <= gov.budget.limit or extra.origin == "note":
-            out.append(extra)
-            tokens += cost
     stats.tokens_out = tokens
     if settings.governance_preflight and tokens > gov.budget.limit and gov.budget.window.known:
         raise ContextOverflow(
@@ -91,14 +93,18 @@ async def govern(
     return Governed(out, plan, stats)
 
 
-async def _recall(gov: Governor, query: str, longterm: LongTermRecall | None) -> list[str]:
+async def recall_snippets(
+    gov: Governor, query: str, longterm: LongTermRecall | None, *, version: str = ""
+) -> list[recall.Snippet]:
+    """Snippets of dropped history (and long-term memory, when given) for `query`, best first,
+    within the snippet count and character budget."""
     settings = gov.settings
     limit = settings.governance_recall_snippets
     chars = settings.governance_recall_chars
     if limit <= 0 or chars <= 0 or not query.strip():
         return []
     per_snippet = max(200, chars // limit)
-    found = _by_rank(gov.ledger.recall(query, limit, per_snippet))
+    found = _by_rank(gov.ledger.recall(query, limit, per_snippet, version=version))
     if longterm is not None:
         found += _by_rank(await longterm(query, limit, per_snippet))
     return recall.select(found, limit, chars)
@@ -106,4 +112,4 @@ async def _recall(gov: Governor, query: str, longterm: LongTermRecall | None) ->
 
 def _by_rank(snippets: list[recall.Snippet]) -> list[recall.Snippet]:
     """Scores of different searches do not compare; ranks do (the two lists interleave)."""
-    return [recall.Snippet(s.text, 1.0 / (rank + 1)) for rank, s in enumerate(snippets)]
+    return [replace(s, score=1.0 / (rank + 1)) for rank, s in enumerate(snippets)]

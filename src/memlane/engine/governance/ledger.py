@@ -11,7 +11,10 @@ kept in memory for as long as the caller keeps the object.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -20,7 +23,7 @@ from memlane.engine.governance.plan import Plan
 from memlane.engine.governance.recall import Snippet, best_window
 from memlane.files.atomic import write_atomic
 from memlane.files.paths import session_dir
-from memlane.store import MessageLog, SearchFilter, Store
+from memlane.store import MessageLog, NewEvent, SearchFilter, Store
 from memlane.store.analysis import query_terms, terms
 from memlane.store.documents import window_documents
 from memlane.types import Message
@@ -30,6 +33,8 @@ PLAN_STATE = "governance.plan"
 EVENT_DROPPED = "governance.dropped"
 EVENT_OFFLOADED = "governance.tool_output"
 EVENT_COMPACTED = "governance.compacted"
+"""One per compaction: tokens before and after, what was masked and dropped, the snapshot
+(`report.context_event`)."""
 EVENT_LOOP = "governance.loop"
 EVENT_INFLATED = "governance.summary_inflated"
 EVENT_SUMMARY_FAILED = "governance.summary_failed"
@@ -52,8 +57,12 @@ class Ledger(Protocol):
 
     def record_event(self, kind: str, payload: Mapping[str, Any], text: str = "") -> None: ...
 
-    def recall(self, query: str, limit: int, chars: int) -> list[Snippet]:
-        """Dropped history relevant to `query`, best first, each at most `chars` long."""
+    def recall(self, query: str, limit: int, chars: int, *, version: str = "") -> list[Snippet]:
+        """Dropped history relevant to `query`, best first, each at most `chars` long.
+
+        `version` names the state of the dropped history (the plan's anchor): the same
+        query at the same version has the same answer, so a ledger may remember it.
+        """
         ...
 
 
@@ -78,12 +87,20 @@ def output_name(message: Message) -> str:
 
 class StoreLedger:
     def __init__(
-        self, settings: Settings, store: Store, session_id: str, key: str, *, files: bool
+        self,
+        settings: Settings,
+        store: Store,
+        session_id: str,
+        key: str,
+        *,
+        files: bool,
+        tenant: str = "",
     ) -> None:
         self.settings = settings
         self.store = store
         self.session_id = session_id
         self.key = key
+        self.tenant = tenant
         self.files = files
         """Full outputs go to disk (SQLite mode); otherwise they stay in the event (PostgreSQL
         mode: every replica reads the same database, not the same disk)."""
@@ -105,7 +122,9 @@ class StoreLedger:
         }
         reference = ""
         if self.files:
-            folder = session_dir(self.settings.sessions_path, self.key) / OUTPUTS_FOLDER
+            folder = (
+                session_dir(self.settings.sessions_path, self.key, self.tenant) / OUTPUTS_FOLDER
+            )
             path = folder / output_name(message)
             _write_once(path, message.text)
             payload["path"] = str(path)
@@ -117,30 +136,96 @@ class StoreLedger:
         return reference or f"memlane event {event.id} of this session"
 
     def record_dropped(self, items: Sequence[tuple[int, Message]]) -> None:
-        """One event per dropped item, each found by its own words and its neighbours'."""
+        """One event per dropped item, each found by its own words and its neighbours', dated
+        when it was said (recall shows that time), all in one transaction: a compaction at
+        128k drops a hundred items."""
         texts = [describe(message)[:DROPPED_TEXT_CHARS] for _, message in items]
         documents = window_documents(texts)
-        for (index, message), text, document in zip(items, texts, documents, strict=True):
-            payload = {
-                "index": index,
-                "role": message.role,
-                "kind": message.kind,
-                "call_ids": list(message.call_ids),
-                "fingerprint": message.fingerprint(),
-            }
-            self.store.add_event(
-                self.session_id, EVENT_DROPPED, payload, text=text, document=document
+        said = self._said(message for _, message in items)
+        events = [
+            NewEvent(
+                EVENT_DROPPED,
+                {
+                    "index": index,
+                    "role": message.role,
+                    "kind": message.kind,
+                    "call_ids": list(message.call_ids),
+                    "fingerprint": message.fingerprint(),
+                },
+                text,
+                document,
+                at,
             )
+            for (index, message), text, document, at in zip(
+                items, texts, documents, said, strict=True
+            )
+        ]
+        if events:
+            self.store.add_events(self.session_id, events)
+
+    def _said(self, messages: Iterable[Message]) -> list[datetime | None]:
+        """When each message was stored, matched by fingerprint in order (None: not stored)."""
+        stored: dict[str, list[datetime]] = {}
+        for item in self.store.list_messages(self.session_id, include_superseded=True):
+            stored.setdefault(item.content_hash, []).append(item.created_at)
+        out: list[datetime | None] = []
+        for message in messages:
+            times = stored.get(message.fingerprint())
+            out.append(times.pop(0) if times else None)
+        return out
 
     def record_event(self, kind: str, payload: Mapping[str, Any], text: str = "") -> None:
         self.store.add_event(self.session_id, kind, payload, text=text)
 
-    def recall(self, query: str, limit: int, chars: int) -> list[Snippet]:
+    def recall(self, query: str, limit: int, chars: int, *, version: str = "") -> list[Snippet]:
         if not query.strip() or limit <= 0:
             return []
+        key = (self.session_id, version, query, limit, chars)
+        if version:
+            found = RECALL_MEMO.get(key)
+            if found is not None:
+                return found
         flt = SearchFilter(kinds=("event",), session_id=self.session_id)
         hits = self.store.keyword_search(query, flt, limit=limit)
-        return [Snippet(best_window(hit.text, query, chars), hit.score) for hit in hits]
+        snippets = [
+            Snippet(best_window(hit.text, query, chars), hit.score, hit.created_at) for hit in hits
+        ]
+        if version:
+            RECALL_MEMO.put(key, snippets)
+        return snippets
+
+
+class RecallMemo:
+    """The latest recall answers per session, bounded: an agent's tool loop asks the same
+    question (its user's last message) on every step, and the dropped history changes only
+    at a compaction, so most steps need no search at all."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[str, str, str, int, int], list[Snippet]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, str, int, int]) -> list[Snippet] | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, str, str, int, int], snippets: list[Snippet]) -> None:
+        with self._lock:
+            self._items[key] = snippets
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def forget(self, session_id: str) -> None:
+        """A deleted session's snippets leave memory with it."""
+        with self._lock:
+            for key in [k for k in self._items if k[0] == session_id]:
+                del self._items[key]
+
+
+RECALL_MEMO = RecallMemo()
 
 
 class MemoryLedger:
@@ -151,6 +236,7 @@ class MemoryLedger:
         self.outputs_dir = outputs_dir
         self.dropped: list[str] = []
         self._terms: list[frozenset[str]] = []
+        self._times: list[datetime] = []
         self.outputs: dict[str, str] = {}
         self.events: list[tuple[str, dict[str, Any], str]] = []
 
@@ -178,20 +264,21 @@ class MemoryLedger:
     def _remember(self, text: str, document: str | None = None) -> None:
         self.dropped.append(text)
         self._terms.append(frozenset(terms(document or text)))
+        self._times.append(datetime.now(UTC))
 
     def record_event(self, kind: str, payload: Mapping[str, Any], text: str = "") -> None:
         self.events.append((kind, dict(payload), text))
 
-    def recall(self, query: str, limit: int, chars: int) -> list[Snippet]:
+    def recall(self, query: str, limit: int, chars: int, *, version: str = "") -> list[Snippet]:
         wanted = set(query_terms(query))
         if not wanted:
             return []
         scored = [
-            (len(wanted & found) / len(wanted), text)
-            for text, found in zip(self.dropped, self._terms, strict=True)
+            (len(wanted & found) / len(wanted), text, at)
+            for text, found, at in zip(self.dropped, self._terms, self._times, strict=True)
         ]
         ranked = sorted((s for s in scored if s[0] > 0), key=lambda s: -s[0])[:limit]
-        return [Snippet(best_window(text, query, chars), score) for score, text in ranked]
+        return [Snippet(best_window(text, query, chars), score, at) for score, text, at in ranked]
 
 
 def _write_once(path: Path, text: str) -> None:

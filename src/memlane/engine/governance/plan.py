@@ -59,6 +59,12 @@ class Plan:
         """Whether requests under this plan miss part of the history (recall applies)."""
         return self.dropped > self.head
 
+    @property
+    def version(self) -> str:
+        """Names the state of the dropped history: it changes at every compaction (a recall
+        answer for the same query and version is the same answer)."""
+        return f"{self.covered}:{self.anchor}"
+
     def dropped_indices(self) -> list[int]:
         pinned = set(self.pinned)
         return [i for i in range(self.head, self.dropped) if i not in pinned]

@@ -3,13 +3,16 @@
 Everything governance drops is kept in the session's event log (keyword
 indexed). When a request had to be trimmed, the snippets most relevant to the
 current user turn are injected as one message at the very end of the request,
-after everything already forwarded, so the cacheable prefix is untouched.
+after everything already forwarded, so the cacheable prefix is untouched. Each
+snippet carries when it was said (`<snippet at="2026-03-09 14:02 UTC">`), so
+"when did we decide X" can be answered from it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
 from memlane.store.analysis import query_terms
 from memlane.types import Message
@@ -25,6 +28,8 @@ RECALL_HEADER = (
 class Snippet:
     text: str
     score: float
+    at: datetime | None = None
+    """When it was said (the event's time); None when not known."""
 
 
 def best_window(text: str, query: str, chars: int) -> str:
@@ -41,9 +46,9 @@ def best_window(text: str, query: str, chars: int) -> str:
     return ("…" if start else "") + window + ("…" if start + chars < len(text) else "")
 
 
-def select(snippets: Sequence[Snippet], limit: int, chars: int) -> list[str]:
+def select(snippets: Sequence[Snippet], limit: int, chars: int) -> list[Snippet]:
     """Best first, no duplicates, within the snippet count and the character budget."""
-    chosen: list[str] = []
+    chosen: list[Snippet] = []
     seen: set[str] = set()
     used = 0
     for snippet in sorted(snippets, key=lambda s: -s.score):
@@ -52,7 +57,7 @@ def select(snippets: Sequence[Snippet], limit: int, chars: int) -> list[str]:
             continue
         if used + len(text) > chars:
             continue
-        chosen.append(text)
+        chosen.append(replace(snippet, text=text))
         seen.add(text)
         used += len(text)
         if len(chosen) >= limit:
@@ -60,10 +65,36 @@ def select(snippets: Sequence[Snippet], limit: int, chars: int) -> list[str]:
     return chosen
 
 
-def recall_message(texts: Sequence[str]) -> Message:
-    body = "\n".join(f"<snippet>{t}</snippet>" for t in texts)
+def fitting_message(
+    snippets: Sequence[Snippet], room: int, count: Callable[[Message], int]
+) -> Message | None:
+    """The recall message with as many of `snippets` (best first) as fit in `room` tokens.
+
+    Between compactions a request grows towards the threshold; near it the full set of
+    snippets may not fit under the limit, and the best few still help more than none.
+    """
+    kept = list(snippets)
+    while kept:
+        message = recall_message(kept)
+        if count(message) <= room:
+            return message
+        kept.pop()
+    return None
+
+
+def recall_message(snippets: Sequence[Snippet]) -> Message:
+    body = "\n".join(f"<snippet{_when(s)}>{s.text}</snippet>" for s in snippets)
     return Message(
         role="user",
         text=f"{RECALL_HEADER}\n<memlane_recall>\n{body}\n</memlane_recall>",
         origin="recall",
     )
+
+
+def stamp(moment: datetime) -> str:
+    """`2026-03-09 14:02 UTC`: a moment as recalled text shows it."""
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def _when(snippet: Snippet) -> str:
+    return f' at="{stamp(snippet.at)}"' if snippet.at is not None else ""

@@ -78,7 +78,12 @@ def make_governor(
 def store_ledger(rt: Runtime, session: Session) -> StoreLedger:
     """The session's plan and offloaded outputs in the store (outputs on disk with SQLite)."""
     return StoreLedger(
-        rt.settings, rt.store, session.id, session.key, files=rt.store_kind == "sqlite"
+        rt.settings,
+        rt.store,
+        session.id,
+        session.key,
+        files=rt.store_kind == "sqlite",
+        tenant=session.tenant,
     )
 
 

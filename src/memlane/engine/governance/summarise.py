@@ -31,6 +31,7 @@ Keep, concisely:
 - the user's goal, instructions and preferences;
 - key decisions and their reasons, and outcomes;
 - file paths, identifiers, commands and tool names referenced;
+- names of people and the figures given (ports, limits, sizes, counts, versions);
 - errors met and how they were fixed or worked around;
 - pending tasks and the next steps.
 Drop pleasantries, repeated content and raw tool output. Do not invent anything.
@@ -47,8 +48,8 @@ Answer with the snapshot only, inside <state_snapshot></state_snapshot>."""
 
 VERIFY_PROMPT = """\
 Check this state snapshot against the removed messages it must stand for. Add \
-anything important it omits (decisions, file paths, errors and fixes, user \
-preferences, pending tasks) and correct anything wrong. Keep it concise.
+anything important it omits (decisions, file paths, names and figures, errors \
+and fixes, user preferences, pending tasks) and correct anything wrong. Keep it concise.
 
 <state_snapshot>
 {snapshot}

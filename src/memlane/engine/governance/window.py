@@ -60,9 +60,11 @@ def choose(
 ) -> Window:
     """Where the dropped middle ends (the tail starts), never before what is already dropped.
 
-    The tail is filled newest first up to `tail_budget`. `shrunk[i]` is what item `i`
-    costs as a preview (tool results; the full count for the rest): a tool result that
-    does not fit whole goes in as its preview rather than ending the tail there.
+    The tail is filled newest first up to `tail_budget`, one span between two safe
+    cuts at a time (a tool call with its results, a text turn), so a call is never kept
+    without its result. `shrunk[i]` is what item `i` costs as a preview (tool results;
+    the full count for the rest): a span that does not fit whole goes in with its tool
+    results as previews rather than ending the tail there.
     """
     n = len(conversation)
     floor = max(head, plan.dropped)
@@ -70,21 +72,24 @@ def choose(
     start = newest_cut
     used = sum(counts[newest_cut:])
     previews: list[int] = []
-    for i in range(newest_cut - 1, floor - 1, -1):
-        size = counts[i]
-        if shrunk is not None and used + size > tail_budget and shrunk[i] < size:
-            size = shrunk[i]
-            previews.append(i)
-        used += size
-        if used > tail_budget:
+    for cut in range(newest_cut - 1, floor - 1, -1):
+        if not cuts[cut]:
+            continue
+        span = range(cut, start)
+        whole = sum(counts[i] for i in span)
+        if used + whole <= tail_budget:
+            used += whole
+        elif shrunk is not None and used + sum(shrunk[i] for i in span) <= tail_budget:
+            used += sum(shrunk[i] for i in span)
+            previews += [i for i in span if shrunk[i] < counts[i]]
+        else:
             break
-        if cuts[i]:
-            start = i
+        start = cut
     pinned: tuple[int, ...] = ()
     user = last_user_turn(conversation)
     if user is not None:
         first, end = group_bounds(conversation, user)  # the whole wire message, if blocks
         if head <= first and end <= start and cuts[first] and cuts[end]:
             pinned = tuple(range(first, end))
-    masked = tuple(sorted(i for i in previews if i >= start))
+    masked = tuple(sorted(previews))
     return Window(head=head, dropped=start, pinned=pinned, masked=masked)

@@ -129,16 +129,43 @@ class MemoryBook:
                 self._remember(written.path, written.digest, fact.id)
             store.put_fact(fact)
         for fact, replaced_by in tombstones:
+            # deleted means no longer true: from the moment given (a message's), else now
+            fact = replace(fact, valid_to=fact.valid_to or max(now_utc(), fact.since))
             if self.files is not None:
                 old = self.files.find(replace(fact, deleted=False))
                 written = self.files.move_to_deleted(fact, replaced_by=replaced_by)
                 self._forget_path(old)
                 self._remember(written.path, written.digest, fact.id)
-            store.delete_fact(fact.id, replaced_by=replaced_by)
+            store.delete_fact(fact.id, replaced_by=replaced_by, at=fact.valid_to)
         # The snapshot (every file's digest) is rewritten whole: once per commit, not per
         # write. One lost in a crash only makes the next start re-read those files.
         self._snapshot_dirty = True
         turnlog.count(store, counts)
+
+    async def erase(self, facts: Sequence[Fact]) -> None:
+        """Remove entries entirely (`--purge`): their files, active or deleted, and rows."""
+        if facts:
+            async with self.lock:
+                await threads.to_thread(self._erase_sync, facts)
+
+    def _erase_sync(self, facts: Sequence[Fact]) -> None:
+        for fact in facts:
+            if self.files is not None:
+                for candidate in (fact, replace(fact, deleted=not fact.deleted)):
+                    path = self.files.find(candidate)
+                    if path is not None:
+                        self.files.remove(path)
+                        self._forget_path(path)
+            self.rt.store.purge_fact(fact.id)
+        self._snapshot_dirty = True
+
+    async def purge_history(self, facts: Sequence[Fact]) -> None:
+        """Leave no copy of erased entries: the memory repository's history is rewritten
+        without their files and texts (`files.git_purge`), and the store's files are
+        cleaned (`Store.purge_deleted`). Commit the erasure first."""
+        if self.git is not None:
+            await self.git.purge([f.id for f in facts], [f.text for f in facts])
+        await threads.to_thread(self.rt.store.purge_deleted)
 
     def _remember(self, path: Path, digest: str, fact_id: str) -> None:
         if self.files is not None and self.snapshot is not None:
@@ -237,7 +264,9 @@ class MemoryBook:
             return "unchanged"
         self.rt.store.put_fact(fact)
         if fact.deleted:
-            self.rt.store.delete_fact(fact.id, replaced_by=fact.replaced_by)
+            # a tombstone's file says when it was deleted (valid_to, else its last update)
+            ended = fact.valid_to or fact.updated_at
+            self.rt.store.delete_fact(fact.id, replaced_by=fact.replaced_by, at=ended)
         self.snapshot.set(rel, entry.digest, fact.id)
         return "indexed"
 
@@ -327,7 +356,7 @@ class MemoryBook:
         await self._persist_snapshot()
         if self.git is None:
             return False
-        return await commit_quietly(self.git, message)
+        return await commit_quietly(self.git, redact(message))
 
     async def _persist_snapshot(self) -> None:
         if self._snapshot_dirty:
@@ -341,7 +370,7 @@ class MemoryBook:
         git once per burst instead of once per turn. The file snapshot is saved then too
         (also without git).
         """
-        self._pending_commits.append(message)
+        self._pending_commits.append(redact(message))  # messages quote memories
         if self._commit_timer is not None:
             self._commit_timer.cancel()
         loop = asyncio.get_running_loop()
@@ -386,11 +415,15 @@ def write_counts(
 
 
 def combined_message(messages: Sequence[str]) -> str:
-    """One commit message for several queued changes: each change's first line."""
+    """One commit message for several queued changes: each change's first line, its body
+    lines (what was added, what was replaced and when) indented under it."""
     if len(messages) == 1:
         return messages[0]
-    heads = "\n".join(f"- {m.splitlines()[0] if m else ''}" for m in messages)
-    return f"memory: {len(messages)} updates\n\n{heads}"
+    parts = []
+    for message in messages:
+        head, *body = message.splitlines() or [""]
+        parts.append("\n".join([f"- {head}", *(f"  {line}" for line in body if line.strip())]))
+    return f"memory: {len(messages)} updates\n\n" + "\n".join(parts)
 
 
 def embed_missing(rt: Runtime, progress: Progress | None = None, *, force: bool = False) -> int:
@@ -445,8 +478,10 @@ def new_fact(
     source_message: int | None = None,
     summary_kind: str | None = None,
     created_at: datetime | None = None,
+    valid_from: datetime | None = None,
 ) -> Fact:
-    """A fresh entry stamped now (or at `created_at`)."""
+    """A fresh entry stamped now (or at `created_at`), true from `valid_from` (default:
+    from when it was stamped)."""
     when = created_at or now_utc()
     return Fact(
         id=fact_id,
@@ -459,4 +494,5 @@ def new_fact(
         summary_kind=summary_kind,
         source_session=source_session,
         source_message=source_message,
+        valid_from=valid_from,
     )

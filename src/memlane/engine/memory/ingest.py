@@ -19,11 +19,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 
 from memlane.engine import threads
 from memlane.engine.failopen import record_for
-from memlane.engine.memory import scopes
+from memlane.engine.memory import scopes, versions
 from memlane.engine.memory.book import MemoryBook, new_fact
+from memlane.engine.memory.dates import absolute_dates
 from memlane.engine.memory.evict import choose_evictions
 from memlane.engine.memory.extract import extract_facts
 from memlane.engine.memory.reconcile import Plan, reconcile
@@ -53,9 +55,12 @@ class TurnInput:
     session_id: str
     namespace: str
     model: str | None
+    tenant: str = ""
     user_text: str = ""
     user_message_id: int | None = None
     assistant_text: str = ""
+    said_at: datetime | None = None
+    """When the user's message was written (stored); None: now. Facts are valid from it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +72,12 @@ class Provenance:
     deliberately (`mcp`)."""
     source_session: str | None = None
     source_message: int | None = None
+    said_at: datetime | None = None
+    """When it was said: the facts are true from then (None: now)."""
 
     @staticmethod
     def of_turn(item: TurnInput) -> Provenance:
-        return Provenance(item.session_id, item.session_id, item.user_message_id)
+        return Provenance(item.session_id, item.session_id, item.user_message_id, item.said_at)
 
 
 @dataclass
@@ -78,6 +85,8 @@ class IngestReport:
     turns: int = 0
     facts_added: list[str] = field(default_factory=list)
     facts_updated: int = 0
+    facts_closed: list[str] = field(default_factory=list)
+    """Each replaced fact with its interval: `The user lives in Berlin (2026-01-15 → …)`."""
     facts_deleted: int = 0
     summary: bool = False
     evicted: int = 0
@@ -110,7 +119,9 @@ class IngestReport:
         if self.evicted:
             parts.append(f"{self.evicted} evicted")
         head = f"memory: {', '.join(parts) or 'no change'} in conversation {conversation}"
-        body = "\n".join(f"+ {text}" for text in self.facts_added)
+        lines = [f"+ {text}" for text in self.facts_added]
+        lines += [f"- {text}" for text in self.facts_closed]
+        body = "\n".join(lines)
         return f"{head}\n\n{body}" if body else head
 
 
@@ -143,7 +154,7 @@ def turn_input(rt: Runtime, turn: Turn, answer: Answer) -> TurnInput | None:
         return None
     if not (settings.memory_store_turns or settings.memory_extract_facts):
         return None  # no kind of memory is written: nothing to run at all
-    user_text, user_id = _new_user_message(turn)
+    user_text, user_id, said_at = _new_user_message(turn)
     assistant = "\n\n".join(
         m.text
         for m in answer.messages
@@ -155,21 +166,24 @@ def turn_input(rt: Runtime, turn: Turn, answer: Answer) -> TurnInput | None:
         session_id=turn.session.id,
         namespace=turn.namespace,
         model=rt.memory_model(turn.model),
+        tenant=turn.session.tenant,
         user_text=user_text,
         user_message_id=user_id,
         assistant_text=assistant,
+        said_at=said_at,
     )
 
 
-def _new_user_message(turn: Turn) -> tuple[str, int | None]:
-    """The latest user message if this request added it (a resent history adds nothing)."""
+def _new_user_message(turn: Turn) -> tuple[str, int | None, datetime | None]:
+    """The latest user message if this request added it (a resent history adds nothing),
+    with its id and when it was stored."""
     if turn.synced is None:
-        return turn.user_text, None
+        return turn.user_text, None, None
     for stored in reversed(turn.synced.added):
         message = stored.message
         if message.role == "user" and message.kind == "message" and message.origin == "client":
-            return message.text, stored.id
-    return "", None
+            return message.text, stored.id, stored.created_at
+    return "", None, None
 
 
 async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
@@ -178,17 +192,21 @@ async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
     book = rt.memory_book
     await book.ready()
     report = IngestReport()
-    conversation = scopes.conversation_scope(item.session_id)
+    if item.said_at is None:
+        item = replace(item, said_at=now_utc())
+    conversation = scopes.conversation_scope(item.session_id, item.tenant)
     if settings.memory_store_turns:
         report.turns = await _store_turns(book, item, conversation)
     facts: list[str] = []
     if settings.memory_extract_facts and item.user_text.strip():
         try:
-            facts = await extract_facts(rt.llm, item.user_text, model=item.model)
+            facts = await extract_facts(
+                rt.llm, item.user_text, model=item.model, said_at=_said(item)
+            )
         except LLMError as exc:  # refused: every later turn would be too, so say it once here
             await record_for(rt, item.session_id, "extraction", REFUSED_HINT.format(exc), "refused")
     if facts:
-        scope = scopes.fact_scope(settings, item.session_id, item.namespace)
+        scope = scopes.fact_scope(settings, item.session_id, item.namespace, item.tenant)
         async with book.scope_lock(scope):
             existing = await neighbourhood(rt, facts, scope)
             plan = await reconcile(rt.llm, facts, existing, model=item.model)
@@ -203,10 +221,17 @@ async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
     return report
 
 
+def _said(item: TurnInput) -> datetime:
+    return item.said_at or now_utc()
+
+
 async def _store_turns(book: MemoryBook, item: TurnInput, scope: str) -> int:
-    turns: list[tuple[FactRole, str, int | None]] = [
-        ("user", item.user_text, item.user_message_id),
-        ("assistant", item.assistant_text, None),
+    """The exchange as turn entries, dated when the user's message was written (the
+    answer a microsecond on, so their order is kept)."""
+    said = _said(item)
+    turns: list[tuple[FactRole, str, int | None, datetime]] = [
+        ("user", item.user_text, item.user_message_id, said),
+        ("assistant", item.assistant_text, None, said + timedelta(microseconds=1)),
     ]
     entries = [
         new_fact(
@@ -217,8 +242,9 @@ async def _store_turns(book: MemoryBook, item: TurnInput, scope: str) -> int:
             fact_id=new_id(),
             source_session=item.session_id,
             source_message=message_id,
+            created_at=when,
         )
-        for role, text, message_id in turns
+        for role, text, message_id, when in turns
         if text.strip()
     ]
     await book.write(puts=entries)
@@ -234,7 +260,7 @@ async def neighbourhood(rt: Runtime, facts: Sequence[str], scope: str) -> list[F
             found.setdefault(hit.ref)
     ids = list(found)[:MAX_NEIGHBOURS]
     loaded = await threads.to_thread(lambda: [rt.store.get_fact(i) for i in ids])
-    return [f for f in loaded if f is not None and not f.deleted]
+    return [f for f in loaded if f is not None and not f.deleted and f.valid_to is None]
 
 
 async def apply_plan(
@@ -246,35 +272,45 @@ async def apply_plan(
     source: Provenance,
     report: IngestReport,
 ) -> list[Fact]:
-    """Write a reconciliation plan: adds, updates (tombstone + fresh fact), deletes.
+    """Write a reconciliation plan: adds, updates (the old fact closed at the message's
+    time and linked both ways with its replacement), deletes (soft, ended then too).
 
     Returns the facts written (new ones and the replacements of updated ones)."""
     by_id = {f.id: f for f in existing}
+    stamp = now_utc()
+    said = source.said_at or stamp
 
     def fresh(text: str) -> Fact:
-        return new_fact(
+        fact = new_fact(
             scope=scope,
             conversation_id=source.conversation_id,
             role="memory",
-            text=text,
+            text=absolute_dates(text, said),  # what the reconciliation wrote, too
             fact_id=new_id(),
             source_session=source.source_session,
             source_message=source.source_message,
+            created_at=stamp,
         )
+        return replace(fact, valid_from=said)
 
     puts = [fresh(text) for text in plan.adds]
-    tombstones: list[tuple[Fact, str | None]] = []
+    added = list(puts)
     for old_id, text in plan.updates:
-        replacement = fresh(text)
-        puts.append(replacement)
-        tombstones.append((by_id[old_id], replacement.id))
-    tombstones += [(by_id[old_id], None) for old_id in plan.deletes if old_id in by_id]
+        closed, replacement = versions.close(by_id[old_id], fresh(text), said, updated_at=stamp)
+        puts += [closed, replacement]
+        added.append(replacement)
+        report.facts_closed.append(f"{closed.text} ({versions.interval(closed)}, replaced)")
+    tombstones = [
+        (replace(by_id[old_id], valid_to=max(said, by_id[old_id].since)), None)
+        for old_id in plan.deletes
+        if old_id in by_id
+    ]
     await book.write(puts=puts, tombstones=tombstones)
-    report.facts_added = [f.text for f in puts]
+    report.facts_added = [f.text for f in added]
     report.facts_updated = len(plan.updates)
-    report.facts_deleted = len(tombstones) - len(plan.updates)
+    report.facts_deleted = len(tombstones)
     report.reason = plan.reason
-    return puts
+    return added
 
 
 async def _update_summary(

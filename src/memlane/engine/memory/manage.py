@@ -1,4 +1,5 @@
-"""Deliberate memory operations (CLI, library, admin): add, edit, forget, list, export.
+"""Deliberate memory operations (CLI, library, admin): add, edit, supersede, forget, list,
+history, export.
 
 Each is one update: written to the truth (files or database), indexed, and
 committed to git with a message saying what changed.
@@ -8,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
 from memlane.engine import threads
+from memlane.engine.memory import versions
 from memlane.engine.memory.book import new_fact
 from memlane.engine.memory.ingest import IngestReport, Provenance, apply_plan, neighbourhood
 from memlane.engine.memory.reconcile import reconcile
@@ -45,10 +48,12 @@ async def add_memory(
     scope: str = GLOBAL,
     role: FactRole = "memory",
     conversation_id: str | None = None,
+    valid_from: datetime | None = None,
 ) -> Fact:
-    """Remember `text` as it is (no extraction, no reconciliation).
+    """Remember `text` as it is (no extraction, no reconciliation), true from `valid_from`
+    (default: now).
 
-    An exact repeat of a live memory in the same scope and role is not stored again:
+    An exact repeat of a current memory in the same scope and role is not stored again:
     its id is returned, so a script that adds the same line twice keeps one memory.
     """
     body = _clean_text(text)
@@ -63,9 +68,11 @@ async def add_memory(
         role=role,
         text=body,
         fact_id=new_id(),
+        valid_from=valid_from,
     )
     await book.write(puts=[fact])
-    await book.commit(f"memory: added to {scope}\n\n+ {_line(body)}")
+    since = f" (true from {versions.day(valid_from)})" if valid_from is not None else ""
+    await book.commit(f"memory: added to {scope}{since}\n\n+ {_line(body)}")
     return fact
 
 
@@ -75,7 +82,7 @@ def _exact_repeat(rt: Runtime, body: str, scope: str, role: FactRole) -> Fact | 
     flt = SearchFilter(kinds=("fact",), scopes=(scope,), fact_roles=(role,))
     for hit in rt.store.keyword_search(body, flt, limit=25):
         fact = rt.store.get_fact(hit.ref)
-        if fact is not None and not fact.deleted and fact.text == body:
+        if fact is not None and not fact.deleted and fact.valid_to is None and fact.text == body:
             return fact
     return None
 
@@ -89,7 +96,7 @@ class Reconciled:
     """The facts written (added, or replacing an updated one); for `known`, the fact
     that already says it."""
     replaced: list[str]
-    """Ids of facts tombstoned by this text (updated or contradicted)."""
+    """Ids of facts this text closed (it replaces them) or deleted (it contradicts them)."""
     reason: str
 
 
@@ -125,6 +132,57 @@ async def reconcile_memory(
     return Reconciled("known", known, replaced, plan.reason)
 
 
+async def supersede_memory(
+    rt: Runtime, fact_id: str, text: str, *, at: datetime | None = None
+) -> tuple[Fact, Fact]:
+    """Close memory `fact_id` at `at` (default now) and add `text` as its next version,
+    true from then; both are kept, linked both ways. Returns (closed, new)."""
+    body = _clean_text(text)
+    book = rt.memory_book
+    await book.ready()
+    old = _not_forgotten(await get_memory(rt, fact_id))
+    if old.valid_to is not None:
+        raise ValueError(
+            f"memory {old.id} was already replaced on {versions.day(old.valid_to)}"
+            + (f" by {old.replaced_by}" if old.replaced_by else "")
+            + ": supersede its latest version (see `memlane memory history`)"
+        )
+    moment = at or now_utc()
+    if moment < old.since:
+        raise ValueError(
+            f"memory {old.id} only became true on {versions.day(old.since)}: "
+            "it cannot be replaced before that"
+        )
+    stamp = now_utc()
+    successor = new_fact(
+        scope=old.scope,
+        conversation_id=old.conversation_id,
+        role=old.role,
+        text=body,
+        fact_id=new_id(),
+        created_at=stamp,
+    )
+    closed, new = versions.close(old, successor, moment, updated_at=stamp)
+    await book.write(puts=[closed, new])
+    await book.commit(
+        f"memory: {old.id} replaced by {new.id} on {versions.day(moment)}\n\n"
+        f"- {_line(old.text)} ({versions.interval(closed)})\n+ {_line(body)}"
+    )
+    return closed, new
+
+
+async def memory_versions(rt: Runtime, fact_id: str) -> list[versions.Version]:
+    """Every version of memory `fact_id` (a unique id prefix will do), oldest first, each
+    with the message it was learned from when that message is kept."""
+    await rt.memory_book.ready()
+    fact = await get_memory(rt, fact_id)
+
+    def read() -> list[versions.Version]:
+        return versions.causes(rt.store, versions.chain(rt.store, fact.id))
+
+    return await threads.to_thread(read)
+
+
 MIN_ID_PREFIX = 6
 
 
@@ -155,20 +213,34 @@ async def edit_memory(rt: Runtime, fact_id: str, text: str) -> Fact:
     body = _clean_text(text)
     book = rt.memory_book
     await book.ready()
-    fact = await get_memory(rt, fact_id)
-    if fact.deleted:
-        raise MemoryNotFound(f"memory {fact.id} was forgotten; add a new one instead")
+    fact = _not_forgotten(await get_memory(rt, fact_id))
     edited = replace(fact, text=body, updated_at=now_utc())
     await book.write(puts=[edited])
     await book.commit(f"memory: edited {fact.id}\n\n- {_line(fact.text)}\n+ {_line(body)}")
     return edited
 
 
-async def forget_memory(rt: Runtime, fact_id: str) -> Fact:
-    """Soft delete: the entry moves under `deleted/` and leaves the index."""
+def _not_forgotten(fact: Fact) -> Fact:
+    if fact.deleted:
+        raise MemoryNotFound(f"memory {fact.id} was forgotten; add a new one instead")
+    return fact
+
+
+async def forget_memory(rt: Runtime, fact_id: str, *, purge: bool = False) -> Fact:
+    """Soft delete: the entry moves under `deleted/` and leaves the index.
+
+    With `purge` nothing of it is kept: its file and row go, the memory repository's
+    history is rewritten without it (every commit id from its first one changes), and
+    the store's files are cleaned; the returned entry is the one that was removed.
+    """
     book = rt.memory_book
     await book.ready()
     fact = await get_memory(rt, fact_id)
+    if purge:
+        await book.erase([fact])
+        await book.commit(f"memory: purged {fact.id}")
+        await book.purge_history([fact])
+        return replace(fact, deleted=True)
     if fact.deleted:
         return fact
     await book.write(tombstones=[(fact, None)])

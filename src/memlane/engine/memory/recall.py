@@ -24,25 +24,51 @@ turn (an agent's whole tool loop); at the end, only the block itself does.
 Nothing is injected when no memory clears the threshold. Memories that are
 already in the request word for word are not repeated. With `memory_mode =
 "trimmed"` the proxy recalls only when governance had to trim the request.
+
+Time: only facts true now are recalled (an as-of search asks for another
+moment). A question about change (`asks_about_change`: "before", "used to",
+"previously", "since when", … a word list, no model) also brings the versions
+that were replaced, and then every fact is labelled with its interval:
+
+    [memory, 2026-01-15 → 2026-03-10, replaced] The user lives in Berlin
+    [memory, since 2026-03-10] The user lives in Lisbon
+
+Remembered turns always show when they were said (`[user, 2026-03-09 14:02 UTC]`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from memlane.engine import threads
 from memlane.engine.fence import DATA_NOTE, FENCE_CLOSE, FENCE_OPEN, neutralise
-from memlane.engine.memory import scopes
+from memlane.engine.governance.recall import stamp
+from memlane.engine.memory import scopes, versions
 from memlane.engine.memory.summary import summary_id
 from memlane.engine.retrieval.candidates import Candidate
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import RecallNote, Turn
-from memlane.types import Message
+from memlane.store.documents import TURN_ROLES
+from memlane.types import Fact, Message
 
 RECALL_PREAMBLE = f"Recalled from memlane's long-term memory. {DATA_NOTE}"
 MAX_MEMORY_CHARS = 1_000
+CHANGE_WORDS = re.compile(
+    r"\b(?:before|used to|use to|previous(?:ly)?|formerly|former|earlier|originally|"
+    r"at first|no longer|any ?more|since when|until when|how long|in the past|back then|"
+    r"chang(?:e|ed|es|ing)|switch(?:ed|es|ing)?|mov(?:e|ed|ing)|history)\b",
+    re.IGNORECASE,
+)
+"""Words of a question about change: such a question also recalls replaced versions."""
+
+
+def asks_about_change(query: str) -> bool:
+    """Whether `query` asks how something changed (a word list: cheap, no model)."""
+    return CHANGE_WORDS.search(query) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +78,21 @@ class Recalled:
     role: str
     text: str
     candidate: Candidate
+    fact: Fact | None = None
+    dated: bool = False
+    """Show the fact's interval (a question about change, an as-of search)."""
+
+    @property
+    def label(self) -> str:
+        """`memory`, `memory, since 2026-03-10`, `user, 2026-03-09 14:02 UTC`, …"""
+        fact = self.fact
+        if fact is None:
+            return self.role
+        if fact.role in TURN_ROLES:
+            return f"{self.role}, {stamp(fact.since)}"
+        if fact.valid_to is not None:
+            return f"{self.role}, {versions.interval(fact)}, replaced"
+        return f"{self.role}, {versions.interval(fact)}" if self.dated else self.role
 
 
 async def recall_for_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
@@ -68,7 +109,7 @@ async def recall_for_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> l
     found = await recall(
         rt,
         query,
-        scopes=scopes.recall_scopes(settings, session_id, turn.namespace),
+        scopes=scopes.recall_scopes(settings, session_id, turn.namespace, turn.tenant),
         exclude={m.text.strip() for m in messages if m.text},
     )
     if not found:
@@ -88,23 +129,34 @@ async def recall_for_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> l
 
 
 async def recall(
-    rt: Runtime, query: str, *, scopes: Sequence[str] | None, exclude: set[str] | None = None
+    rt: Runtime,
+    query: str,
+    *,
+    scopes: Sequence[str] | None,
+    exclude: set[str] | None = None,
+    as_of: datetime | None = None,
 ) -> list[Recalled]:
     """The top-k memories for `query`, with their roles, skipping texts in `exclude`.
 
     `scopes` None searches every scope: for an operator (CLI), never for a request.
+    Facts true now, or at `as_of`; a question about change brings replaced ones too.
     """
     k = rt.settings.memory_top_k
     skip = exclude or set()
-    hits = await search(rt, query, scopes=scopes, top_k=k + min(len(skip), k))
+    change = as_of is None and asks_about_change(query)
+    hits = await search(
+        rt, query, scopes=scopes, top_k=k + min(len(skip), k), as_of=as_of, superseded=change
+    )
     hits = [h for h in hits if h.text.strip() not in skip][:k]
     if not hits:
         return []
     facts = await threads.to_thread(lambda: {h.ref: rt.store.get_fact(h.ref) for h in hits})
+    dated = change or as_of is not None
     out = []
     for hit in hits:
         fact = facts.get(hit.ref)
-        out.append(Recalled(fact.role if fact is not None else hit.kind, hit.text, hit))
+        role = fact.role if fact is not None else hit.kind
+        out.append(Recalled(role, hit.text, hit, fact, dated))
     return out
 
 
@@ -119,7 +171,7 @@ def render(found: Sequence[Recalled], summary: str = "") -> str:
     if summary.strip():
         lines += ["Conversation summary:", _clean(summary, keep_lines=True), ""]
     lines.append("Relevant memories:")
-    lines += [f"[{item.role}] {_clean(item.text)}" for item in found]
+    lines += [f"[{item.label}] {_clean(item.text)}" for item in found]
     lines.append(FENCE_CLOSE)
     return "\n".join(lines)
 

@@ -16,8 +16,12 @@ Safeguards, so a fact is never lost to a bad answer:
 - the answer holds only deletes or nothing usable (no ADD, UPDATE or NONE):
   the deletes are applied and every new fact is still added.
 
-Ids the model invents are ignored. An UPDATE becomes, when applied, a
-tombstone of the old fact whose `replaced_by` names a new fact with a fresh id.
+Ids the model invents are ignored. An UPDATE becomes, when applied, a new fact
+with a fresh id that replaces the old one: the old fact is closed at the
+message's time, kept, and linked both ways (`versions.close`). A DELETE that
+comes with ADDs is a contradiction the prompt asked to return with its
+replacement, so it is paired with the ADD about the same thing (`pair_replacements`)
+and applied as an UPDATE; a DELETE left alone is a soft delete.
 """
 
 from __future__ import annotations
@@ -25,10 +29,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from memlane.engine.memory.jsonout import ModelOutputError, load_json_list
+from memlane.store.analysis import terms
 from memlane.text.llm import LLM, LLMError
 from memlane.types import Fact
 
@@ -41,7 +46,8 @@ RECONCILE_PROMPT = """You maintain a list of facts remembered about a user.
 You receive EXISTING facts (each with a short id) and NEW facts just learned. \
 Decide, for the new facts, what happens to the memory:
 - ADD: a new fact with information not in memory. {"event": "ADD", "text": "..."}
-- UPDATE: a new fact refines or corrects an existing one (same subject). \
+- UPDATE: a new fact replaces, refines or corrects an existing one (same subject; \
+the old one is kept as what was true before). \
 {"event": "UPDATE", "id": "<existing id>", "text": "<the updated fact>"}
 - DELETE: an existing fact is contradicted and no longer true. \
 {"event": "DELETE", "id": "<existing id>"}. If it is deleted because a new fact \
@@ -51,6 +57,8 @@ replaces it, ALSO return the new fact (as ADD), or use UPDATE instead.
 Examples:
 EXISTING [{"id": "0", "text": "The user loves pizza"}] NEW ["The user hates pizza"]
 -> [{"event": "UPDATE", "id": "0", "text": "The user hates pizza"}]
+EXISTING [{"id": "0", "text": "The user lives in Berlin"}] NEW ["The user moved to Lisbon"]
+-> [{"event": "UPDATE", "id": "0", "text": "The user moved to Lisbon"}]
 EXISTING [{"id": "0", "text": "The user's wife is named Anne"}] NEW ["The user has a dog"]
 -> [{"event": "NONE", "id": "0"}, {"event": "ADD", "text": "The user has a dog"}]
 
@@ -73,7 +81,7 @@ class Plan:
 
     adds: list[str] = field(default_factory=list)
     updates: list[tuple[str, str]] = field(default_factory=list)
-    """(old fact id, new text): tombstone the old one, replaced by a new fact."""
+    """(old fact id, new text): close the old one, replaced by a new fact."""
     deletes: list[str] = field(default_factory=list)
     reason: str = "model"
 
@@ -123,8 +131,18 @@ def parse_decisions(text: str, short_ids: Mapping[str, str]) -> list[Decision]:
     return out
 
 
-def plan_from(decisions: Sequence[Decision], new_facts: Sequence[str]) -> Plan:
-    """Turn decisions into a plan, applying the only-deletes safeguard."""
+def plan_from(
+    decisions: Sequence[Decision],
+    new_facts: Sequence[str],
+    texts: Mapping[str, str] | None = None,
+) -> Plan:
+    """Turn decisions into a plan, applying the only-deletes safeguard; with the existing
+    facts' `texts` (id -> text), deletes that came with their replacement become updates."""
+    plan = _plan(decisions, new_facts)
+    return pair_replacements(plan, texts) if texts else plan
+
+
+def _plan(decisions: Sequence[Decision], new_facts: Sequence[str]) -> Plan:
     adds = [d.text for d in decisions if d.event == "ADD"]
     updates: list[tuple[str, str]] = []
     touched: set[str] = set()
@@ -162,7 +180,40 @@ async def reconcile(
     except (LLMError, ModelOutputError) as exc:
         log.warning("reconciliation failed, adding the new facts as they are: %s", exc)
         return Plan(adds=list(new_facts), reason="safeguard: LLM failure")
-    return plan_from(decisions, new_facts)
+    return plan_from(decisions, new_facts, {f.id: f.text for f in existing})
+
+
+SUBJECT_WORDS = frozenset({"user", "s"})
+"""Words every fact shares (facts are written about "the user" / "the user's"): no evidence
+that two facts are about the same thing."""
+
+
+def pair_replacements(plan: Plan, texts: Mapping[str, str]) -> Plan:
+    """Deletes paired with the adds that replace them, as updates (deterministic).
+
+    A deleted fact pairs with the add sharing the most words with it (stop words and
+    `SUBJECT_WORDS` aside; a tie pairs with none); a lone delete with a lone add pairs
+    even without a shared word, since the prompt asks for a delete to come with its
+    replacement. An add replaces at most one fact; unpaired deletes stay deletes.
+    """
+    if not plan.deletes or not plan.adds:
+        return plan
+    adds = list(plan.adds)
+    lone = len(adds) == 1 and len(plan.deletes) == 1
+    updates = list(plan.updates)
+    deletes: list[str] = []
+    for old_id in plan.deletes:
+        old = set(terms(texts.get(old_id, ""))) - SUBJECT_WORDS
+        scored = sorted(((len(old & set(terms(a))), i) for i, a in enumerate(adds)), reverse=True)
+        best, tied = (
+            scored[0] if scored else (0, -1),
+            len(scored) > 1 and scored[0][0] == scored[1][0],
+        )
+        if old_id in texts and scored and ((best[0] > 0 and not tied) or lone):
+            updates.append((old_id, adds.pop(best[1])))
+        else:
+            deletes.append(old_id)
+    return replace(plan, adds=adds, updates=updates, deletes=deletes)
 
 
 def _distinct(items: Sequence[str]) -> list[str]:

@@ -1,7 +1,8 @@
 """The retrieval entry point: one call from a query to ranked, diverse memories.
 
     search(rt, query, scopes=(...), kinds=("fact",), roles=RECALL_ROLES,
-           session_id=None, top_k=None, method="memlane", now=None) -> list[Candidate]
+           session_id=None, top_k=None, method="memlane", now=None,
+           as_of=None, superseded=False) -> list[Candidate]
 
 - `scopes`: the scope strings a result may come from (see
   `engine.memory.scopes`: `conv:<session id>`, `ns:<namespace>`, `global`);
@@ -14,6 +15,10 @@
 - `method`: "memlane" runs every stage; "bm25" and "dense" return one plain
   first-stage list (the evaluation's baselines).
 - `now`: the moment recency is measured from (default: the current time).
+- `as_of`: only facts true at that moment (`Fact.valid_at`); default: true at the
+  current time (not `now`: an evaluation replays old conversations with `now` in
+  the past). `superseded=True` lifts it: facts closed since are found too (a
+  question about change). Deleted facts are never found.
 
 Stages (each a pure function in its own module): keyword + dense candidates →
 `fuse` → optional `rerank` → `threshold` → `apply_recency` → `mmr`. Results
@@ -62,6 +67,8 @@ async def search(
     top_k: int | None = None,
     method: Method = "memlane",
     now: datetime | None = None,
+    as_of: datetime | None = None,
+    superseded: bool = False,
 ) -> list[Candidate]:
     """Ranked memories for `query`; empty for an empty query or an empty scope list."""
     settings = rt.settings
@@ -73,6 +80,7 @@ async def search(
         scopes=tuple(scopes) if scopes is not None else None,
         session_id=session_id,
         fact_roles=roles,
+        valid_at=None if superseded else (as_of or datetime.now(UTC)),
     )
     pool = k * settings.memory_candidates_factor
     keyword, dense = await threads.to_thread(_first_stage, rt, query, flt, pool, method)

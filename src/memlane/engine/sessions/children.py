@@ -17,19 +17,20 @@ SUBAGENT = "subagent"
 
 
 def open_session(
-    store: Store, key: str, *, namespace: str, parent_key: str | None = None
+    store: Store, key: str, *, namespace: str, tenant: str = "", parent_key: str | None = None
 ) -> Session:
-    """The session for `key`, created on first use; under `parent_key` when it is a child."""
-    found = store.find_session(key)
+    """The session for `key` in `tenant`, created on first use; under `parent_key` (of the
+    same tenant) when it is a child."""
+    found = store.find_session(key, tenant=tenant)
     if found is not None:
         return found
     if parent_key is None:
-        return store.ensure_session(key, namespace=namespace)
-    parent = store.ensure_session(parent_key, namespace=namespace)
+        return store.ensure_session(key, namespace=namespace, tenant=tenant)
+    parent = store.ensure_session(parent_key, namespace=namespace, tenant=tenant)
     try:
         child = store.fork_session(parent.id, new_key=key, at_position=0)
     except StoreError:  # a concurrent call of the same subagent created it first
-        found = store.find_session(key)
+        found = store.find_session(key, tenant=tenant)
         if found is None:
             raise
         return found

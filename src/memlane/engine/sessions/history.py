@@ -16,13 +16,20 @@ from typing import Literal
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.working import current_context, fold
 from memlane.engine.turn import Turn
-from memlane.types import Message
+from memlane.types import Message, Session
 
 log = logging.getLogger("memlane.sessions.history")
 
 HistoryMode = Literal["client", "server"]
 FLAG = "history"
 """The `X-Memlane-History` header, read from the turn's flags."""
+META = "history"
+"""Session metadata key set to `server` once memlane supplied the session's history."""
+
+
+def uses_server_history(session: Session) -> bool:
+    """Whether the session's requests get their history from memlane (seen at least once)."""
+    return session.metadata.get(META) == "server"
 
 
 def wanted(rt: Runtime, turn: Turn) -> bool:
@@ -70,11 +77,12 @@ def remember_response(rt: Runtime, session_id: str, response_id: str) -> None:
     rt.store.set_meta(RESPONSE_META + response_id, session_id)
 
 
-def chained_session_key(rt: Runtime, response_id: str) -> str | None:
-    """The key of the session whose answer had `response_id`, if memlane stored it."""
+def chained_session_key(rt: Runtime, response_id: str, tenant: str = "") -> str | None:
+    """The key of the session whose answer had `response_id`, if memlane stored it in
+    `tenant`'s session (another tenant's answer id is left for the upstream, as unknown)."""
     session_id = rt.store.get_meta(RESPONSE_META + response_id)
     session = rt.store.get_session(session_id) if session_id else None
-    return session.key if session is not None else None
+    return session.key if session is not None and session.tenant == tenant else None
 
 
 def schedule_summary(rt: Runtime, turn: Turn) -> None:

@@ -336,7 +336,7 @@ def _save(
         "index_cost_usd": round(float(session.metadata.get("index_cost_usd", 0.0)) + cost, 8),
     }
     store.update_session(session_id, metadata=metadata)
-    path = meta_path(rt.settings.sessions_path, session.key)
+    path = meta_path(rt.settings.sessions_path, session.key, session.tenant)
     read_meta(path)  # a corrupt file is reported (warning) before it is replaced
     write_meta(
         path,

@@ -22,9 +22,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from memlane.config import Settings
+from memlane.engine.governance.ledger import RECALL_MEMO
 from memlane.engine.sessions.lookup import session_name
 from memlane.engine.sessions.serialize import is_conversation
 from memlane.files.git import commit_now
+from memlane.files.git_purge import purge_history
 from memlane.files.memory_files import MemoryFiles
 from memlane.files.paths import session_dir
 from memlane.store import NewMessage, Store
@@ -101,15 +103,19 @@ def fork(
     return store.update_session(forked.id, metadata=metadata, title=title_from_prompt(title))
 
 
-def delete(store: Store, settings: Settings, session: Session) -> bool:
+def delete(store: Store, settings: Settings, session: Session, *, purge: bool = False) -> bool:
     """Remove the session's rows, its folder and the memory files of its facts.
 
     The files go first: memory files are the truth the index is rebuilt from, so
-    a file left behind would bring a deleted session's facts back.
+    a file left behind would bring a deleted session's facts back. With `purge`
+    the deletion also leaves no copy behind: the memory repository's history is
+    rewritten without those files (`files.git_purge`, history-rewriting) and the
+    store's files are cleaned of the deleted rows (`Store.purge_deleted`).
     """
     files = MemoryFiles(settings.memory_path)
     removed_files = 0
-    for fact in store.list_facts(conversation_id=session.id, include_deleted=True):
+    facts = store.list_facts(conversation_id=session.id, include_deleted=True)
+    for fact in facts:
         for candidate in (fact, replace(fact, deleted=not fact.deleted)):
             path = files.find(candidate)
             if path is not None:
@@ -118,9 +124,13 @@ def delete(store: Store, settings: Settings, session: Session) -> bool:
     if removed_files:  # the memory repository is left clean: the deletion is its own commit
         commit_now(settings.memory_path, f"memory: deleted session {session.id}")
     removed = store.delete_session(session.id)
-    folder = session_dir(settings.sessions_path, session.key)
+    RECALL_MEMO.forget(session.id)
+    folder = session_dir(settings.sessions_path, session.key, session.tenant)
     if folder.exists():
         shutil.rmtree(folder)
+    if purge:
+        purge_history(settings.memory_path, [f.id for f in facts], [f.text for f in facts])
+        store.purge_deleted()
     return removed
 
 
@@ -227,16 +237,19 @@ def export_lines(store: Store, session: Session) -> Iterator[str]:
         yield _dumps({"type": "state", "name": name, "value": value})
 
 
-def import_lines(store: Store, lines: Iterable[str], *, key: str | None = None) -> Session:
-    """Recreate an exported session (under `key` if given). Validates everything first."""
+def import_lines(
+    store: Store, lines: Iterable[str], *, key: str | None = None, tenant: str = ""
+) -> Session:
+    """Recreate an exported session (under `key` if given) in `tenant`. Validates
+    everything first."""
     head, body = _parse(lines)
     new_key = key or head.key
-    if store.find_session(new_key) is not None:
+    if store.find_session(new_key, tenant=tenant) is not None:
         raise ImportProblem(
             f"a session with key {new_key!r} already exists: delete it first, "
             "or import under another key with --key"
         )
-    session = store.ensure_session(new_key, namespace=head.namespace)
+    session = store.ensure_session(new_key, namespace=head.namespace, tenant=tenant)
     try:
         _write(store, session, head, body)
     except BaseException:

@@ -1,15 +1,17 @@
 """Find a session from what a person typed: an id, an id prefix, a key or a name.
 
-Resolution order: exact id, then the session key, then the indexed
-name case-insensitively, then a fuzzy match on names. Several fuzzy candidates
-are an error listing them, never a guess.
+Resolution order: exact id, then the session key, then a unique id prefix, then
+the indexed name case-insensitively, then a fuzzy match on names. Several
+candidates are an error listing them, never a guess. Only the sessions of the
+caller's tenant take part (`engine.tenancy`), and, for `@@` references, only those
+of the caller's namespace unless `references_across_namespaces` is on.
 """
 
 from __future__ import annotations
 
 import difflib
 
-from memlane.store import Store
+from memlane.store import SessionStore
 from memlane.types import Session
 
 MIN_ID_PREFIX = 6
@@ -51,40 +53,90 @@ def describe(session: Session) -> str:
 
 
 def find_session(
-    store: Store,
+    store: SessionStore,
     ref: str,
     *,
+    tenant: str | None,
     namespace: str | None = None,
     exclude: str | None = None,
     within: str | None = None,
+    only_namespace: bool = False,
 ) -> Session:
     """The one session `ref` designates; raises NoSuchSession or AmbiguousSession.
 
-    `namespace` breaks ties between equal names (the caller's own project wins);
-    `exclude` is the asking session, which never resolves to itself by name;
-    `within` confines the lookup to one namespace: a session of another one is
-    treated as absent (a model's tool call never learns what other namespaces hold).
+    `tenant` is whose sessions may match (None: every tenant's, for the operator's
+    faces); another tenant's session is never found, by any kind of reference, and
+    its existence is never revealed. `namespace` breaks ties between equal names
+    (the caller's own project wins); `exclude` is the asking session, which never
+    resolves to itself by name. `within` confines the lookup to one namespace: a
+    session of another one is treated as absent (a model's tool call never learns
+    what other namespaces hold); `only_namespace` confines it to `namespace` and
+    says so when the reference names a session of another namespace of the tenant
+    (a person typed it, as `@@name`).
     """
     ref = ref.strip()
     if not ref:
         raise NoSuchSession("empty session reference")
-    exact = store.get_session(ref) or store.find_session(ref)
-    if exact is not None and (within is None or exact.namespace == within):
-        return exact
-    sessions = [s for s in store.list_sessions(namespace=within) if s.id != exclude]
-    by_prefix = [s for s in sessions if len(ref) >= MIN_ID_PREFIX and s.id.startswith(ref)]
+    confine = within if within is not None else namespace if only_namespace else None
+    direct = _direct(store, ref, tenant)
+    if direct is not None and (confine is None or direct.namespace == confine):
+        return direct
+    sessions = store.list_sessions(tenant=tenant)
+    if confine is None:
+        return _resolve(ref, sessions, namespace, exclude)
+    local = [s for s in sessions if s.namespace == confine]
+    try:
+        return _resolve(ref, local, namespace, exclude)
+    except NoSuchSession:
+        if within is not None:
+            raise
+        try:
+            _resolve(ref, sessions, namespace, exclude)
+        except NoSuchSession:
+            raise NoSuchSession(_missing(ref)) from None
+        except AmbiguousSession:
+            pass  # names sessions of other namespaces: say so below
+        raise NoSuchSession(
+            f"{ref!r} names a session of another namespace; a reference stays in its own "
+            "namespace unless MEMLANE_REFERENCES_ACROSS_NAMESPACES=true"
+        ) from None
+
+
+def _direct(store: SessionStore, ref: str, tenant: str | None) -> Session | None:
+    """The session whose id (or, within one tenant, whose key) is `ref`: one query each."""
+    exact = store.get_session(ref)
+    if exact is not None and (tenant is None or exact.tenant == tenant):
+        return exact  # another tenant's id is no better than a made-up one
+    return store.find_session(ref, tenant=tenant) if tenant is not None else None
+
+
+def _resolve(
+    ref: str, sessions: list[Session], namespace: str | None, exclude: str | None
+) -> Session:
+    by_id = [s for s in sessions if s.id == ref]
+    if by_id:
+        return by_id[0]
+    by_key = [s for s in sessions if s.key == ref]
+    if len(by_key) == 1:
+        return by_key[0]
+    if by_key:  # one key in several tenants: only the operator sees them all
+        raise AmbiguousSession(ref, by_key)
+    others = [s for s in sessions if s.id != exclude]
+    by_prefix = [s for s in others if len(ref) >= MIN_ID_PREFIX and s.id.startswith(ref)]
     if len(by_prefix) == 1:
         return by_prefix[0]
     wanted = ref.lower()
-    named = [s for s in sessions if (session_name(s) or "").lower() == wanted]
+    named = [s for s in others if (session_name(s) or "").lower() == wanted]
     if named:
         return _one(ref, named, namespace)
-    fuzzy = _fuzzy(wanted, sessions)
+    fuzzy = _fuzzy(wanted, others)
     if fuzzy:
         return _one(ref, fuzzy, namespace)
-    raise NoSuchSession(
-        f"no session matches {ref!r}: it may have been deleted; see `memlane sessions list`"
-    )
+    raise NoSuchSession(_missing(ref))
+
+
+def _missing(ref: str) -> str:
+    return f"no session matches {ref!r}: it may have been deleted; see `memlane sessions list`"
 
 
 def _one(ref: str, candidates: list[Session], namespace: str | None) -> Session:

@@ -25,8 +25,8 @@ class CorruptMeta(Exception):
     """A meta.json exists but cannot be used; the message says which file and why."""
 
 
-def meta_path(sessions_root: Path, key: str) -> Path:
-    return session_dir(sessions_root, key) / META_FILE
+def meta_path(sessions_root: Path, key: str, tenant: str = "") -> Path:
+    return session_dir(sessions_root, key, tenant) / META_FILE
 
 
 def load_meta(path: Path) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from memlane.engine import threads
 from memlane.engine.fence import DATA_NOTE, fenced
@@ -183,7 +184,15 @@ async def _resolve_all(
     for reference in references:
         try:
             target = await threads.to_thread(
-                find_session, rt.store, reference.ref, namespace=turn.namespace, exclude=own
+                partial(
+                    find_session,
+                    rt.store,
+                    reference.ref,
+                    tenant=turn.tenant,
+                    namespace=turn.namespace,
+                    exclude=own,
+                    only_namespace=not rt.settings.references_across_namespaces,
+                )
             )
         except SessionLookupError as exc:
             return DirectAnswer(FAILED_ANSWER.format(ref=reference.ref, reason=exc))

@@ -7,6 +7,7 @@ pool becomes a `StoreError` naming the store (without its password).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -28,6 +29,8 @@ from memlane.store.urls import redact
 Conn = psycopg.Connection[dict[str, Any]]
 
 POOL_MAX = 10
+PURGED_TABLES = ("sessions", "session_state", "messages", "events", "facts", "docs", "vectors")
+"""Every table a deleted session or memory had rows in."""
 CONNECT_TIMEOUT = 10
 # Seconds a request waits for a free pooled connection before failing.
 POOL_WAIT = 30.0
@@ -65,6 +68,25 @@ class PostgresConnection(SqlStore["PostgresDb"]):
     def close(self) -> None:
         self._closed = True
         self._pool.close()
+
+    def purge_deleted(self) -> None:
+        """Rewrite the tables deleted rows lived in (see `Store.purge_deleted`). `VACUUM
+        FULL` locks each table while it runs: every replica's requests on it wait."""
+        if self._closed:
+            raise StoreError(f"the store {self.url} is closed")
+        try:
+            with self._pool.connection(timeout=POOL_WAIT) as conn:
+                conn.autocommit = True  # VACUUM cannot run inside a transaction
+                try:
+                    for table in PURGED_TABLES:
+                        conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
+                    # old table files go at the next checkpoint; ask for it now if allowed
+                    with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
+                        conn.execute("CHECKPOINT")
+                finally:
+                    conn.autocommit = False
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise StoreError(f"the PostgreSQL store at {self.url} failed: {_reason(exc)}") from exc
 
     @contextmanager
     def _writing(self) -> Iterator[PostgresDb]:

@@ -41,9 +41,10 @@ def load_sessions(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[in
             "(%(id)s, %(key)s, %(namespace)s, %(title)s, %(parent_id)s, %(fork_position)s, "
             "%(summary)s, %(summarized_count)s, %(metadata)s, %(prompt_tokens)s, "
             "%(completion_tokens)s, %(cost_usd)s, %(message_count)s, %(created_at)s, "
-            "%(updated_at)s)",
+            "%(updated_at)s, %(tenant)s)",
             [
                 {
+                    "tenant": "",  # a dump made before tenancy
                     **r,
                     "metadata": Jsonb(dict(r.get("metadata") or {})),
                     "created_at": codec.ts_from_text(r["created_at"]),
@@ -107,7 +108,7 @@ def load_facts(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int])
         cur.executemany(
             f"INSERT INTO facts ({columns}) VALUES ({values})",
             [
-                {**codec.fact_to_row(f), "created_at": f.created_at, "updated_at": f.updated_at}
+                {**codec.fact_to_row(f), **{t: getattr(f, t) for t in codec.FACT_TIMES}}
                 for f in facts
             ],
         )
@@ -192,7 +193,7 @@ DUMP_SQL = {
 
 def dump_row(table: str, row: Row) -> dict[str, Any]:
     out = dict(row)
-    for name in ("created_at", "updated_at"):
+    for name in codec.FACT_TIMES:
         if isinstance(out.get(name), datetime):
             out[name] = codec.ts_to_text(out[name])
     if table == "vectors":

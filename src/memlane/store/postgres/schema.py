@@ -184,10 +184,40 @@ def m003_inspector(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     conn.execute("CREATE INDEX facts_live_scope ON facts (deleted, scope)")
 
 
+def m004_fact_validity(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Facts know when they were true (`valid_from`, `valid_to`) and what they replaced
+    (`supersedes`). Existing data carries over: a tombstone's validity ends when it was
+    deleted, and a fact an update put in place links back to the tombstone it replaced."""
+    conn.execute(
+        "ALTER TABLE facts ADD COLUMN valid_from timestamptz, "
+        "ADD COLUMN valid_to timestamptz, ADD COLUMN supersedes text"
+    )
+    # what a search at a moment leaves out: the facts replaced, and those not yet true
+    conn.execute("CREATE INDEX facts_valid_to ON facts (valid_to) WHERE valid_to IS NOT NULL")
+    conn.execute("CREATE INDEX facts_valid_from ON facts ((coalesce(valid_from, created_at)))")
+    conn.execute("UPDATE facts SET valid_to = updated_at WHERE deleted")
+    conn.execute(
+        "UPDATE facts f SET supersedes = (SELECT old.id FROM facts old "
+        "WHERE old.replaced_by = f.id ORDER BY old.updated_at, old.seq LIMIT 1) "
+        "WHERE EXISTS (SELECT 1 FROM facts old WHERE old.replaced_by = f.id)"
+    )
+
+
+def m005_session_tenants(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Every session belongs to a tenant ('' without tenancy) and a key is unique within
+    its tenant, so two credentials using one key get two sessions."""
+    conn.execute("ALTER TABLE sessions ADD COLUMN tenant text NOT NULL DEFAULT ''")
+    conn.execute("ALTER TABLE sessions DROP CONSTRAINT sessions_key_key")
+    conn.execute("ALTER TABLE sessions ADD CONSTRAINT sessions_tenant_key UNIQUE (tenant, key)")
+    conn.execute("CREATE INDEX sessions_tenant ON sessions (tenant, updated_at, seq)")
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m001_initial", m001_initial),
     ("m002_turn_context", m002_turn_context),
     ("m003_inspector", m003_inspector),
+    ("m004_fact_validity", m004_fact_validity),
+    ("m005_session_tenants", m005_session_tenants),
 )
 
 

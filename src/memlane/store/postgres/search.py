@@ -14,7 +14,7 @@ import numpy as np
 
 from memlane.store import analysis, codec
 from memlane.store.base import SearchFilter, Vector
-from memlane.store.filters import conditions
+from memlane.store.filters import conditions, validity_sql
 from memlane.store.postgres.connection import PostgresDb
 from memlane.store.postgres.index import ensure_vector_index, insert_vectors
 from memlane.store.postgres.keywords import (
@@ -46,6 +46,9 @@ def filter_sql(flt: SearchFilter, alias: str) -> tuple[str, dict[str, Any]]:
             clause = f"{alias}.{condition.column} = ANY(%({key})s)"
             params[key] = list(condition.values)
         clauses.append(f"({alias}.kind <> 'fact' OR {clause})" if condition.facts_only else clause)
+    if flt.valid_at is not None:
+        clauses.append(validity_sql(alias, "%(valid_at)s"))
+        params["valid_at"] = flt.valid_at
     return " AND ".join(clauses), params
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -25,6 +26,8 @@ from memlane.store.sqlite.schema import ForeignDatabase, NewerSchema, check, mig
 from memlane.store.write_gate import WriteGate
 
 BUSY_TIMEOUT_MS = 10_000
+PURGE_TRIES = 100
+"""Attempts (0.1 s apart) to truncate the WAL while another process reads."""
 
 
 class SQLiteDb:
@@ -149,6 +152,27 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
         for conn in connections:
             conn.close()
         self._local = threading.local()
+
+    def purge_deleted(self) -> None:
+        """Checkpoint the WAL into the file and truncate it (see `Store.purge_deleted`);
+        a reader in another process can hold it back for a while, not forever."""
+        conn = self._conn()
+        for _ in range(PURGE_TRIES):
+            if not self._write_lock.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
+                raise StoreError(f"the database {self.path} stayed locked by a writer; retry")
+            try:
+                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(explain(self.path, exc)) from None
+            finally:
+                self._write_lock.release()
+            if not busy:
+                return
+            time.sleep(0.1)
+        raise StoreError(
+            f"{self.path}-wal could not be emptied: another process keeps reading the database; "
+            "stop it (memlane serve?) and purge again"
+        )
 
     @contextmanager
     def _writing(self) -> Iterator[SQLiteDb]:

@@ -260,6 +260,70 @@ def m006_inspector(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX facts_created ON facts(created_at)")  # newest first, any scope
 
 
+def m007_fact_validity(conn: sqlite3.Connection) -> None:
+    """Facts know when they were true (`valid_from`, `valid_to`) and what they replaced
+    (`supersedes`). Existing data carries over: a tombstone's validity ends when it was
+    deleted, and a fact an update put in place links back to the tombstone it replaced."""
+    for statement in [
+        "ALTER TABLE facts ADD COLUMN valid_from TEXT",
+        "ALTER TABLE facts ADD COLUMN valid_to TEXT",
+        "ALTER TABLE facts ADD COLUMN supersedes TEXT",
+        # what a search at a moment leaves out: the facts replaced, and those not yet true
+        "CREATE INDEX facts_valid_to ON facts (valid_to) WHERE valid_to IS NOT NULL",
+        "CREATE INDEX facts_valid_from ON facts (coalesce(valid_from, created_at))",
+        "UPDATE facts SET valid_to = updated_at WHERE deleted = 1",
+        """UPDATE facts SET supersedes = (
+            SELECT old.id FROM facts old WHERE old.replaced_by = facts.id
+            ORDER BY old.updated_at, old.rowid LIMIT 1
+        ) WHERE EXISTS (SELECT 1 FROM facts old WHERE old.replaced_by = facts.id)""",
+    ]:
+        conn.execute(statement)
+
+
+_SESSION_COLUMNS = (
+    "id, key, namespace, title, parent_id, fork_position, summary, summarized_count, metadata, "
+    "prompt_tokens, completion_tokens, cost_usd, message_count, created_at, updated_at"
+)
+
+
+def m008_session_tenants(conn: sqlite3.Connection) -> None:
+    """Every session belongs to a tenant ('' without tenancy) and a key is unique within
+    its tenant, so two credentials using one key get two sessions.
+
+    SQLite cannot drop the old `UNIQUE (key)`: the table is rebuilt (foreign keys are
+    off while migrations run, so nothing cascades), keeping rowid order for ties.
+    """
+    for statement in [
+        """CREATE TABLE sessions_new (
+            id TEXT PRIMARY KEY,
+            key TEXT NOT NULL,
+            namespace TEXT NOT NULL,
+            title TEXT,
+            parent_id TEXT,
+            fork_position INTEGER,
+            summary TEXT NOT NULL DEFAULT '',
+            summarized_count INTEGER NOT NULL DEFAULT 0,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            prompt_tokens INTEGER NOT NULL DEFAULT 0,
+            completion_tokens INTEGER NOT NULL DEFAULT 0,
+            cost_usd REAL NOT NULL DEFAULT 0,
+            message_count INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            tenant TEXT NOT NULL DEFAULT '',
+            UNIQUE (tenant, key)
+        )""",
+        f"INSERT INTO sessions_new ({_SESSION_COLUMNS}) "
+        f"SELECT {_SESSION_COLUMNS} FROM sessions ORDER BY rowid",
+        "DROP TABLE sessions",
+        "ALTER TABLE sessions_new RENAME TO sessions",
+        "CREATE INDEX sessions_updated ON sessions(updated_at)",
+        "CREATE INDEX sessions_namespace ON sessions(namespace, updated_at)",
+        "CREATE INDEX sessions_tenant ON sessions(tenant, updated_at)",
+    ]:
+        conn.execute(statement)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_fts_filter_tags,
@@ -267,6 +331,8 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m004_doc_changes,
     m005_turn_context,
     m006_inspector,
+    m007_fact_validity,
+    m008_session_tenants,
 ]
 
 
@@ -293,7 +359,19 @@ def check(conn: sqlite3.Connection) -> set[str]:
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:
-    """Apply every missing migration in one IMMEDIATE transaction; return the names applied."""
+    """Apply every missing migration in one IMMEDIATE transaction; return the names applied.
+
+    Foreign keys are off while migrations run (a table rebuilt by a migration must not
+    cascade its drop into the rows that reference it) and checked before the commit.
+    """
+    conn.execute("PRAGMA foreign_keys = OFF")  # a no-op inside a transaction: set it before
+    try:
+        return _migrate(conn)
+    finally:
+        conn.execute("PRAGMA foreign_keys = ON")
+
+
+def _migrate(conn: sqlite3.Connection) -> list[str]:
     conn.execute("BEGIN IMMEDIATE")
     try:
         applied = check(conn)
@@ -311,6 +389,9 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
                 (migration.__name__, ts_to_text(now())),
             )
             done.append(migration.__name__)
+        broken = conn.execute("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            raise sqlite3.IntegrityError(f"migration left rows without their parent: {broken[:3]}")
         conn.execute("COMMIT")
         return done
     except BaseException:

@@ -15,8 +15,8 @@ from typing import Any
 
 from memlane.store import analysis
 from memlane.store.base import SearchFilter, Vector
-from memlane.store.codec import as_vector, vector_from_bytes, vector_to_bytes
-from memlane.store.filters import conditions
+from memlane.store.codec import as_vector, ts_to_text, vector_from_bytes, vector_to_bytes
+from memlane.store.filters import conditions, validity_sql
 from memlane.store.rows import hit_from_row
 from memlane.store.sql import SqlStore, marks
 from memlane.store.sqlite.connection import SQLiteDb
@@ -36,6 +36,9 @@ def filter_sql(flt: SearchFilter) -> tuple[str, list[Any]]:
         clause = f"+d.{condition.column} IN ({marks(condition.values) or 'NULL'})"
         where.append(f"(+d.kind != 'fact' OR {clause})" if condition.facts_only else clause)
         params.extend(condition.values)
+    if flt.valid_at is not None:
+        where.append(validity_sql("d", "?"))
+        params.extend([ts_to_text(flt.valid_at)] * 2)
     return " AND ".join(where), params
 
 

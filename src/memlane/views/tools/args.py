@@ -25,6 +25,7 @@ COMMON_ALIASES: Mapping[str, tuple[str, ...]] = {
     "text": ("content", "memory", "fact", "value", "note", "todo", "body"),
     "around": ("position", "at", "message", "center"),
     "scope": ("in", "where"),
+    "as_of": ("date", "when", "asof", "as_of_date", "at_date"),
 }
 """Names models commonly use, by the argument they mean (first one present wins)."""
 
@@ -114,6 +115,8 @@ def _kind(prop: Mapping[str, Any]) -> str:
         kinds = [_kind(p) for p in prop["anyOf"] if p.get("type") != "null"]
         return " or ".join(kinds) or "any"
     kind = str(prop.get("type", "any"))
+    if prop.get("format") == "date-time":
+        return "date YYYY-MM-DD or ISO time"
     if kind == "array":
         return f"list of {_kind(prop.get('items', {}))}s"
     low, high = prop.get("minimum"), prop.get("maximum")

@@ -4,21 +4,22 @@ Every memory and session tool (the MCP server's, the proxy's own) receives a
 `Binding` and asks it, never the caller, what it may see. A binding holds one
 namespace; memories of another namespace, and sessions of another namespace,
 are invisible unless the server was started with `--all-namespaces` *and* the
-call names them. Access rules live only here, so a later owner check (tenants:
-credential-bound sessions) is one more field and one more clause per method.
+call names them. A binding also holds one tenant (`engine.tenancy`): scopes it
+names are that tenant's (`t:<tenant>:ns:…`), and nothing of another tenant is
+visible, whatever the namespace settings. Access rules live only here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 from memlane.engine import threads
+from memlane.engine.memory import scopes as scoping
 from memlane.engine.memory.scopes import (
     CONVERSATION_PREFIX,
     GLOBAL,
     NAMESPACE_PREFIX,
-    conversation_scope,
-    namespace_scope,
 )
 from memlane.store import SessionStore
 from memlane.types import Fact, Session
@@ -45,6 +46,14 @@ class Binding:
     """The server was started with `--all-namespaces`: a call may name another namespace."""
     via: str = "mcp"
     """The face the calls come through: the provenance of memories they add."""
+    tenant: str = ""
+    """Whose data the calls may reach ("" without credential tenancy)."""
+
+    def _conversation(self, session_id: str) -> str:
+        return scoping.conversation_scope(session_id, self.tenant)
+
+    def _namespace(self, namespace: str) -> str:
+        return scoping.namespace_scope(namespace, self.tenant)
 
     # --- memory scopes ---------------------------------------------------------------
     def default_scopes(self) -> tuple[str, ...]:
@@ -52,48 +61,56 @@ class Binding:
         conversation, and global memory."""
         scopes: list[str] = []
         if self.session_id is not None:
-            scopes.append(conversation_scope(self.session_id))
+            scopes.append(self._conversation(self.session_id))
         if self.namespace is not None:
-            scopes.append(namespace_scope(self.namespace))
-        scopes.append(GLOBAL)
+            scopes.append(self._namespace(self.namespace))
+        scopes.append(scoping.global_scope(self.tenant))
         return tuple(scopes)
 
     def write_scope(self, requested: str | None) -> str:
         """Where a new memory goes: the named scope, else this namespace (else global)."""
         if requested is None or requested.strip().lower() in EVERY_WORDS:
-            return namespace_scope(self.namespace) if self.namespace is not None else GLOBAL
+            if self.namespace is not None:
+                return self._namespace(self.namespace)
+            return scoping.global_scope(self.tenant)
         return self.scope(requested)
 
     def scope(self, requested: str) -> str:
         """A scope as a model may write it (`global`, `namespace`, `session`, `ns:<name>`,
         `conv:<session id>`), checked against this binding."""
         text = requested.strip()
+        owner = scoping.tenant_of(text)
+        if owner:  # a stored scope as listed: only this binding's tenant's
+            if owner != self.tenant:
+                raise ToolRefusal(f"scope {requested!r} is not one this connection may see")
+            text = scoping.unqualified(text)
         word = text.lower()
         if word == GLOBAL:
-            return GLOBAL
+            return scoping.global_scope(self.tenant)
         if word in NAMESPACE_WORDS:
             if self.namespace is None:
                 raise ToolRefusal(
                     "this connection is bound to no namespace: use scope 'global', or connect "
                     "with a namespace (memlane mcp --namespace NAME, or the X-Memlane-Repo header)"
                 )
-            return namespace_scope(self.namespace)
+            return self._namespace(self.namespace)
         if word in SESSION_WORDS:
             if self.session_id is None:
                 raise ToolRefusal(
                     "no session is known for this connection: name one as 'conv:<session id>', "
                     "or connect with a session (memlane mcp --session KEY, or X-Memlane-Session)"
                 )
-            return conversation_scope(self.session_id)
+            return self._conversation(self.session_id)
         if text.startswith(NAMESPACE_PREFIX) and text[len(NAMESPACE_PREFIX) :].strip():
             if self.namespace_allowed(text[len(NAMESPACE_PREFIX) :]):
-                return text
+                return scoping.qualified(text, self.tenant)
             raise ToolRefusal(
                 f"scope {text!r} belongs to another namespace; this connection sees "
                 f"{self.describe()} (a server started with --all-namespaces may name others)"
             )
         if text.startswith(CONVERSATION_PREFIX) and text[len(CONVERSATION_PREFIX) :].strip():
-            return text  # checked against the session's namespace by the caller (needs the store)
+            # checked against the session's namespace by the caller (needs the store)
+            return scoping.qualified(text, self.tenant)
         raise ToolRefusal(
             f"unknown scope {requested!r}: use 'global', 'namespace', 'session', "
             "'ns:<namespace>' or 'conv:<session id>'"
@@ -108,12 +125,15 @@ class Binding:
         return self.scope_visible(fact.scope, conversation_namespace)
 
     def scope_visible(self, scope: str, conversation_namespace: str | None) -> bool:
+        if scoping.tenant_of(scope) != self.tenant:
+            return False  # another tenant's, whatever its namespace
+        scope = scoping.unqualified(scope)
         if scope == GLOBAL:
             return True
         if scope.startswith(NAMESPACE_PREFIX):
             return self.namespace_allowed(scope[len(NAMESPACE_PREFIX) :])
         if scope.startswith(CONVERSATION_PREFIX):
-            if scope == conversation_scope(self.session_id or ""):
+            if scope == scoping.conversation_scope(self.session_id or ""):
                 return True
             return conversation_namespace is not None and self.namespace_allowed(
                 conversation_namespace
@@ -122,6 +142,8 @@ class Binding:
 
     # --- sessions ------------------------------------------------------------------------
     def session_visible(self, session: Session) -> bool:
+        if session.tenant != self.tenant:
+            return False
         return session.id == self.session_id or self.namespace_allowed(session.namespace)
 
     def lookup_namespace(self) -> str | None:
@@ -140,7 +162,9 @@ async def with_session(store: SessionStore, binding: Binding) -> Binding:
     (where the proxy keeps the session's memories)."""
     if binding.session_key is None or binding.session_id is not None:
         return binding
-    session = await threads.to_thread(store.find_session, binding.session_key)
+    session = await threads.to_thread(
+        partial(store.find_session, binding.session_key, tenant=binding.tenant)
+    )
     if session is None:
         return binding
     namespace = binding.namespace if binding.namespace is not None else session.namespace

@@ -51,8 +51,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Search memory",
         "Search long-term memory (facts about the user, the project and past decisions, "
         "remembered across sessions). Use it before answering anything that may depend on "
-        "what was said or decided earlier. Returns ids and one-line snippets; open the ones "
-        "you need with memory_get.",
+        "what was said or decided earlier. Returns ids and one-line snippets with when each "
+        "was true; open the ones you need with memory_get. `as_of` asks what was true at a "
+        "date.",
         m.MemorySearchArgs,
         m.memory_search,
         '{"query": "deploy steps", "limit": 5}',
@@ -67,11 +68,22 @@ TOOLS: tuple[ToolSpec, ...] = (
         '{"ids": ["3f2a9c1e0b4d"]}',
     ),
     ToolSpec(
+        "memory_history",
+        "A memory's history",
+        "See how a memory changed over time: every version, when each was true and the "
+        "message that caused it. Use it when the user asks what something used to be, since "
+        "when it holds, or what replaced it.",
+        m.MemoryHistoryArgs,
+        m.memory_history,
+        '{"id": "3f2a9c1e0b4d"}',
+    ),
+    ToolSpec(
         "memory_add",
         "Remember a fact",
         "Remember a durable fact (a preference, a decision, a name, how something works) for "
         "future sessions. It is compared with what is already known: a repeat is kept once, a "
-        "correction replaces the old fact. Do not store secrets or passing details.",
+        "change replaces the old fact (kept as what was true before). Do not store secrets or "
+        "passing details.",
         m.MemoryAddArgs,
         m.memory_add,
         '{"text": "The user deploys with make release"}',

@@ -1,4 +1,5 @@
-"""The memory tools: search, get, add (through reconciliation), update, delete.
+"""The memory tools: search (now, or as of a date), get, history, add (through
+reconciliation), update, delete.
 
 Outputs are small on purpose (progressive disclosure): a search answers ids and
 one-line snippets; `memory_get` opens the few a model needs. Every fact shown or
@@ -8,12 +9,16 @@ reported as absent, so a call never learns what another namespace holds.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from pydantic import BaseModel, Field, field_validator
 
 from memlane.engine import threads
 from memlane.engine.memory import manage
 from memlane.engine.memory.ingest import Provenance
-from memlane.engine.memory.scopes import CONVERSATION_PREFIX
+from memlane.engine.memory.recall import asks_about_change
+from memlane.engine.memory.scopes import CONVERSATION_PREFIX, unqualified
+from memlane.engine.memory.versions import interval
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.types import Fact
@@ -36,6 +41,21 @@ class MemorySearchArgs(BaseModel):
     limit: int | None = Field(
         default=None, ge=1, le=MAX_LIMIT, description=f"How many (default {DEFAULT_LIMIT})."
     )
+    as_of: datetime | None = Field(
+        default=None,
+        description="A date (YYYY-MM-DD) or time: what was true then. Default: what is true "
+        "now (a question about change, e.g. 'before' or 'used to', also finds what was "
+        "replaced).",
+    )
+
+    @field_validator("as_of")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        return value if value is None or value.tzinfo else value.replace(tzinfo=UTC)
+
+
+class MemoryHistoryArgs(BaseModel):
+    id: str = Field(min_length=1, description="The memory's id (from memory_search).")
 
 
 class MemoryGetArgs(BaseModel):
@@ -73,9 +93,10 @@ class MemoryDeleteArgs(BaseModel):
 
 async def conversation_namespace(rt: Runtime, scope: str) -> str | None:
     """The namespace of the session a `conv:<id>` scope belongs to (None otherwise)."""
-    if not scope.startswith(CONVERSATION_PREFIX):
+    inner = unqualified(scope)
+    if not inner.startswith(CONVERSATION_PREFIX):
         return None
-    session = await threads.to_thread(rt.store.get_session, scope[len(CONVERSATION_PREFIX) :])
+    session = await threads.to_thread(rt.store.get_session, inner[len(CONVERSATION_PREFIX) :])
     return session.namespace if session is not None else None
 
 
@@ -83,7 +104,7 @@ async def checked_scope(rt: Runtime, binding: Binding, requested: str) -> str:
     scope = binding.scope(requested)
     if not binding.scope_visible(scope, await conversation_namespace(rt, scope)):
         raise ToolRefusal(
-            f"no session {scope[len(CONVERSATION_PREFIX) :]!r} in {binding.describe()}"
+            f"no session {unqualified(scope)[len(CONVERSATION_PREFIX) :]!r} in {binding.describe()}"
         )
     return scope
 
@@ -106,20 +127,59 @@ async def memory_search(rt: Runtime, binding: Binding, args: MemorySearchArgs) -
     if args.scope is not None:
         scopes = (await checked_scope(rt, binding, args.scope),)
     await rt.memory_book.ready()
-    hits = await search(rt, args.query, scopes=scopes, top_k=args.limit or DEFAULT_LIMIT)
-    where = ", ".join(scopes)
+    change = args.as_of is None and asks_about_change(args.query)
+    hits = await search(
+        rt,
+        args.query,
+        scopes=scopes,
+        top_k=args.limit or DEFAULT_LIMIT,
+        as_of=args.as_of,
+        superseded=change,
+    )
+    where = ", ".join(scopes) + (f" as of {day(args.as_of)}" if args.as_of else "")
     if not hits:
         return f"No memories match {args.query!r} in {where}."
     facts = await threads.to_thread(lambda: {h.ref: rt.store.get_fact(h.ref) for h in hits})
+    replaced = " (replaced versions too, with when each was true)" if change else ""
     lines = [
-        f"{len(hits)} memories for {args.query!r} in {where} "
+        f"{len(hits)} memories for {args.query!r} in {where}{replaced} "
         "(open the full text with memory_get and these ids):"
     ]
     for hit in hits:
         fact = facts.get(hit.ref)
         role = fact.role if fact is not None else hit.kind
-        when = day(fact.updated_at) if fact is not None else day(hit.created_at)
+        when = validity(fact) if fact is not None else day(hit.created_at)
         lines.append(f"- {short_id(hit.ref)} [{hit.scope}, {role}, {when}] {one_line(hit.text)}")
+    return "\n".join(lines)
+
+
+def validity(fact: Fact) -> str:
+    """When a fact was true (`since 2026-03-10`, `2026-01-15 → 2026-03-10, replaced`); a
+    remembered turn: the day it was said."""
+    if fact.role != "memory":
+        return day(fact.since)
+    if fact.valid_to is None:
+        return interval(fact)
+    return f"{interval(fact)}, {'replaced' if fact.replaced_by else 'ended'}"
+
+
+async def memory_history(rt: Runtime, binding: Binding, args: MemoryHistoryArgs) -> str:
+    """Every version of a memory this binding may see, oldest first, with its interval."""
+    fact = await visible_fact(rt, binding, args.id)
+    versions = await manage.memory_versions(rt, fact.id)
+    shown = [
+        v
+        for v in versions
+        if binding.fact_visible(v.fact, await conversation_namespace(rt, v.fact.scope))
+    ]
+    lines = [f"{len(shown)} version(s) of memory {short_id(fact.id)}, oldest first:"]
+    for version in shown:
+        f, cause = version.fact, version.cause
+        state = "deleted" if f.deleted else "current" if version.current else "replaced"
+        said = ""
+        if cause is not None:
+            said = f"; said {day(cause.created_at)}: {one_line(cause.message.text, 100)}"
+        lines.append(f"- {short_id(f.id)} [{interval(f)}, {state}] {one_line(f.text)}{said}")
     return "\n".join(lines)
 
 
@@ -143,16 +203,21 @@ def describe_fact(fact: Fact) -> str:
     lines.append(f"from: {fact.conversation_id}")
     if fact.source_session:
         lines.append(f"source session: {fact.source_session}")
+    lines.append(f"true: {interval(fact)}")
+    if fact.supersedes:
+        lines.append(f"replaces: {fact.supersedes} (see memory_history)")
     if fact.deleted:
         replaced = f", replaced by {fact.replaced_by}" if fact.replaced_by else ""
         lines.append(f"deleted: yes{replaced}")
+    elif fact.replaced_by:
+        lines.append(f"replaced by: {fact.replaced_by} (see memory_history)")
     lines.append(f"text: {fact.text}")
     return "\n".join(lines)
 
 
 async def memory_add(rt: Runtime, binding: Binding, args: MemoryAddArgs) -> str:
     scope = binding.write_scope(args.scope)
-    if scope.startswith(CONVERSATION_PREFIX):
+    if unqualified(scope).startswith(CONVERSATION_PREFIX):
         scope = await checked_scope(rt, binding, scope)
     source = Provenance(binding.via, binding.session_id)
     try:
@@ -199,7 +264,5 @@ async def scope_listing(rt: Runtime, binding: Binding, requested: str) -> str:
     shown = facts[-LISTED:]
     more = f" (the newest {len(shown)} of {len(facts)})" if len(facts) > len(shown) else ""
     lines = [f"Memories in {scope}{more}, oldest first:"]
-    lines += [
-        f"- {short_id(f.id)} [{f.role}, {day(f.updated_at)}] {one_line(f.text)}" for f in shown
-    ]
+    lines += [f"- {short_id(f.id)} [{f.role}, {validity(f)}] {one_line(f.text)}" for f in shown]
     return "\n".join(lines)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 from datetime import datetime
+from functools import partial
 
 from pydantic import BaseModel, Field
 
@@ -80,6 +81,7 @@ async def resolve(rt: Runtime, binding: Binding, ref: str) -> Session:
             find_session,
             rt.store,
             ref,
+            tenant=binding.tenant,
             namespace=binding.namespace,
             within=binding.lookup_namespace(),
         )
@@ -134,7 +136,7 @@ async def sessions_search(rt: Runtime, binding: Binding, args: SessionsSearchArg
     wanted = set(terms(args.query))
 
     def ranked() -> list[str]:
-        sessions = rt.store.list_sessions(namespace=namespace)
+        sessions = rt.store.list_sessions(namespace=namespace, tenant=binding.tenant)
         scored = [(s, _score(s, wanted)) for s in sessions]
         best = sorted(
             (pair for pair in scored if pair[1] > 0),
@@ -224,8 +226,12 @@ async def _own_session(rt: Runtime, binding: Binding, *, create: bool) -> Sessio
         )
     key = binding.session_key
     if create:
-        return await threads.to_thread(rt.store.ensure_session, key, namespace=binding.namespace)
-    return await threads.to_thread(rt.store.find_session, key)
+        return await threads.to_thread(
+            partial(
+                rt.store.ensure_session, key, namespace=binding.namespace, tenant=binding.tenant
+            )
+        )
+    return await threads.to_thread(partial(rt.store.find_session, key, tenant=binding.tenant))
 
 
 async def todo_get(rt: Runtime, binding: Binding, args: NoArgs) -> str:

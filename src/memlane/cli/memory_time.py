@@ -1,0 +1,86 @@
+"""`memlane memory supersede` and `memlane memory history`: facts over time.
+
+A memory that stops being true is closed, not rewritten: `supersede` closes it
+at a date and adds the new version from then (both kept, linked both ways);
+`history` prints the chain of versions, each with the interval it was true and
+the message that caused it. `memory search --as-of DATE` asks what was true then.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from memlane.cli.context import console, moment, opened_runtime, print_json, short_ids
+from memlane.cli.memory import IdArg, JsonOpt, _run, app
+from memlane.engine.memory import manage
+from memlane.engine.memory.versions import Version, interval
+from memlane.views.memories import memory_json
+
+__all__ = ["app", "history", "supersede"]
+
+
+@app.command("supersede")
+def supersede(
+    ctx: typer.Context,
+    memory_id: IdArg,
+    text: Annotated[str, typer.Argument(help="The new version, as one standalone sentence.")],
+    at: Annotated[
+        str | None,
+        typer.Option("--at", help="When it changed (default: now).", metavar="DATE"),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Close memory ID at --at and add TEXT as its next version, true from then."""
+    when = moment(at, "--at")
+    with opened_runtime(ctx) as rt:
+        closed, new = _run(rt, manage.supersede_memory(rt, memory_id, text, at=when))
+    if as_json:
+        print_json({"closed": memory_json(closed), "new": memory_json(new)})
+    else:
+        console.print(
+            f"{closed.id} closed ({interval(closed)}), replaced by {new.id}", highlight=False
+        )
+
+
+def version_json(version: Version) -> dict[str, Any]:
+    cause = version.cause
+    return memory_json(version.fact) | {
+        "current": version.current,
+        "cause": None
+        if cause is None
+        else {
+            "session_id": cause.session_id,
+            "message_id": cause.id,
+            "at": cause.created_at.isoformat(),
+            "text": cause.message.text,
+        },
+    }
+
+
+@app.command("history")
+def history(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> None:
+    """Every version of memory ID, oldest first: when each was true and what caused it."""
+    with opened_runtime(ctx) as rt:
+        versions = _run(rt, manage.memory_versions(rt, memory_id))
+    if as_json:
+        print_json([version_json(v) for v in versions])
+        return
+    table = Table(show_lines=False)
+    table.add_column("id", no_wrap=True)
+    table.add_column("true", no_wrap=True)
+    table.add_column("text", overflow="fold", ratio=1, min_width=24)
+    table.add_column("from message", overflow="fold", ratio=1)
+    shorts = short_ids([v.fact.id for v in versions])
+    for version in versions:
+        fact, cause = version.fact, version.cause
+        state = " (deleted)" if fact.deleted else "" if version.current else " (replaced)"
+        source = ""
+        if cause is not None:
+            source = f"{cause.created_at:%Y-%m-%d %H:%M}: {cause.message.text}"
+        elif fact.source_session:
+            source = f"session {fact.source_session}"
+        table.add_row(shorts[fact.id], interval(fact) + state, fact.text, source)
+    console.print(table)

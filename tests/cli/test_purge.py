@@ -1,0 +1,157 @@
+"""`--purge`: a deleted session or memory leaves no copy anywhere under the home.
+
+The session is made through the real proxy (memory on, a fact extracted by the
+scripted upstream, a pinned text, git commits), its objects packed, and the proxy
+keeps the database open (so its WAL stays) while `memlane sessions delete --purge`
+runs. Then every file under `$MEMLANE_HOME` is searched as bytes, and every git
+object, loose or packed, reachable or not, is searched decompressed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from typer.testing import CliRunner
+
+from memlane.cli.app import app
+from memlane.engine.memory.extract import FACT_PROMPT
+from memlane.engine.memory.reconcile import RECONCILE_PROMPT
+from memlane.engine.memory.summary import SUMMARY_PROMPT
+from tests.support.upstream import (
+    ProxyFactory,
+    RecordedRequest,
+    Reply,
+    RunningProxy,
+    ScriptedUpstream,
+)
+
+SECRET = "zebra-quartz-7731"
+KEPT = "otter-basalt-2244"
+
+
+def remember_secrets(request: RecordedRequest) -> Reply | None:
+    system = request.messages[0].get("content") if request.messages else None
+    user = str(request.messages[-1].get("content", "")) if request.messages else ""
+    if system == FACT_PROMPT:
+        word = SECRET if SECRET in user else KEPT if KEPT in user else None
+        return Reply(text=json.dumps([f"The locker code is {word}"] if word else []))
+    if system == RECONCILE_PROMPT:
+        return Reply(text="[]")
+    if system == SUMMARY_PROMPT:
+        return Reply(text="The user keeps a locker code.")
+    return None
+
+
+def found_under(home: Path, needle: str) -> list[str]:
+    """Where `needle` is: any file under `home` as bytes, and every git object decompressed."""
+    hits = [
+        str(path.relative_to(home))
+        for path in home.rglob("*")
+        if path.is_file() and needle.encode() in path.read_bytes()
+    ]
+    repo = home / "memory"
+    if (repo / ".git").exists():
+        objects = subprocess.run(
+            ["git", "cat-file", "--batch-all-objects", "--batch", "--unordered"],
+            cwd=repo,
+            capture_output=True,
+            check=True,
+        ).stdout
+        if needle.encode() in objects:
+            hits.append("git objects")
+    return hits
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+@pytest.fixture
+def home_proxy(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> RunningProxy:
+    proxy = proxy_factory(index_enabled=False, embedding_backend="hashing")
+    monkeypatch.setenv("MEMLANE_HOME", str(proxy.settings.home_path))
+    for name in ("OPENAI_BASE_URL", "MEMLANE_CONFIG", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    upstream.respond_with(remember_secrets)
+    return proxy
+
+
+def talk(proxy: RunningProxy, session: str, text: str) -> None:
+    client = openai.OpenAI(
+        base_url=proxy.url,
+        api_key="sk-x",
+        max_retries=0,
+        default_headers={"X-Memlane-Session": session, "X-Memlane-Repo": "lockers"},
+    )
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}])
+
+
+def test_a_purged_session_is_found_nowhere_under_the_home(
+    home_proxy: RunningProxy, upstream: ScriptedUpstream
+) -> None:
+    proxy, home = home_proxy, home_proxy.settings.home_path
+    upstream.script(Reply(text="Noted."), Reply(text="Noted too."))
+    talk(proxy, "doomed", f"remember that my locker code is {SECRET}")
+    talk(proxy, "kept", f"and the other locker code is {KEPT}")
+    proxy.drain()
+    pinned = httpx.put(
+        f"{proxy.url}/memlane/sessions/doomed/pinned",
+        json={"text": f"never share {SECRET}"},
+        headers=proxy.admin,
+    )
+    assert pinned.status_code == 200
+    proxy.call(proxy.runtime.memory_book.flush)  # the facts and turns are in git history
+    repo = home / "memory"
+    git(repo, "gc", "--quiet")  # ...and packed
+    assert list((repo / ".git" / "objects" / "pack").glob("*.pack"))
+    assert "git objects" in found_under(home, SECRET)  # what a plain delete leaves behind
+    assert (home / "memlane.db-wal").exists()  # the proxy holds the database open
+
+    doomed = proxy.store.find_session("doomed")
+    result = CliRunner().invoke(
+        app, ["sessions", "delete", doomed.id, "--yes", "--purge", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"deleted": doomed.id, "purged": True}
+
+    assert found_under(home, SECRET) == []
+    # everything else is kept: the other session, its memory, a clean working tree
+    assert found_under(home, KEPT)
+    assert KEPT in git(repo, "log", "-p", "--all")
+    assert git(repo, "status", "--porcelain") == ""
+    assert proxy.store.find_session("kept") is not None
+    # the proxy goes on working on the purged database
+    upstream.script(Reply(text="still here"))
+    talk(proxy, "after", "hello again")
+    assert proxy.store.find_session("after") is not None
+
+
+def test_a_purged_memory_leaves_the_history(
+    home_proxy: RunningProxy, upstream: ScriptedUpstream
+) -> None:
+    home = home_proxy.settings.home_path  # a proxy holds the database open meanwhile
+    added = CliRunner().invoke(app, ["memory", "add", f"the gate code is {SECRET}", "--json"])
+    assert added.exit_code == 0, added.output
+    memory_id = json.loads(added.stdout)["id"]
+    CliRunner().invoke(app, ["memory", "add", f"the shed code is {KEPT}"])
+    forgot = CliRunner().invoke(app, ["memory", "forget", memory_id])  # soft: history keeps it
+    assert forgot.exit_code == 0, forgot.output
+    assert "git objects" in found_under(home, SECRET)
+
+    purged = CliRunner().invoke(app, ["memory", "forget", memory_id, "--purge", "--json"])
+    assert purged.exit_code == 0, purged.output
+    assert json.loads(purged.stdout)["purged"] is True
+    assert found_under(home, SECRET) == []
+    repo = home / "memory"
+    assert KEPT in git(repo, "log", "-p", "--all")
+    assert "memory: purged" in git(repo, "log", "--format=%s")
+    shown = CliRunner().invoke(app, ["memory", "show", memory_id])
+    assert shown.exit_code != 0  # the entry itself is gone, not a tombstone
