@@ -281,3 +281,46 @@ def test_without_the_opt_in_nothing_is_added_and_a_bad_group_is_refused(
     assert "memory, sessions, all or off" in body["error"]["message"]
     assert proxy.store.find_session("bad") is None
     assert len(anthropic_upstream.message_requests) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_tool_call_searches_only_the_callers_tenant(
+    anthropic_proxy: AnthropicProxy, anthropic_upstream: ScriptedAnthropic, stream: bool
+) -> None:
+    from memlane.engine.memory.scopes import namespace_scope
+    from memlane.engine.tenancy import tenant_of
+
+    proxy = anthropic_proxy(**(TOOLS_ON | {"tenancy": "credential"}))
+    owner_key, other_key = "sk-ant-owner-0123456789abcdef", "sk-ant-other-0123456789abcdef"
+    scope = namespace_scope("shop", tenant_of(proxy.runtime.tenant_salt, owner_key))
+    proxy.call(lambda: manage.add_memory(proxy.runtime, FACT, scope=scope))
+    for key, sees in ((other_key, False), (owner_key, True)):
+        anthropic_upstream.script(Turn(tool_calls=[SEARCH]), Turn(text=FINAL))
+        sdk = anthropic_sdk(
+            proxy, api_key=key, **{"X-Memlane-Repo": "shop", "X-Memlane-Tools": "memory"}
+        )
+        assert ask(sdk, stream=stream).content[0].text == FINAL
+        (result,) = anthropic_upstream.message_requests[-1].json["messages"][-1]["content"]
+        assert result["type"] == "tool_result"
+        assert (FACT in result["content"]) is sees, result["content"]
+        sent = anthropic_upstream.message_requests[-1].headers
+        assert key in (sent.get("x-api-key"), sent.get("authorization", "").removeprefix("Bearer "))
+
+
+def test_every_round_counts_its_cache_tokens(
+    anthropic_proxy: AnthropicProxy, anthropic_upstream: ScriptedAnthropic
+) -> None:
+    proxy = tools_proxy(anthropic_proxy)
+    anthropic_upstream.script(
+        Turn(tool_calls=[SEARCH], cache_read=100, cache_creation=20),
+        Turn(text=FINAL, cache_read=300),
+    )
+    ask(claude(proxy, "cached"), stream=True)
+
+    proxy.drain()
+    session = proxy.store.find_session("cached")
+    (event,) = proxy.store.list_events(session.id, kind=ROUND_EVENT)
+    # the round's prompt is what it cost: input, cache read and cache written together
+    assert event.payload["usage"] == {"prompt_tokens": 11 + 100 + 20, "completion_tokens": 7}
+    assert session.prompt_tokens == (11 + 100 + 20) + (11 + 300)
+    assert session.completion_tokens == 14

@@ -469,7 +469,7 @@ class _Round:
             if self.kind is None:
                 try:
                     self.kind = self.wire.first_output(json.loads(data))
-                except ValueError:
+                except (ValueError, RecursionError):  # unreadable: it tells nothing
                     continue
 
 

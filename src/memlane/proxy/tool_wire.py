@@ -17,11 +17,10 @@ A new wire format adds one class here and registers it in `TOOL_WIRES`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
-from memlane.proxy.wire.base import dumps
+from memlane.proxy.wire.base import dumps, loads
 
 Output = Literal["text", "tool"]
 Event = tuple[str | None, str]
@@ -63,10 +62,20 @@ def with_tools(wire: ToolWire, body: Mapping[str, Any], tools: Sequence[Any]) ->
 
 
 def _loads(data: str) -> Any:
+    """An event's data, or None when it is not JSON memlane can read (relayed as it is)."""
     try:
-        return json.loads(data)
-    except ValueError:
+        return loads(data)  # a lone surrogate becomes U+FFFD: a rewritten event encodes
+    except (ValueError, RecursionError):
         return None
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _index(value: Any) -> int | None:
+    """A position field, when it is one (an upstream's odd value is left alone)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class ChatTools:
@@ -82,7 +91,7 @@ class ChatTools:
         return name if isinstance(name, str) else None
 
     def first_output(self, data: Any) -> Output | None:
-        for choice in data.get("choices") or [] if isinstance(data, dict) else []:
+        for choice in _list(data.get("choices")) if isinstance(data, dict) else []:
             delta = choice.get("delta") if isinstance(choice, dict) else None
             if not isinstance(delta, dict):
                 continue
@@ -94,9 +103,12 @@ class ChatTools:
 
     def strip_json(self, data: Any, names: frozenset[str]) -> Any:
         choices = []
-        for choice in data.get("choices") or []:
-            message = dict(choice.get("message") or {})
-            calls = [c for c in message.get("tool_calls") or [] if _call_name(c) not in names]
+        for choice in _list(data.get("choices")):
+            if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+                choices.append(choice)
+                continue
+            message = dict(choice["message"])
+            calls = [c for c in _list(message.get("tool_calls")) if _call_name(c) not in names]
             message["tool_calls"] = calls or None
             if not calls:
                 message.pop("tool_calls")
@@ -123,13 +135,16 @@ class _ChatStripper:
         kept: list[Event] = []
         for name, raw in events:
             data = _loads(raw)
-            if not isinstance(data, dict) or not data.get("choices"):
+            if not isinstance(data, dict) or not _list(data.get("choices")):
                 kept.append((name, raw))
                 continue
             changed = False
             choices = []
             for choice in data["choices"]:
-                delta = choice.get("delta") if isinstance(choice, dict) else None
+                if not isinstance(choice, dict):
+                    choices.append(choice)
+                    continue
+                delta = choice.get("delta")
                 calls = delta.get("tool_calls") if isinstance(delta, dict) else None
                 if self.ours and not self.theirs and choice.get("finish_reason") == "tool_calls":
                     choice = {**choice, "finish_reason": "stop"}
@@ -140,11 +155,13 @@ class _ChatStripper:
                 changed = True
                 for call in calls:
                     if _call_name(call) in self.names:
-                        self.ours.add(int(call.get("index", 0)))
+                        self.ours.add(_call_index(call))
                 rest = [
-                    {**c, "index": _renumber(int(c.get("index", 0)), self.ours)}
+                    {**c, "index": _renumber(_call_index(c), self.ours)}
+                    if isinstance(c, dict)
+                    else c
                     for c in calls
-                    if int(c.get("index", 0)) not in self.ours
+                    if not isinstance(c, dict) or _call_index(c) not in self.ours
                 ]
                 self.theirs = self.theirs or bool(rest)
                 delta = {k: v for k, v in delta.items() if k != "tool_calls"}
@@ -184,7 +201,7 @@ class ResponsesTools:
         return None
 
     def strip_json(self, data: Any, names: frozenset[str]) -> Any:
-        output = [item for item in data.get("output") or [] if _item_name(item) not in names]
+        output = [item for item in _list(data.get("output")) if _item_name(item) not in names]
         return {**data, "output": output}
 
     def stripper(self, names: frozenset[str]) -> Stripper:
@@ -207,11 +224,11 @@ class _ResponsesStripper:
             if not isinstance(data, dict):
                 kept.append((name, raw))
                 continue
-            index = data.get("output_index")
-            if isinstance(index, int) and _item_name(data.get("item")) in self.names:
+            index = _index(data.get("output_index"))
+            if index is not None and _item_name(data.get("item")) in self.names:
                 self.ours.add(index)
             changed = False
-            if isinstance(index, int) and self.ours:
+            if index is not None and self.ours:
                 if index in self.ours:
                     continue
                 if _renumber(index, self.ours) != index:
@@ -229,6 +246,12 @@ class _ResponsesStripper:
 
 def _renumber(index: int, removed: set[int]) -> int:
     return index - sum(1 for r in removed if r < index)
+
+
+def _call_index(call: Any) -> int:
+    """A Chat call delta's index (0 when it has none, as a single call may leave out)."""
+    index = _index(call.get("index", 0)) if isinstance(call, dict) else None
+    return index if index is not None else 0
 
 
 def _call_name(call: Any) -> str | None:
@@ -267,9 +290,7 @@ class MessagesTools:
         return "tool" if kind == "tool_use" else "text"
 
     def strip_json(self, data: Any, names: frozenset[str]) -> Any:
-        content = data.get("content")
-        blocks = content if isinstance(content, list) else []
-        kept = [b for b in blocks if _block_name(b) not in names]
+        kept = [b for b in _list(data.get("content")) if _block_name(b) not in names]
         out = {**data, "content": kept}
         if data.get("stop_reason") == "tool_use" and not any(_is_call(b) for b in kept):
             out["stop_reason"] = "end_turn"  # the client is not asked to run anything
@@ -299,14 +320,14 @@ class _MessagesStripper:
             if not isinstance(data, dict):
                 kept.append((name, raw))
                 continue
-            index = data.get("index")
-            if data.get("type") == "content_block_start" and isinstance(index, int):
+            index = _index(data.get("index"))
+            if data.get("type") == "content_block_start" and index is not None:
                 block = data.get("content_block")
                 if _block_name(block) in self.names:
                     self.ours.add(index)
                 elif _is_call(block):
                     self.theirs = True
-            if isinstance(index, int) and not isinstance(index, bool) and self.ours:
+            if index is not None and self.ours:
                 if index in self.ours:
                     continue
                 moved = _renumber(index, self.ours)
