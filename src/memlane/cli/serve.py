@@ -14,6 +14,10 @@ def serve(
     ctx: typer.Context,
     host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Port to bind (default 8100).")] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Processes serving the port on one store (default 1).", min=1, max=64),
+    ] = None,
     upstream: Annotated[
         str | None, typer.Option("--upstream", help="Upstream OpenAI-compatible base URL.")
     ] = None,
@@ -45,6 +49,7 @@ def serve(
         {
             "host": host,
             "port": port,
+            "workers": workers,
             "upstream_url": upstream,
             "anthropic_upstream_url": anthropic_upstream,
             "harness_root": harness_root,

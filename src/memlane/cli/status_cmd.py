@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import Annotated, Any
 
 import typer
@@ -36,30 +35,24 @@ def from_proxy(settings: Settings) -> dict[str, Any] | None:
         pid, url = int(found["pid"]), str(found["url"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not _alive(pid):
+    from memlane.proxy.status import pid_alive
+
+    if not pid_alive(pid):
         return None
+    supervised = {k: found[k] for k in ("workers", "restarts", "last_restart") if k in found}
     from memlane.files import admin_token
 
     configured = settings.admin_token.get_secret_value() if settings.admin_token else ""
     token = configured.strip() or admin_token.read(settings.home_path) or ""
     headers = {"authorization": f"Bearer {token}"} if token else {}
+    head = {"running": True, "url": url, "pid": pid}
     try:
         response = httpx.get(f"{url}/v1/memlane/status", headers=headers, timeout=5)
     except httpx.HTTPError as exc:
-        return {"running": True, "url": url, "pid": pid, "error": f"not answering: {exc!r}"}
+        return {**head, **supervised, "error": f"not answering: {exc!r}"}
     if response.status_code != 200:
-        return {"running": True, "url": url, "pid": pid, "error": f"HTTP {response.status_code}"}
-    return {"running": True, "url": url, "pid": pid, **response.json()}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        return {**head, **supervised, "error": f"HTTP {response.status_code}"}
+    return {**head, **response.json(), **supervised}  # the pids of the workers, not a count
 
 
 def _from_store(settings: Settings) -> dict[str, Any]:
@@ -86,6 +79,14 @@ def _print(report: dict[str, Any]) -> None:
                 f"last hour {report['requests_last_hour']} requests, "
                 f"{report['errors_last_hour']} errors"
             )
+            workers = report.get("workers")
+            if isinstance(workers, list):
+                pids = ", ".join(str(w["pid"]) for w in workers)
+                restarts = report.get("restarts", 0)
+                line = f"workers   {len(workers)} (pids {pids}), {restarts} restart(s)"
+                if report.get("last_restart"):
+                    line += f"; last: {report['last_restart']}"
+                console.print(line)
             console.print(f"background {report['background_pending']} task(s) pending")
             last = report.get("last_extraction")
             if last:

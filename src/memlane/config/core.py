@@ -42,6 +42,14 @@ class CoreSettings(BaseModel):
     )
     host: str = Field(default="127.0.0.1", description="Address the proxy binds.")
     port: int = Field(default=8100, ge=0, le=65535, description="Port the proxy binds (0: any).")
+    workers: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Processes serving the proxy's port on one store (about one per core for "
+        "heavy traffic); one of them does the once-per-home work, a worker that dies is "
+        "restarted.",
+    )
     upstream_url: str = Field(
         default="http://127.0.0.1:11434/v1",
         description="OpenAI-compatible base URL requests are forwarded to.",

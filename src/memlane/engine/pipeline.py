@@ -140,8 +140,16 @@ def remember_identity(rt: Runtime, turn: Turn) -> None:
 
 
 def store_answer(rt: Runtime, turn: Turn, answer: Answer) -> None:
+    """The answer, its usage and the turn's record (`engine.turnlog`), in one commit."""
     if turn.session is None:
         return
+    counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in answer.messages]
+    with rt.store.transaction():
+        _store_answer(rt, turn, answer, counted)
+
+
+def _store_answer(rt: Runtime, turn: Turn, answer: Answer, counted: list[NewMessage]) -> None:
+    assert turn.session is not None
     store = rt.store
     session_id = turn.session.id
     if answer.failed:
@@ -149,7 +157,6 @@ def store_answer(rt: Runtime, turn: Turn, answer: Answer) -> None:
             store.set_message_status(turn.synced.added[-1].id, "failed")
         turnlog.record_turn(store, rt.settings, turn, answer)
         return
-    counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in answer.messages]
     store.append_messages(session_id, counted)
     if answer.response_id:
         history.remember_response(rt, session_id, answer.response_id)

@@ -53,6 +53,10 @@ class Runtime:
     llm_clients: ClientPool | None = None
     """Open HTTP clients for memlane's own LLM calls, set by a long-running process (the
     proxy) that closes them at its end; None: each call opens its own."""
+    primary: bool = True
+    """Whether this process does the once-per-home work: catching the memory index up
+    with the files at start and watching them. False in every `serve --workers` process
+    but the first; those write under the home's locks like the CLI beside a proxy."""
     _memory_book: MemoryBook | None = field(default=None, init=False, repr=False)
 
     @cached_property

@@ -8,8 +8,9 @@ their keyword, dense and final scores. The inspector's timeline shows one
 pages read the counters per day (`Store.add_daily_counts`), which stay cheap
 to read however many sessions there are.
 
-Recording happens in the same worker-thread hop that stores the answer
-(`pipeline.store_answer`): two small writes, no model or LLM call.
+Recording happens in the same worker-thread hop and the same transaction that
+store the answer (`pipeline.store_answer`): two small writes in its one commit, no
+model or LLM call.
 """
 
 from __future__ import annotations

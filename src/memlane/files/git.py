@@ -3,9 +3,11 @@
 The memory root is a plain git repository, so `git log`, `git diff` and
 `git revert` work on what memlane remembers. Derived files (the content-hash
 snapshot, temporary files) are ignored. Every call runs `git` as an asyncio
-subprocess, serialised by a lock so two updates never race on the index; a
-failure (no git, a broken repository) is logged and the memory keeps working
-without history.
+subprocess, serialised by a lock so two updates never race on the index (with a
+home given, the home's git lock: the workers of one proxy and the CLI commit one
+at a time; a commit may then carry files another process wrote, whose own commit
+finds nothing left to do); a failure (no git, a broken repository) is logged and
+the memory keeps working without history.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 
 from memlane.files.atomic import write_atomic
 from memlane.files.git_purge import PurgeError, PurgeReport, purge_history
+from memlane.files.locks import GIT_LOCK, HomeLock
 from memlane.files.memory_snapshot import SNAPSHOT_FILE
 
 log = logging.getLogger("memlane.memory.git")
@@ -37,15 +40,22 @@ class GitError(Exception):
     pass
 
 
-def commit_now(root: Path, message: str) -> bool:
+def commit_now(root: Path, message: str, *, home: Path | None = None) -> bool:
     """Commit everything under an existing repository at `root` now, synchronously.
 
     For deletions: what was deleted must leave the working tree at once, not wait for
     (or be swept into) the next unrelated commit. False when there is no repository,
-    nothing changed, or git failed (logged).
+    nothing changed, or git failed (logged). With `home`, under the home's git lock.
     """
     if not (root / ".git").exists() or not GitRepo.available():
         return False
+    if home is not None:
+        with HomeLock(home, GIT_LOCK).held():
+            return _commit_now(root, message)
+    return _commit_now(root, message)
+
+
+def _commit_now(root: Path, message: str) -> bool:
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
 
     def git(*args: str) -> subprocess.CompletedProcess[str]:
@@ -83,8 +93,9 @@ class Change:
 class GitRepo:
     """The memory root as a git repository."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, home: Path | None = None) -> None:
         self.root = root
+        self.home_lock = HomeLock(home, GIT_LOCK) if home is not None else None
         self._lock: asyncio.Lock | None = None
         self._ready = False
 
@@ -107,18 +118,27 @@ class GitRepo:
     async def commit(self, message: str) -> bool:
         """Stage everything under the root and commit it; False when nothing changed."""
         async with self._locked():
-            await self.ensure()
-            await self._git("add", "-A", ".")
-            if await self._git_status("diff", "--cached", "--quiet") == 0:
-                return False
-            await self._git(*_IDENTITY, *_QUIET, "commit", "-q", "--no-verify", "-m", message)
-            return True
+            if self.home_lock is None:
+                return await self._commit(message)
+            async with self.home_lock.hold():
+                return await self._commit(message)
+
+    async def _commit(self, message: str) -> bool:
+        await self.ensure()
+        await self._git("add", "-A", ".")
+        if await self._git_status("diff", "--cached", "--quiet") == 0:
+            return False
+        await self._git(*_IDENTITY, *_QUIET, "commit", "-q", "--no-verify", "-m", message)
+        return True
 
     async def purge(self, fact_ids: Sequence[str], texts: Sequence[str]) -> PurgeReport:
         """Rewrite the history without these entries' files and texts (`files.git_purge`)."""
         async with self._locked():
             try:
-                return await asyncio.to_thread(purge_history, self.root, fact_ids, texts)
+                if self.home_lock is None:
+                    return await asyncio.to_thread(purge_history, self.root, fact_ids, texts)
+                async with self.home_lock.hold():  # no other process commits meanwhile
+                    return await asyncio.to_thread(purge_history, self.root, fact_ids, texts)
             except PurgeError as exc:
                 raise GitError(str(exc)) from None
 

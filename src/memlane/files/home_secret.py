@@ -1,19 +1,16 @@
 """Secrets memlane generates once into its home: readable by the user only (mode 0600).
 
 The admin token and the tenancy salt are both made this way: on first use a random
-value is written with `O_EXCL` (two processes starting together agree on the first
-file written), and every later start reads it back.
+value is written whole under a temporary name, then linked into place, so a process
+starting at the same moment (another worker, the CLI) reads a complete secret or none,
+and the first link wins for everyone; every later start reads it back.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-import time
 from pathlib import Path
-
-RACE_READS = 100
-"""Reads (10 ms apart) of a secret another process is writing at the same moment."""
 
 
 def read_secret(path: Path) -> str | None:
@@ -32,15 +29,22 @@ def ensure_secret(path: Path) -> str:
         return existing
     path.parent.mkdir(parents=True, exist_ok=True)
     value = secrets.token_urlsafe(32)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process made it first: theirs is the one
-        for _ in range(RACE_READS):
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(value + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:  # another process linked its secret first: theirs is the one
             theirs = read_secret(path)
-            if theirs is not None:
-                return theirs
-            time.sleep(0.01)
-        raise OSError(f"{path} holds no secret: remove it to have memlane make a new one") from None
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(value + "\n")
+            if theirs is None:
+                raise OSError(
+                    f"{path} holds no secret: remove it to have memlane make a new one"
+                ) from None
+            return theirs
+    finally:
+        tmp.unlink(missing_ok=True)
     return value

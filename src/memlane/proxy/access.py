@@ -8,6 +8,11 @@ headers, this is where to read it). A status of 500 or more, or an upstream erro
 to the client, is a `warning`, at most once per route and status every `WARN_EVERY`
 seconds (a failing upstream must not flood the terminal).
 Streams are measured to their last byte and never buffered.
+
+The line is written, and the request counted, just before the response's last
+message is handed on: a client that has read its whole answer can rely on the line
+being there (a test, `memlane status` right after a request). A response that never
+ends (the app failed, the client left) is logged when the app returns.
 """
 
 from __future__ import annotations
@@ -63,23 +68,33 @@ class AccessLog:
         started = time.perf_counter()
         upstream: list[int] = []
         token = _UPSTREAM.set(upstream)
+        logged = False
+
+        def record() -> None:
+            nonlocal logged
+            logged = True
+            elapsed = (time.perf_counter() - started) * 1000
+            rt = self.runtime_of()
+            if rt is not None:
+                rt.activity.request(status)
+            self._line(scope, status, elapsed, upstream[-1] if upstream else None, context)
 
         async def watched(message: MutableMapping[str, Any]) -> None:
             nonlocal status, context
             if message["type"] == "http.response.start":
                 status = int(message["status"])
                 context = _context(message.get("headers") or ())
+            final = message["type"] == "http.response.body" and not message.get("more_body")
+            if final and not logged:  # before the last byte leaves: the client cannot be first
+                record()
             await send(message)
 
         try:
             await self.app(scope, receive, watched)
         finally:
             _UPSTREAM.reset(token)
-            elapsed = (time.perf_counter() - started) * 1000
-            rt = self.runtime_of()
-            if rt is not None:
-                rt.activity.request(status)
-            self._line(scope, status, elapsed, upstream[-1] if upstream else None, context)
+            if not logged:
+                record()
 
     def _line(
         self, scope: Scope, status: int, ms: float, upstream: int | None, context: str = ""

@@ -27,7 +27,8 @@ from memlane.proxy.access import AccessLog
 from memlane.proxy.errors import ProxyError, install_handlers
 from memlane.proxy.forward import Upstream, relayed_headers
 from memlane.proxy.guard import Guard
-from memlane.proxy.state import ProxyState, proxy_state
+from memlane.proxy.state import ProxyState, WorkerInfo, proxy_state
+from memlane.proxy.status import publish_activity
 from memlane.proxy.turns import read_body, serve_model
 from memlane.proxy.warmup import warm_up
 from memlane.proxy.wire import CHAT, RESPONSES
@@ -63,6 +64,7 @@ def create_app(
     *,
     runtime: Runtime | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    worker: WorkerInfo | None = None,
 ) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -75,18 +77,27 @@ def create_app(
             rt.llm_clients = ClientPool(settings.llm_timeout)
         clients = rt.llm_clients
         await asyncio.to_thread(load_tokenizers, rt)  # load once, never on a request
-        for warning in startup_warnings(settings):
-            log.warning("%s", warning)
+        if rt.primary:  # said once, however many workers serve
+            for warning in startup_warnings(settings):
+                log.warning("%s", warning)
         upstream = Upstream(settings, transport=transport)
         anthropic = Upstream(settings, transport=transport, provider="anthropic")
         configured = settings.admin_token.get_secret_value() if settings.admin_token else None
         token = await asyncio.to_thread(admin_token.ensure, settings.home_path, configured)
         salt = await asyncio.to_thread(_salt, rt) if settings.credential_tenancy else None
         app.state.proxy = ProxyState(
-            settings, rt, upstream, admin_token=token, anthropic=anthropic, tenant_salt=salt
+            settings,
+            rt,
+            upstream,
+            admin_token=token,
+            anthropic=anthropic,
+            tenant_salt=salt,
+            worker=worker,
         )
         await start_memory(rt)  # files -> index catch-up (background), optional watcher
         rt.background.spawn(warm_up(rt), name="warm-up")  # embedder + vector cache
+        if worker is not None:  # what `memlane status` adds up across the workers
+            rt.background.start_service(publish_activity(rt, worker), name="worker-activity")
         try:
             async with mcp_running():
                 yield

@@ -103,6 +103,10 @@ class MCPRoute:
         server = build_server(runtime_of, binding_from_headers(settings, access_of))
         server.streamable_http_app(
             streamable_http_path=PATH,
+            # Several workers serve one port, and a client's next request may reach another
+            # one: no MCP session may live in one worker's memory. The tools need none (each
+            # request carries its headers, which bind the namespace).
+            stateless_http=settings.workers > 1,
             transport_security=transport_security(settings),
             max_request_body_size=settings.max_body_bytes,
         )

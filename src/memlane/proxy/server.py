@@ -1,24 +1,35 @@
 """Start the proxy: check the address and the home, open the store, bind, report, serve.
 
 The socket is bound before anything claims the proxy is listening, so a port in use
-or an address this machine does not have is one line and no "listening" claim.
+or an address this machine does not have is one line and no "listening" claim. With
+`workers` above 1, this process does that once and supervises the workers that serve
+(`proxy.workers`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
 import logging
+import signal
 import socket
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
+
+import uvicorn
 
 from memlane.config import Settings
 from memlane.config.core import is_loopback
+from memlane.engine.runtime import Runtime
 from memlane.files import admin_token
+from memlane.files.locks import CROSS_PROCESS
 from memlane.proxy.guard import points_at_self
 from memlane.proxy.repeats import RepeatedWarnings
+from memlane.proxy.state import WorkerInfo
 
 GIL_SWITCH_SECONDS = 0.0005
 """How long a thread may hold the GIL while another waits for it (Python's default: 5 ms).
@@ -56,12 +67,21 @@ def check_address(host: str) -> None:
         ) from None
 
 
-def bind(settings: Settings) -> socket.socket:
+BALANCED_PORT = sys.platform == "linux" and hasattr(socket, "SO_REUSEPORT")
+"""Whether each worker can listen on a socket of its own on the one port, the kernel
+spreading new connections evenly over them (Linux's SO_REUSEPORT). Elsewhere the workers
+share one socket, and whichever is idle first takes the next connections: a burst of
+new keep-alive connections (a fleet of agents starting) may then land mostly on one."""
+
+
+def bind(settings: Settings, *, reuse_port: bool = False) -> socket.socket:
     """The listening socket, or a ServeError that says what to do."""
     host, port = settings.host, settings.port
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:
@@ -80,11 +100,35 @@ def bind(settings: Settings) -> socket.socket:
     return sock
 
 
-def configure_logging(settings: Settings) -> None:
+def bind_workers(settings: Settings) -> list[socket.socket]:
+    """One listening socket per worker on the same port where the kernel balances them
+    (`BALANCED_PORT`), else one socket they share. A worker's socket outlives the worker:
+    connections that arrive while a dead one is replaced wait for the new one."""
+    probe = bind(settings)  # without SO_REUSEPORT: fails when anything holds the port
+    if not BALANCED_PORT:
+        return [probe]
+    port = probe.getsockname()[1]
+    probe.close()
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(settings.workers):
+            sockets.append(bind(settings.model_copy(update={"port": port}), reuse_port=True))
+    except ServeError:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def configure_logging(settings: Settings, *, worker: int | None = None) -> None:
     """memlane's own lines (requests, upstream errors, background failures) on stderr; a
-    warning repeated within 10 s is printed once (`proxy.repeats`)."""
+    warning repeated within 10 s is printed once (`proxy.repeats`); with several workers,
+    each line names the worker that wrote it."""
+    tag = f"[worker {worker}] " if worker is not None else ""
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    handler.setFormatter(
+        logging.Formatter(f"%(asctime)s %(levelname)s {tag}%(message)s", "%H:%M:%S")
+    )
     handler.addFilter(RepeatedWarnings())
     root = logging.getLogger("memlane")
     root.handlers[:] = [handler]
@@ -108,22 +152,87 @@ def check_bind(settings: Settings) -> None:
         )
 
 
+Started = Callable[[], object] | None
+"""Called once the server accepts connections (a worker tells its supervisor)."""
+
+
+class MemlaneServer(uvicorn.Server):
+    """uvicorn's server, ending like any function once it has shut down gracefully.
+
+    uvicorn re-raises the signal that stopped it after shutting down, which kills the
+    process before `run`'s cleanup (`serve.json`, the store). A worker of several also
+    leaves Ctrl-C to its supervisor, which stops every worker with one SIGTERM: a second
+    signal would make uvicorn skip the drain; and it tells the supervisor once it serves.
+    """
+
+    def __init__(
+        self, config: uvicorn.Config, *, worker: bool = False, on_started: Started = None
+    ) -> None:
+        super().__init__(config)
+        self.worker = worker
+        self.on_started = on_started
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self.on_started is not None:
+            self.on_started()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        handled = (signal.SIGINT, signal.SIGTERM)
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.worker and sig == signal.SIGINT:
+            return  # the terminal's Ctrl-C reaches every worker: the supervisor decides
+        super().handle_exit(sig, frame)
+
+
+def serve_here(
+    settings: Settings,
+    runtime: Runtime,
+    sock: socket.socket,
+    *,
+    worker: WorkerInfo | None = None,
+    on_started: Started = None,
+) -> None:
+    """Serve the proxy on `sock` in this process until SIGTERM or Ctrl-C, then drain."""
+    from memlane.proxy.app import create_app
+
+    app = create_app(settings, runtime=runtime, worker=worker)
+    config = uvicorn.Config(
+        app,
+        log_level="debug" if settings.log_level == "debug" else "warning",
+        access_log=False,
+        timeout_keep_alive=CLIENT_IDLE_SECONDS,
+    )
+    sys.setswitchinterval(GIL_SWITCH_SECONDS)
+    MemlaneServer(config, worker=worker is not None, on_started=on_started).run(sockets=[sock])
+
+
 def run(
     settings: Settings,
     *,
     announce: Callable[[str], object] = print,
     config_file: Path | None = None,
 ) -> None:
-    import uvicorn
-
-    from memlane.engine.runtime import Runtime
-    from memlane.proxy.app import create_app
+    """`memlane serve`: the checks, the socket, the store and the report once, then serve
+    here (one process) or through a supervisor of `settings.workers` processes."""
     from memlane.proxy.startup import probe_upstream, report
     from memlane.proxy.status import remove_serve_file, write_serve_file
     from memlane.store import StoreError, open_store
 
     check_address(settings.host)
     check_bind(settings)
+    check_workers(settings)
     if points_at_self(settings, settings.upstream_url):
         raise ServeError(
             f"the upstream {settings.upstream_url} is memlane's own address: requests would "
@@ -141,30 +250,45 @@ def run(
     except OSError as exc:
         home = settings.home_path
         raise ServeError(f"cannot create the data home {home}: {exc.strerror}") from None
-    sock = bind(settings)
+    sockets = [bind(settings)] if settings.workers == 1 else bind_workers(settings)
     if settings.port == 0:
-        settings = settings.model_copy(update={"port": sock.getsockname()[1]})
+        settings = settings.model_copy(update={"port": sockets[0].getsockname()[1]})
     try:
-        store = open_store(settings)
+        store = open_store(settings)  # migrations run here, once, before any worker opens it
     except StoreError as exc:
-        sock.close()
+        for sock in sockets:
+            sock.close()
         raise ServeError(str(exc)) from None
-    runtime = Runtime(settings, store)
+    runtime = Runtime(settings, store) if settings.workers == 1 else None
+    if runtime is None:
+        store.close()  # each worker opens its own
     try:
-        app = create_app(settings, runtime=runtime)
+        configured = settings.admin_token.get_secret_value() if settings.admin_token else None
+        admin_token.ensure(settings.home_path, configured)  # generated once, for every worker
         for line in report(settings, probe_upstream(settings), config_file=config_file):
             announce(line)
         configure_logging(settings)
-        config = uvicorn.Config(
-            app,
-            log_level="debug" if settings.log_level == "debug" else "warning",
-            access_log=False,
-            timeout_keep_alive=CLIENT_IDLE_SECONDS,
-        )
-        write_serve_file(settings)
-        sys.setswitchinterval(GIL_SWITCH_SECONDS)
-        uvicorn.Server(config).run(sockets=[sock])
+        if runtime is not None:
+            write_serve_file(settings)
+            serve_here(settings, runtime, sockets[0])
+            return
+        from memlane.proxy.workers import Supervisor
+
+        failure = Supervisor(settings, sockets).run()
+        if failure:
+            raise ServeError(failure)
     finally:
         remove_serve_file(settings)
-        sock.close()
-        runtime.close()
+        for sock in sockets:
+            sock.close()
+        if runtime is not None:
+            runtime.close()
+
+
+def check_workers(settings: Settings) -> None:
+    """Several workers share the home through file locks, which need POSIX `flock`."""
+    if settings.workers > 1 and not CROSS_PROCESS:
+        raise ServeError(
+            "--workers above 1 needs file locks this system does not have (fcntl); "
+            "run one process (MEMLANE_WORKERS=1)"
+        )

@@ -88,6 +88,7 @@ def report(settings: Settings, probe: Probe, *, config_file: Path | None) -> lis
         f"  upstream  {settings.upstream_url} {probe.detail}",
         f"  anthropic {settings.anthropic_upstream_url} (for /v1/messages)",
         f"  store     {store}",
+        *([f"  workers   {_workers(settings)}"] if settings.workers > 1 else []),
         f"  memory    {_memory(settings)}",
         f"  own calls key from {own_llm_credential_source(settings)}",
         f"  config    {config}{config_note}",
@@ -109,6 +110,13 @@ def report(settings: Settings, probe: Probe, *, config_file: Path | None) -> lis
             "runs; start it (e.g. `ollama serve`) or set MEMLANE_UPSTREAM_URL / --upstream"
         )
     return lines
+
+
+def _workers(settings: Settings) -> str:
+    return (
+        f"{settings.workers} processes on this port; worker 0 keeps the memory files in step, "
+        "a worker that dies is restarted"
+    )
 
 
 def _admin(settings: Settings) -> str:

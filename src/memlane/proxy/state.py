@@ -13,6 +13,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from fastapi import Request
 
@@ -24,6 +25,17 @@ from memlane.proxy.forward import Upstream
 from memlane.proxy.identity import credential
 
 
+@dataclass(frozen=True)
+class WorkerInfo:
+    """Which of `serve --workers N`'s processes this is."""
+
+    index: int
+    """0 is the primary: it does the once-per-home work (`Runtime.primary`)."""
+    count: int
+    serving_since: datetime
+    """When the supervisor started: the proxy's uptime, whichever worker answers."""
+
+
 @dataclass
 class ProxyState:
     settings: Settings
@@ -31,6 +43,8 @@ class ProxyState:
     upstream: Upstream
     admin_token: str = field(default="", repr=False)
     """What `/v1/memlane/…` requires (configured, or generated into the home)."""
+    worker: WorkerInfo | None = None
+    """Set in a worker of several; None when one process serves."""
     anthropic: Upstream | None = None
     """The Anthropic upstream (`/v1/messages`)."""
     tenant_salt: bytes | None = field(default=None, repr=False)

@@ -19,6 +19,7 @@ Backend-specific SQL never leaves the backend's package (`store.sqlite`,
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -255,10 +256,17 @@ class FactStore(Protocol):
         ...
 
     def delete_fact(
-        self, fact_id: str, *, replaced_by: str | None = None, at: datetime | None = None
+        self,
+        fact_id: str,
+        *,
+        replaced_by: str | None = None,
+        at: datetime | None = None,
+        updated_at: datetime | None = None,
     ) -> bool:
         """Tombstone: the entry stays readable (deleted=True) and leaves the search index;
-        its validity ends at `at` (default now) unless it had ended already."""
+        its validity ends at `at` (default now) unless it had ended already. `updated_at`
+        is when it was deleted (now by default; a tombstone file's own time, so the file
+        and the index say the same)."""
         ...
 
     def purge_fact(self, fact_id: str) -> bool:
@@ -407,6 +415,11 @@ class Store(
         freed pages as it deletes (`secure_delete`) and here checkpoints and truncates its
         WAL, which still holds older versions of those pages; PostgreSQL rewrites the
         tables that held them (`VACUUM FULL`, then `ANALYZE`: statistics sample values)."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """The writes this thread makes inside commit together, as one transaction; one
+        that fails undoes only itself (a savepoint). What one turn stores is one commit."""
         ...
 
     def close(self) -> None: ...

@@ -172,7 +172,12 @@ class SqlFacts(SqlStore[D]):
         return [fact_from_row(r) for r in rows]
 
     def delete_fact(
-        self, fact_id: str, *, replaced_by: str | None = None, at: datetime | None = None
+        self,
+        fact_id: str,
+        *,
+        replaced_by: str | None = None,
+        at: datetime | None = None,
+        updated_at: datetime | None = None,
     ) -> bool:
         stamp = now()
         with self._writing() as db:
@@ -182,7 +187,7 @@ class SqlFacts(SqlStore[D]):
                 True,
                 replaced_by,
                 db.time(at or stamp),
-                db.time(stamp),
+                db.time(updated_at or stamp),
                 fact_id,
             )
             db.run("UPDATE docs SET active = ? WHERE kind = 'fact' AND ref = ?", False, fact_id)

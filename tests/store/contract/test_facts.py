@@ -5,6 +5,8 @@ Run once per backend (`tests/store/conftest.py`).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from memlane.store import (
     FactStore,
     SearchFilter,
@@ -50,6 +52,16 @@ def test_fact_tombstones_stay_readable_and_leave_the_index(store: Store) -> None
     assert store.purge_fact("old")
     assert store.get_fact("old") is None
     assert not store.purge_fact("old")
+
+
+def test_a_tombstone_keeps_the_time_it_was_given(store: Store) -> None:
+    """A tombstone file's own time: the index says what the file says."""
+    store.put_fact(fact("f1", "short-lived"))
+    when = datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=UTC)
+    assert store.delete_fact("f1", updated_at=when)
+    tomb = store.get_fact("f1")
+    assert tomb is not None
+    assert tomb.updated_at == when
 
 
 def test_backend_plays_the_fact_store_role(store: Store) -> None:

@@ -9,21 +9,28 @@ truth, `files` is None and every file step is skipped (`memlane memory export`
 writes the tree on demand). One code path either way.
 
 One book per runtime (`Runtime.memory_book`); writes are serialised by one lock, so the
-files, the snapshot and the index never disagree.
+files, the snapshot and the index never disagree. Other processes may write the same
+home (the workers of `serve --workers`, the CLI beside a proxy): in embedded mode every
+write, catch-up and re-index also holds the home's memory lock (`files.locks`), the
+snapshot merges what each process changed, and a file whose entry the index already
+holds as it is counts as unchanged, whoever wrote it. Only the primary process
+(`Runtime.primary`) catches the index up with the files at start and watches them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from pathlib import Path
 
 from memlane.engine import threads, turnlog
 from memlane.engine.runtime import Runtime
 from memlane.files.git import GitRepo, commit_quietly
+from memlane.files.locks import MEMORY_LOCK, SCOPE_LOCKS, HomeLock
 from memlane.files.memory_files import MemoryFileError, MemoryFiles, id_from_name, now_utc
 from memlane.files.memory_snapshot import Snapshot
 from memlane.files.watcher import watch
@@ -67,7 +74,10 @@ class MemoryBook:
         self.files: MemoryFiles | None = MemoryFiles(root) if files_are_truth else None
         self.snapshot: Snapshot | None = Snapshot.load(root) if self.files else None
         use_git = self.files is not None and settings.memory_git and GitRepo.available()
-        self.git: GitRepo | None = GitRepo(root) if use_git else None
+        self.git: GitRepo | None = GitRepo(root, home=settings.home_path) if use_git else None
+        self.home_lock = HomeLock(settings.home_path, MEMORY_LOCK)
+        """Held (in embedded mode) by whichever process writes the files, the snapshot and
+        the index: the workers of one proxy, and the CLI beside it."""
         self._lock: asyncio.Lock | None = None
         self._scope_locks: dict[str, asyncio.Lock] = {}
         self._started: asyncio.Task[SyncReport] | None = None
@@ -88,13 +98,33 @@ class MemoryBook:
             self._lock = asyncio.Lock()
         return self._lock
 
-    def scope_lock(self, scope: str) -> asyncio.Lock:
-        """Held across a reconciliation (read neighbourhood, ask, apply) in one scope."""
-        return self._scope_locks.setdefault(scope, asyncio.Lock())
+    @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[None]:
+        """The book's lock, and in embedded mode the home's memory lock: one writer of the
+        files, the snapshot and the index at a time, in this process and across them."""
+        async with self.lock:
+            if self.files is None:
+                yield
+                return
+            async with self.home_lock.hold():
+                yield
+
+    @contextlib.asynccontextmanager
+    async def scope_lock(self, scope: str) -> AsyncIterator[None]:
+        """Held across a reconciliation (read neighbourhood, ask, apply) in one scope, by one
+        process at a time: two would both add a fact neither has seen yet."""
+        across = HomeLock.striped(self.rt.settings.home_path, SCOPE_LOCKS, scope)
+        async with self._scope_locks.setdefault(scope, asyncio.Lock()), across.hold():
+            yield
 
     # --- start -----------------------------------------------------------------
     async def ready(self) -> SyncReport:
-        """Catch the index up with the files once per process (edits made while stopped)."""
+        """Catch the index up with the files once per process (edits made while stopped).
+
+        Only the primary process does it (the first worker of `serve --workers`); the others
+        write under the memory lock, which the catch-up holds until it is done."""
+        if not self.rt.primary:
+            return SyncReport()
         started = self._started
         if started is None or (started.done() and started.exception() is not None):
             # a first sync that failed (a locked file, a full disk) is tried again
@@ -110,7 +140,7 @@ class MemoryBook:
         """Write new or changed entries and tombstone others, then embed what is new."""
         if not puts and not tombstones:
             return
-        async with self.lock:
+        async with self.writing():
             await threads.to_thread(self._write_sync, puts, tombstones)
             await threads.to_thread(self._embed_missing_sync)
 
@@ -131,12 +161,16 @@ class MemoryBook:
         for fact, replaced_by in tombstones:
             # deleted means no longer true: from the moment given (a message's), else now
             fact = replace(fact, valid_to=fact.valid_to or max(now_utc(), fact.since))
+            deleted_at = None
             if self.files is not None:
                 old = self.files.find(replace(fact, deleted=False))
                 written = self.files.move_to_deleted(fact, replaced_by=replaced_by)
                 self._forget_path(old)
                 self._remember(written.path, written.digest, fact.id)
-            store.delete_fact(fact.id, replaced_by=replaced_by, at=fact.valid_to)
+                deleted_at = written.fact.updated_at  # the file and the index say the same
+            store.delete_fact(
+                fact.id, replaced_by=replaced_by, at=fact.valid_to, updated_at=deleted_at
+            )
         # The snapshot (every file's digest) is rewritten whole: once per commit, not per
         # write. One lost in a crash only makes the next start re-read those files.
         self._snapshot_dirty = True
@@ -193,7 +227,7 @@ class MemoryBook:
         self, progress: Progress | None = None, embed_progress: Progress | None = None
     ) -> SyncReport:
         """Bring the index in line with the files (everything, content-hash checked)."""
-        async with self.lock:
+        async with self.writing():
             report = SyncReport()
             if self.files is not None:
                 report = await threads.to_thread(self._sync_sync, progress)
@@ -262,11 +296,17 @@ class MemoryBook:
         indexed = known is None or fact.id in known
         if seen is not None and seen.digest == entry.digest and indexed:
             return "unchanged"
+        stored = self.rt.store.get_fact(fact.id) if indexed else None
+        if stored is not None and same_entry(stored, fact):  # written by memlane (any process)
+            self.snapshot.set(rel, entry.digest, fact.id)
+            return "unchanged"
         self.rt.store.put_fact(fact)
         if fact.deleted:
             # a tombstone's file says when it was deleted (valid_to, else its last update)
             ended = fact.valid_to or fact.updated_at
-            self.rt.store.delete_fact(fact.id, replaced_by=fact.replaced_by, at=ended)
+            self.rt.store.delete_fact(
+                fact.id, replaced_by=fact.replaced_by, at=ended, updated_at=fact.updated_at
+            )
         self.snapshot.set(rel, entry.digest, fact.id)
         return "indexed"
 
@@ -274,7 +314,7 @@ class MemoryBook:
         """Re-index files a person created, edited or deleted; returns how many changed."""
         if self.files is None:
             return 0
-        async with self.lock:
+        async with self.writing():
             changed = await threads.to_thread(self._changes_sync, sorted(set(paths)))
             if changed:
                 await threads.to_thread(self._embed_missing_sync)
@@ -294,11 +334,14 @@ class MemoryBook:
                     changed += 1
                 continue
             seen = snapshot.pop(rel)
-            if seen is None:
-                continue  # memlane moved or removed it itself
-            if not snapshot.paths_of(seen.fact_id):
-                store.purge_fact(seen.fact_id)
-                changed += 1
+            fact_id = seen.fact_id if seen is not None else id_from_name(path.name)
+            if fact_id is None or snapshot.paths_of(fact_id):
+                continue
+            fact = store.get_fact(fact_id)
+            if fact is None or files.find(fact) is not None:
+                continue  # memlane moved or removed it itself (this process or another)
+            store.purge_fact(fact_id)
+            changed += 1
         self._save_snapshot()
         return changed
 
@@ -360,7 +403,8 @@ class MemoryBook:
 
     async def _persist_snapshot(self) -> None:
         if self._snapshot_dirty:
-            await threads.to_thread(self._save_snapshot)
+            async with self.writing():  # never while a write changes it, here or elsewhere
+                await threads.to_thread(self._save_snapshot)
 
     def commit_later(self, message: str) -> None:
         """Queue a background change for the next coalesced commit.
@@ -391,6 +435,14 @@ class MemoryBook:
         if not messages or self.git is None:
             return False
         return await commit_quietly(self.git, combined_message(messages))
+
+
+def same_entry(a: Fact, b: Fact) -> bool:
+    """Whether two entries say the same (the store's content hash aside): a file memlane
+    wrote and the index holds as it is need not be indexed again."""
+    return all(
+        getattr(a, f.name) == getattr(b, f.name) for f in fields(Fact) if f.name != "content_hash"
+    )
 
 
 def write_counts(

@@ -2,8 +2,9 @@
 
 `start_memory` catches the index up with the files (edits made while memlane
 was stopped; in the background, so the proxy starts at once) and, when
-`memory_watch` is on, follows hand edits while running. `stop_memory` ends the
-watcher. Both are no-ops with memory disabled or in PostgreSQL mode.
+`memory_watch` is on, follows hand edits while running; of several workers, only the
+primary does either (`Runtime.primary`). `stop_memory` ends the watcher. Both are
+no-ops with memory disabled or in PostgreSQL mode.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ async def start_memory(rt: Runtime) -> None:
         return
     book = rt.memory_book
     rt.background.spawn(book.ready(), name="memory-startup-sync")
-    if rt.settings.memory_watch:
+    if rt.settings.memory_watch and rt.primary:  # one watcher per home
         await book.start_watching()
 
 

@@ -16,6 +16,7 @@ from typing import Literal
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.working import current_context, fold
 from memlane.engine.turn import Turn
+from memlane.files.locks import SUMMARY_LOCKS, HomeLock
 from memlane.types import Message, Session
 
 log = logging.getLogger("memlane.sessions.history")
@@ -90,4 +91,13 @@ def schedule_summary(rt: Runtime, turn: Turn) -> None:
     if not rt.settings.summary_enabled or turn.session is None or turn.ephemeral:
         return
     session_id, model = turn.session.id, turn.model or None
-    rt.background.spawn(fold(rt, session_id, model=model), name=f"session-summary:{session_id}")
+    rt.background.spawn(
+        fold_once(rt, session_id, model=model), name=f"session-summary:{session_id}"
+    )
+
+
+async def fold_once(rt: Runtime, session_id: str, *, model: str | None) -> None:
+    """`fold` under the session's summary lock: two turns finished at once, here or in
+    another worker, fold the session once (the second finds nothing left to fold)."""
+    async with HomeLock.striped(rt.settings.home_path, SUMMARY_LOCKS, session_id).hold():
+        await fold(rt, session_id, model=model)

@@ -34,6 +34,7 @@ from memlane.engine.sessions.metafile import meta_path, read_meta, write_meta
 from memlane.engine.sessions.models import cost_usd, index_model, usage_payload
 from memlane.engine.sessions.serialize import is_conversation, keep_tail, serialize
 from memlane.engine.turn import Turn
+from memlane.files.locks import INDEX_LOCKS, HomeLock
 from memlane.store import SessionNotFound
 from memlane.text.llm import Completion, LLMError
 from memlane.types import Session, StoredMessage
@@ -195,9 +196,13 @@ def schedule_index(rt: Runtime, turn: Turn) -> None:
 async def _after_turn(
     rt: Runtime, session_id: str, model: str, slot: tuple[int, str], *, indexing: bool
 ) -> None:
+    """Whether it is due is decided under the session's index lock: another process
+    (a worker of the same proxy) that indexed it meanwhile leaves nothing to do."""
     try:
-        if await threads.to_thread(_title_and_due, rt, session_id, indexing=indexing):
-            await index_session(rt, session_id, model=model)
+        lock = HomeLock.striped(rt.settings.home_path, INDEX_LOCKS, session_id)
+        async with lock.hold():
+            if await threads.to_thread(_title_and_due, rt, session_id, indexing=indexing):
+                await index_session(rt, session_id, model=model)
     finally:
         _IN_FLIGHT.discard(slot)
 

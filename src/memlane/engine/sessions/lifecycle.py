@@ -27,6 +27,7 @@ from memlane.engine.sessions.lookup import session_name
 from memlane.engine.sessions.serialize import is_conversation
 from memlane.files.git import commit_now
 from memlane.files.git_purge import purge_history
+from memlane.files.locks import GIT_LOCK, MEMORY_LOCK, HomeLock
 from memlane.files.memory_files import MemoryFiles
 from memlane.files.paths import session_dir
 from memlane.store import NewMessage, Store
@@ -110,27 +111,34 @@ def delete(store: Store, settings: Settings, session: Session, *, purge: bool = 
     a file left behind would bring a deleted session's facts back. With `purge`
     the deletion also leaves no copy behind: the memory repository's history is
     rewritten without those files (`files.git_purge`, history-rewriting) and the
-    store's files are cleaned of the deleted rows (`Store.purge_deleted`).
+    store's files are cleaned of the deleted rows (`Store.purge_deleted`). Under the
+    home's memory lock: no other process writes those files or their index meanwhile.
     """
     files = MemoryFiles(settings.memory_path)
     removed_files = 0
-    facts = store.list_facts(conversation_id=session.id, include_deleted=True)
-    for fact in facts:
-        for candidate in (fact, replace(fact, deleted=not fact.deleted)):
-            path = files.find(candidate)
-            if path is not None:
-                files.remove(path)
-                removed_files += 1
-    if removed_files:  # the memory repository is left clean: the deletion is its own commit
-        commit_now(settings.memory_path, f"memory: deleted session {session.id}")
-    removed = store.delete_session(session.id)
-    RECALL_MEMO.forget(session.id)
+    with HomeLock(settings.home_path, MEMORY_LOCK).held():
+        facts = store.list_facts(conversation_id=session.id, include_deleted=True)
+        for fact in facts:
+            for candidate in (fact, replace(fact, deleted=not fact.deleted)):
+                path = files.find(candidate)
+                if path is not None:
+                    files.remove(path)
+                    removed_files += 1
+        if removed_files:  # the memory repository is left clean: the deletion is its own commit
+            commit_now(
+                settings.memory_path,
+                f"memory: deleted session {session.id}",
+                home=settings.home_path,
+            )
+        removed = store.delete_session(session.id)
+        RECALL_MEMO.forget(session.id)
+        if purge:
+            with HomeLock(settings.home_path, GIT_LOCK).held():
+                purge_history(settings.memory_path, [f.id for f in facts], [f.text for f in facts])
+            store.purge_deleted()
     folder = session_dir(settings.sessions_path, session.key, session.tenant)
     if folder.exists():
         shutil.rmtree(folder)
-    if purge:
-        purge_history(settings.memory_path, [f.id for f in facts], [f.text for f in facts])
-        store.purge_deleted()
     return removed
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, cast
 
@@ -64,6 +65,7 @@ class PostgresConnection(SqlStore["PostgresDb"]):
             self._pool.close()
             raise StoreError(f"cannot connect to the PostgreSQL store at {self.url}") from exc
         self._closed = False
+        self._local = threading.local()
 
     def close(self) -> None:
         self._closed = True
@@ -89,25 +91,56 @@ class PostgresConnection(SqlStore["PostgresDb"]):
             raise StoreError(f"the PostgreSQL store at {self.url} failed: {_reason(exc)}") from exc
 
     @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Every write of this thread inside commits together, as one transaction."""
+        with self._writing():
+            yield
+
+    @contextmanager
     def _writing(self) -> Iterator[PostgresDb]:
         """A pooled connection in one transaction: committed on success, rolled back on error.
+        Inside `transaction()`, a savepoint of the transaction this thread holds: a write
+        that fails undoes itself, not the others.
 
         A lost server or an exhausted pool becomes a `StoreError` naming the store.
         """
+        held: PostgresDb | None = getattr(self._local, "held", None)
+        if held is not None:
+            try:
+                with held.conn.transaction():
+                    yield held
+            except psycopg.OperationalError as exc:
+                raise self._failed(exc) from exc
+            return
         if self._closed:
             raise StoreError(f"the store {self.url} is closed")
         try:
-            with self._pool.connection(timeout=POOL_WAIT) as conn:
-                yield PostgresDb(conn)
+            # An explicit transaction block, so a nested one is a savepoint inside it.
+            with self._pool.connection(timeout=POOL_WAIT) as conn, conn.transaction():
+                self._local.held = PostgresDb(conn)
+                try:
+                    yield self._local.held
+                finally:
+                    self._local.held = None
         except (psycopg.OperationalError, PoolTimeout) as exc:
-            raise StoreError(
-                f"the PostgreSQL store at {self.url} failed: {_reason(exc)} "
-                "(is the server running and reachable?)"
-            ) from exc
+            raise self._failed(exc) from exc
 
-    def _reading(self) -> AbstractContextManager[PostgresDb]:
-        """Reads run in a transaction too: one snapshot for everything they read."""
-        return self._writing()
+    def _failed(self, exc: Exception) -> StoreError:
+        return StoreError(
+            f"the PostgreSQL store at {self.url} failed: {_reason(exc)} "
+            "(is the server running and reachable?)"
+        )
+
+    @contextmanager
+    def _reading(self) -> Iterator[PostgresDb]:
+        """Reads run in a transaction too: one snapshot for everything they read (inside
+        `transaction()`, the one this thread holds, its own writes included)."""
+        held: PostgresDb | None = getattr(self._local, "held", None)
+        if held is not None:
+            yield held
+            return
+        with self._writing() as db:
+            yield db
 
 
 class PostgresDb:

@@ -8,6 +8,7 @@ process crash; `full` also survives power loss.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import threading
 import time
@@ -79,7 +80,8 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
         self._synchronous = synchronous
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._write_lock = WriteGate()  # a request's write goes before background ones
+        self._write_lock = WriteGate()
+        self._savepoints = itertools.count()  # a request's write goes before background ones
         self._connections: list[sqlite3.Connection] = []
         self.checkpointer = Checkpointer(self.path, self._conn)
         self._closed = False
@@ -175,7 +177,36 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
         )
 
     @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Every write of this thread inside commits together, as one transaction."""
+        with self._writing():
+            yield
+
+    @contextmanager
     def _writing(self) -> Iterator[SQLiteDb]:
+        """One IMMEDIATE transaction, or a savepoint inside the one this thread holds."""
+        held: SQLiteDb | None = getattr(self._local, "held", None)
+        if held is None:
+            with self._transaction() as db:
+                self._local.held = db
+                try:
+                    yield db
+                finally:
+                    self._local.held = None
+            return
+        # Inside `transaction()`: a write that fails undoes itself, not the others.
+        name = f"w{next(self._savepoints)}"
+        held.conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield held
+        except BaseException:
+            held.conn.execute(f"ROLLBACK TO {name}")
+            held.conn.execute(f"RELEASE {name}")
+            raise
+        held.conn.execute(f"RELEASE {name}")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[SQLiteDb]:
         """One IMMEDIATE transaction: the write lock is taken up front, so no upgrade deadlock.
 
         Threads of this process first queue on a Python lock: SQLite's busy handler
