@@ -7,13 +7,15 @@ reasoning, a tool call, usage), asked of the scripted upstream that speaks it
 field anywhere set to a value of another type or range, removed, or the event's
 data replaced by garbage. Feeding the events, asking whether the stream is
 complete and assembling the answer must never raise; nor may reading a mutated
-non-streamed answer.
+non-streamed answer. The same holds for what memlane's own tools (`proxy.tool_wire`) do
+with such an answer: telling a round's kind, and taking a call out of it, streamed or
+whole (the answer's `shell` call stands for one of memlane's).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +25,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memlane.proxy.wire as wire
+from memlane.proxy.tool_loop import _Round
+from memlane.proxy.tool_wire import TOOL_WIRES
 from memlane.proxy.wire.base import WireAdapter
 from memlane.text.sse import SSEDecoder
 from tests.fuzz import strategies as fz
@@ -190,6 +194,29 @@ def _assemble(adapter: WireAdapter, events: list[tuple[str | None, str]]) -> Non
     assert answer.failed or all(m.role == "assistant" for m in answer.messages)
 
 
+OURS = frozenset({"shell"})
+"""The answer's call, taken for one of memlane's own by the tool wire fuzz."""
+
+
+def _strip(adapter: WireAdapter, events: list[tuple[str | None, str]]) -> None:
+    """What the tool loop does with a round: read it until its kind is known (the first
+    output), then take memlane's calls out of it event by event."""
+    tools = TOOL_WIRES[adapter.wire]
+    rounds = _Round(adapter.assembler(), tools, _no_chunks())
+    rounds._feed(events)
+    assert rounds.kind in (None, "text", "tool")
+    stripper = tools.stripper(OURS)
+    for event, payload in events:
+        for name, kept in stripper.feed([(event, payload)]):
+            assert name == event
+            assert isinstance(kept, str)
+
+
+async def _no_chunks() -> AsyncIterator[bytes]:
+    return
+    yield b""
+
+
 def test_every_field_of_every_event_may_hold_anything(
     adapter: WireAdapter, speaker: Speaker
 ) -> None:
@@ -215,6 +242,7 @@ def test_every_field_of_every_event_may_hold_anything(
             changed = list(events)
             changed[index] = (event, json.dumps(variant, allow_nan=True))
             _assemble(adapter, changed)
+            _strip(adapter, changed)
 
 
 @settings(max_examples=int(250 * fz.SCALE))
@@ -224,9 +252,9 @@ def test_no_stream_event_makes_an_assembler_raise(
 ) -> None:
     events = _events(speaker, adapter)
     changed = data.draw(mutated([payload for _, payload in events]))
-    _assemble(
-        adapter, [(event, payload) for (event, _), payload in zip(events, changed, strict=True)]
-    )
+    events = [(event, payload) for (event, _), payload in zip(events, changed, strict=True)]
+    _assemble(adapter, events)
+    _strip(adapter, events)
 
 
 @settings(max_examples=int(150 * fz.SCALE))
@@ -242,3 +270,11 @@ def test_no_whole_answer_makes_answer_from_json_raise(
         return  # the proxy never hands undecodable bytes to the adapter
     answer = adapter.answer_from_json(value)
     assert answer.failed or all(m.role == "assistant" for m in answer.messages)
+    if not answer.failed and any(c.name in OURS for m in answer.messages for c in m.tool_calls):
+        # the loop strips an answer it could read and that called memlane's tools
+        stripped = TOOL_WIRES[adapter.wire].strip_json(value, OURS)
+        assert not any(
+            c.name in OURS
+            for m in adapter.answer_from_json(stripped).messages
+            for c in m.tool_calls
+        )

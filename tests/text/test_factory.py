@@ -87,3 +87,26 @@ def test_llm_key_precedence() -> None:
 
 def test_llm_timeout_comes_from_settings() -> None:
     assert llm(Settings(llm_timeout=7.5))._timeout == 7.5
+
+
+def test_the_anthropic_provider_talks_to_the_anthropic_upstream_with_its_keys() -> None:
+    from memlane.text.factory import own_llm_credential_source
+    from memlane.text.llm_anthropic import AnthropicLLM
+
+    base = {"llm_provider": "anthropic", "anthropic_upstream_url": "http://claude.test"}
+    client = make_llm(Settings(**base), environ={})
+    assert isinstance(client, AnthropicLLM)
+    assert client.base_url == "http://claude.test"
+    assert client.borrow_request_key  # no key of its own: the Claude Code request's
+    server = Settings(**base, anthropic_api_key=SecretStr("k-ant"), upstream_api_key=SecretStr("x"))
+    keyed = make_llm(server, environ={"OPENAI_API_KEY": "k-openai"})
+    assert keyed._headers == {"x-api-key": "k-ant"}  # never an OpenAI key
+    assert not keyed.borrow_request_key
+    env = make_llm(Settings(**base), environ={"ANTHROPIC_API_KEY": "k-env"})
+    assert env._headers == {"x-api-key": "k-env"}
+    assert own_llm_credential_source(server, {}) == "MEMLANE_ANTHROPIC_API_KEY"
+    assert own_llm_credential_source(Settings(**base), {"ANTHROPIC_API_KEY": "k"}) == (
+        "$ANTHROPIC_API_KEY"
+    )
+    elsewhere = make_llm(Settings(**base, llm_base_url="http://other.test"), environ={})
+    assert not elsewhere.borrow_request_key  # a client's key goes only where it was sent

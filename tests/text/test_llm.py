@@ -12,9 +12,10 @@ import httpx
 import pytest
 
 from memlane.text.llm import (
-    REQUEST_AUTHORIZATION,
+    REQUEST_KEY,
     ClientPool,
     Completion,
+    LentKey,
     LLMError,
     OpenAICompatibleLLM,
 )
@@ -238,11 +239,11 @@ async def test_a_client_pool_reuses_one_connection_and_still_sends_each_calls_ke
         borrowing = OpenAICompatibleLLM(
             url, default_model="m", borrow_request_key=True, clients=pool
         )
-        token = REQUEST_AUTHORIZATION.set("Bearer sk-client-key")
+        token = REQUEST_KEY.set(LentKey("openai", {"authorization": "Bearer sk-client-key"}))
         try:
             await borrowing.complete([{"role": "user", "content": "Hi"}])
         finally:
-            REQUEST_AUTHORIZATION.reset(token)
+            REQUEST_KEY.reset(token)
         await borrowing.complete([{"role": "user", "content": "Hi"}])  # no key to borrow now
         assert server.connections == 1
         assert server.authorizations == [f"Bearer {KEY}"] * 3 + ["Bearer sk-client-key", ""]

@@ -99,6 +99,13 @@ class CoreSettings(BaseModel):
         description="Key for the embeddings endpoint; empty means upstream_api_key, then the "
         "OPENAI_API_KEY environment variable.",
     )
+    llm_provider: Literal["openai", "anthropic"] = Field(
+        default="openai",
+        description="The API memlane's own LLM calls (facts, summaries, session ask) speak: "
+        "openai (chat completions at llm_base_url, else upstream_url) or anthropic (Messages at "
+        "llm_base_url, else anthropic_upstream_url; the key llm_api_key, else anthropic_api_key, "
+        "else ANTHROPIC_API_KEY, else the key a Claude Code request carries).",
+    )
     llm_model: str | None = Field(
         default=None,
         description="Model memlane's own LLM calls use when no request names one (CLI, library).",

@@ -2,7 +2,8 @@
 
 Opt-in (`MEMLANE_PROXY_TOOLS=true`, or per request `X-Memlane-Tools: memory,sessions`):
 memlane adds `memlane_memory_search` and `memlane_session_ask` to the forwarded
-request's tools. When the model's answer calls only memlane's tools, memlane runs
+request's tools, in the request's wire format (Chat Completions, Responses, Anthropic
+Messages: `proxy.tool_wire`). When the model's answer calls only memlane's tools, memlane runs
 them, appends the call and its result, and asks the upstream again, at most
 `MEMLANE_PROXY_TOOLS_MAX_ROUNDS` times, before anything reaches the client; the
 client sees one ordinary answer. Streamed, a round is read until it shows what it
@@ -144,13 +145,23 @@ class ToolLoop:
         binding = self.binding()
         results: list[Message] = []
         record: list[dict[str, Any]] = []
-        for call in calls:
+        for index, call in enumerate(calls):
             name = call.name.removeprefix(PROXY_PREFIX)
             result = await call_tool(rt, binding, name, call.arguments)
             text = (
                 result.text if result.error else fenced(RESULT_NOTE.format(name=name), result.text)
             )
-            results.append(Message("tool", text, "tool_result", call_id=call.id, name=call.name))
+            # one wire message holds every result (Anthropic wants them in one user turn)
+            results.append(
+                Message(
+                    "tool",
+                    text,
+                    "tool_result",
+                    call_id=call.id,
+                    name=call.name,
+                    continues=index > 0,
+                )
+            )
             record.append(
                 {
                     "name": call.name,
@@ -458,7 +469,7 @@ class _Round:
             if self.kind is None:
                 try:
                     self.kind = self.wire.first_output(json.loads(data))
-                except ValueError:
+                except (ValueError, RecursionError):  # unreadable: it tells nothing
                     continue
 
 

@@ -5,7 +5,8 @@ the few format-specific pieces it needs:
 
 - `definition(spec)`: a function tool as the format declares one;
 - `first_output(data)`: whether a streamed event starts answer text or a tool call
-  (the loop relays a round that starts with text as it arrives);
+  (the loop relays a round that starts with text as it arrives; Anthropic's thinking
+  blocks come first and decide nothing);
 - `strip_json(data, names)` / `stripper(names)`: an answer (whole, or streamed
   event by event) without memlane's calls, for a round the client gets that also
   called memlane's tools. Output positions are renumbered so the client sees a
@@ -16,11 +17,10 @@ A new wire format adds one class here and registers it in `TOOL_WIRES`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
-from memlane.proxy.wire.base import dumps
+from memlane.proxy.wire.base import dumps, loads
 
 Output = Literal["text", "tool"]
 Event = tuple[str | None, str]
@@ -62,10 +62,20 @@ def with_tools(wire: ToolWire, body: Mapping[str, Any], tools: Sequence[Any]) ->
 
 
 def _loads(data: str) -> Any:
+    """An event's data, or None when it is not JSON memlane can read (relayed as it is)."""
     try:
-        return json.loads(data)
-    except ValueError:
+        return loads(data)  # a lone surrogate becomes U+FFFD: a rewritten event encodes
+    except (ValueError, RecursionError):
         return None
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _index(value: Any) -> int | None:
+    """A position field, when it is one (an upstream's odd value is left alone)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class ChatTools:
@@ -81,7 +91,7 @@ class ChatTools:
         return name if isinstance(name, str) else None
 
     def first_output(self, data: Any) -> Output | None:
-        for choice in data.get("choices") or [] if isinstance(data, dict) else []:
+        for choice in _list(data.get("choices")) if isinstance(data, dict) else []:
             delta = choice.get("delta") if isinstance(choice, dict) else None
             if not isinstance(delta, dict):
                 continue
@@ -93,9 +103,12 @@ class ChatTools:
 
     def strip_json(self, data: Any, names: frozenset[str]) -> Any:
         choices = []
-        for choice in data.get("choices") or []:
-            message = dict(choice.get("message") or {})
-            calls = [c for c in message.get("tool_calls") or [] if _call_name(c) not in names]
+        for choice in _list(data.get("choices")):
+            if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+                choices.append(choice)
+                continue
+            message = dict(choice["message"])
+            calls = [c for c in _list(message.get("tool_calls")) if _call_name(c) not in names]
             message["tool_calls"] = calls or None
             if not calls:
                 message.pop("tool_calls")
@@ -122,13 +135,16 @@ class _ChatStripper:
         kept: list[Event] = []
         for name, raw in events:
             data = _loads(raw)
-            if not isinstance(data, dict) or not data.get("choices"):
+            if not isinstance(data, dict) or not _list(data.get("choices")):
                 kept.append((name, raw))
                 continue
             changed = False
             choices = []
             for choice in data["choices"]:
-                delta = choice.get("delta") if isinstance(choice, dict) else None
+                if not isinstance(choice, dict):
+                    choices.append(choice)
+                    continue
+                delta = choice.get("delta")
                 calls = delta.get("tool_calls") if isinstance(delta, dict) else None
                 if self.ours and not self.theirs and choice.get("finish_reason") == "tool_calls":
                     choice = {**choice, "finish_reason": "stop"}
@@ -139,11 +155,13 @@ class _ChatStripper:
                 changed = True
                 for call in calls:
                     if _call_name(call) in self.names:
-                        self.ours.add(int(call.get("index", 0)))
+                        self.ours.add(_call_index(call))
                 rest = [
-                    {**c, "index": _renumber(int(c.get("index", 0)), self.ours)}
+                    {**c, "index": _renumber(_call_index(c), self.ours)}
+                    if isinstance(c, dict)
+                    else c
                     for c in calls
-                    if int(c.get("index", 0)) not in self.ours
+                    if not isinstance(c, dict) or _call_index(c) not in self.ours
                 ]
                 self.theirs = self.theirs or bool(rest)
                 delta = {k: v for k, v in delta.items() if k != "tool_calls"}
@@ -183,7 +201,7 @@ class ResponsesTools:
         return None
 
     def strip_json(self, data: Any, names: frozenset[str]) -> Any:
-        output = [item for item in data.get("output") or [] if _item_name(item) not in names]
+        output = [item for item in _list(data.get("output")) if _item_name(item) not in names]
         return {**data, "output": output}
 
     def stripper(self, names: frozenset[str]) -> Stripper:
@@ -206,11 +224,11 @@ class _ResponsesStripper:
             if not isinstance(data, dict):
                 kept.append((name, raw))
                 continue
-            index = data.get("output_index")
-            if isinstance(index, int) and _item_name(data.get("item")) in self.names:
+            index = _index(data.get("output_index"))
+            if index is not None and _item_name(data.get("item")) in self.names:
                 self.ours.add(index)
             changed = False
-            if isinstance(index, int) and self.ours:
+            if index is not None and self.ours:
                 if index in self.ours:
                     continue
                 if _renumber(index, self.ours) != index:
@@ -230,6 +248,12 @@ def _renumber(index: int, removed: set[int]) -> int:
     return index - sum(1 for r in removed if r < index)
 
 
+def _call_index(call: Any) -> int:
+    """A Chat call delta's index (0 when it has none, as a single call may leave out)."""
+    index = _index(call.get("index", 0)) if isinstance(call, dict) else None
+    return index if index is not None else 0
+
+
 def _call_name(call: Any) -> str | None:
     function = call.get("function") if isinstance(call, dict) else None
     name = function.get("name") if isinstance(function, dict) else None
@@ -243,5 +267,102 @@ def _item_name(item: Any) -> str | None:
     return None
 
 
-TOOL_WIRES: dict[str, ToolWire] = {"chat": ChatTools(), "responses": ResponsesTools()}
+class MessagesTools:
+    """Anthropic Messages: a tool has an `input_schema`; a call is a `tool_use` content block,
+    and a streamed block's first event (`content_block_start`) names it."""
+
+    def definition(self, name: str, description: str, parameters: Mapping[str, Any]) -> Any:
+        return {"name": name, "description": description, "input_schema": parameters}
+
+    def declared(self, tool: Any) -> str | None:
+        name = tool.get("name") if isinstance(tool, dict) else None
+        return name if isinstance(name, str) else None
+
+    def first_output(self, data: Any) -> Output | None:
+        """Thinking comes before what it leads to: it decides nothing. A `tool_use` block is a
+        call; any other block (text, a server tool the upstream runs itself) is the answer."""
+        if not isinstance(data, dict) or data.get("type") != "content_block_start":
+            return None
+        block = data.get("content_block")
+        kind = block.get("type") if isinstance(block, dict) else None
+        if not isinstance(kind, str) or kind in _THINKING:
+            return None
+        return "tool" if kind == "tool_use" else "text"
+
+    def strip_json(self, data: Any, names: frozenset[str]) -> Any:
+        kept = [b for b in _list(data.get("content")) if _block_name(b) not in names]
+        out = {**data, "content": kept}
+        if data.get("stop_reason") == "tool_use" and not any(_is_call(b) for b in kept):
+            out["stop_reason"] = "end_turn"  # the client is not asked to run anything
+        return out
+
+    def stripper(self, names: frozenset[str]) -> Stripper:
+        return _MessagesStripper(names)
+
+
+_THINKING = ("thinking", "redacted_thinking")
+
+
+class _MessagesStripper:
+    """Every event of a block memlane's call occupies is dropped (its index is learned from
+    its `content_block_start`); later blocks move down so the indices stay contiguous, and
+    `stop_reason: tool_use` becomes `end_turn` when no call of the client's is left."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+        self.ours: set[int] = set()
+        self.theirs = False
+
+    def feed(self, events: Sequence[Event]) -> list[Event]:
+        kept: list[Event] = []
+        for name, raw in events:
+            data = _loads(raw)
+            if not isinstance(data, dict):
+                kept.append((name, raw))
+                continue
+            index = _index(data.get("index"))
+            if data.get("type") == "content_block_start" and index is not None:
+                block = data.get("content_block")
+                if _block_name(block) in self.names:
+                    self.ours.add(index)
+                elif _is_call(block):
+                    self.theirs = True
+            if index is not None and self.ours:
+                if index in self.ours:
+                    continue
+                moved = _renumber(index, self.ours)
+                if moved != index:
+                    kept.append((name, dumps({**data, "index": moved}).decode()))
+                    continue
+            delta = data.get("delta")
+            if (
+                data.get("type") == "message_delta"
+                and isinstance(delta, dict)
+                and delta.get("stop_reason") == "tool_use"
+                and self.ours
+                and not self.theirs
+            ):
+                data = {**data, "delta": {**delta, "stop_reason": "end_turn"}}
+                kept.append((name, dumps(data).decode()))
+                continue
+            kept.append((name, raw))
+        return kept
+
+
+def _is_call(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "tool_use"
+
+
+def _block_name(block: Any) -> str | None:
+    if _is_call(block):
+        name = block.get("name")
+        return name if isinstance(name, str) else None
+    return None
+
+
+TOOL_WIRES: dict[str, ToolWire] = {
+    "chat": ChatTools(),
+    "responses": ResponsesTools(),
+    "anthropic": MessagesTools(),
+}
 """By `WireAdapter.wire`."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -48,7 +49,7 @@ from memlane.proxy.wire.base import (
     unchanged,
 )
 from memlane.store import StoreError
-from memlane.text.llm import REQUEST_AUTHORIZATION
+from memlane.text.llm import REQUEST_KEY, LentKey
 
 log = logging.getLogger("memlane.proxy")
 
@@ -113,6 +114,17 @@ async def read_request(
         raise ProxyError(400, TOO_DEEP, code="invalid_json") from None
 
 
+def lent_key(wire: str, headers: Mapping[str, str]) -> LentKey | None:
+    """The client's credential for memlane's own calls this request causes: its
+    Authorization for the OpenAI-compatible upstream, or (Messages) its `x-api-key` /
+    Authorization for the Anthropic one."""
+    names = ("x-api-key", "authorization") if wire == "anthropic" else ("authorization",)
+    sent = {name: headers[name] for name in names if headers.get(name)}
+    if not sent:
+        return None
+    return LentKey("anthropic" if wire == "anthropic" else "openai", sent)
+
+
 def upstream_url(upstream: Upstream, adapter: WireAdapter, request: Request) -> str:
     """Where the request goes: the adapter's path on its upstream, with the client's query
     string (Claude Code's `?beta=true`) as sent."""
@@ -131,9 +143,8 @@ async def serve_parsed(
 ) -> Response:
     upstream = state.upstream_for(adapter.wire)
     # memlane's own background calls for this turn may use the client's key (never stored),
-    # but only a key meant for the upstream those calls go to
-    lent = request.headers.get("authorization") if upstream is state.upstream else None
-    REQUEST_AUTHORIZATION.set(lent)
+    # but only to the kind of upstream it was sent to (the LLM client checks)
+    REQUEST_KEY.set(lent_key(adapter.wire, request.headers))
     tenant = state.tenant(request.headers)
     try:
         identity = resolve(request.headers, parsed.body)
@@ -173,7 +184,7 @@ async def serve_parsed(
     headers = upstream.headers(request.headers.items())
     headers.setdefault("content-type", "application/json")
     url = upstream_url(upstream, adapter, request)
-    if tools and adapter.wire != "anthropic":  # memlane's own tools: Chat and Responses
+    if tools:  # memlane's own tools: offered upstream, its calls answered here
         loop = ToolLoop(state, turn, adapter, parsed, tools, upstream, url, headers)
         outgoing = await loop.with_pending(outgoing)
         return await (loop.stream(outgoing) if parsed.stream else loop.complete(outgoing))

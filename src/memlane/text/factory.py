@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from memlane.config import Settings
 from memlane.text.embeddings import Embedder, HashingEmbedder, MiniLMEmbedder, OpenAIEmbedder
 from memlane.text.llm import LLM, ClientPool, OpenAICompatibleLLM
+from memlane.text.llm_anthropic import AnthropicLLM
 from memlane.text.tokens import Tokenizer, encoding_for_model, get_tokenizer
 
 SUMMARY_PURPOSE = "summary"
@@ -52,29 +53,37 @@ def make_llm(
 ) -> LLM:
     """memlane's own LLM client.
 
-    purpose "summary" prefers `summary_model` / `summary_base_url`; every purpose
-    then falls back to `llm_model` / `llm_base_url`, then `upstream_url`. With no
+    `llm_provider` picks the API: OpenAI-compatible chat completions, or Anthropic
+    Messages. purpose "summary" prefers `summary_model` / `summary_base_url`; every
+    purpose then falls back to `llm_model` / `llm_base_url`, then the provider's
+    upstream (`upstream_url`, or `anthropic_upstream_url`). With no
     model configured, each call must name one (the proxy passes the request's).
     The key: `llm_api_key`, else `upstream_api_key`, else `$OPENAI_API_KEY`.
     `clients`: a pool of open HTTP clients to reuse (a long-running process's).
     """
     env = os.environ if environ is None else environ
     summary = purpose == SUMMARY_PURPOSE
-    base_url = (
-        (settings.summary_base_url if summary else None)
-        or settings.llm_base_url
-        or settings.upstream_url
-    )
+    upstream = _provider_upstream(settings)
+    base_url = (settings.summary_base_url if summary else None) or settings.llm_base_url or upstream
     model = (settings.summary_model if summary else None) or settings.llm_model
     key = own_llm_key(settings, env)
-    return OpenAICompatibleLLM(
+    kind = AnthropicLLM if settings.llm_provider == "anthropic" else OpenAICompatibleLLM
+    return kind(
         base_url,
         api_key=key,
         default_model=model,
         timeout=settings.llm_timeout,
-        borrow_request_key=key is None and base_url == settings.upstream_url,
+        borrow_request_key=key is None and base_url == upstream,
         clients=clients,
     )
+
+
+def _provider_upstream(settings: Settings) -> str:
+    """The upstream whose clients' keys memlane's own calls may borrow: the one that
+    speaks `llm_provider`'s API."""
+    if settings.llm_provider == "anthropic":
+        return settings.anthropic_upstream_url
+    return settings.upstream_url
 
 
 def upstream_llm(
@@ -93,25 +102,36 @@ def upstream_llm(
 
 def own_llm_key(settings: Settings, environ: Mapping[str, str] | None = None) -> str | None:
     """The key memlane's own LLM calls carry: `llm_api_key`, `upstream_api_key`,
-    `$OPENAI_API_KEY`; None means each call borrows the key of the client request that
+    `$OPENAI_API_KEY` (with `llm_provider` anthropic: `anthropic_api_key`,
+    `$ANTHROPIC_API_KEY`); None means each call borrows the key of the client request that
     caused it (when it goes to the same upstream)."""
     env = os.environ if environ is None else environ
-    key = settings.llm_api_key or settings.upstream_api_key
+    name, variable = _key_sources(settings)
+    key = settings.llm_api_key or getattr(settings, name)
     if key is not None and key.get_secret_value():
-        return key.get_secret_value()
-    return env.get("OPENAI_API_KEY") or None
+        return str(key.get_secret_value())
+    return env.get(variable) or None
+
+
+def _key_sources(settings: Settings) -> tuple[str, str]:
+    """(the upstream key setting, the environment variable) of `llm_provider`'s API."""
+    if settings.llm_provider == "anthropic":
+        return "anthropic_api_key", "ANTHROPIC_API_KEY"
+    return "upstream_api_key", "OPENAI_API_KEY"
 
 
 def own_llm_credential_source(settings: Settings, environ: Mapping[str, str] | None = None) -> str:
     """Where memlane's own LLM calls get their key, in words (the serve report)."""
     env = os.environ if environ is None else environ
+    name, variable = _key_sources(settings)
     if settings.llm_api_key is not None and settings.llm_api_key.get_secret_value():
         return "MEMLANE_LLM_API_KEY"
-    if settings.upstream_api_key is not None and settings.upstream_api_key.get_secret_value():
-        return "MEMLANE_UPSTREAM_API_KEY"
-    if env.get("OPENAI_API_KEY"):
-        return "$OPENAI_API_KEY"
-    if settings.llm_base_url and settings.llm_base_url != settings.upstream_url:
+    key = getattr(settings, name)
+    if key is not None and key.get_secret_value():
+        return f"MEMLANE_{name.upper()}"
+    if env.get(variable):
+        return f"${variable}"
+    if settings.llm_base_url and settings.llm_base_url != _provider_upstream(settings):
         return f"none (calls to {settings.llm_base_url} carry no key)"
     return "the key each client request carries (held in memory for that request's work)"
 

@@ -16,8 +16,8 @@ import contextlib
 import contextvars
 import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 import httpx
 
@@ -62,12 +62,26 @@ class LLM(Protocol):
         ...
 
 
-REQUEST_AUTHORIZATION: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "memlane_request_authorization", default=None
+Provider = Literal["openai", "anthropic"]
+"""The API an LLM speaks: OpenAI-compatible chat completions, or Anthropic Messages."""
+
+
+@dataclass(frozen=True, slots=True)
+class LentKey:
+    """The credential of the client request whose work is running, and the kind of upstream
+    it was sent to: memlane's own call borrows it only to talk to that same upstream."""
+
+    provider: Provider
+    headers: Mapping[str, str] = field(repr=False)
+    """The credential headers as the client sent them (`authorization`, `x-api-key`)."""
+
+
+REQUEST_KEY: contextvars.ContextVar[LentKey | None] = contextvars.ContextVar(
+    "memlane_request_key", default=None
 )
-"""The Authorization of the client request whose work is running (set by the proxy per
-request; background work started by it inherits it, other work never sees it). Held in
-memory only: never stored, never logged."""
+"""The key of the client request whose work is running (set by the proxy per request;
+background work started by it inherits it, other work never sees it). Held in memory
+only: never stored, never logged."""
 
 
 class ClientPool:
@@ -102,14 +116,18 @@ class ClientPool:
             await found.aclose()
 
 
-class OpenAICompatibleLLM:
-    """`POST {base_url}/chat/completions` with httpx.
+class HTTPLLM:
+    """What memlane's HTTP LLM clients share: the pool or a client per call, the key
+    (its own, or the one the request lent), and failures as `LLMError`.
 
     Without a `ClientPool`, each call opens its own `httpx.AsyncClient`: a client
     bound to no event loop can be built at start-up and used from a CLI's
     `asyncio.run` or a test's loop alike. The proxy passes a pool it closes at
     shutdown, so its calls reuse one client and its connections.
     """
+
+    provider: Provider = "openai"
+    path = "/chat/completions"
 
     def __init__(
         self,
@@ -127,10 +145,79 @@ class OpenAICompatibleLLM:
         """With no key of its own, use the key of the request that caused the call: only
         for a client that talks to the same server (the factory decides)."""
         self._api_key = api_key
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._headers = self._key_headers(api_key) if api_key else {}
         self._timeout = timeout
         self._transport = transport
         self._clients = clients
+
+    def _key_headers(self, api_key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key}"}
+
+    def _model(self, model: str | None) -> str:
+        chosen = model or self.default_model
+        if not chosen:
+            raise LLMError("no model: set llm_model (or summary_model) or name one per call")
+        return chosen
+
+    @property
+    def _url(self) -> str:
+        return self.base_url + self.path
+
+    @contextlib.asynccontextmanager
+    async def _client(self) -> AsyncIterator[httpx.AsyncClient]:
+        """The pool's open client, or one for this call alone (closed after it)."""
+        if self._clients is not None:
+            yield self._clients.client()
+            return
+        async with httpx.AsyncClient(
+            timeout=self._timeout, transport=self._transport, verify=ssl_context()
+        ) as client:
+            yield client
+
+    def _borrowed(self) -> dict[str, str]:
+        """The credential headers of the request whose work this is, when they may be used:
+        lent for this kind of upstream, and ASCII (a key is)."""
+        lent = REQUEST_KEY.get() if self.borrow_request_key else None
+        if lent is None or lent.provider != self.provider:
+            return {}
+        return {k: v for k, v in lent.headers.items() if v and v.isascii()}
+
+    def _call_headers(self) -> dict[str, str]:
+        """This call's key: our own, or the one borrowed from the request that caused it."""
+        return self._borrowed() or dict(self._headers)
+
+    def _transport_error(self, exc: httpx.HTTPError) -> LLMError:
+        if isinstance(exc, httpx.TimeoutException):
+            return LLMError(f"LLM timed out after {self._timeout:g}s ({self.base_url})")
+        return LLMError(
+            f"LLM unreachable at {self.base_url}, or it broke off: {type(exc).__name__}"
+        )
+
+    def _refused(self, response: httpx.Response) -> LLMError:
+        keys = [v.partition(" ")[2].strip() or v for v in self._borrowed().values()]
+        hint = _error_hint(response, [*keys, self._api_key])  # an upstream may echo the key
+        return LLMError(
+            f"LLM answered HTTP {response.status_code}{hint}", status=response.status_code
+        )
+
+    async def _post(self, body: Mapping[str, Any]) -> Any:
+        try:
+            async with self._client() as client:
+                response = await client.post(
+                    self._url, json=body, headers=self._call_headers(), timeout=self._timeout
+                )
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc) from exc
+        if not response.is_success:
+            raise self._refused(response)
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise LLMError("LLM answered a body that is not JSON") from exc
+
+
+class OpenAICompatibleLLM(HTTPLLM):
+    """`POST {base_url}/chat/completions` with httpx."""
 
     async def complete(
         self,
@@ -191,67 +278,6 @@ class OpenAICompatibleLLM:
         except httpx.HTTPError as exc:
             raise self._transport_error(exc) from exc
 
-    def _model(self, model: str | None) -> str:
-        chosen = model or self.default_model
-        if not chosen:
-            raise LLMError("no model: set llm_model (or summary_model) or name one per call")
-        return chosen
-
-    @property
-    def _url(self) -> str:
-        return f"{self.base_url}/chat/completions"
-
-    @contextlib.asynccontextmanager
-    async def _client(self) -> AsyncIterator[httpx.AsyncClient]:
-        """The pool's open client, or one for this call alone (closed after it)."""
-        if self._clients is not None:
-            yield self._clients.client()
-            return
-        async with httpx.AsyncClient(
-            timeout=self._timeout, transport=self._transport, verify=ssl_context()
-        ) as client:
-            yield client
-
-    def _borrowed(self) -> str | None:
-        """The Authorization of the request whose work this is, when it may be used."""
-        borrowed = REQUEST_AUTHORIZATION.get() if self.borrow_request_key else None
-        return borrowed if borrowed and borrowed.isascii() else None  # a key is ASCII
-
-    def _call_headers(self) -> dict[str, str]:
-        """This call's key: our own, or the one borrowed from the request that caused it."""
-        borrowed = self._borrowed()
-        return {"Authorization": borrowed} if borrowed else dict(self._headers)
-
-    def _transport_error(self, exc: httpx.HTTPError) -> LLMError:
-        if isinstance(exc, httpx.TimeoutException):
-            return LLMError(f"LLM timed out after {self._timeout:g}s ({self.base_url})")
-        return LLMError(
-            f"LLM unreachable at {self.base_url}, or it broke off: {type(exc).__name__}"
-        )
-
-    def _refused(self, response: httpx.Response) -> LLMError:
-        borrowed = self._borrowed()
-        used = borrowed.partition(" ")[2].strip() or borrowed if borrowed else self._api_key
-        hint = _error_hint(response, used)  # an upstream may echo the key it refused
-        return LLMError(
-            f"LLM answered HTTP {response.status_code}{hint}", status=response.status_code
-        )
-
-    async def _post(self, body: Mapping[str, Any]) -> Any:
-        try:
-            async with self._client() as client:
-                response = await client.post(
-                    self._url, json=body, headers=self._call_headers(), timeout=self._timeout
-                )
-        except httpx.HTTPError as exc:
-            raise self._transport_error(exc) from exc
-        if not response.is_success:
-            raise self._refused(response)
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise LLMError("LLM answered a body that is not JSON") from exc
-
 
 def _parse_completion(payload: Any, requested_model: str) -> Completion:
     try:
@@ -277,8 +303,8 @@ def _as_int(value: Any) -> int:
     return value if isinstance(value, int) and value >= 0 else 0
 
 
-def _error_hint(response: httpx.Response, api_key: str | None) -> str:
-    """The upstream's own error message, short, with the key masked if it was echoed."""
+def _error_hint(response: httpx.Response, keys: Sequence[str | None]) -> str:
+    """The upstream's own error message, short, with the keys masked if one was echoed."""
     try:
         error = response.json().get("error")
         message = error.get("message") if isinstance(error, dict) else error
@@ -286,6 +312,7 @@ def _error_hint(response: httpx.Response, api_key: str | None) -> str:
         return ""
     if not isinstance(message, str) or not message:
         return ""
-    if api_key:
-        message = message.replace(api_key, "***")
+    for key in keys:
+        if key:
+            message = message.replace(key, "***")
     return ": " + redact(message)[:200]
