@@ -39,8 +39,20 @@ def env(tmp_path: Path, upstream: ScriptedUpstream) -> dict[str, str]:
 
 def spawn(env: dict[str, str], *args: str) -> pexpect.spawn:
     return pexpect.spawn(
-        str(MEMLANE), ["chat", *args], env=env, encoding="utf-8", timeout=60, dimensions=(40, 200)
+        str(MEMLANE),
+        ["chat", *args],
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(40, 200),
+        preexec_fn=default_ctrl_c,
     )
+
+
+def default_ctrl_c() -> None:
+    """A suite started in the background by a shell (`scripts/test &`) ignores SIGINT, and
+    a child inherits that: Ctrl-C must reach the chat as it does in a terminal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def say(child: pexpect.spawn, text: str, expected: str) -> None:

@@ -43,6 +43,8 @@ from memlane.types import Message, Session
 from memlane.views.sessions import SessionLookupError, find_session
 
 PROMPT = "you> "
+SUMMARY_WAIT_SECONDS = 10.0
+"""How long `/summary` waits for the background work of the last turn (its summary)."""
 HELP = (
     "commands: /sessions (recent sessions), /todo [text] (show or set the todo), "
     "/compact (compact the history now), /summary (the running summary), /exit"
@@ -308,13 +310,13 @@ async def _command(chat_session: ChatSession, text: str) -> bool:
     elif name == "/compact":
         out(await _compact(chat_session))
     elif name == "/summary":
-        out(_summary(chat_session))
+        out(await _summary(chat_session))
     else:
         out(f"unknown command {name}. {HELP}")
     return False
 
 
-def _summary(chat_session: ChatSession) -> str:
+async def _summary(chat_session: ChatSession) -> str:
     from memlane.engine.sessions.working import current_context
 
     session = chat_session.session
@@ -322,6 +324,10 @@ def _summary(chat_session: ChatSession) -> str:
         return "the running summary is off (MEMLANE_SUMMARY_ENABLED=true turns it on)"
     if session is None:
         return "no summary yet: the session starts with your first message"
+    # the last turn's summary is written in the background: show it, not the one before
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(SUMMARY_WAIT_SECONDS):
+            await chat_session.rt.background.drain()
     context = current_context(chat_session.rt, session.id)
     if not context.summary:
         threshold = chat_session.rt.settings.summary_threshold
