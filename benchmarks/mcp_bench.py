@@ -36,7 +36,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from memlane.config import Settings
-from memlane.engine.memory.book import book_for, new_fact
+from memlane.engine.memory.book import book_for
+from memlane.engine.memory.entries import new_fact
 from memlane.engine.runtime import Runtime
 from memlane.files import admin_token
 from memlane.files.memory_files import new_id

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from memlane.engine.memory import manage
-from memlane.engine.memory.book import new_fact
+from memlane.engine.memory.entries import new_fact
 from memlane.engine.memory.recall import recall
 from memlane.files.memory_files import new_id
 from memlane.store import SearchFilter

@@ -15,6 +15,7 @@ import pytest
 from memlane.config import Settings
 from memlane.engine.memory import scopes
 from memlane.engine.memory.book import MemoryBook
+from memlane.engine.memory.entries import new_fact
 from memlane.engine.memory.ingest import TurnInput, ingest_turn
 from memlane.engine.memory.summary import summary_id
 from memlane.engine.retrieval.search import search
@@ -327,9 +328,7 @@ async def test_queued_changes_commit_after_a_quiet_period_or_when_many_wait(
     monkeypatch.setattr(book_module, "COMMIT_MAX_PENDING", 3)
     await book.write(
         puts=[
-            book_module.new_fact(
-                scope="global", conversation_id="c", role="memory", text="one", fact_id="f1"
-            )
+            new_fact(scope="global", conversation_id="c", role="memory", text="one", fact_id="f1")
         ]
     )
     book.commit_later("memory: one")
@@ -339,7 +338,7 @@ async def test_queued_changes_commit_after_a_quiet_period_or_when_many_wait(
     for n in range(3):  # the third waiting change commits at once, before any quiet period
         await book.write(
             puts=[
-                book_module.new_fact(
+                new_fact(
                     scope="global",
                     conversation_id="c",
                     role="memory",

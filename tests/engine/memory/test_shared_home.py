@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from memlane.config import Settings
-from memlane.engine.memory.book import new_fact
+from memlane.engine.memory.entries import new_fact
 from memlane.engine.runtime import Runtime
 from memlane.files import admin_token
 from memlane.files.memory_files import new_id

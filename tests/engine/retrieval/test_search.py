@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from memlane.config import Settings
-from memlane.engine.memory.book import embed_missing
+from memlane.engine.memory.vectors import embed_missing
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.store.sqlite import SQLiteStore

@@ -22,12 +22,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
-from datetime import datetime
 from pathlib import Path
 
 from memlane.engine import threads, turnlog
+from memlane.engine.memory.vectors import Progress, embed_missing
 from memlane.engine.runtime import Runtime
 from memlane.files.git import GitRepo, commit_quietly
 from memlane.files.locks import MEMORY_LOCK, SCOPE_LOCKS, HomeLock
@@ -35,21 +35,16 @@ from memlane.files.memory_files import MemoryFileError, MemoryFiles, id_from_nam
 from memlane.files.memory_snapshot import Snapshot
 from memlane.files.watcher import watch
 from memlane.store import Store
-from memlane.text.embeddings import EmbeddingError
 from memlane.text.redact import redact
-from memlane.types import Fact, FactRole
+from memlane.types import Fact
 
 log = logging.getLogger("memlane.memory")
 
-EMBED_BATCH = 256
 COMMIT_QUIET_SECONDS = 5.0
 """Per-turn changes are committed together once no new change came for this long..."""
 COMMIT_MAX_PENDING = 100
 """...or once this many are waiting: git runs once per burst, never once per turn."""
 WATCH_START_SECONDS = 5.0
-MODEL_META = "memory.embedding_model"
-Progress = Callable[[int, int | None], None]
-"""(done, total): total is None while it is not known yet."""
 
 
 @dataclass
@@ -476,75 +471,3 @@ def combined_message(messages: Sequence[str]) -> str:
         head, *body = message.splitlines() or [""]
         parts.append("\n".join([f"- {head}", *(f"  {line}" for line in body if line.strip())]))
     return f"memory: {len(messages)} updates\n\n" + "\n".join(parts)
-
-
-def embed_missing(rt: Runtime, progress: Progress | None = None, *, force: bool = False) -> int:
-    """Embed every active entry without a vector of the current model.
-
-    Nothing is embedded while dense retrieval is off (`memory_dense`) unless `force`
-    (an evaluation of the dense configuration).
-
-    Content-addressed: the store drops a vector only when its text changes, so
-    unchanged text is never re-embedded; a new embedding model drops the old
-    vectors and re-embeds everything. A failing embedder is logged: keyword
-    search still finds the entries, and the next write retries.
-    """
-    if not (force or rt.settings.dense_retrieval):
-        return 0
-    store = rt.store
-    try:
-        embedder = rt.embedder
-        model = embedder.model_id
-        if store.get_meta(MODEL_META) != model:
-            dropped = store.drop_vectors(except_model=model)
-            if dropped:
-                log.info("embedding model is now %s: re-embedding %d entries", model, dropped)
-            store.set_meta(MODEL_META, model)
-        done = 0
-        while True:
-            batch = store.missing_vectors("fact", model=model, limit=EMBED_BATCH)
-            if not batch:
-                return done
-            vectors = embedder.embed([text for _, text in batch])
-            store.put_vectors(
-                "fact", [(ref, vectors[i]) for i, (ref, _) in enumerate(batch)], model=model
-            )
-            done += len(batch)
-            if progress is not None:
-                progress(done, None)
-            if len(batch) < EMBED_BATCH:
-                return done
-    except (EmbeddingError, OSError, RuntimeError, ValueError) as exc:
-        log.warning("memory entries not embedded (keyword search still works): %s", exc)
-        return 0
-
-
-def new_fact(
-    *,
-    scope: str,
-    conversation_id: str,
-    role: FactRole,
-    text: str,
-    fact_id: str,
-    source_session: str | None = None,
-    source_message: int | None = None,
-    summary_kind: str | None = None,
-    created_at: datetime | None = None,
-    valid_from: datetime | None = None,
-) -> Fact:
-    """A fresh entry stamped now (or at `created_at`), true from `valid_from` (default:
-    from when it was stamped)."""
-    when = created_at or now_utc()
-    return Fact(
-        id=fact_id,
-        scope=scope,
-        conversation_id=conversation_id,
-        role=role,
-        text=text,
-        created_at=when,
-        updated_at=when,
-        summary_kind=summary_kind,
-        source_session=source_session,
-        source_message=source_message,
-        valid_from=valid_from,
-    )

@@ -24,8 +24,9 @@ from datetime import datetime, timedelta
 from memlane.engine import threads
 from memlane.engine.failopen import record_for
 from memlane.engine.memory import scopes, versions
-from memlane.engine.memory.book import MemoryBook, new_fact
+from memlane.engine.memory.book import MemoryBook
 from memlane.engine.memory.dates import absolute_dates
+from memlane.engine.memory.entries import new_fact
 from memlane.engine.memory.evict import choose_evictions
 from memlane.engine.memory.extract import extract_facts
 from memlane.engine.memory.reconcile import Plan, reconcile

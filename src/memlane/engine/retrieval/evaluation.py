@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from memlane.engine import threads
-from memlane.engine.memory.book import embed_missing
 from memlane.engine.memory.scopes import conversation_scope
+from memlane.engine.memory.vectors import embed_missing
 from memlane.engine.retrieval.search import Method, search
 from memlane.engine.runtime import Runtime
 from memlane.types import Fact
