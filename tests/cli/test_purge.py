@@ -155,3 +155,26 @@ def test_a_purged_memory_leaves_the_history(
     assert "memory: purged" in git(repo, "log", "--format=%s")
     shown = CliRunner().invoke(app, ["memory", "show", memory_id])
     assert shown.exit_code != 0  # the entry itself is gone, not a tombstone
+
+
+def test_purging_a_memory_purges_the_versions_it_replaced(
+    home_proxy: RunningProxy, upstream: ScriptedUpstream
+) -> None:
+    """An earlier version says the same thing at another time: deleted means all of it."""
+    home = home_proxy.settings.home_path
+    added = CliRunner().invoke(app, ["memory", "add", f"the gate code is {SECRET}", "--json"])
+    assert added.exit_code == 0, added.output
+    old_id = json.loads(added.stdout)["id"]
+    newer = f"the gate code is {SECRET}-2"
+    replaced = CliRunner().invoke(app, ["memory", "supersede", old_id, newer, "--json"])
+    assert replaced.exit_code == 0, replaced.output
+    new_id = json.loads(replaced.stdout)["new"]["id"]
+    CliRunner().invoke(app, ["memory", "add", f"the shed code is {KEPT}"])
+    assert found_under(home, SECRET)
+
+    purged = CliRunner().invoke(app, ["memory", "forget", new_id, "--purge", "--json"])
+    assert purged.exit_code == 0, purged.output
+    assert found_under(home, SECRET) == []
+    assert KEPT in git(home / "memory", "log", "-p", "--all")
+    for gone in (old_id, new_id):
+        assert CliRunner().invoke(app, ["memory", "show", gone]).exit_code != 0

@@ -229,17 +229,21 @@ def _not_forgotten(fact: Fact) -> Fact:
 async def forget_memory(rt: Runtime, fact_id: str, *, purge: bool = False) -> Fact:
     """Soft delete: the entry moves under `deleted/` and leaves the index.
 
-    With `purge` nothing of it is kept: its file and row go, the memory repository's
-    history is rewritten without it (every commit id from its first one changes), and
-    the store's files are cleaned; the returned entry is the one that was removed.
+    With `purge` nothing of it is kept, nor of the versions it replaced or that replaced
+    it (each says the same thing at another time): their files and rows go, the memory
+    repository's history is rewritten without them (every commit id from the first one
+    changes), and the store's files are cleaned; the returned entry is the one named.
     """
     book = rt.memory_book
     await book.ready()
     fact = await get_memory(rt, fact_id)
     if purge:
-        await book.erase([fact])
-        await book.commit(f"memory: purged {fact.id}")
-        await book.purge_history([fact])
+        every = await threads.to_thread(versions.chain, rt.store, fact.id) or [fact]
+        await book.erase(every)
+        others = [f.id for f in every if f.id != fact.id]
+        also = f" and its versions {', '.join(others)}" if others else ""
+        await book.commit(f"memory: purged {fact.id}{also}")
+        await book.purge_history(every)
         return replace(fact, deleted=True)
     if fact.deleted:
         return fact
