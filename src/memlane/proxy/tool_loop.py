@@ -308,33 +308,20 @@ class ToolLoop:
         from memlane.proxy.turns import (
             _fail,
             _finish,
-            _learn_window,
             _response_headers,
-            error_response,
+            open_stream,
             transport_error,
         )
 
         state, turn, adapter = self.state, self.turn, self.adapter
         while True:
-            client = self.upstream.client
-            request = client.build_request(
-                "POST", self.url, content=self.payload(messages), headers=self.headers
+            content = self.payload(messages)
+            opened = await open_stream(
+                state, turn, adapter, self.upstream, self.url, content, self.headers
             )
-            try:
-                upstream = await client.send(request, stream=True)
-            except httpx.HTTPError as exc:
-                await _fail(state, turn)
-                raise transport_error(state, self.upstream, exc) from None
-            if upstream.status_code >= 400:
-                try:
-                    content = await upstream.aread()
-                except httpx.HTTPError:
-                    content = b""
-                finally:
-                    await upstream.aclose()
-                _learn_window(state, turn, upstream.status_code, content)
-                await _fail(state, turn)
-                return error_response(adapter, upstream.status_code, content)
+            if isinstance(opened, Response):
+                return opened
+            upstream = opened
             headers = _response_headers(turn, upstream.headers)
             read = _Round(adapter.assembler(), self.wire, upstream.aiter_bytes())
             try:

@@ -335,24 +335,44 @@ async def _finish(state: ProxyState, turn: Turn, answer: Answer) -> None:
         log.exception("storing the answer failed")
 
 
-async def _stream(state: ProxyState, turn: Turn, adapter: WireAdapter, call: Call) -> Response:
-    client = call.upstream.client
-    request = client.build_request("POST", call.url, content=call.payload, headers=call.headers)
+async def open_stream(
+    state: ProxyState,
+    turn: Turn,
+    adapter: WireAdapter,
+    upstream: Upstream,
+    url: str,
+    content: bytes,
+    headers: Mapping[str, str],
+) -> httpx.Response | Response:
+    """The upstream's streamed answer, open; or, when it refused, the error the client gets
+    in its own wire format (the turn marked failed, a context window it names learned)."""
+    client = upstream.client
+    request = client.build_request("POST", url, content=content, headers=headers)
     try:
-        upstream = await client.send(request, stream=True)
+        opened = await client.send(request, stream=True)
     except httpx.HTTPError as exc:
         await _fail(state, turn)
-        raise transport_error(state, call.upstream, exc) from None
-    if upstream.status_code >= 400:
-        try:
-            content = await upstream.aread()
-        except httpx.HTTPError:
-            content = b""
-        finally:
-            await upstream.aclose()
-        _learn_window(state, turn, upstream.status_code, content)
-        await _fail(state, turn)
-        return error_response(adapter, upstream.status_code, content)
+        raise transport_error(state, upstream, exc) from None
+    if opened.status_code < 400:
+        return opened
+    try:
+        body = await opened.aread()
+    except httpx.HTTPError:
+        body = b""
+    finally:
+        await opened.aclose()
+    _learn_window(state, turn, opened.status_code, body)
+    await _fail(state, turn)
+    return error_response(adapter, opened.status_code, body)
+
+
+async def _stream(state: ProxyState, turn: Turn, adapter: WireAdapter, call: Call) -> Response:
+    opened = await open_stream(
+        state, turn, adapter, call.upstream, call.url, call.payload, call.headers
+    )
+    if isinstance(opened, Response):
+        return opened
+    upstream = opened
 
     async def settle(outcome: Outcome, assembler: StreamAssembler) -> None:
         answer = Answer([], failed=True)
