@@ -5,7 +5,8 @@ Run: .venv/bin/python benchmarks/memory_bench.py [--sizes 10000 100000 1000000]
 
 Search latency: the whole read-path `search` as a request runs it with the
 default settings (keyword candidates over context-expanded turn documents,
-recency, top 5; no model) over an embedded SQLite store holding N entries with
+entity-aware expansion, recency, top 5; no model), and again without the
+expansion ("no-exp"), over an embedded SQLite store holding N entries with
 synthetic text (Zipf-distributed words plus identifiers). Nine entries in ten
 are conversation turns, alternating user / assistant, in conversations of 50
 turns, each indexed as memlane indexes a turn (its date, its own words twice,
@@ -293,7 +294,8 @@ def rss_mb() -> float:
 async def search_bench(sizes: list[int], queries: int) -> None:
     print("search latency (ms), top 5, default read path (keyword over context-expanded turns)")
     print(
-        f"{'entries':>10} {'request p50':>12} {'request p95':>12} {'all p50':>9} {'all p95':>9}"
+        f"{'entries':>10} {'request p50':>12} {'request p95':>12} {'no-exp p50':>11}"
+        f" {'no-exp p95':>11} {'all p50':>9} {'all p95':>9}"
         f" {'warm-up s':>10} {'RSS MB':>8} {'load s':>8}"
     )
     for size in sizes:
@@ -313,10 +315,12 @@ async def search_bench(sizes: list[int], queries: int) -> None:
                 warm = time.perf_counter() - began
                 conversations = size // TURNS_PER_CONVERSATION + 1
                 s50, s95 = await latency(rt, asked, conversations, scoped=True)
+                plain = Runtime(Settings(home=home, memory_entity_expansion=False), store)
+                n50, n95 = await latency(plain, asked, conversations, scoped=True)
                 a50, a95 = await latency(rt, asked, conversations, scoped=False)
                 print(
-                    f"{size:>10,} {s50:>12.2f} {s95:>12.2f} {a50:>9.1f} {a95:>9.1f}"
-                    f" {warm:>10.1f} {rss_mb():>8,.0f} {loaded:>8.0f}",
+                    f"{size:>10,} {s50:>12.2f} {s95:>12.2f} {n50:>11.2f} {n95:>11.2f}"
+                    f" {a50:>9.1f} {a95:>9.1f} {warm:>10.1f} {rss_mb():>8,.0f} {loaded:>8.0f}",
                     flush=True,
                 )
             finally:

@@ -31,11 +31,13 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
 from memlane.engine.retrieval.evaluation import CATEGORIES, load_conversations, turn_facts
+from memlane.engine.retrieval.expand import MAX_READ
 from memlane.store.analysis import query_terms, terms
 from memlane.store.documents import turn_documents
 
@@ -242,6 +244,65 @@ class EntityExpansion:
         return _top(scores + bonus, mask)
 
 
+class RareWordExpansion:
+    """What the read path does (`engine.retrieval.expand`), with its knobs chosen per fold:
+    the top 30 hits (3 x the 10 asked for) scaled to [0, 1]; each of the best `seeds`
+    links the turns whose own text says one of its words that at most `max_df` of the
+    conversation's documents hold (the rarest first, MAX_READ documents read at most); a
+    linked turn gets `weight` x the seed's relevance added to its own (0 outside the 30),
+    the best link counting (`GRID[knob]`)."""
+
+    GRID: ClassVar[list[tuple[int, int, float]]] = [
+        (seeds, max_df, weight)
+        for seeds in (1, 2, 3)
+        for max_df in (8, 12, 16, 20, 30)
+        for weight in (0.05, 0.1, 0.15, 0.2, 0.3)
+    ]
+    POOL = 30
+
+    def __init__(self, corpus: Corpus) -> None:
+        self.own = [set(terms(t)) for t in corpus.text]
+        self.said: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+        self.df: dict[str, Counter[str]] = defaultdict(Counter)
+        convs = corpus.conversation.tolist()
+        for i, (conv, own, doc) in enumerate(zip(convs, self.own, corpus.doc_terms, strict=True)):
+            for word in own:
+                self.said[conv][word].append(i)
+            self.df[conv].update(set(doc))
+        self.pools: dict[int, tuple[list[int], dict[int, float]]] = {}
+
+    def _pool(self, corpus: Corpus, q: int) -> tuple[list[int], dict[int, float]]:
+        if q not in self.pools:
+            conv, question, _gold, _cat = corpus.questions[q]
+            mask = corpus.conversation == conv
+            scores = corpus.expanded.score(query_terms(question))
+            pool = _top(scores, mask, self.POOL)
+            hi, lo = (scores[pool[0]], scores[pool[-1]]) if pool else (1.0, 0.0)
+            scaled = {i: (scores[i] - lo) / (hi - lo) if hi > lo else 1.0 for i in pool}
+            self.pools[q] = (pool, scaled)
+        return self.pools[q]
+
+    def __call__(self, corpus: Corpus, q: int, knob: float) -> list[int]:
+        seeds, max_df, weight = self.GRID[int(knob)]
+        conv = corpus.questions[q][0]
+        df = self.df[conv]
+        pool, relevance = self._pool(corpus, q)
+        rare = {w for seed in pool[:seeds] for w in self.own[seed] if df[w] <= max_df}
+        read = 0
+        bonus: dict[int, float] = {}
+        for word in sorted(rare, key=lambda w: (df[w], w)):  # rarest first, MAX_READ read
+            read += df[word]
+            if read > MAX_READ:
+                break
+            for seed in pool[:seeds]:
+                if word in self.own[seed]:
+                    for other in self.said[conv][word]:
+                        if other != seed:
+                            bonus[other] = max(bonus.get(other, 0.0), weight * relevance[seed])
+        final = {i: relevance.get(i, 0.0) + bonus.get(i, 0.0) for i in {*relevance, *bonus}}
+        return sorted(final, key=lambda i: (-final[i], i))[:TOP]
+
+
 def pooled_episode(corpus: Corpus, q: int, weight: float) -> list[int]:
     """No episode index: an episode's score is the sum of its best 3 turns among the
     top 30 keyword hits (min-max scaled), added with weight `w`."""
@@ -315,6 +376,14 @@ def _recall(ranked: Sequence[str], gold: Sequence[str]) -> float:
     return len(set(gold) & set(ranked[:TOP])) / len(set(gold))
 
 
+def _knob(idea: str, value: float) -> str:
+    if idea.startswith("window"):
+        return "/".join(map(str, WINDOWS[int(value)]))
+    if "rare-word" in idea:
+        return "/".join(f"{v:g}" for v in RareWordExpansion.GRID[int(value)])
+    return f"{value:g}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("file", nargs="?", type=Path, default=DEFAULT_FILE)
@@ -325,7 +394,7 @@ def main() -> None:
     weights = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
     ideas: list[tuple[str, Ranker, Sequence[float]]] = [
         ("each turn alone (plain BM25)", plain, (0.0,)),
-        ("context-expanded turns (default: 2 before, 1 after, turn x2)", expanded, (0.0,)),
+        ("context-expanded turns (2 before, 1 after, turn x2)", expanded, (0.0,)),
         (
             "window and turn weight chosen per fold (before, after, weight)",
             Window(),
@@ -343,6 +412,11 @@ def main() -> None:
         ),
         ("+ episode prior from the top 30 hits (no episode index)", pooled_episode, weights),
         ("+ rare-entity expansion from the top 3 hits", EntityExpansion(corpus), weights),
+        (
+            "+ rare-word expansion (default: seeds / holders / weight)",
+            RareWordExpansion(corpus),
+            [float(i) for i in range(len(RareWordExpansion.GRID))],
+        ),
         ("at most N hits per episode", session_cap, (2.0, 3.0, 4.0, 6.0, 10.0)),
     ]
     outcomes = [(name, run(corpus, ranker, grid)) for name, ranker, grid in ideas]
@@ -361,10 +435,7 @@ def main() -> None:
         mean = {k: float(np.mean(v)) for k, v in outcome.recall.items()}
         up = sum(mean[c] > float(np.mean(base.recall[c])) + 1e-9 for c in conversations)
         down = sum(mean[c] < float(np.mean(base.recall[c])) - 1e-9 for c in conversations)
-        knobs = ", ".join(
-            "/".join(map(str, WINDOWS[int(k)])) if name.startswith("window") else f"{k:g}"
-            for k in outcome.chosen
-        )
+        knobs = ", ".join(_knob(name, k) for k in outcome.chosen)
         cells = " | ".join(f"{mean[c]:.3f}" for c in categories)
         print(f"| {name} | {knobs} | {cells} | **{mean['all']:.3f}** | {up} / {down} |")
 

@@ -101,6 +101,8 @@ def test_a_hand_written_file_without_front_matter_takes_its_place(tmp_path: Path
         ("---\nid: x\nrole: wizard\n---\ntext\n", "role must be"),
         ("---\nid: x\ncreated_at: yesterday\n---\ntext\n", "ISO 8601"),
         ("---\nid: x\n---\n\n", "empty memory"),
+        ("---\nid: x\nsource_turns: t1\n---\ntext\n", "source_turns must be a list"),
+        ("---\nid: x\nsource_turns: [1, 2]\n---\ntext\n", "source_turns must be a list"),
     ],
 )
 def test_broken_files_raise_a_clear_error(content: str, why: str) -> None:
@@ -164,3 +166,20 @@ def test_a_hand_written_valid_to_is_read_and_a_backwards_one_refused(tmp_path: P
     path.write_text(path.read_text().replace("valid_to: 2020-01-01", "valid_to: soon"))
     with pytest.raises(MemoryFileError, match="valid_to is not an ISO 8601 time"):
         files.read(path)
+
+
+def test_the_turns_a_fact_came_from_are_front_matter_until_it_is_deleted(tmp_path: Path) -> None:
+    files = MemoryFiles(tmp_path)
+    linked = fact(source_turns=("t1", "t2"))
+    written = files.write(linked)
+    assert "source_turns:\n- t1\n- t2\n" in written.path.read_text()
+    assert files.read(written.path).fact == linked
+    assert "source_turns" not in render(fact())  # none: nothing written
+    tomb = files.move_to_deleted(linked)
+    assert "source_turns" not in tomb.path.read_text()
+    assert files.read(tomb.path).fact.source_turns == ()
+    # a tombstone a person wrote with links still links nothing
+    tomb.path.write_text(
+        tomb.path.read_text().replace("id: abc123", "id: abc123\nsource_turns: [t1]")
+    )
+    assert files.read(tomb.path).fact.source_turns == ()

@@ -68,6 +68,22 @@ class MemorySettings(BaseModel):
         description="Cap on facts and turns per conversation; the oldest go first, "
         "summaries are exempt.",
     )
+    memory_entity_expansion: bool = Field(
+        default=True,
+        description="Entity-aware expansion: a memory that says a rare word (a name, a place, "
+        "an identifier) of one of the two best hits is recalled with it (+0.013 Recall@10 on "
+        "LoCoMo dev held out, up in every category; no model).",
+    )
+    memory_fact_sources: bool = Field(
+        default=True,
+        description="A recalled fact brings the remembered turn it was extracted from "
+        "(within memory_top_k; only from a scope the request recalls from).",
+    )
+    memory_session_summaries: bool = Field(
+        default=True,
+        description="Recall the summaries session indexing writes (the namespace's other "
+        "conversations) as memories.",
+    )
     memory_mmr_lambda: float = Field(
         default=0.7, ge=0.0, le=1.0, description="MMR diversity weight (1.0 = pure relevance)."
     )

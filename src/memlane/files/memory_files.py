@@ -10,7 +10,8 @@ Layout under the memory root (`$MEMLANE_HOME/memory`)::
 
 Each file is YAML front matter (`id`, `role`, `scope`, `conversation_id`,
 `created_at`, validity: `valid_from`, `valid_to`, the links between versions:
-`replaced_by`, `supersedes`, `summary_kind`, provenance) and the text as body,
+`replaced_by`, `supersedes`, `summary_kind`, provenance: `source_session`,
+`source_message`, and `source_turns`, the turn entries a fact came from) and the text as body,
 so a person can read, edit, create or delete any memory with an editor (setting
 `valid_to` by hand closes a memory: recall stops showing it after that moment).
 `<scope>` is `global` or the scope made safe by `files.paths.safe_key`; the
@@ -111,6 +112,8 @@ def render(fact: Fact) -> str:
         meta["source_session"] = fact.source_session
     if fact.source_message is not None:
         meta["source_message"] = fact.source_message
+    if fact.source_turns:
+        meta["source_turns"] = list(fact.source_turns)
     head = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=10_000)
     return f"---\n{head}---\n\n{fact.text.strip()}\n"
 
@@ -144,6 +147,9 @@ def parse(
     source_message = meta.get("source_message")
     if source_message is not None and not isinstance(source_message, int):
         raise MemoryFileError(f"{path}: source_message must be an integer")
+    source_turns = meta.get("source_turns") or []
+    if not isinstance(source_turns, list) or not all(isinstance(t, str) for t in source_turns):
+        raise MemoryFileError(f"{path}: source_turns must be a list of memory ids")
     return Fact(
         id=fact_id,
         scope=scope,
@@ -160,6 +166,7 @@ def parse(
         valid_from=valid_from,
         valid_to=valid_to,
         supersedes=_text(meta, "supersedes", path),
+        source_turns=() if deleted else tuple(source_turns),
     )
 
 
@@ -215,7 +222,11 @@ class MemoryFiles:
     def move_to_deleted(self, fact: Fact, *, replaced_by: str | None = None) -> EntryFile:
         """Soft delete: the file moves under `deleted/` with its tombstone fields set."""
         tomb = replace(
-            fact, deleted=True, replaced_by=replaced_by or fact.replaced_by, updated_at=now_utc()
+            fact,
+            deleted=True,
+            replaced_by=replaced_by or fact.replaced_by,
+            updated_at=now_utc(),
+            source_turns=(),  # a deleted fact links nothing
         )
         active = self.find(replace(fact, deleted=False))
         written = self.write(tomb)

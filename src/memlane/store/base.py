@@ -282,6 +282,24 @@ class SearchIndex(Protocol):
         """BM25-style ranking over `store.analysis.terms`; best first, higher score is better."""
         ...
 
+    def rare_term_hits(
+        self,
+        words: Sequence[str],
+        flt: SearchFilter,
+        *,
+        max_df: int,
+        max_share: float = 1.0,
+        limit: int | None = None,
+    ) -> dict[str, list[Hit]]:
+        """For each of `words` (analyser terms, `store.analysis`) that at most `max_df`
+        documents passing `flt` hold (in what the index reads), and at most `max_share` of
+        the documents passing it, the documents among them whose own text says it (what a
+        hit shows: a turn, not its neighbours), oldest first; a word more common than that,
+        or said by none, is left out. With `limit`, the rarest words only, while their
+        holders together stay within it (`rows.rarest`). What entity-aware expansion reads
+        (`engine.retrieval.expand`). A hit's `score` is 0."""
+        ...
+
     def put_vectors(
         self, kind: DocKind, items: Sequence[tuple[str, Vector]], *, model: str
     ) -> None:

@@ -10,7 +10,7 @@ for the rows of `Store.dump` / `Store.load`, whose shape is pinned here:
 - messages: id, session_id, position, role, kind, origin, wire, content (the
   `message_to_json` object), text, content_hash, token_count, status, created_at
 - events: id, session_id, kind, payload (an object), text, created_at
-- facts: the `Fact` fields (timestamps as text)
+- facts: the `Fact` fields (timestamps as text; `source_turns` as a JSON array text or null)
 - vectors: kind, ref, model, dim, vec (base64)
 - meta: key, value
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -104,6 +104,7 @@ FACT_COLUMNS = (
     "valid_from",
     "valid_to",
     "supersedes",
+    "source_turns",
 )
 FACT_TIMES = ("created_at", "updated_at", "valid_from", "valid_to")
 """The fact columns that hold a moment (`valid_from` and `valid_to` may be empty)."""
@@ -115,7 +116,21 @@ def fact_to_row(fact: Fact) -> dict[str, Any]:
         value = row[name]
         row[name] = None if value is None else ts_to_text(value)
     row["deleted"] = bool(fact.deleted)
+    row["source_turns"] = links_to_text(fact.source_turns)
     return row
+
+
+def links_to_text(ids: Sequence[str]) -> str | None:
+    """Entry ids as the `source_turns` column holds them (a JSON array; none: NULL)."""
+    return json.dumps(list(ids)) if ids else None
+
+
+def links_from_text(value: Any) -> tuple[str, ...]:
+    """`source_turns` as stored (JSON text), dumped, or missing (a row from before it)."""
+    if value is None or value == "":
+        return ()
+    items = json.loads(value) if isinstance(value, str) else value
+    return tuple(str(item) for item in items)
 
 
 def vector_to_bytes(vector: Vector) -> bytes:

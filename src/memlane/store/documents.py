@@ -9,8 +9,9 @@ words weighed twice. What a search
 returns, shows and injects is still the turn itself; only the index reads more.
 Facts and summaries stay standalone documents. History that governance drops
 from a request is indexed the same way (`window_documents`: each dropped message
-with the ones around it). Both backends build documents here, so their keyword
-scores agree.
+with the ones around it). A session that session indexing summarised is a document
+of its namespace (`session_doc`): its summary, found by its name, description and
+tags too. Both backends build documents here, so their keyword scores agree.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from memlane.types import DocKind, Fact
+from memlane.types import DocKind, Fact, Session
+from memlane.types.scopes import namespace_scope
 
 TURN_ROLES: tuple[str, ...] = ("user", "assistant")
 BEFORE = 2
@@ -102,3 +105,42 @@ def turn_documents(
         later = [t.text for t in live[i + 1 : i + 1 + after]]
         out[fact.id] = turn_document(fact, earlier, later, weight=weight)
     return out
+
+
+def session_doc(session: Session) -> tuple[Doc, str] | None:
+    """A session's summary as a document of its namespace, with what the index reads for it
+    (its name, description, summary and tags); None until session indexing wrote one.
+
+    Dated when it was indexed: recency then favours what was summarised lately."""
+    meta = session.metadata
+    summary = _text(meta.get("summary"))
+    if not summary:
+        return None
+    tags = meta.get("tags")
+    words = [_text(meta.get("name")), _text(meta.get("description")), summary]
+    if isinstance(tags, list):
+        words.append(" ".join(_text(tag) for tag in tags))
+    doc = Doc(
+        "session",
+        session.id,
+        namespace_scope(session.namespace, session.tenant),
+        session.id,
+        None,
+        summary,
+        _moment(meta.get("indexed_at")) or session.updated_at,
+    )
+    return doc, "\n".join(w for w in words if w)
+
+
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _moment(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else None

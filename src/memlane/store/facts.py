@@ -183,7 +183,8 @@ class SqlFacts(SqlStore[D]):
         with self._writing() as db:
             deleted = db.run(
                 "UPDATE facts SET deleted = ?, replaced_by = coalesce(?, replaced_by), "
-                "valid_to = coalesce(valid_to, ?), updated_at = ? WHERE id = ?",
+                "valid_to = coalesce(valid_to, ?), updated_at = ?, source_turns = NULL "
+                "WHERE id = ?",
                 True,
                 replaced_by,
                 db.time(at or stamp),

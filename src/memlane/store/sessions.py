@@ -3,21 +3,24 @@
 What differs by backend is how a fork copies the messages with their search
 documents and vectors (`_copy_messages`) and what a deletion leaves to tidy
 (`_forget_deleted`); the rules are here: a fork keeps the running summary only
-when it keeps everything the summary covers, and deleting a session deletes
-its messages, events, state, its conversation's facts and all their documents.
+when it keeps everything the summary covers, a session's index summary is a search
+document of its namespace (`index_summaries`), and deleting a session deletes its
+messages, events, state, its conversation's facts and all their documents (its
+summary's too).
 """
 
 from __future__ import annotations
 
 import uuid
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from memlane.store.base import SessionNotFound, StoreError
 from memlane.store.codec import now
+from memlane.store.documents import Doc, session_doc
 from memlane.store.rows import SESSION_COLUMNS, Row, decoded, session_from_row
-from memlane.store.sql import D, Db, SqlStore, limited
+from memlane.store.sql import D, Db, SqlStore, among, limited
 from memlane.types import Session
 
 
@@ -38,6 +41,27 @@ def forked_summary(source: Row, at_position: int | None) -> tuple[str, int]:
     if at_position is None or at_position >= source["summarized_count"]:
         return source["summary"], int(source["summarized_count"])
     return "", 0
+
+
+def index_summaries(
+    db: D, put: Callable[[D, Doc, str | None], None], session_ids: Collection[str] | None = None
+) -> int:
+    """Keep the summary documents of these sessions (every one: None) in step with their
+    metadata (`documents.session_doc`): put where there is a summary, removed where there
+    is none; returns how many were put. Used on update, on load and by a migration."""
+    ids = None if session_ids is None else sorted(session_ids)
+    where = "" if ids is None else f"WHERE {among('id', ids)}"
+    rows = db.all(f"SELECT {SESSION_COLUMNS} FROM sessions {where}", *(ids or ()))
+    put_count = 0
+    for row in rows:
+        session = session_from_row(row)
+        found = session_doc(session)
+        if found is None:
+            db.run("DELETE FROM docs WHERE kind = 'session' AND ref = ?", session.id)
+            continue
+        put(db, *found)
+        put_count += 1
+    return put_count
 
 
 class SqlSessions(SqlStore[D]):
@@ -135,6 +159,8 @@ class SqlSessions(SqlStore[D]):
             )
             if not changed:
                 raise SessionNotFound(f"no session with id {session_id}")
+            if metadata is not None:
+                index_summaries(db, self._put_doc, [session_id])
             row = db.one(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", session_id)
         assert row is not None
         return session_from_row(row)
@@ -210,6 +236,7 @@ class SqlSessions(SqlStore[D]):
             )
             copied = self._copy_messages(db, session_id, new_id, at_position)
             db.run("UPDATE sessions SET message_count = ? WHERE id = ?", copied, new_id)
+            index_summaries(db, self._put_doc, [new_id])  # the summary it keeps, as its own
             db.run(
                 "INSERT INTO session_state (session_id, name, value) "
                 "SELECT ?, name, value FROM session_state WHERE session_id = ?",

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from memlane.types.messages import Message
 
-DocKind = Literal["fact", "message", "event"]
+DocKind = Literal["fact", "message", "event", "session"]
 FactRole = Literal["memory", "user", "assistant", "summary"]
 MessageStatus = Literal["ok", "failed", "superseded"]
 
@@ -97,6 +97,9 @@ class Fact:
     """When it stopped being true (a later version, a delete, a person's edit); None: still."""
     supersedes: str | None = None
     """The earlier version this one replaced (that version's `replaced_by` names this one)."""
+    source_turns: tuple[str, ...] = ()
+    """The remembered turns (entry ids) an extracted fact came from: recall brings them
+    with it. A deleted fact links nothing."""
 
     @property
     def since(self) -> datetime:

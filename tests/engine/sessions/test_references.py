@@ -289,8 +289,9 @@ async def test_the_pipeline_stores_the_turn_then_references_then_the_state_block
     if with_reference:
         assert [m.origin for m in out] == ["client", "reference", "client", "state"]
         assert stored == ["client", "client", "reference", "state"]
-    else:
-        assert [m.origin for m in out] == ["client", "client", "state"]
+    else:  # no reference: recall finds the other session by its summary (not stored)
+        assert [m.origin for m in out] == ["client", "recall", "client", "state"]
+        assert "The target's summary." in out[1].text
         assert stored == ["client", "client", "state"]
 
 

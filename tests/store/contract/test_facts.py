@@ -5,6 +5,7 @@ Run once per backend (`tests/store/conftest.py`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from memlane.store import (
@@ -66,3 +67,21 @@ def test_a_tombstone_keeps_the_time_it_was_given(store: Store) -> None:
 
 def test_backend_plays_the_fact_store_role(store: Store) -> None:
     assert isinstance(store, FactStore)
+
+
+def test_a_fact_keeps_the_turns_it_came_from_until_it_is_deleted(store: Store) -> None:
+    said = fact("t1", "I married Anne", role="user")
+    linked = replace(fact("f1", "The user's wife is Anne", minutes=1), source_turns=("t1", "t0"))
+    store.put_fact(said)
+    store.put_fact(linked)
+    assert store.get_fact("f1") == linked  # in order, as recorded
+    assert store.get_fact("t1").source_turns == ()  # type: ignore[union-attr]
+    assert [f.source_turns for f in store.list_facts(roles=["memory"])] == [("t1", "t0")]
+    store.put_fact(replace(linked, source_turns=()))
+    assert store.get_fact("f1").source_turns == ()  # type: ignore[union-attr]
+    store.put_fact(linked)
+    assert store.delete_fact("f1")
+    assert store.get_fact("f1").source_turns == ()  # type: ignore[union-attr]
+    store.put_fact(replace(linked, id="f2"))
+    assert store.purge_fact("f2")
+    assert store.get_fact("f2") is None

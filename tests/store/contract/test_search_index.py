@@ -200,3 +200,44 @@ def test_changed_fact_text_needs_a_new_vector(store: Store) -> None:
 
 def test_backend_plays_the_search_index_role(store: Store) -> None:
     assert isinstance(store, SearchIndex)
+
+
+def test_rare_term_hits_name_the_few_documents_whose_own_text_says_a_word(store: Store) -> None:
+    turns = [
+        ("t0", "I visited Sweden last spring"),
+        ("t1", "that sounds lovely"),  # its document holds t0's words, as a neighbour
+        ("t2", "the garden needs water"),
+    ]
+    for minute, (ref, text) in enumerate(turns):
+        store.put_fact(
+            fact(ref, text, scope="conv:c", conversation_id="c", role="user", minutes=minute)
+        )
+    for i in range(6):
+        store.put_fact(fact(f"w{i}", f"water the plants, note {i}", scope="conv:c", minutes=10 + i))
+    store.put_fact(fact("far", "Sweden again", scope="conv:other", conversation_id="other"))
+    store.put_fact(fact("gone", "Sweden, deleted", scope="conv:c", minutes=30))
+    store.delete_fact("gone")
+    flt = SearchFilter(kinds=("fact",), scopes=("conv:c",))
+
+    found = store.rare_term_hits(["sweden", "water", "lovely", "absent"], flt, max_df=5)
+    assert {word: [h.ref for h in hits] for word, hits in found.items()} == {
+        "sweden": ["t0"],  # not t1 (a neighbour's word), nor another scope's, nor a deleted one
+        "lovely": ["t1"],
+    }  # "water": 7 documents hold it, more than 5; "absent": none
+    assert found["sweden"][0].text == "I visited Sweden last spring"
+    assert found["sweden"][0].scope == "conv:c"
+    assert set(store.rare_term_hits(["water"], flt, max_df=10)) == {"water"}
+    # a limit on the documents read takes the rarest words first (ties: by the word)
+    both = ["sweden", "water", "lovely"]
+    assert set(store.rare_term_hits(both, flt, max_df=10, limit=6)) == {"lovely", "sweden"}
+    assert set(store.rare_term_hits(both, flt, max_df=10, limit=5)) == {"lovely"}
+    assert store.rare_term_hits(both, flt, max_df=10, limit=2) == {}
+    # nor is a word rare that many of the few visible documents hold (9 here, 3 hold each)
+    assert set(store.rare_term_hits(both, flt, max_df=10, max_share=0.4)) == {"lovely", "sweden"}
+    assert store.rare_term_hits(both, flt, max_df=10, max_share=0.3) == {}
+    assert (
+        store.rare_term_hits(["sweden"], SearchFilter(kinds=("fact",), scopes=()), max_df=5) == {}
+    )
+    assert store.rare_term_hits([], flt, max_df=5) == {}
+    roles = SearchFilter(kinds=("fact",), scopes=("conv:c",), fact_roles=("memory",))
+    assert store.rare_term_hits(["sweden"], roles, max_df=5) == {}  # t0 is a turn

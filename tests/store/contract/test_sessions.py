@@ -168,3 +168,48 @@ def test_a_fork_stays_in_its_tenant(store: Store) -> None:
     assert store.find_session("taken", tenant="a" * 32) == fork
     with pytest.raises(StoreError, match="already exists"):
         store.fork_session(source.id, new_key="taken")
+
+
+def summaries(store: Store, query: str, scope: str) -> list[tuple[str, str, str | None, str]]:
+    hits = store.keyword_search(query, SearchFilter(kinds=("session",), scopes=(scope,)))
+    return [(h.ref, h.scope, h.session_id, h.text) for h in hits]
+
+
+def test_a_sessions_index_summary_is_a_document_of_its_namespace(store: Store) -> None:
+    session = store.ensure_session("chat", namespace="shop")
+    meta = {
+        "name": "queue-design",
+        "description": "Designing the job queue.",
+        "summary": "The queue uses Postgres with SKIP LOCKED.",
+        "tags": ["backend"],
+        "indexed_at": "2026-03-09T14:02:00+00:00",
+    }
+    store.update_session(session.id, metadata=meta)
+    found = (session.id, "ns:shop", session.id, meta["summary"])
+    for words in ("skip locked", "queue design", "job", "backend"):  # summary, name, tags
+        assert summaries(store, words, "ns:shop") == [found], words
+    (hit,) = store.keyword_search("postgres", SearchFilter(kinds=("session",)))
+    assert hit.kind == "session"
+    assert hit.created_at.isoformat() == "2026-03-09T14:02:00+00:00"  # when it was written
+    assert summaries(store, "postgres", "ns:other") == []
+    assert store.keyword_search("postgres", SearchFilter(kinds=("fact",))) == []
+
+    store.update_session(session.id, metadata={**meta, "summary": "The queue moved to Redis."})
+    assert summaries(store, "postgres", "ns:shop") == []  # the old words are gone
+    assert [h[3] for h in summaries(store, "redis", "ns:shop")] == ["The queue moved to Redis."]
+    store.update_session(session.id, title="renamed")  # no metadata given: nothing changes
+    assert summaries(store, "redis", "ns:shop")
+    store.update_session(session.id, metadata={"name": "queue-design"})  # no summary any more
+    assert summaries(store, "queue", "ns:shop") == []
+
+    store.update_session(session.id, metadata=meta)
+    tenant = "a" * 32
+    theirs = store.ensure_session("chat", namespace="shop", tenant=tenant)
+    store.update_session(theirs.id, metadata={**meta, "summary": "Their queue uses Kafka."})
+    assert summaries(store, "kafka", "ns:shop") == []  # a tenant's summary stays its own
+    assert [h[0] for h in summaries(store, "kafka", f"t:{tenant}:ns:shop")] == [theirs.id]
+    assert store.delete_session(session.id)
+    assert store.keyword_search("postgres", SearchFilter(kinds=("session",))) == []
+    assert [h.ref for h in store.keyword_search("queue", SearchFilter(kinds=("session",)))] == [
+        theirs.id
+    ]

@@ -5,6 +5,8 @@ Run once per backend (`tests/store/conftest.py`).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from memlane.store import (
@@ -23,7 +25,9 @@ from tests.store.contract.support import MODEL, fact, unit, user
 def test_dump_and_load_round_trip(store_factory: StoreFactory) -> None:
     source = store_factory()
     session = source.ensure_session("s", namespace="ns")
-    source.update_session(session.id, title="T", metadata={"tags": ["a"]}, summary="sum")
+    source.update_session(
+        session.id, title="T", metadata={"tags": ["a"], "summary": "the walrus plan"}, summary="sum"
+    )
     source.add_usage(session.id, prompt_tokens=5, completion_tokens=6, cost_usd=0.01)
     raw = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
     first = Message(role="user", text="hi there", raw=raw, wire="responses")
@@ -34,6 +38,7 @@ def test_dump_and_load_round_trip(store_factory: StoreFactory) -> None:
     source.put_fact(fact("f1", "walrus fact", conversation_id=session.id))
     source.put_fact(fact("f2", "old walrus fact", minutes=1))
     source.delete_fact("f2", replaced_by="f1")
+    source.put_fact(replace(fact("f3", "linked walrus fact", minutes=2), source_turns=("t9",)))
     source.put_vectors("fact", [("f1", unit(1))], model=MODEL)
     msg_ref = str(source.list_messages(session.id)[0].id)
     source.put_vectors("message", [(msg_ref, unit(2))], model=MODEL)
@@ -57,11 +62,14 @@ def test_dump_and_load_round_trip(store_factory: StoreFactory) -> None:
     assert target.list_events(session.id) == source.list_events(session.id)
     assert target.get_state(session.id) == {"todo": "- [ ] x"}
     assert target.get_fact("f2") == source.get_fact("f2")
+    assert target.get_fact("f3").source_turns == ("t9",)  # type: ignore[union-attr]
     assert target.get_meta("embedding_model") == MODEL
     assert target.daily_counts(since="2026-01-01") == {"2026-01-01": {"errors": 1, "requests": 3}}
     flt = SearchFilter()
     assert target.keyword_search("walrus", flt) == source.keyword_search("walrus", flt)
     assert target.keyword_search("second", flt) == []
+    plans = SearchFilter(kinds=("session",), scopes=("ns:ns",))
+    assert [h.ref for h in target.keyword_search("walrus plan", plans)] == [session.id, fork.id]
     assert target.vector_search(unit(2), flt, model=MODEL) == source.vector_search(
         unit(2), flt, model=MODEL
     )

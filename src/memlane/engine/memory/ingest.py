@@ -75,10 +75,14 @@ class Provenance:
     source_message: int | None = None
     said_at: datetime | None = None
     """When it was said: the facts are true from then (None: now)."""
+    source_turns: tuple[str, ...] = ()
+    """The remembered turns (entry ids) the facts came from: recall brings them along."""
 
     @staticmethod
-    def of_turn(item: TurnInput) -> Provenance:
-        return Provenance(item.session_id, item.session_id, item.user_message_id, item.said_at)
+    def of_turn(item: TurnInput, turns: tuple[str, ...] = ()) -> Provenance:
+        return Provenance(
+            item.session_id, item.session_id, item.user_message_id, item.said_at, turns
+        )
 
 
 @dataclass
@@ -196,8 +200,10 @@ async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
     if item.said_at is None:
         item = replace(item, said_at=now_utc())
     conversation = scopes.conversation_scope(item.session_id, item.tenant)
+    stored: list[Fact] = []
     if settings.memory_store_turns:
-        report.turns = await _store_turns(book, item, conversation)
+        stored = await _store_turns(book, item, conversation)
+        report.turns = len(stored)
     facts: list[str] = []
     if settings.memory_extract_facts and item.user_text.strip():
         try:
@@ -211,7 +217,9 @@ async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
         async with book.scope_lock(scope):
             existing = await neighbourhood(rt, facts, scope)
             plan = await reconcile(rt.llm, facts, existing, model=item.model)
-            source = Provenance.of_turn(item)
+            # facts come from the user's message only: its turn is where they were said
+            said_in = tuple(t.id for t in stored if t.role == "user")
+            source = Provenance.of_turn(item, said_in)
             await apply_plan(book, plan, existing, scope=scope, source=source, report=report)
     if settings.memory_summarization and report.facts_added:
         report.summary = await _update_summary(rt, book, item, conversation, report.facts_added)
@@ -226,9 +234,9 @@ def _said(item: TurnInput) -> datetime:
     return item.said_at or now_utc()
 
 
-async def _store_turns(book: MemoryBook, item: TurnInput, scope: str) -> int:
+async def _store_turns(book: MemoryBook, item: TurnInput, scope: str) -> list[Fact]:
     """The exchange as turn entries, dated when the user's message was written (the
-    answer a microsecond on, so their order is kept)."""
+    answer a microsecond on, so their order is kept); returns the entries written."""
     said = _said(item)
     turns: list[tuple[FactRole, str, int | None, datetime]] = [
         ("user", item.user_text, item.user_message_id, said),
@@ -249,7 +257,7 @@ async def _store_turns(book: MemoryBook, item: TurnInput, scope: str) -> int:
         if text.strip()
     ]
     await book.write(puts=entries)
-    return len(entries)
+    return entries
 
 
 async def neighbourhood(rt: Runtime, facts: Sequence[str], scope: str) -> list[Fact]:
@@ -292,7 +300,7 @@ async def apply_plan(
             source_message=source.source_message,
             created_at=stamp,
         )
-        return replace(fact, valid_from=said)
+        return replace(fact, valid_from=said, source_turns=source.source_turns)
 
     puts = [fresh(text) for text in plan.adds]
     added = list(puts)

@@ -34,6 +34,14 @@ that were replaced, and then every fact is labelled with its interval:
     [memory, since 2026-03-10] The user lives in Lisbon
 
 Remembered turns always show when they were said (`[user, 2026-03-09 14:02 UTC]`).
+
+The summaries session indexing writes are documents of their namespace: another
+conversation of it recalls them (`[session summary, 2026-03-09 14:02 UTC] …`).
+
+A fact extracted from a turn links to it (`Fact.source_turns`): a recalled fact
+brings that turn right after it (`memory_fact_sources`), within the same top-k,
+once, and only from a scope the request recalls from (by default a turn stays in
+its conversation: another conversation of the namespace gets the fact alone).
 """
 
 from __future__ import annotations
@@ -52,8 +60,8 @@ from memlane.engine.retrieval.candidates import Candidate
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import RecallNote, Turn
-from memlane.store.documents import TURN_ROLES
-from memlane.types import Fact, Message
+from memlane.store.documents import TURN_ROLES, is_turn
+from memlane.types import DocKind, Fact, Message
 
 RECALL_PREAMBLE = f"Recalled from memlane's long-term memory. {DATA_NOTE}"
 MAX_MEMORY_CHARS = 1_000
@@ -86,6 +94,8 @@ class Recalled:
     def label(self) -> str:
         """`memory`, `memory, since 2026-03-10`, `user, 2026-03-09 14:02 UTC`, …"""
         fact = self.fact
+        if self.candidate.kind == "session":
+            return f"session summary, {stamp(self.candidate.created_at)}"
         if fact is None:
             return self.role
         if fact.role in TURN_ROLES:
@@ -111,6 +121,7 @@ async def recall_for_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> l
         query,
         scopes=scopes.recall_scopes(settings, session_id, turn.namespace, turn.tenant),
         exclude={m.text.strip() for m in messages if m.text},
+        session_id=session_id,
     )
     if not found:
         return messages
@@ -135,29 +146,96 @@ async def recall(
     scopes: Sequence[str] | None,
     exclude: set[str] | None = None,
     as_of: datetime | None = None,
+    session_id: str | None = None,
 ) -> list[Recalled]:
     """The top-k memories for `query`, with their roles, skipping texts in `exclude`.
 
     `scopes` None searches every scope: for an operator (CLI), never for a request.
     Facts true now, or at `as_of`; a question about change brings replaced ones too.
+    Session summaries of the scopes come too (`memory_session_summaries`), except the
+    summary of `session_id`, the conversation asking (it is what the model reads).
     """
-    k = rt.settings.memory_top_k
+    settings = rt.settings
+    k = settings.memory_top_k
     skip = exclude or set()
     change = as_of is None and asks_about_change(query)
+    summaries = settings.memory_session_summaries
+    kinds: tuple[DocKind, ...] = ("fact", "session") if summaries else ("fact",)
+    extra = min(len(skip), k) + (summaries and session_id is not None)
     hits = await search(
-        rt, query, scopes=scopes, top_k=k + min(len(skip), k), as_of=as_of, superseded=change
+        rt, query, scopes=scopes, kinds=kinds, top_k=k + extra, as_of=as_of, superseded=change
     )
-    hits = [h for h in hits if h.text.strip() not in skip][:k]
+    seen: set[str] = set()
+    hits = [h for h in hits if _fresh(h, skip, seen, session_id)][:k]
     if not hits:
         return []
-    facts = await threads.to_thread(lambda: {h.ref: rt.store.get_fact(h.ref) for h in hits})
+    follow = rt.settings.memory_fact_sources
+    facts, sources = await threads.to_thread(_load, rt, hits, scopes, follow=follow)
     dated = change or as_of is not None
-    out = []
+    out: list[Recalled] = []
+    taken: set[str] = set()
     for hit in hits:
+        if hit.ref in taken:
+            continue  # a source turn brought up by its fact already
         fact = facts.get(hit.ref)
         role = fact.role if fact is not None else hit.kind
         out.append(Recalled(role, hit.text, hit, fact, dated))
-    return out
+        taken.add(hit.ref)
+        for turn in sources.get(hit.ref, ()):
+            if turn.id not in taken and turn.text.strip() not in skip:
+                out.append(Recalled(turn.role, turn.text, _brought(turn, hit), turn, dated))
+                taken.add(turn.id)
+    return out[:k]
+
+
+def _fresh(hit: Candidate, skip: set[str], seen: set[str], session_id: str | None) -> bool:
+    """Not in the request already, not said by an earlier hit (a fork's summary is its
+    parent's); a session summary is not the asking conversation's own, nor inside a
+    message of the request (an `@@` reference brings it)."""
+    text = hit.text.strip()
+    if text in skip or text in seen:
+        return False
+    if hit.kind == "session" and (hit.ref == session_id or any(text in s for s in skip)):
+        return False
+    seen.add(text)
+    return True
+
+
+def _load(
+    rt: Runtime, hits: Sequence[Candidate], scopes: Sequence[str] | None, *, follow: bool
+) -> tuple[dict[str, Fact | None], dict[str, list[Fact]]]:
+    """The hits' entries, and (`follow`) the live source turns of the facts among them that
+    the request may see: a turn of a scope it does not recall from stays there."""
+    store = rt.store
+    facts = {h.ref: store.get_fact(h.ref) if h.kind == "fact" else None for h in hits}
+    sources: dict[str, list[Fact]] = {}
+    if not follow:
+        return facts, sources
+    allowed = None if scopes is None else set(scopes)
+    for ref, fact in facts.items():
+        if fact is None or fact.deleted or not fact.source_turns:
+            continue
+        turns = [store.get_fact(turn_id) for turn_id in fact.source_turns]
+        sources[ref] = [
+            t
+            for t in turns
+            if t is not None and is_turn(t) and (allowed is None or t.scope in allowed)
+        ]
+    return facts, sources
+
+
+def _brought(turn: Fact, fact: Candidate) -> Candidate:
+    """A source turn as a result: ranked with the fact that brought it."""
+    return Candidate(
+        "fact",
+        turn.id,
+        turn.scope,
+        turn.conversation_id,
+        turn.text,
+        turn.created_at,
+        relevance=fact.relevance,
+        score=fact.score,
+    )
 
 
 async def conversation_summary(rt: Runtime, session_id: str) -> str:

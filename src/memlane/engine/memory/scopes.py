@@ -1,4 +1,4 @@
-"""Scope strings: who may see a memory.
+"""Scope strings: who may see a memory (the strings themselves: `types.scopes`).
 
 - `conv:<session id>`: one conversation (its turns, its rolling summary);
 - `ns:<namespace>`: every conversation of a namespace (a repo, by default the
@@ -20,17 +20,34 @@ from __future__ import annotations
 import re
 
 from memlane.config import Settings
+from memlane.types.scopes import (
+    CONVERSATION_PREFIX,
+    GLOBAL,
+    NAMESPACE_PREFIX,
+    TENANT_PREFIX,
+    conversation_scope,
+    global_scope,
+    namespace_scope,
+    qualified,
+)
 
-GLOBAL = "global"
-CONVERSATION_PREFIX = "conv:"
-NAMESPACE_PREFIX = "ns:"
-TENANT_PREFIX = "t:"
+__all__ = [
+    "CONVERSATION_PREFIX",
+    "GLOBAL",
+    "NAMESPACE_PREFIX",
+    "TENANT_PREFIX",
+    "conversation_scope",
+    "fact_scope",
+    "global_scope",
+    "namespace_scope",
+    "parse_scope",
+    "qualified",
+    "recall_scopes",
+    "tenant_of",
+    "unqualified",
+]
+
 _QUALIFIED = re.compile(r"^t:(?P<tenant>[0-9a-f]{32}):(?P<scope>.+)$", re.S)
-
-
-def qualified(scope: str, tenant: str = "") -> str:
-    """`scope` as it is stored for `tenant` ("" leaves it as it is)."""
-    return f"{TENANT_PREFIX}{tenant}:{scope}" if tenant else scope
 
 
 def tenant_of(scope: str) -> str:
@@ -43,18 +60,6 @@ def unqualified(scope: str) -> str:
     """A stored scope without its tenant (`t:<tenant>:ns:repo` -> `ns:repo`)."""
     match = _QUALIFIED.match(scope)
     return match.group("scope") if match else scope
-
-
-def conversation_scope(session_id: str, tenant: str = "") -> str:
-    return qualified(f"{CONVERSATION_PREFIX}{session_id}", tenant)
-
-
-def namespace_scope(namespace: str, tenant: str = "") -> str:
-    return qualified(f"{NAMESPACE_PREFIX}{namespace}", tenant)
-
-
-def global_scope(tenant: str = "") -> str:
-    return qualified(GLOBAL, tenant)
 
 
 def fact_scope(settings: Settings, session_id: str, namespace: str, tenant: str = "") -> str:

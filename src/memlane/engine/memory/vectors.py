@@ -11,17 +11,20 @@ from collections.abc import Callable
 
 from memlane.engine.runtime import Runtime
 from memlane.text.embeddings import EmbeddingError
+from memlane.types import DocKind
 
 log = logging.getLogger("memlane.memory")
 
 EMBED_BATCH = 256
+EMBEDDED: tuple[DocKind, ...] = ("fact", "session")
+"""What recall searches: memory entries, and the sessions' summaries."""
 MODEL_META = "memory.embedding_model"
 Progress = Callable[[int, int | None], None]
 """(done, total): total is None while it is not known yet."""
 
 
 def embed_missing(rt: Runtime, progress: Progress | None = None, *, force: bool = False) -> int:
-    """Embed every active entry without a vector of the current model.
+    """Embed every active entry (and session summary) without a vector of the current model.
 
     Nothing is embedded while dense retrieval is off (`memory_dense`) unless `force`
     (an evaluation of the dense configuration).
@@ -43,19 +46,21 @@ def embed_missing(rt: Runtime, progress: Progress | None = None, *, force: bool 
                 log.info("embedding model is now %s: re-embedding %d entries", model, dropped)
             store.set_meta(MODEL_META, model)
         done = 0
-        while True:
-            batch = store.missing_vectors("fact", model=model, limit=EMBED_BATCH)
-            if not batch:
-                return done
-            vectors = embedder.embed([text for _, text in batch])
-            store.put_vectors(
-                "fact", [(ref, vectors[i]) for i, (ref, _) in enumerate(batch)], model=model
-            )
-            done += len(batch)
-            if progress is not None:
-                progress(done, None)
-            if len(batch) < EMBED_BATCH:
-                return done
+        for kind in EMBEDDED:
+            while True:
+                batch = store.missing_vectors(kind, model=model, limit=EMBED_BATCH)
+                if not batch:
+                    break
+                vectors = embedder.embed([text for _, text in batch])
+                store.put_vectors(
+                    kind, [(ref, vectors[i]) for i, (ref, _) in enumerate(batch)], model=model
+                )
+                done += len(batch)
+                if progress is not None:
+                    progress(done, None)
+                if len(batch) < EMBED_BATCH:
+                    break
+        return done
     except (EmbeddingError, OSError, RuntimeError, ValueError) as exc:
         log.warning("memory entries not embedded (keyword search still works): %s", exc)
         return 0

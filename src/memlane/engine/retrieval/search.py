@@ -21,7 +21,8 @@
   question about change). Deleted facts are never found.
 
 Stages (each a pure function in its own module): keyword + dense candidates →
-`fuse` → optional `rerank` → `threshold` → `apply_recency` → `mmr`. Results
+`fuse` → `expand` (entity-aware expansion, `memory_entity_expansion`) → optional
+`rerank` → `threshold` → `apply_recency` → `mmr`. Results
 are best first, each with `relevance` (0–1) and the final `score`. The store
 is synchronous, so its calls run in a worker thread.
 """
@@ -39,6 +40,13 @@ from typing import Literal
 
 from memlane.engine import threads
 from memlane.engine.retrieval.candidates import Candidate, from_hits
+from memlane.engine.retrieval.expand import (
+    MAX_HOLDERS,
+    MAX_READ,
+    MAX_SHARE,
+    expand,
+    seed_words,
+)
 from memlane.engine.retrieval.fuse import FusionMethod, fuse
 from memlane.engine.retrieval.mmr import mmr
 from memlane.engine.retrieval.recency import apply_recency
@@ -83,16 +91,11 @@ async def search(
         valid_at=None if superseded else (as_of or datetime.now(UTC)),
     )
     pool = k * settings.memory_candidates_factor
-    keyword, dense = await threads.to_thread(_first_stage, rt, query, flt, pool, method)
     if method != "memlane":
+        keyword, dense = await threads.to_thread(_first_stage, rt, query, flt, pool, method)
         hits = keyword if method == "bm25" else dense
         return [_plain(hit, rank) for rank, hit in enumerate(hits[:k])]
-    candidates = fuse(
-        from_hits(keyword, dense),
-        keyword_weight=settings.memory_keyword_weight,
-        dense_weight=settings.memory_dense_weight,
-        method=FUSION,
-    )
+    candidates = await threads.to_thread(_candidates, rt, query, flt, pool)
     candidates = await rerank(_reranker(rt), query, candidates)
     candidates = threshold(candidates, settings.memory_score_threshold)
     if not candidates:
@@ -104,6 +107,26 @@ async def search(
         return candidates[:k]  # MMR compares embeddings: none without dense retrieval
     vectors = await threads.to_thread(_vectors, rt, candidates)
     return mmr(candidates, vectors, k=k, lam=settings.memory_mmr_lambda)
+
+
+def _candidates(rt: Runtime, query: str, flt: SearchFilter, pool: int) -> list[Candidate]:
+    """First stage, fusion and entity-aware expansion (which asks the store again, for
+    the holders of the seeds' rare words), in one trip to a worker thread."""
+    settings = rt.settings
+    keyword, dense = _first_stage(rt, query, flt, pool, "memlane")
+    candidates = fuse(
+        from_hits(keyword, dense),
+        keyword_weight=settings.memory_keyword_weight,
+        dense_weight=settings.memory_dense_weight,
+        method=FUSION,
+    )
+    words = seed_words(candidates) if settings.memory_entity_expansion else []
+    if not words:
+        return candidates
+    holders = rt.store.rare_term_hits(
+        words, flt, max_df=MAX_HOLDERS, max_share=MAX_SHARE, limit=MAX_READ
+    )
+    return expand(candidates, holders)
 
 
 def _first_stage(

@@ -24,9 +24,11 @@ from memlane.store.postgres.index import (
     group_vectors,
     insert_docs,
     insert_vectors,
+    put_doc,
     retext_turn,
 )
 from memlane.store.rows import EVENT_COLUMNS, MESSAGE_COLUMNS, SESSION_COLUMNS, fact_from_row
+from memlane.store.sessions import index_summaries
 from memlane.store.tables import SqlTables, loaded_docs, message_active
 
 Conn = psycopg.Connection[dict[str, Any]]
@@ -53,6 +55,7 @@ def load_sessions(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[in
                 for r in rows
             ],
         )
+    index_summaries(PostgresDb(conn), put_doc, [r["id"] for r in rows])
 
 
 def load_session_state(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:

@@ -20,6 +20,7 @@ from memlane.store.facts import SqlFacts, rebuild_turns
 from memlane.store.postgres.connection import PostgresDb
 from memlane.store.postgres.keywords import tsvector_literal
 from memlane.store.postgres.schema import LOCK_CLASS, VECTOR_INDEX_LOCK
+from memlane.store.sessions import index_summaries
 
 Conn = psycopg.Connection[dict[str, Any]]
 
@@ -35,9 +36,7 @@ def put_doc(db: PostgresDb, doc: Doc, document: str | None = None) -> None:
     """
     words = analysis.terms(doc.text if document is None else document)
     conn = db.conn
-    old = conn.execute(
-        "SELECT text FROM docs WHERE kind = %s AND ref = %s FOR UPDATE", (doc.kind, doc.ref)
-    ).fetchone()
+    old = db.one("SELECT text FROM docs WHERE kind = ? AND ref = ? FOR UPDATE", doc.kind, doc.ref)
     if old is not None and old["text"] != doc.text:
         conn.execute("DELETE FROM vectors WHERE kind = %s AND ref = %s", (doc.kind, doc.ref))
     conn.execute(
@@ -154,3 +153,8 @@ class PostgresFacts(SqlFacts[PostgresDb]):
 
     _put_doc = staticmethod(put_doc)
     _retext_turn = staticmethod(retext_turn)
+
+
+def index_session_summaries(conn: psycopg.Connection[Any]) -> int:
+    """Index every session's summary as a document of its namespace (migration m007)."""
+    return index_summaries(PostgresDb(conn), put_doc)

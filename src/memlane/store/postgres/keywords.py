@@ -182,3 +182,22 @@ FILL_SQL = """
     FROM picked p JOIN docs d ON d.seq = p.seq
     ORDER BY d.seq DESC
 """
+
+RARE_SQL = """
+    -- For each word, its holders passing the filter, at most %(cap)s of them: a word
+    -- with more is common, and its scan stops there.
+    SELECT t.word, h.seq, h.kind, h.ref, h.scope, h.session_id, h.text, h.created_at
+    FROM unnest(%(words)s::text[], %(queries)s::tsquery[]) AS t(word, query)
+    CROSS JOIN LATERAL (
+        SELECT d.seq, d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at
+        FROM docs d
+        WHERE d.active AND d.terms @@ t.query AND {where}
+        LIMIT %(cap)s
+    ) h
+"""
+
+VISIBLE_SQL = """
+    SELECT count(*) AS n FROM (
+        SELECT 1 FROM docs d WHERE d.active AND {where} LIMIT %(enough)s
+    ) v
+"""

@@ -212,12 +212,29 @@ def m005_session_tenants(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     conn.execute("CREATE INDEX sessions_tenant ON sessions (tenant, updated_at, seq)")
 
 
+def m006_fact_sources(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """An extracted fact records the remembered turns it came from (`Fact.source_turns`, a
+    JSON array of entry ids), so recall can bring them with it; facts stored before carry
+    none."""
+    conn.execute("ALTER TABLE facts ADD COLUMN source_turns text")
+
+
+def m007_session_documents(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """A session that session indexing summarised is a search document of its namespace
+    (`store.documents.session_doc`), found by recall in the namespace's other sessions."""
+    from memlane.store.postgres.index import index_session_summaries  # the store's indexing
+
+    index_session_summaries(conn)
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m001_initial", m001_initial),
     ("m002_turn_context", m002_turn_context),
     ("m003_inspector", m003_inspector),
     ("m004_fact_validity", m004_fact_validity),
     ("m005_session_tenants", m005_session_tenants),
+    ("m006_fact_sources", m006_fact_sources),
+    ("m007_session_documents", m007_session_documents),
 )
 
 

@@ -7,6 +7,7 @@ over a partial HNSW index per dimension, created on first use.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,11 +22,13 @@ from memlane.store.postgres.keywords import (
     BM25_B,
     BM25_K1,
     FILL_SQL,
+    RARE_SQL,
     SEARCH_SQL,
+    VISIBLE_SQL,
     CollectionStats,
     tsquery_literal,
 )
-from memlane.store.rows import hit_from_row
+from memlane.store.rows import hit_from_row, own_holders, rare_bound, rarest
 from memlane.store.sql import SqlStore
 from memlane.types import DocKind, Hit
 
@@ -91,6 +94,37 @@ class PostgresSearch(SqlStore[PostgresDb]):
                 )
                 rows += conn.execute(FILL_SQL.format(where=where), params).fetchall()
         return [hit_from_row(r, float(r["score"])) for r in rows]
+
+    def rare_term_hits(
+        self,
+        words: Sequence[str],
+        flt: SearchFilter,
+        *,
+        max_df: int,
+        max_share: float = 1.0,
+        limit: int | None = None,
+    ) -> dict[str, list[Hit]]:
+        terms = list(dict.fromkeys(words))
+        if not terms or max_df <= 0 or not flt.kinds:
+            return {}
+        where, params = filter_sql(flt, "d")
+        with self._reading() as db:
+            conn = db.conn
+            if max_share < 1.0:  # count the visible documents, as far as the bound can move
+                params["enough"] = math.ceil(max_df / max_share) if max_share > 0 else 0
+                row = conn.execute(VISIBLE_SQL.format(where=where), params).fetchone()
+                max_df = rare_bound(max_df, max_share, int(row["n"]) if row else 0)
+            if max_df < 2:
+                return {}  # a word only its seed holds links nothing
+            params.update(
+                words=terms, queries=[tsquery_literal([w]) for w in terms], cap=max_df + 1
+            )
+            rows = conn.execute(RARE_SQL.format(where=where), params).fetchall()
+        held: dict[str, list[int]] = {}
+        for row in rows:
+            held.setdefault(row["word"], []).append(row["seq"])
+        rare = {word: sorted(seqs) for word, seqs in held.items() if len(seqs) <= max_df}
+        return own_holders(rarest(rare, limit), {row["seq"]: row for row in rows})
 
     def put_vectors(
         self, kind: DocKind, items: Sequence[tuple[str, Vector]], *, model: str

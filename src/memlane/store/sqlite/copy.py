@@ -21,6 +21,7 @@ from memlane.store.codec import (
 )
 from memlane.store.facts import fact_doc, rebuild_turns
 from memlane.store.rows import Row, decoded, fact_from_row
+from memlane.store.sessions import index_summaries
 from memlane.store.sql import marks
 from memlane.store.sqlite.connection import SQLiteDb
 from memlane.store.sqlite.index import put_doc, retext_turn
@@ -57,7 +58,9 @@ class SQLiteCopy(SqlTables[SQLiteDb]):
                 return
             for row in rows:
                 _insert(db, table, row)
-            if table in ("messages", "events"):
+            if table == "sessions":
+                index_summaries(db, put_doc, [row["id"] for row in rows])
+            elif table in ("messages", "events"):
                 active = message_active if table == "messages" else lambda row: True
                 for doc in loaded_docs(
                     db, "message" if table == "messages" else "event", rows, active

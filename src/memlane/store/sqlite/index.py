@@ -8,7 +8,6 @@ their `tags` put scope, session and kind filters into the FTS5 match
 
 from __future__ import annotations
 
-import functools
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +16,7 @@ from memlane.store import analysis
 from memlane.store.codec import ts_to_text
 from memlane.store.documents import Doc
 from memlane.store.facts import SqlFacts, rebuild_turns
+from memlane.store.sessions import index_summaries
 from memlane.store.sqlite.connection import SQLiteDb
 from memlane.store.sqlite.schema import doc_tags
 
@@ -25,19 +25,8 @@ _INSERT_DOC = """INSERT INTO docs
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 
 
-def index_terms(text: str) -> str:
-    """`analysis.terms(text)` joined for FTS5, memoised per whitespace-separated chunk.
-
-    The analyser's tokens never span whitespace, so the terms of a text are the
-    terms of its chunks in order; chat text repeats words, so the cache makes
-    indexing several times faster (a test pins the equivalence).
-    """
-    return " ".join(filter(None, map(_chunk_terms, text.split())))
-
-
-@functools.lru_cache(maxsize=200_000)
-def _chunk_terms(chunk: str) -> str:
-    return " ".join(analysis.terms(chunk))
+index_terms = analysis.term_string
+"""`analysis.terms(text)` joined for FTS5 (memoised per chunk: `analysis.term_string`)."""
 
 
 def insert_docs(conn: sqlite3.Connection, docs: Sequence[tuple[Any, ...]]) -> list[int]:
@@ -117,6 +106,11 @@ def retext_turn(db: SQLiteDb, ref: str, document: str) -> int:
 def rebuild_turn_documents(conn: sqlite3.Connection) -> int:
     """Index every live turn again with its neighbours (migration m005)."""
     return rebuild_turns(SQLiteDb(conn), retext_turn)
+
+
+def index_session_summaries(conn: sqlite3.Connection) -> int:
+    """Index every session's summary as a document of its namespace (migration m010)."""
+    return index_summaries(SQLiteDb(conn), put_doc)
 
 
 def copy_doc(db: SQLiteDb, kind: str, old_ref: str, new_ref: str, session_id: str) -> None:

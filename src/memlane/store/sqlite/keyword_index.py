@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memlane.store.base import SearchFilter
+from memlane.store.rows import rare_bound
 
 K1 = 1.2
 B = 0.75
@@ -103,6 +104,25 @@ class _Codes:
         return [self.codes[v] for v in values if v in self.codes]
 
 
+HELD_CHUNK = 4_096
+"""Postings of a word checked against a filter at a time: a common word is known to be
+common (more holders than asked for) after a chunk or two, not after all of them."""
+
+
+def _held(postings: IntArray, mask: npt.NDArray[np.bool_], most: int) -> IntArray | None:
+    """The postings that pass `mask`, or None when more than `most` do."""
+    found: list[IntArray] = []
+    count = 0
+    for start in range(0, postings.shape[0], HELD_CHUNK):
+        chunk = postings[start : start + HELD_CHUNK]
+        passing = chunk[mask[chunk]]
+        count += passing.shape[0]
+        if count > most:
+            return None
+        found.append(passing)
+    return np.concatenate(found) if found else postings[:0]
+
+
 def _encoder(codes: dict[Any, int], values: Sequence[Any]) -> Callable[[Any], int]:
     """Give each value not yet in `codes` the next code; return the lookup (C speed in `map`)."""
     for value in set(values).difference(codes):
@@ -145,8 +165,11 @@ class KeywordIndex:
         with self._lock:
             conn.execute("BEGIN")
             try:
+                # two subqueries: SQLite reads one end of the key for a lone min() or max(),
+                # but scans the whole log for both in one SELECT
                 first, last = conn.execute(
-                    "SELECT coalesce(min(seq), 0), coalesce(max(seq), 0) FROM doc_changes"
+                    "SELECT coalesce((SELECT min(seq) FROM doc_changes), 0), "
+                    "coalesce((SELECT max(seq) FROM doc_changes), 0)"
                 ).fetchone()
                 if self._loaded and last > self._seq:
                     if self._seq < first - 1 or last - self._seq > RELOAD_CHANGES:
@@ -351,6 +374,33 @@ class KeywordIndex:
             if not found_docs:
                 return []
             return self._best(np.concatenate(found_docs), np.concatenate(found_scores), k)
+
+    def holders(
+        self, words: Sequence[str], flt: SearchFilter, max_df: int, max_share: float = 1.0
+    ) -> dict[str, list[int]]:
+        """For each of `words` that at most `max_df` documents passing `flt` hold (and at
+        most `max_share` of those documents), their rowids, oldest first; a word more
+        common than that is left out."""
+        with self._lock:
+            if max_df <= 0 or self._live == 0:
+                return {}
+            mask = self._mask(flt)
+            if mask is None:
+                return {}
+            max_df = rare_bound(max_df, max_share, int(np.count_nonzero(mask)))
+            if max_df < 2:
+                return {}  # a word only its seed holds links nothing
+            out: dict[str, list[int]] = {}
+            vocab, rowid = self._vocab, self._docs.rowid
+            for word in dict.fromkeys(words):
+                term = vocab.get(word)
+                if term is None:
+                    continue
+                postings, _ = self._postings(term)
+                chosen = _held(postings, mask, max_df)
+                if chosen is not None and chosen.shape[0]:
+                    out[word] = np.sort(rowid[chosen]).tolist()
+            return out
 
     def _postings(self, term: int) -> tuple[IntArray, IntArray]:
         docs: Any

@@ -324,6 +324,21 @@ def m008_session_tenants(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def m009_fact_sources(conn: sqlite3.Connection) -> None:
+    """An extracted fact records the remembered turns it came from (`Fact.source_turns`, a
+    JSON array of entry ids), so recall can bring them with it. Facts stored before carry
+    none: their files are the truth, and they hold no such links."""
+    conn.execute("ALTER TABLE facts ADD COLUMN source_turns TEXT")
+
+
+def m010_session_documents(conn: sqlite3.Connection) -> None:
+    """A session that session indexing summarised is a search document of its namespace
+    (`store.documents.session_doc`), found by recall in the namespace's other sessions."""
+    from memlane.store.sqlite.index import index_session_summaries  # the store's own indexing
+
+    index_session_summaries(conn)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_fts_filter_tags,
@@ -333,6 +348,8 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m006_inspector,
     m007_fact_validity,
     m008_session_tenants,
+    m009_fact_sources,
+    m010_session_documents,
 ]
 
 

@@ -17,7 +17,7 @@ from memlane.store import analysis
 from memlane.store.base import SearchFilter, Vector
 from memlane.store.codec import as_vector, ts_to_text, vector_from_bytes, vector_to_bytes
 from memlane.store.filters import conditions, validity_sql
-from memlane.store.rows import hit_from_row
+from memlane.store.rows import Row, hit_from_row, own_holders, rarest
 from memlane.store.sql import SqlStore, marks
 from memlane.store.sqlite.connection import SQLiteDb
 from memlane.store.sqlite.keyword_index import KeywordIndex
@@ -25,6 +25,7 @@ from memlane.store.sqlite.vector_index import VectorCache
 from memlane.types import DocKind, Hit
 
 _DOC_COLUMNS = "d.rowid, d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at"
+_ROWS_PER_READ = 500  # rowids bound in one statement
 
 
 def filter_sql(flt: SearchFilter) -> tuple[str, list[Any]]:
@@ -68,6 +69,38 @@ class SQLiteSearch(SqlStore[SQLiteDb]):
                 hit.rowid: hit.score for hit in self._keywords.search(words, flt, fetch)
             },
         )
+
+    def rare_term_hits(
+        self,
+        words: Sequence[str],
+        flt: SearchFilter,
+        *,
+        max_df: int,
+        max_share: float = 1.0,
+        limit: int | None = None,
+    ) -> dict[str, list[Hit]]:
+        """Through the in-process keyword index; the holders' rows are held to the filter."""
+        if not words or max_df <= 0 or not flt.kinds:
+            return {}
+        if flt.scopes is not None and not flt.scopes:
+            return {}
+        with self._reading() as db:
+            self._keywords.refresh(db.conn)
+        held = rarest(self._keywords.holders(words, flt, max_df, max_share), limit)
+        rowids = sorted({rowid for found in held.values() for rowid in found})
+        where, params = filter_sql(flt)
+        rows: dict[int, Row] = {}
+        with self._reading() as db:
+            for first in range(0, len(rowids), _ROWS_PER_READ):
+                chunk = rowids[first : first + _ROWS_PER_READ]
+                found = db.all(
+                    f"SELECT {_DOC_COLUMNS} FROM docs d "
+                    f"WHERE d.rowid IN ({marks(chunk)}) AND {where}",
+                    *chunk,
+                    *params,
+                )
+                rows.update((r["rowid"], r) for r in found)
+        return own_holders(held, rows)
 
     def vector_search(
         self, vector: Vector, flt: SearchFilter, *, model: str, limit: int = 10
