@@ -115,6 +115,37 @@ def rebuild_turns(
     return changed
 
 
+def loaded_documents(
+    db: D, facts: Sequence[Fact], retext: Callable[[D, str, str], int]
+) -> list[tuple[Doc, str | None]]:
+    """The search documents of facts a load has just inserted, in their order, each built
+    once (a turn with its neighbours: those the batch brought and those stored before,
+    whose own documents `retext` indexes again where the batch changed their window).
+    What a bulk load inserts in one go, instead of indexing each turn twice."""
+    new = {f.id: f for f in facts}
+    built: dict[str, tuple[Doc, str | None]] = {
+        f.id: (fact_doc(f), None) for f in facts if not is_turn(f)
+    }
+    conversations = sorted({f.conversation_id for f in facts if is_turn(f)})
+    if conversations:
+        rows = db.all(
+            f"SELECT * FROM facts WHERE deleted = ? AND {among('role', TURN_ROLES)} "
+            f"AND {among('conversation_id', conversations)} "
+            f"ORDER BY scope, conversation_id, created_at, {db.seq}",
+            False,
+            *TURN_ROLES,
+            *conversations,
+        )
+        turns = [fact_from_row(r) for r in rows]
+        for _, group in itertools.groupby(turns, key=lambda f: (f.scope, f.conversation_id)):
+            for ref, document in documents_of_turns(list(group)).items():
+                if ref in new:
+                    built[ref] = (fact_doc(new[ref]), document)
+                else:
+                    retext(db, ref, document)
+    return [built[f.id] for f in facts if f.id in built]
+
+
 class SqlFacts(SqlStore[D]):
     @abstractmethod
     def _retext_turn(self, db: D, ref: str, document: str) -> int:

@@ -51,7 +51,7 @@ def index_summaries(
     is none; returns how many were put. Used on update, on load and by a migration."""
     ids = None if session_ids is None else sorted(session_ids)
     where = "" if ids is None else f"WHERE {among('id', ids)}"
-    rows = db.all(f"SELECT {SESSION_COLUMNS} FROM sessions {where}", *(ids or ()))
+    rows = db.all(f"SELECT {SESSION_COLUMNS} FROM sessions {where} ORDER BY {db.seq}", *(ids or ()))
     put_count = 0
     for row in rows:
         session = session_from_row(row)

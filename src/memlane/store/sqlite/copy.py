@@ -19,12 +19,12 @@ from memlane.store.codec import (
     vector_to_bytes,
     vector_to_text,
 )
-from memlane.store.facts import fact_doc, rebuild_turns
+from memlane.store.facts import loaded_documents
 from memlane.store.rows import Row, decoded, fact_from_row
 from memlane.store.sessions import index_summaries
 from memlane.store.sql import marks
 from memlane.store.sqlite.connection import SQLiteDb
-from memlane.store.sqlite.index import put_doc, retext_turn
+from memlane.store.sqlite.index import doc_row, insert_docs, put_doc, retext_turn
 from memlane.store.tables import SqlTables, loaded_docs, message_active
 
 _JSON_COLUMNS = {"sessions": "metadata", "messages": "content", "events": "payload"}
@@ -56,8 +56,7 @@ class SQLiteCopy(SqlTables[SQLiteDb]):
                 for row in rows:
                     _load_vector(db, row)
                 return
-            for row in rows:
-                _insert(db, table, row)
+            _insert(db, table, rows)
             if table == "sessions":
                 index_summaries(db, put_doc, [row["id"] for row in rows])
             elif table in ("messages", "events"):
@@ -67,12 +66,11 @@ class SQLiteCopy(SqlTables[SQLiteDb]):
                 ):
                     put_doc(db, doc)
             elif table == "facts":
+                # each document built once, a turn with its neighbours, inserted together
                 facts = [fact_from_row(row) for row in rows]
-                for fact in facts:
-                    put_doc(db, fact_doc(fact))
-                # turns are indexed with their neighbours, which the batch itself brought along
-                conversations = sorted({f.conversation_id for f in facts})
-                rebuild_turns(db, retext_turn, conversations=conversations)
+                insert_docs(
+                    db.conn, [doc_row(d, w) for d, w in loaded_documents(db, facts, retext_turn)]
+                )
 
 
 def _dump_row(table: str, row: dict[str, Any]) -> dict[str, Any]:
@@ -94,18 +92,21 @@ def _dump_vector(row: Row) -> dict[str, Any]:
     }
 
 
-def _insert(db: SQLiteDb, table: str, row: Mapping[str, Any]) -> None:
-    values = dict(row)
+def _insert(db: SQLiteDb, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert dumped rows, one statement per set of columns (a dump's rows share theirs)."""
     column = _JSON_COLUMNS.get(table)
-    if column is not None:
-        values[column] = dumps(values[column])
-    if table == "facts":
-        values["deleted"] = int(bool(values["deleted"]))
-    names = list(values)
-    db.run(
-        f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks(names)})",
-        *[values[n] for n in names],
-    )
+    by_names: dict[tuple[str, ...], list[list[Any]]] = {}
+    for row in rows:
+        values = dict(row)
+        if column is not None:
+            values[column] = dumps(values[column])
+        if table == "facts":
+            values["deleted"] = int(bool(values["deleted"]))
+        by_names.setdefault(tuple(values), []).append(list(values.values()))
+    for names, batch in by_names.items():
+        db.conn.executemany(
+            f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks(names)})", batch
+        )
 
 
 def _load_vector(db: SQLiteDb, row: Mapping[str, Any]) -> None:

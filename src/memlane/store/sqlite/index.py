@@ -58,6 +58,23 @@ def next_id(conn: sqlite3.Connection, table: str) -> int:
     return int(row[0])
 
 
+def doc_row(doc: Doc, document: str | None = None) -> tuple[Any, ...]:
+    """A new document as `insert_docs` takes it (`document`: what the index reads)."""
+    terms = index_terms(doc.text if document is None else document)
+    return (
+        doc.kind,
+        doc.ref,
+        doc.scope,
+        doc.session_id,
+        doc.role,
+        doc.text,
+        terms,
+        ts_to_text(doc.created_at),
+        int(doc.active),
+        doc_tags(doc.kind, doc.scope, doc.session_id),
+    )
+
+
 def put_doc(db: SQLiteDb, doc: Doc, document: str | None = None) -> None:
     """Insert or refresh one search document; a changed text drops its stale vectors.
 
@@ -67,13 +84,12 @@ def put_doc(db: SQLiteDb, doc: Doc, document: str | None = None) -> None:
     old = db.one(
         "SELECT rowid, text, terms, tags FROM docs WHERE kind = ? AND ref = ?", doc.kind, doc.ref
     )
+    if old is None:
+        insert_docs(db.conn, [doc_row(doc, document)])
+        return
     terms = index_terms(doc.text if document is None else document)
     tags = doc_tags(doc.kind, doc.scope, doc.session_id)
     stamp = ts_to_text(doc.created_at)
-    if old is None:
-        row = (doc.kind, doc.ref, doc.scope, doc.session_id, doc.role, doc.text, terms)
-        insert_docs(db.conn, [(*row, stamp, int(doc.active), tags)])
-        return
     db.run(
         "UPDATE docs SET scope = ?, session_id = ?, role = ?, created_at = ?, active = ? "
         "WHERE rowid = ?",
