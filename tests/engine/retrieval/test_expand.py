@@ -33,9 +33,9 @@ def test_a_memory_saying_a_seeds_rare_word_is_lifted_or_added() -> None:
     ]
     holders = {"country": [hit("a", candidates[0].text), hit("x", "my home country, Sweden")]}
     out = expand(candidates, holders, weight=0.2)
-    assert [c.ref for c in out] == ["a", "b", "c", "x", "d"]  # x: 0 + 0.2 × 1.0, then scaled
+    assert [c.ref for c in out] == ["a", "b", "c", "x"]  # x: 0 + 0.2 × 1.0; d falls off
     assert out[0].relevance == 1.0
-    assert out[-1].relevance == 0.0
+    assert out[-1].relevance == 0.2
     assert all(0.0 <= c.relevance <= 1.0 and c.score == c.relevance for c in out)
     assert out[3].keyword_rank is None  # no first-stage list found it
 
@@ -44,10 +44,15 @@ def test_a_memory_saying_a_seeds_rare_word_is_lifted_or_added() -> None:
 
 
 def test_only_the_seeds_link_and_a_link_needs_a_word_of_theirs() -> None:
-    candidates = [cand("a", 1.0, "Sweden"), cand("b", 0.9, "Lisbon"), cand("c", 0.8, "Oslo")]
+    candidates = [
+        cand("a", 1.0, "Sweden"),
+        cand("b", 0.9, "Lisbon"),
+        cand("c", 0.8, "Oslo"),
+        cand("d", 0.0, "filler"),
+    ]
     oslo = {"oslo": [hit("y", "we flew to Oslo")]}
     assert expand(candidates, oslo, seeds=2) == candidates  # c is not a seed
-    assert [c.ref for c in expand(candidates, oslo, seeds=3)][-1] == "y"
+    assert [c.ref for c in expand(candidates, oslo, seeds=3)] == ["a", "b", "c", "y"]
     assert expand(candidates, {"paris": [hit("z", "Paris")]}) == candidates
     assert expand(candidates, {"sweden": [hit("z", "Sweden")]}, weight=0.0) == candidates
     assert expand([], {"sweden": [hit("z", "Sweden")]}) == []

@@ -64,7 +64,8 @@ def expand(
 ) -> list[Candidate]:
     """`candidates` (fused, best first) with the memories linked to the seeds lifted or
     added; `holders` maps each rare word to the documents whose own text says it
-    (`SearchIndex.rare_term_hits`). Best first, relevance scaled to [0, 1]; unchanged
+    (`SearchIndex.rare_term_hits`). Best first, relevance scaled to [0, 1], as many as
+    came in (the later stages' work stays that of the first stage's pool); unchanged
     when nothing links."""
     if not candidates or not holders or weight <= 0:
         return list(candidates)
@@ -80,14 +81,12 @@ def expand(
                     linked[key] = hit
     if not bonus:
         return list(candidates)
-    known = {c.key for c in candidates}
-    merged = [*candidates, *(_candidate(h) for k, h in linked.items() if k not in known)]
-    scaled = min_max([c.relevance + bonus.get(c.key, 0.0) for c in merged])
-    lifted = [
-        c if c.relevance == r == c.score else _scored(c, r)
-        for c, r in zip(merged, scaled, strict=True)
-    ]
-    return sorted(lifted, key=lambda c: -c.relevance)
+    known = {c.key: c for c in candidates}
+    keys = [*known, *(k for k in linked if k not in known)]
+    raw = [(known[k].relevance if k in known else 0.0) + bonus.get(k, 0.0) for k in keys]
+    scaled = dict(zip(keys, min_max(raw), strict=True))
+    best = sorted(keys, key=lambda k: -scaled[k])[: len(candidates)]  # stable: ties keep order
+    return [_scored(known.get(k) or _candidate(linked[k]), scaled[k]) for k in best]
 
 
 def _candidate(hit: Hit) -> Candidate:
@@ -98,6 +97,8 @@ def _candidate(hit: Hit) -> Candidate:
 def _scored(c: Candidate, relevance: float) -> Candidate:
     """`c` with a new relevance (and score); built directly, as `replace` costs several
     times more and this runs for every candidate of a request."""
+    if c.relevance == relevance == c.score:
+        return c
     return Candidate(
         c.kind,
         c.ref,

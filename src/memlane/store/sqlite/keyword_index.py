@@ -111,6 +111,9 @@ common (more holders than asked for) after a chunk or two, not after all of them
 
 def _held(postings: IntArray, mask: npt.NDArray[np.bool_], most: int) -> IntArray | None:
     """The postings that pass `mask`, or None when more than `most` do."""
+    if postings.shape[0] <= HELD_CHUNK:  # a rare word's: one look
+        passing = postings[mask[postings]]
+        return None if passing.shape[0] > most else passing
     found: list[IntArray] = []
     count = 0
     for start in range(0, postings.shape[0], HELD_CHUNK):
