@@ -17,7 +17,7 @@ from typing import Any
 from memlane.store.base import SessionNotFound, StoreError
 from memlane.store.codec import now
 from memlane.store.rows import SESSION_COLUMNS, Row, decoded, session_from_row
-from memlane.store.sql import D, Db, SqlStore, limited
+from memlane.store.sql import D, Db, SqlStore, Where, limited
 from memlane.types import Session
 
 
@@ -30,6 +30,19 @@ def hold_session(db: Db, session_id: str, *, lock: bool = True) -> str:
     if row is None:
         raise SessionNotFound(f"no session with id {session_id}")
     return str(row["namespace"])
+
+
+def update_session_row(db: Db, session_id: str, assignments: str, *params: Any) -> None:
+    """`UPDATE sessions SET {assignments}` (their `?` bound to `params`) with the session
+    marked as active now; `SessionNotFound` when there is no such session."""
+    changed = db.run(
+        f"UPDATE sessions SET {assignments}, updated_at = ? WHERE id = ?",
+        *params,
+        db.time(now()),
+        session_id,
+    )
+    if not changed:
+        raise SessionNotFound(f"no session with id {session_id}")
 
 
 def forked_summary(source: Row, at_position: int | None) -> tuple[str, int]:
@@ -93,21 +106,13 @@ class SqlSessions(SqlStore[D]):
         limit: int | None = None,
         tenant: str | None = "",
     ) -> list[Session]:
-        where: list[str] = []
-        params: list[object] = []
-        if tenant is not None:
-            where.append("tenant = ?")
-            params.append(tenant)
-        if namespace is not None:
-            where.append("namespace = ?")
-            params.append(namespace)
-        clause = f"WHERE {' AND '.join(where)} " if where else ""
+        where = Where().equal("tenant", tenant).equal("namespace", namespace)
         bound, more = limited(limit)
         with self._reading() as db:
             rows = db.all(
-                f"SELECT {SESSION_COLUMNS} FROM sessions {clause}"
+                f"SELECT {SESSION_COLUMNS} FROM sessions {where}"
                 f"ORDER BY updated_at DESC, {db.seq} DESC{bound}",
-                *params,
+                *where.params,
                 *more,
             )
         return [session_from_row(r) for r in rows]
@@ -122,19 +127,17 @@ class SqlSessions(SqlStore[D]):
         metadata: Mapping[str, Any] | None = None,
     ) -> Session:
         with self._writing() as db:
-            changed = db.run(
-                "UPDATE sessions SET title = coalesce(?, title), summary = coalesce(?, summary), "
+            update_session_row(
+                db,
+                session_id,
+                "title = coalesce(?, title), summary = coalesce(?, summary), "
                 "summarized_count = coalesce(?, summarized_count), "
-                "metadata = coalesce(?, metadata), updated_at = ? WHERE id = ?",
+                "metadata = coalesce(?, metadata)",
                 title,
                 summary,
                 summarized_count,
                 db.json(dict(metadata)) if metadata is not None else None,
-                db.time(now()),
-                session_id,
             )
-            if not changed:
-                raise SessionNotFound(f"no session with id {session_id}")
             row = db.one(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", session_id)
         assert row is not None
         return session_from_row(row)
@@ -148,18 +151,15 @@ class SqlSessions(SqlStore[D]):
         cost_usd: float = 0.0,
     ) -> None:
         with self._writing() as db:
-            changed = db.run(
-                "UPDATE sessions SET prompt_tokens = prompt_tokens + ?, "
-                "completion_tokens = completion_tokens + ?, cost_usd = cost_usd + ?, "
-                "updated_at = ? WHERE id = ?",
+            update_session_row(
+                db,
+                session_id,
+                "prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, "
+                "cost_usd = cost_usd + ?",
                 prompt_tokens,
                 completion_tokens,
                 cost_usd,
-                db.time(now()),
-                session_id,
             )
-            if not changed:
-                raise SessionNotFound(f"no session with id {session_id}")
 
     def delete_session(self, session_id: str) -> bool:
         with self._writing() as db:

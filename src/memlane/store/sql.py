@@ -12,13 +12,16 @@ in the backend's package, behind the hooks of `SqlStore`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from memlane.store.documents import Doc
 from memlane.store.rows import Row
+
+Statement = tuple[str, Sequence[Any]]
+"""SQL text with `?` marks, and its parameters."""
 
 
 class Db(Protocol):
@@ -50,7 +53,7 @@ class Db(Protocol):
         """Execute an INSERT of one row into a table with an `id` key; return the new id."""
         ...
 
-    def reads(self, *statements: tuple[str, Sequence[Any]]) -> list[list[Row]]:
+    def reads(self, *statements: Statement) -> list[list[Row]]:
         """Several reads in order, in one round trip where the backend can."""
         ...
 
@@ -71,10 +74,48 @@ class SqlStore(ABC, Generic[D]):
     @abstractmethod
     def _writing(self) -> AbstractContextManager[D]: ...
 
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Every write of this thread inside commits together, as one transaction (a
+        backend's `_writing` nests as a savepoint in the one this thread holds)."""
+        with self._writing():
+            yield
+
     @abstractmethod
     def _put_doc(self, db: D, doc: Doc, document: str | None = None) -> None:
         """Insert or refresh one search document (`document`: what the keyword index
         reads, when it is more than the text)."""
+
+
+class Where:
+    """A WHERE clause made of the conditions that apply to one query, with their parameters
+    in order; no condition, no clause. Rendered with a trailing space: `FROM t {where}ORDER`."""
+
+    def __init__(self) -> None:
+        self.conditions: list[str] = []
+        self.params: list[Any] = []
+
+    def add(self, condition: str, *params: Any) -> Where:
+        self.conditions.append(condition)
+        self.params.extend(params)
+        return self
+
+    def equal(self, column: str, value: Any) -> Where:
+        """`column = value`; a None value restricts nothing."""
+        return self if value is None else self.add(f"{column} = ?", value)
+
+    def __str__(self) -> str:
+        return f"WHERE {' AND '.join(self.conditions)} " if self.conditions else ""
+
+
+def page(
+    db: Db, listing: Statement, counting: Statement, *, limit: int, offset: int
+) -> tuple[list[Row], int]:
+    """One page of `listing` (a query with its ORDER BY), and how many rows `counting`
+    (`SELECT count(*) AS n …`) finds in all, read together."""
+    sql, params = listing
+    rows, counted = db.reads((f"{sql} LIMIT ? OFFSET ?", [*params, limit, offset]), counting)
+    return rows, int(counted[0]["n"])
 
 
 def marks(values: Collection[Any]) -> str:
