@@ -9,12 +9,12 @@ from typing import Any
 
 from memlane.engine.turn import Answer
 from memlane.proxy.wire.base import (
+    EventAssembler,
     OpenAIErrors,
     ParsedRequest,
     WireError,
     content_text,
     dumps,
-    loads,
     model_and_stream,
     openai_error,
     position,
@@ -106,37 +106,29 @@ class _CallParts:
     arguments: list[str] = field(default_factory=list)
 
 
-class ChatAssembler:
+class ChatAssembler(EventAssembler):
     """Rebuilds the assistant message from `chat.completion.chunk` events (choice 0)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.text: list[str] = []
         self.reasoning: list[str] = []
         self.calls: dict[int, _CallParts] = {}
         self.finished = False
         self.done = False
-        self._error: str | None = None
         self.prompt_tokens = 0
         self.completion_tokens = 0
 
-    @property
-    def error(self) -> str | None:
-        return self._error
-
-    @property
-    def complete(self) -> bool:
-        return self.done or self._error is not None
+    def _ended(self) -> bool:
+        return self.done
 
     def feed(self, event: str | None, data: str) -> None:
         if data.strip() == "[DONE]":
             self.finished = self.done = True
             return
-        try:
-            chunk = loads(data)
-        except (ValueError, RecursionError):  # not an event memlane can read: relayed as is
-            return
-        if not isinstance(chunk, dict):
-            return
+        super().feed(event, data)
+
+    def _take(self, kind: Any, chunk: dict[str, Any]) -> None:
         if "error" in chunk:
             error = chunk["error"]
             self._error = str(error.get("message") if isinstance(error, dict) else error)
