@@ -233,6 +233,19 @@ def require(condition: bool, message: str, param: str) -> None:
         raise WireError(message, param=param)
 
 
+def message_role(item: Any, param: str, roles: frozenset[str]) -> str:
+    """The role of a message item `param`, once the item is an object and the role one of
+    `roles` (a `WireError` naming what is wrong otherwise)."""
+    require(isinstance(item, dict), f"{param} must be an object", param)
+    role = item.get("role")
+    require(
+        isinstance(role, str) and role in roles,
+        f"{param}.role must be one of {', '.join(sorted(roles))}",
+        f"{param}.role",
+    )
+    return str(role)
+
+
 def model_and_stream(body: Any) -> tuple[str, bool]:
     """A request body's `model` and `stream`, once it is checked to be a JSON object."""
     require(isinstance(body, dict), "the request body must be a JSON object", "body")

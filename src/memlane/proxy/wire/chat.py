@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from memlane.engine.turn import Answer
 from memlane.proxy.wire.base import (
@@ -15,6 +15,7 @@ from memlane.proxy.wire.base import (
     WireError,
     content_text,
     dumps,
+    message_role,
     model_and_stream,
     openai_error,
     position,
@@ -28,13 +29,7 @@ ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "
 
 def parse_message(item: Any, param: str) -> Message:
     """One chat message as a `Message`, keeping the item as its `raw`."""
-    require(isinstance(item, dict), f"{param} must be an object", param)
-    role = item.get("role")
-    require(
-        isinstance(role, str) and role in ROLES,
-        f"{param}.role must be one of {', '.join(sorted(ROLES))}",
-        f"{param}.role",
-    )
+    role = message_role(item, param, ROLES)
     text = content_text(item.get("content"), f"{param}.content")
     if role == "assistant":
         calls = _tool_calls(item.get("tool_calls"), f"{param}.tool_calls")
@@ -51,8 +46,7 @@ def parse_message(item: Any, param: str) -> Message:
         return Message(
             "tool", text, "tool_result", call_id=call_id, name=name, raw=item, wire="chat"
         )
-    chat_role: Role = role
-    return Message(chat_role, text, raw=item, wire="chat")
+    return Message(cast(Role, role), text, raw=item, wire="chat")  # system, developer or user
 
 
 def _tool_calls(calls: Any, param: str) -> tuple[ToolCall, ...]:
