@@ -29,8 +29,10 @@ from memlane.cli.context import (
     opened_runtime,
     print_json,
     progress_bar,
+    report,
     short_ids,
 )
+from memlane.cli.options import JsonOpt
 from memlane.engine.memory import manage
 from memlane.engine.memory.recall import recall
 from memlane.engine.memory.scopes import GLOBAL, parse_scope
@@ -48,7 +50,6 @@ app = typer.Typer(
 )
 
 T = TypeVar("T")
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 IdArg = Annotated[
     str, typer.Argument(help="Memory id, or a unique prefix (see `memlane memory list`).")
 ]
@@ -131,10 +132,7 @@ def add(
             rt,
             manage.add_memory(rt, text, scope=_scope(scope), role=chosen, valid_from=since),
         )
-    if as_json:
-        print_json(memory_json(fact))
-    else:
-        console.print(f"remembered {fact.id} in {fact.scope}")
+    report(as_json, memory_json(fact), f"remembered {fact.id} in {fact.scope}")
 
 
 @app.command("search")
@@ -238,10 +236,7 @@ def edit(
             current = _run(rt, manage.get_memory(rt, memory_id))
             text = _edit_in_editor(current.text)
         fact = _run(rt, manage.edit_memory(rt, memory_id, text))
-    if as_json:
-        print_json(memory_json(fact))
-    else:
-        console.print(f"edited {fact.id}")
+    report(as_json, memory_json(fact), f"edited {fact.id}")
 
 
 def _edit_in_editor(text: str) -> str:
@@ -279,10 +274,8 @@ def forget(
             fact = _run(rt, manage.forget_memory(rt, memory_id, purge=purge))
         except (GitError, StoreError) as exc:
             fail(f"the memory is removed, but its history is not purged: {exc}")
-    if as_json:
-        print_json(memory_json(fact) | {"purged": purge})
-    else:
-        console.print(f"{'purged' if purge else 'forgot'} {fact.id}")
+    done = "purged" if purge else "forgot"
+    report(as_json, memory_json(fact) | {"purged": purge}, f"{done} {fact.id}")
 
 
 @app.command("reindex")
@@ -377,7 +370,6 @@ def export(
             bar.update(task, completed=done, total=total)
 
         count = _run(rt, manage.export_tree(rt, target, git=git, progress=step))
-    if as_json:
-        print_json({"exported": count, "path": str(target)})
-    else:
-        console.print(f"exported {count} memories to {target}")
+    report(
+        as_json, {"exported": count, "path": str(target)}, f"exported {count} memories to {target}"
+    )

@@ -13,8 +13,9 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from memlane.cli.context import console, moment, opened_runtime, print_json, short_ids
-from memlane.cli.memory import IdArg, JsonOpt, _run, app
+from memlane.cli.context import console, moment, opened_runtime, print_json, report, short_ids
+from memlane.cli.memory import IdArg, _run, app
+from memlane.cli.options import JsonOpt
 from memlane.engine.memory import manage
 from memlane.engine.memory.versions import Version, interval
 from memlane.views.memories import memory_json
@@ -37,12 +38,11 @@ def supersede(
     when = moment(at, "--at")
     with opened_runtime(ctx) as rt:
         closed, new = _run(rt, manage.supersede_memory(rt, memory_id, text, at=when))
-    if as_json:
-        print_json({"closed": memory_json(closed), "new": memory_json(new)})
-    else:
-        console.print(
-            f"{closed.id} closed ({interval(closed)}), replaced by {new.id}", highlight=False
-        )
+    report(
+        as_json,
+        {"closed": memory_json(closed), "new": memory_json(new)},
+        f"{closed.id} closed ({interval(closed)}), replaced by {new.id}",
+    )
 
 
 def version_json(version: Version) -> dict[str, Any]:
