@@ -76,7 +76,7 @@ def history(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> N
     shorts = short_ids([v.fact.id for v in versions])
     for version in versions:
         fact, cause = version.fact, version.cause
-        state = " (deleted)" if fact.deleted else "" if version.current else " (replaced)"
+        state = "" if version.current else f" ({version.state})"
         source = ""
         if cause is not None:
             source = f"{cause.created_at:%Y-%m-%d %H:%M}: {cause.message.text}"
