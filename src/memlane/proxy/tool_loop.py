@@ -245,28 +245,16 @@ class ToolLoop:
 
     # --- whole answers -----------------------------------------------------------------------
     async def complete(self, messages: list[Message]) -> Response:
-        from memlane.proxy.turns import (
-            _fail,
-            _finish,
-            _learn_window,
-            _response_headers,
-            error_response,
-            transport_error,
-        )
+        from memlane.proxy.turns import _finish, _response_headers, send_upstream
 
         state, turn, adapter = self.state, self.turn, self.adapter
         while True:
-            try:
-                upstream = await self.upstream.client.post(
-                    self.url, content=self.payload(messages), headers=self.headers
-                )
-            except httpx.HTTPError as exc:
-                await _fail(state, turn)
-                raise transport_error(state, self.upstream, exc) from None
-            if upstream.status_code >= 400:
-                _learn_window(state, turn, upstream.status_code, upstream.content)
-                await _fail(state, turn)
-                return error_response(adapter, upstream.status_code, upstream.content)
+            content = self.payload(messages)
+            upstream = await send_upstream(
+                state, turn, adapter, self.upstream, self.url, content, self.headers, stream=False
+            )
+            if isinstance(upstream, Response):
+                return upstream
             try:
                 data = json.loads(upstream.content)
                 answer = adapter.answer_from_json(data)
@@ -309,15 +297,15 @@ class ToolLoop:
             _fail,
             _finish,
             _response_headers,
-            open_stream,
+            send_upstream,
             transport_error,
         )
 
         state, turn, adapter = self.state, self.turn, self.adapter
         while True:
             content = self.payload(messages)
-            opened = await open_stream(
-                state, turn, adapter, self.upstream, self.url, content, self.headers
+            opened = await send_upstream(
+                state, turn, adapter, self.upstream, self.url, content, self.headers, stream=True
             )
             if isinstance(opened, Response):
                 return opened
