@@ -243,16 +243,30 @@ class ToolLoop:
     def limit_answer(self) -> str:
         return LIMIT_ANSWER.format(rounds=self.rounds)
 
+    async def send(self, messages: list[Message], *, stream: bool) -> httpx.Response | Response:
+        """One round's request upstream, or the client's error when it failed
+        (`turns.send_upstream`)."""
+        from memlane.proxy.turns import send_upstream
+
+        content = self.payload(messages)
+        return await send_upstream(
+            self.state,
+            self.turn,
+            self.adapter,
+            self.upstream,
+            self.url,
+            content,
+            self.headers,
+            stream=stream,
+        )
+
     # --- whole answers -----------------------------------------------------------------------
     async def complete(self, messages: list[Message]) -> Response:
-        from memlane.proxy.turns import _finish, _response_headers, send_upstream
+        from memlane.proxy.turns import _finish, _response_headers
 
         state, turn, adapter = self.state, self.turn, self.adapter
         while True:
-            content = self.payload(messages)
-            upstream = await send_upstream(
-                state, turn, adapter, self.upstream, self.url, content, self.headers, stream=False
-            )
+            upstream = await self.send(messages, stream=False)
             if isinstance(upstream, Response):
                 return upstream
             try:
@@ -293,23 +307,13 @@ class ToolLoop:
 
     # --- streamed answers -----------------------------------------------------------------------
     async def stream(self, messages: list[Message]) -> Response:
-        from memlane.proxy.turns import (
-            _fail,
-            _finish,
-            _response_headers,
-            send_upstream,
-            transport_error,
-        )
+        from memlane.proxy.turns import _fail, _finish, _response_headers, transport_error
 
         state, turn, adapter = self.state, self.turn, self.adapter
         while True:
-            content = self.payload(messages)
-            opened = await send_upstream(
-                state, turn, adapter, self.upstream, self.url, content, self.headers, stream=True
-            )
-            if isinstance(opened, Response):
-                return opened
-            upstream = opened
+            upstream = await self.send(messages, stream=True)
+            if isinstance(upstream, Response):
+                return upstream
             headers = _response_headers(turn, upstream.headers)
             read = _Round(adapter.assembler(), self.wire, upstream.aiter_bytes())
             try:
