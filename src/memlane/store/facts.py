@@ -18,7 +18,7 @@ from memlane.store.codec import FACT_COLUMNS, FACT_TIMES, fact_to_row, now
 from memlane.store.documents import AFTER, BEFORE, TURN_ROLES, Doc, is_turn, turn_document
 from memlane.store.documents import turn_documents as documents_of_turns
 from memlane.store.rows import fact_from_row
-from memlane.store.sql import D, SqlStore, Where, among, limited, marks
+from memlane.store.sql import D, SqlStore, Where, among, marks, select
 from memlane.types import Fact, FactRole
 
 Progress = Callable[[int, int], None]
@@ -152,13 +152,8 @@ class SqlFacts(SqlStore[D]):
             where.add(among("role", roles), *roles)
         if not include_deleted:
             where.add("deleted = ?", False)
-        bound, more = limited(limit)
         with self._reading() as db:
-            rows = db.all(
-                f"SELECT {_COLUMNS} FROM facts {where}ORDER BY created_at, {db.seq}{bound}",
-                *where.params,
-                *more,
-            )
+            rows = select(db, _COLUMNS, "facts", where, f"created_at, {db.seq}", limit)
         return [fact_from_row(r) for r in rows]
 
     def delete_fact(

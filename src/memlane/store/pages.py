@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from memlane.store.codec import FACT_COLUMNS
 from memlane.store.rows import EVENT_COLUMNS, SESSION_COLUMNS, event_from_row, session_from_row
 from memlane.store.rows import fact_from_row as fact_row
-from memlane.store.sql import D, SqlStore, Where, among, page
+from memlane.store.sql import D, Db, SqlStore, Where, among, page
 from memlane.types import Event, Fact, Session
 
 _FACTS = ", ".join(FACT_COLUMNS)
@@ -40,6 +40,16 @@ def session_filter(query: str, namespace: str | None) -> Where:
     return where
 
 
+def counted_by(db: Db, table: str, column: str, where: Where) -> list[tuple[str, int]]:
+    """(value, how many rows have it) for each value of `column` among the rows of `table`
+    that `where` lets through, by value."""
+    rows = db.all(
+        f"SELECT {column}, count(*) AS n FROM {table} {where}GROUP BY {column} ORDER BY {column}",
+        *where.params,
+    )
+    return [(str(r[column]), int(r["n"])) for r in rows]
+
+
 class SqlPages(SqlStore[D]):
     def page_sessions(
         self, *, query: str = "", namespace: str | None = None, offset: int = 0, limit: int = 50
@@ -48,12 +58,10 @@ class SqlPages(SqlStore[D]):
         with self._reading() as db:
             rows, total = page(
                 db,
-                (
-                    f"SELECT {SESSION_COLUMNS} FROM sessions {where}"
-                    f"ORDER BY updated_at DESC, {db.seq} DESC",
-                    where.params,
-                ),
-                (f"SELECT count(*) AS n FROM sessions {where}", where.params),
+                SESSION_COLUMNS,
+                "sessions",
+                where,
+                f"updated_at DESC, {db.seq} DESC",
                 limit=limit,
                 offset=offset,
             )
@@ -61,11 +69,7 @@ class SqlPages(SqlStore[D]):
 
     def session_namespaces(self) -> list[tuple[str, int]]:
         with self._reading() as db:
-            rows = db.all(
-                "SELECT namespace, count(*) AS n FROM sessions "
-                "GROUP BY namespace ORDER BY namespace"
-            )
-        return [(str(r["namespace"]), int(r["n"])) for r in rows]
+            return counted_by(db, "sessions", "namespace", Where())
 
     def page_facts(
         self,
@@ -84,24 +88,19 @@ class SqlPages(SqlStore[D]):
         with self._reading() as db:
             rows, total = page(
                 db,
-                (
-                    f"SELECT {_FACTS} FROM facts {listing}ORDER BY created_at DESC, {db.seq} DESC",
-                    listing.params,
-                ),
-                (f"SELECT count(*) AS n FROM facts {counting}", counting.params),
+                _FACTS,
+                "facts",
+                listing,
+                f"created_at DESC, {db.seq} DESC",
                 limit=limit,
                 offset=offset,
+                counting=counting,
             )
         return [fact_row(r) for r in rows], total
 
     def fact_scopes(self) -> list[tuple[str, int]]:
         with self._reading() as db:
-            rows = db.all(
-                "SELECT scope, count(*) AS n FROM facts WHERE deleted = ? "
-                "GROUP BY scope ORDER BY scope",
-                False,
-            )
-        return [(str(r["scope"]), int(r["n"])) for r in rows]
+            return counted_by(db, "facts", "scope", Where().add("deleted = ?", False))
 
     def recent_events(
         self, *, kinds: Sequence[str], after_id: int = 0, limit: int = 50

@@ -17,7 +17,7 @@ from typing import Any
 from memlane.store.base import SessionNotFound, StoreError
 from memlane.store.codec import now
 from memlane.store.rows import SESSION_COLUMNS, Row, decoded, session_from_row
-from memlane.store.sql import D, Db, SqlStore, Where, limited
+from memlane.store.sql import D, Db, SqlStore, Where, select
 from memlane.types import Session
 
 
@@ -107,14 +107,9 @@ class SqlSessions(SqlStore[D]):
         tenant: str | None = "",
     ) -> list[Session]:
         where = Where().equal("tenant", tenant).equal("namespace", namespace)
-        bound, more = limited(limit)
         with self._reading() as db:
-            rows = db.all(
-                f"SELECT {SESSION_COLUMNS} FROM sessions {where}"
-                f"ORDER BY updated_at DESC, {db.seq} DESC{bound}",
-                *where.params,
-                *more,
-            )
+            order = f"updated_at DESC, {db.seq} DESC"
+            rows = select(db, SESSION_COLUMNS, "sessions", where, order, limit)
         return [session_from_row(r) for r in rows]
 
     def update_session(

@@ -108,14 +108,39 @@ class Where:
         return f"WHERE {' AND '.join(self.conditions)} " if self.conditions else ""
 
 
+def select(
+    db: Db, columns: str, table: str, where: Where, order: str, limit: int | None = None
+) -> list[Row]:
+    """`columns` of the rows of `table` that `where` lets through, in `order`, the first
+    `limit` (None: all)."""
+    bound, more = limited(limit)
+    return db.all(
+        f"SELECT {columns} FROM {table} {where}ORDER BY {order}{bound}", *where.params, *more
+    )
+
+
 def page(
-    db: Db, listing: Statement, counting: Statement, *, limit: int, offset: int
+    db: Db,
+    columns: str,
+    table: str,
+    where: Where,
+    order: str,
+    *,
+    limit: int,
+    offset: int,
+    counting: Where | None = None,
 ) -> tuple[list[Row], int]:
-    """One page of `listing` (a query with its ORDER BY), and how many rows `counting`
-    (`SELECT count(*) AS n …`) finds in all, read together."""
-    sql, params = listing
-    rows, counted = db.reads((f"{sql} LIMIT ? OFFSET ?", [*params, limit, offset]), counting)
-    return rows, int(counted[0]["n"])
+    """One page of what `select` lists, from `offset`, and how many rows match in all, read
+    together (`counting`: conditions that find the same rows faster for a count)."""
+    counted = where if counting is None else counting
+    rows, total = db.reads(
+        (
+            f"SELECT {columns} FROM {table} {where}ORDER BY {order} LIMIT ? OFFSET ?",
+            [*where.params, limit, offset],
+        ),
+        (f"SELECT count(*) AS n FROM {table} {counted}", counted.params),
+    )
+    return rows, int(total[0]["n"])
 
 
 def marks(values: Collection[Any]) -> str:
