@@ -14,6 +14,7 @@ import shlex
 import subprocess
 import tempfile
 from collections.abc import Coroutine
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -25,14 +26,13 @@ from memlane.cli.context import (
     console,
     err_console,
     fail,
-    moment,
     opened_runtime,
     print_json,
     progress_bar,
     report,
     short_ids,
 )
-from memlane.cli.options import JsonOpt
+from memlane.cli.options import JsonOpt, date_option
 from memlane.engine.memory import manage
 from memlane.engine.memory.recall import recall
 from memlane.engine.memory.scopes import GLOBAL, parse_scope
@@ -119,18 +119,16 @@ def add(
     scope: Annotated[str, typer.Option("--scope", help="global, ns:<name> or conv:<id>.")] = GLOBAL,
     role: Annotated[str, typer.Option("--role", help="memory, user or assistant.")] = "memory",
     valid_from: Annotated[
-        str | None,
-        typer.Option("--valid-from", help="True since this date (default: now).", metavar="DATE"),
+        datetime | None, date_option("--valid-from", "True since this date (default: now).")
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Remember TEXT as it is (no extraction, no reconciliation)."""
     chosen = _role(role) or "memory"
-    since = moment(valid_from, "--valid-from")
     with opened_runtime(ctx) as rt:
         fact = _run(
             rt,
-            manage.add_memory(rt, text, scope=_scope(scope), role=chosen, valid_from=since),
+            manage.add_memory(rt, text, scope=_scope(scope), role=chosen, valid_from=valid_from),
         )
     report(as_json, memory_json(fact), f"remembered {fact.id} in {fact.scope}")
 
@@ -145,8 +143,7 @@ def search_cmd(
     ] = None,
     top_k: Annotated[int | None, typer.Option("--top-k", min=1, max=100)] = None,
     as_of: Annotated[
-        str | None,
-        typer.Option("--as-of", help="What was true then (default: now).", metavar="DATE"),
+        datetime | None, date_option("--as-of", "What was true then (default: now).")
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -155,14 +152,13 @@ def search_cmd(
     Hybrid search, recency and MMR, as recall ranks; a question about change also finds
     the versions that were replaced."""
     wanted = [_scope(s) for s in scope] if scope else None  # an operator may search everything
-    when = moment(as_of, "--as-of")
     with opened_runtime(ctx) as rt:
         if top_k is not None:
             rt = Runtime(rt.settings.model_copy(update={"memory_top_k": top_k}), rt.store)
 
         async def go() -> list[tuple[Fact, float]]:
             await rt.memory_book.ready()
-            found = await recall(rt, query, scopes=wanted, as_of=when)
+            found = await recall(rt, query, scopes=wanted, as_of=as_of)
             facts = [await manage.get_memory(rt, r.candidate.ref) for r in found]
             return [(f, r.candidate.score) for f, r in zip(facts, found, strict=True)]
 

@@ -8,14 +8,15 @@ the message that caused it. `memory search --as-of DATE` asks what was true then
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from memlane.cli.context import console, moment, opened_runtime, print_json, report, short_ids
+from memlane.cli.context import console, opened_runtime, print_json, report, short_ids
 from memlane.cli.memory import IdArg, _run, app
-from memlane.cli.options import JsonOpt
+from memlane.cli.options import JsonOpt, date_option
 from memlane.engine.memory import manage
 from memlane.engine.memory.versions import Version, interval
 from memlane.views.memories import memory_json
@@ -28,16 +29,12 @@ def supersede(
     ctx: typer.Context,
     memory_id: IdArg,
     text: Annotated[str, typer.Argument(help="The new version, as one standalone sentence.")],
-    at: Annotated[
-        str | None,
-        typer.Option("--at", help="When it changed (default: now).", metavar="DATE"),
-    ] = None,
+    at: Annotated[datetime | None, date_option("--at", "When it changed (default: now).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Close memory ID at --at and add TEXT as its next version, true from then."""
-    when = moment(at, "--at")
     with opened_runtime(ctx) as rt:
-        closed, new = _run(rt, manage.supersede_memory(rt, memory_id, text, at=when))
+        closed, new = _run(rt, manage.supersede_memory(rt, memory_id, text, at=at))
     report(
         as_json,
         {"closed": memory_json(closed), "new": memory_json(new)},
