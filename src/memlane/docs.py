@@ -16,7 +16,8 @@ def config_table() -> str:
         default: Any = field.get_default(call_default_factory=True)  # a list's `[]`, too
         empty = default is None or (isinstance(default, dict | list | tuple) and not default)
         shown = "—" if empty or isinstance(default, SecretStr) else f"`{default}`"
-        description = (field.description or "").replace("|", "\\|")
+        # a docstring's line breaks are only where its source wrapped: one line in a table cell
+        description = " ".join((field.description or "").split()).replace("|", "\\|")
         rows.append(f"| `MEMLANE_{name.upper()}` | {shown} | {description} |")
     return "\n".join(rows)
 

@@ -19,7 +19,7 @@ engine as the proxy: the same files, index, retrieval stages and write path.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -235,45 +235,31 @@ class Memory:
         self._runner = asyncio.Runner()
         self._core = AsyncMemory(settings, **options)
 
-    def _run(self, coro: Any) -> Any:
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self._runner.run(coro)
 
-    def add(
-        self,
-        text: str,
-        *,
-        scope: str = scopes.GLOBAL,
-        role: FactRole = "memory",
-        valid_from: datetime | None = None,
-    ) -> str:
-        result: str = self._run(self._core.add(text, scope=scope, role=role, valid_from=valid_from))
-        return result
+    def add(self, text: str, **options: Any) -> str:
+        return self._run(self._core.add(text, **options))
 
     def supersede(self, memory_id: str, text: str, *, at: datetime | None = None) -> str:
-        result: str = self._run(self._core.supersede(memory_id, text, at=at))
-        return result
+        return self._run(self._core.supersede(memory_id, text, at=at))
 
     def history(self, memory_id: str) -> list[MemoryVersion]:
-        result: list[MemoryVersion] = self._run(self._core.history(memory_id))
-        return result
+        return self._run(self._core.history(memory_id))
 
     def remember(self, user: str, assistant: str = "", **options: Any) -> IngestReport:
-        result: IngestReport = self._run(self._core.remember(user, assistant, **options))
-        return result
+        return self._run(self._core.remember(user, assistant, **options))
 
     def search(self, query: str, **options: Any) -> list[MemoryHit]:
-        result: list[MemoryHit] = self._run(self._core.search(query, **options))
-        return result
+        return self._run(self._core.search(query, **options))
 
     def augment(
         self, messages: Sequence[Mapping[str, Any]], **options: Any
     ) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._run(self._core.augment(messages, **options))
-        return result
+        return self._run(self._core.augment(messages, **options))
 
     def forget(self, memory_id: str) -> bool:
-        result: bool = self._run(self._core.forget(memory_id))
-        return result
+        return self._run(self._core.forget(memory_id))
 
     def close(self) -> None:
         try:

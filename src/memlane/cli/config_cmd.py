@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 from rich.table import Table
 
 from memlane.cli.context import console, print_json, state
+from memlane.cli.options import JsonOpt
 from memlane.config import effective_values
 
 app = typer.Typer(help="Inspect configuration.", no_args_is_help=True)
@@ -16,7 +15,7 @@ app = typer.Typer(help="Inspect configuration.", no_args_is_help=True)
 @app.command("show")
 def show(
     ctx: typer.Context,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Print every effective setting and where it came from."""
     loaded = state(ctx).loaded()

@@ -114,6 +114,14 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
 
 
+def report(as_json: bool, data: Any, line: str) -> None:
+    """A command's result: `data` as JSON for a script (`--json`), else `line` for a person."""
+    if as_json:
+        print_json(data)
+    else:
+        console.print(line, highlight=False)
+
+
 def moment(text: str | None, option: str) -> datetime | None:
     """A date or time a person typed: `2026-02-15` (00:00 UTC that day), an ISO 8601 time
     (`2026-02-15T09:30`, UTC unless it names its offset) or `now`; a clear error else."""

@@ -8,15 +8,15 @@ counts them. This reads both and explains each kind of failure with its fix.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
 from memlane.cli.context import console, opened_store, print_json, state
+from memlane.cli.options import JsonOpt
 from memlane.cli.status_cmd import from_proxy
 from memlane.engine.failopen import EVENT
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 SESSIONS_READ = 200
 """Most recently active sessions whose failure events are read."""
 

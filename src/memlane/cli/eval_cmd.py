@@ -28,6 +28,7 @@ from rich.progress import TaskID
 from rich.table import Table
 
 from memlane.cli.context import console, fail, print_json, progress_bar, state
+from memlane.cli.options import JsonOpt
 from memlane.engine.retrieval.evaluation import (
     CATEGORIES,
     NDCG_K,
@@ -73,7 +74,7 @@ def retrieval(
             help="default, hybrid, bm25, dense or plain (repeatable; default: all five).",
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Ingest each conversation's turns, ask each scored question, print the metrics."""
     ks = tuple(sorted(set(k or [5, 10])))

@@ -14,6 +14,7 @@ import shlex
 import subprocess
 import tempfile
 from collections.abc import Coroutine
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -25,12 +26,13 @@ from memlane.cli.context import (
     console,
     err_console,
     fail,
-    moment,
     opened_runtime,
     print_json,
     progress_bar,
+    report,
     short_ids,
 )
+from memlane.cli.options import JsonOpt, date_option
 from memlane.engine.memory import manage
 from memlane.engine.memory.recall import recall
 from memlane.engine.memory.scopes import GLOBAL, parse_scope
@@ -48,7 +50,6 @@ app = typer.Typer(
 )
 
 T = TypeVar("T")
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 IdArg = Annotated[
     str, typer.Argument(help="Memory id, or a unique prefix (see `memlane memory list`).")
 ]
@@ -118,23 +119,18 @@ def add(
     scope: Annotated[str, typer.Option("--scope", help="global, ns:<name> or conv:<id>.")] = GLOBAL,
     role: Annotated[str, typer.Option("--role", help="memory, user or assistant.")] = "memory",
     valid_from: Annotated[
-        str | None,
-        typer.Option("--valid-from", help="True since this date (default: now).", metavar="DATE"),
+        datetime | None, date_option("--valid-from", "True since this date (default: now).")
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Remember TEXT as it is (no extraction, no reconciliation)."""
     chosen = _role(role) or "memory"
-    since = moment(valid_from, "--valid-from")
     with opened_runtime(ctx) as rt:
         fact = _run(
             rt,
-            manage.add_memory(rt, text, scope=_scope(scope), role=chosen, valid_from=since),
+            manage.add_memory(rt, text, scope=_scope(scope), role=chosen, valid_from=valid_from),
         )
-    if as_json:
-        print_json(memory_json(fact))
-    else:
-        console.print(f"remembered {fact.id} in {fact.scope}")
+    report(as_json, memory_json(fact), f"remembered {fact.id} in {fact.scope}")
 
 
 @app.command("search")
@@ -147,8 +143,7 @@ def search_cmd(
     ] = None,
     top_k: Annotated[int | None, typer.Option("--top-k", min=1, max=100)] = None,
     as_of: Annotated[
-        str | None,
-        typer.Option("--as-of", help="What was true then (default: now).", metavar="DATE"),
+        datetime | None, date_option("--as-of", "What was true then (default: now).")
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -157,14 +152,13 @@ def search_cmd(
     Hybrid search, recency and MMR, as recall ranks; a question about change also finds
     the versions that were replaced."""
     wanted = [_scope(s) for s in scope] if scope else None  # an operator may search everything
-    when = moment(as_of, "--as-of")
     with opened_runtime(ctx) as rt:
         if top_k is not None:
             rt = Runtime(rt.settings.model_copy(update={"memory_top_k": top_k}), rt.store)
 
         async def go() -> list[tuple[Fact, float]]:
             await rt.memory_book.ready()
-            found = await recall(rt, query, scopes=wanted, as_of=when)
+            found = await recall(rt, query, scopes=wanted, as_of=as_of)
             facts = [await manage.get_memory(rt, r.candidate.ref) for r in found]
             return [(f, r.candidate.score) for f, r in zip(facts, found, strict=True)]
 
@@ -238,10 +232,7 @@ def edit(
             current = _run(rt, manage.get_memory(rt, memory_id))
             text = _edit_in_editor(current.text)
         fact = _run(rt, manage.edit_memory(rt, memory_id, text))
-    if as_json:
-        print_json(memory_json(fact))
-    else:
-        console.print(f"edited {fact.id}")
+    report(as_json, memory_json(fact), f"edited {fact.id}")
 
 
 def _edit_in_editor(text: str) -> str:
@@ -279,10 +270,8 @@ def forget(
             fact = _run(rt, manage.forget_memory(rt, memory_id, purge=purge))
         except (GitError, StoreError) as exc:
             fail(f"the memory is removed, but its history is not purged: {exc}")
-    if as_json:
-        print_json(memory_json(fact) | {"purged": purge})
-    else:
-        console.print(f"{'purged' if purge else 'forgot'} {fact.id}")
+    done = "purged" if purge else "forgot"
+    report(as_json, memory_json(fact) | {"purged": purge}, f"{done} {fact.id}")
 
 
 @app.command("reindex")
@@ -377,7 +366,6 @@ def export(
             bar.update(task, completed=done, total=total)
 
         count = _run(rt, manage.export_tree(rt, target, git=git, progress=step))
-    if as_json:
-        print_json({"exported": count, "path": str(target)})
-    else:
-        console.print(f"exported {count} memories to {target}")
+    report(
+        as_json, {"exported": count, "path": str(target)}, f"exported {count} memories to {target}"
+    )

@@ -8,13 +8,15 @@ the message that caused it. `memory search --as-of DATE` asks what was true then
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from memlane.cli.context import console, moment, opened_runtime, print_json, short_ids
-from memlane.cli.memory import IdArg, JsonOpt, _run, app
+from memlane.cli.context import console, opened_runtime, print_json, report, short_ids
+from memlane.cli.memory import IdArg, _run, app
+from memlane.cli.options import JsonOpt, date_option
 from memlane.engine.memory import manage
 from memlane.engine.memory.versions import Version, interval
 from memlane.views.memories import memory_json
@@ -27,22 +29,17 @@ def supersede(
     ctx: typer.Context,
     memory_id: IdArg,
     text: Annotated[str, typer.Argument(help="The new version, as one standalone sentence.")],
-    at: Annotated[
-        str | None,
-        typer.Option("--at", help="When it changed (default: now).", metavar="DATE"),
-    ] = None,
+    at: Annotated[datetime | None, date_option("--at", "When it changed (default: now).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Close memory ID at --at and add TEXT as its next version, true from then."""
-    when = moment(at, "--at")
     with opened_runtime(ctx) as rt:
-        closed, new = _run(rt, manage.supersede_memory(rt, memory_id, text, at=when))
-    if as_json:
-        print_json({"closed": memory_json(closed), "new": memory_json(new)})
-    else:
-        console.print(
-            f"{closed.id} closed ({interval(closed)}), replaced by {new.id}", highlight=False
-        )
+        closed, new = _run(rt, manage.supersede_memory(rt, memory_id, text, at=at))
+    report(
+        as_json,
+        {"closed": memory_json(closed), "new": memory_json(new)},
+        f"{closed.id} closed ({interval(closed)}), replaced by {new.id}",
+    )
 
 
 def version_json(version: Version) -> dict[str, Any]:
@@ -76,7 +73,7 @@ def history(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> N
     shorts = short_ids([v.fact.id for v in versions])
     for version in versions:
         fact, cause = version.fact, version.cause
-        state = " (deleted)" if fact.deleted else "" if version.current else " (replaced)"
+        state = "" if version.current else f" ({version.state})"
         source = ""
         if cause is not None:
             source = f"{cause.created_at:%Y-%m-%d %H:%M}: {cause.message.text}"

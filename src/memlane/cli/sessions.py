@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -23,8 +25,10 @@ from memlane.cli.context import (
     fail,
     opened_runtime,
     print_json,
+    report,
     short_ids,
 )
+from memlane.cli.options import JsonOpt
 from memlane.cli.sessions_context import context as context_command
 from memlane.engine.sessions import lifecycle
 from memlane.engine.sessions.indexing import index_session
@@ -46,11 +50,13 @@ from memlane.views.sessions import (
     session_json,
 )
 
+if TYPE_CHECKING:
+    from memlane.engine.runtime import Runtime
+
 app = typer.Typer(
     help="List, inspect, fork, export, import and delete sessions.", no_args_is_help=True
 )
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 SessionArg = Annotated[str, typer.Argument(help="Session id, id prefix, key or name.")]
 ModelOpt = Annotated[
     str | None, typer.Option("--model", help="Model to use (default: index_model/llm_model).")
@@ -62,6 +68,13 @@ def _find(store: Store, ref: str) -> Session:
         return find_session(store, ref, tenant=OPERATOR)
     except SessionLookupError as exc:
         fail(str(exc))
+
+
+@contextmanager
+def opened_session(ctx: typer.Context, ref: str) -> Iterator[tuple[Runtime, Session]]:
+    """The runtime, and the session `ref` names (a clear error when it names none or several)."""
+    with opened_runtime(ctx) as rt:
+        yield rt, _find(rt.store, ref)
 
 
 def age(moment: datetime, now: datetime | None = None) -> str:
@@ -144,8 +157,7 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """One session: its metadata, summaries, todo, pinned text and messages."""
-    with opened_runtime(ctx) as rt:
-        session = _find(rt.store, ref)
+    with opened_session(ctx, ref) as (rt, session):
         data = session_detail(rt, session)
         items = rt.store.list_messages(session.id, transcript_only=not show_all)
         data["messages"] = [message_json(m) for m in items]
@@ -206,8 +218,7 @@ def delete(
     as_json: JsonOpt = False,
 ) -> None:
     """Delete a session and everything of it (messages, events, files, memories)."""
-    with opened_runtime(ctx) as rt:
-        session = _find(rt.store, ref)
+    with opened_session(ctx, ref) as (rt, session):
         title = lifecycle.session_title(rt.store, session)
         if not yes:
             if not sys.stdin.isatty():
@@ -218,10 +229,7 @@ def delete(
             lifecycle.delete(rt.store, rt.settings, session, purge=purge)
         except (PurgeError, StoreError) as exc:
             fail(f"the session is deleted, but not purged: {exc}")
-    if as_json:
-        print_json({"deleted": session.id, "purged": purge})
-    else:
-        console.print(f"deleted {session.id} ({title})", highlight=False)
+    report(as_json, {"deleted": session.id, "purged": purge}, f"deleted {session.id} ({title})")
 
 
 @app.command("fork")
@@ -236,14 +244,10 @@ def fork(
     as_json: JsonOpt = False,
 ) -> None:
     """A new session continuing this one (a copy of its history, with a parent link)."""
-    with opened_runtime(ctx) as rt:
-        source = _find(rt.store, ref)
+    with opened_session(ctx, ref) as (rt, source):
         forked = lifecycle.fork(rt.store, source, new_key=key, at_position=at)
         data = session_json(rt.store, forked)
-    if as_json:
-        print_json(data)
-    else:
-        console.print(f"forked {source.id} -> {forked.id} (key {forked.key})", highlight=False)
+    report(as_json, data, f"forked {source.id} -> {forked.id} (key {forked.key})")
 
 
 @app.command("export")
@@ -255,8 +259,7 @@ def export(
     ] = None,
 ) -> None:
     """Write a session as JSON lines (session, messages, events, state)."""
-    with opened_runtime(ctx) as rt:
-        session = _find(rt.store, ref)
+    with opened_session(ctx, ref) as (rt, session):
         lines = list(lifecycle.export_lines(rt.store, session))
     text = "".join(line + "\n" for line in lines)
     if output is None:
@@ -293,13 +296,11 @@ def import_(
         except lifecycle.ImportProblem as exc:
             fail(f"{source}: {exc}")
         data = session_json(rt.store, session)
-    if as_json:
-        print_json(data)
-    else:
-        console.print(
-            f"imported {session.id} (key {session.key}, {session.message_count} messages)",
-            highlight=False,
-        )
+    report(
+        as_json,
+        data,
+        f"imported {session.id} (key {session.key}, {session.message_count} messages)",
+    )
 
 
 @app.command("index")
@@ -307,8 +308,7 @@ def index(
     ctx: typer.Context, ref: SessionArg, model: ModelOpt = None, as_json: JsonOpt = False
 ) -> None:
     """Generate the session's name, description, summary and tags now."""
-    with opened_runtime(ctx) as rt:
-        session = _find(rt.store, ref)
+    with opened_session(ctx, ref) as (rt, session):
         result = asyncio.run(index_session(rt, session.id, model=model))
     if not result.ok or result.meta is None:
         fail(f"indexing {session.id} failed after {result.attempts} attempt(s): {result.error}")
@@ -336,8 +336,7 @@ def ask(
     as_json: JsonOpt = False,
 ) -> None:
     """Answer a question about a past session (query_session, with a cheap model)."""
-    with opened_runtime(ctx) as rt:
-        session = _find(rt.store, ref)
+    with opened_session(ctx, ref) as (rt, session):
         try:
             answer = asyncio.run(query_session(rt, session, question, model=model))
         except LLMError as exc:
@@ -361,13 +360,9 @@ def approve_spec(ctx: typer.Context, ref: SessionArg, as_json: JsonOpt = False) 
     """Approve the session's spec: Spec Mode stops asking the agent for one."""
     from memlane.engine import scaffold
 
-    with opened_runtime(ctx) as rt:
-        session = _find(rt.store, ref)
+    with opened_session(ctx, ref) as (rt, session):
         scaffold.approve_spec(rt, session.id)
-    if as_json:
-        print_json({"id": session.id, "spec_approved": True})
-    else:
-        console.print(f"spec approved for {session.id}", highlight=False)
+    report(as_json, {"id": session.id, "spec_approved": True}, f"spec approved for {session.id}")
 
 
 @app.command("compact")
@@ -377,8 +372,7 @@ def compact(
     """Compact the session's history now (summarised with the session's model)."""
     from memlane.engine.governance.compact import CompactionError, compact_session
 
-    with opened_runtime(ctx) as rt:
-        session = _find(rt.store, ref)
+    with opened_session(ctx, ref) as (rt, session):
         try:
             result = asyncio.run(compact_session(rt, session.id, model=model))
         except (CompactionError, LLMError) as exc:
@@ -405,8 +399,7 @@ def output(
         offloaded_outputs,
     )
 
-    with opened_runtime(ctx) as rt:
-        session = _find(rt.store, ref)
+    with opened_session(ctx, ref) as (rt, session):
         if output_id is None:
             found = offloaded_outputs(rt.store, session.id)
         else:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from memlane.cli.context import console, fail, opened_runtime, print_json
+from memlane.cli.options import JsonOpt
 
 if TYPE_CHECKING:
     from memlane.engine.governance.breakdown import Breakdown
@@ -35,7 +36,7 @@ def context(
     events: Annotated[
         int, typer.Option("--events", min=0, help="How many recent compactions to list.")
     ] = 5,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """What the session's next request would forward, by part, in tokens of its model."""
     from memlane.engine.governance.breakdown import breakdown

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
 from memlane.cli.context import console, opened_store, print_json, state
+from memlane.cli.options import JsonOpt
 from memlane.config import Settings
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:

@@ -9,6 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from memlane.cli.context import console, err_console, fail, opened_store, print_json, state
+from memlane.cli.options import JsonOpt
 from memlane.config import Settings
 from memlane.store import TABLES, StoreError
 from memlane.store.migrate import copy_store, store_counts
@@ -29,7 +30,7 @@ def _settings_for(settings: Settings, url: str | None) -> Settings:
 @app.command("info")
 def info(
     ctx: typer.Context,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Print which store is in use and how many rows each table holds."""
     settings = state(ctx).settings
@@ -62,7 +63,7 @@ def migrate(
     batch_size: Annotated[
         int, typer.Option("--batch-size", min=1, help="Rows per write transaction.")
     ] = 500,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Copy every session, message, event, fact and vector into an empty store, then verify counts.
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator
+
+from memlane.config.fields import PositiveFloat, SettingsPart
 
 
 def http_url(value: str | None) -> str | None:
@@ -33,111 +35,91 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class CoreSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class CoreSettings(SettingsPart):
+    home: Path = Path("~/.local/share/memlane")
+    """Data home: database, session folders, memory files."""
 
-    home: Path = Field(
-        default=Path("~/.local/share/memlane"),
-        description="Data home: database, session folders, memory files.",
-    )
-    host: str = Field(default="127.0.0.1", description="Address the proxy binds.")
-    port: int = Field(default=8100, ge=0, le=65535, description="Port the proxy binds (0: any).")
-    workers: int = Field(
-        default=1,
-        ge=1,
-        le=64,
-        description="Processes serving the proxy's port on one store (about one per core for "
-        "heavy traffic); one of them does the once-per-home work, a worker that dies is "
-        "restarted.",
-    )
-    upstream_url: str = Field(
-        default="http://127.0.0.1:11434/v1",
-        description="OpenAI-compatible base URL requests are forwarded to.",
-    )
-    upstream_api_key: SecretStr | None = Field(
-        default=None,
-        description="Key sent upstream when the client sends none. Never stored or logged.",
-    )
-    anthropic_upstream_url: str = Field(
-        default="https://api.anthropic.com",
-        description="Anthropic-compatible base URL (no /v1) that /v1/messages requests "
-        "(Claude Code, the anthropic SDK) are forwarded to.",
-    )
-    anthropic_api_key: SecretStr | None = Field(
-        default=None,
-        description="Key sent as x-api-key to the Anthropic upstream when the client sends "
-        "none. Never stored or logged.",
-    )
-    upstream_timeout: float = Field(
-        default=600.0, gt=0, description="Seconds to wait for the upstream before failing."
-    )
-    store_url: str | None = Field(
-        default=None,
-        description="postgresql://… selects PostgreSQL; empty means the SQLite file in home.",
-    )
-    sqlite_synchronous: Literal["normal", "full"] = Field(
-        default="normal",
-        description="normal survives a process crash; full also survives power loss (slower).",
-    )
-    log_level: Literal["debug", "info", "warning", "error"] = Field(
-        default="info", description="Log verbosity."
-    )
-    embedding_backend: Literal["minilm", "openai", "hashing"] = Field(
-        default="minilm",
-        description="minilm: the packaged all-MiniLM-L6-v2 (offline); openai: an "
-        "OpenAI-compatible /v1/embeddings endpoint; hashing: a tiny deterministic embedder.",
-    )
-    embedding_model: str = Field(
-        default="all-MiniLM-L6-v2",
-        description="Model name sent to the embeddings endpoint (openai backend).",
-    )
-    embedding_base_url: str | None = Field(
-        default=None, description="Embeddings endpoint; empty means upstream_url."
-    )
-    embedding_api_key: SecretStr | None = Field(
-        default=None,
-        description="Key for the embeddings endpoint; empty means upstream_api_key, then the "
-        "OPENAI_API_KEY environment variable.",
-    )
-    llm_provider: Literal["openai", "anthropic"] = Field(
-        default="openai",
-        description="The API memlane's own LLM calls (facts, summaries, session ask) speak: "
-        "openai (chat completions at llm_base_url, else upstream_url) or anthropic (Messages at "
-        "llm_base_url, else anthropic_upstream_url; the key llm_api_key, else anthropic_api_key, "
-        "else ANTHROPIC_API_KEY, else the key a Claude Code request carries).",
-    )
-    llm_model: str | None = Field(
-        default=None,
-        description="Model memlane's own LLM calls use when no request names one (CLI, library).",
-    )
-    llm_base_url: str | None = Field(
-        default=None,
-        description="Base URL of memlane's own LLM calls (summaries, facts, metadata); "
-        "empty means upstream_url.",
-    )
-    llm_api_key: SecretStr | None = Field(
-        default=None,
-        description="Key for memlane's own LLM calls; empty means upstream_api_key, then the "
-        "OPENAI_API_KEY environment variable. Never stored or logged.",
-    )
-    llm_timeout: float = Field(
-        default=120.0, gt=0, description="Seconds memlane's own LLM calls may take before failing."
-    )
-    summary_model: str | None = Field(
-        default=None,
-        description="A dedicated (cheaper) model for summaries; empty means llm_model or the "
-        "model of the request being summarised.",
-    )
-    summary_base_url: str | None = Field(
-        default=None,
-        description="Base URL of the summary model; empty means llm_base_url, then upstream_url.",
-    )
-    tokenizer: Literal["auto", "cl100k_base", "o200k_base"] = Field(
-        default="auto",
-        description="auto: the encoding of the model named in the request (o200k_base for the "
-        "gpt-4o/4.1/5 and o-series families, cl100k_base for gpt-4/3.5, and cl100k_base for "
-        "models it does not know, e.g. local ones); or force one encoding for every model.",
-    )
+    host: str = "127.0.0.1"
+    """Address the proxy binds."""
+
+    port: Annotated[int, Field(ge=0, le=65535)] = 8100
+    """Port the proxy binds (0: any)."""
+
+    workers: Annotated[int, Field(ge=1, le=64)] = 1
+    """Processes serving the proxy's port on one store (about one per core for heavy traffic); one
+    of them does the once-per-home work, a worker that dies is restarted."""
+
+    upstream_url: str = "http://127.0.0.1:11434/v1"
+    """OpenAI-compatible base URL requests are forwarded to."""
+
+    upstream_api_key: SecretStr | None = None
+    """Key sent upstream when the client sends none. Never stored or logged."""
+
+    anthropic_upstream_url: str = "https://api.anthropic.com"
+    """Anthropic-compatible base URL (no /v1) that /v1/messages requests (Claude Code, the anthropic
+    SDK) are forwarded to."""
+
+    anthropic_api_key: SecretStr | None = None
+    """Key sent as x-api-key to the Anthropic upstream when the client sends none. Never stored or
+    logged."""
+
+    upstream_timeout: PositiveFloat = 600.0
+    """Seconds to wait for the upstream before failing."""
+
+    store_url: str | None = None
+    """postgresql://… selects PostgreSQL; empty means the SQLite file in home."""
+
+    sqlite_synchronous: Literal["normal", "full"] = "normal"
+    """normal survives a process crash; full also survives power loss (slower)."""
+
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    """Log verbosity."""
+
+    embedding_backend: Literal["minilm", "openai", "hashing"] = "minilm"
+    """minilm: the packaged all-MiniLM-L6-v2 (offline); openai: an OpenAI-compatible /v1/embeddings
+    endpoint; hashing: a tiny deterministic embedder."""
+
+    embedding_model: str = "all-MiniLM-L6-v2"
+    """Model name sent to the embeddings endpoint (openai backend)."""
+
+    embedding_base_url: str | None = None
+    """Embeddings endpoint; empty means upstream_url."""
+
+    embedding_api_key: SecretStr | None = None
+    """Key for the embeddings endpoint; empty means upstream_api_key, then the OPENAI_API_KEY
+    environment variable."""
+
+    llm_provider: Literal["openai", "anthropic"] = "openai"
+    """The API memlane's own LLM calls (facts, summaries, session ask) speak: openai (chat
+    completions at llm_base_url, else upstream_url) or anthropic (Messages at llm_base_url, else
+    anthropic_upstream_url; the key llm_api_key, else anthropic_api_key, else ANTHROPIC_API_KEY,
+    else the key a Claude Code request carries)."""
+
+    llm_model: str | None = None
+    """Model memlane's own LLM calls use when no request names one (CLI, library)."""
+
+    llm_base_url: str | None = None
+    """Base URL of memlane's own LLM calls (summaries, facts, metadata); empty means
+    upstream_url."""
+
+    llm_api_key: SecretStr | None = None
+    """Key for memlane's own LLM calls; empty means upstream_api_key, then the OPENAI_API_KEY
+    environment variable. Never stored or logged."""
+
+    llm_timeout: PositiveFloat = 120.0
+    """Seconds memlane's own LLM calls may take before failing."""
+
+    summary_model: str | None = None
+    """A dedicated (cheaper) model for summaries; empty means llm_model or the model of the request
+    being summarised."""
+
+    summary_base_url: str | None = None
+    """Base URL of the summary model; empty means llm_base_url, then upstream_url."""
+
+    tokenizer: Literal["auto", "cl100k_base", "o200k_base"] = "auto"
+    """auto: the encoding of the model named in the request (o200k_base for the gpt-4o/4.1/5 and
+    o-series families, cl100k_base for gpt-4/3.5, and cl100k_base for models it does not know, e.g.
+    local ones); or force one encoding for every model."""
 
     @field_validator(
         "upstream_url",

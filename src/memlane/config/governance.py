@@ -10,112 +10,77 @@ off, `governance_enabled=false` forwards requests untouched.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from memlane.config.fields import Fraction, NonNegativeInt, ProperFraction, SettingsPart
 
 
-class GovernanceSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class GovernanceSettings(SettingsPart):
+    governance_enabled: bool = True
+    """Keep requests inside the model's window (mask, compact, recall, pre-flight). false: forward
+    every request untouched."""
 
-    governance_enabled: bool = Field(
-        default=True,
-        description="Keep requests inside the model's window (mask, compact, recall, pre-flight). "
-        "false: forward every request untouched.",
-    )
-    governance_context_windows: dict[str, int] = Field(
-        default={},
-        description="Context window per model, overriding the built-in table and learned values; "
-        "a key matches the model name or its prefix (`llama3=8192,gpt-4o=128000`, or a TOML "
-        "table). Empty: the table, then what the upstream taught.",
-    )
-    governance_default_window: int = Field(
-        default=32_768,
-        ge=1_024,
-        description="Window assumed for a model neither configured, known nor learned. Such a "
-        "request is compacted to fit it but never refused before the upstream answers.",
-    )
-    governance_safety_margin: int = Field(
-        default=4_096,
-        ge=0,
-        description="Tokens reserved for the answer (capped at a quarter of the window). 0: none.",
-    )
-    governance_compact_threshold: float = Field(
-        default=0.8,
-        ge=0.0,
-        le=1.0,
-        description="Share of the usable window that triggers a compaction. 0: never compact "
-        "(the pre-flight check still runs).",
-    )
-    governance_compact_target: float = Field(
-        default=0.5,
-        gt=0.0,
-        lt=1.0,
-        description="Share of the usable window a compaction brings the request down to; well "
-        "below the threshold, so the following requests only append (prompt caches hit).",
-    )
-    governance_tail_share: float = Field(
-        default=0.3,
-        gt=0.0,
-        lt=1.0,
-        description="Share of the usable window kept verbatim as the recent tail.",
-    )
-    governance_tool_output_limit: int = Field(
-        default=2_000,
-        ge=0,
-        description="Tool results larger than this (tokens), outside the protection window, "
-        "are offloaded to the session folder and replaced by a head + tail preview. "
-        "0: never mask.",
-    )
-    governance_protect_tokens: int = Field(
-        default=20_000,
-        ge=0,
-        description="Newest tokens whose tool results stay verbatim (a result larger than the "
-        "whole tail is masked anyway). 0: no protection.",
-    )
-    governance_preview_chars: int = Field(
-        default=1_200,
-        ge=0,
-        description="Characters of a masked tool result kept in the request (two thirds head, "
-        "one third tail).",
-    )
-    governance_summary_max_tokens: int = Field(
-        default=1_500,
-        ge=64,
-        description="Longest state snapshot the summariser may write.",
-    )
-    governance_summarise: bool = Field(
-        default=True,
-        description="Summarise the dropped middle with the LLM. false: a static marker saying "
-        "how many messages were removed (dropped history is still recalled).",
-    )
-    governance_summary_verify: bool = Field(
-        default=False,
-        description="Second summariser pass that checks the snapshot against the dropped "
-        "messages and fills omissions (one more LLM call per compaction). false: one pass.",
-    )
-    governance_loop_threshold: int = Field(
-        default=5,
-        ge=0,
-        description="The same tool call (name + arguments) this many times in a row is recorded "
-        "as an event and answered with a note to the model. 0: no loop detection.",
-    )
-    governance_recall_snippets: int = Field(
-        default=8,
-        ge=0,
-        description="Snippets of dropped history (and long-term memory) injected when a request "
-        "is trimmed. 0: no re-injection.",
-    )
-    governance_recall_chars: int = Field(
-        default=6_000,
-        ge=0,
-        description="Characters those snippets may take in total.",
-    )
-    governance_preflight: bool = Field(
-        default=True,
-        description="Refuse a request that cannot fit even after governance with a "
-        "context_length_exceeded error instead of forwarding it. false: forward it anyway.",
-    )
+    governance_context_windows: dict[str, int] = Field(default={})
+    """Context window per model, overriding the built-in table and learned values; a key matches the
+    model name or its prefix (`llama3=8192,gpt-4o=128000`, or a TOML table). Empty: the table, then
+    what the upstream taught."""
+
+    governance_default_window: Annotated[int, Field(ge=1_024)] = 32_768
+    """Window assumed for a model neither configured, known nor learned. Such a request is compacted
+    to fit it but never refused before the upstream answers."""
+
+    governance_safety_margin: NonNegativeInt = 4_096
+    """Tokens reserved for the answer (capped at a quarter of the window). 0: none."""
+
+    governance_compact_threshold: Fraction = 0.8
+    """Share of the usable window that triggers a compaction. 0: never compact (the pre-flight check
+    still runs)."""
+
+    governance_compact_target: ProperFraction = 0.5
+    """Share of the usable window a compaction brings the request down to; well below the threshold,
+    so the following requests only append (prompt caches hit)."""
+
+    governance_tail_share: ProperFraction = 0.3
+    """Share of the usable window kept verbatim as the recent tail."""
+
+    governance_tool_output_limit: NonNegativeInt = 2_000
+    """Tool results larger than this (tokens), outside the protection window, are offloaded to the
+    session folder and replaced by a head + tail preview. 0: never mask."""
+
+    governance_protect_tokens: NonNegativeInt = 20_000
+    """Newest tokens whose tool results stay verbatim (a result larger than the whole tail is masked
+    anyway). 0: no protection."""
+
+    governance_preview_chars: NonNegativeInt = 1_200
+    """Characters of a masked tool result kept in the request (two thirds head, one third tail)."""
+
+    governance_summary_max_tokens: Annotated[int, Field(ge=64)] = 1_500
+    """Longest state snapshot the summariser may write."""
+
+    governance_summarise: bool = True
+    """Summarise the dropped middle with the LLM. false: a static marker saying how many messages
+    were removed (dropped history is still recalled)."""
+
+    governance_summary_verify: bool = False
+    """Second summariser pass that checks the snapshot against the dropped messages and fills
+    omissions (one more LLM call per compaction). false: one pass."""
+
+    governance_loop_threshold: NonNegativeInt = 5
+    """The same tool call (name + arguments) this many times in a row is recorded as an event and
+    answered with a note to the model. 0: no loop detection."""
+
+    governance_recall_snippets: NonNegativeInt = 8
+    """Snippets of dropped history (and long-term memory) injected when a request is trimmed. 0: no
+    re-injection."""
+
+    governance_recall_chars: NonNegativeInt = 6_000
+    """Characters those snippets may take in total."""
+
+    governance_preflight: bool = True
+    """Refuse a request that cannot fit even after governance with a context_length_exceeded error
+    instead of forwarding it. false: forward it anyway."""
 
     @field_validator("governance_context_windows", mode="before")
     @classmethod

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import ConfigDict
-
 from memlane.config.core import CoreSettings, is_loopback
 from memlane.config.governance import GovernanceSettings
 from memlane.config.memory import MemorySettings
@@ -29,8 +27,6 @@ class Settings(
     ToolsSettings,
     UISettings,
 ):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
     @property
     def dense_retrieval(self) -> bool:
         """Whether recall embeds queries and entries. `auto`: only with an embeddings

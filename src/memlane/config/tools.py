@@ -2,31 +2,25 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+from pydantic import Field
+
+from memlane.config.fields import SettingsPart
 
 
-class ToolsSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class ToolsSettings(SettingsPart):
+    mcp_enabled: bool = True
+    """Serve the MCP server at /mcp on `memlane serve` (streamable HTTP, admin token required)."""
 
-    mcp_enabled: bool = Field(
-        default=True,
-        description="Serve the MCP server at /mcp on `memlane serve` (streamable HTTP, admin "
-        "token required).",
-    )
-    mcp_all_namespaces: bool = Field(
-        default=False,
-        description="Let MCP tool calls name another namespace (`memlane mcp --all-namespaces`); "
-        "otherwise a connection sees only its own namespace and global memory.",
-    )
-    proxy_tools: bool = Field(
-        default=False,
-        description="Offer memlane_memory_search and memlane_session_ask to the upstream model "
-        "and answer its calls before the client sees anything (per request: X-Memlane-Tools).",
-    )
-    proxy_tools_max_rounds: int = Field(
-        default=3,
-        ge=1,
-        le=10,
-        description="How many times memlane answers the model's calls to its tools and asks "
-        "the upstream again within one request.",
-    )
+    mcp_all_namespaces: bool = False
+    """Let MCP tool calls name another namespace (`memlane mcp --all-namespaces`); otherwise a
+    connection sees only its own namespace and global memory."""
+
+    proxy_tools: bool = False
+    """Offer memlane_memory_search and memlane_session_ask to the upstream model and answer its
+    calls before the client sees anything (per request: X-Memlane-Tools)."""
+
+    proxy_tools_max_rounds: Annotated[int, Field(ge=1, le=10)] = 3
+    """How many times memlane answers the model's calls to its tools and asks the upstream again
+    within one request."""

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from memlane.config.fields import SettingsPart
 
 
-class UISettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    ui_enabled: bool = Field(
-        default=True,
-        description="Serve the web inspector at /ui (sessions, timelines, memories, overview); "
-        "it asks for the admin token like /v1/memlane/.",
-    )
+class UISettings(SettingsPart):
+    ui_enabled: bool = True
+    """Serve the web inspector at /ui (sessions, timelines, memories, overview); it asks for the
+    admin token like /v1/memlane/."""

@@ -147,32 +147,31 @@ async def _read_arguments(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) 
 
 
 def _add_resources(server: MCPServer, runtime_of: RuntimeOf, bind: Bind) -> None:
-    @server.resource(
-        "memlane://memory/{scope}",
-        name="memory",
-        title="Memories of a scope",
-        description="The memories of one scope (global, ns:<namespace>, conv:<session id>), "
-        "one line each, read-only.",
-        mime_type="text/plain",
-    )
-    async def memory_scope(scope: str, ctx: Context) -> str:
+    """Read-only text views, each described by its function's docstring."""
+
+    async def read(ctx: Context, view: Callable[[Runtime, Binding], Awaitable[str]]) -> str:
         rt, binding = await _binding(runtime_of, bind, ctx)
         try:
-            return await scope_listing(rt, binding, scope)
+            return await view(rt, binding)
         except ToolRefusal as exc:
             return f"error: {exc}"
 
-    @server.resource(
-        "memlane://session/{ref}",
-        name="session",
-        title="A session's latest messages",
-        description="The latest page of one session's messages (id, id prefix, key or name), "
-        "read-only.",
-        mime_type="text/plain",
-    )
+    async def memory_scope(scope: str, ctx: Context) -> str:
+        """The memories of one scope (global, ns:<namespace>, conv:<session id>), one line
+        each, read-only."""
+        return await read(ctx, lambda rt, binding: scope_listing(rt, binding, scope))
+
     async def session_page(ref: str, ctx: Context) -> str:
-        rt, binding = await _binding(runtime_of, bind, ctx)
-        try:
-            return await session_get(rt, binding, SessionGetArgs(ref=ref))
-        except ToolRefusal as exc:
-            return f"error: {exc}"
+        """The latest page of one session's messages (id, id prefix, key or name), read-only."""
+        return await read(
+            ctx, lambda rt, binding: session_get(rt, binding, SessionGetArgs(ref=ref))
+        )
+
+    for uri, name, title, function in (
+        ("memlane://memory/{scope}", "memory", "Memories of a scope", memory_scope),
+        ("memlane://session/{ref}", "session", "A session's latest messages", session_page),
+    ):
+        description = " ".join((inspect.getdoc(function) or "").split())
+        server.resource(
+            uri, name=name, title=title, description=description, mime_type="text/plain"
+        )(function)

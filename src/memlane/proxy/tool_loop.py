@@ -243,30 +243,32 @@ class ToolLoop:
     def limit_answer(self) -> str:
         return LIMIT_ANSWER.format(rounds=self.rounds)
 
+    async def send(self, messages: list[Message], *, stream: bool) -> httpx.Response | Response:
+        """One round's request upstream, or the client's error when it failed
+        (`turns.send_upstream`)."""
+        from memlane.proxy.turns import send_upstream
+
+        content = self.payload(messages)
+        return await send_upstream(
+            self.state,
+            self.turn,
+            self.adapter,
+            self.upstream,
+            self.url,
+            content,
+            self.headers,
+            stream=stream,
+        )
+
     # --- whole answers -----------------------------------------------------------------------
     async def complete(self, messages: list[Message]) -> Response:
-        from memlane.proxy.turns import (
-            _fail,
-            _finish,
-            _learn_window,
-            _response_headers,
-            error_response,
-            transport_error,
-        )
+        from memlane.proxy.turns import _finish, _response_headers
 
         state, turn, adapter = self.state, self.turn, self.adapter
         while True:
-            try:
-                upstream = await self.upstream.client.post(
-                    self.url, content=self.payload(messages), headers=self.headers
-                )
-            except httpx.HTTPError as exc:
-                await _fail(state, turn)
-                raise transport_error(state, self.upstream, exc) from None
-            if upstream.status_code >= 400:
-                _learn_window(state, turn, upstream.status_code, upstream.content)
-                await _fail(state, turn)
-                return error_response(adapter, upstream.status_code, upstream.content)
+            upstream = await self.send(messages, stream=False)
+            if isinstance(upstream, Response):
+                return upstream
             try:
                 data = json.loads(upstream.content)
                 answer = adapter.answer_from_json(data)
@@ -305,23 +307,13 @@ class ToolLoop:
 
     # --- streamed answers -----------------------------------------------------------------------
     async def stream(self, messages: list[Message]) -> Response:
-        from memlane.proxy.turns import (
-            _fail,
-            _finish,
-            _response_headers,
-            open_stream,
-            transport_error,
-        )
+        from memlane.proxy.turns import _fail, _finish, _response_headers, transport_error
 
         state, turn, adapter = self.state, self.turn, self.adapter
         while True:
-            content = self.payload(messages)
-            opened = await open_stream(
-                state, turn, adapter, self.upstream, self.url, content, self.headers
-            )
-            if isinstance(opened, Response):
-                return opened
-            upstream = opened
+            upstream = await self.send(messages, stream=True)
+            if isinstance(upstream, Response):
+                return upstream
             headers = _response_headers(turn, upstream.headers)
             read = _Round(adapter.assembler(), self.wire, upstream.aiter_bytes())
             try:

@@ -17,6 +17,7 @@ A new wire format adds one class here and registers it in `TOOL_WIRES`.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
@@ -78,6 +79,35 @@ def _index(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+class _EventStripper(ABC):
+    """What each format's stripper shares: the names of memlane's tools, the output positions
+    their calls take (learned from the event that starts each), whether a call of the
+    client's was seen, and the walk over the events. An event that is not a JSON object,
+    or that `_rewrite` returns unchanged, is relayed with its own text."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+        self.ours: set[int] = set()
+        self.theirs = False
+        """A call of the client's was seen (else a stop for tool calls is no reason to stop)."""
+
+    def feed(self, events: Sequence[Event]) -> list[Event]:
+        kept: list[Event] = []
+        for name, raw in events:
+            data = _loads(raw)
+            if not isinstance(data, dict):
+                kept.append((name, raw))
+                continue
+            rewritten = self._rewrite(data)
+            if rewritten is not None:
+                kept.append((name, raw if rewritten is data else dumps(rewritten).decode()))
+        return kept
+
+    @abstractmethod
+    def _rewrite(self, data: dict[str, Any]) -> dict[str, Any] | None:
+        """The event as the client gets it: `data` itself when unchanged, None to drop it."""
+
+
 class ChatTools:
     def definition(self, name: str, description: str, parameters: Mapping[str, Any]) -> Any:
         return {
@@ -122,54 +152,41 @@ class ChatTools:
         return _ChatStripper(names)
 
 
-class _ChatStripper:
+class _ChatStripper(_EventStripper):
     """Chat chunks carry a call's name on its first delta only: its index is learned there."""
 
-    def __init__(self, names: frozenset[str]) -> None:
-        self.names = names
-        self.ours: set[int] = set()
-        self.theirs = False
-        """A call of the client's was seen (else `tool_calls` is no reason to stop)."""
-
-    def feed(self, events: Sequence[Event]) -> list[Event]:
-        kept: list[Event] = []
-        for name, raw in events:
-            data = _loads(raw)
-            if not isinstance(data, dict) or not _list(data.get("choices")):
-                kept.append((name, raw))
+    def _rewrite(self, data: dict[str, Any]) -> dict[str, Any] | None:
+        if not _list(data.get("choices")):
+            return data
+        changed = False
+        choices = []
+        for choice in data["choices"]:
+            if not isinstance(choice, dict):
+                choices.append(choice)
                 continue
-            changed = False
-            choices = []
-            for choice in data["choices"]:
-                if not isinstance(choice, dict):
-                    choices.append(choice)
-                    continue
-                delta = choice.get("delta")
-                calls = delta.get("tool_calls") if isinstance(delta, dict) else None
-                if self.ours and not self.theirs and choice.get("finish_reason") == "tool_calls":
-                    choice = {**choice, "finish_reason": "stop"}
-                    changed = True
-                if not isinstance(delta, dict) or not isinstance(calls, list):
-                    choices.append(choice)
-                    continue
+            delta = choice.get("delta")
+            calls = delta.get("tool_calls") if isinstance(delta, dict) else None
+            if self.ours and not self.theirs and choice.get("finish_reason") == "tool_calls":
+                choice = {**choice, "finish_reason": "stop"}
                 changed = True
-                for call in calls:
-                    if _call_name(call) in self.names:
-                        self.ours.add(_call_index(call))
-                rest = [
-                    {**c, "index": _renumber(_call_index(c), self.ours)}
-                    if isinstance(c, dict)
-                    else c
-                    for c in calls
-                    if not isinstance(c, dict) or _call_index(c) not in self.ours
-                ]
-                self.theirs = self.theirs or bool(rest)
-                delta = {k: v for k, v in delta.items() if k != "tool_calls"}
-                if rest:
-                    delta["tool_calls"] = rest
-                choices.append({**choice, "delta": delta})
-            kept.append((name, dumps({**data, "choices": choices}).decode() if changed else raw))
-        return kept
+            if not isinstance(delta, dict) or not isinstance(calls, list):
+                choices.append(choice)
+                continue
+            changed = True
+            for call in calls:
+                if _call_name(call) in self.names:
+                    self.ours.add(_call_index(call))
+            rest = [
+                {**c, "index": _renumber(_call_index(c), self.ours)} if isinstance(c, dict) else c
+                for c in calls
+                if not isinstance(c, dict) or _call_index(c) not in self.ours
+            ]
+            self.theirs = self.theirs or bool(rest)
+            delta = {k: v for k, v in delta.items() if k != "tool_calls"}
+            if rest:
+                delta["tool_calls"] = rest
+            choices.append({**choice, "delta": delta})
+        return {**data, "choices": choices} if changed else data
 
 
 class ResponsesTools:
@@ -201,47 +218,37 @@ class ResponsesTools:
         return None
 
     def strip_json(self, data: Any, names: frozenset[str]) -> Any:
-        output = [item for item in _list(data.get("output")) if _item_name(item) not in names]
-        return {**data, "output": output}
+        return _without_items(data, names)
 
     def stripper(self, names: frozenset[str]) -> Stripper:
-        return _ResponsesStripper(self, names)
+        return _ResponsesStripper(names)
 
 
-class _ResponsesStripper:
+def _without_items(response: Any, names: frozenset[str]) -> Any:
+    """A Responses answer without the output items that call one of `names`."""
+    output = [item for item in _list(response.get("output")) if _item_name(item) not in names]
+    return {**response, "output": output}
+
+
+class _ResponsesStripper(_EventStripper):
     """An output item's first event (`response.output_item.added`) names it: its output
     index is learned there, and every later event of that index is dropped."""
 
-    def __init__(self, tools: ResponsesTools, names: frozenset[str]) -> None:
-        self.tools = tools
-        self.names = names
-        self.ours: set[int] = set()
-
-    def feed(self, events: Sequence[Event]) -> list[Event]:
-        kept: list[Event] = []
-        for name, raw in events:
-            data = _loads(raw)
-            if not isinstance(data, dict):
-                kept.append((name, raw))
-                continue
-            index = _index(data.get("output_index"))
-            if index is not None and _item_name(data.get("item")) in self.names:
-                self.ours.add(index)
-            changed = False
-            if index is not None and self.ours:
-                if index in self.ours:
-                    continue
-                if _renumber(index, self.ours) != index:
-                    data = {**data, "output_index": _renumber(index, self.ours)}
-                    changed = True
-            response = data.get("response")
-            if isinstance(response, dict) and isinstance(response.get("output"), list):
-                stripped = self.tools.strip_json(response, self.names)
-                if stripped != response:
-                    data = {**data, "response": stripped}
-                    changed = True
-            kept.append((name, dumps(data).decode() if changed else raw))
-        return kept
+    def _rewrite(self, data: dict[str, Any]) -> dict[str, Any] | None:
+        index = _index(data.get("output_index"))
+        if index is not None and _item_name(data.get("item")) in self.names:
+            self.ours.add(index)
+        if index is not None and self.ours:
+            if index in self.ours:
+                return None
+            if _renumber(index, self.ours) != index:
+                data = {**data, "output_index": _renumber(index, self.ours)}
+        response = data.get("response")
+        if isinstance(response, dict) and isinstance(response.get("output"), list):
+            stripped = _without_items(response, self.names)
+            if stripped != response:
+                data = {**data, "response": stripped}
+        return data
 
 
 def _renumber(index: int, removed: set[int]) -> int:
@@ -303,50 +310,35 @@ class MessagesTools:
 _THINKING = ("thinking", "redacted_thinking")
 
 
-class _MessagesStripper:
+class _MessagesStripper(_EventStripper):
     """Every event of a block memlane's call occupies is dropped (its index is learned from
     its `content_block_start`); later blocks move down so the indices stay contiguous, and
     `stop_reason: tool_use` becomes `end_turn` when no call of the client's is left."""
 
-    def __init__(self, names: frozenset[str]) -> None:
-        self.names = names
-        self.ours: set[int] = set()
-        self.theirs = False
-
-    def feed(self, events: Sequence[Event]) -> list[Event]:
-        kept: list[Event] = []
-        for name, raw in events:
-            data = _loads(raw)
-            if not isinstance(data, dict):
-                kept.append((name, raw))
-                continue
-            index = _index(data.get("index"))
-            if data.get("type") == "content_block_start" and index is not None:
-                block = data.get("content_block")
-                if _block_name(block) in self.names:
-                    self.ours.add(index)
-                elif _is_call(block):
-                    self.theirs = True
-            if index is not None and self.ours:
-                if index in self.ours:
-                    continue
-                moved = _renumber(index, self.ours)
-                if moved != index:
-                    kept.append((name, dumps({**data, "index": moved}).decode()))
-                    continue
-            delta = data.get("delta")
-            if (
-                data.get("type") == "message_delta"
-                and isinstance(delta, dict)
-                and delta.get("stop_reason") == "tool_use"
-                and self.ours
-                and not self.theirs
-            ):
-                data = {**data, "delta": {**delta, "stop_reason": "end_turn"}}
-                kept.append((name, dumps(data).decode()))
-                continue
-            kept.append((name, raw))
-        return kept
+    def _rewrite(self, data: dict[str, Any]) -> dict[str, Any] | None:
+        index = _index(data.get("index"))
+        if data.get("type") == "content_block_start" and index is not None:
+            block = data.get("content_block")
+            if _block_name(block) in self.names:
+                self.ours.add(index)
+            elif _is_call(block):
+                self.theirs = True
+        if index is not None and self.ours:
+            if index in self.ours:
+                return None
+            moved = _renumber(index, self.ours)
+            if moved != index:
+                return {**data, "index": moved}
+        delta = data.get("delta")
+        if (
+            data.get("type") == "message_delta"
+            and isinstance(delta, dict)
+            and delta.get("stop_reason") == "tool_use"
+            and self.ours
+            and not self.theirs
+        ):
+            return {**data, "delta": {**delta, "stop_reason": "end_turn"}}
+        return data
 
 
 def _is_call(block: Any) -> bool:

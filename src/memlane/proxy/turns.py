@@ -296,17 +296,11 @@ def error_response(adapter: WireAdapter, status: int, content: bytes) -> Respons
 
 
 async def _complete(state: ProxyState, turn: Turn, adapter: WireAdapter, call: Call) -> Response:
-    try:
-        upstream = await call.upstream.client.post(
-            call.url, content=call.payload, headers=call.headers
-        )
-    except httpx.HTTPError as exc:
-        await _fail(state, turn)
-        raise transport_error(state, call.upstream, exc) from None
-    if upstream.status_code >= 400:
-        _learn_window(state, turn, upstream.status_code, upstream.content)
-        await _fail(state, turn)
-        return error_response(adapter, upstream.status_code, upstream.content)
+    upstream = await send_upstream(
+        state, turn, adapter, call.upstream, call.url, call.payload, call.headers, stream=False
+    )
+    if isinstance(upstream, Response):
+        return upstream
     try:
         answer = adapter.answer_from_json(loads(upstream.content))
     except Exception:  # an answer memlane cannot read is still the client's answer
@@ -335,7 +329,7 @@ async def _finish(state: ProxyState, turn: Turn, answer: Answer) -> None:
         log.exception("storing the answer failed")
 
 
-async def open_stream(
+async def send_upstream(
     state: ProxyState,
     turn: Turn,
     adapter: WireAdapter,
@@ -343,32 +337,35 @@ async def open_stream(
     url: str,
     content: bytes,
     headers: Mapping[str, str],
+    *,
+    stream: bool,
 ) -> httpx.Response | Response:
-    """The upstream's streamed answer, open; or, when it refused, the error the client gets
-    in its own wire format (the turn marked failed, a context window it names learned)."""
+    """The upstream's answer (open, when `stream`: read it as it comes, then close it); or,
+    when it refused, the error the client gets in its own wire format (the turn marked
+    failed, a context window it names learned)."""
     client = upstream.client
     request = client.build_request("POST", url, content=content, headers=headers)
     try:
-        opened = await client.send(request, stream=True)
+        sent = await client.send(request, stream=stream)
     except httpx.HTTPError as exc:
         await _fail(state, turn)
         raise transport_error(state, upstream, exc) from None
-    if opened.status_code < 400:
-        return opened
+    if sent.status_code < 400:
+        return sent
     try:
-        body = await opened.aread()
+        body = await sent.aread()
     except httpx.HTTPError:
         body = b""
     finally:
-        await opened.aclose()
-    _learn_window(state, turn, opened.status_code, body)
+        await sent.aclose()
+    _learn_window(state, turn, sent.status_code, body)
     await _fail(state, turn)
-    return error_response(adapter, opened.status_code, body)
+    return error_response(adapter, sent.status_code, body)
 
 
 async def _stream(state: ProxyState, turn: Turn, adapter: WireAdapter, call: Call) -> Response:
-    opened = await open_stream(
-        state, turn, adapter, call.upstream, call.url, call.payload, call.headers
+    opened = await send_upstream(
+        state, turn, adapter, call.upstream, call.url, call.payload, call.headers, stream=True
     )
     if isinstance(opened, Response):
         return opened

@@ -426,8 +426,6 @@ class Store(
     """The persistence seam: every role at once. `tests/store/contract/` holds the behaviour
     each method owes, one test module per role, run against every backend."""
 
-    url: str
-
     def purge_deleted(self) -> None:
         """Leave no copy of deleted rows in the store's files (`--purge`): SQLite overwrites
         freed pages as it deletes (`secure_delete`) and here checkpoints and truncates its

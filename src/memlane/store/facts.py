@@ -18,7 +18,7 @@ from memlane.store.codec import FACT_COLUMNS, FACT_TIMES, fact_to_row, now
 from memlane.store.documents import AFTER, BEFORE, TURN_ROLES, Doc, is_turn, turn_document
 from memlane.store.documents import turn_documents as documents_of_turns
 from memlane.store.rows import fact_from_row
-from memlane.store.sql import D, SqlStore, among, limited, marks
+from memlane.store.sql import D, SqlStore, Where, among, marks, select
 from memlane.types import Fact, FactRole
 
 Progress = Callable[[int, int], None]
@@ -178,28 +178,13 @@ class SqlFacts(SqlStore[D]):
         include_deleted: bool = False,
         limit: int | None = None,
     ) -> list[Fact]:
-        where: list[str] = []
-        params: list[object] = []
-        if scope is not None:
-            where.append("scope = ?")
-            params.append(scope)
-        if conversation_id is not None:
-            where.append("conversation_id = ?")
-            params.append(conversation_id)
+        where = Where().equal("scope", scope).equal("conversation_id", conversation_id)
         if roles is not None:
-            where.append(among("role", roles))
-            params.extend(roles)
+            where.add(among("role", roles), *roles)
         if not include_deleted:
-            where.append("deleted = ?")
-            params.append(False)
-        clause = f"WHERE {' AND '.join(where)} " if where else ""
-        bound, more = limited(limit)
+            where.add("deleted = ?", False)
         with self._reading() as db:
-            rows = db.all(
-                f"SELECT {_COLUMNS} FROM facts {clause}ORDER BY created_at, {db.seq}{bound}",
-                *params,
-                *more,
-            )
+            rows = select(db, _COLUMNS, "facts", where, f"created_at, {db.seq}", limit)
         return [fact_from_row(r) for r in rows]
 
     def delete_fact(

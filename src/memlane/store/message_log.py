@@ -19,7 +19,7 @@ from memlane.store.codec import now
 from memlane.store.documents import Doc
 from memlane.store.rows import EVENT_COLUMNS, MESSAGE_COLUMNS, event_from_row, message_from_row
 from memlane.store.sessions import hold_session
-from memlane.store.sql import D, Db, SqlStore, limited
+from memlane.store.sql import D, Db, SqlStore, Where, select
 from memlane.store.transcript import plan_sync
 from memlane.types import Event, StoredMessage
 
@@ -225,14 +225,7 @@ class SqlMessageLog(SqlStore[D]):
     def list_events(
         self, session_id: str, *, kind: str | None = None, limit: int | None = None
     ) -> list[Event]:
-        where, params = ("AND kind = ? ", [kind]) if kind is not None else ("", [])
-        bound, more = limited(limit)
+        where = Where().equal("session_id", session_id).equal("kind", kind)
         with self._reading() as db:
-            rows = db.all(
-                f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? {where}"
-                f"ORDER BY id DESC{bound}",
-                session_id,
-                *params,
-                *more,
-            )
+            rows = select(db, EVENT_COLUMNS, "events", where, "id DESC", limit)
         return [event_from_row(r) for r in reversed(rows)]

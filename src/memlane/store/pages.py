@@ -11,12 +11,11 @@ Every query is bounded by an index — sessions by `updated_at`, facts by
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from memlane.store.codec import FACT_COLUMNS
 from memlane.store.rows import EVENT_COLUMNS, SESSION_COLUMNS, event_from_row, session_from_row
 from memlane.store.rows import fact_from_row as fact_row
-from memlane.store.sql import D, SqlStore, among
+from memlane.store.sql import D, Db, SqlStore, Where, among, page
 from memlane.types import Event, Fact, Session
 
 _FACTS = ", ".join(FACT_COLUMNS)
@@ -28,44 +27,49 @@ def like_pattern(query: str) -> str:
     return f"%{escaped}%"
 
 
-def session_filter(query: str, namespace: str | None) -> tuple[str, list[Any]]:
-    """WHERE text and parameters: one namespace, and/or a substring of the title, key,
-    namespace, id or index metadata (name, description, summary, tags)."""
-    where: list[str] = []
-    params: list[Any] = []
-    if namespace is not None:
-        where.append("namespace = ?")
-        params.append(namespace)
+def session_filter(query: str, namespace: str | None) -> Where:
+    """One namespace, and/or a substring of the title, key, namespace, id or index
+    metadata (name, description, summary, tags)."""
+    where = Where().equal("namespace", namespace)
     if query.strip():
         columns = ("coalesce(title, '')", "key", "namespace", "id", "CAST(metadata AS TEXT)")
-        where.append("(" + " OR ".join(f"lower({c}) LIKE ? ESCAPE '\\'" for c in columns) + ")")
-        params.extend([like_pattern(query.strip())] * len(columns))
-    return (f"WHERE {' AND '.join(where)}" if where else ""), params
+        where.add(
+            "(" + " OR ".join(f"lower({c}) LIKE ? ESCAPE '\\'" for c in columns) + ")",
+            *[like_pattern(query.strip())] * len(columns),
+        )
+    return where
+
+
+def counted_by(db: Db, table: str, column: str, where: Where) -> list[tuple[str, int]]:
+    """(value, how many rows have it) for each value of `column` among the rows of `table`
+    that `where` lets through, by value."""
+    rows = db.all(
+        f"SELECT {column}, count(*) AS n FROM {table} {where}GROUP BY {column} ORDER BY {column}",
+        *where.params,
+    )
+    return [(str(r[column]), int(r["n"])) for r in rows]
 
 
 class SqlPages(SqlStore[D]):
     def page_sessions(
         self, *, query: str = "", namespace: str | None = None, offset: int = 0, limit: int = 50
     ) -> tuple[list[Session], int]:
-        where, params = session_filter(query, namespace)
+        where = session_filter(query, namespace)
         with self._reading() as db:
-            rows, counted = db.reads(
-                (
-                    f"SELECT {SESSION_COLUMNS} FROM sessions {where} "
-                    f"ORDER BY updated_at DESC, {db.seq} DESC LIMIT ? OFFSET ?",
-                    [*params, limit, offset],
-                ),
-                (f"SELECT count(*) AS n FROM sessions {where}", params),
+            rows, total = page(
+                db,
+                SESSION_COLUMNS,
+                "sessions",
+                where,
+                f"updated_at DESC, {db.seq} DESC",
+                limit=limit,
+                offset=offset,
             )
-        return [session_from_row(r) for r in rows], int(counted[0]["n"])
+        return [session_from_row(r) for r in rows], total
 
     def session_namespaces(self) -> list[tuple[str, int]]:
         with self._reading() as db:
-            rows = db.all(
-                "SELECT namespace, count(*) AS n FROM sessions "
-                "GROUP BY namespace ORDER BY namespace"
-            )
-        return [(str(r["namespace"]), int(r["n"])) for r in rows]
+            return counted_by(db, "sessions", "namespace", Where())
 
     def page_facts(
         self,
@@ -75,40 +79,28 @@ class SqlPages(SqlStore[D]):
         offset: int = 0,
         limit: int = 50,
     ) -> tuple[list[Fact], int]:
-        where: list[str] = []
-        params: list[Any] = []
-        if scope is not None:
-            where.append("scope = ?")
-            params.append(scope)
-        listing = list(where)
+        listing, counting = Where().equal("scope", scope), Where().equal("scope", scope)
         if not include_deleted:
-            where.append("deleted = ?")  # counted from the (deleted, scope) index
-            params.append(False)
+            counting.add("deleted = ?", False)  # counted from the (deleted, scope) index
             # listed along `created_at` (or the scope's index); `NOT deleted` is no equality,
             # so the planner does not sort every live entry to find the newest fifty
-            listing.append("NOT deleted")
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
-        listed = f"WHERE {' AND '.join(listing)}" if listing else ""
-        listed_params = params[:1] if scope is not None else []
+            listing.add("NOT deleted")
         with self._reading() as db:
-            rows, counted = db.reads(
-                (
-                    f"SELECT {_FACTS} FROM facts {listed} "
-                    f"ORDER BY created_at DESC, {db.seq} DESC LIMIT ? OFFSET ?",
-                    [*listed_params, limit, offset],
-                ),
-                (f"SELECT count(*) AS n FROM facts {clause}", params),
+            rows, total = page(
+                db,
+                _FACTS,
+                "facts",
+                listing,
+                f"created_at DESC, {db.seq} DESC",
+                limit=limit,
+                offset=offset,
+                counting=counting,
             )
-        return [fact_row(r) for r in rows], int(counted[0]["n"])
+        return [fact_row(r) for r in rows], total
 
     def fact_scopes(self) -> list[tuple[str, int]]:
         with self._reading() as db:
-            rows = db.all(
-                "SELECT scope, count(*) AS n FROM facts WHERE deleted = ? "
-                "GROUP BY scope ORDER BY scope",
-                False,
-            )
-        return [(str(r["scope"]), int(r["n"])) for r in rows]
+            return counted_by(db, "facts", "scope", Where().add("deleted = ?", False))
 
     def recent_events(
         self, *, kinds: Sequence[str], after_id: int = 0, limit: int = 50

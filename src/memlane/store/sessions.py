@@ -20,7 +20,7 @@ from memlane.store.base import SessionNotFound, StoreError
 from memlane.store.codec import now
 from memlane.store.documents import Doc, session_doc
 from memlane.store.rows import SESSION_COLUMNS, Row, decoded, session_from_row
-from memlane.store.sql import D, Db, SqlStore, among, limited
+from memlane.store.sql import D, Db, SqlStore, Where, among, select
 from memlane.types import Session
 
 
@@ -33,6 +33,19 @@ def hold_session(db: Db, session_id: str, *, lock: bool = True) -> str:
     if row is None:
         raise SessionNotFound(f"no session with id {session_id}")
     return str(row["namespace"])
+
+
+def update_session_row(db: Db, session_id: str, assignments: str, *params: Any) -> None:
+    """`UPDATE sessions SET {assignments}` (their `?` bound to `params`) with the session
+    marked as active now; `SessionNotFound` when there is no such session."""
+    changed = db.run(
+        f"UPDATE sessions SET {assignments}, updated_at = ? WHERE id = ?",
+        *params,
+        db.time(now()),
+        session_id,
+    )
+    if not changed:
+        raise SessionNotFound(f"no session with id {session_id}")
 
 
 def forked_summary(source: Row, at_position: int | None) -> tuple[str, int]:
@@ -49,9 +62,11 @@ def index_summaries(
     """Keep the summary documents of these sessions (every one: None) in step with their
     metadata (`documents.session_doc`): put where there is a summary, removed where there
     is none; returns how many were put. Used on update, on load and by a migration."""
-    ids = None if session_ids is None else sorted(session_ids)
-    where = "" if ids is None else f"WHERE {among('id', ids)}"
-    rows = db.all(f"SELECT {SESSION_COLUMNS} FROM sessions {where} ORDER BY {db.seq}", *(ids or ()))
+    where = Where()
+    if session_ids is not None:
+        ids = sorted(session_ids)
+        where.add(among("id", ids), *ids)
+    rows = select(db, SESSION_COLUMNS, "sessions", where, db.seq)
     put_count = 0
     for row in rows:
         session = session_from_row(row)
@@ -117,23 +132,10 @@ class SqlSessions(SqlStore[D]):
         limit: int | None = None,
         tenant: str | None = "",
     ) -> list[Session]:
-        where: list[str] = []
-        params: list[object] = []
-        if tenant is not None:
-            where.append("tenant = ?")
-            params.append(tenant)
-        if namespace is not None:
-            where.append("namespace = ?")
-            params.append(namespace)
-        clause = f"WHERE {' AND '.join(where)} " if where else ""
-        bound, more = limited(limit)
+        where = Where().equal("tenant", tenant).equal("namespace", namespace)
         with self._reading() as db:
-            rows = db.all(
-                f"SELECT {SESSION_COLUMNS} FROM sessions {clause}"
-                f"ORDER BY updated_at DESC, {db.seq} DESC{bound}",
-                *params,
-                *more,
-            )
+            order = f"updated_at DESC, {db.seq} DESC"
+            rows = select(db, SESSION_COLUMNS, "sessions", where, order, limit)
         return [session_from_row(r) for r in rows]
 
     def update_session(
@@ -146,19 +148,17 @@ class SqlSessions(SqlStore[D]):
         metadata: Mapping[str, Any] | None = None,
     ) -> Session:
         with self._writing() as db:
-            changed = db.run(
-                "UPDATE sessions SET title = coalesce(?, title), summary = coalesce(?, summary), "
+            update_session_row(
+                db,
+                session_id,
+                "title = coalesce(?, title), summary = coalesce(?, summary), "
                 "summarized_count = coalesce(?, summarized_count), "
-                "metadata = coalesce(?, metadata), updated_at = ? WHERE id = ?",
+                "metadata = coalesce(?, metadata)",
                 title,
                 summary,
                 summarized_count,
                 db.json(dict(metadata)) if metadata is not None else None,
-                db.time(now()),
-                session_id,
             )
-            if not changed:
-                raise SessionNotFound(f"no session with id {session_id}")
             if metadata is not None:
                 index_summaries(db, self._put_doc, [session_id])
             row = db.one(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", session_id)
@@ -174,18 +174,15 @@ class SqlSessions(SqlStore[D]):
         cost_usd: float = 0.0,
     ) -> None:
         with self._writing() as db:
-            changed = db.run(
-                "UPDATE sessions SET prompt_tokens = prompt_tokens + ?, "
-                "completion_tokens = completion_tokens + ?, cost_usd = cost_usd + ?, "
-                "updated_at = ? WHERE id = ?",
+            update_session_row(
+                db,
+                session_id,
+                "prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, "
+                "cost_usd = cost_usd + ?",
                 prompt_tokens,
                 completion_tokens,
                 cost_usd,
-                db.time(now()),
-                session_id,
             )
-            if not changed:
-                raise SessionNotFound(f"no session with id {session_id}")
 
     def delete_session(self, session_id: str) -> bool:
         with self._writing() as db:

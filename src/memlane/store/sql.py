@@ -12,13 +12,16 @@ in the backend's package, behind the hooks of `SqlStore`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from memlane.store.documents import Doc
 from memlane.store.rows import Row
+
+Statement = tuple[str, Sequence[Any]]
+"""SQL text with `?` marks, and its parameters."""
 
 
 class Db(Protocol):
@@ -50,7 +53,7 @@ class Db(Protocol):
         """Execute an INSERT of one row into a table with an `id` key; return the new id."""
         ...
 
-    def reads(self, *statements: tuple[str, Sequence[Any]]) -> list[list[Row]]:
+    def reads(self, *statements: Statement) -> list[list[Row]]:
         """Several reads in order, in one round trip where the backend can."""
         ...
 
@@ -71,10 +74,73 @@ class SqlStore(ABC, Generic[D]):
     @abstractmethod
     def _writing(self) -> AbstractContextManager[D]: ...
 
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Every write of this thread inside commits together, as one transaction (a
+        backend's `_writing` nests as a savepoint in the one this thread holds)."""
+        with self._writing():
+            yield
+
     @abstractmethod
     def _put_doc(self, db: D, doc: Doc, document: str | None = None) -> None:
         """Insert or refresh one search document (`document`: what the keyword index
         reads, when it is more than the text)."""
+
+
+class Where:
+    """A WHERE clause made of the conditions that apply to one query, with their parameters
+    in order; no condition, no clause. Rendered with a trailing space: `FROM t {where}ORDER`."""
+
+    def __init__(self) -> None:
+        self.conditions: list[str] = []
+        self.params: list[Any] = []
+
+    def add(self, condition: str, *params: Any) -> Where:
+        self.conditions.append(condition)
+        self.params.extend(params)
+        return self
+
+    def equal(self, column: str, value: Any) -> Where:
+        """`column = value`; a None value restricts nothing."""
+        return self if value is None else self.add(f"{column} = ?", value)
+
+    def __str__(self) -> str:
+        return f"WHERE {' AND '.join(self.conditions)} " if self.conditions else ""
+
+
+def select(
+    db: Db, columns: str, table: str, where: Where, order: str, limit: int | None = None
+) -> list[Row]:
+    """`columns` of the rows of `table` that `where` lets through, in `order`, the first
+    `limit` (None: all)."""
+    bound, more = limited(limit)
+    return db.all(
+        f"SELECT {columns} FROM {table} {where}ORDER BY {order}{bound}", *where.params, *more
+    )
+
+
+def page(
+    db: Db,
+    columns: str,
+    table: str,
+    where: Where,
+    order: str,
+    *,
+    limit: int,
+    offset: int,
+    counting: Where | None = None,
+) -> tuple[list[Row], int]:
+    """One page of what `select` lists, from `offset`, and how many rows match in all, read
+    together (`counting`: conditions that find the same rows faster for a count)."""
+    counted = where if counting is None else counting
+    rows, total = db.reads(
+        (
+            f"SELECT {columns} FROM {table} {where}ORDER BY {order} LIMIT ? OFFSET ?",
+            [*where.params, limit, offset],
+        ),
+        (f"SELECT count(*) AS n FROM {table} {counted}", counted.params),
+    )
+    return rows, int(total[0]["n"])
 
 
 def marks(values: Collection[Any]) -> str:

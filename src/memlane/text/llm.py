@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import contextvars
 import weakref
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -116,7 +117,7 @@ class ClientPool:
             await found.aclose()
 
 
-class HTTPLLM:
+class HTTPLLM(ABC):
     """What memlane's HTTP LLM clients share: the pool or a client per call, the key
     (its own, or the one the request lent), and failures as `LLMError`.
 
@@ -215,10 +216,6 @@ class HTTPLLM:
         except ValueError as exc:
             raise LLMError("LLM answered a body that is not JSON") from exc
 
-
-class OpenAICompatibleLLM(HTTPLLM):
-    """`POST {base_url}/chat/completions` with httpx."""
-
     async def complete(
         self,
         messages: Sequence[Mapping[str, Any]],
@@ -228,19 +225,37 @@ class OpenAICompatibleLLM(HTTPLLM):
         max_tokens: int | None = None,
         json_mode: bool = False,
     ) -> Completion:
+        """The `LLM` call: a chat-shaped body, shaped for this client's API, and its answer."""
         chosen = self._model(model)
         body: dict[str, Any] = {
             "model": chosen,
             "messages": [dict(m) for m in messages],
             "temperature": temperature,
-            "stream": False,
         }
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
+        return self._read(await self._post(self._shaped(body, json_mode)), chosen)
+
+    @abstractmethod
+    def _shaped(self, body: dict[str, Any], json_mode: bool) -> dict[str, Any]:
+        """The chat-shaped `body` as this API takes it."""
+
+    @abstractmethod
+    def _read(self, payload: Any, requested_model: str) -> Completion:
+        """The answer in this API's response body; `LLMError` when there is none."""
+
+
+class OpenAICompatibleLLM(HTTPLLM):
+    """`POST {base_url}/chat/completions` with httpx."""
+
+    def _shaped(self, body: dict[str, Any], json_mode: bool) -> dict[str, Any]:
+        shaped = {**body, "stream": False}
         if json_mode:
-            body["response_format"] = {"type": "json_object"}
-        payload = await self._post(body)
-        return _parse_completion(payload, chosen)
+            shaped["response_format"] = {"type": "json_object"}
+        return shaped
+
+    def _read(self, payload: Any, requested_model: str) -> Completion:
+        return _parse_completion(payload, requested_model)
 
     async def stream(
         self, messages: Sequence[Mapping[str, Any]], *, model: str | None = None
@@ -289,18 +304,32 @@ def _parse_completion(payload: Any, requested_model: str) -> Completion:
         text = ""
     if not isinstance(text, str):
         raise LLMError("LLM answered a message whose content is not text")
+    return answered(payload, text, requested_model, prompt=("prompt_tokens",))
+
+
+def answered(
+    payload: Any,
+    text: str,
+    requested_model: str,
+    *,
+    prompt: Sequence[str],
+    output: str = "completion_tokens",
+) -> Completion:
+    """The `Completion` of an answer whose text was read: the model it names (else the one
+    asked for) and its usage, the `prompt` counters summed (each API names its own)."""
     usage = payload.get("usage") if isinstance(payload, dict) else None
     usage = usage if isinstance(usage, dict) else {}
     return Completion(
         text=text,
         model=str(payload.get("model") or requested_model),
-        prompt_tokens=_as_int(usage.get("prompt_tokens")),
-        completion_tokens=_as_int(usage.get("completion_tokens")),
+        prompt_tokens=sum(_count(usage.get(name)) for name in prompt),
+        completion_tokens=_count(usage.get(output)),
     )
 
 
-def _as_int(value: Any) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0
+def _count(value: Any) -> int:
+    """A token count an upstream reported, or 0 for anything that is not one."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _error_hint(response: httpx.Response, keys: Sequence[str | None]) -> str:

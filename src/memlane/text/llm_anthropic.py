@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memlane.text.llm import HTTPLLM, Completion, LLMError, Provider
+from memlane.text.llm import HTTPLLM, Completion, LLMError, Provider, answered
 
 ANTHROPIC_VERSION = "2023-06-01"
 """The `anthropic-version` memlane's own calls send (the stable Messages API)."""
 DEFAULT_MAX_TOKENS = 4096
 """Messages requires `max_tokens`; memlane's own prompts ask for short answers."""
+PROMPT_USAGE = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+"""The usage counters of a Messages answer that are prompt: cache reads and writes cost too."""
 
 
 class AnthropicLLM(HTTPLLM):
@@ -34,28 +36,21 @@ class AnthropicLLM(HTTPLLM):
     def _call_headers(self) -> dict[str, str]:
         return {**super()._call_headers(), "anthropic-version": ANTHROPIC_VERSION}
 
-    async def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        model: str | None = None,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        json_mode: bool = False,
-    ) -> Completion:
+    def _shaped(self, body: dict[str, Any], json_mode: bool) -> dict[str, Any]:
         """`json_mode` has no switch in Messages: memlane's prompts ask for JSON in words, and
         their parsers check what comes back."""
-        chosen = self._model(model)
-        system, turns = split_system(messages)
-        body: dict[str, Any] = {
-            "model": chosen,
+        system, turns = split_system(body["messages"])
+        shaped = {
+            **body,
             "messages": turns,
-            "max_tokens": max_tokens or DEFAULT_MAX_TOKENS,
-            "temperature": temperature,
+            "max_tokens": body.get("max_tokens") or DEFAULT_MAX_TOKENS,
         }
         if system:
-            body["system"] = system
-        return parse_message(await self._post(body), chosen)
+            shaped["system"] = system
+        return shaped
+
+    def _read(self, payload: Any, requested_model: str) -> Completion:
+        return parse_message(payload, requested_model)
 
 
 def split_system(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
@@ -86,19 +81,4 @@ def parse_message(payload: Any, requested_model: str) -> Completion:
         and block.get("type") == "text"
         and isinstance(block.get("text"), str)
     )
-    usage = payload.get("usage")
-    usage = usage if isinstance(usage, dict) else {}
-    prompt = sum(
-        _count(usage.get(name))
-        for name in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-    )
-    return Completion(
-        text=text,
-        model=str(payload.get("model") or requested_model),
-        prompt_tokens=prompt,
-        completion_tokens=_count(usage.get("output_tokens")),
-    )
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    return answered(payload, text, requested_model, prompt=PROMPT_USAGE, output="output_tokens")

@@ -9,9 +9,9 @@ git history and the index change together.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -23,7 +23,7 @@ from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.types import Fact
 from memlane.ui.render import page
-from memlane.ui.web import Rt, UIError, Who, context, read_form, redirect
+from memlane.ui.web import PageNumber, Rt, UIError, Who, confirm, context, read_form, redirect
 from memlane.views.memories import MemoryNotFound, get_memory
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -63,7 +63,7 @@ async def memories_page(
     scope: str = "",
     q: str = "",
     deleted: bool = False,
-    page_number: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1,
+    page_number: PageNumber = 1,
 ) -> Response:
     chosen = _scope(scope)
     hits: list[dict[str, Any]] = []
@@ -164,20 +164,15 @@ async def edit(request: Request, who: Who, rt: Rt, memory_id: str) -> Response:
 @router.get("/memories/{memory_id}/forget")
 async def confirm_forget(request: Request, who: Who, rt: Rt, memory_id: str) -> Response:
     fact = await _get(rt, memory_id)
-    return page(
+    return confirm(
         request,
-        "confirm.html",
-        context(
-            request,
-            who,
-            "memories",
-            heading="Forget this memory?",
-            detail=f"“{fact.text[:300]}” leaves recall and the index; its file moves under "
-            "deleted/ and the change is committed to the memory's git history.",
-            action=f"/ui/memories/{fact.id}/forget",
-            button="Forget it",
-            back=f"/ui/memories/{fact.id}",
-        ),
+        who,
+        "memories",
+        heading="Forget this memory?",
+        detail=f"“{fact.text[:300]}” leaves recall and the index; its file moves under "
+        "deleted/ and the change is committed to the memory's git history.",
+        action=f"/ui/memories/{fact.id}/forget",
+        button="Forget it",
     )
 
 

@@ -24,7 +24,7 @@ from memlane.store import StoreError
 from memlane.types import Fact, Session
 from memlane.ui import timeline
 from memlane.ui.render import SECURITY_HEADERS, page
-from memlane.ui.web import Rt, UIError, Who, context, read_form, redirect
+from memlane.ui.web import PageNumber, Rt, UIError, Who, confirm, context, read_form, redirect
 from memlane.views.sessions import AmbiguousSession, NoSuchSession, find_session, index_cost
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -63,7 +63,7 @@ async def sessions_page(
     rt: Rt,
     q: str = "",
     namespace: str = "",
-    page_number: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1,
+    page_number: PageNumber = 1,
 ) -> Response:
     def read() -> dict[str, Any]:
         found, total = rt.store.page_sessions(
@@ -264,22 +264,15 @@ async def export(who: Who, rt: Rt, session_id: str) -> Response:
 @router.get("/sessions/{session_id}/delete")
 async def confirm_delete(request: Request, who: Who, rt: Rt, session_id: str) -> Response:
     session = await threads.to_thread(find, rt, session_id)
-    return page(
+    return confirm(
         request,
-        "confirm.html",
-        context(
-            request,
-            who,
-            "sessions",
-            heading=f"Delete the session “{display_title(session)}”?",
-            detail=(
-                f"Its {session.message_count} messages, events, todo, pinned text, offloaded "
-                "tool outputs and the memories extracted from it are removed for good."
-            ),
-            action=f"/ui/sessions/{session.id}/delete",
-            button="Delete the session",
-            back=f"/ui/sessions/{session.id}",
-        ),
+        who,
+        "sessions",
+        heading=f"Delete the session “{display_title(session)}”?",
+        detail=f"Its {session.message_count} messages, events, todo, pinned text, offloaded "
+        "tool outputs and the memories extracted from it are removed for good.",
+        action=f"/ui/sessions/{session.id}/delete",
+        button="Delete the session",
     )
 
 

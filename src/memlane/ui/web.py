@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, quote
 
-from fastapi import Depends, FastAPI
+from fastapi import Depends, FastAPI, Query
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -76,6 +76,9 @@ async def rt_dep(request: Request) -> Runtime:
 
 Rt = Annotated[Runtime, Depends(rt_dep)]
 
+PageNumber = Annotated[int, Query(alias="page", ge=1, le=100_000)]
+"""A list page's `?page=` (from 1)."""
+
 
 async def read_form(request: Request, who: auth.Viewer) -> dict[str, str]:
     """The POSTed form's fields (the last value of each), after the CSRF check."""
@@ -101,6 +104,13 @@ def context(request: Request, who: auth.Viewer, section: str, **values: Any) -> 
     """What every page's template reads besides its own values."""
     csrf = auth.csrf_token(admin_token(request), who.nonce) if who.nonce else ""
     return {"csrf": csrf, "section": section, "version": __version__, "request": request, **values}
+
+
+def confirm(request: Request, who: auth.Viewer, section: str, **asked: str) -> Response:
+    """The page that asks before a destructive POST (`asked`: its heading, detail, action
+    and button); Cancel goes back to the page of the item the action is on."""
+    back = asked["action"].rpartition("/")[0]
+    return page(request, "confirm.html", context(request, who, section, back=back, **asked))
 
 
 def redirect(target: str) -> Response:

@@ -14,6 +14,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -85,25 +86,17 @@ def output_name(message: Message) -> str:
     return f"{digest}.txt"
 
 
+@dataclass(eq=False)
 class StoreLedger:
-    def __init__(
-        self,
-        settings: Settings,
-        store: Store,
-        session_id: str,
-        key: str,
-        *,
-        files: bool,
-        tenant: str = "",
-    ) -> None:
-        self.settings = settings
-        self.store = store
-        self.session_id = session_id
-        self.key = key
-        self.tenant = tenant
-        self.files = files
-        """Full outputs go to disk (SQLite mode); otherwise they stay in the event (PostgreSQL
-        mode: every replica reads the same database, not the same disk)."""
+    settings: Settings
+    store: Store
+    session_id: str
+    key: str
+    _: KW_ONLY
+    files: bool
+    """Full outputs go to disk (SQLite mode); otherwise they stay in the event (PostgreSQL
+    mode: every replica reads the same database, not the same disk)."""
+    tenant: str = ""
 
     def load_plan(self) -> Plan:
         return Plan.from_json(self.store.get_state(self.session_id).get(PLAN_STATE))

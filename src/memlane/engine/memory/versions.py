@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Literal
 
 from memlane.store import FactStore, MessageLog
 from memlane.types import Fact, StoredMessage
@@ -41,6 +42,13 @@ class Version:
     @property
     def current(self) -> bool:
         return self.fact.valid_to is None and not self.fact.deleted
+
+    @property
+    def state(self) -> Literal["current", "replaced", "deleted"]:
+        """What became of it: still true, closed by a later version, or deleted."""
+        if self.fact.deleted:
+            return "deleted"
+        return "current" if self.current else "replaced"
 
 
 def chain(store: FactStore, fact_id: str) -> list[Fact]:

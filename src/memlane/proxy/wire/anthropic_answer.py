@@ -17,7 +17,7 @@ from typing import Any
 
 from memlane.engine.turn import Answer
 from memlane.proxy.wire.anthropic_blocks import block_message
-from memlane.proxy.wire.base import loads, token_count
+from memlane.proxy.wire.base import EventAssembler, loads, token_count
 from memlane.types import Message
 
 _TOOL_BLOCKS = ("tool_use", "server_tool_use", "mcp_tool_use")
@@ -87,31 +87,19 @@ class _Block:
     """`input_json_delta` fragments of a tool block, joined at its end."""
 
 
-class MessagesAssembler:
+class MessagesAssembler(EventAssembler):
     """Rebuilds the assistant message from the stream's events, whatever their chunking."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.blocks: dict[int, _Block] = {}
         self.usage = Usage()
         self.stopped = False
-        self._error: str | None = None
 
-    @property
-    def error(self) -> str | None:
-        return self._error
+    def _ended(self) -> bool:
+        return self.stopped
 
-    @property
-    def complete(self) -> bool:
-        return self.stopped or self._error is not None
-
-    def feed(self, event: str | None, data: str) -> None:
-        try:
-            payload = loads(data)
-        except (ValueError, RecursionError):  # not an event memlane can read: relayed as is
-            return
-        if not isinstance(payload, dict):
-            return
-        kind = payload.get("type", event)
+    def _take(self, kind: Any, payload: dict[str, Any]) -> None:
         if kind == "message_start":
             message = payload.get("message")
             if isinstance(message, dict):

@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memlane.proxy.wire.base import WireError, loads, require
+from memlane.proxy.wire.base import WireError, loads, message_role, require
 from memlane.types import Message, Role, ToolCall
 
 WIRE_ROLES: frozenset[str] = frozenset({"user", "assistant", "system"})
@@ -114,13 +114,7 @@ def block_message(
 
 def parse_message(item: Any, param: str) -> list[Message]:
     """One entry of `messages` as its items, in block order."""
-    require(isinstance(item, dict), f"{param} must be an object", param)
-    role = item.get("role")
-    require(
-        isinstance(role, str) and role in WIRE_ROLES,
-        f"{param}.role must be one of {', '.join(sorted(WIRE_ROLES))}",
-        f"{param}.role",
-    )
+    role = message_role(item, param, WIRE_ROLES)
     content = item.get("content")
     if isinstance(content, str):
         return [Message(_own_role(role, content), content, raw=item, wire="anthropic")]

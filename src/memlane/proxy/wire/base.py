@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -62,6 +63,39 @@ class StreamAssembler(Protocol):
     def answer(self) -> Answer:
         """The assembled answer; `failed` when the stream did not finish properly."""
         ...
+
+
+class EventAssembler(ABC):
+    """What the built-in assemblers share: each event's data read as a JSON object (one
+    memlane cannot read is relayed as it is, and ignored here), the error the stream
+    reported, and `complete` once the stream ended or failed."""
+
+    def __init__(self) -> None:
+        self._error: str | None = None
+
+    @property
+    def error(self) -> str | None:
+        return self._error
+
+    @property
+    def complete(self) -> bool:
+        return self._ended() or self._error is not None
+
+    def feed(self, event: str | None, data: str) -> None:
+        try:
+            payload = loads(data)
+        except (ValueError, RecursionError):  # not an event memlane can read: relayed as is
+            return
+        if isinstance(payload, dict):
+            self._take(payload.get("type", event), payload)
+
+    @abstractmethod
+    def _take(self, kind: Any, payload: dict[str, Any]) -> None:
+        """Learn from one event: `kind` is its `type` (else its SSE event name)."""
+
+    @abstractmethod
+    def _ended(self) -> bool:
+        """The stream's final event was seen."""
 
 
 class WireAdapter(Protocol):
@@ -197,6 +231,19 @@ def content_text(content: Any, param: str) -> str:
 def require(condition: bool, message: str, param: str) -> None:
     if not condition:
         raise WireError(message, param=param)
+
+
+def message_role(item: Any, param: str, roles: frozenset[str]) -> str:
+    """The role of a message item `param`, once the item is an object and the role one of
+    `roles` (a `WireError` naming what is wrong otherwise)."""
+    require(isinstance(item, dict), f"{param} must be an object", param)
+    role = item.get("role")
+    require(
+        isinstance(role, str) and role in roles,
+        f"{param}.role must be one of {', '.join(sorted(roles))}",
+        f"{param}.role",
+    )
+    return str(role)
 
 
 def model_and_stream(body: Any) -> tuple[str, bool]:

@@ -5,16 +5,17 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from memlane.engine.turn import Answer
 from memlane.proxy.wire.base import (
+    EventAssembler,
     OpenAIErrors,
     ParsedRequest,
     WireError,
     content_text,
     dumps,
-    loads,
+    message_role,
     model_and_stream,
     openai_error,
     position,
@@ -28,13 +29,7 @@ ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "
 
 def parse_message(item: Any, param: str) -> Message:
     """One chat message as a `Message`, keeping the item as its `raw`."""
-    require(isinstance(item, dict), f"{param} must be an object", param)
-    role = item.get("role")
-    require(
-        isinstance(role, str) and role in ROLES,
-        f"{param}.role must be one of {', '.join(sorted(ROLES))}",
-        f"{param}.role",
-    )
+    role = message_role(item, param, ROLES)
     text = content_text(item.get("content"), f"{param}.content")
     if role == "assistant":
         calls = _tool_calls(item.get("tool_calls"), f"{param}.tool_calls")
@@ -51,8 +46,7 @@ def parse_message(item: Any, param: str) -> Message:
         return Message(
             "tool", text, "tool_result", call_id=call_id, name=name, raw=item, wire="chat"
         )
-    chat_role: Role = role
-    return Message(chat_role, text, raw=item, wire="chat")
+    return Message(cast(Role, role), text, raw=item, wire="chat")  # system, developer or user
 
 
 def _tool_calls(calls: Any, param: str) -> tuple[ToolCall, ...]:
@@ -106,37 +100,29 @@ class _CallParts:
     arguments: list[str] = field(default_factory=list)
 
 
-class ChatAssembler:
+class ChatAssembler(EventAssembler):
     """Rebuilds the assistant message from `chat.completion.chunk` events (choice 0)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.text: list[str] = []
         self.reasoning: list[str] = []
         self.calls: dict[int, _CallParts] = {}
         self.finished = False
         self.done = False
-        self._error: str | None = None
         self.prompt_tokens = 0
         self.completion_tokens = 0
 
-    @property
-    def error(self) -> str | None:
-        return self._error
-
-    @property
-    def complete(self) -> bool:
-        return self.done or self._error is not None
+    def _ended(self) -> bool:
+        return self.done
 
     def feed(self, event: str | None, data: str) -> None:
         if data.strip() == "[DONE]":
             self.finished = self.done = True
             return
-        try:
-            chunk = loads(data)
-        except (ValueError, RecursionError):  # not an event memlane can read: relayed as is
-            return
-        if not isinstance(chunk, dict):
-            return
+        super().feed(event, data)
+
+    def _take(self, kind: Any, chunk: dict[str, Any]) -> None:
         if "error" in chunk:
             error = chunk["error"]
             self._error = str(error.get("message") if isinstance(error, dict) else error)

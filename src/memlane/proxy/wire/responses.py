@@ -14,12 +14,12 @@ from typing import Any
 
 from memlane.engine.turn import Answer
 from memlane.proxy.wire.base import (
+    EventAssembler,
     OpenAIErrors,
     ParsedRequest,
     WireError,
     content_text,
     dumps,
-    loads,
     model_and_stream,
     position,
     require,
@@ -128,30 +128,18 @@ def answer_from_output(output: Any, usage: Any, response_id: Any = None) -> Answ
     )
 
 
-class ResponsesAssembler:
+class ResponsesAssembler(EventAssembler):
     """Rebuilds the output items from typed events (`response.output_item.done`, …)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.items: dict[int, Any] = {}
         self.final: dict[str, Any] | None = None
-        self._error: str | None = None
 
-    @property
-    def error(self) -> str | None:
-        return self._error
+    def _ended(self) -> bool:
+        return self.final is not None
 
-    @property
-    def complete(self) -> bool:
-        return self.final is not None or self._error is not None
-
-    def feed(self, event: str | None, data: str) -> None:
-        try:
-            payload = loads(data)
-        except (ValueError, RecursionError):  # not an event memlane can read: relayed as is
-            return
-        if not isinstance(payload, dict):
-            return
-        kind = payload.get("type", event)
+    def _take(self, kind: Any, payload: dict[str, Any]) -> None:
         if kind == "response.output_item.done":
             self.items[position(payload.get("output_index"), len(self.items))] = payload.get("item")
         elif kind in ("response.completed", "response.incomplete"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, cast
@@ -24,7 +24,7 @@ from memlane.store.base import StoreError
 from memlane.store.postgres import storable
 from memlane.store.postgres.schema import migrate
 from memlane.store.rows import Row
-from memlane.store.sql import SqlStore
+from memlane.store.sql import SqlStore, Statement
 from memlane.store.urls import redact
 
 Conn = psycopg.Connection[dict[str, Any]]
@@ -89,12 +89,6 @@ class PostgresConnection(SqlStore["PostgresDb"]):
                     conn.autocommit = False
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise StoreError(f"the PostgreSQL store at {self.url} failed: {_reason(exc)}") from exc
-
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """Every write of this thread inside commits together, as one transaction."""
-        with self._writing():
-            yield
 
     @contextmanager
     def _writing(self) -> Iterator[PostgresDb]:
@@ -177,7 +171,7 @@ class PostgresDb:
         assert row is not None
         return int(row["id"])
 
-    def reads(self, *statements: tuple[str, Sequence[Any]]) -> list[list[Row]]:
+    def reads(self, *statements: Statement) -> list[list[Row]]:
         """Pipelined: sent together, answered in one round trip."""
         with self.conn.pipeline():
             cursors = [

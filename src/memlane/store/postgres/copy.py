@@ -36,35 +36,34 @@ Row = dict[str, Any]
 Loader = Callable[[Conn, Sequence[Mapping[str, Any]], set[int]], None]
 
 
-def load_sessions(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
+def insert_rows(
+    conn: Conn, table: str, columns: str, rows: Sequence[Mapping[str, Any]], upsert: str = ""
+) -> None:
+    """Insert `rows` (mappings with every one of `columns`, comma-separated) as they are;
+    `upsert`: the key columns whose conflict replaces the stored `value`."""
+    values = ", ".join(f"%({name.strip()})s" for name in columns.split(","))
+    conflict = f" ON CONFLICT ({upsert}) DO UPDATE SET value = excluded.value" if upsert else ""
     with conn.cursor() as cur:
-        cur.executemany(
-            f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES "
-            "(%(id)s, %(key)s, %(namespace)s, %(title)s, %(parent_id)s, %(fork_position)s, "
-            "%(summary)s, %(summarized_count)s, %(metadata)s, %(prompt_tokens)s, "
-            "%(completion_tokens)s, %(cost_usd)s, %(message_count)s, %(created_at)s, "
-            "%(updated_at)s, %(tenant)s)",
-            [
-                {
-                    "tenant": "",  # a dump made before tenancy
-                    **r,
-                    "metadata": Jsonb(dict(r.get("metadata") or {})),
-                    "created_at": codec.ts_from_text(r["created_at"]),
-                    "updated_at": codec.ts_from_text(r["updated_at"]),
-                }
-                for r in rows
-            ],
-        )
+        cur.executemany(f"INSERT INTO {table} ({columns}) VALUES ({values}){conflict}", rows)
+
+
+def load_sessions(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
+    prepared = [
+        {
+            "tenant": "",  # a dump made before tenancy
+            **r,
+            "metadata": Jsonb(dict(r.get("metadata") or {})),
+            "created_at": codec.ts_from_text(r["created_at"]),
+            "updated_at": codec.ts_from_text(r["updated_at"]),
+        }
+        for r in rows
+    ]
+    insert_rows(conn, "sessions", SESSION_COLUMNS, prepared)
     index_summaries(PostgresDb(conn), put_doc, [r["id"] for r in rows])
 
 
 def load_session_state(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO session_state (session_id, name, value) "
-            "VALUES (%(session_id)s, %(name)s, %(value)s)",
-            list(rows),
-        )
+    insert_rows(conn, "session_state", "session_id, name, value", rows)
 
 
 def load_messages(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
@@ -72,14 +71,7 @@ def load_messages(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[in
         {**r, "content": Jsonb(r["content"]), "created_at": codec.ts_from_text(r["created_at"])}
         for r in rows
     ]
-    with conn.cursor() as cur:
-        cur.executemany(
-            f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES "
-            "(%(id)s, %(session_id)s, %(position)s, %(role)s, %(kind)s, %(origin)s, "
-            "%(wire)s, %(content)s, %(text)s, %(content_hash)s, %(token_count)s, "
-            "%(status)s, %(created_at)s)",
-            prepared,
-        )
+    insert_rows(conn, "messages", MESSAGE_COLUMNS, prepared)
     insert_docs(conn, loaded_docs(PostgresDb(conn), "message", prepared, message_active))
     advance_sequence(conn, "messages")
 
@@ -93,28 +85,19 @@ def load_events(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]
         }
         for r in rows
     ]
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO events (id, session_id, kind, payload, text, created_at) VALUES "
-            "(%(id)s, %(session_id)s, %(kind)s, %(payload)s, %(text)s, %(created_at)s)",
-            prepared,
-        )
+    insert_rows(conn, "events", EVENT_COLUMNS, prepared)
     insert_docs(conn, loaded_docs(PostgresDb(conn), "event", prepared))
     advance_sequence(conn, "events")
 
 
 def load_facts(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
     facts = [fact_from_row(r) for r in rows]
-    columns = ", ".join(codec.FACT_COLUMNS)
-    values = ", ".join(f"%({c})s" for c in codec.FACT_COLUMNS)
-    with conn.cursor() as cur:
-        cur.executemany(
-            f"INSERT INTO facts ({columns}) VALUES ({values})",
-            [
-                {**codec.fact_to_row(f), **{t: getattr(f, t) for t in codec.FACT_TIMES}}
-                for f in facts
-            ],
-        )
+    insert_rows(
+        conn,
+        "facts",
+        ", ".join(codec.FACT_COLUMNS),
+        [{**codec.fact_to_row(f), **{t: getattr(f, t) for t in codec.FACT_TIMES}} for f in facts],
+    )
     insert_docs(conn, [fact_doc(f) for f in facts])
     # turns are indexed with their neighbours, which the batch itself brought along
     conversations = sorted({f.conversation_id for f in facts})
@@ -145,21 +128,11 @@ def load_vectors(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int
 
 
 def load_meta(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO meta (key, value) VALUES (%(key)s, %(value)s) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            list(rows),
-        )
+    insert_rows(conn, "meta", "key, value", rows, upsert="key")
 
 
 def load_daily_counts(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]) -> None:
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO daily_counts (day, name, value) VALUES (%(day)s, %(name)s, %(value)s) "
-            "ON CONFLICT (day, name) DO UPDATE SET value = excluded.value",
-            list(rows),
-        )
+    insert_rows(conn, "daily_counts", "day, name, value", rows, upsert="day, name")
 
 
 def advance_sequence(conn: Conn, table: str) -> None:

@@ -12,7 +12,7 @@ import itertools
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -21,7 +21,7 @@ from typing import Any, Literal
 from memlane.store.base import StoreError
 from memlane.store.codec import dumps, ts_to_text
 from memlane.store.rows import Row
-from memlane.store.sql import SqlStore
+from memlane.store.sql import SqlStore, Statement
 from memlane.store.sqlite.checkpoint import Checkpointer
 from memlane.store.sqlite.schema import ForeignDatabase, NewerSchema, check, migrate
 from memlane.store.write_gate import WriteGate
@@ -65,7 +65,7 @@ class SQLiteDb:
         assert rowid is not None
         return rowid
 
-    def reads(self, *statements: tuple[str, Sequence[Any]]) -> list[list[Row]]:
+    def reads(self, *statements: Statement) -> list[list[Row]]:
         return [self.all(sql, *params) for sql, params in statements]
 
 
@@ -175,12 +175,6 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
             f"{self.path}-wal could not be emptied: another process keeps reading the database; "
             "stop it (memlane serve?) and purge again"
         )
-
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """Every write of this thread inside commits together, as one transaction."""
-        with self._writing():
-            yield
 
     @contextmanager
     def _writing(self) -> Iterator[SQLiteDb]:

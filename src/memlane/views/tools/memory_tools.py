@@ -175,11 +175,12 @@ async def memory_history(rt: Runtime, binding: Binding, args: MemoryHistoryArgs)
     lines = [f"{len(shown)} version(s) of memory {short_id(fact.id)}, oldest first:"]
     for version in shown:
         f, cause = version.fact, version.cause
-        state = "deleted" if f.deleted else "current" if version.current else "replaced"
         said = ""
         if cause is not None:
             said = f"; said {day(cause.created_at)}: {one_line(cause.message.text, 100)}"
-        lines.append(f"- {short_id(f.id)} [{interval(f)}, {state}] {one_line(f.text)}{said}")
+        lines.append(
+            f"- {short_id(f.id)} [{interval(f)}, {version.state}] {one_line(f.text)}{said}"
+        )
     return "\n".join(lines)
 
 
