@@ -169,7 +169,7 @@ async def recall(
     hits = [h for h in hits if _fresh(h, skip, seen, session_id)][:k]
     if not hits:
         return []
-    follow = rt.settings.memory_fact_sources
+    follow = settings.memory_fact_sources
     facts, sources = await threads.to_thread(_load, rt, hits, scopes, follow=follow)
     dated = change or as_of is not None
     out: list[Recalled] = []

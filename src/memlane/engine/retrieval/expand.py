@@ -13,7 +13,8 @@ memory both say is a link between them, found with no model:
    rarest first, reading at most `MAX_READ` documents (`SearchIndex.rare_term_hits`);
 3. a memory whose own text says a rare word of a seed gets `weight` × that seed's
    relevance added to its own (0 when the first stage did not find it), the best
-   such link counting; the batch is then scaled to [0, 1] again (`fuse.min_max`).
+   such link counting; the batch is then scaled to [0, 1] again (`fuse.min_max`) and
+   cut back to its size, so the later stages do the work they did before.
 
 Only a memory's own text links it (a turn's document also holds its neighbours'
 words, which would link every turn around a mention). Measured on LoCoMo dev,
