@@ -202,11 +202,25 @@ def main() -> None:
         proxy, url = start_proxy(upstream_url, Path(home), variant=args.variant, serve_args=extra)
         try:
             tallies, samples = drive(args, url, proxy.pid, seconds, warmup)
+            background = background_work(url, Path(home))
         finally:
             proxy.terminate()
             upstream.terminate()
             proxy.wait(60)
     report(args, seconds, warmup, tallies, samples)
+    print(f"\nbackground work at the end: {background}")
+
+
+def background_work(url: str, home: Path) -> str:
+    """What the proxy's background queue holds and has dropped (back-pressure) by now."""
+    from memlane.files import admin_token
+
+    headers = {"authorization": f"Bearer {admin_token.read(home)}"}
+    try:
+        status = httpx.get(f"{url}/memlane/status", headers=headers, timeout=30).json()
+        return f"{status['background_pending']} pending, {status['background_dropped']} dropped"
+    except (httpx.HTTPError, ValueError, KeyError) as exc:
+        return f"n/a ({exc!r})"
 
 
 def drive(

@@ -211,3 +211,17 @@ def test_a_refused_own_call_is_recorded_with_the_fix_and_never_the_key(
     assert "HTTP 401" in event.payload["error"]
     assert "MEMLANE_LLM_API_KEY" in event.payload["error"]
     assert key not in json.dumps(event.payload)
+
+
+def test_background_work_dropped_under_back_pressure_is_counted_in_the_status(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    proxy = proxy_factory()
+    proxy.runtime.background.max_pending = 0  # a queue that is always full
+    answer = sdk(proxy, "full").chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "I live in Lisbon"}]
+    )
+    assert answer.choices[0].message.content == "echo: I live in Lisbon"  # the request is served
+    status = httpx.get(f"{proxy.base}/v1/memlane/status", headers=proxy.admin).json()
+    assert status["background_dropped"] >= 1
+    assert status["background_pending"] == 0

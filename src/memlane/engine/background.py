@@ -1,7 +1,9 @@
 """Work that runs after a response: tracked, logged on failure, bounded, drainable by tests.
 
 Background work runs in `threads.background_context()`, so its blocking calls use a
-thread pool of their own and never queue in front of a request's. The number of
+thread pool of their own and never queue in front of a request's, and it starts a job
+or a blocking step only when no request is in memlane's hands
+(`threads.RequestTraffic`). The number of
 tasks in flight is bounded: past `MAX_PENDING`, new background work is dropped
 (counted and logged once a minute), never a request.
 """
@@ -14,12 +16,25 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from memlane.engine.threads import background_context
+from memlane.engine.threads import TRAFFIC, background_context
 
 log = logging.getLogger("memlane.background")
 
 MAX_PENDING = 512
 DROP_LOG_SECONDS = 60.0
+START_DELAY_SECONDS = 0.02
+"""How long a job waits before it starts. An agent's next request usually follows the
+answer that queued the job within milliseconds (a quick tool call); starting a moment
+later lets that request be prepared and forwarded first, and the job runs while the
+request waits on the upstream."""
+
+
+async def _after_requests(coro: Coroutine[Any, Any, Any]) -> Any:
+    """A job starts a moment after it is queued, once the requests in hand are forwarded
+    (`threads.RequestTraffic`)."""
+    await asyncio.sleep(START_DELAY_SECONDS)
+    await TRAFFIC.yield_to_requests()
+    return await coro
 
 
 class Background:
@@ -48,9 +63,12 @@ class Background:
                     self.dropped,
                 )
             return None
-        task = asyncio.get_running_loop().create_task(coro, name=name, context=background_context())
+        task = asyncio.get_running_loop().create_task(
+            _after_requests(coro), name=name, context=background_context()
+        )
         self._tasks.add(task)
         task.add_done_callback(self._finished)
+        task.add_done_callback(lambda _: coro.close())  # cancelled before it began: never run
         return task
 
     def start_service(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:

@@ -12,10 +12,11 @@ gets is decided by the task it runs in, not by the call site.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
@@ -26,6 +27,10 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 BACKGROUND_THREADS = 2
+YIELD_LIMIT_SECONDS = 0.25
+"""The longest a background step waits for requests to leave memlane's hands: under a
+steady stream of requests, background work still moves on (and back-pressure in
+`engine.background` drops what cannot keep up)."""
 
 _in_background: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "memlane_background", default=False
@@ -69,10 +74,85 @@ def _background_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+class RequestTraffic:
+    """Whether a request is in this process's hands now, so background work waits its turn.
+
+    A request is "in hand" from its arrival until it is forwarded, and again while its
+    answer is stored: time the client waits on memlane itself. While it waits on the
+    upstream (most of a real model call) it is not. Background work (`Background.spawn`,
+    and every blocking hop it takes through `to_thread`) starts a step only when no
+    request is in hand, or after `YIELD_LIMIT_SECONDS`. A step already running is not
+    interrupted; the GIL switch interval (`proxy.server`) bounds what it costs a request.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._in_hand = 0
+        self._waiters: list[asyncio.Future[None]] = []
+
+    @property
+    def busy(self) -> bool:
+        return self._in_hand > 0
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """Around memlane's own work for a request."""
+        self._add(1)
+        try:
+            yield
+        finally:
+            self._add(-1)
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Inside `serving`: around the wait for the upstream, which leaves the process free."""
+        self._add(-1)
+        try:
+            yield
+        finally:
+            self._add(1)
+
+    def _add(self, n: int) -> None:
+        with self._lock:
+            self._in_hand += n
+            if self._in_hand > 0 or not self._waiters:
+                return
+            waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            with contextlib.suppress(RuntimeError):  # its loop has closed meanwhile
+                waiter.get_loop().call_soon_threadsafe(_wake, waiter)
+
+    async def yield_to_requests(self, limit: float = YIELD_LIMIT_SECONDS) -> None:
+        """Return when no request is in hand, or after `limit` seconds."""
+        if not self._in_hand:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        with self._lock:
+            self._waiters.append(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), limit)
+        except TimeoutError:
+            pass
+        finally:
+            with self._lock, contextlib.suppress(ValueError):
+                self._waiters.remove(waiter)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+TRAFFIC = RequestTraffic()
+"""This process's requests in hand: one per process, like the background pool."""
+
+
 async def to_thread(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-    """`asyncio.to_thread`, in the background pool when called from background work."""
+    """`asyncio.to_thread`, in the background pool when called from background work
+    (after letting the requests in hand go first)."""
     if not _in_background.get():
         return await asyncio.to_thread(fn, *args, **kwargs)
+    await TRAFFIC.yield_to_requests()
     loop = asyncio.get_running_loop()
     call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
     return await loop.run_in_executor(_background_pool(), call)

@@ -22,6 +22,7 @@ import httpx
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from memlane.engine.threads import TRAFFIC
 from memlane.proxy.wire.base import StreamAssembler
 from memlane.text.sse import SSEDecoder, encode
 
@@ -160,7 +161,7 @@ class RelayResponse(Response):
         self.settled = True
         if self.tee_failed and outcome is Outcome.DONE:
             outcome = Outcome.CUT  # nothing trustworthy to store: the turn is marked failed
-        with anyio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True), TRAFFIC.serving():
             try:
                 await self.settle(outcome, self.assembler)
             except Exception:

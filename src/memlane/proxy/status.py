@@ -59,7 +59,12 @@ def _counts(rt: Runtime) -> dict[str, int]:
 
 def activity_of(rt: Runtime) -> dict[str, Any]:
     """This process's recent activity, as the status route shows it."""
-    return {**rt.activity.snapshot(), "background_pending": rt.background.pending}
+    background = rt.background
+    return {
+        **rt.activity.snapshot(),
+        "background_pending": background.pending,
+        "background_dropped": background.dropped,
+    }
 
 
 # --- several workers -------------------------------------------------------------------
@@ -100,6 +105,10 @@ def published(settings: Settings, *, exclude: int) -> list[dict[str, Any]]:
     return found
 
 
+COUNTS = ("requests_last_hour", "errors_last_hour", "background_pending", "background_dropped")
+"""What several workers' activity adds up."""
+
+
 def merged(worker: WorkerInfo, activities: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Several workers' activity as one proxy's: counts added up, the latest of the rest."""
     total: dict[str, Any] = {
@@ -110,12 +119,13 @@ def merged(worker: WorkerInfo, activities: Iterable[dict[str, Any]]) -> dict[str
         "last_extraction": None,
         "failures": {},
         "background_pending": 0,
+        "background_dropped": 0,
         "workers": worker.count,
         "workers_reporting": 0,
     }
     for one in activities:
         total["workers_reporting"] += 1
-        for key in ("requests_last_hour", "errors_last_hour", "background_pending"):
+        for key in COUNTS:
             total[key] += int(one.get(key) or 0)
         last = one.get("last_extraction")
         if last and (not total["last_extraction"] or last["at"] > total["last_extraction"]["at"]):

@@ -317,7 +317,8 @@ class ToolLoop:
             headers = _response_headers(turn, upstream.headers)
             read = _Round(adapter.assembler(), self.wire, upstream.aiter_bytes())
             try:
-                kind = await read.until_known()
+                with threads.TRAFFIC.waiting():
+                    kind = await read.until_known()
             except httpx.HTTPError as exc:
                 await upstream.aclose()
                 await _fail(state, turn)

@@ -28,6 +28,7 @@ from memlane.engine import pipeline
 from memlane.engine.governance import ContextOverflow
 from memlane.engine.governance.budget import learn_from_upstream_error
 from memlane.engine.sessions.history import chained_session_key
+from memlane.engine.threads import TRAFFIC
 from memlane.engine.turn import Answer, DirectAnswer, Prepared, Turn
 from memlane.proxy import headers as h
 from memlane.proxy.access import SESSION_STATE
@@ -140,6 +141,20 @@ async def serve_parsed(
     parsed: ParsedRequest,
     *,
     window_model: str = "",
+) -> Response:
+    """The turn, in memlane's hands (background work waits) but while it waits upstream."""
+    with TRAFFIC.serving():
+        return await _serve(state, request, adapter, raw, parsed, window_model=window_model)
+
+
+async def _serve(
+    state: ProxyState,
+    request: Request,
+    adapter: WireAdapter,
+    raw: bytes,
+    parsed: ParsedRequest,
+    *,
+    window_model: str,
 ) -> Response:
     upstream = state.upstream_for(adapter.wire)
     # memlane's own background calls for this turn may use the client's key (never stored),
@@ -346,7 +361,8 @@ async def send_upstream(
     client = upstream.client
     request = client.build_request("POST", url, content=content, headers=headers)
     try:
-        sent = await client.send(request, stream=stream)
+        with TRAFFIC.waiting():
+            sent = await client.send(request, stream=stream)
     except httpx.HTTPError as exc:
         await _fail(state, turn)
         raise transport_error(state, upstream, exc) from None
