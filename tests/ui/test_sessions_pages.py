@@ -267,3 +267,24 @@ def test_a_long_session_shows_its_last_messages_and_links_the_earlier_ones(
     assert "message number 100<" not in first
     assert "later messages →" in first
     assert 'id="live"' not in first  # an earlier window does not poll
+
+
+def test_a_recalled_session_summary_links_to_its_session(proxy_factory: ProxyFactory) -> None:
+    proxy = proxy_factory(
+        memory_enabled=True,
+        memory_extract_facts=False,
+        memory_store_turns=False,
+        memory_summarization=False,
+        index_enabled=False,
+    )
+    design = proxy.store.ensure_session("design", namespace="shop")
+    summary = "The staging database is called heron; backups run nightly."
+    proxy.store.update_session(design.id, metadata={"name": "staging", "summary": summary})
+    chat(proxy, "recall", "What is the staging database called?", **{"X-Memlane-Repo": "shop"})
+    session = proxy.store.find_session("recall")
+    (turn,) = [e for e in proxy.store.list_events(session.id) if e.kind == "turn"]
+    assert [(h["ref"], h.get("kind")) for h in turn.payload["recalled"]] == [(design.id, "session")]
+    with bearer_client(proxy) as client:
+        page = client.get(f"/ui/sessions/{session.id}").text
+    assert f'<a href="/ui/sessions/{design.id}">summary of session {design.id[:8]}</a>' in page
+    assert "(gone)" not in page

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from memlane.store import SyncResult
-from memlane.types import Message, Session, Wire
+from memlane.types import DocKind, Message, Session, Wire
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +28,8 @@ class RecallNote:
     keyword: float | None
     dense: float | None
     score: float
+    kind: DocKind = "fact"
+    """A memory entry, or a session's summary (`ref` is then the session's id)."""
 
 
 @dataclass

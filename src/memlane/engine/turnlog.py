@@ -84,6 +84,7 @@ def turn_payload(settings: Settings, turn: Turn, answer: Answer) -> dict[str, An
                 "keyword": note.keyword,
                 "dense": note.dense,
                 "score": note.score,
+                **({"kind": note.kind} if note.kind != "fact" else {}),
             }
             for note in turn.recalled
         ]

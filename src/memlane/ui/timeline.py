@@ -152,6 +152,6 @@ def recalled_refs(items: Sequence[Item], *, limit: int = 300) -> list[str]:
         if item.kind == "turn":
             for hit in item.payload.get("recalled") or []:
                 ref = str(hit.get("ref", ""))
-                if ref and ref not in refs:
+                if ref and ref not in refs and hit.get("kind", "fact") == "fact":
                     refs.append(ref)
     return refs[:limit]

@@ -132,6 +132,7 @@ async def recall_for_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> l
             keyword=r.candidate.keyword_score,
             dense=r.candidate.dense_score,
             score=r.candidate.score,
+            kind=r.candidate.kind,
         )
         for r in found
     )
