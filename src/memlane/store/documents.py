@@ -50,6 +50,12 @@ class Doc:
     created_at: datetime
     active: bool = True
 
+    @property
+    def identity(self) -> tuple[str, str, str, str | None, str | None, str]:
+        """(kind, ref, scope, session_id, role, text): the leading columns of a `docs` row
+        in both stores; each adds its own terms, time and flags after them."""
+        return (self.kind, self.ref, self.scope, self.session_id, self.role, self.text)
+
 
 def is_turn(fact: Fact) -> bool:
     return fact.role in TURN_ROLES and not fact.deleted

@@ -47,12 +47,7 @@ def put_doc(db: PostgresDb, doc: Doc, document: str | None = None) -> None:
         "terms = excluded.terms, length = excluded.length, created_at = excluded.created_at, "
         "active = excluded.active",
         (
-            doc.kind,
-            doc.ref,
-            doc.scope,
-            doc.session_id,
-            doc.role,
-            doc.text,
+            *doc.identity,
             tsvector_literal(words),
             len(words),
             doc.created_at,

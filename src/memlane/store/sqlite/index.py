@@ -62,12 +62,7 @@ def doc_row(doc: Doc, document: str | None = None) -> tuple[Any, ...]:
     """A new document as `insert_docs` takes it (`document`: what the index reads)."""
     terms = index_terms(doc.text if document is None else document)
     return (
-        doc.kind,
-        doc.ref,
-        doc.scope,
-        doc.session_id,
-        doc.role,
-        doc.text,
+        *doc.identity,
         terms,
         ts_to_text(doc.created_at),
         int(doc.active),
