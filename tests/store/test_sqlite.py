@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -42,6 +43,39 @@ def finish(process: subprocess.Popen[str]) -> str:
 
 def user(text: str) -> NewMessage:
     return NewMessage(Message(role="user", text=text))
+
+
+OPEN_AT = """
+import sys, time
+from pathlib import Path
+from memlane.store.sqlite import SQLiteStore
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
+SQLiteStore(Path(sys.argv[1])).close()
+"""
+"""Open the store at a given moment: imports done, the processes open together."""
+
+
+def test_processes_opening_one_new_file_at_once_all_open_it(tmp_path: Path) -> None:
+    """The switch to WAL can be refused at once, not after the busy timeout, to one of two
+    processes creating the file together (`serve --workers` on a fresh home)."""
+    for round_ in range(8):
+        db = tmp_path / f"round-{round_}" / "memlane.db"
+        at = str(time.time() + 1.0)
+        opening = [
+            subprocess.Popen(
+                [sys.executable, "-c", OPEN_AT, str(db), at],
+                cwd=ROOT,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(4)
+        ]
+        for process in opening:
+            _, err = process.communicate(timeout=60)
+            assert process.returncode == 0, err
+        store = SQLiteStore(db)
+        assert store.count("sessions") == 0
+        store.close()
 
 
 def test_two_processes_appending_to_one_session_lose_nothing(tmp_path: Path) -> None:

@@ -102,7 +102,7 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
         try:
             conn = self._conn()
             check(conn)  # before anything writes: a refused file must stay as it was
-            conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            use_wal(conn)
             migrate(conn)
         except ForeignDatabase as exc:
             self.close()
@@ -264,3 +264,23 @@ def explain(path: Path, exc: sqlite3.DatabaseError) -> str:
             f"{BUSY_TIMEOUT_MS // 1000} s ({text}); retry, or stop the process holding it"
         )
     return f"database error in {path}: {text}"
+
+
+def use_wal(conn: sqlite3.Connection) -> None:
+    """Switch the file to WAL, retrying for up to the busy timeout.
+
+    When two processes open a new file at once (`serve --workers 2` on a fresh home),
+    SQLite answers one of the two switches "database is locked" at once, without
+    waiting on the busy handler. The switch is retried with a growing pause instead.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
