@@ -8,17 +8,15 @@ the fact reads back with no links, and the summary is found by search at once.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
-from typing import cast
 
 import psycopg
 
 from memlane.store import SearchFilter, Store
 from memlane.store.postgres import PostgresStore
-from memlane.store.postgres import schema as pg_schema
 from memlane.store.sqlite import SQLiteStore
 from memlane.store.sqlite import schema as sqlite_schema
+from tests.store.old_schema import postgres_before, sqlite_before
 
 STAMP = "2026-01-10T00:00:00+00:00"
 META = json.dumps({"name": "queue-design", "summary": "The queue uses SKIP LOCKED."})
@@ -45,12 +43,7 @@ def carried_over(store: Store) -> None:
 
 def test_sqlite_store_opened_by_this_memlane(tmp_path: Path) -> None:
     path = tmp_path / "memlane.db"
-    raw = sqlite3.connect(path, isolation_level=None)
-    raw.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    before = sqlite_schema.MIGRATIONS.index(sqlite_schema.m009_fact_sources)
-    for migration in sqlite_schema.MIGRATIONS[:before]:
-        migration(raw)
-        raw.execute("INSERT INTO migrations VALUES (?, '2026-01-01')", (migration.__name__,))
+    raw = sqlite_before(path, sqlite_schema.m009_fact_sources)
     raw.execute(FACT.format(t="?"), (STAMP, STAMP))
     raw.execute(SESSION.format(m="?", t="?"), (META, STAMP, STAMP))
     raw.close()
@@ -63,17 +56,7 @@ def test_sqlite_store_opened_by_this_memlane(tmp_path: Path) -> None:
 
 def test_postgres_store_opened_by_this_memlane(pg_url: str) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        plain = cast("psycopg.Connection[tuple[object, ...]]", conn)
-        plain.execute(
-            "CREATE TABLE migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL "
-            "DEFAULT now())"
-        )
-        for name, step in pg_schema.MIGRATIONS:
-            if name == "m006_fact_sources":
-                break
-            with plain.transaction():
-                step(plain)
-                plain.execute("INSERT INTO migrations (name) VALUES (%s)", (name,))
+        plain = postgres_before(conn, "m006_fact_sources")
         plain.execute(FACT.format(t="%s"), (STAMP, STAMP))
         plain.execute(SESSION.format(m="%s::jsonb", t="%s"), (META, STAMP, STAMP))
     store = PostgresStore(pg_url)

@@ -6,18 +6,16 @@ with an update's tombstone, its replacement and a plain fact, then opened.
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import cast
 
 import psycopg
 
 from memlane.store import Store
 from memlane.store.postgres import PostgresStore
-from memlane.store.postgres import schema as pg_schema
 from memlane.store.sqlite import SQLiteStore
 from memlane.store.sqlite import schema as sqlite_schema
+from tests.store.old_schema import postgres_before, sqlite_before
 
 CREATED = datetime(2026, 1, 10, tzinfo=UTC)
 REPLACED = datetime(2026, 2, 20, 12, 0, tzinfo=UTC)
@@ -46,12 +44,7 @@ def carried_over(store: Store) -> None:
 
 def test_sqlite_facts_get_their_validity_when_the_file_is_opened(tmp_path: Path) -> None:
     path = tmp_path / "memlane.db"
-    raw = sqlite3.connect(path, isolation_level=None)
-    raw.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    before = sqlite_schema.MIGRATIONS.index(sqlite_schema.m007_fact_validity)
-    for migration in sqlite_schema.MIGRATIONS[:before]:
-        migration(raw)
-        raw.execute("INSERT INTO migrations VALUES (?, '2026-01-01')", (migration.__name__,))
+    raw = sqlite_before(path, sqlite_schema.m007_fact_validity)
     for fact_id, text, created, updated, deleted, replaced_by in ROWS:
         raw.execute(
             INSERT.format(marks=", ".join("?" * 9)),
@@ -77,17 +70,7 @@ def test_sqlite_facts_get_their_validity_when_the_file_is_opened(tmp_path: Path)
 
 def test_postgres_facts_get_their_validity_when_the_database_is_opened(pg_url: str) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        plain = cast("psycopg.Connection[tuple[object, ...]]", conn)
-        plain.execute(
-            "CREATE TABLE migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL "
-            "DEFAULT now())"
-        )
-        for name, step in pg_schema.MIGRATIONS:
-            if name == "m004_fact_validity":
-                break
-            with plain.transaction():
-                step(plain)
-                plain.execute("INSERT INTO migrations (name) VALUES (%s)", (name,))
+        plain = postgres_before(conn, "m004_fact_validity")
         for row in ROWS:
             fact_id, text, created, updated, deleted, replaced_by = row
             plain.execute(
