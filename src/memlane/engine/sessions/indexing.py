@@ -16,7 +16,7 @@ indexing with a warning at start-up; the proxy keeps serving.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import json
 import logging
 import re
@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from memlane.config import Settings
 from memlane.engine import threads
+from memlane.engine.background import session_policy
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.lifecycle import ensure_title
 from memlane.engine.sessions.metafile import meta_path, read_meta, write_meta
@@ -171,40 +172,32 @@ def _config(settings: Settings) -> IndexConfig:
 
 # --- scheduling -----------------------------------------------------------------
 
-_IN_FLIGHT: set[tuple[int, str]] = set()
-"""(event loop, session) pairs being indexed: one writer per session's metadata at a time."""
-
 
 def schedule_index(rt: Runtime, turn: Turn) -> None:
-    """After a stored turn, in the background: record the title, index when enough is new."""
+    """After a stored turn, in the background: record the title, index when enough is new.
+
+    A session's turns are batched (`Background.batch`, `background.session_policy`): the
+    check runs once per quiet period or batch of turns, not after every turn, and never
+    twice at once for a session."""
     session = turn.session
     if turn.ephemeral or session is None:
         return
     indexing = rt.settings.index_enabled and index_config_problem(rt.settings) is None
     if not indexing and session.title:
         return
-    slot = (id(asyncio.get_running_loop()), session.id)
-    if slot in _IN_FLIGHT:
-        return
-    _IN_FLIGHT.add(slot)
-    rt.background.spawn(
-        _after_turn(rt, session.id, turn.model, slot, indexing=indexing),
-        name=f"index {session.id}",
-    )
+    key = f"index {session.id}"
+    run = functools.partial(_after_turns, rt, session.id, indexing=indexing)
+    rt.background.batch(key, turn.model, run, session_policy(rt.settings), name=key)
 
 
-async def _after_turn(
-    rt: Runtime, session_id: str, model: str, slot: tuple[int, str], *, indexing: bool
-) -> None:
+async def _after_turns(rt: Runtime, session_id: str, models: list[str], *, indexing: bool) -> None:
     """Whether it is due is decided under the session's index lock: another process
-    (a worker of the same proxy) that indexed it meanwhile leaves nothing to do."""
-    try:
-        lock = HomeLock.striped(rt.settings.home_path, INDEX_LOCKS, session_id)
-        async with lock.hold():
-            if await threads.to_thread(_title_and_due, rt, session_id, indexing=indexing):
-                await index_session(rt, session_id, model=model)
-    finally:
-        _IN_FLIGHT.discard(slot)
+    (a worker of the same proxy) that indexed it meanwhile leaves nothing to do. The
+    latest turn's model is the one used."""
+    lock = HomeLock.striped(rt.settings.home_path, INDEX_LOCKS, session_id)
+    async with lock.hold():
+        if await threads.to_thread(_title_and_due, rt, session_id, indexing=indexing):
+            await index_session(rt, session_id, model=models[-1])
 
 
 def _title_and_due(rt: Runtime, session_id: str, *, indexing: bool) -> bool:
