@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
@@ -131,28 +131,37 @@ class MemoryBook:
         self,
         puts: Sequence[Fact] = (),
         tombstones: Sequence[tuple[Fact, str | None]] = (),
+        *,
+        new: Collection[str] = (),
     ) -> None:
-        """Write new or changed entries and tombstone others, then embed what is new."""
+        """Write new or changed entries and tombstone others, then embed what is new.
+        `new`: ids of puts just minted (`new_id`), whose files need no looking for."""
         if not puts and not tombstones:
             return
         async with self.writing():
-            await threads.to_thread(self._write_sync, puts, tombstones)
+            await threads.to_thread(self._write_sync, puts, tombstones, new)
             await threads.to_thread(self._embed_missing_sync)
 
     def _write_sync(
-        self, puts: Sequence[Fact], tombstones: Sequence[tuple[Fact, str | None]]
+        self,
+        puts: Sequence[Fact],
+        tombstones: Sequence[tuple[Fact, str | None]],
+        new: Collection[str] = (),
     ) -> None:
         store = self.rt.store
         counts = write_counts(store, puts, tombstones)
+        folders: set[Path] = set()
         for fact in puts:
             # whatever a memory came from, a credential in it is never kept (file, git, index)
             fact = replace(fact, text=redact(fact.text))
             if self.files is not None:
-                old = self.files.find(fact)
-                written = self.files.write(fact)
+                fresh = fact.id in new
+                old = None if fresh else self.files.find(fact)
+                written = self.files.write(fact, new=fresh, folders=folders)
                 self._forget_path(old)
                 self._remember(written.path, written.digest, fact.id)
             store.put_fact(fact)
+        MemoryFiles.sync_folders(folders)
         for fact, replaced_by in tombstones:
             # deleted means no longer true: from the moment given (a message's), else now
             fact = replace(fact, valid_to=fact.valid_to or max(now_utc(), fact.since))

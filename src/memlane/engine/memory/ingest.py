@@ -249,7 +249,7 @@ async def ingest_turns(rt: Runtime, items: Sequence[TurnInput]) -> IngestReport:
     if settings.memory_store_turns:
         entries = [_turn_entries(item, conversation) for item in items]
         written = [entry for per_turn in entries for entry in per_turn]
-        await book.write(puts=written)
+        await book.write(puts=written, new={entry.id for entry in written})
         report.turns = len(written)
         # facts come from the user's message only: its turn is where they were said
         said_in = [tuple(t.id for t in per_turn if t.role == "user") for per_turn in entries]
@@ -378,7 +378,7 @@ async def apply_plan(
         for old_id in plan.deletes
         if old_id in by_id
     ]
-    await book.write(puts=puts, tombstones=tombstones)
+    await book.write(puts=puts, tombstones=tombstones, new={f.id for f in added})
     report.facts_added = [f.text for f in added]
     report.facts_updated = len(plan.updates)
     report.facts_deleted = len(tombstones)
