@@ -99,7 +99,8 @@ async def test_the_model_is_told_the_date_and_relative_dates_it_leaves_are_resol
     ("answer", "found"),
     [
         (
-            '[{"message": 1, "fact": "The user lives in Lyon"}, {"message": 2, "fact": "The user has a dog"}]',
+            '[{"message": 1, "fact": "The user lives in Lyon"},'
+            ' {"message": 2, "fact": "The user has a dog"}]',
             [(0, "The user lives in Lyon"), (1, "The user has a dog")],
         ),
         ('["The user is vegan"]', [(1, "The user is vegan")]),  # a plain string: the latest
