@@ -533,3 +533,29 @@ async def test_a_batch_keeps_each_fact_with_its_own_message_through_reconciliati
     assert closed is not None
     assert closed.valid_to == moved_at
     agree(book)
+
+
+async def test_writes_waiting_together_are_written_and_a_bad_one_fails_alone(
+    rt: Runtime, book: MemoryBook
+) -> None:
+    from memlane.files.memory_files import new_id
+
+    await book.ready()
+
+    def entry(text: str) -> Any:
+        return new_fact(
+            scope=scopes.conversation_scope("s1"),
+            conversation_id="s1",
+            role="user",
+            text=text,
+            fact_id=new_id(),
+        )
+
+    good = [entry(f"hello {i}") for i in range(3)]
+    bad = replace(entry("no such role"), role="bogus")  # type: ignore[arg-type]
+    writes = [book.write(puts=[f], new={f.id}) for f in [*good[:2], bad, good[2]]]
+    outcomes = await asyncio.gather(*writes, return_exceptions=True)
+    assert [o is None for o in outcomes] == [True, True, False, True]
+    assert isinstance(outcomes[2], KeyError)  # only its own caller sees the failure
+    assert {f.id for f in rt.store.list_facts()} == {f.id for f in good}
+    agree(book)

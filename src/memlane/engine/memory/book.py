@@ -79,6 +79,7 @@ class MemoryBook:
         self.watch_task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._pending_commits: list[str] = []
+        self._waiting_writes: list[_Write] = []
         self._commit_timer: asyncio.TimerHandle | None = None
         self._snapshot_dirty = False
         self.entry_counts: dict[str, int] = {}
@@ -135,12 +136,54 @@ class MemoryBook:
         new: Collection[str] = (),
     ) -> None:
         """Write new or changed entries and tombstone others, then embed what is new.
-        `new`: ids of puts just minted (`new_id`), whose files need no looking for."""
+        `new`: ids of puts just minted (`new_id`), whose files need no looking for.
+
+        Group commit: writes that wait for the book's lock meanwhile (other sessions'
+        batches) are written with this one, in one thread hop, and each caller returns
+        once its own entries are written (or raises what they raised)."""
         if not puts and not tombstones:
             return
+        mine = _Write(puts, tombstones, new, asyncio.get_running_loop().create_future())
+        self._waiting_writes.append(mine)
         async with self.writing():
-            await threads.to_thread(self._write_sync, puts, tombstones, new)
-            await threads.to_thread(self._embed_missing_sync)
+            if not mine.done.done():  # nobody took it with theirs
+                group = [w for w in self._waiting_writes if not w.done.done()]
+                self._waiting_writes = []
+                try:
+                    outcomes = await threads.to_thread(self._write_group, group)
+                    if self.rt.settings.dense_retrieval:
+                        await threads.to_thread(self._embed_missing_sync)
+                except BaseException as exc:  # cancelled (shutdown): the others are told
+                    for each in group:
+                        if each is not mine and not each.done.done():
+                            each.done.set_exception(
+                                RuntimeError(f"memory write not confirmed: {exc!r}")
+                            )
+                    raise
+                for each, failure in zip(group, outcomes, strict=True):
+                    if failure is None:
+                        each.done.set_result(None)
+                    else:
+                        each.done.set_exception(failure)
+        await mine.done
+
+    def _write_group(self, group: Sequence[_Write]) -> list[BaseException | None]:
+        """Every waiting write; one that fails is retried alone, so only its caller sees
+        the failure."""
+        puts = [fact for w in group for fact in w.puts]
+        tombstones = [pair for w in group for pair in w.tombstones]
+        new = {fact_id for w in group for fact_id in w.new}
+        if len(group) == 1:
+            try:
+                self._write_sync(puts, tombstones, new)
+            except Exception as exc:
+                return [exc]
+            return [None]
+        try:
+            self._write_sync(puts, tombstones, new)
+        except Exception:
+            return [self._write_group([w])[0] for w in group]
+        return [None] * len(group)
 
     def _write_sync(
         self,
@@ -439,6 +482,16 @@ class MemoryBook:
         if not messages or self.git is None:
             return False
         return await commit_quietly(self.git, combined_message(messages))
+
+
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """One caller's entries waiting for the book's lock."""
+
+    puts: Sequence[Fact]
+    tombstones: Sequence[tuple[Fact, str | None]]
+    new: Collection[str]
+    done: asyncio.Future[None]
 
 
 def same_entry(a: Fact, b: Fact) -> bool:
