@@ -33,7 +33,9 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
     memlane's own addition and fails open (`engine.failopen`): the request goes on
     without it. An `@@` reference that names no session is the one thing the user
     is answered about directly (`DirectAnswer`): forwarding would hide the typo.
+    The session's earlier answers are stored first (`engine.turnorder`).
     """
+    await rt.turn_order.settled(turn.key)
     if has_references(turn.messages):
         await threads.to_thread(store_incoming, rt, turn)
         resolved = await resolve_references(rt, turn, list(turn.messages))
@@ -102,7 +104,8 @@ def store_incoming(rt: Runtime, turn: Turn) -> None:
     counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in client]
     if turn.continued or turn.server_history:
         added = store.append_messages(turn.session.id, counted)
-        turn.synced = SyncResult(matched=0, added=tuple(added), superseded=0)
+        end = added[-1].position + 1 if added else None
+        turn.synced = SyncResult(matched=0, added=tuple(added), superseded=0, next_position=end)
     else:
         turn.synced = store.sync_messages(turn.session.id, counted)
     if turn.server_history:
@@ -157,7 +160,8 @@ def _store_answer(rt: Runtime, turn: Turn, answer: Answer, counted: list[NewMess
             store.set_message_status(turn.synced.added[-1].id, "failed")
         turnlog.record_turn(store, rt.settings, turn, answer)
         return
-    store.append_messages(session_id, counted)
+    since = turn.synced.next_position if turn.synced is not None else None
+    store.append_messages(session_id, counted, unless_from=since)  # once, if stored late
     if answer.response_id:
         history.remember_response(rt, session_id, answer.response_id)
     store.add_usage(

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -392,7 +392,11 @@ class ToolLoop:
             rest=read.chunks,
             decoder=read.decoder,
             rewrite=rewrite,
+            hold=self._hold if self.turn.answer_resent else None,
         )
+
+    def _hold(self) -> Callable[[], None]:
+        return self.state.runtime.turn_order.hold(self.turn.key)
 
     async def _settle(self, outcome: Outcome, assembler: StreamAssembler) -> None:
         from memlane.proxy.turns import _finish

@@ -2,7 +2,8 @@
 
     body -> adapter.parse -> identity -> Turn -> pipeline.prepare (the user turn is
     durable here) -> adapter.render -> upstream -> the client (streamed as it comes)
-    -> pipeline.finish (the assistant turn, then background work)
+    -> pipeline.finish (the assistant turn, then background work), once the client
+    has the answer; the session's next turn waits for it (`engine.turnorder`)
 
 When `prepare` decides on a direct answer (an `@@` reference that names no
 session), the client gets it in its wire format and nothing goes upstream.
@@ -16,13 +17,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+import anyio
 import httpx
 from fastapi import Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from memlane.engine import pipeline
 from memlane.engine.governance import ContextOverflow
@@ -233,6 +236,7 @@ async def _chained_key(state: ProxyState, parsed: ParsedRequest, tenant: str) ->
     previous = parsed.body.get(PREVIOUS_RESPONSE) if parsed.continued else None
     if not isinstance(previous, str) or not previous:
         return None
+    await state.runtime.turn_order.settled()  # the answer it names may be being stored
     try:
         return await asyncio.to_thread(chained_session_key, state.runtime, previous, tenant)
     except StoreError as exc:
@@ -321,12 +325,50 @@ async def _complete(state: ProxyState, turn: Turn, adapter: WireAdapter, call: C
     except Exception:  # an answer memlane cannot read is still the client's answer
         log.warning("could not read the upstream's answer to store it", exc_info=True)
         answer = Answer([], failed=True)
-    await _finish(state, turn, answer)
-    return Response(
-        upstream.content,
-        status_code=upstream.status_code,
-        headers=_response_headers(turn, upstream.headers),
-    )
+    headers = _response_headers(turn, upstream.headers)
+    status = upstream.status_code
+    if not turn.answer_resent:  # the next request will not bring it: stored first
+        await _finish(state, turn, answer)
+        return Response(upstream.content, status_code=status, headers=headers)
+    store = finish_later(state, turn, answer)
+    return StoredAfter(upstream.content, status_code=status, headers=headers, store=store)
+
+
+def finish_later(state: ProxyState, turn: Turn, answer: Answer) -> Callable[[], Awaitable[None]]:
+    """Storing `answer`, to run once its client has it; until then the session's next
+    turn waits (`engine.turnorder`)."""
+    release = state.runtime.turn_order.hold(turn.key)
+
+    async def store() -> None:
+        try:
+            with TRAFFIC.serving():
+                await _finish(state, turn, answer)
+        finally:
+            release()
+
+    return store
+
+
+class StoredAfter(Response):
+    """A whole answer whose turn is stored after the client has it, whatever happens."""
+
+    def __init__(
+        self,
+        content: bytes,
+        *,
+        status_code: int,
+        headers: Mapping[str, str],
+        store: Callable[[], Awaitable[None]],
+    ) -> None:
+        super().__init__(content, status_code=status_code, headers=headers)
+        self.store = store
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.store()
 
 
 def _response_headers(turn: Turn, upstream: Any) -> dict[str, str]:
@@ -408,4 +450,5 @@ async def _stream(state: ProxyState, turn: Turn, adapter: WireAdapter, call: Cal
         settle=settle,
         error_frame=lambda message: adapter.stream_error(message, code="upstream_stream_error"),
         headers=_response_headers(turn, upstream.headers),
+        hold=(lambda: state.runtime.turn_order.hold(turn.key)) if turn.answer_resent else None,
     )

@@ -87,6 +87,9 @@ class SyncResult:
     matched: int
     added: tuple[StoredMessage, ...]
     superseded: int
+    next_position: int | None = None
+    """The session's next free position once the client's messages were stored (None: not
+    known): where the answer to them goes, unless the client's next request stored it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,9 +191,14 @@ class MessageLog(Protocol):
         ...
 
     def append_messages(
-        self, session_id: str, messages: Sequence[NewMessage]
+        self, session_id: str, messages: Sequence[NewMessage], *, unless_from: int | None = None
     ) -> list[StoredMessage]:
-        """Append after the last stored message (assistant turns, memlane's own items)."""
+        """Append after the last stored message (assistant turns, memlane's own items).
+
+        `unless_from`: an answer stored after its client has it may have been stored
+        already, from position `unless_from` on, by the client's next request (served by
+        another process, it resent the answer): then nothing is appended and [] returned.
+        """
         ...
 
     def list_messages(

@@ -76,6 +76,18 @@ def hold_history(db: Db, session_id: str, *, with_stored: bool = False) -> Histo
     )
 
 
+def _stored_from(db: Db, session_id: str, position: int, content_hash: str) -> bool:
+    """Whether a client stored this message (in `ok` status) at `position` or later."""
+    row = db.one(
+        "SELECT 1 AS found FROM messages WHERE session_id = ? AND position >= ? "
+        "AND origin = 'client' AND status = 'ok' AND content_hash = ? LIMIT 1",
+        session_id,
+        position,
+        content_hash,
+    )
+    return row is not None
+
+
 def change_status(db: Db, ids: Sequence[int], status: str) -> int:
     """Change status, keeping the session's message_count and the index in step."""
     changed = 0
@@ -145,15 +157,20 @@ class SqlMessageLog(SqlStore[D]):
                 superseded = change_status(db, stale, "superseded")
             new = incoming[plan.matched :]
             added = self._append(db, history, new, hashes[plan.matched :]) if new else []
-        return SyncResult(plan.matched, tuple(added), superseded)
+        end = added[-1].position + 1 if added else history.next_position
+        return SyncResult(plan.matched, tuple(added), superseded, next_position=end)
 
     def append_messages(
-        self, session_id: str, messages: Sequence[NewMessage]
+        self, session_id: str, messages: Sequence[NewMessage], *, unless_from: int | None = None
     ) -> list[StoredMessage]:
         hashes = [item.message.fingerprint() for item in messages]
         with self._writing() as db:
             history = hold_history(db, session_id)
-            return self._append(db, history, messages, hashes) if messages else []
+            if not messages or (
+                unless_from is not None and _stored_from(db, session_id, unless_from, hashes[0])
+            ):
+                return []
+            return self._append(db, history, messages, hashes)
 
     def list_messages(
         self,

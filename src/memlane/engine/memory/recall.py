@@ -57,7 +57,7 @@ from memlane.engine.governance.recall import stamp
 from memlane.engine.memory import scopes, versions
 from memlane.engine.memory.summary import summary_id
 from memlane.engine.retrieval.candidates import Candidate
-from memlane.engine.retrieval.search import search
+from memlane.engine.retrieval.search import Query, ranked, reranking, search
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import RecallNote, Turn
 from memlane.store.documents import TURN_ROLES, is_turn
@@ -116,7 +116,7 @@ async def recall_for_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> l
     if not query.strip():
         return messages
     session_id = turn.session.id if turn.session is not None else None
-    found = await recall(
+    found, summary = await recall_with_summary(
         rt,
         query,
         scopes=scopes.recall_scopes(settings, session_id, turn.namespace, turn.tenant),
@@ -136,8 +136,34 @@ async def recall_for_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> l
         )
         for r in found
     )
-    summary = await conversation_summary(rt, session_id) if session_id else ""
     return inject(messages, render(found, summary))
+
+
+async def recall_with_summary(
+    rt: Runtime,
+    query: str,
+    *,
+    scopes: Sequence[str] | None,
+    exclude: set[str] | None = None,
+    session_id: str | None = None,
+) -> tuple[list[Recalled], str]:
+    """`recall`, and the asking conversation's summary when something was recalled.
+
+    In front of a request, so with no reranker configured the search, the entries it
+    found and the summary are read in one trip to a worker thread (each trip costs a
+    thread wake-up and the GIL on the way back)."""
+    if reranking(rt):
+        found = await recall(rt, query, scopes=scopes, exclude=exclude, session_id=session_id)
+        summary = await conversation_summary(rt, session_id) if found and session_id else ""
+        return found, summary
+
+    def now() -> tuple[list[Recalled], str]:
+        asked = _asked(rt, query, scopes, exclude, None, session_id)
+        found = _recalled(rt, asked, ranked(rt, asked.query) if asked.query else [])
+        summary = _summary(rt, session_id) if found and session_id else ""
+        return found, summary
+
+    return await threads.to_thread(now)
 
 
 async def recall(
@@ -156,6 +182,44 @@ async def recall(
     Session summaries of the scopes come too (`memory_session_summaries`), except the
     summary of `session_id`, the conversation asking (it is what the model reads).
     """
+    asked = _asked(rt, query, scopes, exclude, as_of, session_id)
+    q = asked.query
+    if q is None:
+        return []
+    if not reranking(rt):
+        return await threads.to_thread(lambda: _recalled(rt, asked, ranked(rt, q)))
+    hits = await search(
+        rt,
+        query,
+        scopes=scopes,
+        kinds=q.flt.kinds,
+        top_k=q.k,
+        as_of=as_of,
+        superseded=q.flt.valid_at is None,
+    )
+    return await threads.to_thread(_recalled, rt, asked, hits)
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """A recall's search, and what decides which of its hits are kept and how shown."""
+
+    query: Query | None
+    k: int
+    skip: set[str]
+    scopes: Sequence[str] | None
+    session_id: str | None
+    dated: bool
+
+
+def _asked(
+    rt: Runtime,
+    query: str,
+    scopes: Sequence[str] | None,
+    exclude: set[str] | None,
+    as_of: datetime | None,
+    session_id: str | None,
+) -> _Asked:
     settings = rt.settings
     k = settings.memory_top_k
     skip = exclude or set()
@@ -163,16 +227,19 @@ async def recall(
     summaries = settings.memory_session_summaries
     kinds: tuple[DocKind, ...] = ("fact", "session") if summaries else ("fact",)
     extra = min(len(skip), k) + (summaries and session_id is not None)
-    hits = await search(
-        rt, query, scopes=scopes, kinds=kinds, top_k=k + extra, as_of=as_of, superseded=change
-    )
+    searched = Query.of(rt, query, scopes, kinds, top_k=k + extra, as_of=as_of, superseded=change)
+    return _Asked(searched, k, skip, scopes, session_id, change or as_of is not None)
+
+
+def _recalled(rt: Runtime, asked: _Asked, hits: Sequence[Candidate]) -> list[Recalled]:
+    """The hits not already in the request, each with its entry (and, `memory_fact_sources`,
+    the turns its fact came from), top-k; in the calling thread (it reads the store)."""
     seen: set[str] = set()
-    hits = [h for h in hits if _fresh(h, skip, seen, session_id)][:k]
+    hits = [h for h in hits if _fresh(h, asked.skip, seen, asked.session_id)][: asked.k]
     if not hits:
         return []
-    follow = settings.memory_fact_sources
-    facts, sources = await threads.to_thread(_load, rt, hits, scopes, follow=follow)
-    dated = change or as_of is not None
+    follow = rt.settings.memory_fact_sources
+    facts, sources = _load(rt, hits, asked.scopes, follow=follow)
     out: list[Recalled] = []
     taken: set[str] = set()
     for hit in hits:
@@ -180,13 +247,13 @@ async def recall(
             continue  # a source turn brought up by its fact already
         fact = facts.get(hit.ref)
         role = fact.role if fact is not None else hit.kind
-        out.append(Recalled(role, hit.text, hit, fact, dated))
+        out.append(Recalled(role, hit.text, hit, fact, asked.dated))
         taken.add(hit.ref)
         for turn in sources.get(hit.ref, ()):
-            if turn.id not in taken and turn.text.strip() not in skip:
-                out.append(Recalled(turn.role, turn.text, _brought(turn, hit), turn, dated))
+            if turn.id not in taken and turn.text.strip() not in asked.skip:
+                out.append(Recalled(turn.role, turn.text, _brought(turn, hit), turn, asked.dated))
                 taken.add(turn.id)
-    return out[:k]
+    return out[: asked.k]
 
 
 def _fresh(hit: Candidate, skip: set[str], seen: set[str], session_id: str | None) -> bool:
@@ -240,7 +307,11 @@ def _brought(turn: Fact, fact: Candidate) -> Candidate:
 
 
 async def conversation_summary(rt: Runtime, session_id: str) -> str:
-    fact = await threads.to_thread(rt.store.get_fact, summary_id(session_id))
+    return await threads.to_thread(_summary, rt, session_id)
+
+
+def _summary(rt: Runtime, session_id: str) -> str:
+    fact = rt.store.get_fact(summary_id(session_id))
     return fact.text if fact is not None and not fact.deleted else ""
 
 
