@@ -296,7 +296,7 @@ class SearchIndex(Protocol):
         the documents passing it, the documents among them whose own text says it (what a
         hit shows: a turn, not its neighbours), oldest first; a word more common than that,
         or said by none, is left out. With `limit`, the rarest words only, while their
-        holders together stay within it (`rows.rarest`). What entity-aware expansion reads
+        holders together stay within it (`rare_terms.rarest`). What entity-aware expansion reads
         (`engine.retrieval.expand`). A hit's `score` is 0."""
         ...
 

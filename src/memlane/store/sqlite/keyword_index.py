@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memlane.store.base import SearchFilter
-from memlane.store.rows import rare_bound
+from memlane.store.rare_terms import RareQuery, rare_bound
 
 K1 = 1.2
 B = 0.75
@@ -378,24 +378,22 @@ class KeywordIndex:
                 return []
             return self._best(np.concatenate(found_docs), np.concatenate(found_scores), k)
 
-    def holders(
-        self, words: Sequence[str], flt: SearchFilter, max_df: int, max_share: float = 1.0
-    ) -> dict[str, list[int]]:
-        """For each of `words` that at most `max_df` documents passing `flt` hold (and at
-        most `max_share` of those documents), their rowids, oldest first; a word more
-        common than that is left out."""
+    def holders(self, query: RareQuery) -> dict[str, list[int]]:
+        """For each of the query's words that at most `max_df` documents passing its filter
+        hold (and at most `max_share` of those documents), their rowids, oldest first; a
+        word more common than that is left out."""
         with self._lock:
-            if max_df <= 0 or self._live == 0:
+            if query.max_df <= 0 or self._live == 0:
                 return {}
-            mask = self._mask(flt)
+            mask = self._mask(query.flt)
             if mask is None:
                 return {}
-            max_df = rare_bound(max_df, max_share, int(np.count_nonzero(mask)))
+            max_df = rare_bound(query.max_df, query.max_share, int(np.count_nonzero(mask)))
             if max_df < 2:
                 return {}  # a word only its seed holds links nothing
             out: dict[str, list[int]] = {}
             vocab, rowid = self._vocab, self._docs.rowid
-            for word in dict.fromkeys(words):
+            for word in query.words:
                 term = vocab.get(word)
                 if term is None:
                     continue
