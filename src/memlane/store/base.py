@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -102,6 +102,30 @@ class SearchFilter:
     to it. None: closed facts are found too."""
 
 
+class SessionChanges(TypedDict, total=False):
+    """What `update_session` changes: a field left out, or None, keeps its value."""
+
+    title: str | None
+    summary: str | None
+    """The running summary (`engine.sessions.working`)."""
+    summarized_count: int | None
+    """How many of the session's first messages the running summary covers."""
+    metadata: Mapping[str, Any] | None
+    """The index metadata (name, tags, summary), replaced as a whole."""
+
+
+class Tombstone(TypedDict, total=False):
+    """How `delete_fact` ends an entry: a field left out, or None, takes its default."""
+
+    replaced_by: str | None
+    """The entry that replaces it (one named before stays)."""
+    at: datetime | None
+    """When it stopped being true (default now)."""
+    updated_at: datetime | None
+    """When it was deleted (default now; a tombstone file's own time, so the file and the
+    index say the same)."""
+
+
 @runtime_checkable
 class SessionStore(Protocol):
     """Sessions: created by key, forked, counted, deleted with everything of theirs."""
@@ -132,16 +156,8 @@ class SessionStore(Protocol):
         for the operator)."""
         ...
 
-    def update_session(
-        self,
-        session_id: str,
-        *,
-        title: str | None = None,
-        summary: str | None = None,
-        summarized_count: int | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Session:
-        """Set the given fields (None leaves one as it is); `metadata` replaces the map."""
+    def update_session(self, session_id: str, **changes: Unpack[SessionChanges]) -> Session:
+        """Set the given fields (one left out, or None, stays as it is)."""
         ...
 
     def add_usage(
@@ -255,18 +271,9 @@ class FactStore(Protocol):
         """Oldest first."""
         ...
 
-    def delete_fact(
-        self,
-        fact_id: str,
-        *,
-        replaced_by: str | None = None,
-        at: datetime | None = None,
-        updated_at: datetime | None = None,
-    ) -> bool:
+    def delete_fact(self, fact_id: str, **tombstone: Unpack[Tombstone]) -> bool:
         """Tombstone: the entry stays readable (deleted=True) and leaves the search index;
-        its validity ends at `at` (default now) unless it had ended already. `updated_at`
-        is when it was deleted (now by default; a tombstone file's own time, so the file
-        and the index say the same)."""
+        its validity ends (`Tombstone.at`) unless it had ended already."""
         ...
 
     def purge_fact(self, fact_id: str) -> bool:

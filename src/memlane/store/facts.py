@@ -12,8 +12,9 @@ from __future__ import annotations
 import itertools
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from typing import Unpack
 
+from memlane.store.base import Tombstone
 from memlane.store.codec import FACT_COLUMNS, FACT_TIMES, fact_to_row, now
 from memlane.store.documents import AFTER, BEFORE, TURN_ROLES, Doc, is_turn, turn_document
 from memlane.store.documents import turn_documents as documents_of_turns
@@ -187,22 +188,16 @@ class SqlFacts(SqlStore[D]):
             rows = select(db, _COLUMNS, "facts", where, f"created_at, {db.seq}", limit)
         return [fact_from_row(r) for r in rows]
 
-    def delete_fact(
-        self,
-        fact_id: str,
-        *,
-        replaced_by: str | None = None,
-        at: datetime | None = None,
-        updated_at: datetime | None = None,
-    ) -> bool:
+    def delete_fact(self, fact_id: str, **tombstone: Unpack[Tombstone]) -> bool:
         stamp = now()
+        at, updated_at = tombstone.get("at"), tombstone.get("updated_at")
         with self._writing() as db:
             deleted = db.run(
                 "UPDATE facts SET deleted = ?, replaced_by = coalesce(?, replaced_by), "
                 "valid_to = coalesce(valid_to, ?), updated_at = ?, source_turns = NULL "
                 "WHERE id = ?",
                 True,
-                replaced_by,
+                tombstone.get("replaced_by"),
                 db.time(at or stamp),
                 db.time(updated_at or stamp),
                 fact_id,

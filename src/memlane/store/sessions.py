@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import uuid
 from abc import abstractmethod
-from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from collections.abc import Callable, Collection
+from typing import Any, Unpack
 
-from memlane.store.base import SessionNotFound, StoreError
+from memlane.store.base import SessionChanges, SessionNotFound, StoreError
 from memlane.store.codec import now
 from memlane.store.documents import Doc, session_doc
 from memlane.store.rows import SESSION_COLUMNS, Row, decoded, session_from_row
@@ -138,15 +138,8 @@ class SqlSessions(SqlStore[D]):
             rows = select(db, SESSION_COLUMNS, "sessions", where, order, limit)
         return [session_from_row(r) for r in rows]
 
-    def update_session(
-        self,
-        session_id: str,
-        *,
-        title: str | None = None,
-        summary: str | None = None,
-        summarized_count: int | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Session:
+    def update_session(self, session_id: str, **changes: Unpack[SessionChanges]) -> Session:
+        metadata = changes.get("metadata")
         with self._writing() as db:
             update_session_row(
                 db,
@@ -154,9 +147,9 @@ class SqlSessions(SqlStore[D]):
                 "title = coalesce(?, title), summary = coalesce(?, summary), "
                 "summarized_count = coalesce(?, summarized_count), "
                 "metadata = coalesce(?, metadata)",
-                title,
-                summary,
-                summarized_count,
+                changes.get("title"),
+                changes.get("summary"),
+                changes.get("summarized_count"),
                 db.json(dict(metadata)) if metadata is not None else None,
             )
             if metadata is not None:
