@@ -22,11 +22,22 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
+from typing import Any, Protocol, Unpack, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from memlane.store.arguments import (
+    EventDetails,
+    FactPage,
+    FactQuery,
+    MessageQuery,
+    SessionChanges,
+    SessionPage,
+    SessionQuery,
+    Tombstone,
+    Usage,
+)
 from memlane.types import DocKind, Event, Fact, FactRole, Hit, Message, Session, StoredMessage
 
 Vector = npt.NDArray[np.float32]
@@ -102,30 +113,6 @@ class SearchFilter:
     to it. None: closed facts are found too."""
 
 
-class SessionChanges(TypedDict, total=False):
-    """What `update_session` changes: a field left out, or None, keeps its value."""
-
-    title: str | None
-    summary: str | None
-    """The running summary (`engine.sessions.working`)."""
-    summarized_count: int | None
-    """How many of the session's first messages the running summary covers."""
-    metadata: Mapping[str, Any] | None
-    """The index metadata (name, tags, summary), replaced as a whole."""
-
-
-class Tombstone(TypedDict, total=False):
-    """How `delete_fact` ends an entry: a field left out, or None, takes its default."""
-
-    replaced_by: str | None
-    """The entry that replaces it (one named before stays)."""
-    at: datetime | None
-    """When it stopped being true (default now)."""
-    updated_at: datetime | None
-    """When it was deleted (default now; a tombstone file's own time, so the file and the
-    index say the same)."""
-
-
 @runtime_checkable
 class SessionStore(Protocol):
     """Sessions: created by key, forked, counted, deleted with everything of theirs."""
@@ -145,29 +132,17 @@ class SessionStore(Protocol):
         """The session with this key in `tenant` ("": no tenancy); keys are unique per tenant."""
         ...
 
-    def list_sessions(
-        self,
-        *,
-        namespace: str | None = None,
-        limit: int | None = None,
-        tenant: str | None = "",
-    ) -> list[Session]:
-        """Newest activity first, of `tenant` ("" without tenancy; None: every tenant's,
-        for the operator)."""
+    def list_sessions(self, **query: Unpack[SessionQuery]) -> list[Session]:
+        """Newest activity first."""
         ...
 
     def update_session(self, session_id: str, **changes: Unpack[SessionChanges]) -> Session:
         """Set the given fields (one left out, or None, stays as it is)."""
         ...
 
-    def add_usage(
-        self,
-        session_id: str,
-        *,
-        prompt_tokens: int = 0,
-        completion_tokens: int = 0,
-        cost_usd: float = 0.0,
-    ) -> None: ...
+    def add_usage(self, session_id: str, **usage: Unpack[Usage]) -> None:
+        """Add to the session's token and cost counters."""
+        ...
 
     def delete_session(self, session_id: str) -> bool:
         """Remove the session and everything of it: messages, events, state, its facts, index."""
@@ -209,14 +184,7 @@ class MessageLog(Protocol):
         """Append after the last stored message (assistant turns, memlane's own items)."""
         ...
 
-    def list_messages(
-        self,
-        session_id: str,
-        *,
-        transcript_only: bool = False,
-        include_superseded: bool = False,
-        since_position: int = 0,
-    ) -> list[StoredMessage]:
+    def list_messages(self, session_id: str, **query: Unpack[MessageQuery]) -> list[StoredMessage]:
         """Messages in position order."""
         ...
 
@@ -227,10 +195,7 @@ class MessageLog(Protocol):
         session_id: str,
         kind: str,
         payload: Mapping[str, Any],
-        *,
-        text: str = "",
-        document: str | None = None,
-        at: datetime | None = None,
+        **details: Unpack[EventDetails],
     ) -> Event:
         """Append an event; non-empty `text` is keyword-indexed for retrieval, as
         `document` when given (the text with its context: `store.documents`); a hit
@@ -259,15 +224,7 @@ class FactStore(Protocol):
 
     def get_fact(self, fact_id: str) -> Fact | None: ...
 
-    def list_facts(
-        self,
-        *,
-        scope: str | None = None,
-        conversation_id: str | None = None,
-        roles: Sequence[FactRole] | None = None,
-        include_deleted: bool = False,
-        limit: int | None = None,
-    ) -> list[Fact]:
+    def list_facts(self, **query: Unpack[FactQuery]) -> list[Fact]:
         """Oldest first."""
         ...
 
@@ -357,28 +314,15 @@ class MetaStore(Protocol):
 class InspectorReads(Protocol):
     """What the web inspector's pages read: paged lists, a feed, counters per day."""
 
-    def page_sessions(
-        self, *, query: str = "", namespace: str | None = None, offset: int = 0, limit: int = 50
-    ) -> tuple[list[Session], int]:
-        """One page of sessions, newest activity first, and how many match in all.
-
-        `query` matches (case-insensitively, as a substring) the title, key,
-        namespace, id or index metadata; `namespace` keeps one namespace.
-        """
+    def page_sessions(self, **which: Unpack[SessionPage]) -> tuple[list[Session], int]:
+        """One page of sessions, newest activity first, and how many match in all."""
         ...
 
     def session_namespaces(self) -> list[tuple[str, int]]:
         """(namespace, session count), by name."""
         ...
 
-    def page_facts(
-        self,
-        *,
-        scope: str | None = None,
-        include_deleted: bool = False,
-        offset: int = 0,
-        limit: int = 50,
-    ) -> tuple[list[Fact], int]:
+    def page_facts(self, **which: Unpack[FactPage]) -> tuple[list[Fact], int]:
         """One page of entries, newest first, and how many match in all."""
         ...
 

@@ -16,7 +16,8 @@ from abc import abstractmethod
 from collections.abc import Callable, Collection
 from typing import Any, Unpack
 
-from memlane.store.base import SessionChanges, SessionNotFound, StoreError
+from memlane.store.arguments import SessionChanges, SessionQuery, Usage
+from memlane.store.base import SessionNotFound, StoreError
 from memlane.store.codec import now
 from memlane.store.documents import Doc, session_doc
 from memlane.store.rows import SESSION_COLUMNS, Row, decoded, session_from_row
@@ -125,17 +126,12 @@ class SqlSessions(SqlStore[D]):
             )
         return session_from_row(row) if row else None
 
-    def list_sessions(
-        self,
-        *,
-        namespace: str | None = None,
-        limit: int | None = None,
-        tenant: str | None = "",
-    ) -> list[Session]:
-        where = Where().equal("tenant", tenant).equal("namespace", namespace)
+    def list_sessions(self, **query: Unpack[SessionQuery]) -> list[Session]:
+        where = Where().equal("tenant", query.get("tenant", ""))
+        where.equal("namespace", query.get("namespace"))
         with self._reading() as db:
             order = f"updated_at DESC, {db.seq} DESC"
-            rows = select(db, SESSION_COLUMNS, "sessions", where, order, limit)
+            rows = select(db, SESSION_COLUMNS, "sessions", where, order, query.get("limit"))
         return [session_from_row(r) for r in rows]
 
     def update_session(self, session_id: str, **changes: Unpack[SessionChanges]) -> Session:
@@ -158,23 +154,16 @@ class SqlSessions(SqlStore[D]):
         assert row is not None
         return session_from_row(row)
 
-    def add_usage(
-        self,
-        session_id: str,
-        *,
-        prompt_tokens: int = 0,
-        completion_tokens: int = 0,
-        cost_usd: float = 0.0,
-    ) -> None:
+    def add_usage(self, session_id: str, **usage: Unpack[Usage]) -> None:
         with self._writing() as db:
             update_session_row(
                 db,
                 session_id,
                 "prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, "
                 "cost_usd = cost_usd + ?",
-                prompt_tokens,
-                completion_tokens,
-                cost_usd,
+                usage.get("prompt_tokens", 0),
+                usage.get("completion_tokens", 0),
+                usage.get("cost_usd", 0.0),
             )
 
     def delete_session(self, session_id: str) -> bool:
