@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any, Required, TypedDict
 
 from memlane.types import FactRole
 
@@ -89,6 +89,18 @@ class FactQuery(TypedDict, total=False):
     """Tombstones too (default False)."""
     limit: int | None
     """The first this many (default: all)."""
+
+
+class RareBounds(TypedDict, total=False):
+    """How rare a word `rare_term_hits` follows must be, and how much it may read."""
+
+    max_df: Required[int]
+    """At most this many documents passing the filter hold it."""
+    max_share: float
+    """And at most this share of those documents (default 1.0: no bound)."""
+    limit: int | None
+    """The rarest words only, while their holders together stay within this many
+    (`rare_terms.rarest`; default: every word)."""
 
 
 PAGE_SIZE = 50

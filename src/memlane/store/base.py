@@ -32,6 +32,7 @@ from memlane.store.arguments import (
     FactPage,
     FactQuery,
     MessageQuery,
+    RareBounds,
     SessionChanges,
     SessionPage,
     SessionQuery,
@@ -247,21 +248,13 @@ class SearchIndex(Protocol):
         ...
 
     def rare_term_hits(
-        self,
-        words: Sequence[str],
-        flt: SearchFilter,
-        *,
-        max_df: int,
-        max_share: float = 1.0,
-        limit: int | None = None,
+        self, words: Sequence[str], flt: SearchFilter, **bounds: Unpack[RareBounds]
     ) -> dict[str, list[Hit]]:
-        """For each of `words` (analyser terms, `store.analysis`) that at most `max_df`
-        documents passing `flt` hold (in what the index reads), and at most `max_share` of
-        the documents passing it, the documents among them whose own text says it (what a
-        hit shows: a turn, not its neighbours), oldest first; a word more common than that,
-        or said by none, is left out. With `limit`, the rarest words only, while their
-        holders together stay within it (`rare_terms.rarest`). What entity-aware expansion reads
-        (`engine.retrieval.expand`). A hit's `score` is 0."""
+        """For each of `words` (analyser terms, `store.analysis`) rare enough (`RareBounds`)
+        among the documents passing `flt` (in what the index reads), the documents among
+        them whose own text says it (what a hit shows: a turn, not its neighbours), oldest
+        first; a word more common than that, or said by none, is left out. What
+        entity-aware expansion reads (`engine.retrieval.expand`). A hit's `score` is 0."""
         ...
 
     def put_vectors(

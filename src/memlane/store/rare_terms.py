@@ -13,9 +13,10 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from memlane.store.analysis import might_say, term_set
+from memlane.store.arguments import RareBounds
 from memlane.store.base import SearchFilter
 from memlane.store.rows import Row, hit_from_row
 from memlane.store.sql import D, SqlStore
@@ -52,15 +53,15 @@ class SqlRareTerms(SqlStore[D]):
         and their rows that pass `query.flt`."""
 
     def rare_term_hits(
-        self,
-        words: Sequence[str],
-        flt: SearchFilter,
-        *,
-        max_df: int,
-        max_share: float = 1.0,
-        limit: int | None = None,
+        self, words: Sequence[str], flt: SearchFilter, **bounds: Unpack[RareBounds]
     ) -> dict[str, list[Hit]]:
-        query = RareQuery(tuple(dict.fromkeys(words)), flt, max_df, max_share, limit)
+        query = RareQuery(
+            tuple(dict.fromkeys(words)),
+            flt,
+            bounds["max_df"],
+            bounds.get("max_share", 1.0),
+            bounds.get("limit"),
+        )
         if not query.answerable:
             return {}
         return own_holders(*self._rare_holders(query))
