@@ -12,8 +12,9 @@ from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
+from memlane.store.arguments import EventDetails, MessageQuery
 from memlane.store.base import NewEvent, NewMessage, SessionNotFound, StoreError, SyncResult
 from memlane.store.codec import now
 from memlane.store.documents import Doc
@@ -172,24 +173,17 @@ class SqlMessageLog(SqlStore[D]):
                 return []
             return self._append(db, history, messages, hashes)
 
-    def list_messages(
-        self,
-        session_id: str,
-        *,
-        transcript_only: bool = False,
-        include_superseded: bool = False,
-        since_position: int = 0,
-    ) -> list[StoredMessage]:
-        status = "" if include_superseded else " AND status != 'superseded'"
+    def list_messages(self, session_id: str, **query: Unpack[MessageQuery]) -> list[StoredMessage]:
+        status = "" if query.get("include_superseded", False) else " AND status != 'superseded'"
         with self._reading() as db:
             rows = db.all(
                 f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? "
                 f"AND position >= ?{status} ORDER BY position",
                 session_id,
-                since_position,
+                query.get("since_position", 0),
             )
         messages = [message_from_row(r) for r in rows]
-        return [m for m in messages if m.transcript] if transcript_only else messages
+        return [m for m in messages if m.transcript] if query.get("transcript_only") else messages
 
     def set_message_status(self, message_id: int, status: str) -> None:
         check_status(status)
@@ -206,12 +200,9 @@ class SqlMessageLog(SqlStore[D]):
         session_id: str,
         kind: str,
         payload: Mapping[str, Any],
-        *,
-        text: str = "",
-        document: str | None = None,
-        at: datetime | None = None,
+        **details: Unpack[EventDetails],
     ) -> Event:
-        return self.add_events(session_id, [NewEvent(kind, payload, text, document, at)])[0]
+        return self.add_events(session_id, [NewEvent(kind, payload, **details)])[0]
 
     def add_events(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
         stamp = now()
