@@ -8,7 +8,7 @@ from memlane.engine import scaffold, threads, turnlog
 from memlane.engine.failopen import best_effort
 from memlane.engine.governance import govern_turn
 from memlane.engine.memory.ingest import schedule_ingest
-from memlane.engine.memory.recall import recall_for_turn
+from memlane.engine.memory.recall import recall_for_turn, search_ahead
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import history
 from memlane.engine.sessions.children import open_session
@@ -36,6 +36,7 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
     The session's earlier answers are stored first (`engine.turnorder`).
     """
     await rt.turn_order.settled(turn.key)
+    ahead = None
     if has_references(turn.messages):
         await threads.to_thread(store_incoming, rt, turn)
         resolved = await resolve_references(rt, turn, list(turn.messages))
@@ -44,14 +45,21 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
         messages = await best_effort(
             rt, turn, "scaffold", scaffold.add_state_block(rt, turn, resolved), resolved
         )
-    else:  # the references stage has nothing to do: one thread hop stores and scaffolds
-        messages = await threads.to_thread(store_and_scaffold, rt, turn)
+    else:  # the references stage has nothing to do: one thread hop stores and scaffolds,
+        # while recall searches what earlier turns stored in another
+        ahead = search_ahead(rt, turn)
+        try:
+            messages = await threads.to_thread(store_and_scaffold, rt, turn)
+        except BaseException:
+            if ahead is not None:
+                ahead.cancel()
+            raise
     messages = await best_effort(rt, turn, "governance", govern_turn(rt, turn, messages), messages)
     recalled = await best_effort(
         rt,
         turn,
         "recall",
-        recall_for_turn(rt, turn, messages),
+        recall_for_turn(rt, turn, messages, ahead),
         messages,
         deadline_ms=rt.settings.recall_deadline_ms,
     )

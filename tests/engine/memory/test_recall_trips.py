@@ -7,6 +7,7 @@ the conversation's summary are all read in the same one.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -14,13 +15,14 @@ from typing import Any
 
 import pytest
 
-from memlane.engine import threads
+from memlane.engine import pipeline, threads
+from memlane.engine.memory import recall as recall_module
 from memlane.engine.memory import scopes
 from memlane.engine.memory.recall import recall, recall_for_turn
 from memlane.engine.memory.summary import SUMMARY_KIND, summary_id
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.children import open_session
-from memlane.engine.turn import Turn
+from memlane.engine.turn import Forward, Turn
 from memlane.types import Fact, Message, Session
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -91,3 +93,32 @@ async def test_an_operator_search_is_one_trip_too(rt: Runtime, trips: list[str])
         "We chose PostgreSQL for the ledger service",
     }
     assert len(trips) == 1, trips
+
+
+async def test_the_recall_search_runs_while_the_turn_is_stored(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's write waits for the search to start: were they one after the other, it
+    would wait in vain."""
+    remembered(rt)
+    searching = threading.Event()
+    store, rank = pipeline.store_and_scaffold, recall_module.ranked
+
+    def store_once_searching(rt: Runtime, turn: Turn) -> list[Message]:
+        assert searching.wait(10), "the recall search did not run beside the store's write"
+        return store(rt, turn)
+
+    def ranked(rt: Runtime, asked: Any) -> Any:
+        searching.set()
+        return rank(rt, asked)
+
+    monkeypatch.setattr(pipeline, "store_and_scaffold", store_once_searching)
+    monkeypatch.setattr(recall_module, "ranked", ranked)
+    question = Message("user", "Which database does the ledger service use?")
+    turn = Turn(key="key-1", namespace="", model="m", wire="chat", messages=[question])
+    prepared = await pipeline.prepare(rt, turn)
+
+    assert isinstance(prepared, Forward)
+    block = next(m.text for m in prepared.messages if m.origin == "recall")
+    assert "The ledger service runs on PostgreSQL" in block
+    assert "Building the ledger service." in block  # the summary of the stored session

@@ -46,6 +46,7 @@ its conversation: another conversation of the namespace gets the fact alone).
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -105,8 +106,53 @@ class Recalled:
         return f"{self.role}, {versions.interval(fact)}" if self.dated else self.role
 
 
-async def recall_for_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
-    """The request's messages with recalled memories injected (or unchanged)."""
+def search_ahead(rt: Runtime, turn: Turn) -> asyncio.Task[Ahead] | None:
+    """The turn's recall search, started while the turn is being stored (None: not now).
+
+    It reads only what earlier turns stored (the turn's own text is not a memory yet),
+    so it runs beside the store's write in another worker thread; its hits are
+    checked against the request once the scaffold and governance have shaped it
+    (`recall_for_turn`). Not with a reranker (an async call) nor in `trimmed` mode
+    (whether to recall depends on governance).
+    """
+    settings = rt.settings
+    query = turn.user_text
+    if not settings.memory_enabled or settings.memory_mode == "trimmed" or not query.strip():
+        return None
+    if reranking(rt):
+        return None
+    exclude = {m.text.strip() for m in turn.messages if m.text}
+
+    def search_now() -> Ahead:
+        session = None if turn.ephemeral else rt.store.find_session(turn.key, tenant=turn.tenant)
+        session_id = session.id if session is not None else None
+        wanted = scopes.recall_scopes(settings, session_id, turn.namespace, turn.tenant)
+        asked = _asked(rt, query, wanted, exclude, None, session_id)
+        return Ahead(wanted, ranked(rt, asked.query) if asked.query else [])
+
+    task = asyncio.ensure_future(threads.to_thread(search_now))
+    task.add_done_callback(_retrieved)  # a turn that fails before recall never awaits it
+    return task
+
+
+@dataclass(frozen=True, slots=True)
+class Ahead:
+    """A search run ahead of the turn's recall stage: where it looked, what it found."""
+
+    scopes: Sequence[str]
+    hits: list[Candidate]
+
+
+def _retrieved(task: asyncio.Task[Ahead]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+async def recall_for_turn(
+    rt: Runtime, turn: Turn, messages: list[Message], ahead: asyncio.Task[Ahead] | None = None
+) -> list[Message]:
+    """The request's messages with recalled memories injected (or unchanged); `ahead`: the
+    search `search_ahead` started for this turn."""
     settings = rt.settings
     if not settings.memory_enabled:
         return messages
@@ -116,13 +162,24 @@ async def recall_for_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> l
     if not query.strip():
         return messages
     session_id = turn.session.id if turn.session is not None else None
-    found, summary = await recall_with_summary(
-        rt,
-        query,
-        scopes=scopes.recall_scopes(settings, session_id, turn.namespace, turn.tenant),
-        exclude={m.text.strip() for m in messages if m.text},
-        session_id=session_id,
-    )
+    exclude = {m.text.strip() for m in messages if m.text}
+    if ahead is not None:
+        searched = await ahead
+        asked = _asked(rt, query, searched.scopes, exclude, None, session_id)
+
+        def chosen() -> tuple[list[Recalled], str]:
+            found = _recalled(rt, asked, searched.hits)
+            return found, _summary(rt, session_id) if found and session_id else ""
+
+        found, summary = await threads.to_thread(chosen)
+    else:
+        found, summary = await recall_with_summary(
+            rt,
+            query,
+            scopes=scopes.recall_scopes(settings, session_id, turn.namespace, turn.tenant),
+            exclude=exclude,
+            session_id=session_id,
+        )
     if not found:
         return messages
     turn.recalled = tuple(
