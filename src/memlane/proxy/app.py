@@ -12,7 +12,6 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any, cast, get_args
 
-import httpx
 from fastapi import APIRouter, Depends, FastAPI, Request
 from starlette.responses import Response
 
@@ -25,7 +24,7 @@ from memlane.files import admin_token
 from memlane.proxy import admin, governance_routes, messages, sessions_routes, status
 from memlane.proxy.access import AccessLog
 from memlane.proxy.errors import ProxyError, install_handlers
-from memlane.proxy.forward import Upstream, relayed_headers
+from memlane.proxy.forward import Upstream, UpstreamError, relayed_headers
 from memlane.proxy.guard import Guard
 from memlane.proxy.state import ProxyState, WorkerInfo, proxy_state
 from memlane.proxy.status import publish_activity
@@ -63,7 +62,6 @@ def create_app(
     settings: Settings,
     *,
     runtime: Runtime | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
     worker: WorkerInfo | None = None,
 ) -> FastAPI:
     @contextlib.asynccontextmanager
@@ -80,8 +78,8 @@ def create_app(
         if rt.primary:  # said once, however many workers serve
             for warning in startup_warnings(settings):
                 log.warning("%s", warning)
-        upstream = Upstream(settings, transport=transport)
-        anthropic = Upstream(settings, transport=transport, provider="anthropic")
+        upstream = Upstream(settings)
+        anthropic = Upstream(settings, provider="anthropic")
         configured = settings.admin_token.get_secret_value() if settings.admin_token else None
         token = await asyncio.to_thread(admin_token.ensure, settings.home_path, configured)
         salt = await asyncio.to_thread(_salt, rt) if settings.credential_tenancy else None
@@ -219,16 +217,13 @@ async def pass_through(state: ProxyState, request: Request, path: str) -> Respon
     if request.url.query:
         url += "?" + request.url.query
     try:
-        upstream = await state.upstream.client.request(
-            request.method,
-            url,
-            content=body,
-            headers=state.upstream.headers(request.headers.items()),
+        upstream = await state.upstream.send(
+            request.method, url, body, state.upstream.headers(request.headers.raw)
         )
-    except httpx.HTTPError as exc:
+    except UpstreamError as exc:
         raise ProxyError(
             502,
-            f"the upstream at {state.upstream.base} could not be reached ({type(exc).__name__})",
+            f"the upstream at {state.upstream.base} could not be reached ({exc.reason})",
             type="upstream_error",
             code="upstream_unavailable",
         ) from None

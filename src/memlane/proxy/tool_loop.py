@@ -30,7 +30,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from starlette.responses import Response
 
 from memlane.engine import threads
@@ -39,7 +38,7 @@ from memlane.engine.turn import Answer, Turn
 from memlane.engine.turnlog import turn_cost
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
-from memlane.proxy.forward import Upstream
+from memlane.proxy.forward import Upstream, UpstreamError, UpstreamResponse
 from memlane.proxy.relay import Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
 from memlane.proxy.tool_wire import TOOL_WIRES, ToolWire, strip_events, with_tools
@@ -99,7 +98,7 @@ class ToolLoop:
     specs: tuple[ToolSpec, ...]
     upstream: Upstream
     url: str
-    headers: httpx.Headers
+    headers: dict[str, str]
     rounds: int = 0
     names: frozenset[str] = field(init=False)
 
@@ -243,7 +242,7 @@ class ToolLoop:
     def limit_answer(self) -> str:
         return LIMIT_ANSWER.format(rounds=self.rounds)
 
-    async def send(self, messages: list[Message], *, stream: bool) -> httpx.Response | Response:
+    async def send(self, messages: list[Message], *, stream: bool) -> UpstreamResponse | Response:
         """One round's request upstream, or the client's error when it failed
         (`turns.send_upstream`)."""
         from memlane.proxy.turns import send_upstream
@@ -319,7 +318,7 @@ class ToolLoop:
             try:
                 with threads.TRAFFIC.waiting():
                     kind = await read.until_known()
-            except httpx.HTTPError as exc:
+            except UpstreamError as exc:
                 await upstream.aclose()
                 await _fail(state, turn)
                 raise transport_error(state, self.upstream, exc) from None
@@ -327,7 +326,7 @@ class ToolLoop:
                 return self.relay_final(upstream, read, headers)
             try:
                 await read.to_end()
-            except httpx.HTTPError as exc:
+            except UpstreamError as exc:
                 await _fail(state, turn)
                 raise transport_error(state, self.upstream, exc) from None
             finally:
@@ -351,7 +350,7 @@ class ToolLoop:
             messages = [*messages, *answer.messages, *results]
 
     def relay_final(
-        self, upstream: httpx.Response, read: _Round, headers: Mapping[str, str]
+        self, upstream: UpstreamResponse, read: _Round, headers: Mapping[str, str]
     ) -> Response:
         """A round that started with text, relayed as it arrives. A call to memlane's tools
         later in it is taken out of what the client sees (it cannot answer it); memlane
