@@ -24,11 +24,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from typing import Any
 
 import anyio
-import httpx
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from memlane.engine.threads import TRAFFIC
+from memlane.proxy.forward import UpstreamError, UpstreamResponse, UpstreamTimeout
 from memlane.proxy.wire.base import StreamAssembler
 from memlane.text.sse import SSEDecoder, encode
 
@@ -53,7 +53,7 @@ Rewrite = Callable[[list[Event]], list[Event]]
 class RelayResponse(Response):
     def __init__(
         self,
-        upstream: httpx.Response,
+        upstream: UpstreamResponse,
         assembler: StreamAssembler,
         *,
         settle: Settle,
@@ -131,8 +131,8 @@ class RelayResponse(Response):
                     await self._hold()
                 if chunk:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        except httpx.HTTPError as exc:
-            reason = "timed out" if isinstance(exc, httpx.TimeoutException) else "broke off"
+        except UpstreamError as exc:
+            reason = "timed out" if isinstance(exc, UpstreamTimeout) else "broke off"
             frame = self.error_frame(f"the upstream stream {reason} before the answer was complete")
             await self._settle(Outcome.CUT)  # the failure is recorded before the client hears of it
             await send({"type": "http.response.body", "body": frame, "more_body": True})

@@ -29,7 +29,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from starlette.responses import Response
 
 from memlane.engine import threads
@@ -38,7 +37,7 @@ from memlane.engine.turn import Answer, Turn
 from memlane.engine.turnlog import turn_cost
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
-from memlane.proxy.forward import Upstream
+from memlane.proxy.forward import Upstream, UpstreamError, UpstreamResponse
 from memlane.proxy.relay import Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
 from memlane.proxy.tool_rounds import StreamedRound, WholeRound
@@ -99,7 +98,7 @@ class ToolLoop:
     specs: tuple[ToolSpec, ...]
     upstream: Upstream
     url: str
-    headers: httpx.Headers
+    headers: dict[str, str]
     rounds: int = 0
     names: frozenset[str] = field(init=False)
 
@@ -243,7 +242,7 @@ class ToolLoop:
     def limit_answer(self) -> str:
         return LIMIT_ANSWER.format(rounds=self.rounds)
 
-    async def send(self, messages: list[Message], *, stream: bool) -> httpx.Response | Response:
+    async def send(self, messages: list[Message], *, stream: bool) -> UpstreamResponse | Response:
         """One round's request upstream, or the client's error when it failed
         (`turns.send_upstream`)."""
         from memlane.proxy.turns import send_upstream
@@ -294,13 +293,13 @@ class ToolLoop:
             results = await self.run_calls(ours, answer)
             messages = [*messages, *answer.messages, *results]
 
-    def read_whole(self, upstream: httpx.Response) -> WholeRound:
+    def read_whole(self, upstream: UpstreamResponse) -> WholeRound:
         from memlane.proxy.turns import _response_headers
 
         headers = _response_headers(self.turn, upstream.headers)
         return WholeRound(self.adapter, self.wire, upstream.content, upstream.status_code, headers)
 
-    async def read_stream(self, upstream: httpx.Response) -> StreamedRound | Response:
+    async def read_stream(self, upstream: UpstreamResponse) -> StreamedRound | Response:
         """The round read to its end, or, when it starts with text, relayed from there on."""
         from memlane.proxy.turns import _fail, _response_headers, transport_error
 
@@ -311,7 +310,7 @@ class ToolLoop:
         try:
             with threads.TRAFFIC.waiting():
                 kind = await read.until_known()
-        except httpx.HTTPError as exc:
+        except UpstreamError as exc:
             await upstream.aclose()
             await _fail(self.state, self.turn)
             raise transport_error(self.state, self.upstream, exc) from None
@@ -319,7 +318,7 @@ class ToolLoop:
             return self.relay_final(upstream, read, headers)
         try:
             await read.to_end()
-        except httpx.HTTPError as exc:
+        except UpstreamError as exc:
             await _fail(self.state, self.turn)
             raise transport_error(self.state, self.upstream, exc) from None
         finally:
@@ -343,7 +342,7 @@ class ToolLoop:
         return direct_response(self.adapter.wire, self.parsed.model, text, stream=stream)
 
     def relay_final(
-        self, upstream: httpx.Response, read: StreamedRound, headers: Mapping[str, str]
+        self, upstream: UpstreamResponse, read: StreamedRound, headers: Mapping[str, str]
     ) -> Response:
         """A round that started with text, relayed as it arrives. A call to memlane's tools
         later in it is taken out of what the client sees (it cannot answer it); memlane

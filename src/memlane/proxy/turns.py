@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
-import httpx
 from fastapi import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -37,7 +36,13 @@ from memlane.proxy import headers as h
 from memlane.proxy.access import SESSION_STATE
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
-from memlane.proxy.forward import Upstream, relayed_headers
+from memlane.proxy.forward import (
+    Upstream,
+    UpstreamError,
+    UpstreamResponse,
+    UpstreamTimeout,
+    relayed_headers,
+)
 from memlane.proxy.identity import IdentityError, client_name, resolve
 from memlane.proxy.relay import Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
@@ -199,7 +204,7 @@ async def _serve(
     outgoing = prepared.messages
     if turn.session is not None:
         setattr(request.state, SESSION_STATE, turn.session.id)  # for the access line
-    headers = upstream.headers(request.headers.items())
+    headers = upstream.headers(request.headers.raw)
     headers.setdefault("content-type", "application/json")
     url = upstream_url(upstream, adapter, request)
     if tools:  # memlane's own tools: offered upstream, its calls answered here
@@ -220,7 +225,7 @@ class Call:
     upstream: Upstream
     url: str
     payload: bytes
-    headers: httpx.Headers
+    headers: dict[str, str]
 
 
 PREVIOUS_RESPONSE = "previous_response_id"
@@ -284,8 +289,8 @@ async def _fail(state: ProxyState, turn: Turn) -> None:
         log.exception("recording a failed turn failed")
 
 
-def transport_error(state: ProxyState, upstream: Upstream, exc: httpx.HTTPError) -> ProxyError:
-    if isinstance(exc, httpx.TimeoutException):
+def transport_error(state: ProxyState, upstream: Upstream, exc: UpstreamError) -> ProxyError:
+    if isinstance(exc, UpstreamTimeout):
         return ProxyError(
             504,
             f"the upstream did not answer within {state.settings.upstream_timeout:g} s",
@@ -294,7 +299,7 @@ def transport_error(state: ProxyState, upstream: Upstream, exc: httpx.HTTPError)
         )
     return ProxyError(
         502,
-        f"the upstream at {upstream.base} could not be reached or broke off ({type(exc).__name__})",
+        f"the upstream at {upstream.base} could not be reached or broke off ({exc.reason})",
         type="upstream_error",
         code="upstream_unavailable",
     )
@@ -396,23 +401,21 @@ async def send_upstream(
     headers: Mapping[str, str],
     *,
     stream: bool,
-) -> httpx.Response | Response:
+) -> UpstreamResponse | Response:
     """The upstream's answer (open, when `stream`: read it as it comes, then close it); or,
     when it refused, the error the client gets in its own wire format (the turn marked
     failed, a context window it names learned)."""
-    client = upstream.client
-    request = client.build_request("POST", url, content=content, headers=headers)
     try:
         with TRAFFIC.waiting():
-            sent = await client.send(request, stream=stream)
-    except httpx.HTTPError as exc:
+            sent = await upstream.send("POST", url, content, headers, stream=stream)
+    except UpstreamError as exc:
         await _fail(state, turn)
         raise transport_error(state, upstream, exc) from None
     if sent.status_code < 400:
         return sent
     try:
-        body = await sent.aread()
-    except httpx.HTTPError:
+        body = await sent.aread() if stream else sent.content
+    except UpstreamError:
         body = b""
     finally:
         await sent.aclose()
