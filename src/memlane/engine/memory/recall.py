@@ -284,7 +284,9 @@ def _asked(
     summaries = settings.memory_session_summaries
     kinds: tuple[DocKind, ...] = ("fact", "session") if summaries else ("fact",)
     extra = min(len(skip), k) + (summaries and session_id is not None)
-    searched = Query.of(rt, query, scopes, kinds, top_k=k + extra, as_of=as_of, superseded=change)
+    searched = Query.of(
+        rt, query, scopes, kinds=kinds, top_k=k + extra, as_of=as_of, superseded=change
+    )
     return _Asked(searched, k, skip, scopes, session_id, change or as_of is not None)
 
 

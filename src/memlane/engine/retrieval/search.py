@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, TypedDict, Unpack
 
 from memlane.engine import threads
 from memlane.engine.retrieval.candidates import Candidate, from_hits
@@ -64,22 +64,28 @@ FUSION: FusionMethod = "score"
 log = logging.getLogger("memlane.retrieval")
 
 
+class Terms(TypedDict, total=False):
+    """What narrows a search besides its scopes (the module docstring says each)."""
+
+    kinds: tuple[DocKind, ...]
+    roles: tuple[FactRole, ...] | None
+    session_id: str | None
+    top_k: int | None
+    now: datetime | None
+    as_of: datetime | None
+    superseded: bool
+
+
 async def search(
     rt: Runtime,
     query: str,
     *,
     scopes: Sequence[str] | None,
-    kinds: tuple[DocKind, ...] = ("fact",),
-    roles: tuple[FactRole, ...] | None = RECALL_ROLES,
-    session_id: str | None = None,
-    top_k: int | None = None,
     method: Method = "memlane",
-    now: datetime | None = None,
-    as_of: datetime | None = None,
-    superseded: bool = False,
+    **terms: Unpack[Terms],
 ) -> list[Candidate]:
     """Ranked memories for `query`; empty for an empty query or an empty scope list."""
-    asked = Query.of(rt, query, scopes, kinds, roles, session_id, top_k, now, as_of, superseded)
+    asked = Query.of(rt, query, scopes, **terms)
     if asked is None:
         return []
     if method != "memlane":
@@ -109,31 +115,23 @@ class Query:
 
     @classmethod
     def of(
-        cls,
-        rt: Runtime,
-        query: str,
-        scopes: Sequence[str] | None,
-        kinds: tuple[DocKind, ...] = ("fact",),
-        roles: tuple[FactRole, ...] | None = RECALL_ROLES,
-        session_id: str | None = None,
-        top_k: int | None = None,
-        now: datetime | None = None,
-        as_of: datetime | None = None,
-        superseded: bool = False,
+        cls, rt: Runtime, query: str, scopes: Sequence[str] | None, **terms: Unpack[Terms]
     ) -> Query | None:
         """None when there is nothing to search: an empty query or an empty scope list."""
         if not query.strip() or (scopes is not None and not scopes):
             return None
         settings = rt.settings
-        k = top_k or settings.memory_top_k
+        k = terms.get("top_k") or settings.memory_top_k
+        as_of = terms.get("as_of")
         flt = SearchFilter(
-            kinds=kinds,
+            kinds=terms.get("kinds", ("fact",)),
             scopes=tuple(scopes) if scopes is not None else None,
-            session_id=session_id,
-            fact_roles=roles,
-            valid_at=None if superseded else (as_of or datetime.now(UTC)),
+            session_id=terms.get("session_id"),
+            fact_roles=terms.get("roles", RECALL_ROLES),
+            valid_at=None if terms.get("superseded") else (as_of or datetime.now(UTC)),
         )
-        return cls(query, flt, k, k * settings.memory_candidates_factor, now or datetime.now(UTC))
+        now = terms.get("now") or datetime.now(UTC)
+        return cls(query, flt, k, k * settings.memory_candidates_factor, now)
 
 
 def ranked(rt: Runtime, asked: Query) -> list[Candidate]:
