@@ -163,23 +163,26 @@ async def recall_for_turn(
         return messages
     session_id = turn.session.id if turn.session is not None else None
     exclude = {m.text.strip() for m in messages if m.text}
-    if ahead is not None:
-        searched = await ahead
-        asked = _asked(rt, query, searched.scopes, exclude, None, session_id)
+    wanted = scopes.recall_scopes(settings, session_id, turn.namespace, turn.tenant)
+    if ahead is None and reranking(rt):  # the reranker's call is async: a trip per stage
+        found = await recall(rt, query, scopes=wanted, exclude=exclude, session_id=session_id)
+        summary = await conversation_summary(rt, session_id) if found and session_id else ""
+    else:
+        searched = await ahead if ahead is not None else None
 
         def chosen() -> tuple[list[Recalled], str]:
-            found = _recalled(rt, asked, searched.hits)
+            """One trip to a worker thread (each costs a wake-up and the GIL on the way
+            back): the search unless it ran ahead, the entries found, the summary."""
+            if searched is not None:
+                asked = _asked(rt, query, searched.scopes, exclude, None, session_id)
+                hits = searched.hits
+            else:
+                asked = _asked(rt, query, wanted, exclude, None, session_id)
+                hits = ranked(rt, asked.query) if asked.query else []
+            found = _recalled(rt, asked, hits)
             return found, _summary(rt, session_id) if found and session_id else ""
 
         found, summary = await threads.to_thread(chosen)
-    else:
-        found, summary = await recall_with_summary(
-            rt,
-            query,
-            scopes=scopes.recall_scopes(settings, session_id, turn.namespace, turn.tenant),
-            exclude=exclude,
-            session_id=session_id,
-        )
     if not found:
         return messages
     turn.recalled = tuple(
@@ -194,33 +197,6 @@ async def recall_for_turn(
         for r in found
     )
     return inject(messages, render(found, summary))
-
-
-async def recall_with_summary(
-    rt: Runtime,
-    query: str,
-    *,
-    scopes: Sequence[str] | None,
-    exclude: set[str] | None = None,
-    session_id: str | None = None,
-) -> tuple[list[Recalled], str]:
-    """`recall`, and the asking conversation's summary when something was recalled.
-
-    In front of a request, so with no reranker configured the search, the entries it
-    found and the summary are read in one trip to a worker thread (each trip costs a
-    thread wake-up and the GIL on the way back)."""
-    if reranking(rt):
-        found = await recall(rt, query, scopes=scopes, exclude=exclude, session_id=session_id)
-        summary = await conversation_summary(rt, session_id) if found and session_id else ""
-        return found, summary
-
-    def now() -> tuple[list[Recalled], str]:
-        asked = _asked(rt, query, scopes, exclude, None, session_id)
-        found = _recalled(rt, asked, ranked(rt, asked.query) if asked.query else [])
-        summary = _summary(rt, session_id) if found and session_id else ""
-        return found, summary
-
-    return await threads.to_thread(now)
 
 
 async def recall(
