@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memlane.proxy.wire as wire
-from memlane.proxy.tool_loop import _Round
+from memlane.proxy.tool_rounds import StreamedRound
 from memlane.proxy.tool_wire import TOOL_WIRES
 from memlane.proxy.wire.base import WireAdapter
 from memlane.text.sse import SSEDecoder
@@ -202,7 +202,7 @@ def _strip(adapter: WireAdapter, events: list[tuple[str | None, str]]) -> None:
     """What the tool loop does with a round: read it until its kind is known (the first
     output), then take memlane's calls out of it event by event."""
     tools = TOOL_WIRES[adapter.wire]
-    rounds = _Round(adapter.assembler(), tools, _no_chunks())
+    rounds = StreamedRound(adapter, tools, _no_chunks())
     rounds._feed(events)
     assert rounds.kind in (None, "text", "tool")
     stripper = tools.stripper(OURS)

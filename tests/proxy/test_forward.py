@@ -1,51 +1,183 @@
-"""The upstream clients: requests take the pools in turn; an injected transport gets one;
-shared by every user of the proxy, they carry nobody's state."""
+"""The upstream client: shared by every user of the proxy, it carries nobody's state; it
+reuses its connections; it forwards the client's header bytes; a streamed answer comes as
+it arrives; a dead or silent upstream is an `UpstreamError` that says which."""
 
 from __future__ import annotations
 
-import httpx
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
 
 from memlane.config import Settings
-from memlane.proxy.forward import POOL_SHARDS, Upstream
+from memlane.proxy.forward import Upstream, UpstreamError, UpstreamTimeout, relayed_headers
+from tests.support.loopback import Served, loopback_socket, serve
 
 
-async def test_requests_take_the_pools_in_turn_and_all_are_closed(settings: Settings) -> None:
-    upstream = Upstream(settings)
-    taken = [upstream.client for _ in range(2 * POOL_SHARDS)]
-    assert len({id(client) for client in taken}) == POOL_SHARDS
-    assert taken[:POOL_SHARDS] == taken[POOL_SHARDS:]
-    await upstream.aclose()
-    assert all(client.is_closed for client in taken)
+class Recorder:
+    """A loopback server that sets a cookie on every answer and records what it was sent."""
+
+    def __init__(self) -> None:
+        self.cookies: list[str | None] = []
+        self.peers: list[int] = []
+        self.headers: list[list[tuple[bytes, bytes]]] = []
+        self.released = threading.Event()
+        self.app = Starlette(
+            routes=[
+                Route("/v1/echo", self.echo, methods=["POST", "GET"]),
+                Route("/v1/slow", self.slow, methods=["POST"]),
+                Route("/v1/stream", self.stream, methods=["POST"]),
+            ]
+        )
+
+    async def echo(self, request: Request) -> Response:
+        self.cookies.append(request.headers.get("cookie"))
+        self.peers.append(request.client.port if request.client else 0)
+        self.headers.append(list(request.headers.raw))
+        body = await request.body()
+        response = JSONResponse({"got": body.decode()})
+        response.set_cookie("session", "alice")
+        return response
+
+    async def slow(self, request: Request) -> Response:
+        await asyncio.sleep(1)
+        return JSONResponse({})
+
+    async def stream(self, request: Request) -> Response:
+        async def events() -> AsyncIterator[bytes]:
+            yield b"data: 0\n\n"
+            await asyncio.to_thread(self.released.wait, 10)  # the rest once the client read it
+            yield b"data: 1\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
 
 
-async def test_an_injected_transport_serves_every_request(settings: Settings) -> None:
-    seen: list[str] = []
+@pytest.fixture
+def recorder() -> Iterator[tuple[Recorder, str]]:
+    server = Recorder()
+    served: Served = serve(
+        uvicorn.Config(server.app, log_level="warning", lifespan="off"), name="recorder"
+    )
+    try:
+        yield server, f"http://127.0.0.1:{served.port}/v1"
+    finally:
+        served.stop(5)
 
-    def answer(request: httpx.Request) -> httpx.Response:
-        seen.append(request.url.path)
-        return httpx.Response(200, json={"data": []})
 
-    upstream = Upstream(settings, transport=httpx.MockTransport(answer))
-    assert upstream.client is upstream.client
-    response = await upstream.client.get(upstream.url("/models"))
-    assert response.json() == {"data": []}
-    assert seen == [httpx.URL(upstream.url("/models")).path]
-    await upstream.aclose()
+def upstream_at(settings: Settings, url: str, **changes: object) -> Upstream:
+    return Upstream(settings.model_copy(update={"upstream_url": url, **changes}))
 
 
 async def test_cookies_set_by_the_upstream_never_travel_with_the_next_request(
-    settings: Settings,
+    settings: Settings, recorder: tuple[Recorder, str]
 ) -> None:
-    seen: list[str | None] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request.headers.get("cookie"))
-        return httpx.Response(200, headers={"set-cookie": "session=alice; Path=/"}, json={})
-
-    upstream = Upstream(settings, transport=httpx.MockTransport(handler))
+    server, url = recorder
+    upstream = upstream_at(settings, url)
     try:
         for _ in range(2):
-            await upstream.client.post(upstream.url("/chat/completions"), json={})
+            answer = await upstream.send("POST", upstream.url("/echo"), b"{}", {})
+            assert answer.status_code == 200
     finally:
         await upstream.aclose()
-    assert seen == [None, None]
+    assert server.cookies == [None, None]
+
+
+async def test_one_connection_serves_requests_in_turn(
+    settings: Settings, recorder: tuple[Recorder, str]
+) -> None:
+    server, url = recorder
+    upstream = upstream_at(settings, url)
+    try:
+        for n in range(3):
+            answer = await upstream.send("POST", upstream.url("/echo"), f'"{n}"'.encode(), {})
+            assert answer.content == f'{{"got":"\\"{n}\\""}}'.encode()
+    finally:
+        await upstream.aclose()
+    assert len(set(server.peers)) == 1
+
+
+async def test_client_header_bytes_go_upstream_as_sent_and_memlane_s_own_stay_here(
+    settings: Settings, recorder: tuple[Recorder, str]
+) -> None:
+    server, url = recorder
+    upstream = upstream_at(settings, url)
+    incoming = [
+        (b"authorization", b"Bearer sk-client"),
+        (b"x-title", "fix — now".encode()),
+        (b"x-odd", b"caf\xe9"),  # not UTF-8: replaced, never refused
+        (b"x-memlane-session", b"mine"),
+        (b"host", b"127.0.0.1:1"),
+    ]
+    try:
+        await upstream.send("POST", upstream.url("/echo"), b"{}", upstream.headers(incoming))
+    finally:
+        await upstream.aclose()
+    sent = dict(server.headers[0])
+    assert sent[b"authorization"] == b"Bearer sk-client"
+    assert sent[b"x-title"] == "fix — now".encode()
+    assert sent[b"x-odd"] == "caf\ufffd".encode()
+    assert b"x-memlane-session" not in sent
+    assert sent[b"host"] != b"127.0.0.1:1"
+    assert sent[b"accept-encoding"] == b"identity"
+    assert b"memlane-" in sent[b"via"]
+
+
+async def test_a_streamed_answer_is_read_as_it_arrives(
+    settings: Settings, recorder: tuple[Recorder, str]
+) -> None:
+    server, url = recorder
+    upstream = upstream_at(settings, url)
+    try:
+        answer = await upstream.send("POST", upstream.url("/stream"), b"{}", {}, stream=True)
+        chunks = answer.aiter_bytes()
+        assert await anext(chunks) == b"data: 0\n\n"  # before the upstream sent the rest
+        server.released.set()
+        assert [chunk async for chunk in chunks] == [b"data: 1\n\n"]
+        await answer.aclose()
+    finally:
+        server.released.set()
+        await upstream.aclose()
+
+
+async def test_a_silent_upstream_is_a_timeout_and_a_dead_one_an_error(
+    settings: Settings, recorder: tuple[Recorder, str]
+) -> None:
+    _, url = recorder
+    upstream = upstream_at(settings, url, upstream_timeout=0.3)
+    try:
+        with pytest.raises(UpstreamTimeout):
+            await upstream.send("POST", upstream.url("/slow"), b"{}", {})
+    finally:
+        await upstream.aclose()
+    with loopback_socket() as sock:  # bound, not listening: the connection is refused
+        port = sock.getsockname()[1]
+        dead = upstream_at(settings, f"http://127.0.0.1:{port}/v1")
+        try:
+            with pytest.raises(UpstreamError) as refused:
+                await dead.send("POST", dead.url("/echo"), b"{}", {})
+        finally:
+            await dead.aclose()
+    assert not isinstance(refused.value, UpstreamTimeout)
+    assert refused.value.reason
+
+
+def test_relayed_headers_drop_per_connection_ones_and_keep_the_upstream_s_bytes() -> None:
+    upstream = {
+        "content-type": "application/json",
+        "content-length": "12",
+        "x-request-id": "req_1",
+        "x-note": "caf\udce9",  # how an HTTP parser hands on a byte that is not UTF-8
+    }
+    relayed = relayed_headers(upstream)
+    assert relayed == {
+        "content-type": "application/json",
+        "x-request-id": "req_1",
+        "x-note": "caf\xe9",
+    }
+    assert relayed["x-note"].encode("latin-1") == b"caf\xe9"

@@ -138,6 +138,17 @@ def transcript(store: PostgresStore, key: str) -> list[tuple[str, str]]:
     ]
 
 
+def transcript_becomes(
+    store: PostgresStore, key: str, want: list[tuple[str, str]], seconds: float = 5.0
+) -> list[tuple[str, str]]:
+    """The session's transcript once it is `want`, or as it is after `seconds`: a replica
+    stores an answer just after its client has it."""
+    deadline = time.monotonic() + seconds
+    while (found := transcript(store, key)) != want and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return found
+
+
 def expected(key: str, turns: int) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for turn in range(turns):
@@ -164,7 +175,7 @@ def test_two_replicas_store_every_turn_once_in_order(
 
     for index in range(SESSIONS):
         key = f"replica-session-{index}"
-        assert transcript(pg_store, key) == expected(key, TURNS), key
+        assert transcript_becomes(pg_store, key, expected(key, TURNS)) == expected(key, TURNS)
         session = pg_store.find_session(key)
         assert session is not None
         client_items = [
@@ -218,7 +229,7 @@ def test_killing_a_replica_mid_request_loses_nothing_committed(
         history.append({"role": "assistant", "content": answer})
         history.append({"role": "user", "content": f"{key} turn 4"})
         ask(client, survivor, key, history)
-    assert transcript(pg_store, key) == expected(key, 5)
+    assert transcript_becomes(pg_store, key, expected(key, 5)) == expected(key, 5)
 
 
 def _last_user(request: RecordedRequest) -> str | None:

@@ -3,7 +3,8 @@
 - `proxy` — a `RunningProxy`: memlane's app served by uvicorn on 127.0.0.1 (port 0)
   with a temporary home, the hashing embedder and the real tokenizer, forwarding to
   `upstream`. `.url` (`…/v1`), `.base` (no `/v1`), `.runtime`, `.store`, `.settings`,
-  `.admin` (the admin API's headers), `.drain()` waits for its background work;
+  `.admin` (the admin API's headers), `.drain()` waits for its background work,
+  `.settled()` for the answers it has relayed to be stored (`.store` waits for them);
   `.call(coro_fn)` runs a coroutine on the proxy's event loop (e.g. an engine function
   that needs the running loop).
 - `proxy_factory` — `proxy_factory(**settings)` starts another proxy with settings
@@ -62,7 +63,19 @@ class RunningProxy:
 
     @property
     def store(self) -> Any:
+        """The proxy's store, once the answers it has relayed are stored (it stores an
+        answer just after its client has it)."""
+        self.settled()
         return self.runtime.store
+
+    def settled(self) -> None:
+        """Wait until every answer the proxy has relayed is stored (from the test's thread:
+        on the proxy's own loop, in `call`, there is nothing to wait for)."""
+        with contextlib.suppress(RuntimeError):
+            if asyncio.get_running_loop() is self.loop:
+                return
+        if self.loop.is_running():
+            self.call(self.runtime.turn_order.settled)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -94,6 +107,7 @@ class RunningProxy:
 
         async def drain() -> None:
             async with asyncio.timeout(timeout):
+                await self.runtime.turn_order.settled()  # storing an answer queues work
                 await self.runtime.background.drain()
 
         self.call(drain, timeout + 5)

@@ -18,6 +18,8 @@ from memlane.config import Settings
 from memlane.store import Store, StoreError, open_store
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from memlane.engine.runtime import Runtime
 
 console = Console()
@@ -29,6 +31,7 @@ __all__ = [
     "console",
     "err_console",
     "fail",
+    "id_column",
     "moment",
     "opened_runtime",
     "opened_store",
@@ -108,6 +111,12 @@ def _common_prefix(a: str, b: str) -> int:
             break
         n += 1
     return n
+
+
+def id_column(table: Table) -> None:
+    """Add a table's id column: never wrapped, and wide enough for the prefixes `short_ids`
+    prints (what a person copies to name the row in the next command)."""
+    table.add_column("id", no_wrap=True, min_width=SHORT_ID)
 
 
 def print_json(data: Any) -> None:

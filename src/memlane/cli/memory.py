@@ -22,10 +22,10 @@ import typer
 from rich.table import Table
 
 from memlane.cli.context import (
-    SHORT_ID,
     console,
     err_console,
     fail,
+    id_column,
     opened_runtime,
     print_json,
     progress_bar,
@@ -90,7 +90,7 @@ def _role(text: str | None) -> FactRole | None:
 
 def _table(facts: list[Fact], scores: list[float] | None = None) -> Table:
     table = Table(show_lines=False)
-    table.add_column("id", no_wrap=True, min_width=SHORT_ID)
+    id_column(table)
     table.add_column("scope", overflow="fold", max_width=16)
     table.add_column("role", no_wrap=True)
     table.add_column("when", no_wrap=True)

@@ -14,7 +14,14 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from memlane.cli.context import console, opened_runtime, print_json, report, short_ids
+from memlane.cli.context import (
+    console,
+    id_column,
+    opened_runtime,
+    print_json,
+    report,
+    short_ids,
+)
 from memlane.cli.memory import IdArg, _run, app
 from memlane.cli.options import JsonOpt, date_option
 from memlane.engine.memory import manage
@@ -66,7 +73,7 @@ def history(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> N
         print_json([version_json(v) for v in versions])
         return
     table = Table(show_lines=False)
-    table.add_column("id", no_wrap=True)
+    id_column(table)
     table.add_column("true", no_wrap=True)
     table.add_column("text", overflow="fold", ratio=1, min_width=24)
     table.add_column("from message", overflow="fold", ratio=1)

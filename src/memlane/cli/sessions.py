@@ -19,10 +19,10 @@ import typer
 from rich.table import Table
 
 from memlane.cli.context import (
-    SHORT_ID,
     console,
     err_console,
     fail,
+    id_column,
     opened_runtime,
     print_json,
     report,
@@ -117,7 +117,7 @@ def list_sessions(
         console.print("no sessions yet: they are created on the first user message")
         return
     table = Table()
-    table.add_column("id", no_wrap=True, min_width=SHORT_ID)
+    id_column(table)
     table.add_column("title", overflow="ellipsis", ratio=1)
     for column in ("messages", "age", "tokens", "cost"):
         table.add_column(column, no_wrap=True, justify="right")

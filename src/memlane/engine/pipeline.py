@@ -8,7 +8,7 @@ from memlane.engine import scaffold, threads, turnlog
 from memlane.engine.failopen import best_effort
 from memlane.engine.governance import govern_turn
 from memlane.engine.memory.ingest import schedule_ingest
-from memlane.engine.memory.recall import recall_for_turn
+from memlane.engine.memory.recall import recall_for_turn, search_ahead
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import history
 from memlane.engine.sessions.children import open_session
@@ -33,7 +33,10 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
     memlane's own addition and fails open (`engine.failopen`): the request goes on
     without it. An `@@` reference that names no session is the one thing the user
     is answered about directly (`DirectAnswer`): forwarding would hide the typo.
+    The session's earlier answers are stored first (`engine.turnorder`).
     """
+    await rt.turn_order.settled(turn.key)
+    ahead = None
     if has_references(turn.messages):
         await threads.to_thread(store_incoming, rt, turn)
         resolved = await resolve_references(rt, turn, list(turn.messages))
@@ -42,14 +45,21 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
         messages = await best_effort(
             rt, turn, "scaffold", scaffold.add_state_block(rt, turn, resolved), resolved
         )
-    else:  # the references stage has nothing to do: one thread hop stores and scaffolds
-        messages = await threads.to_thread(store_and_scaffold, rt, turn)
+    else:  # the references stage has nothing to do: one thread hop stores and scaffolds,
+        # while recall searches what earlier turns stored in another
+        ahead = search_ahead(rt, turn)
+        try:
+            messages = await threads.to_thread(store_and_scaffold, rt, turn)
+        except BaseException:
+            if ahead is not None:
+                ahead.cancel()
+            raise
     messages = await best_effort(rt, turn, "governance", govern_turn(rt, turn, messages), messages)
     recalled = await best_effort(
         rt,
         turn,
         "recall",
-        recall_for_turn(rt, turn, messages),
+        recall_for_turn(rt, turn, messages, ahead),
         messages,
         deadline_ms=rt.settings.recall_deadline_ms,
     )
@@ -102,7 +112,8 @@ def store_incoming(rt: Runtime, turn: Turn) -> None:
     counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in client]
     if turn.continued or turn.server_history:
         added = store.append_messages(turn.session.id, counted)
-        turn.synced = SyncResult(matched=0, added=tuple(added), superseded=0)
+        end = added[-1].position + 1 if added else None
+        turn.synced = SyncResult(matched=0, added=tuple(added), superseded=0, next_position=end)
     else:
         turn.synced = store.sync_messages(turn.session.id, counted)
     if turn.server_history:
@@ -157,7 +168,8 @@ def _store_answer(rt: Runtime, turn: Turn, answer: Answer, counted: list[NewMess
             store.set_message_status(turn.synced.added[-1].id, "failed")
         turnlog.record_turn(store, rt.settings, turn, answer)
         return
-    store.append_messages(session_id, counted)
+    since = turn.synced.next_position if turn.synced is not None else None
+    store.append_messages(session_id, counted, unless_from=since)  # once, if stored late
     if answer.response_id:
         history.remember_response(rt, session_id, answer.response_id)
     store.add_usage(

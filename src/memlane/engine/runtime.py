@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from memlane.config import Settings
 from memlane.engine.activity import Activity
 from memlane.engine.background import Background
+from memlane.engine.turnorder import TurnOrder
 from memlane.store import Store
 from memlane.store.urls import StoreKind, store_kind
 from memlane.text.embeddings import Embedder
@@ -47,6 +48,7 @@ class Runtime:
     store: Store
     background: Background = field(default_factory=Background)
     activity: Activity = field(default_factory=Activity)
+    turn_order: TurnOrder = field(default_factory=TurnOrder)
     _tokenizer: Tokenizer | None = None
     _embedder: Embedder | None = None
     _llm: LLM | None = None

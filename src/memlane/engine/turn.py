@@ -87,6 +87,13 @@ class Turn:
     """The long-term memories recall injected (`engine.turnlog` records them)."""
 
     @property
+    def answer_resent(self) -> bool:
+        """Whether the client's next request carries this turn's answer (it resends its
+        whole history): then the answer may be stored after the client has it, since a
+        process that takes the next turn first stores it from there (`engine.turnorder`)."""
+        return not (self.continued or self.server_history or self.chained)
+
+    @property
     def user_text(self) -> str:
         """The latest user message's text: what retrieval and fact extraction look at."""
         for message in reversed(self.messages):

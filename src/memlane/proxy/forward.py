@@ -1,25 +1,27 @@
-"""The pooled HTTP clients to the upstream, and what of a request is forwarded to it."""
+"""The pooled HTTP client to the upstream, and what of a request is forwarded to it.
+
+The upstream hop is on every model request, and in Python an HTTP client's own work
+is a large share of what the proxy adds to one: aiohttp (its parser and writer in C)
+costs about a quarter of the CPU httpx does per request, and a streamed answer is
+handed on as it is read, however many events one read brings, instead of one piece per
+chunk the upstream wrote. memlane's own LLM calls (background work) keep httpx.
+"""
 
 from __future__ import annotations
 
-import itertools
-import socket
-from collections.abc import Iterable, Mapping
-from http.cookiejar import CookieJar, DefaultCookiePolicy
+import io
+import urllib.request
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Literal
+from urllib.parse import urlsplit
 
-import httpx
+import aiohttp
 
 from memlane.config import Settings
 from memlane.proxy import headers as h
 from memlane.proxy.access import note_upstream
 from memlane.proxy.guard import with_via
-
-POOL_SHARDS = 4
-"""Connection pools to the upstream, used in turn. httpcore scans every connection of a
-pool (a readability poll each, and a quadratic idle count) whenever a request starts or
-ends; four smaller pools cut the proxy's CPU per request by ~20% at 32 concurrent clients."""
-
+from memlane.text.tls import ssl_context
 
 UPSTREAM_IDLE_SECONDS = 4.0
 """An idle connection to the upstream is dropped after this long: before the 5 s after
@@ -27,50 +29,82 @@ which uvicorn-served upstreams (vLLM, llama.cpp's Python servers) close theirs. 
 same 5 s on both sides, a request sent on a connection the server is closing at that very
 moment fails, and the client would get a 502 for it."""
 
+CONNECT_SECONDS = 10.0
 
-def _pool() -> httpx.AsyncHTTPTransport:
-    """Small writes go out at once, never held for a delayed ACK."""
-    nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-    limits = httpx.Limits(
-        max_connections=None,
-        max_keepalive_connections=100,
-        keepalive_expiry=UPSTREAM_IDLE_SECONDS,
-    )
-    return httpx.AsyncHTTPTransport(limits=limits, socket_options=nodelay)
+LARGE_BODY = 1 << 20
+"""A body above this (aiohttp's own threshold) is sent from a buffer in 64 KiB pieces, the
+loop free between them; a smaller one goes in one write."""
 
 
-def _client(timeout: httpx.Timeout, transport: httpx.AsyncBaseTransport) -> httpx.AsyncClient:
-    """A client that keeps no cookies: one client serves every user of the proxy, so a
-    cookie the upstream set for one of them must never travel with another's request."""
-    no_cookies = CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
-    return httpx.AsyncClient(
-        timeout=timeout,
-        transport=transport,
-        cookies=no_cookies,
-        event_hooks={"response": [note_upstream]},  # the access line names its status
-    )
+class UpstreamError(Exception):
+    """The upstream could not be reached, or broke off; `reason` names what happened."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class UpstreamTimeout(UpstreamError):
+    """The upstream did not answer (or went silent) within `upstream_timeout`."""
+
+
+def _error(exc: BaseException) -> UpstreamError:
+    kind = UpstreamTimeout if isinstance(exc, TimeoutError) else UpstreamError
+    return kind(type(exc).__name__)
+
+
+FAILURES = (aiohttp.ClientError, TimeoutError, OSError)
+"""What the client raises when the upstream is down, cut or silent."""
+
+
+class UpstreamResponse:
+    """The upstream's answer: its status and headers, and its body read whole (`aread`)
+    or as it arrives (`aiter_bytes`); `aclose` hands the connection back (or drops it,
+    when the body was not read to its end)."""
+
+    def __init__(self, raw: aiohttp.ClientResponse) -> None:
+        self._raw = raw
+        self.status_code = raw.status
+        self.headers = raw.headers
+        self.content = b""
+
+    async def aread(self) -> bytes:
+        try:
+            self.content = await self._raw.read()
+        except FAILURES as exc:
+            raise _error(exc) from exc
+        finally:
+            self._raw.release()
+        return self.content
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        """Everything read so far, each time more arrives."""
+        stream = self._raw.content
+        try:
+            while chunk := await stream.readany():
+                yield chunk
+        except FAILURES as exc:
+            raise _error(exc) from exc
+
+    async def aclose(self) -> None:
+        self._raw.release()
 
 
 Provider = Literal["openai", "anthropic"]
 
 
 class Upstream:
-    """`httpx.AsyncClient`s per app: connections to the upstream are kept and reused.
+    """One aiohttp session per configured upstream: connections are kept and reused.
 
-    An injected transport (tests) gets one client; otherwise `POOL_SHARDS` clients,
-    each with its own pool, take requests in turn. `provider` says which configured
-    upstream this is: the OpenAI-compatible one (`upstream_url`, a Bearer key) or the
-    Anthropic one (`anthropic_upstream_url`, an `x-api-key`); neither ever gets the
-    other's key.
+    `provider` says which configured upstream this is: the OpenAI-compatible one
+    (`upstream_url`, a Bearer key) or the Anthropic one (`anthropic_upstream_url`, an
+    `x-api-key`); neither ever gets the other's key. The session keeps no cookies: it
+    serves every user of the proxy, so a cookie the upstream set for one of them must
+    never travel with another's request. A proxy named in `HTTPS_PROXY` / `HTTP_PROXY`
+    (and not bypassed by `NO_PROXY`) is used, as for memlane's other clients.
     """
 
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        transport: httpx.AsyncBaseTransport | None = None,
-        provider: Provider = "openai",
-    ):
+    def __init__(self, settings: Settings, *, provider: Provider = "openai"):
         self.provider = provider
         if provider == "anthropic":
             self.base = settings.anthropic_upstream_url.rstrip("/")
@@ -78,36 +112,70 @@ class Upstream:
         else:
             self.base = settings.upstream_url.rstrip("/")
             self._key = settings.upstream_api_key
-        timeout = httpx.Timeout(
-            settings.upstream_timeout, connect=min(10.0, settings.upstream_timeout)
+        self._timeout = aiohttp.ClientTimeout(
+            total=None,
+            sock_connect=min(CONNECT_SECONDS, settings.upstream_timeout),
+            sock_read=settings.upstream_timeout,
         )
-        if transport is not None:
-            self._clients = [_client(timeout, transport)]
-        else:
-            self._clients = [_client(timeout, _pool()) for _ in range(POOL_SHARDS)]
-        self._next = itertools.cycle(self._clients)
+        self._proxy = env_proxy(self.base)
+        self._session: aiohttp.ClientSession | None = None
 
-    @property
-    def client(self) -> httpx.AsyncClient:
-        """The next pool, round robin."""
-        return next(self._next)
+    def _open(self) -> aiohttp.ClientSession:
+        """The session, made on first use (inside the event loop that serves)."""
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                limit=0, keepalive_timeout=UPSTREAM_IDLE_SECONDS, ssl=ssl_context()
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                cookie_jar=aiohttp.DummyCookieJar(),
+                timeout=self._timeout,
+                skip_auto_headers=("User-Agent", "Content-Type"),  # only what the client sent
+            )
+        return self._session
+
+    async def send(
+        self,
+        method: str,
+        url: str,
+        content: bytes | None,
+        headers: Mapping[str, str],
+        *,
+        stream: bool = False,
+    ) -> UpstreamResponse:
+        """The upstream's answer; read whole unless `stream` (then read it as it comes, and
+        `aclose` it). Raises `UpstreamError` (`UpstreamTimeout`) when there is none."""
+        session = self._open()
+        data = io.BytesIO(content) if content and len(content) > LARGE_BODY else content
+        try:
+            raw = await session.request(method, url, data=data, headers=headers, proxy=self._proxy)
+        except FAILURES as exc:
+            raise _error(exc) from exc
+        response = UpstreamResponse(raw)
+        await note_upstream(response)
+        if not stream:
+            await response.aread()
+        return response
 
     def url(self, path: str) -> str:
         return self.base + path
 
-    def headers(self, incoming: Iterable[tuple[str, str]]) -> httpx.Headers:
-        """The client's headers minus memlane's own and per-connection ones.
+    def headers(self, incoming: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+        """The client's headers (raw, as ASGI gives them) minus memlane's own and
+        per-connection ones.
 
         The client's Authorization (or `x-api-key`) goes upstream as sent (never stored or
-        logged); the configured upstream key is used only when the client sent none. A value
-        that is not ASCII goes as the very bytes the client sent (httpx refuses such text;
-        HTTP allows the bytes).
+        logged); the configured upstream key is used only when the client sent none. A
+        value that is not ASCII goes as the very bytes the client sent when they are UTF-8
+        (what clients send); other bytes are replaced (U+FFFD), never refused.
         """
-        out = {
-            name: value
-            for name, value in incoming
-            if name not in h.HOP_BY_HOP and not name.startswith(h.PREFIX)
-        }
+        out: dict[str, str] = {}
+        for raw_name, raw_value in incoming:
+            name = raw_name.decode("latin-1").lower()
+            if name in h.HOP_BY_HOP or name.startswith(h.PREFIX):
+                continue
+            value = raw_value.decode("utf-8", errors="replace")
+            out[name] = f"{out[name]}, {value}" if name in out else value
         key = self._key.get_secret_value() if self._key is not None else ""
         if key and "authorization" not in out:
             if self.provider == "openai":
@@ -116,16 +184,36 @@ class Upstream:
                 out["x-api-key"] = key
         out["accept-encoding"] = "identity"
         out["via"] = with_via(out.get("via"))
-        # Starlette decoded each header as Latin-1: encoding it so gives the client's bytes.
-        return httpx.Headers(
-            [(k.encode("latin-1"), v.encode("latin-1", errors="replace")) for k, v in out.items()]
-        )
+        return out
 
     async def aclose(self) -> None:
-        for client in self._clients:
-            await client.aclose()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def env_proxy(base: str) -> str | None:
+    """The proxy the environment names for `base` (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`,
+    minus `NO_PROXY`), if any."""
+    parts = urlsplit(base)
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or not parts.hostname:
+        return None
+    if urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return proxy
 
 
 def relayed_headers(upstream: Mapping[str, str]) -> dict[str, str]:
-    """Upstream response headers worth passing back (request ids, rate limits, content type)."""
-    return {k: v for k, v in upstream.items() if k.lower() not in h.RESPONSE_DROP}
+    """Upstream response headers worth passing back (request ids, rate limits, content
+    type), as text the response can encode (Latin-1 for the bytes the upstream sent);
+    a header sent several times is one, its values joined."""
+    out: dict[str, str] = {}
+    for name, value in upstream.items():
+        if name.lower() in h.RESPONSE_DROP:
+            continue
+        if not value.isascii():
+            value = value.encode("utf-8", errors="surrogateescape").decode("latin-1")
+        out[name] = f"{out[name]}, {value}" if name in out else value
+    return out

@@ -14,13 +14,12 @@ from __future__ import annotations
 import json
 import logging
 
-import httpx
 from fastapi import Request
 from starlette.responses import Response
 
 from memlane.engine.governance.budget import LONG_CONTEXT_TAG
 from memlane.proxy.errors import ProxyError
-from memlane.proxy.forward import relayed_headers
+from memlane.proxy.forward import UpstreamError, relayed_headers
 from memlane.proxy.relay import Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
 from memlane.proxy.turns import (
@@ -89,19 +88,16 @@ async def forward_untouched(
     comes (a stream chunk by chunk), nothing stored."""
     upstream = state.upstream_for(MESSAGES.wire)
     url = upstream.url(path) + (f"?{request.url.query}" if request.url.query else "")
-    headers = upstream.headers(request.headers.items())
+    headers = upstream.headers(request.headers.raw)
     headers.setdefault("content-type", "application/json")
-    client = upstream.client
     try:
-        answer = await client.send(
-            client.build_request("POST", url, content=raw, headers=headers), stream=stream
-        )
-    except httpx.HTTPError as exc:
+        answer = await upstream.send("POST", url, raw, headers, stream=stream)
+    except UpstreamError as exc:
         raise transport_error(state, upstream, exc) from None
     if not stream or answer.status_code >= 400:
         try:
-            content = await answer.aread()
-        except httpx.HTTPError as exc:
+            content = await answer.aread() if stream else answer.content
+        except UpstreamError as exc:
             raise transport_error(state, upstream, exc) from None
         finally:
             await answer.aclose()

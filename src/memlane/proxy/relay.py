@@ -4,9 +4,15 @@ Every chunk is sent on the moment it is read (no buffering, no re-encoding);
 a copy goes through an SSE decoder into the wire format's assembler. A client
 that disconnects cancels the upstream read at once (a watcher task listens for
 `http.disconnect`, since a silent upstream would otherwise hide it). Whatever
-happens, `settle` runs exactly once, shielded from cancellation. It runs before
-the chunk that carries the stream's final event is relayed (many clients stop
-reading there), so the assembled answer is durable before the client sees the end.
+happens, `settle` runs exactly once, shielded from cancellation: after the end
+of a complete stream (storing the answer never delays it), and before the error
+frame of a broken one (the failure is recorded before the client hears of it).
+`hold` is called as the complete answer's last event is about to be relayed
+(many clients stop reading there and send their next turn at once): what it
+returns is called after `settle`, so the session's next turn waits for the
+answer to be stored (`engine.turnorder`). Without `hold`, a complete answer is
+settled there instead, before its last event: durable before the client sees
+the end (a client that does not resend its history needs it stored first).
 """
 
 from __future__ import annotations
@@ -18,11 +24,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from typing import Any
 
 import anyio
-import httpx
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from memlane.engine.threads import TRAFFIC
+from memlane.proxy.forward import UpstreamError, UpstreamResponse, UpstreamTimeout
 from memlane.proxy.wire.base import StreamAssembler
 from memlane.text.sse import SSEDecoder, encode
 
@@ -39,6 +45,7 @@ class Outcome(enum.Enum):
 
 
 Settle = Callable[[Outcome, StreamAssembler], Awaitable[None]]
+Hold = Callable[[], Callable[[], None]]
 Event = tuple[str | None, str]
 Rewrite = Callable[[list[Event]], list[Event]]
 
@@ -46,7 +53,7 @@ Rewrite = Callable[[list[Event]], list[Event]]
 class RelayResponse(Response):
     def __init__(
         self,
-        upstream: httpx.Response,
+        upstream: UpstreamResponse,
         assembler: StreamAssembler,
         *,
         settle: Settle,
@@ -56,6 +63,7 @@ class RelayResponse(Response):
         rest: AsyncIterator[bytes] | None = None,
         decoder: SSEDecoder | None = None,
         rewrite: Rewrite | None = None,
+        hold: Hold | None = None,
     ) -> None:
         """`head`: chunks already read from `upstream` (and fed to `assembler` through
         `decoder`), relayed first; `rest` is the same read going on. `rewrite` changes the
@@ -72,12 +80,25 @@ class RelayResponse(Response):
         self.rest = rest
         self.decoder = decoder or SSEDecoder()
         self.rewrite = rewrite
+        self.hold = hold
+        self.release: Callable[[], None] | None = None
         self.settled = False
         self.tee_failed = False
         """The assembler raised on an event: relaying goes on, the copy stops."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         outcome = Outcome.GONE
+        try:
+            outcome = await self._relay(receive, send)
+            if outcome is not Outcome.GONE:
+                with contextlib.suppress(OSError):
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.upstream.aclose()
+                await self._settle(outcome)
+
+    async def _relay(self, receive: Receive, send: Send) -> Outcome:
         try:
             await send(
                 {
@@ -90,21 +111,15 @@ class RelayResponse(Response):
                 group.start_soon(_watch_disconnect, receive, group.cancel_scope)
                 outcome = await self._pump(send)
                 group.cancel_scope.cancel()
+            return outcome
         except OSError:
-            outcome = Outcome.GONE
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self.upstream.aclose()
-                await self._settle(outcome)
-        if outcome is not Outcome.GONE:
-            with contextlib.suppress(OSError):
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return Outcome.GONE
 
     async def _pump(self, send: Send) -> Outcome:
         decoder = self.decoder
         for chunk in self.head:
             if self.assembler.complete:
-                await self._settle(Outcome.DONE)
+                await self._hold()
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         try:
             async for chunk in self.rest or self.upstream.aiter_bytes():
@@ -113,11 +128,11 @@ class RelayResponse(Response):
                 else:
                     self._tee(decoder.feed(chunk))
                 if not self.tee_failed and self.assembler.complete:
-                    await self._settle(Outcome.DONE)
+                    await self._hold()
                 if chunk:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        except httpx.HTTPError as exc:
-            reason = "timed out" if isinstance(exc, httpx.TimeoutException) else "broke off"
+        except UpstreamError as exc:
+            reason = "timed out" if isinstance(exc, UpstreamTimeout) else "broke off"
             frame = self.error_frame(f"the upstream stream {reason} before the answer was complete")
             await self._settle(Outcome.CUT)  # the failure is recorded before the client hears of it
             await send({"type": "http.response.body", "body": frame, "more_body": True})
@@ -127,7 +142,7 @@ class RelayResponse(Response):
             return Outcome.DONE
         rest = self._rewritten(decoder.close())
         if not self.tee_failed and self.assembler.complete:
-            await self._settle(Outcome.DONE)
+            await self._hold()
         if rest:
             await send({"type": "http.response.body", "body": rest, "more_body": True})
         return Outcome.DONE
@@ -155,6 +170,13 @@ class RelayResponse(Response):
             self.tee_failed = True
             log.warning("could not read an upstream stream event; relaying it as is", exc_info=True)
 
+    async def _hold(self) -> None:
+        """The answer is complete: hold the session until it is stored, or store it now."""
+        if self.hold is None:
+            await self._settle(Outcome.DONE)
+        elif self.release is None:
+            self.release = self.hold()
+
     async def _settle(self, outcome: Outcome) -> None:
         if self.settled:
             return
@@ -166,6 +188,9 @@ class RelayResponse(Response):
                 await self.settle(outcome, self.assembler)
             except Exception:
                 log.exception("recording the streamed turn failed; the client got its answer")
+            finally:
+                if self.release is not None:
+                    self.release()
 
 
 async def _watch_disconnect(receive: Receive, scope: Any) -> None:

@@ -226,6 +226,9 @@ def run(
 ) -> None:
     """`memlane serve`: the checks, the socket, the store and the report once, then serve
     here (one process) or through a supervisor of `settings.workers` processes."""
+    # the app (and its HTTP client) before the report: a client that connects as soon as
+    # it is printed waits for the lifespan only, not for these imports
+    import memlane.proxy.app  # noqa: F401
     from memlane.proxy.startup import probe_upstream, report
     from memlane.proxy.status import remove_serve_file, write_serve_file
     from memlane.store import StoreError, open_store

@@ -129,9 +129,11 @@ async def require_admin(request: Request) -> Access:
     """The admin API always needs a credential. `Authorization: Bearer <token>` with the
     configured `MEMLANE_ADMIN_TOKEN` (or the one generated into `$MEMLANE_HOME/admin_token`)
     is the operator; under credential tenancy a client's own key reaches its own tenant."""
-    access = current_state(request).access(request.headers)
+    state = current_state(request)
+    access = state.access(request.headers)
     if access is None:
         raise _bad_token()
+    await state.runtime.turn_order.settled()  # what a client was answered is readable
     return access
 
 

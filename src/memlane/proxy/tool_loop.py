@@ -24,13 +24,11 @@ with an error text; the request goes on.
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from starlette.responses import Response
 
 from memlane.engine import threads
@@ -39,13 +37,14 @@ from memlane.engine.turn import Answer, Turn
 from memlane.engine.turnlog import turn_cost
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
-from memlane.proxy.forward import Upstream
+from memlane.proxy.forward import Upstream, UpstreamError, UpstreamResponse
 from memlane.proxy.relay import Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
-from memlane.proxy.tool_wire import TOOL_WIRES, ToolWire, strip_events, with_tools
+from memlane.proxy.tool_rounds import StreamedRound, WholeRound
+from memlane.proxy.tool_wire import TOOL_WIRES, ToolWire, with_tools
 from memlane.proxy.wire.base import ParsedRequest, StreamAssembler, WireAdapter, dumps
 from memlane.store import StoreError
-from memlane.text.sse import SSEDecoder, encode
+from memlane.text.sse import encode
 from memlane.types import Message, ToolCall
 from memlane.views.tools import BY_NAME, PROXY_PREFIX, PROXY_TOOLS, Binding, ToolSpec, call_tool
 
@@ -99,7 +98,7 @@ class ToolLoop:
     specs: tuple[ToolSpec, ...]
     upstream: Upstream
     url: str
-    headers: httpx.Headers
+    headers: dict[str, str]
     rounds: int = 0
     names: frozenset[str] = field(init=False)
 
@@ -243,7 +242,7 @@ class ToolLoop:
     def limit_answer(self) -> str:
         return LIMIT_ANSWER.format(rounds=self.rounds)
 
-    async def send(self, messages: list[Message], *, stream: bool) -> httpx.Response | Response:
+    async def send(self, messages: list[Message], *, stream: bool) -> UpstreamResponse | Response:
         """One round's request upstream, or the client's error when it failed
         (`turns.send_upstream`)."""
         from memlane.proxy.turns import send_upstream
@@ -260,34 +259,71 @@ class ToolLoop:
             stream=stream,
         )
 
-    # --- whole answers -----------------------------------------------------------------------
+    # --- the rounds ------------------------------------------------------------------------
     async def complete(self, messages: list[Message]) -> Response:
-        from memlane.proxy.turns import _finish, _response_headers
+        return await self.respond(messages, stream=False)
 
-        state, turn, adapter = self.state, self.turn, self.adapter
+    async def stream(self, messages: list[Message]) -> Response:
+        return await self.respond(messages, stream=True)
+
+    async def respond(self, messages: list[Message], *, stream: bool) -> Response:
+        """Ask the upstream until a round is for the client: one that answers, or calls the
+        client's tools; memlane answers a round that calls only its own and asks again."""
+        from memlane.proxy.turns import _finish
+
         while True:
-            upstream = await self.send(messages, stream=False)
+            upstream = await self.send(messages, stream=stream)
             if isinstance(upstream, Response):
                 return upstream
-            try:
-                data = json.loads(upstream.content)
-                answer = adapter.answer_from_json(data)
-            except ValueError:
-                data, answer = None, Answer([], failed=True)
+            read = await self.read_stream(upstream) if stream else self.read_whole(upstream)
+            if isinstance(read, Response):  # the final round: relayed as it arrives
+                return read
+            answer = read.answer
             ours, theirs = self.split(answer)
-            headers = _response_headers(turn, upstream.headers)
-            if not ours or data is None:
-                await _finish(state, turn, answer)
-                return Response(upstream.content, upstream.status_code, headers=headers)
+            if not ours or not read.readable:
+                await _finish(self.state, self.turn, answer)
+                return read.as_sent()
             if theirs:
                 await self.answer_aside(ours, answer)
-                stripped = self.wire.strip_json(data, self.names)
-                await _finish(state, turn, adapter.answer_from_json(stripped))
-                return Response(dumps(stripped), upstream.status_code, headers=headers)
+                shown, response = read.without(self.names)
+                await _finish(self.state, self.turn, shown)
+                return response
             if self.rounds >= self.max_rounds:
-                return await self.stop(answer, stream=False)
+                return await self.stop(answer, stream=stream)
             results = await self.run_calls(ours, answer)
             messages = [*messages, *answer.messages, *results]
+
+    def read_whole(self, upstream: UpstreamResponse) -> WholeRound:
+        from memlane.proxy.turns import _response_headers
+
+        headers = _response_headers(self.turn, upstream.headers)
+        return WholeRound(self.adapter, self.wire, upstream.content, upstream.status_code, headers)
+
+    async def read_stream(self, upstream: UpstreamResponse) -> StreamedRound | Response:
+        """The round read to its end, or, when it starts with text, relayed from there on."""
+        from memlane.proxy.turns import _fail, _response_headers, transport_error
+
+        headers = _response_headers(self.turn, upstream.headers)
+        read = StreamedRound(
+            self.adapter, self.wire, upstream.aiter_bytes(), upstream.status_code, headers
+        )
+        try:
+            with threads.TRAFFIC.waiting():
+                kind = await read.until_known()
+        except UpstreamError as exc:
+            await upstream.aclose()
+            await _fail(self.state, self.turn)
+            raise transport_error(self.state, self.upstream, exc) from None
+        if kind == "text":
+            return self.relay_final(upstream, read, headers)
+        try:
+            await read.to_end()
+        except UpstreamError as exc:
+            await _fail(self.state, self.turn)
+            raise transport_error(self.state, self.upstream, exc) from None
+        finally:
+            await upstream.aclose()
+        return read
 
     async def stop(self, answer: Answer, *, stream: bool) -> Response:
         """The round limit: one more call to memlane's tools is not answered; the client
@@ -305,53 +341,8 @@ class ToolLoop:
         await _finish(self.state, self.turn, Answer([Message("assistant", text)]))
         return direct_response(self.adapter.wire, self.parsed.model, text, stream=stream)
 
-    # --- streamed answers -----------------------------------------------------------------------
-    async def stream(self, messages: list[Message]) -> Response:
-        from memlane.proxy.turns import _fail, _finish, _response_headers, transport_error
-
-        state, turn, adapter = self.state, self.turn, self.adapter
-        while True:
-            upstream = await self.send(messages, stream=True)
-            if isinstance(upstream, Response):
-                return upstream
-            headers = _response_headers(turn, upstream.headers)
-            read = _Round(adapter.assembler(), self.wire, upstream.aiter_bytes())
-            try:
-                with threads.TRAFFIC.waiting():
-                    kind = await read.until_known()
-            except httpx.HTTPError as exc:
-                await upstream.aclose()
-                await _fail(state, turn)
-                raise transport_error(state, self.upstream, exc) from None
-            if kind == "text":  # the final round: relayed from here on as it arrives
-                return self.relay_final(upstream, read, headers)
-            try:
-                await read.to_end()
-            except httpx.HTTPError as exc:
-                await _fail(state, turn)
-                raise transport_error(state, self.upstream, exc) from None
-            finally:
-                await upstream.aclose()
-            answer = read.assembler.answer()
-            ours, theirs = self.split(answer)
-            if not ours or answer.failed:
-                await _finish(state, turn, answer)
-                return _buffered(b"".join(read.head), upstream.status_code, headers)
-            if theirs:
-                await self.answer_aside(ours, answer)
-                events = strip_events(self.wire, read.events, self.names)
-                stripped = adapter.assembler()
-                for event, data in events:
-                    stripped.feed(event, data)
-                await _finish(state, turn, stripped.answer())
-                return _buffered(encode(events), upstream.status_code, headers)
-            if self.rounds >= self.max_rounds:
-                return await self.stop(answer, stream=True)
-            results = await self.run_calls(ours, answer)
-            messages = [*messages, *answer.messages, *results]
-
     def relay_final(
-        self, upstream: httpx.Response, read: _Round, headers: Mapping[str, str]
+        self, upstream: UpstreamResponse, read: StreamedRound, headers: Mapping[str, str]
     ) -> Response:
         """A round that started with text, relayed as it arrives. A call to memlane's tools
         later in it is taken out of what the client sees (it cannot answer it); memlane
@@ -392,7 +383,11 @@ class ToolLoop:
             rest=read.chunks,
             decoder=read.decoder,
             rewrite=rewrite,
+            hold=self._hold if self.turn.answer_resent else None,
         )
+
+    def _hold(self) -> Callable[[], None]:
+        return self.state.runtime.turn_order.hold(self.turn.key)
 
     async def _settle(self, outcome: Outcome, assembler: StreamAssembler) -> None:
         from memlane.proxy.turns import _finish
@@ -409,50 +404,3 @@ class ToolLoop:
 def proxy_name(spec: ToolSpec) -> str:
     """The name memlane's tool goes by upstream (`memlane_memory_search`)."""
     return PROXY_PREFIX + spec.name
-
-
-@dataclass
-class _Round:
-    """One streamed round, read until it shows whether it answers or calls tools."""
-
-    assembler: StreamAssembler
-    wire: ToolWire
-    chunks: AsyncIterator[bytes]
-    decoder: SSEDecoder = field(default_factory=SSEDecoder)
-    head: list[bytes] = field(default_factory=list)
-    events: list[tuple[str | None, str]] = field(default_factory=list)
-    kind: str | None = None
-
-    async def until_known(self) -> str | None:
-        """Read until the first text or tool call (or the end); returns which came first."""
-        while self.kind is None:
-            try:
-                chunk = await anext(self.chunks)
-            except StopAsyncIteration:
-                break
-            self._take(chunk)
-        return self.kind
-
-    async def to_end(self) -> None:
-        async for chunk in self.chunks:
-            self._take(chunk)
-        self._feed(self.decoder.close())
-
-    def _take(self, chunk: bytes) -> None:
-        self.head.append(chunk)
-        self._feed(self.decoder.feed(chunk))
-
-    def _feed(self, events: list[tuple[str | None, str]]) -> None:
-        for event, data in events:
-            self.events.append((event, data))
-            self.assembler.feed(event, data)
-            if self.kind is None:
-                try:
-                    self.kind = self.wire.first_output(json.loads(data))
-                except (ValueError, RecursionError):  # unreadable: it tells nothing
-                    continue
-
-
-def _buffered(body: bytes, status: int, headers: Mapping[str, str]) -> Response:
-    out = {k: v for k, v in headers.items() if k.lower() != "content-type"}
-    return Response(body, status, headers=out, media_type="text/event-stream")

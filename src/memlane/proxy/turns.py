@@ -2,7 +2,8 @@
 
     body -> adapter.parse -> identity -> Turn -> pipeline.prepare (the user turn is
     durable here) -> adapter.render -> upstream -> the client (streamed as it comes)
-    -> pipeline.finish (the assistant turn, then background work)
+    -> pipeline.finish (the assistant turn, then background work), once the client
+    has the answer; the session's next turn waits for it (`engine.turnorder`)
 
 When `prepare` decides on a direct answer (an `@@` reference that names no
 session), the client gets it in its wire format and nothing goes upstream.
@@ -16,13 +17,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-import httpx
+import anyio
 from fastapi import Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from memlane.engine import pipeline
 from memlane.engine.governance import ContextOverflow
@@ -34,7 +36,13 @@ from memlane.proxy import headers as h
 from memlane.proxy.access import SESSION_STATE
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
-from memlane.proxy.forward import Upstream, relayed_headers
+from memlane.proxy.forward import (
+    Upstream,
+    UpstreamError,
+    UpstreamResponse,
+    UpstreamTimeout,
+    relayed_headers,
+)
 from memlane.proxy.identity import IdentityError, client_name, resolve
 from memlane.proxy.relay import Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
@@ -196,7 +204,7 @@ async def _serve(
     outgoing = prepared.messages
     if turn.session is not None:
         setattr(request.state, SESSION_STATE, turn.session.id)  # for the access line
-    headers = upstream.headers(request.headers.items())
+    headers = upstream.headers(request.headers.raw)
     headers.setdefault("content-type", "application/json")
     url = upstream_url(upstream, adapter, request)
     if tools:  # memlane's own tools: offered upstream, its calls answered here
@@ -217,7 +225,7 @@ class Call:
     upstream: Upstream
     url: str
     payload: bytes
-    headers: httpx.Headers
+    headers: dict[str, str]
 
 
 PREVIOUS_RESPONSE = "previous_response_id"
@@ -233,6 +241,7 @@ async def _chained_key(state: ProxyState, parsed: ParsedRequest, tenant: str) ->
     previous = parsed.body.get(PREVIOUS_RESPONSE) if parsed.continued else None
     if not isinstance(previous, str) or not previous:
         return None
+    await state.runtime.turn_order.settled()  # the answer it names may be being stored
     try:
         return await asyncio.to_thread(chained_session_key, state.runtime, previous, tenant)
     except StoreError as exc:
@@ -280,8 +289,8 @@ async def _fail(state: ProxyState, turn: Turn) -> None:
         log.exception("recording a failed turn failed")
 
 
-def transport_error(state: ProxyState, upstream: Upstream, exc: httpx.HTTPError) -> ProxyError:
-    if isinstance(exc, httpx.TimeoutException):
+def transport_error(state: ProxyState, upstream: Upstream, exc: UpstreamError) -> ProxyError:
+    if isinstance(exc, UpstreamTimeout):
         return ProxyError(
             504,
             f"the upstream did not answer within {state.settings.upstream_timeout:g} s",
@@ -290,7 +299,7 @@ def transport_error(state: ProxyState, upstream: Upstream, exc: httpx.HTTPError)
         )
     return ProxyError(
         502,
-        f"the upstream at {upstream.base} could not be reached or broke off ({type(exc).__name__})",
+        f"the upstream at {upstream.base} could not be reached or broke off ({exc.reason})",
         type="upstream_error",
         code="upstream_unavailable",
     )
@@ -321,12 +330,50 @@ async def _complete(state: ProxyState, turn: Turn, adapter: WireAdapter, call: C
     except Exception:  # an answer memlane cannot read is still the client's answer
         log.warning("could not read the upstream's answer to store it", exc_info=True)
         answer = Answer([], failed=True)
-    await _finish(state, turn, answer)
-    return Response(
-        upstream.content,
-        status_code=upstream.status_code,
-        headers=_response_headers(turn, upstream.headers),
-    )
+    headers = _response_headers(turn, upstream.headers)
+    status = upstream.status_code
+    if not turn.answer_resent:  # the next request will not bring it: stored first
+        await _finish(state, turn, answer)
+        return Response(upstream.content, status_code=status, headers=headers)
+    store = finish_later(state, turn, answer)
+    return StoredAfter(upstream.content, status_code=status, headers=headers, store=store)
+
+
+def finish_later(state: ProxyState, turn: Turn, answer: Answer) -> Callable[[], Awaitable[None]]:
+    """Storing `answer`, to run once its client has it; until then the session's next
+    turn waits (`engine.turnorder`)."""
+    release = state.runtime.turn_order.hold(turn.key)
+
+    async def store() -> None:
+        try:
+            with TRAFFIC.serving():
+                await _finish(state, turn, answer)
+        finally:
+            release()
+
+    return store
+
+
+class StoredAfter(Response):
+    """A whole answer whose turn is stored after the client has it, whatever happens."""
+
+    def __init__(
+        self,
+        content: bytes,
+        *,
+        status_code: int,
+        headers: Mapping[str, str],
+        store: Callable[[], Awaitable[None]],
+    ) -> None:
+        super().__init__(content, status_code=status_code, headers=headers)
+        self.store = store
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.store()
 
 
 def _response_headers(turn: Turn, upstream: Any) -> dict[str, str]:
@@ -354,23 +401,21 @@ async def send_upstream(
     headers: Mapping[str, str],
     *,
     stream: bool,
-) -> httpx.Response | Response:
+) -> UpstreamResponse | Response:
     """The upstream's answer (open, when `stream`: read it as it comes, then close it); or,
     when it refused, the error the client gets in its own wire format (the turn marked
     failed, a context window it names learned)."""
-    client = upstream.client
-    request = client.build_request("POST", url, content=content, headers=headers)
     try:
         with TRAFFIC.waiting():
-            sent = await client.send(request, stream=stream)
-    except httpx.HTTPError as exc:
+            sent = await upstream.send("POST", url, content, headers, stream=stream)
+    except UpstreamError as exc:
         await _fail(state, turn)
         raise transport_error(state, upstream, exc) from None
     if sent.status_code < 400:
         return sent
     try:
-        body = await sent.aread()
-    except httpx.HTTPError:
+        body = await sent.aread() if stream else sent.content
+    except UpstreamError:
         body = b""
     finally:
         await sent.aclose()
@@ -408,4 +453,5 @@ async def _stream(state: ProxyState, turn: Turn, adapter: WireAdapter, call: Cal
         settle=settle,
         error_frame=lambda message: adapter.stream_error(message, code="upstream_stream_error"),
         headers=_response_headers(turn, upstream.headers),
+        hold=(lambda: state.runtime.turn_order.hold(turn.key)) if turn.answer_resent else None,
     )

@@ -22,11 +22,23 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Unpack, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from memlane.store.arguments import (
+    EventDetails,
+    FactPage,
+    FactQuery,
+    MessageQuery,
+    RareBounds,
+    SessionChanges,
+    SessionPage,
+    SessionQuery,
+    Tombstone,
+    Usage,
+)
 from memlane.types import DocKind, Event, Fact, FactRole, Hit, Message, Session, StoredMessage
 
 Vector = npt.NDArray[np.float32]
@@ -87,6 +99,9 @@ class SyncResult:
     matched: int
     added: tuple[StoredMessage, ...]
     superseded: int
+    next_position: int | None = None
+    """The session's next free position once the client's messages were stored (None: not
+    known): where the answer to them goes, unless the client's next request stored it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,37 +136,17 @@ class SessionStore(Protocol):
         """The session with this key in `tenant` ("": no tenancy); keys are unique per tenant."""
         ...
 
-    def list_sessions(
-        self,
-        *,
-        namespace: str | None = None,
-        limit: int | None = None,
-        tenant: str | None = "",
-    ) -> list[Session]:
-        """Newest activity first, of `tenant` ("" without tenancy; None: every tenant's,
-        for the operator)."""
+    def list_sessions(self, **query: Unpack[SessionQuery]) -> list[Session]:
+        """Newest activity first."""
         ...
 
-    def update_session(
-        self,
-        session_id: str,
-        *,
-        title: str | None = None,
-        summary: str | None = None,
-        summarized_count: int | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Session:
-        """Set the given fields (None leaves one as it is); `metadata` replaces the map."""
+    def update_session(self, session_id: str, **changes: Unpack[SessionChanges]) -> Session:
+        """Set the given fields (one left out, or None, stays as it is)."""
         ...
 
-    def add_usage(
-        self,
-        session_id: str,
-        *,
-        prompt_tokens: int = 0,
-        completion_tokens: int = 0,
-        cost_usd: float = 0.0,
-    ) -> None: ...
+    def add_usage(self, session_id: str, **usage: Unpack[Usage]) -> None:
+        """Add to the session's token and cost counters."""
+        ...
 
     def delete_session(self, session_id: str) -> bool:
         """Remove the session and everything of it: messages, events, state, its facts, index."""
@@ -188,19 +183,17 @@ class MessageLog(Protocol):
         ...
 
     def append_messages(
-        self, session_id: str, messages: Sequence[NewMessage]
+        self, session_id: str, messages: Sequence[NewMessage], *, unless_from: int | None = None
     ) -> list[StoredMessage]:
-        """Append after the last stored message (assistant turns, memlane's own items)."""
+        """Append after the last stored message (assistant turns, memlane's own items).
+
+        `unless_from`: an answer stored after its client has it may have been stored
+        already, from position `unless_from` on, by the client's next request (served by
+        another process, it resent the answer): then nothing is appended and [] returned.
+        """
         ...
 
-    def list_messages(
-        self,
-        session_id: str,
-        *,
-        transcript_only: bool = False,
-        include_superseded: bool = False,
-        since_position: int = 0,
-    ) -> list[StoredMessage]:
+    def list_messages(self, session_id: str, **query: Unpack[MessageQuery]) -> list[StoredMessage]:
         """Messages in position order."""
         ...
 
@@ -211,10 +204,7 @@ class MessageLog(Protocol):
         session_id: str,
         kind: str,
         payload: Mapping[str, Any],
-        *,
-        text: str = "",
-        document: str | None = None,
-        at: datetime | None = None,
+        **details: Unpack[EventDetails],
     ) -> Event:
         """Append an event; non-empty `text` is keyword-indexed for retrieval, as
         `document` when given (the text with its context: `store.documents`); a hit
@@ -243,30 +233,13 @@ class FactStore(Protocol):
 
     def get_fact(self, fact_id: str) -> Fact | None: ...
 
-    def list_facts(
-        self,
-        *,
-        scope: str | None = None,
-        conversation_id: str | None = None,
-        roles: Sequence[FactRole] | None = None,
-        include_deleted: bool = False,
-        limit: int | None = None,
-    ) -> list[Fact]:
+    def list_facts(self, **query: Unpack[FactQuery]) -> list[Fact]:
         """Oldest first."""
         ...
 
-    def delete_fact(
-        self,
-        fact_id: str,
-        *,
-        replaced_by: str | None = None,
-        at: datetime | None = None,
-        updated_at: datetime | None = None,
-    ) -> bool:
+    def delete_fact(self, fact_id: str, **tombstone: Unpack[Tombstone]) -> bool:
         """Tombstone: the entry stays readable (deleted=True) and leaves the search index;
-        its validity ends at `at` (default now) unless it had ended already. `updated_at`
-        is when it was deleted (now by default; a tombstone file's own time, so the file
-        and the index say the same)."""
+        its validity ends (`Tombstone.at`) unless it had ended already."""
         ...
 
     def purge_fact(self, fact_id: str) -> bool:
@@ -283,21 +256,13 @@ class SearchIndex(Protocol):
         ...
 
     def rare_term_hits(
-        self,
-        words: Sequence[str],
-        flt: SearchFilter,
-        *,
-        max_df: int,
-        max_share: float = 1.0,
-        limit: int | None = None,
+        self, words: Sequence[str], flt: SearchFilter, **bounds: Unpack[RareBounds]
     ) -> dict[str, list[Hit]]:
-        """For each of `words` (analyser terms, `store.analysis`) that at most `max_df`
-        documents passing `flt` hold (in what the index reads), and at most `max_share` of
-        the documents passing it, the documents among them whose own text says it (what a
-        hit shows: a turn, not its neighbours), oldest first; a word more common than that,
-        or said by none, is left out. With `limit`, the rarest words only, while their
-        holders together stay within it (`rows.rarest`). What entity-aware expansion reads
-        (`engine.retrieval.expand`). A hit's `score` is 0."""
+        """For each of `words` (analyser terms, `store.analysis`) rare enough (`RareBounds`)
+        among the documents passing `flt` (in what the index reads), the documents among
+        them whose own text says it (what a hit shows: a turn, not its neighbours), oldest
+        first; a word more common than that, or said by none, is left out. What
+        entity-aware expansion reads (`engine.retrieval.expand`). A hit's `score` is 0."""
         ...
 
     def put_vectors(
@@ -350,28 +315,15 @@ class MetaStore(Protocol):
 class InspectorReads(Protocol):
     """What the web inspector's pages read: paged lists, a feed, counters per day."""
 
-    def page_sessions(
-        self, *, query: str = "", namespace: str | None = None, offset: int = 0, limit: int = 50
-    ) -> tuple[list[Session], int]:
-        """One page of sessions, newest activity first, and how many match in all.
-
-        `query` matches (case-insensitively, as a substring) the title, key,
-        namespace, id or index metadata; `namespace` keeps one namespace.
-        """
+    def page_sessions(self, **which: Unpack[SessionPage]) -> tuple[list[Session], int]:
+        """One page of sessions, newest activity first, and how many match in all."""
         ...
 
     def session_namespaces(self) -> list[tuple[str, int]]:
         """(namespace, session count), by name."""
         ...
 
-    def page_facts(
-        self,
-        *,
-        scope: str | None = None,
-        include_deleted: bool = False,
-        offset: int = 0,
-        limit: int = 50,
-    ) -> tuple[list[Fact], int]:
+    def page_facts(self, **which: Unpack[FactPage]) -> tuple[list[Fact], int]:
         """One page of entries, newest first, and how many match in all."""
         ...
 

@@ -12,14 +12,15 @@ from __future__ import annotations
 import itertools
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from typing import Unpack
 
+from memlane.store.arguments import FactQuery, Tombstone
 from memlane.store.codec import FACT_COLUMNS, FACT_TIMES, fact_to_row, now
 from memlane.store.documents import AFTER, BEFORE, TURN_ROLES, Doc, is_turn, turn_document
 from memlane.store.documents import turn_documents as documents_of_turns
 from memlane.store.rows import fact_from_row
 from memlane.store.sql import D, SqlStore, Where, among, marks, select
-from memlane.types import Fact, FactRole
+from memlane.types import Fact
 
 Progress = Callable[[int, int], None]
 _COLUMNS = ", ".join(FACT_COLUMNS)
@@ -169,40 +170,29 @@ class SqlFacts(SqlStore[D]):
             row = db.one(f"SELECT {_COLUMNS} FROM facts WHERE id = ?", fact_id)
         return fact_from_row(row) if row else None
 
-    def list_facts(
-        self,
-        *,
-        scope: str | None = None,
-        conversation_id: str | None = None,
-        roles: Sequence[FactRole] | None = None,
-        include_deleted: bool = False,
-        limit: int | None = None,
-    ) -> list[Fact]:
-        where = Where().equal("scope", scope).equal("conversation_id", conversation_id)
+    def list_facts(self, **query: Unpack[FactQuery]) -> list[Fact]:
+        where = Where().equal("scope", query.get("scope"))
+        where.equal("conversation_id", query.get("conversation_id"))
+        roles = query.get("roles")
         if roles is not None:
             where.add(among("role", roles), *roles)
-        if not include_deleted:
+        if not query.get("include_deleted", False):
             where.add("deleted = ?", False)
         with self._reading() as db:
-            rows = select(db, _COLUMNS, "facts", where, f"created_at, {db.seq}", limit)
+            order = f"created_at, {db.seq}"
+            rows = select(db, _COLUMNS, "facts", where, order, query.get("limit"))
         return [fact_from_row(r) for r in rows]
 
-    def delete_fact(
-        self,
-        fact_id: str,
-        *,
-        replaced_by: str | None = None,
-        at: datetime | None = None,
-        updated_at: datetime | None = None,
-    ) -> bool:
+    def delete_fact(self, fact_id: str, **tombstone: Unpack[Tombstone]) -> bool:
         stamp = now()
+        at, updated_at = tombstone.get("at"), tombstone.get("updated_at")
         with self._writing() as db:
             deleted = db.run(
                 "UPDATE facts SET deleted = ?, replaced_by = coalesce(?, replaced_by), "
                 "valid_to = coalesce(valid_to, ?), updated_at = ?, source_turns = NULL "
                 "WHERE id = ?",
                 True,
-                replaced_by,
+                tombstone.get("replaced_by"),
                 db.time(at or stamp),
                 db.time(updated_at or stamp),
                 fact_id,

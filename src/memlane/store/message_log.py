@@ -12,8 +12,9 @@ from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
+from memlane.store.arguments import EventDetails, MessageQuery
 from memlane.store.base import NewEvent, NewMessage, SessionNotFound, StoreError, SyncResult
 from memlane.store.codec import now
 from memlane.store.documents import Doc
@@ -74,6 +75,18 @@ def hold_history(db: Db, session_id: str, *, with_stored: bool = False) -> Histo
         next_position=int(position[0]["next"]),
         stored=[(int(r["id"]), r["content_hash"]) for r in stored[0]] if stored else [],
     )
+
+
+def _stored_from(db: Db, session_id: str, position: int, content_hash: str) -> bool:
+    """Whether a client stored this message (in `ok` status) at `position` or later."""
+    row = db.one(
+        "SELECT 1 AS found FROM messages WHERE session_id = ? AND position >= ? "
+        "AND origin = 'client' AND status = 'ok' AND content_hash = ? LIMIT 1",
+        session_id,
+        position,
+        content_hash,
+    )
+    return row is not None
 
 
 def change_status(db: Db, ids: Sequence[int], status: str) -> int:
@@ -145,34 +158,32 @@ class SqlMessageLog(SqlStore[D]):
                 superseded = change_status(db, stale, "superseded")
             new = incoming[plan.matched :]
             added = self._append(db, history, new, hashes[plan.matched :]) if new else []
-        return SyncResult(plan.matched, tuple(added), superseded)
+        end = added[-1].position + 1 if added else history.next_position
+        return SyncResult(plan.matched, tuple(added), superseded, next_position=end)
 
     def append_messages(
-        self, session_id: str, messages: Sequence[NewMessage]
+        self, session_id: str, messages: Sequence[NewMessage], *, unless_from: int | None = None
     ) -> list[StoredMessage]:
         hashes = [item.message.fingerprint() for item in messages]
         with self._writing() as db:
             history = hold_history(db, session_id)
-            return self._append(db, history, messages, hashes) if messages else []
+            if not messages or (
+                unless_from is not None and _stored_from(db, session_id, unless_from, hashes[0])
+            ):
+                return []
+            return self._append(db, history, messages, hashes)
 
-    def list_messages(
-        self,
-        session_id: str,
-        *,
-        transcript_only: bool = False,
-        include_superseded: bool = False,
-        since_position: int = 0,
-    ) -> list[StoredMessage]:
-        status = "" if include_superseded else " AND status != 'superseded'"
+    def list_messages(self, session_id: str, **query: Unpack[MessageQuery]) -> list[StoredMessage]:
+        status = "" if query.get("include_superseded", False) else " AND status != 'superseded'"
         with self._reading() as db:
             rows = db.all(
                 f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? "
                 f"AND position >= ?{status} ORDER BY position",
                 session_id,
-                since_position,
+                query.get("since_position", 0),
             )
         messages = [message_from_row(r) for r in rows]
-        return [m for m in messages if m.transcript] if transcript_only else messages
+        return [m for m in messages if m.transcript] if query.get("transcript_only") else messages
 
     def set_message_status(self, message_id: int, status: str) -> None:
         check_status(status)
@@ -189,12 +200,9 @@ class SqlMessageLog(SqlStore[D]):
         session_id: str,
         kind: str,
         payload: Mapping[str, Any],
-        *,
-        text: str = "",
-        document: str | None = None,
-        at: datetime | None = None,
+        **details: Unpack[EventDetails],
     ) -> Event:
-        return self.add_events(session_id, [NewEvent(kind, payload, text, document, at)])[0]
+        return self.add_events(session_id, [NewEvent(kind, payload, **details)])[0]
 
     def add_events(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
         stamp = now()

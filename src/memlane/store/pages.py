@@ -11,7 +11,9 @@ Every query is bounded by an index — sessions by `updated_at`, facts by
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Unpack
 
+from memlane.store.arguments import PAGE_SIZE, FactPage, Paging, SessionPage
 from memlane.store.codec import FACT_COLUMNS
 from memlane.store.rows import EVENT_COLUMNS, SESSION_COLUMNS, event_from_row, session_from_row
 from memlane.store.rows import fact_from_row as fact_row
@@ -25,6 +27,11 @@ def like_pattern(query: str) -> str:
     """`%query%`, lower case, with LIKE's wildcards in the query taken literally."""
     escaped = query.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
+
+
+def bounds(which: Paging) -> tuple[int, int]:
+    """(limit, offset) of a paged read, their defaults for those not given."""
+    return which.get("limit", PAGE_SIZE), which.get("offset", 0)
 
 
 def session_filter(query: str, namespace: str | None) -> Where:
@@ -51,10 +58,9 @@ def counted_by(db: Db, table: str, column: str, where: Where) -> list[tuple[str,
 
 
 class SqlPages(SqlStore[D]):
-    def page_sessions(
-        self, *, query: str = "", namespace: str | None = None, offset: int = 0, limit: int = 50
-    ) -> tuple[list[Session], int]:
-        where = session_filter(query, namespace)
+    def page_sessions(self, **which: Unpack[SessionPage]) -> tuple[list[Session], int]:
+        where = session_filter(which.get("query", ""), which.get("namespace"))
+        limit, offset = bounds(which)
         with self._reading() as db:
             rows, total = page(
                 db,
@@ -71,16 +77,11 @@ class SqlPages(SqlStore[D]):
         with self._reading() as db:
             return counted_by(db, "sessions", "namespace", Where())
 
-    def page_facts(
-        self,
-        *,
-        scope: str | None = None,
-        include_deleted: bool = False,
-        offset: int = 0,
-        limit: int = 50,
-    ) -> tuple[list[Fact], int]:
+    def page_facts(self, **which: Unpack[FactPage]) -> tuple[list[Fact], int]:
+        scope = which.get("scope")
+        limit, offset = bounds(which)
         listing, counting = Where().equal("scope", scope), Where().equal("scope", scope)
-        if not include_deleted:
+        if not which.get("include_deleted", False):
             counting.add("deleted = ?", False)  # counted from the (deleted, scope) index
             # listed along `created_at` (or the scope's index); `NOT deleted` is no equality,
             # so the planner does not sort every live entry to find the newest fifty

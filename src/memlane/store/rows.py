@@ -8,11 +8,9 @@ so one mapper per record serves both backends.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from memlane.store.analysis import might_say, term_set
 from memlane.store.codec import links_from_text, message_from_json, moment
 from memlane.types import Event, Fact, Hit, Session, StoredMessage
 
@@ -98,57 +96,6 @@ def hit_from_row(row: Row, score: float) -> Hit:
         score=score,
         created_at=moment(row["created_at"]),
     )
-
-
-def rare_bound(max_df: int, max_share: float, visible: int) -> int:
-    """How many holders a rare word may have among `visible` documents: at most `max_df`,
-    and at most `max_share` of them (in a handful of documents no word is rare)."""
-    return min(max_df, int(max_share * visible))
-
-
-def rarest(held: Mapping[str, Sequence[Any]], limit: int | None) -> dict[str, Sequence[Any]]:
-    """The words with the fewest holders first, as long as their holders together stay
-    within `limit` (None: all): the rarer a shared word, the stronger the link, and a
-    request reads a bounded number of documents however many words its seeds have."""
-    if limit is None:
-        return dict(held)
-    out: dict[str, Sequence[Any]] = {}
-    used = 0
-    for word in sorted(held, key=lambda w: (len(held[w]), w)):
-        used += len(held[word])
-        if used > limit:
-            break
-        out[word] = held[word]
-    return out
-
-
-def own_holders(held: Mapping[str, Sequence[Any]], rows: Mapping[Any, Row]) -> dict[str, list[Hit]]:
-    """`SearchIndex.rare_term_hits` from each word's holders (row keys, oldest first) and
-    their rows (those that passed the filter): only a document whose own text says the
-    word holds it (a turn's indexed document also has its neighbours' words)."""
-    lowered: dict[Any, str] = {}
-    said: dict[Any, frozenset[str]] = {}
-    hits: dict[Any, Hit] = {}
-    out: dict[str, list[Hit]] = {}
-    for word, keys in held.items():
-        for key in keys:
-            row = rows.get(key)
-            if row is None:
-                continue
-            low = lowered.get(key)
-            if low is None:
-                low = lowered[key] = row["text"].lower()
-            if not might_say(low, word):
-                continue  # most holders only hold it through a neighbour: no analysis
-            words = said.get(key)
-            if words is None:
-                words = said[key] = term_set(row["text"])
-            if word in words:
-                hit = hits.get(key)
-                if hit is None:
-                    hit = hits[key] = hit_from_row(row, 0.0)
-                out.setdefault(word, []).append(hit)
-    return out
 
 
 def fact_from_row(row: Row) -> Fact:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import uuid
 from abc import abstractmethod
-from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from collections.abc import Callable, Collection
+from typing import Any, Unpack
 
+from memlane.store.arguments import SessionChanges, SessionQuery, Usage
 from memlane.store.base import SessionNotFound, StoreError
 from memlane.store.codec import now
 from memlane.store.documents import Doc, session_doc
@@ -125,28 +126,16 @@ class SqlSessions(SqlStore[D]):
             )
         return session_from_row(row) if row else None
 
-    def list_sessions(
-        self,
-        *,
-        namespace: str | None = None,
-        limit: int | None = None,
-        tenant: str | None = "",
-    ) -> list[Session]:
-        where = Where().equal("tenant", tenant).equal("namespace", namespace)
+    def list_sessions(self, **query: Unpack[SessionQuery]) -> list[Session]:
+        where = Where().equal("tenant", query.get("tenant", ""))
+        where.equal("namespace", query.get("namespace"))
         with self._reading() as db:
             order = f"updated_at DESC, {db.seq} DESC"
-            rows = select(db, SESSION_COLUMNS, "sessions", where, order, limit)
+            rows = select(db, SESSION_COLUMNS, "sessions", where, order, query.get("limit"))
         return [session_from_row(r) for r in rows]
 
-    def update_session(
-        self,
-        session_id: str,
-        *,
-        title: str | None = None,
-        summary: str | None = None,
-        summarized_count: int | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Session:
+    def update_session(self, session_id: str, **changes: Unpack[SessionChanges]) -> Session:
+        metadata = changes.get("metadata")
         with self._writing() as db:
             update_session_row(
                 db,
@@ -154,9 +143,9 @@ class SqlSessions(SqlStore[D]):
                 "title = coalesce(?, title), summary = coalesce(?, summary), "
                 "summarized_count = coalesce(?, summarized_count), "
                 "metadata = coalesce(?, metadata)",
-                title,
-                summary,
-                summarized_count,
+                changes.get("title"),
+                changes.get("summary"),
+                changes.get("summarized_count"),
                 db.json(dict(metadata)) if metadata is not None else None,
             )
             if metadata is not None:
@@ -165,23 +154,16 @@ class SqlSessions(SqlStore[D]):
         assert row is not None
         return session_from_row(row)
 
-    def add_usage(
-        self,
-        session_id: str,
-        *,
-        prompt_tokens: int = 0,
-        completion_tokens: int = 0,
-        cost_usd: float = 0.0,
-    ) -> None:
+    def add_usage(self, session_id: str, **usage: Unpack[Usage]) -> None:
         with self._writing() as db:
             update_session_row(
                 db,
                 session_id,
                 "prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, "
                 "cost_usd = cost_usd + ?",
-                prompt_tokens,
-                completion_tokens,
-                cost_usd,
+                usage.get("prompt_tokens", 0),
+                usage.get("completion_tokens", 0),
+                usage.get("cost_usd", 0.0),
             )
 
     def delete_session(self, session_id: str) -> bool:

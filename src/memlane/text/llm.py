@@ -18,7 +18,7 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypedDict, Unpack
 
 import httpx
 
@@ -49,15 +49,23 @@ class Completion:
     completion_tokens: int = 0
 
 
+class CallOptions(TypedDict, total=False):
+    """How one of memlane's own calls asks (`LLM.complete`); a field left out takes the
+    default it names."""
+
+    model: str | None
+    """The model (default: the client's own)."""
+    temperature: float
+    """Default 0.0: the same prompt gets the same answer, as near as the model allows."""
+    max_tokens: int | None
+    """The most the answer may take (default: the API's own limit)."""
+    json_mode: bool
+    """Ask for a JSON object as the answer (default False)."""
+
+
 class LLM(Protocol):
     async def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        model: str | None = None,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        json_mode: bool = False,
+        self, messages: Sequence[Mapping[str, Any]], **options: Unpack[CallOptions]
     ) -> Completion:
         """One chat completion with no tools. Raises `LLMError` on any failure."""
         ...
@@ -217,24 +225,20 @@ class HTTPLLM(ABC):
             raise LLMError("LLM answered a body that is not JSON") from exc
 
     async def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        model: str | None = None,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        json_mode: bool = False,
+        self, messages: Sequence[Mapping[str, Any]], **options: Unpack[CallOptions]
     ) -> Completion:
         """The `LLM` call: a chat-shaped body, shaped for this client's API, and its answer."""
-        chosen = self._model(model)
+        chosen = self._model(options.get("model"))
         body: dict[str, Any] = {
             "model": chosen,
             "messages": [dict(m) for m in messages],
-            "temperature": temperature,
+            "temperature": options.get("temperature", 0.0),
         }
+        max_tokens = options.get("max_tokens")
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
-        return self._read(await self._post(self._shaped(body, json_mode)), chosen)
+        shaped = self._shaped(body, options.get("json_mode", False))
+        return self._read(await self._post(shaped), chosen)
 
     @abstractmethod
     def _shaped(self, body: dict[str, Any], json_mode: bool) -> dict[str, Any]:

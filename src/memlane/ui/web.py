@@ -71,7 +71,11 @@ Who = Annotated[auth.Viewer, Depends(signed_in)]
 
 
 async def rt_dep(request: Request) -> Runtime:
-    return runtime_of(request)
+    """The engine, once the answers its clients were given are stored (they are stored
+    just after the client has them: a page shows what a client was answered)."""
+    rt = runtime_of(request)
+    await rt.turn_order.settled()
+    return rt
 
 
 Rt = Annotated[Runtime, Depends(rt_dep)]

@@ -73,6 +73,33 @@ def test_sync_stores_a_resent_history_once(store: Store) -> None:
     assert texts(store, session.id) == ["hi", "hello!", "how?"]
 
 
+def test_sync_says_where_the_answer_to_the_stored_messages_goes(store: Store) -> None:
+    session = store.ensure_session("s")
+    assert store.sync_messages(session.id, [user("hi")]).next_position == 1
+    store.append_messages(session.id, [assistant("hello!")])
+    resent = store.sync_messages(session.id, [user("hi"), assistant("hello!")])
+    assert (resent.added, resent.next_position) == ((), 2)
+
+
+def test_an_answer_stored_late_is_not_stored_twice(store: Store) -> None:
+    """The client's next request, served elsewhere, stored the answer first (it resent it)."""
+    session = store.ensure_session("s")
+    asked = store.sync_messages(session.id, [user("hi")])
+    store.sync_messages(session.id, [user("hi"), assistant("hello!"), user("how?")])
+    late = store.append_messages(session.id, [assistant("hello!")], unless_from=asked.next_position)
+    assert late == []
+    assert texts(store, session.id) == ["hi", "hello!", "how?"]
+
+
+def test_an_answer_stored_late_is_stored_when_nobody_stored_it(store: Store) -> None:
+    session = store.ensure_session("s")
+    asked = store.sync_messages(session.id, [user("hi")])
+    store.append_messages(session.id, [assistant("other")])  # a different answer is stored
+    late = store.append_messages(session.id, [assistant("hello!")], unless_from=asked.next_position)
+    assert [m.position for m in late] == [2]
+    assert texts(store, session.id) == ["hi", "other", "hello!"]
+
+
 def test_sync_keeps_a_message_said_twice(store: Store) -> None:
     session = store.ensure_session("s")
     store.sync_messages(session.id, [user("yes")])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from memlane.config import Settings
@@ -139,6 +140,12 @@ def _lookup(table: Mapping[str, int], model: str) -> int | None:
     return best[1] if best else None
 
 
+@lru_cache(maxsize=256)
+def _known_window(model: str) -> int | None:
+    """`KNOWN_WINDOWS`' entry for `model`: asked on every request, and a table scan."""
+    return _lookup(KNOWN_WINDOWS, model)
+
+
 def context_window(settings: Settings, store: MetaStore | None, model: str) -> Window:
     configured = _lookup(settings.governance_context_windows, model)
     if configured is not None:
@@ -149,7 +156,7 @@ def context_window(settings: Settings, store: MetaStore | None, model: str) -> W
             return Window(int(learned), "learned")
     if bare_model(model).endswith(LONG_CONTEXT_TAG):
         return Window(LONG_CONTEXT_WINDOW, "table")
-    known = _lookup(KNOWN_WINDOWS, model)
+    known = _known_window(model)
     if known is not None:
         return Window(known, "table")
     return Window(settings.governance_default_window, "default")

@@ -46,6 +46,7 @@ its conversation: another conversation of the namespace gets the fact alone).
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,7 +58,7 @@ from memlane.engine.governance.recall import stamp
 from memlane.engine.memory import scopes, versions
 from memlane.engine.memory.summary import summary_id
 from memlane.engine.retrieval.candidates import Candidate
-from memlane.engine.retrieval.search import search
+from memlane.engine.retrieval.search import Query, ranked, reranking, search
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import RecallNote, Turn
 from memlane.store.documents import TURN_ROLES, is_turn
@@ -105,8 +106,53 @@ class Recalled:
         return f"{self.role}, {versions.interval(fact)}" if self.dated else self.role
 
 
-async def recall_for_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
-    """The request's messages with recalled memories injected (or unchanged)."""
+def search_ahead(rt: Runtime, turn: Turn) -> asyncio.Task[Ahead] | None:
+    """The turn's recall search, started while the turn is being stored (None: not now).
+
+    It reads only what earlier turns stored (the turn's own text is not a memory yet),
+    so it runs beside the store's write in another worker thread; its hits are
+    checked against the request once the scaffold and governance have shaped it
+    (`recall_for_turn`). Not with a reranker (an async call) nor in `trimmed` mode
+    (whether to recall depends on governance).
+    """
+    settings = rt.settings
+    query = turn.user_text
+    if not settings.memory_enabled or settings.memory_mode == "trimmed" or not query.strip():
+        return None
+    if reranking(rt):
+        return None
+    exclude = {m.text.strip() for m in turn.messages if m.text}
+
+    def search_now() -> Ahead:
+        session = None if turn.ephemeral else rt.store.find_session(turn.key, tenant=turn.tenant)
+        session_id = session.id if session is not None else None
+        wanted = scopes.recall_scopes(settings, session_id, turn.namespace, turn.tenant)
+        asked = _asked(rt, query, wanted, exclude, None, session_id)
+        return Ahead(wanted, ranked(rt, asked.query) if asked.query else [])
+
+    task = asyncio.ensure_future(threads.to_thread(search_now))
+    task.add_done_callback(_retrieved)  # a turn that fails before recall never awaits it
+    return task
+
+
+@dataclass(frozen=True, slots=True)
+class Ahead:
+    """A search run ahead of the turn's recall stage: where it looked, what it found."""
+
+    scopes: Sequence[str]
+    hits: list[Candidate]
+
+
+def _retrieved(task: asyncio.Task[Ahead]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+async def recall_for_turn(
+    rt: Runtime, turn: Turn, messages: list[Message], ahead: asyncio.Task[Ahead] | None = None
+) -> list[Message]:
+    """The request's messages with recalled memories injected (or unchanged); `ahead`: the
+    search `search_ahead` started for this turn."""
     settings = rt.settings
     if not settings.memory_enabled:
         return messages
@@ -116,13 +162,27 @@ async def recall_for_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> l
     if not query.strip():
         return messages
     session_id = turn.session.id if turn.session is not None else None
-    found = await recall(
-        rt,
-        query,
-        scopes=scopes.recall_scopes(settings, session_id, turn.namespace, turn.tenant),
-        exclude={m.text.strip() for m in messages if m.text},
-        session_id=session_id,
-    )
+    exclude = {m.text.strip() for m in messages if m.text}
+    wanted = scopes.recall_scopes(settings, session_id, turn.namespace, turn.tenant)
+    if ahead is None and reranking(rt):  # the reranker's call is async: a trip per stage
+        found = await recall(rt, query, scopes=wanted, exclude=exclude, session_id=session_id)
+        summary = await conversation_summary(rt, session_id) if found and session_id else ""
+    else:
+        searched = await ahead if ahead is not None else None
+
+        def chosen() -> tuple[list[Recalled], str]:
+            """One trip to a worker thread (each costs a wake-up and the GIL on the way
+            back): the search unless it ran ahead, the entries found, the summary."""
+            if searched is not None:
+                asked = _asked(rt, query, searched.scopes, exclude, None, session_id)
+                hits = searched.hits
+            else:
+                asked = _asked(rt, query, wanted, exclude, None, session_id)
+                hits = ranked(rt, asked.query) if asked.query else []
+            found = _recalled(rt, asked, hits)
+            return found, _summary(rt, session_id) if found and session_id else ""
+
+        found, summary = await threads.to_thread(chosen)
     if not found:
         return messages
     turn.recalled = tuple(
@@ -136,7 +196,6 @@ async def recall_for_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> l
         )
         for r in found
     )
-    summary = await conversation_summary(rt, session_id) if session_id else ""
     return inject(messages, render(found, summary))
 
 
@@ -156,6 +215,44 @@ async def recall(
     Session summaries of the scopes come too (`memory_session_summaries`), except the
     summary of `session_id`, the conversation asking (it is what the model reads).
     """
+    asked = _asked(rt, query, scopes, exclude, as_of, session_id)
+    q = asked.query
+    if q is None:
+        return []
+    if not reranking(rt):
+        return await threads.to_thread(lambda: _recalled(rt, asked, ranked(rt, q)))
+    hits = await search(
+        rt,
+        query,
+        scopes=scopes,
+        kinds=q.flt.kinds,
+        top_k=q.k,
+        as_of=as_of,
+        superseded=q.flt.valid_at is None,
+    )
+    return await threads.to_thread(_recalled, rt, asked, hits)
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """A recall's search, and what decides which of its hits are kept and how shown."""
+
+    query: Query | None
+    k: int
+    skip: set[str]
+    scopes: Sequence[str] | None
+    session_id: str | None
+    dated: bool
+
+
+def _asked(
+    rt: Runtime,
+    query: str,
+    scopes: Sequence[str] | None,
+    exclude: set[str] | None,
+    as_of: datetime | None,
+    session_id: str | None,
+) -> _Asked:
     settings = rt.settings
     k = settings.memory_top_k
     skip = exclude or set()
@@ -163,16 +260,21 @@ async def recall(
     summaries = settings.memory_session_summaries
     kinds: tuple[DocKind, ...] = ("fact", "session") if summaries else ("fact",)
     extra = min(len(skip), k) + (summaries and session_id is not None)
-    hits = await search(
-        rt, query, scopes=scopes, kinds=kinds, top_k=k + extra, as_of=as_of, superseded=change
+    searched = Query.of(
+        rt, query, scopes, kinds=kinds, top_k=k + extra, as_of=as_of, superseded=change
     )
+    return _Asked(searched, k, skip, scopes, session_id, change or as_of is not None)
+
+
+def _recalled(rt: Runtime, asked: _Asked, hits: Sequence[Candidate]) -> list[Recalled]:
+    """The hits not already in the request, each with its entry (and, `memory_fact_sources`,
+    the turns its fact came from), top-k; in the calling thread (it reads the store)."""
     seen: set[str] = set()
-    hits = [h for h in hits if _fresh(h, skip, seen, session_id)][:k]
+    hits = [h for h in hits if _fresh(h, asked.skip, seen, asked.session_id)][: asked.k]
     if not hits:
         return []
-    follow = settings.memory_fact_sources
-    facts, sources = await threads.to_thread(_load, rt, hits, scopes, follow=follow)
-    dated = change or as_of is not None
+    follow = rt.settings.memory_fact_sources
+    facts, sources = _load(rt, hits, asked.scopes, follow=follow)
     out: list[Recalled] = []
     taken: set[str] = set()
     for hit in hits:
@@ -180,13 +282,13 @@ async def recall(
             continue  # a source turn brought up by its fact already
         fact = facts.get(hit.ref)
         role = fact.role if fact is not None else hit.kind
-        out.append(Recalled(role, hit.text, hit, fact, dated))
+        out.append(Recalled(role, hit.text, hit, fact, asked.dated))
         taken.add(hit.ref)
         for turn in sources.get(hit.ref, ()):
-            if turn.id not in taken and turn.text.strip() not in skip:
-                out.append(Recalled(turn.role, turn.text, _brought(turn, hit), turn, dated))
+            if turn.id not in taken and turn.text.strip() not in asked.skip:
+                out.append(Recalled(turn.role, turn.text, _brought(turn, hit), turn, asked.dated))
                 taken.add(turn.id)
-    return out[:k]
+    return out[: asked.k]
 
 
 def _fresh(hit: Candidate, skip: set[str], seen: set[str], session_id: str | None) -> bool:
@@ -240,7 +342,11 @@ def _brought(turn: Fact, fact: Candidate) -> Candidate:
 
 
 async def conversation_summary(rt: Runtime, session_id: str) -> str:
-    fact = await threads.to_thread(rt.store.get_fact, summary_id(session_id))
+    return await threads.to_thread(_summary, rt, session_id)
+
+
+def _summary(rt: Runtime, session_id: str) -> str:
+    fact = rt.store.get_fact(summary_id(session_id))
     return fact.text if fact is not None and not fact.deleted else ""
 
 

@@ -33,10 +33,10 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, TypedDict, Unpack
 
 from memlane.engine import threads
 from memlane.engine.retrieval.candidates import Candidate, from_hits
@@ -64,49 +64,99 @@ FUSION: FusionMethod = "score"
 log = logging.getLogger("memlane.retrieval")
 
 
+class Terms(TypedDict, total=False):
+    """What narrows a search besides its scopes (the module docstring says each)."""
+
+    kinds: tuple[DocKind, ...]
+    roles: tuple[FactRole, ...] | None
+    session_id: str | None
+    top_k: int | None
+    now: datetime | None
+    as_of: datetime | None
+    superseded: bool
+
+
 async def search(
     rt: Runtime,
     query: str,
     *,
     scopes: Sequence[str] | None,
-    kinds: tuple[DocKind, ...] = ("fact",),
-    roles: tuple[FactRole, ...] | None = RECALL_ROLES,
-    session_id: str | None = None,
-    top_k: int | None = None,
     method: Method = "memlane",
-    now: datetime | None = None,
-    as_of: datetime | None = None,
-    superseded: bool = False,
+    **terms: Unpack[Terms],
 ) -> list[Candidate]:
     """Ranked memories for `query`; empty for an empty query or an empty scope list."""
-    settings = rt.settings
-    k = top_k or settings.memory_top_k
-    if not query.strip() or (scopes is not None and not scopes):
+    asked = Query.of(rt, query, scopes, **terms)
+    if asked is None:
         return []
-    flt = SearchFilter(
-        kinds=kinds,
-        scopes=tuple(scopes) if scopes is not None else None,
-        session_id=session_id,
-        fact_roles=roles,
-        valid_at=None if superseded else (as_of or datetime.now(UTC)),
-    )
-    pool = k * settings.memory_candidates_factor
     if method != "memlane":
-        keyword, dense = await threads.to_thread(_first_stage, rt, query, flt, pool, method)
+        keyword, dense = await threads.to_thread(
+            _first_stage, rt, query, asked.flt, asked.pool, method
+        )
         hits = keyword if method == "bm25" else dense
-        return [_plain(hit, rank) for rank, hit in enumerate(hits[:k])]
-    candidates = await threads.to_thread(_candidates, rt, query, flt, pool)
-    candidates = await rerank(_reranker(rt), query, candidates)
+        return [_plain(hit, rank) for rank, hit in enumerate(hits[: asked.k])]
+    reranker = _reranker(rt)
+    if reranker is None:  # every stage in one trip to a worker thread
+        return await threads.to_thread(ranked, rt, asked)
+    candidates = await threads.to_thread(_candidates, rt, query, asked.flt, asked.pool)
+    candidates = await rerank(reranker, query, candidates)
+    return await threads.to_thread(_final, rt, asked, candidates)
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One search, as the stages need it."""
+
+    text: str
+    flt: SearchFilter
+    k: int
+    pool: int
+    """How many each first-stage list fetches."""
+    now: datetime
+
+    @classmethod
+    def of(
+        cls, rt: Runtime, query: str, scopes: Sequence[str] | None, **terms: Unpack[Terms]
+    ) -> Query | None:
+        """None when there is nothing to search: an empty query or an empty scope list."""
+        if not query.strip() or (scopes is not None and not scopes):
+            return None
+        settings = rt.settings
+        k = terms.get("top_k") or settings.memory_top_k
+        as_of = terms.get("as_of")
+        flt = SearchFilter(
+            kinds=terms.get("kinds", ("fact",)),
+            scopes=tuple(scopes) if scopes is not None else None,
+            session_id=terms.get("session_id"),
+            fact_roles=terms.get("roles", RECALL_ROLES),
+            valid_at=None if terms.get("superseded") else (as_of or datetime.now(UTC)),
+        )
+        now = terms.get("now") or datetime.now(UTC)
+        return cls(query, flt, k, k * settings.memory_candidates_factor, now)
+
+
+def ranked(rt: Runtime, asked: Query) -> list[Candidate]:
+    """Every stage but an external reranker, in the calling thread (it blocks on the store).
+
+    The request path calls this inside the one worker-thread trip that also loads what
+    it found (`memory.recall`) when no reranker is configured (`reranking` says)."""
+    return _final(rt, asked, _candidates(rt, asked.text, asked.flt, asked.pool))
+
+
+def reranking(rt: Runtime) -> bool:
+    """Whether a reranker is configured: its call is async, so `ranked` cannot run it."""
+    return _reranker(rt) is not None
+
+
+def _final(rt: Runtime, asked: Query, candidates: list[Candidate]) -> list[Candidate]:
+    """Threshold, recency and diversity: the stages after the (optional) reranker."""
+    settings = rt.settings
     candidates = threshold(candidates, settings.memory_score_threshold)
     if not candidates:
         return []
-    candidates = apply_recency(
-        candidates, now=now or datetime.now(UTC), weight=settings.memory_recency_weight
-    )
+    candidates = apply_recency(candidates, now=asked.now, weight=settings.memory_recency_weight)
     if settings.memory_mmr_lambda >= 1.0 or not settings.dense_retrieval:
-        return candidates[:k]  # MMR compares embeddings: none without dense retrieval
-    vectors = await threads.to_thread(_vectors, rt, candidates)
-    return mmr(candidates, vectors, k=k, lam=settings.memory_mmr_lambda)
+        return candidates[: asked.k]  # MMR compares embeddings: none without dense retrieval
+    return mmr(candidates, _vectors(rt, candidates), k=asked.k, lam=settings.memory_mmr_lambda)
 
 
 def _candidates(rt: Runtime, query: str, flt: SearchFilter, pool: int) -> list[Candidate]:

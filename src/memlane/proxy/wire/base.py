@@ -236,14 +236,14 @@ def require(condition: bool, message: str, param: str) -> None:
 def message_role(item: Any, param: str, roles: frozenset[str]) -> str:
     """The role of a message item `param`, once the item is an object and the role one of
     `roles` (a `WireError` naming what is wrong otherwise)."""
-    require(isinstance(item, dict), f"{param} must be an object", param)
+    if not isinstance(item, dict):
+        raise WireError(f"{param} must be an object", param=param)
     role = item.get("role")
-    require(
-        isinstance(role, str) and role in roles,
-        f"{param}.role must be one of {', '.join(sorted(roles))}",
-        f"{param}.role",
-    )
-    return str(role)
+    if not (isinstance(role, str) and role in roles):  # the message is built only when wrong
+        raise WireError(
+            f"{param}.role must be one of {', '.join(sorted(roles))}", param=f"{param}.role"
+        )
+    return role
 
 
 def model_and_stream(body: Any) -> tuple[str, bool]:

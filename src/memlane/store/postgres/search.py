@@ -28,8 +28,8 @@ from memlane.store.postgres.keywords import (
     CollectionStats,
     tsquery_literal,
 )
-from memlane.store.rows import hit_from_row, own_holders, rare_bound, rarest
-from memlane.store.sql import SqlStore
+from memlane.store.rare_terms import Holders, RareQuery, SqlRareTerms, rare_bound, rarest
+from memlane.store.rows import hit_from_row
 from memlane.types import DocKind, Hit
 
 # The most candidates an HNSW scan visits to fill a filtered result (pgvector's default).
@@ -55,7 +55,7 @@ def filter_sql(flt: SearchFilter, alias: str) -> tuple[str, dict[str, Any]]:
     return " AND ".join(clauses), params
 
 
-class PostgresSearch(SqlStore[PostgresDb]):
+class PostgresSearch(SqlRareTerms[PostgresDb]):
     _indexed_dims: set[int]
     """Dimensions known to have their HNSW index in this database."""
     _stats: CollectionStats
@@ -95,27 +95,19 @@ class PostgresSearch(SqlStore[PostgresDb]):
                 rows += conn.execute(FILL_SQL.format(where=where), params).fetchall()
         return [hit_from_row(r, float(r["score"])) for r in rows]
 
-    def rare_term_hits(
-        self,
-        words: Sequence[str],
-        flt: SearchFilter,
-        *,
-        max_df: int,
-        max_share: float = 1.0,
-        limit: int | None = None,
-    ) -> dict[str, list[Hit]]:
-        terms = list(dict.fromkeys(words))
-        if not terms or max_df <= 0 or not flt.kinds:
-            return {}
-        where, params = filter_sql(flt, "d")
+    def _rare_holders(self, query: RareQuery) -> Holders:
+        max_df = query.max_df
+        where, params = filter_sql(query.flt, "d")
         with self._reading() as db:
             conn = db.conn
-            if max_share < 1.0:  # count the visible documents, as far as the bound can move
-                params["enough"] = math.ceil(max_df / max_share) if max_share > 0 else 0
+            if query.max_share < 1.0:  # count the visible documents, as far as the bound can move
+                share = query.max_share
+                params["enough"] = math.ceil(max_df / share) if share > 0 else 0
                 row = conn.execute(VISIBLE_SQL.format(where=where), params).fetchone()
-                max_df = rare_bound(max_df, max_share, int(row["n"]) if row else 0)
+                max_df = rare_bound(max_df, share, int(row["n"]) if row else 0)
             if max_df < 2:
-                return {}  # a word only its seed holds links nothing
+                return {}, {}  # a word only its seed holds links nothing
+            terms = list(query.words)
             params.update(
                 words=terms, queries=[tsquery_literal([w]) for w in terms], cap=max_df + 1
             )
@@ -124,7 +116,7 @@ class PostgresSearch(SqlStore[PostgresDb]):
         for row in rows:
             held.setdefault(row["word"], []).append(row["seq"])
         rare = {word: sorted(seqs) for word, seqs in held.items() if len(seqs) <= max_df}
-        return own_holders(rarest(rare, limit), {row["seq"]: row for row in rows})
+        return rarest(rare, query.limit), {row["seq"]: row for row in rows}
 
     def put_vectors(
         self, kind: DocKind, items: Sequence[tuple[str, Vector]], *, model: str

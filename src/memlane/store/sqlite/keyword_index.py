@@ -30,7 +30,7 @@ import math
 import sqlite3
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +38,8 @@ import numpy as np
 import numpy.typing as npt
 
 from memlane.store.base import SearchFilter
-from memlane.store.rows import rare_bound
+from memlane.store.rare_terms import RareQuery, rare_bound
+from memlane.store.sqlite.doc_filter import DocFilter, Docs, IntArray
 
 K1 = 1.2
 B = 0.75
@@ -54,7 +55,6 @@ _DOC_ROWS = f"SELECT {_COLUMNS} FROM docs WHERE rowid > ? ORDER BY rowid LIMIT ?
 
 _MARKER = "\x00"  # never a term: the analyser's terms are word characters
 
-IntArray = npt.NDArray[np.int64]
 Postings = tuple[IntArray, IntArray, IntArray]  # (term, document, frequency), grouped by term
 FloatArray = npt.NDArray[np.float64]
 
@@ -63,45 +63,6 @@ FloatArray = npt.NDArray[np.float64]
 class KeywordHit:
     rowid: int
     score: float
-
-
-class _Docs:
-    """Per-document columns, growable; a document's index is its position here."""
-
-    def __init__(self) -> None:
-        self.n = 0
-        self.rowid = np.zeros(0, np.int64)
-        self.length = np.zeros(0, np.float64)
-        self.scope = np.zeros(0, np.int32)
-        self.session = np.zeros(0, np.int32)
-        self.kind = np.zeros(0, np.int32)
-        self.role = np.zeros(0, np.int32)
-        self.active = np.zeros(0, np.bool_)
-        self.alive = np.zeros(0, np.bool_)
-
-    def reserve(self, count: int) -> None:
-        capacity = self.rowid.shape[0]
-        if self.n + count <= capacity:
-            return
-        size = max(self.n + count, 2 * capacity, 1024)
-        for name in ("rowid", "length", "scope", "session", "kind", "role", "active", "alive"):
-            old = getattr(self, name)
-            new = np.zeros(size, old.dtype)
-            new[: self.n] = old[: self.n]
-            setattr(self, name, new)
-
-
-class _Codes:
-    """Small integer codes for the strings a filter compares (scopes, sessions, kinds, roles)."""
-
-    def __init__(self) -> None:
-        self.codes: dict[str | None, int] = {}
-
-    def encode(self, values: Sequence[str | None]) -> list[int]:
-        return list(map(_encoder(self.codes, values), values))
-
-    def known(self, values: Sequence[str | None]) -> list[int]:
-        return [self.codes[v] for v in values if v in self.codes]
 
 
 HELD_CHUNK = 4_096
@@ -126,13 +87,6 @@ def _held(postings: IntArray, mask: npt.NDArray[np.bool_], most: int) -> IntArra
     return np.concatenate(found) if found else postings[:0]
 
 
-def _encoder(codes: dict[Any, int], values: Sequence[Any]) -> Callable[[Any], int]:
-    """Give each value not yet in `codes` the next code; return the lookup (C speed in `map`)."""
-    for value in set(values).difference(codes):
-        codes[value] = len(codes)
-    return codes.__getitem__
-
-
 class KeywordIndex:
     """BM25 over the `docs` table of one SQLite file; thread-safe; refreshed before each search."""
 
@@ -146,11 +100,8 @@ class KeywordIndex:
         self._seq = 0  # last doc_changes seq applied
         self._vocab: defaultdict[str, int] = defaultdict()
         self._vocab.default_factory = self._vocab.__len__  # a new term gets the next id
-        self._docs = _Docs()
-        self._scopes, self._sessions, self._kinds, self._roles = (_Codes() for _ in range(4))
-        # each scope's documents (positions, ascending), in chunks merged when read: a
-        # filter by scope looks at its own documents, not at every document's scope
-        self._scope_docs: dict[int, list[IntArray]] = defaultdict(list)
+        self._docs = Docs()
+        self._filter = DocFilter(self._docs)
         self._live = 0  # documents alive (FTS5's row count)
         self._total = 0.0  # tokens of the alive documents (FTS5's total size)
         self._dead = 0
@@ -160,7 +111,6 @@ class KeywordIndex:
         self._ptf = np.zeros(0, np.int32)
         self._tail: dict[int, tuple[list[int], list[int]]] = {}
         self._tail_docs = 0
-        self._masks: dict[tuple[Any, ...], npt.NDArray[np.bool_]] = {}
 
     # --- refresh ------------------------------------------------------------
     def refresh(self, conn: sqlite3.Connection) -> None:
@@ -219,7 +169,7 @@ class KeywordIndex:
         self._live -= 1
         self._total -= float(docs.length[index])
         self._dead += 1
-        self._masks.clear()
+        self._filter.changed()
 
     def _read_new(self, conn: sqlite3.Connection) -> None:
         """Index the documents above the high-water mark, a chunk of rows at a time, and
@@ -264,11 +214,7 @@ class KeywordIndex:
         end = base + count
         docs.rowid[base:end] = columns[0]
         docs.length[base:end] = lengths + np.asarray(columns[7], np.int64)
-        docs.kind[base:end] = self._kinds.encode(columns[1])
-        docs.scope[base:end] = self._scopes.encode(columns[2])
-        self._index_scopes(docs.scope[base:end], base)
-        docs.session[base:end] = self._sessions.encode(columns[3])
-        docs.role[base:end] = self._roles.encode(columns[4])
+        self._filter.register(base, columns[1:5])
         docs.active[base:end] = columns[5]
         docs.alive[base:end] = True
         docs.n = end
@@ -349,7 +295,7 @@ class KeywordIndex:
         with self._lock:
             if k <= 0 or self._live == 0:
                 return []
-            mask = self._mask(flt)
+            mask = self._filter.mask(flt)
             if mask is None:
                 return []
             docs = self._docs
@@ -378,24 +324,22 @@ class KeywordIndex:
                 return []
             return self._best(np.concatenate(found_docs), np.concatenate(found_scores), k)
 
-    def holders(
-        self, words: Sequence[str], flt: SearchFilter, max_df: int, max_share: float = 1.0
-    ) -> dict[str, list[int]]:
-        """For each of `words` that at most `max_df` documents passing `flt` hold (and at
-        most `max_share` of those documents), their rowids, oldest first; a word more
-        common than that is left out."""
+    def holders(self, query: RareQuery) -> dict[str, list[int]]:
+        """For each of the query's words that at most `max_df` documents passing its filter
+        hold (and at most `max_share` of those documents), their rowids, oldest first; a
+        word more common than that is left out."""
         with self._lock:
-            if max_df <= 0 or self._live == 0:
+            if query.max_df <= 0 or self._live == 0:
                 return {}
-            mask = self._mask(flt)
+            mask = self._filter.mask(query.flt)
             if mask is None:
                 return {}
-            max_df = rare_bound(max_df, max_share, int(np.count_nonzero(mask)))
+            max_df = rare_bound(query.max_df, query.max_share, int(np.count_nonzero(mask)))
             if max_df < 2:
                 return {}  # a word only its seed holds links nothing
             out: dict[str, list[int]] = {}
             vocab, rowid = self._vocab, self._docs.rowid
-            for word in dict.fromkeys(words):
+            for word in query.words:
                 term = vocab.get(word)
                 if term is None:
                     continue
@@ -436,101 +380,3 @@ class KeywordIndex:
         rowids = docs.rowid[unique]
         order = np.lexsort((rowids, -totals))[:k]
         return [KeywordHit(int(rowids[i]), float(totals[i])) for i in order]
-
-    def _mask(self, flt: SearchFilter) -> npt.NDArray[np.bool_] | None:
-        """Documents passing `flt` (alive and active too); None when no document can.
-
-        Cached per filter (a proxy asks with the same scopes again and again) and
-        extended over documents added since, so a write between two queries costs
-        only its own rows.
-        """
-        key = (flt.kinds, flt.scopes, flt.session_id, flt.fact_roles)
-        n = self._docs.n
-        cached = self._masks.get(key)
-        if cached is not None and cached.shape[0] == n:
-            return cached
-        done = 0 if cached is None else cached.shape[0]
-        fresh = self._mask_rows(flt, done, n)
-        if fresh is None:
-            return None
-        mask = fresh if cached is None else np.concatenate([cached, fresh])
-        if len(self._masks) >= 16:
-            self._masks.clear()
-        self._masks[key] = mask
-        return mask if mask.any() else None
-
-    def _index_scopes(self, scopes: npt.NDArray[np.int32], base: int) -> None:
-        """Add new documents (positions from `base`) to their scopes' lists."""
-        order = np.argsort(scopes, kind="stable")
-        codes, starts = np.unique(scopes[order], return_index=True)
-        for code, part in zip(codes.tolist(), np.split(order + base, starts[1:]), strict=True):
-            self._scope_docs[code].append(part.astype(np.int64))
-
-    def _in_scopes(self, codes: Sequence[int], lo: int, hi: int) -> IntArray:
-        """Positions in [lo, hi) of the documents of these scopes, ascending."""
-        found = []
-        for code in codes:
-            chunks = self._scope_docs.get(code)
-            if not chunks:
-                continue
-            if len(chunks) > 1:
-                chunks[:] = [np.concatenate(chunks)]
-            found.append(chunks[0])
-        if not found:
-            return np.zeros(0, np.int64)
-        merged = np.sort(np.concatenate(found)) if len(found) > 1 else found[0]
-        return merged[(merged >= lo) & (merged < hi)]
-
-    def _mask_rows(self, flt: SearchFilter, lo: int, hi: int) -> npt.NDArray[np.bool_] | None:
-        if flt.scopes is not None:
-            return self._mask_scoped(flt, lo, hi)
-        return self._mask_all(flt, lo, hi)
-
-    def _mask_scoped(self, flt: SearchFilter, lo: int, hi: int) -> npt.NDArray[np.bool_] | None:
-        """`_mask_all`'s rule, computed over the filter's scopes' documents only: a request
-        asks for a few scopes of many, and a pass over every document costs milliseconds
-        at 100k and tens of them at 1M."""
-        assert flt.scopes is not None
-        docs = self._docs
-        kinds = self._kinds.known(list(flt.kinds))
-        scopes = self._scopes.known(list(flt.scopes))
-        if not kinds or not scopes:
-            return None
-        index = self._in_scopes(scopes, lo, hi)
-        keep = docs.alive[index] & docs.active[index]
-        if len(kinds) < len(self._kinds.codes):
-            keep &= np.isin(docs.kind[index], kinds)
-        if flt.session_id is not None:
-            if flt.session_id not in self._sessions.codes:
-                return None
-            keep &= docs.session[index] == self._sessions.codes[flt.session_id]
-        if flt.fact_roles is not None and "fact" in self._kinds.codes:
-            roles = self._roles.known(list(flt.fact_roles))
-            is_fact = docs.kind[index] == self._kinds.codes["fact"]
-            keep &= ~is_fact | np.isin(docs.role[index], roles)
-        mask = np.zeros(hi - lo, np.bool_)
-        mask[index[keep] - lo] = True
-        return mask
-
-    def _mask_all(self, flt: SearchFilter, lo: int, hi: int) -> npt.NDArray[np.bool_] | None:
-        docs = self._docs
-        mask = docs.alive[lo:hi] & docs.active[lo:hi]
-        kinds = self._kinds.known(list(flt.kinds))
-        if not kinds:
-            return None
-        if len(kinds) < len(self._kinds.codes):
-            mask &= np.isin(docs.kind[lo:hi], kinds)
-        if flt.scopes is not None:
-            scopes = self._scopes.known(list(flt.scopes))
-            if not scopes:
-                return None
-            mask &= np.isin(docs.scope[lo:hi], scopes)
-        if flt.session_id is not None:
-            if flt.session_id not in self._sessions.codes:
-                return None
-            mask &= docs.session[lo:hi] == self._sessions.codes[flt.session_id]
-        if flt.fact_roles is not None and "fact" in self._kinds.codes:
-            roles = self._roles.known(list(flt.fact_roles))
-            is_fact = docs.kind[lo:hi] == self._kinds.codes["fact"]
-            mask &= ~is_fact | np.isin(docs.role[lo:hi], roles)
-        return mask

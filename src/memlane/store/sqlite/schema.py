@@ -17,12 +17,7 @@ from memlane.store.codec import now, ts_to_text
 FTS_TOKENIZER = "unicode61 remove_diacritics 0 tokenchars '_./-:#@+'"
 
 
-def m001_initial(conn: sqlite3.Connection) -> None:
-    statements = [
-        """CREATE TABLE sessions (
-            id TEXT PRIMARY KEY,
-            key TEXT NOT NULL UNIQUE,
-            namespace TEXT NOT NULL,
+_SESSION_FIELDS = """namespace TEXT NOT NULL,
             title TEXT,
             parent_id TEXT,
             fork_position INTEGER,
@@ -34,7 +29,18 @@ def m001_initial(conn: sqlite3.Connection) -> None:
             cost_usd REAL NOT NULL DEFAULT 0,
             message_count INTEGER NOT NULL DEFAULT 0,
             created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL
+            updated_at TEXT NOT NULL"""
+"""The sessions columns after `id` and `key` as m001 created them, which m008's rebuild
+keeps as they were (`_SESSION_COLUMNS` names them). Part of two migrations: never changed;
+a new column is a new migration."""
+
+
+def m001_initial(conn: sqlite3.Connection) -> None:
+    statements = [
+        f"""CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            key TEXT NOT NULL UNIQUE,
+            {_SESSION_FIELDS}
         )""",
         "CREATE INDEX sessions_updated ON sessions(updated_at)",
         "CREATE INDEX sessions_namespace ON sessions(namespace, updated_at)",
@@ -294,22 +300,10 @@ def m008_session_tenants(conn: sqlite3.Connection) -> None:
     off while migrations run, so nothing cascades), keeping rowid order for ties.
     """
     for statement in [
-        """CREATE TABLE sessions_new (
+        f"""CREATE TABLE sessions_new (
             id TEXT PRIMARY KEY,
             key TEXT NOT NULL,
-            namespace TEXT NOT NULL,
-            title TEXT,
-            parent_id TEXT,
-            fork_position INTEGER,
-            summary TEXT NOT NULL DEFAULT '',
-            summarized_count INTEGER NOT NULL DEFAULT 0,
-            metadata TEXT NOT NULL DEFAULT '{}',
-            prompt_tokens INTEGER NOT NULL DEFAULT 0,
-            completion_tokens INTEGER NOT NULL DEFAULT 0,
-            cost_usd REAL NOT NULL DEFAULT 0,
-            message_count INTEGER NOT NULL DEFAULT 0,
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL,
+            {_SESSION_FIELDS},
             tenant TEXT NOT NULL DEFAULT '',
             UNIQUE (tenant, key)
         )""",

@@ -17,8 +17,9 @@ from memlane.store import analysis
 from memlane.store.base import SearchFilter, Vector
 from memlane.store.codec import as_vector, ts_to_text, vector_from_bytes, vector_to_bytes
 from memlane.store.filters import conditions, validity_sql
-from memlane.store.rows import Row, hit_from_row, own_holders, rarest
-from memlane.store.sql import SqlStore, marks
+from memlane.store.rare_terms import Holders, RareQuery, SqlRareTerms, rarest
+from memlane.store.rows import Row, hit_from_row
+from memlane.store.sql import marks
 from memlane.store.sqlite.connection import SQLiteDb
 from memlane.store.sqlite.keyword_index import KeywordIndex
 from memlane.store.sqlite.vector_index import VectorCache
@@ -43,7 +44,7 @@ def filter_sql(flt: SearchFilter) -> tuple[str, list[Any]]:
     return " AND ".join(where), params
 
 
-class SQLiteSearch(SqlStore[SQLiteDb]):
+class SQLiteSearch(SqlRareTerms[SQLiteDb]):
     _lock: threading.Lock
     _keywords: KeywordIndex
     _caches: dict[str, VectorCache]
@@ -70,25 +71,13 @@ class SQLiteSearch(SqlStore[SQLiteDb]):
             },
         )
 
-    def rare_term_hits(
-        self,
-        words: Sequence[str],
-        flt: SearchFilter,
-        *,
-        max_df: int,
-        max_share: float = 1.0,
-        limit: int | None = None,
-    ) -> dict[str, list[Hit]]:
+    def _rare_holders(self, query: RareQuery) -> Holders:
         """Through the in-process keyword index; the holders' rows are held to the filter."""
-        if not words or max_df <= 0 or not flt.kinds:
-            return {}
-        if flt.scopes is not None and not flt.scopes:
-            return {}
         with self._reading() as db:
             self._keywords.refresh(db.conn)
-        held = rarest(self._keywords.holders(words, flt, max_df, max_share), limit)
+        held = rarest(self._keywords.holders(query), query.limit)
         rowids = sorted({rowid for found in held.values() for rowid in found})
-        where, params = filter_sql(flt)
+        where, params = filter_sql(query.flt)
         rows: dict[int, Row] = {}
         with self._reading() as db:
             for first in range(0, len(rowids), _ROWS_PER_READ):
@@ -100,7 +89,7 @@ class SQLiteSearch(SqlStore[SQLiteDb]):
                     *params,
                 )
                 rows.update((r["rowid"], r) for r in found)
-        return own_holders(held, rows)
+        return held, rows
 
     def vector_search(
         self, vector: Vector, flt: SearchFilter, *, model: str, limit: int = 10

@@ -5,8 +5,9 @@ The roles are written once for every SQL backend (`store.sessions`,
 connections (`connection`), appending (`messages`), forks (`sessions`),
 documents (`index`), search (`search`), copying (`copy`) and the
 schema (`schema`). Queries run over in-process caches derived from the file
-and kept in step with it — BM25 postings (`keyword_index`) and vectors
-(`vector_index`); the WAL is checkpointed in the background (`checkpoint`).
+and kept in step with it — BM25 postings (`keyword_index`, with the documents a
+filter lets through in `doc_filter`) and vectors (`vector_index`); the WAL is
+checkpointed in the background (`checkpoint`).
 """
 
 from __future__ import annotations

@@ -34,6 +34,23 @@ class ToolRefusal(Exception):
     what to do instead (it is shown to the model as the tool's error)."""
 
 
+NO_NAMESPACE = (
+    "this connection is bound to no namespace: use scope 'global', or connect with a "
+    "namespace (memlane mcp --namespace NAME, or the X-Memlane-Repo header)"
+)
+NO_SESSION = (
+    "no session is known for this connection: name one as 'conv:<session id>', or connect "
+    "with a session (memlane mcp --session KEY, or X-Memlane-Session)"
+)
+
+
+def known(value: str | None, refusal: str) -> str:
+    """`value`, which a scope word needs this binding to have; the `refusal` when it has none."""
+    if value is None:
+        raise ToolRefusal(refusal)
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class Binding:
     namespace: str | None
@@ -88,19 +105,9 @@ class Binding:
         if word == GLOBAL:
             return scoping.global_scope(self.tenant)
         if word in NAMESPACE_WORDS:
-            if self.namespace is None:
-                raise ToolRefusal(
-                    "this connection is bound to no namespace: use scope 'global', or connect "
-                    "with a namespace (memlane mcp --namespace NAME, or the X-Memlane-Repo header)"
-                )
-            return self._namespace(self.namespace)
+            return self._namespace(known(self.namespace, NO_NAMESPACE))
         if word in SESSION_WORDS:
-            if self.session_id is None:
-                raise ToolRefusal(
-                    "no session is known for this connection: name one as 'conv:<session id>', "
-                    "or connect with a session (memlane mcp --session KEY, or X-Memlane-Session)"
-                )
-            return self._conversation(self.session_id)
+            return self._conversation(known(self.session_id, NO_SESSION))
         if text.startswith(NAMESPACE_PREFIX) and text[len(NAMESPACE_PREFIX) :].strip():
             if self.namespace_allowed(text[len(NAMESPACE_PREFIX) :]):
                 return scoping.qualified(text, self.tenant)

@@ -1,0 +1,167 @@
+"""The keyword index's documents: their columns, and which of them pass a search filter.
+
+A document is a position in `Docs` (growable numpy columns); the strings a filter
+compares (kinds, scopes, sessions, roles) are small integer codes (`Codes`).
+`DocFilter` answers a `SearchFilter` as a boolean mask over the documents,
+cached per filter and extended over documents added since; a filter by scope
+looks at its scopes' own documents, not at every document's scope.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from memlane.store.base import SearchFilter
+
+IntArray = npt.NDArray[np.int64]
+Mask = npt.NDArray[np.bool_]
+MASKS_KEPT = 16  # filters whose masks are cached (a proxy asks with the same few again and again)
+
+
+class Docs:
+    """Per-document columns, growable; a document's index is its position here."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.rowid = np.zeros(0, np.int64)
+        self.length = np.zeros(0, np.float64)
+        self.scope = np.zeros(0, np.int32)
+        self.session = np.zeros(0, np.int32)
+        self.kind = np.zeros(0, np.int32)
+        self.role = np.zeros(0, np.int32)
+        self.active = np.zeros(0, np.bool_)
+        self.alive = np.zeros(0, np.bool_)
+
+    def reserve(self, count: int) -> None:
+        capacity = self.rowid.shape[0]
+        if self.n + count <= capacity:
+            return
+        size = max(self.n + count, 2 * capacity, 1024)
+        for name in ("rowid", "length", "scope", "session", "kind", "role", "active", "alive"):
+            old = getattr(self, name)
+            new = np.zeros(size, old.dtype)
+            new[: self.n] = old[: self.n]
+            setattr(self, name, new)
+
+
+class Codes:
+    """Small integer codes for the strings a filter compares (scopes, sessions, kinds, roles)."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str | None, int] = {}
+
+    def encode(self, values: Sequence[str | None]) -> list[int]:
+        return list(map(_encoder(self.codes, values), values))
+
+    def known(self, values: Sequence[str | None]) -> list[int]:
+        return [self.codes[v] for v in values if v in self.codes]
+
+
+def _encoder(codes: dict[Any, int], values: Sequence[Any]) -> Callable[[Any], int]:
+    """Give each value not yet in `codes` the next code; return the lookup (C speed in `map`)."""
+    for value in set(values).difference(codes):
+        codes[value] = len(codes)
+    return codes.__getitem__
+
+
+class DocFilter:
+    """Which documents pass a search filter (alive and active too), over `docs`."""
+
+    def __init__(self, docs: Docs) -> None:
+        self.docs = docs
+        self.scopes, self.sessions, self.kinds, self.roles = (Codes() for _ in range(4))
+        # each scope's documents (positions, ascending), in chunks merged when read
+        self._scope_docs: dict[int, list[IntArray]] = defaultdict(list)
+        self._masks: dict[tuple[Any, ...], Mask] = {}
+
+    def register(self, base: int, columns: Sequence[Sequence[Any]]) -> None:
+        """Code the filter columns (kind, scope, session, role) of the documents from `base`."""
+        docs, end = self.docs, base + len(columns[0])
+        docs.kind[base:end] = self.kinds.encode(columns[0])
+        docs.scope[base:end] = self.scopes.encode(columns[1])
+        self._index_scopes(docs.scope[base:end], base)
+        docs.session[base:end] = self.sessions.encode(columns[2])
+        docs.role[base:end] = self.roles.encode(columns[3])
+
+    def changed(self) -> None:
+        """A document died: the cached masks no longer hold."""
+        self._masks.clear()
+
+    def mask(self, flt: SearchFilter) -> Mask | None:
+        """Documents passing `flt`; None when no document can.
+
+        Cached per filter and extended over documents added since, so a write
+        between two queries costs only its own rows.
+        """
+        key = (flt.kinds, flt.scopes, flt.session_id, flt.fact_roles)
+        n = self.docs.n
+        cached = self._masks.get(key)
+        if cached is not None and cached.shape[0] == n:
+            return cached
+        done = 0 if cached is None else cached.shape[0]
+        fresh = self._mask_rows(flt, done, n)
+        if fresh is None:
+            return None
+        mask = fresh if cached is None else np.concatenate([cached, fresh])
+        if len(self._masks) >= MASKS_KEPT:
+            self._masks.clear()
+        self._masks[key] = mask
+        return mask if mask.any() else None
+
+    def _mask_rows(self, flt: SearchFilter, lo: int, hi: int) -> Mask | None:
+        """The mask over documents [lo, hi). With scopes, computed over those scopes'
+        documents only: a request asks for a few scopes of many, and a pass over every
+        document costs milliseconds at 100k and tens of them at 1M."""
+        docs = self.docs
+        kinds = self.kinds.known(list(flt.kinds))
+        if not kinds:
+            return None
+        rows: IntArray | slice = slice(lo, hi)
+        if flt.scopes is not None:
+            scopes = self.scopes.known(list(flt.scopes))
+            if not scopes:
+                return None
+            rows = self._in_scopes(scopes, lo, hi)
+        keep = docs.alive[rows] & docs.active[rows]
+        if len(kinds) < len(self.kinds.codes):
+            keep &= np.isin(docs.kind[rows], kinds)
+        if flt.session_id is not None:
+            if flt.session_id not in self.sessions.codes:
+                return None
+            keep &= docs.session[rows] == self.sessions.codes[flt.session_id]
+        if flt.fact_roles is not None and "fact" in self.kinds.codes:
+            roles = self.roles.known(list(flt.fact_roles))
+            is_fact = docs.kind[rows] == self.kinds.codes["fact"]
+            keep &= ~is_fact | np.isin(docs.role[rows], roles)
+        if isinstance(rows, slice):
+            return keep
+        mask = np.zeros(hi - lo, np.bool_)
+        mask[rows[keep] - lo] = True
+        return mask
+
+    def _index_scopes(self, scopes: npt.NDArray[np.int32], base: int) -> None:
+        """Add new documents (positions from `base`) to their scopes' lists."""
+        order = np.argsort(scopes, kind="stable")
+        codes, starts = np.unique(scopes[order], return_index=True)
+        for code, part in zip(codes.tolist(), np.split(order + base, starts[1:]), strict=True):
+            self._scope_docs[code].append(part.astype(np.int64))
+
+    def _in_scopes(self, codes: Sequence[int], lo: int, hi: int) -> IntArray:
+        """Positions in [lo, hi) of the documents of these scopes, ascending."""
+        found = []
+        for code in codes:
+            chunks = self._scope_docs.get(code)
+            if not chunks:
+                continue
+            if len(chunks) > 1:
+                chunks[:] = [np.concatenate(chunks)]
+            found.append(chunks[0])
+        if not found:
+            return np.zeros(0, np.int64)
+        merged = np.sort(np.concatenate(found)) if len(found) > 1 else found[0]
+        return merged[(merged >= lo) & (merged < hi)]

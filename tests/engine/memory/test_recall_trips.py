@@ -1,0 +1,124 @@
+"""Recall in front of a request reads the store in one trip to a worker thread.
+
+Each trip costs a thread wake-up and the GIL on the way back; with no reranker
+configured the search, the entries it found (and the turns their facts came from) and
+the conversation's summary are all read in the same one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from memlane.engine import pipeline, threads
+from memlane.engine.memory import recall as recall_module
+from memlane.engine.memory import scopes
+from memlane.engine.memory.recall import recall, recall_for_turn
+from memlane.engine.memory.summary import SUMMARY_KIND, summary_id
+from memlane.engine.runtime import Runtime
+from memlane.engine.sessions.children import open_session
+from memlane.engine.turn import Forward, Turn
+from memlane.types import Fact, Message, Session
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def fact(id: str, text: str, scope: str, role: str = "memory", **fields: Any) -> Fact:
+    return Fact(
+        id=id, scope=scope, conversation_id="c", role=role,  # type: ignore[arg-type]
+        text=text, created_at=NOW, updated_at=NOW, **fields,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the functions sent to a worker thread, in order."""
+    sent: list[str] = []
+    real = threads.to_thread
+
+    async def counted(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        sent.append(getattr(fn, "__name__", repr(fn)))
+        return await real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(threads, "to_thread", counted)
+    return sent
+
+
+def remembered(rt: Runtime) -> Session:
+    """A conversation that said which database it chose, the fact taken from that turn,
+    and the conversation's summary."""
+    session = open_session(rt.store, "key-1", namespace="")
+    conv = scopes.fact_scope(rt.settings, session.id, "")
+    said = "We chose PostgreSQL for the ledger service"
+    rt.store.put_fact(fact("turn-1", said, conv, "user"))
+    rt.store.put_fact(
+        fact("fact-1", "The ledger service runs on PostgreSQL", conv, source_turns=("turn-1",))
+    )
+    summary = fact(summary_id(session.id), "Building the ledger service.", conv)
+    rt.store.put_fact(replace(summary, role="summary", summary_kind=SUMMARY_KIND))
+    return session
+
+
+async def test_a_request_recalls_entries_sources_and_summary_in_one_trip(
+    rt: Runtime, trips: list[str]
+) -> None:
+    session = remembered(rt)
+    turn = Turn(
+        key="key-1",
+        namespace="",
+        model="m",
+        wire="chat",
+        messages=[Message("user", "Which database does the ledger service use?")],
+    )
+    turn.session = session
+    out = await recall_for_turn(rt, turn, list(turn.messages))
+
+    block = out[0].text
+    assert "The ledger service runs on PostgreSQL" in block
+    assert "We chose PostgreSQL for the ledger service" in block  # the fact's source turn
+    assert "Building the ledger service." in block  # the conversation's summary
+    assert len(trips) == 1, trips
+
+
+async def test_an_operator_search_is_one_trip_too(rt: Runtime, trips: list[str]) -> None:
+    remembered(rt)
+    found = await recall(rt, "ledger service database", scopes=None)
+    assert {r.text for r in found} >= {
+        "The ledger service runs on PostgreSQL",
+        "We chose PostgreSQL for the ledger service",
+    }
+    assert len(trips) == 1, trips
+
+
+async def test_the_recall_search_runs_while_the_turn_is_stored(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's write waits for the search to start: were they one after the other, it
+    would wait in vain."""
+    remembered(rt)
+    searching = threading.Event()
+    store, rank = pipeline.store_and_scaffold, recall_module.ranked
+
+    def store_once_searching(rt: Runtime, turn: Turn) -> list[Message]:
+        assert searching.wait(10), "the recall search did not run beside the store's write"
+        return store(rt, turn)
+
+    def ranked(rt: Runtime, asked: Any) -> Any:
+        searching.set()
+        return rank(rt, asked)
+
+    monkeypatch.setattr(pipeline, "store_and_scaffold", store_once_searching)
+    monkeypatch.setattr(recall_module, "ranked", ranked)
+    question = Message("user", "Which database does the ledger service use?")
+    turn = Turn(key="key-1", namespace="", model="m", wire="chat", messages=[question])
+    prepared = await pipeline.prepare(rt, turn)
+
+    assert isinstance(prepared, Forward)
+    block = next(m.text for m in prepared.messages if m.origin == "recall")
+    assert "The ledger service runs on PostgreSQL" in block
+    assert "Building the ledger service." in block  # the summary of the stored session

@@ -1,0 +1,59 @@
+"""A session's next turn waits for its earlier answers to be stored; other sessions do not."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from memlane.engine import turnorder
+from memlane.engine.turnorder import TurnOrder
+
+
+async def test_the_next_turn_of_a_session_waits_for_its_held_answer() -> None:
+    order = TurnOrder()
+    release = order.hold("a")
+    waiting = asyncio.create_task(order.settled("a"))
+    other = asyncio.create_task(order.settled("b"))
+    await asyncio.sleep(0.01)
+    assert other.done()  # another session never waits
+    assert not waiting.done()
+    release()
+    await asyncio.wait_for(waiting, 1)
+    assert order.holding == 0
+
+
+async def test_a_wait_for_every_session_waits_for_all_held_answers() -> None:
+    order = TurnOrder()
+    first, second = order.hold("a"), order.hold("b")
+    waiting = asyncio.create_task(order.settled())
+    first()
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    second()
+    await asyncio.wait_for(waiting, 1)
+
+
+async def test_two_answers_of_one_session_are_both_waited_for() -> None:
+    order = TurnOrder()
+    first, second = order.hold("a"), order.hold("a")
+    assert order.holding == 2
+    first()
+    first()  # releasing twice is harmless
+    assert order.holding == 1
+    waiting = asyncio.create_task(order.settled("a"))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    second()
+    await asyncio.wait_for(waiting, 1)
+    assert order.holding == 0
+
+
+async def test_a_hold_never_released_delays_the_next_turn_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(turnorder, "MAX_WAIT_SECONDS", 0.05)
+    order = TurnOrder()
+    order.hold("a")
+    await asyncio.wait_for(order.settled("a"), 1)
+    assert "was not stored within" in caplog.text

@@ -1,0 +1,80 @@
+"""An answer is stored just after its client has it, and never out of order or twice.
+
+A client that resends its history may send the session's next turn the moment the
+answer's last byte arrives, on another connection; that turn waits for the answer to
+be stored first. The admin API reads what a client was answered.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from tests.support.upstream import Reply, RunningProxy, ScriptedUpstream
+
+KEY = "late-answer"
+
+
+def ask(proxy: RunningProxy, history: list[dict[str, str]], *, stream: bool) -> str:
+    """One request on a connection of its own; the answer's text."""
+    body = {"model": "m", "messages": history, "stream": stream}
+    headers = {"X-Memlane-Session": KEY, "authorization": "Bearer sk-client"}
+    with httpx.Client(timeout=30) as client:
+        if not stream:
+            answer = client.post(f"{proxy.url}/chat/completions", json=body, headers=headers)
+            return str(answer.json()["choices"][0]["message"]["content"])
+        text = ""
+        with client.stream(
+            "POST", f"{proxy.url}/chat/completions", json=body, headers=headers
+        ) as answer:
+            for line in answer.iter_lines():
+                if line.startswith("data: {"):
+                    for choice in json.loads(line[6:])["choices"]:
+                        text += choice.get("delta", {}).get("content") or ""
+        return text
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_next_turn_sent_at_once_finds_the_answer_stored_once(
+    mproxy: RunningProxy, upstream: ScriptedUpstream, stream: bool
+) -> None:
+    history: list[dict[str, str]] = []
+    for turn in range(6):
+        upstream.script(Reply(text=f"answer {turn}"))
+        history.append({"role": "user", "content": f"question {turn}"})
+        history.append({"role": "assistant", "content": ask(mproxy, history, stream=stream)})
+
+    session = mproxy.store.find_session(KEY)
+    assert session is not None
+    stored = [
+        (m.message.role, m.message.text)
+        for m in mproxy.store.list_messages(session.id, include_superseded=True)
+        if m.message.origin == "client"
+    ]
+    assert stored == [(item["role"], item["content"]) for item in history]
+
+
+def test_the_admin_api_reads_what_a_client_was_answered(
+    mproxy: RunningProxy, upstream: ScriptedUpstream
+) -> None:
+    def answered_then_exported(turn: int) -> list[str]:
+        key = f"{KEY}-{turn}"
+        upstream_body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        with httpx.Client(timeout=30) as client:
+            client.post(
+                f"{mproxy.url}/chat/completions",
+                json=upstream_body,
+                headers={"X-Memlane-Session": key},
+            )
+            found = client.get(
+                f"{mproxy.base}/v1/memlane/sessions/{key}/export", headers=mproxy.admin
+            )
+        return [json.loads(line).get("type") for line in found.text.splitlines()]
+
+    upstream.respond_with(lambda request: Reply(text="hello"))
+    with ThreadPoolExecutor(4) as pool:
+        exports = list(pool.map(answered_then_exported, range(8)))
+    assert all(types[:3] == ["session", "message", "message"] for types in exports), exports
