@@ -109,6 +109,7 @@ def test_turns_waiting_in_a_batch_are_remembered_at_shutdown(
     answer_like_a_model(upstream)
     proxy = proxy_factory(**QUIET_FOR_A_MINUTE)
     chat(proxy, "stopping", PROMPTS[:2])
+    proxy.settled()  # both answers stored: both turns added to the session's batch
     assert proxy.runtime.background.batched == 2
     assert extraction_calls(upstream) == []
     proxy.stop()  # no drain: the proxy's own shutdown takes what waits
