@@ -45,6 +45,8 @@ COMMIT_QUIET_SECONDS = 5.0
 COMMIT_MAX_PENDING = 100
 """...or once this many are waiting: git runs once per burst, never once per turn."""
 WATCH_START_SECONDS = 5.0
+GROUP_ENTRIES = 256
+"""The most entries one group of waiting writes puts in one thread hop."""
 
 
 @dataclass
@@ -147,8 +149,7 @@ class MemoryBook:
         self._waiting_writes.append(mine)
         async with self.writing():
             if not mine.done.done():  # nobody took it with theirs
-                group = [w for w in self._waiting_writes if not w.done.done()]
-                self._waiting_writes = []
+                group = self._take_group(mine)
                 try:
                     outcomes = await threads.to_thread(self._write_group, group)
                     if self.rt.settings.dense_retrieval:
@@ -166,6 +167,20 @@ class MemoryBook:
                     else:
                         each.done.set_exception(failure)
         await mine.done
+
+    def _take_group(self, mine: _Write) -> list[_Write]:
+        """This caller's write and those waiting, oldest first, up to `GROUP_ENTRIES`
+        entries (at least its own): one thread hop stays short; the rest wait for the
+        next holder of the lock."""
+        waiting = [w for w in self._waiting_writes if not w.done.done() and w is not mine]
+        group, size = [mine], len(mine.puts) + len(mine.tombstones)
+        for each in waiting:
+            size += len(each.puts) + len(each.tombstones)
+            if size > GROUP_ENTRIES:
+                break
+            group.append(each)
+        self._waiting_writes = [w for w in waiting if w not in group]
+        return group
 
     def _write_group(self, group: Sequence[_Write]) -> list[BaseException | None]:
         """Every waiting write; one that fails is retried alone, so only its caller sees
