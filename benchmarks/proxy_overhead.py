@@ -28,7 +28,9 @@ wait that long before answering, as a real model does.
 Direct and memlane requests alternate in rounds within each cell, so both see
 the same load from whatever else runs on the machine. The last column is the
 proxy process's CPU time per request it served (priming and warm-up requests
-included), read from /proc: it depends far less on the machine's load than
+included), read from /proc once the background work those requests caused has
+all run (the status route's `background_pending` at 0: batched work is counted,
+not left to the next round): it depends far less on the machine's load than
 latency does.
 """
 
@@ -309,6 +311,23 @@ async def load(
     return samples
 
 
+def wait_for_background(proxy_url: str, home: Path, limit: float = 120.0) -> None:
+    """Return once the proxy has no background work left (none in flight, no turn waiting
+    in a batch), or after `limit` seconds."""
+    from memlane.files import admin_token
+
+    headers = {"authorization": f"Bearer {admin_token.read(home)}"}
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            status = httpx.get(f"{proxy_url}/memlane/status", headers=headers, timeout=30).json()
+        except (httpx.HTTPError, ValueError):
+            return
+        if status.get("background_pending", 0) == 0:
+            return
+        time.sleep(0.2)
+
+
 def cpu_seconds(pid: int) -> float | None:
     """User + system CPU time of a process (Linux), or None where /proc is not there."""
     try:
@@ -379,7 +398,10 @@ def main() -> None:
         try:
             pid = proxy_process.pid
             assert pid is not None
-            rows = measure(direct, proxy_url, args.requests, pid, args.clients or [1, 32], wires)
+            settled = functools.partial(wait_for_background, proxy_url, Path(home))
+            rows = measure(
+                direct, proxy_url, args.requests, pid, args.clients or [1, 32], wires, settled
+            )
         finally:
             proxy_process.terminate()
             upstream_process.terminate()
@@ -415,6 +437,7 @@ def measure(
     proxy_pid: int,
     client_counts: list[int],
     wires: list[Wire],
+    settled: Callable[[], None] = lambda: None,
 ) -> list[str]:
     rows: list[str] = []
     cases: list[tuple[str, bool, int, bool, Wire]] = []
@@ -445,6 +468,7 @@ def measure(
             direct += asyncio.run(batch(upstream_url, run=f"d{label}-{n}"))
             before = cpu_seconds(proxy_pid)
             through += asyncio.run(batch(proxy_url, run=f"m{label}-{n}"))
+            settled()  # the background work these requests caused is counted with them
             after = cpu_seconds(proxy_pid)
             cpu += (after or 0.0) - (before or 0.0)
             served += (share + min(clients, 8)) * (2 if primed else 1)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 
 import pytest
 
 from memlane.engine import threads
-from memlane.engine.background import Background
+from memlane.engine.background import Background, BatchPolicy
 from memlane.store.write_gate import is_background_thread
 
 
@@ -97,3 +98,73 @@ async def test_cancel_all_stops_services_and_counts_only_unfinished_jobs() -> No
     background.start_service(asyncio.sleep(3600), name="watcher")
     assert await background.cancel_all() == 0
     assert background.services == []
+
+
+POLICY = BatchPolicy(quiet=3600, size=3)
+"""Only a full batch or `drain` starts one: no timing in these tests."""
+
+WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
+
+
+async def test_a_batch_collects_a_keys_items_into_one_job() -> None:
+    background = Background()
+    runs: list[list[int]] = []
+
+    async def run(items: list[int]) -> None:
+        runs.append(items)
+
+    for n in range(2):
+        background.batch("a", n, run, POLICY, name="a")
+    background.batch("b", 9, run, POLICY, name="b")
+    assert (background.batched, background.pending, runs) == (3, 3, [])
+    await background.drain()
+    assert sorted(runs) == [[0, 1], [9]]
+    assert (background.batched, background.pending) == (0, 0)
+
+
+async def test_a_full_batch_starts_at_once_and_one_job_per_key_runs_at_a_time() -> None:
+    background = Background()
+    gate = asyncio.Event()
+    runs: list[list[int]] = []
+
+    async def run(items: list[int]) -> None:
+        runs.append(items)
+        await gate.wait()
+
+    for n in range(5):
+        background.batch("a", n, run, POLICY, name="a")
+    await asyncio.sleep(0.1)  # the job's start delay
+    assert runs == [[0, 1, 2]]  # three made it full; the rest wait for the running job
+    for n in range(5, 7):
+        background.batch("a", n, run, POLICY, name="a")
+    gate.set()
+    await background.drain()
+    assert runs == [[0, 1, 2], [3, 4, 5], [6]]
+
+
+async def test_a_batch_runs_in_the_context_of_its_latest_item() -> None:
+    background = Background()
+    seen: list[str] = []
+
+    async def run(items: list[int]) -> None:
+        seen.append(WHO.get())
+
+    for n, who in enumerate(["first", "latest"]):
+        WHO.set(who)
+        background.batch("a", n, run, POLICY, name="a")
+    WHO.set("nobody")
+    await background.drain()
+    assert seen == ["latest"]
+
+
+async def test_cancel_all_counts_the_items_still_waiting() -> None:
+    background = Background()
+    ran: list[int] = []
+
+    async def run(items: list[int]) -> None:
+        ran.extend(items)
+
+    background.batch("a", 1, run, POLICY, name="a")
+    background.batch("b", 2, run, POLICY, name="b")
+    assert await background.cancel_all() == 2
+    assert (background.pending, ran) == (0, [])

@@ -101,3 +101,29 @@ def test_striped_locks_are_stable_and_bounded(tmp_path: Path) -> None:
     paths = {HomeLock.striped(tmp_path, "scope", f"key-{i}").path for i in range(1000)}
     assert len(paths) == STRIPES
     assert all(p.parent == locks_dir(tmp_path) for p in paths)
+
+
+async def test_waiters_of_one_loop_queue_in_order_instead_of_racing_their_polls(
+    tmp_path: Path,
+) -> None:
+    lock = HomeLock(tmp_path, "queue")
+    order: list[str] = []
+    release = asyncio.Event()
+
+    async def holder(name: str, held: asyncio.Event | None = None) -> None:
+        async with lock.hold():
+            order.append(name)
+            if held is not None:
+                held.set()
+                await release.wait()
+
+    first_holds = asyncio.Event()
+    first = asyncio.create_task(holder("first", first_holds))
+    await first_holds.wait()
+    early = asyncio.create_task(holder("early"))
+    await asyncio.sleep(0.2)  # a polling waiter would be sleeping its longest step by now
+    late = asyncio.create_task(holder("late"))
+    await asyncio.sleep(0.01)
+    release.set()
+    await asyncio.gather(first, early, late)
+    assert order == ["first", "early", "late"]

@@ -34,10 +34,20 @@ class MemorySettings(SettingsPart):
     trim the request."""
 
     memory_extract_facts: bool = True
-    """Extract facts from each user message with the LLM, after the response."""
+    """Extract facts from each user message with the LLM, after the response (one call per batch
+    of a session's turns)."""
 
     memory_store_turns: bool = True
     """Keep each user and assistant turn as a memory entry of its conversation."""
+
+    memory_batch_turns: Annotated[int, Field(ge=1, le=64)] = 8
+    """Turns of a session remembered together, with one fact-extraction call: a session's turns
+    wait until it has been quiet for memory_batch_quiet_seconds, or this many wait (and at most
+    a minute); shutdown remembers what waits."""
+
+    memory_batch_quiet_seconds: Annotated[float, Field(ge=0, le=60)] = 3.0
+    """How long a session goes without a new turn before its waiting turns are remembered (and its
+    index and running summary looked at); 0: after every turn."""
 
     memory_fact_scope: Literal["conversation", "namespace"] = "namespace"
     """Where extracted facts live: the conversation only, or its namespace (repo), shared by the

@@ -21,11 +21,12 @@ import secrets
 from pathlib import Path
 
 
-def write_atomic(path: Path, data: bytes | str, *, mode: int = 0o666) -> None:
+def write_atomic(path: Path, data: bytes | str, *, mode: int = 0o666, sync: bool = True) -> None:
     """Replace `path` with `data` (text is written as UTF-8); creates the folder if needed.
 
     `mode` is the new file's permission bits before the umask, as for any new file
-    (0o600 keeps a secret to its owner from the first byte).
+    (0o600 keeps a secret to its owner from the first byte). `sync=False` leaves step 3
+    to the caller, who writes several files in a folder and syncs it once.
     """
     payload = data.encode("utf-8") if isinstance(data, str) else data
     folder = path.parent
@@ -41,7 +42,8 @@ def write_atomic(path: Path, data: bytes | str, *, mode: int = 0o666) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    sync_folder(folder)
+    if sync:
+        sync_folder(folder)
 
 
 def sync_folder(folder: Path) -> None:

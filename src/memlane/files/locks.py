@@ -11,7 +11,8 @@ exits, so a SIGKILLed worker never leaves the home locked.
 Each acquisition opens the file anew, so two holders in one process exclude each
 other as two processes do. Waiting from async code never ties up a thread:
 `hold()` polls a non-blocking attempt from the event loop, so a lock held through
-a long catch-up does not starve the background pool. Where `fcntl` is missing
+a long catch-up does not starve the background pool; callers on one event loop
+first queue on an `asyncio.Lock` of their own, so only one of them polls. Where `fcntl` is missing
 (Windows) a lock only orders the callers of one process, and `serve --workers`
 is refused there.
 """
@@ -24,6 +25,7 @@ import hashlib
 import os
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -53,6 +55,20 @@ SUMMARY_LOCKS = "session-summary"
 
 CROSS_PROCESS = fcntl is not None
 """Whether locks order processes (POSIX), not only the callers of one process."""
+
+
+_QUEUES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Path, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Per event loop, per lock file: where that loop's callers of `hold()` queue."""
+
+
+def _queue(path: Path) -> asyncio.Lock:
+    loop = asyncio.get_running_loop()
+    queues = _QUEUES.get(loop)
+    if queues is None:
+        queues = _QUEUES[loop] = {}
+    return queues.setdefault(path, asyncio.Lock())
 
 
 def locks_dir(home: Path) -> Path:
@@ -97,15 +113,17 @@ class HomeLock:
 
     @contextlib.asynccontextmanager
     async def hold(self) -> AsyncIterator[None]:
-        """Wait (polling from the event loop) until this caller holds the lock."""
-        delay = POLL_FIRST
-        while (descriptor := self._try()) is None:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, POLL_MAX)
-        try:
-            yield
-        finally:
-            self._release(descriptor)
+        """Wait (polling from the event loop, one caller of this loop at a time) until this
+        caller holds the lock."""
+        async with _queue(self.path):
+            delay = POLL_FIRST
+            while (descriptor := self._try()) is None:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, POLL_MAX)
+            try:
+                yield
+            finally:
+                self._release(descriptor)
 
     @contextlib.asynccontextmanager
     async def attempt(self) -> AsyncIterator[bool]:

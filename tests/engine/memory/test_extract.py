@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
 
-from memlane.engine.memory.extract import ATTEMPTS, FACT_PROMPT, extract_facts, parse_facts
+from memlane.engine.memory.extract import (
+    ATTEMPTS,
+    FACT_PROMPT,
+    MAX_BATCH_CHARS,
+    Said,
+    extract_batch,
+    extract_facts,
+    parse_batch,
+    parse_facts,
+)
 from memlane.engine.memory.jsonout import ModelOutputError
 from memlane.text.llm import LLMError
 from tests.support.text import ScriptedLLM
@@ -83,3 +93,65 @@ async def test_the_model_is_told_the_date_and_relative_dates_it_leaves_are_resol
     assert "written on 2026-03-10 (Tuesday)" in call.messages[1]["content"]
     assert "resolve" in FACT_PROMPT
     assert "yesterday" in FACT_PROMPT
+
+
+@pytest.mark.parametrize(
+    ("answer", "found"),
+    [
+        (
+            '[{"message": 1, "fact": "The user lives in Lyon"},'
+            ' {"message": 2, "fact": "The user has a dog"}]',
+            [(0, "The user lives in Lyon"), (1, "The user has a dog")],
+        ),
+        ('["The user is vegan"]', [(1, "The user is vegan")]),  # a plain string: the latest
+        ('[{"message": "1", "fact": "a"}, {"message": 7, "fact": "b"}]', [(0, "a"), (1, "b")]),
+        ('{"facts": [{"message": 2, "text": "c"}]}', [(1, "c")]),
+        ('[{"message": 1, "fact": "a"}, {"message": 1, "fact": "a"}]', [(0, "a")]),
+        (
+            json.dumps([{"message": 1, "fact": f"f{i}"} for i in range(5)]),
+            [(0, "f0"), (0, "f1"), (0, "f2")],  # at most three per message
+        ),
+    ],
+)
+def test_batch_parser_accepts_good_output(answer: str, found: list[tuple[int, str]]) -> None:
+    assert parse_batch(answer, 2) == found
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ['[{"message": 1}]', '[{"message": 1, "fact": 3}]', "[[1]]", "not json", '{"m": []}'],
+)
+def test_batch_parser_rejects_bad_output(answer: str) -> None:
+    with pytest.raises(ModelOutputError):
+        parse_batch(answer, 2)
+
+
+async def test_a_batch_is_one_call_each_fact_dated_by_its_own_message(
+    scripted_llm: ScriptedLLM,
+) -> None:
+    later = datetime(2026, 3, 12, 9, 0, tzinfo=UTC)
+    scripted_llm.push(
+        '[{"message": 1, "fact": "The user went hiking yesterday"},'
+        ' {"message": 2, "fact": "The user bought boots yesterday"}]'
+    )
+    said = [Said("I went hiking yesterday", SAID), Said("I bought boots yesterday", later)]
+    found = await extract_batch(scripted_llm, said, model="m")
+    assert found == [
+        (0, "The user went hiking on 2026-03-09"),
+        (1, "The user bought boots on 2026-03-11"),
+    ]
+    (call,) = scripted_llm.calls
+    body = call.messages[1]["content"]
+    assert "User message 1, written on 2026-03-10" in body
+    assert "User message 2, written on 2026-03-12" in body
+
+
+async def test_a_batch_too_long_for_one_call_is_asked_in_several(
+    scripted_llm: ScriptedLLM,
+) -> None:
+    scripted_llm.push('["The user likes tea"]', '["The user likes coffee"]')
+    long = "tea " * (MAX_BATCH_CHARS // 4)
+    said = [Said(long, SAID), Said("I like coffee", SAID)]
+    found = await extract_batch(scripted_llm, said, model="m")
+    assert found == [(0, "The user likes tea"), (1, "The user likes coffee")]
+    assert len(scripted_llm.calls) == 2

@@ -442,6 +442,11 @@ def test_nothing_is_queued_when_no_kind_of_memory_is_written(
     queued = turn_input(Runtime(settings, sqlite_store), done, answer)
     assert queued is not None
     assert queued.model == "m"  # no memory_llm_model or llm_model: the request's model
+    # facts only, and a turn with no new user message (a tool loop's): nothing to extract from
+    facts_only = settings.model_copy(update={"memory_store_turns": False})
+    tool_loop = Turn("s", "s", "m", "chat", [Message("user", "   ")], session=session)
+    assert turn_input(Runtime(facts_only, sqlite_store), tool_loop, answer) is None
+    assert turn_input(Runtime(facts_only, sqlite_store), done, answer) is not None
 
 
 async def test_a_typed_key_never_reaches_a_fact_a_file_or_git(
@@ -488,3 +493,69 @@ async def test_a_key_added_by_hand_never_reaches_a_commit_message(
 def git_messages(root: Any) -> str:
     done = subprocess.run(["git", "log", "--format=%B"], cwd=root, capture_output=True, text=True)
     return done.stdout
+
+
+async def test_a_batch_keeps_each_fact_with_its_own_message_through_reconciliation(
+    rt: Runtime, book: MemoryBook, scripted_llm: ScriptedLLM
+) -> None:
+    from memlane.engine.memory.ingest import ingest_turns
+
+    scripted_llm.push('["The user lives in Berlin"]', "Berlin.")
+    await ingest_turn(
+        rt, replace(turn("I live in Berlin"), said_at=datetime(2026, 1, 1, tzinfo=UTC))
+    )
+    (berlin,) = rt.store.list_facts(roles=("memory",))
+    cat_at, moved_at = datetime(2026, 2, 1, tzinfo=UTC), datetime(2026, 2, 2, tzinfo=UTC)
+    scripted_llm.push(
+        '[{"message": 1, "fact": "The user has a cat"},'
+        ' {"message": 2, "fact": "The user moved to Lisbon"}]',
+        '[{"event": "ADD", "text": "The user has a cat"},'
+        ' {"event": "UPDATE", "id": "0", "text": "The user lives in Lisbon now"}]',
+        "Cat, Lisbon.",
+    )
+    batch = [
+        replace(turn("I have a cat"), user_message_id=11, said_at=cat_at),
+        replace(turn("I moved to Lisbon"), user_message_id=12, said_at=moved_at),
+    ]
+    report = await ingest_turns(rt, batch)
+    assert len(scripted_llm.calls) == 2 + 3  # one extraction, one reconciliation, one summary
+    assert (report.turns, report.facts_updated) == (4, 1)
+    now = {f.text: f for f in rt.store.list_facts(roles=("memory",)) if f.valid_to is None}
+    cat, lisbon = now["The user has a cat"], now["The user lives in Lisbon now"]
+    assert (cat.source_message, cat.valid_from) == (11, cat_at)
+    # the rewritten text is matched to the new fact it shares words with: message 2
+    assert (lisbon.source_message, lisbon.valid_from, lisbon.supersedes) == (
+        12,
+        moved_at,
+        berlin.id,
+    )
+    closed = rt.store.get_fact(berlin.id)
+    assert closed is not None
+    assert closed.valid_to == moved_at
+    agree(book)
+
+
+async def test_writes_waiting_together_are_written_and_a_bad_one_fails_alone(
+    rt: Runtime, book: MemoryBook
+) -> None:
+    from memlane.files.memory_files import new_id
+
+    await book.ready()
+
+    def entry(text: str) -> Any:
+        return new_fact(
+            scope=scopes.conversation_scope("s1"),
+            conversation_id="s1",
+            role="user",
+            text=text,
+            fact_id=new_id(),
+        )
+
+    good = [entry(f"hello {i}") for i in range(3)]
+    bad = replace(entry("no such role"), role="bogus")  # type: ignore[arg-type]
+    writes = [book.write(puts=[f], new={f.id}) for f in [*good[:2], bad, good[2]]]
+    outcomes = await asyncio.gather(*writes, return_exceptions=True)
+    assert [o is None for o in outcomes] == [True, True, False, True]
+    assert isinstance(outcomes[2], KeyError)  # only its own caller sees the failure
+    assert {f.id for f in rt.store.list_facts()} == {f.id for f in good}
+    agree(book)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
@@ -45,6 +45,8 @@ COMMIT_QUIET_SECONDS = 5.0
 COMMIT_MAX_PENDING = 100
 """...or once this many are waiting: git runs once per burst, never once per turn."""
 WATCH_START_SECONDS = 5.0
+GROUP_ENTRIES = 256
+"""The most entries one group of waiting writes puts in one thread hop."""
 
 
 @dataclass
@@ -79,6 +81,7 @@ class MemoryBook:
         self.watch_task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._pending_commits: list[str] = []
+        self._waiting_writes: list[_Write] = []
         self._commit_timer: asyncio.TimerHandle | None = None
         self._snapshot_dirty = False
         self.entry_counts: dict[str, int] = {}
@@ -131,28 +134,92 @@ class MemoryBook:
         self,
         puts: Sequence[Fact] = (),
         tombstones: Sequence[tuple[Fact, str | None]] = (),
+        *,
+        new: Collection[str] = (),
     ) -> None:
-        """Write new or changed entries and tombstone others, then embed what is new."""
+        """Write new or changed entries and tombstone others, then embed what is new.
+        `new`: ids of puts just minted (`new_id`), whose files need no looking for.
+
+        Group commit: writes that wait for the book's lock meanwhile (other sessions'
+        batches) are written with this one, in one thread hop, and each caller returns
+        once its own entries are written (or raises what they raised)."""
         if not puts and not tombstones:
             return
+        mine = _Write(puts, tombstones, new, asyncio.get_running_loop().create_future())
+        self._waiting_writes.append(mine)
         async with self.writing():
-            await threads.to_thread(self._write_sync, puts, tombstones)
-            await threads.to_thread(self._embed_missing_sync)
+            if not mine.done.done():  # nobody took it with theirs
+                group = self._take_group(mine)
+                try:
+                    outcomes = await threads.to_thread(self._write_group, group)
+                    if self.rt.settings.dense_retrieval:
+                        await threads.to_thread(self._embed_missing_sync)
+                except BaseException as exc:  # cancelled (shutdown): the others are told
+                    for each in group:
+                        if each is not mine and not each.done.done():
+                            each.done.set_exception(
+                                RuntimeError(f"memory write not confirmed: {exc!r}")
+                            )
+                    raise
+                for each, failure in zip(group, outcomes, strict=True):
+                    if failure is None:
+                        each.done.set_result(None)
+                    else:
+                        each.done.set_exception(failure)
+        await mine.done
+
+    def _take_group(self, mine: _Write) -> list[_Write]:
+        """This caller's write and those waiting, oldest first, up to `GROUP_ENTRIES`
+        entries (at least its own): one thread hop stays short; the rest wait for the
+        next holder of the lock."""
+        waiting = [w for w in self._waiting_writes if not w.done.done() and w is not mine]
+        group, size = [mine], len(mine.puts) + len(mine.tombstones)
+        for each in waiting:
+            size += len(each.puts) + len(each.tombstones)
+            if size > GROUP_ENTRIES:
+                break
+            group.append(each)
+        self._waiting_writes = [w for w in waiting if w not in group]
+        return group
+
+    def _write_group(self, group: Sequence[_Write]) -> list[BaseException | None]:
+        """Every waiting write; one that fails is retried alone, so only its caller sees
+        the failure."""
+        puts = [fact for w in group for fact in w.puts]
+        tombstones = [pair for w in group for pair in w.tombstones]
+        new = {fact_id for w in group for fact_id in w.new}
+        if len(group) == 1:
+            try:
+                self._write_sync(puts, tombstones, new)
+            except Exception as exc:
+                return [exc]
+            return [None]
+        try:
+            self._write_sync(puts, tombstones, new)
+        except Exception:
+            return [self._write_group([w])[0] for w in group]
+        return [None] * len(group)
 
     def _write_sync(
-        self, puts: Sequence[Fact], tombstones: Sequence[tuple[Fact, str | None]]
+        self,
+        puts: Sequence[Fact],
+        tombstones: Sequence[tuple[Fact, str | None]],
+        new: Collection[str] = (),
     ) -> None:
         store = self.rt.store
         counts = write_counts(store, puts, tombstones)
+        folders: set[Path] = set()
         for fact in puts:
             # whatever a memory came from, a credential in it is never kept (file, git, index)
             fact = replace(fact, text=redact(fact.text))
             if self.files is not None:
-                old = self.files.find(fact)
-                written = self.files.write(fact)
+                fresh = fact.id in new
+                old = None if fresh else self.files.find(fact)
+                written = self.files.write(fact, new=fresh, folders=folders)
                 self._forget_path(old)
                 self._remember(written.path, written.digest, fact.id)
             store.put_fact(fact)
+        MemoryFiles.sync_folders(folders)
         for fact, replaced_by in tombstones:
             # deleted means no longer true: from the moment given (a message's), else now
             fact = replace(fact, valid_to=fact.valid_to or max(now_utc(), fact.since))
@@ -430,6 +497,16 @@ class MemoryBook:
         if not messages or self.git is None:
             return False
         return await commit_quietly(self.git, combined_message(messages))
+
+
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """One caller's entries waiting for the book's lock."""
+
+    puts: Sequence[Fact]
+    tombstones: Sequence[tuple[Fact, str | None]]
+    new: Collection[str]
+    done: asyncio.Future[None]
 
 
 def same_entry(a: Fact, b: Fact) -> bool:

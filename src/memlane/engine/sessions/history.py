@@ -10,9 +10,11 @@ Summarising happens after the response, in the background.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Literal
 
+from memlane.engine.background import session_policy
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.working import current_context, fold
 from memlane.engine.turn import Turn
@@ -87,13 +89,17 @@ def chained_session_key(rt: Runtime, response_id: str, tenant: str = "") -> str 
 
 
 def schedule_summary(rt: Runtime, turn: Turn) -> None:
-    """Fold the session into its running summary after the response, when it is on."""
+    """Fold the session into its running summary after the response, when it is on: once
+    per batch of the session's turns (`Background.batch`), with the latest turn's model."""
     if not rt.settings.summary_enabled or turn.session is None or turn.ephemeral:
         return
-    session_id, model = turn.session.id, turn.model or None
-    rt.background.spawn(
-        fold_once(rt, session_id, model=model), name=f"session-summary:{session_id}"
-    )
+    key = f"session-summary:{turn.session.id}"
+    run = functools.partial(_fold_batch, rt, turn.session.id)
+    rt.background.batch(key, turn.model or None, run, session_policy(rt.settings), name=key)
+
+
+async def _fold_batch(rt: Runtime, session_id: str, models: list[str | None]) -> None:
+    await fold_once(rt, session_id, model=models[-1])
 
 
 async def fold_once(rt: Runtime, session_id: str, *, model: str | None) -> None:

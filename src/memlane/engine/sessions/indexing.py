@@ -16,7 +16,7 @@ indexing with a warning at start-up; the proxy keeps serving.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import json
 import logging
 import re
@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from memlane.config import Settings
 from memlane.engine import threads
+from memlane.engine.background import session_policy
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.lifecycle import ensure_title
 from memlane.engine.sessions.metafile import meta_path, read_meta, write_meta
@@ -171,58 +172,56 @@ def _config(settings: Settings) -> IndexConfig:
 
 # --- scheduling -----------------------------------------------------------------
 
-_IN_FLIGHT: set[tuple[int, str]] = set()
-"""(event loop, session) pairs being indexed: one writer per session's metadata at a time."""
-
 
 def schedule_index(rt: Runtime, turn: Turn) -> None:
-    """After a stored turn, in the background: record the title, index when enough is new."""
+    """After a stored turn, in the background: record the title, index when enough is new.
+
+    A session's turns are batched (`Background.batch`, `background.session_policy`): the
+    check runs once per quiet period or batch of turns, not after every turn, and never
+    twice at once for a session."""
     session = turn.session
     if turn.ephemeral or session is None:
         return
     indexing = rt.settings.index_enabled and index_config_problem(rt.settings) is None
     if not indexing and session.title:
         return
-    slot = (id(asyncio.get_running_loop()), session.id)
-    if slot in _IN_FLIGHT:
-        return
-    _IN_FLIGHT.add(slot)
-    rt.background.spawn(
-        _after_turn(rt, session.id, turn.model, slot, indexing=indexing),
-        name=f"index {session.id}",
-    )
+    key = f"index {session.id}"
+    run = functools.partial(_after_turns, rt, session.id, indexing=indexing)
+    rt.background.batch(key, turn.model, run, session_policy(rt.settings), name=key)
 
 
-async def _after_turn(
-    rt: Runtime, session_id: str, model: str, slot: tuple[int, str], *, indexing: bool
-) -> None:
+async def _after_turns(rt: Runtime, session_id: str, models: list[str], *, indexing: bool) -> None:
     """Whether it is due is decided under the session's index lock: another process
-    (a worker of the same proxy) that indexed it meanwhile leaves nothing to do."""
-    try:
-        lock = HomeLock.striped(rt.settings.home_path, INDEX_LOCKS, session_id)
-        async with lock.hold():
-            if await threads.to_thread(_title_and_due, rt, session_id, indexing=indexing):
-                await index_session(rt, session_id, model=model)
-    finally:
-        _IN_FLIGHT.discard(slot)
+    (a worker of the same proxy) that indexed it meanwhile leaves nothing to do. The
+    latest turn's model is the one used."""
+    lock = HomeLock.striped(rt.settings.home_path, INDEX_LOCKS, session_id)
+    async with lock.hold():
+        due = await threads.to_thread(_title_and_due, rt, session_id, indexing=indexing)
+        if due is not None:
+            await index_session(rt, session_id, model=models[-1], loaded=due)
 
 
-def _title_and_due(rt: Runtime, session_id: str, *, indexing: bool) -> bool:
-    """Record the title if missing; whether enough is new to index (one thread hop).
+def _title_and_due(
+    rt: Runtime, session_id: str, *, indexing: bool
+) -> tuple[Session, list[StoredMessage]] | None:
+    """Record the title if missing; when enough is new to index, the session and its
+    messages (one thread hop), else None.
 
-    Only the messages after the last indexed one are read: this runs after every
-    turn, and reading the whole session each time made it O(session length).
+    Only the messages after the last indexed one are read to decide: reading the whole
+    session after every batch of turns made it O(session length).
     """
     session = rt.store.get_session(session_id)
     if session is None:
-        return False
+        return None
     if not session.title:
         ensure_title(rt.store, session)
     if not indexing:
-        return False
+        return None
     since = last_indexed_position(session)
     stored = rt.store.list_messages(session_id, since_position=since + 1)
-    return new_user_messages(stored, since) >= _config(rt.settings).min_new_user_messages
+    if new_user_messages(stored, since) < _config(rt.settings).min_new_user_messages:
+        return None
+    return session, rt.store.list_messages(session_id)
 
 
 def last_indexed_position(session: Session) -> int:
@@ -253,16 +252,25 @@ class IndexResult:
     cost_usd: float = 0.0
 
 
-async def index_session(rt: Runtime, session_id: str, *, model: str | None = None) -> IndexResult:
-    """Generate and store the session's metadata now (what `memlane sessions index` runs)."""
+async def index_session(
+    rt: Runtime,
+    session_id: str,
+    *,
+    model: str | None = None,
+    loaded: tuple[Session, list[StoredMessage]] | None = None,
+) -> IndexResult:
+    """Generate and store the session's metadata now (what `memlane sessions index` runs);
+    `loaded`: the session and its messages, already read."""
     problem = index_config_problem(rt.settings)
     if problem is not None:
         return IndexResult(ok=False, attempts=0, error=problem)
     store = rt.store
-    session = await threads.to_thread(store.get_session, session_id)
-    if session is None:
-        raise SessionNotFound(f"no session {session_id!r}: see `memlane sessions list`")
-    stored = await threads.to_thread(store.list_messages, session_id)
+    if loaded is None:
+        found = await threads.to_thread(store.get_session, session_id)
+        if found is None:
+            raise SessionNotFound(f"no session {session_id!r}: see `memlane sessions list`")
+        loaded = found, await threads.to_thread(store.list_messages, session_id)
+    session, stored = loaded
     conversation = keep_tail(serialize(stored), _config(rt.settings).max_input_chars)
     if not conversation:
         return IndexResult(ok=False, attempts=0, error="the session has no conversation to index")
@@ -286,8 +294,10 @@ async def index_session(rt: Runtime, session_id: str, *, model: str | None = Non
                 {"role": "user", "content": RETRY_NOTE.format(error=exc)},
             ]
             continue
-        await _record(rt, session_id, attempt, completion, error=None)
-        await threads.to_thread(_save, rt, session_id, meta, completion.model, stored, spent)
+        payload = _payload(rt, attempt, completion, error=None)
+        await threads.to_thread(
+            _save, rt, session_id, meta, completion.model, stored, spent, payload
+        )
         return IndexResult(ok=True, attempts=attempt, meta=meta, cost_usd=spent)
     error = f"the index model gave no usable answer in {MAX_ATTEMPTS} attempts"
     log.warning("session %s: %s", session_id, error)
@@ -307,14 +317,21 @@ async def _request(rt: Runtime, session: Session, conversation: str) -> list[dic
     ]
 
 
-async def _record(
-    rt: Runtime, session_id: str, attempt: int, completion: Completion | None, *, error: str | None
-) -> None:
+def _payload(
+    rt: Runtime, attempt: int, completion: Completion | None, *, error: str | None
+) -> dict[str, Any]:
     payload: dict[str, Any] = {"success": error is None, "attempt": attempt}
     if completion is not None:
         payload.update(usage_payload(rt, completion))
     if error is not None:
         payload["error"] = error
+    return payload
+
+
+async def _record(
+    rt: Runtime, session_id: str, attempt: int, completion: Completion | None, *, error: str | None
+) -> None:
+    payload = _payload(rt, attempt, completion, error=error)
     await threads.to_thread(rt.store.add_event, session_id, INDEX_EVENT, payload)
 
 
@@ -325,8 +342,11 @@ def _save(
     model: str,
     stored: list[StoredMessage],
     cost: float,
+    event: dict[str, Any],
 ) -> None:
+    """The successful attempt's event, then the metadata (one thread hop)."""
     store = rt.store
+    store.add_event(session_id, INDEX_EVENT, event)
     session = store.get_session(session_id)
     if session is None:  # deleted while the model was thinking
         return
