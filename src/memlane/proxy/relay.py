@@ -99,6 +99,7 @@ class RelayResponse(Response):
                 await self._settle(outcome)
 
     async def _relay(self, receive: Receive, send: Send) -> Outcome:
+        outcome = Outcome.GONE  # the watcher cancels the pump when the client goes away
         try:
             await send(
                 {
