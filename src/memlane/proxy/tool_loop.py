@@ -25,7 +25,7 @@ with an error text; the request goes on.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -347,6 +347,8 @@ class ToolLoop:
         """A round that started with text, relayed as it arrives. A call to memlane's tools
         later in it is taken out of what the client sees (it cannot answer it); memlane
         answers it in the background and hands the result to the model's next request."""
+        from memlane.proxy.turns import answer_hold
+
         stripper = self.wire.stripper(self.names)
         whole = read.assembler  # every event, memlane's calls included
         shown = self.adapter.assembler()  # what the client gets: the turn's answer
@@ -383,11 +385,8 @@ class ToolLoop:
             rest=read.chunks,
             decoder=read.decoder,
             rewrite=rewrite,
-            hold=self._hold if self.turn.answer_resent else None,
+            hold=answer_hold(self.state, self.turn),
         )
-
-    def _hold(self) -> Callable[[], None]:
-        return self.state.runtime.turn_order.hold(self.turn.key)
 
     async def _settle(self, outcome: Outcome, assembler: StreamAssembler) -> None:
         from memlane.proxy.turns import _finish

@@ -44,7 +44,7 @@ from memlane.proxy.forward import (
     relayed_headers,
 )
 from memlane.proxy.identity import IdentityError, client_name, resolve
-from memlane.proxy.relay import Outcome, RelayResponse
+from memlane.proxy.relay import Hold, Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
 from memlane.proxy.tool_loop import ToolLoop, offered
 from memlane.proxy.wire.anthropic import overflow_message
@@ -354,6 +354,15 @@ def finish_later(state: ProxyState, turn: Turn, answer: Answer) -> Callable[[], 
     return store
 
 
+def answer_hold(state: ProxyState, turn: Turn) -> Hold | None:
+    """How a stream holds the session while the turn's answer is stored after its end
+    (`relay.RelayResponse`); None when the answer must be stored before the end (the
+    client's next request will not bring it back)."""
+    if not turn.answer_resent:
+        return None
+    return lambda: state.runtime.turn_order.hold(turn.key)
+
+
 class StoredAfter(Response):
     """A whole answer whose turn is stored after the client has it, whatever happens."""
 
@@ -453,5 +462,5 @@ async def _stream(state: ProxyState, turn: Turn, adapter: WireAdapter, call: Cal
         settle=settle,
         error_frame=lambda message: adapter.stream_error(message, code="upstream_stream_error"),
         headers=_response_headers(turn, upstream.headers),
-        hold=(lambda: state.runtime.turn_order.hold(turn.key)) if turn.answer_resent else None,
+        hold=answer_hold(state, turn),
     )
