@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from memlane.engine import threads
 from memlane.engine.memory import manage
-from memlane.engine.memory.ingest import Provenance
+from memlane.engine.memory.apply import Provenance
 from memlane.engine.memory.recall import asks_about_change
 from memlane.engine.memory.scopes import CONVERSATION_PREFIX, unqualified
 from memlane.engine.memory.versions import interval
