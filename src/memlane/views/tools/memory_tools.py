@@ -10,6 +10,7 @@ reported as absent, so a call never learns what another namespace holds.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Annotated
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -29,6 +30,9 @@ from memlane.views.tools.text import day, one_line, short_id
 DEFAULT_LIMIT = 8
 MAX_LIMIT = 50
 MAX_IDS = 20
+
+MemoryId = Annotated[str, Field(min_length=1, description="The memory's id (from memory_search).")]
+"""The memory a tool reads or changes, named as memory_search listed it."""
 
 
 class MemorySearchArgs(BaseModel):
@@ -55,7 +59,7 @@ class MemorySearchArgs(BaseModel):
 
 
 class MemoryHistoryArgs(BaseModel):
-    id: str = Field(min_length=1, description="The memory's id (from memory_search).")
+    id: MemoryId
 
 
 class MemoryGetArgs(BaseModel):
@@ -83,12 +87,12 @@ class MemoryAddArgs(BaseModel):
 
 
 class MemoryUpdateArgs(BaseModel):
-    id: str = Field(min_length=1, description="The memory's id (from memory_search).")
+    id: MemoryId
     text: str = Field(min_length=1, description="The corrected text, as one sentence.")
 
 
 class MemoryDeleteArgs(BaseModel):
-    id: str = Field(min_length=1, description="The memory's id (from memory_search).")
+    id: MemoryId
 
 
 async def conversation_namespace(rt: Runtime, scope: str) -> str | None:
