@@ -36,7 +36,6 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from memlane.config import Settings
-from memlane.engine.memory.book import book_for
 from memlane.engine.memory.entries import new_fact
 from memlane.engine.runtime import Runtime
 from memlane.files import admin_token
@@ -70,7 +69,7 @@ async def fill(rt: Runtime, size: int) -> None:
         )
         for i in range(size)
     ]
-    await book_for(rt).write(puts=facts)
+    await rt.memory_book.write(puts=facts)
 
 
 async def timed(calls: int, call: Callable[[str], Awaitable[object]]) -> tuple[float, float]:

@@ -50,7 +50,7 @@ from benchmarks.proxy_overhead import (  # noqa: E402
 
 TOPICS = ["Lisbon", "Rust", "cycling", "Postgres", "a cat named Miso", "jazz", "Kyoto", "chess"]
 SETTLE_SECONDS = 7.0
-"""Past the coalesced git commit's quiet period (`book.COMMIT_QUIET_SECONDS`)."""
+"""Past the coalesced git commit's quiet period (`book.history.COMMIT_QUIET_SECONDS`)."""
 
 
 def user_text(session: int, turn: int) -> str:

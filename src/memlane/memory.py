@@ -27,7 +27,8 @@ from typing import Any, TypeVar
 
 from memlane.config import Settings
 from memlane.engine.memory import manage, scopes
-from memlane.engine.memory.ingest import IngestReport, TurnInput, ingest_turn
+from memlane.engine.memory.apply import IngestReport
+from memlane.engine.memory.ingest import TurnInput, ingest_turn
 from memlane.engine.memory.lifecycle import stop_memory
 from memlane.engine.memory.recall import recall, render
 from memlane.engine.memory.versions import Version

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from memlane.engine.governance.ledger import (
@@ -77,3 +78,27 @@ def test_recalled_refs_are_collected_once() -> None:
         ],
     )
     assert timeline.recalled_refs(items) == ["a", "b"]
+
+
+def test_each_row_has_its_anchor_and_the_classes_the_page_styles_by() -> None:
+    items = timeline.build(
+        [
+            stored(0, Message(role="user", text="q")),
+            stored(1, Message(role="assistant", text="a", origin="summary")),
+            replace(stored(2, Message(role="user", text="q")), status="superseded"),
+        ],
+        [
+            event(1, EVENT_DROPPED, 2),  # no compaction record after it (an older memlane)
+            event(2, TURN_EVENT, 3, status="failed"),
+            event(3, EVENT_LOOP, 4, tool="run", count=4),
+        ],
+    )
+    rows = [(i.anchor, i.classes) for i in items]
+    assert rows == [
+        ("m100", "msg role-user origin-client kind-message"),
+        ("m101", "msg role-assistant origin-summary kind-message"),
+        ("m102", "msg role-user origin-client kind-message status-superseded"),
+        ("c1", "compaction"),
+        ("e2", "turn failed"),
+        ("e3", f"event kind-{EVENT_LOOP.replace('.', '-')}"),
+    ]

@@ -31,7 +31,6 @@ __all__ = [
     "console",
     "err_console",
     "fail",
-    "id_column",
     "moment",
     "opened_runtime",
     "opened_store",
@@ -39,6 +38,7 @@ __all__ = [
     "progress_bar",
     "short_ids",
     "state",
+    "table_with_ids",
 ]
 
 
@@ -113,10 +113,16 @@ def _common_prefix(a: str, b: str) -> int:
     return n
 
 
-def id_column(table: Table) -> None:
-    """Add a table's id column: never wrapped, and wide enough for the prefixes `short_ids`
-    prints (what a person copies to name the row in the next command)."""
+def table_with_ids(ids: Sequence[str], **options: Any) -> tuple[Table, dict[str, str]]:
+    """A table (`options` for rich's `Table`) whose first column is the row's id, and each
+    of `ids` mapped to the prefix to print there (`short_ids`). The column is never
+    wrapped and wide enough for those prefixes: what a person copies names the row in the
+    next command."""
+    from rich.table import Table  # rich's tables only for commands that print one
+
+    table = Table(**options)
     table.add_column("id", no_wrap=True, min_width=SHORT_ID)
+    return table, short_ids(ids)
 
 
 def print_json(data: Any) -> None:

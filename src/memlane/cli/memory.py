@@ -25,12 +25,11 @@ from memlane.cli.context import (
     console,
     err_console,
     fail,
-    id_column,
     opened_runtime,
     print_json,
     progress_bar,
     report,
-    short_ids,
+    table_with_ids,
 )
 from memlane.cli.options import JsonOpt, date_option
 from memlane.engine.memory import manage
@@ -89,15 +88,13 @@ def _role(text: str | None) -> FactRole | None:
 
 
 def _table(facts: list[Fact], scores: list[float] | None = None) -> Table:
-    table = Table(show_lines=False)
-    id_column(table)
+    table, shorts = table_with_ids([f.id for f in facts], show_lines=False)
     table.add_column("scope", overflow="fold", max_width=16)
     table.add_column("role", no_wrap=True)
     table.add_column("when", no_wrap=True)
     table.add_column("text", overflow="fold", ratio=1, min_width=24)
     if scores is not None:
         table.add_column("score")
-    shorts = short_ids([f.id for f in facts])
     for i, fact in enumerate(facts):
         row = [
             shorts[fact.id],

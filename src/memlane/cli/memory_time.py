@@ -12,15 +12,13 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from memlane.cli.context import (
     console,
-    id_column,
     opened_runtime,
     print_json,
     report,
-    short_ids,
+    table_with_ids,
 )
 from memlane.cli.memory import IdArg, _run, app
 from memlane.cli.options import JsonOpt, date_option
@@ -72,12 +70,10 @@ def history(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> N
     if as_json:
         print_json([version_json(v) for v in versions])
         return
-    table = Table(show_lines=False)
-    id_column(table)
+    table, shorts = table_with_ids([v.fact.id for v in versions], show_lines=False)
     table.add_column("true", no_wrap=True)
     table.add_column("text", overflow="fold", ratio=1, min_width=24)
     table.add_column("from message", overflow="fold", ratio=1)
-    shorts = short_ids([v.fact.id for v in versions])
     for version in versions:
         fact, cause = version.fact, version.cause
         state = "" if version.current else f" ({version.state})"

@@ -16,17 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from memlane.cli.context import (
     console,
     err_console,
     fail,
-    id_column,
     opened_runtime,
     print_json,
     report,
-    short_ids,
+    table_with_ids,
 )
 from memlane.cli.options import JsonOpt
 from memlane.cli.sessions_context import context as context_command
@@ -102,8 +100,6 @@ def list_sessions(
     """
     with opened_runtime(ctx) as rt:
         everyone = rt.store.list_sessions(tenant=OPERATOR)
-        # Printed ids are prefixes unique among all sessions, as lookup resolves them.
-        shorts = short_ids([s.id for s in everyone])
         sessions = [s for s in everyone if namespace is None or s.namespace == namespace]
         if tag is not None:
             wanted = tag.lower()
@@ -116,8 +112,8 @@ def list_sessions(
     if not rows:
         console.print("no sessions yet: they are created on the first user message")
         return
-    table = Table()
-    id_column(table)
+    # Printed ids are prefixes unique among all sessions, as lookup resolves them.
+    table, shorts = table_with_ids([s.id for s in everyone])
     table.add_column("title", overflow="ellipsis", ratio=1)
     for column in ("messages", "age", "tokens", "cost"):
         table.add_column(column, no_wrap=True, justify="right")

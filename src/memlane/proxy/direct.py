@@ -15,7 +15,7 @@ from typing import Any
 
 from starlette.responses import Response, StreamingResponse
 
-from memlane.proxy.wire.base import dumps
+from memlane.proxy.wire.base import dumps, sse_event
 from memlane.types import Wire
 
 MEDIA_SSE = "text/event-stream"
@@ -71,8 +71,8 @@ def _chat_chunks(model: str, text: str) -> Iterator[bytes]:
     ]
     for delta, finish in deltas:
         chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-        yield b"data: " + dumps(chunk) + b"\n\n"
-    yield b"data: " + dumps({**base, "choices": [], "usage": _usage_chat()}) + b"\n\n"
+        yield sse_event(chunk)
+    yield sse_event({**base, "choices": [], "usage": _usage_chat()})
     yield b"data: [DONE]\n\n"
 
 
@@ -125,7 +125,7 @@ def _responses_events(model: str, text: str) -> Iterator[bytes]:
     ]
     for sequence, (name, data) in enumerate(events):
         payload = {"type": name, "sequence_number": sequence, **data}
-        yield f"event: {name}\n".encode() + b"data: " + dumps(payload) + b"\n\n"
+        yield sse_event(payload, name)
 
 
 def _anthropic_message(model: str, text: str, *, content: bool = True) -> dict[str, Any]:
@@ -157,4 +157,4 @@ def _anthropic_events(model: str, text: str) -> Iterator[bytes]:
         ("message_stop", {}),
     ]
     for name, data in events:
-        yield f"event: {name}\n".encode() + b"data: " + dumps({"type": name, **data}) + b"\n\n"
+        yield sse_event({"type": name, **data}, name)

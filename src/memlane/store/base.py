@@ -64,10 +64,15 @@ class SessionNotFound(StoreError):
     pass
 
 
+def check_one_of(value: str, allowed: Sequence[str], what: str) -> None:
+    """Refuse a `what` (a table name, which goes into SQL text; a message status) that is
+    not one of `allowed`, naming those it may be."""
+    if value not in allowed:
+        raise StoreError(f"unknown {what} {value!r}: one of {', '.join(allowed)}")
+
+
 def check_table(table: str) -> None:
-    """Refuse a table name that is not one of `TABLES` (it goes into SQL text)."""
-    if table not in TABLES:
-        raise StoreError(f"unknown table {table!r}: one of {', '.join(TABLES)}")
+    check_one_of(table, TABLES, "table")
 
 
 @dataclass(frozen=True, slots=True)

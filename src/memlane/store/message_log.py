@@ -15,7 +15,14 @@ from datetime import datetime
 from typing import Any, Unpack
 
 from memlane.store.arguments import EventDetails, MessageQuery
-from memlane.store.base import NewEvent, NewMessage, SessionNotFound, StoreError, SyncResult
+from memlane.store.base import (
+    NewEvent,
+    NewMessage,
+    SessionNotFound,
+    StoreError,
+    SyncResult,
+    check_one_of,
+)
 from memlane.store.codec import now
 from memlane.store.documents import Doc
 from memlane.store.rows import EVENT_COLUMNS, MESSAGE_COLUMNS, event_from_row, message_from_row
@@ -25,11 +32,6 @@ from memlane.store.transcript import plan_sync
 from memlane.types import Event, StoredMessage
 
 MESSAGE_STATUSES = ("ok", "failed", "superseded")
-
-
-def check_status(status: str) -> None:
-    if status not in MESSAGE_STATUSES:
-        raise StoreError(f"unknown message status {status!r}: use ok, failed or superseded")
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +188,7 @@ class SqlMessageLog(SqlStore[D]):
         return [m for m in messages if m.transcript] if query.get("transcript_only") else messages
 
     def set_message_status(self, message_id: int, status: str) -> None:
-        check_status(status)
+        check_one_of(status, MESSAGE_STATUSES, "message status")
         with self._writing() as db:
             row = db.one("SELECT session_id FROM messages WHERE id = ?", message_id)
             if row is None:

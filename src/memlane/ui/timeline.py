@@ -76,10 +76,27 @@ class Item:
 
     @property
     def anchor(self) -> str:
+        """The row's `id` on the page, what a link to it names: a message, an event, or
+        (dropped items without a compaction record) the first item dropped."""
         if self.message is not None:
             return f"m{self.message.id}"
-        assert self.event is not None
-        return f"e{self.event.id}"
+        if self.event is not None:
+            return f"e{self.event.id}"
+        return f"c{self.dropped[0].id}"
+
+    @property
+    def classes(self) -> str:
+        """The row's CSS classes besides `item`: its kind, and what the page styles by
+        (a message's role, origin, kind and status; a failed turn; an event's kind)."""
+        if self.message is not None:
+            m, status = self.message.message, self.message.status
+            classes = f"msg role-{m.role} origin-{m.origin} kind-{m.kind}"
+            return classes if status == "ok" else f"{classes} status-{status}"
+        if self.kind == "turn":
+            return "turn failed" if self.payload.get("status") == "failed" else "turn"
+        if self.kind == "event" and self.event is not None:
+            return "event kind-" + self.event.kind.replace(".", "-")
+        return self.kind
 
     @property
     def payload(self) -> dict[str, Any]:

@@ -321,11 +321,11 @@ async def test_turns_are_committed_together_not_one_commit_each(
 async def test_queued_changes_commit_after_a_quiet_period_or_when_many_wait(
     rt: Runtime, book: MemoryBook, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memlane.engine.memory import book as book_module
+    from memlane.engine.memory.book import history
 
     await book.ready()
-    monkeypatch.setattr(book_module, "COMMIT_QUIET_SECONDS", 0.05)
-    monkeypatch.setattr(book_module, "COMMIT_MAX_PENDING", 3)
+    monkeypatch.setattr(history, "COMMIT_QUIET_SECONDS", 0.05)
+    monkeypatch.setattr(history, "COMMIT_MAX_PENDING", 3)
     await book.write(
         puts=[
             new_fact(scope="global", conversation_id="c", role="memory", text="one", fact_id="f1")
@@ -348,7 +348,7 @@ async def test_queued_changes_commit_after_a_quiet_period_or_when_many_wait(
             ]
         )
         book.commit_later(f"memory: x{n}")
-    monkeypatch.setattr(book_module, "COMMIT_QUIET_SECONDS", 60.0)
+    monkeypatch.setattr(history, "COMMIT_QUIET_SECONDS", 60.0)
     await asyncio.sleep(0.01)
     await rt.background.drain()
     assert git_log(book) == ["memory: 3 updates", "memory: one"]

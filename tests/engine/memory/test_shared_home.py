@@ -65,7 +65,7 @@ async def test_files_another_process_wrote_are_not_taken_for_hand_edits(
     assert len(paths) == 3
     # what the primary's watcher reports for those files: nothing a person changed
     assert await book.on_files_changed(paths) == 0
-    assert book._pending_commits == []
+    assert book.commits.pending == []
     agree(book)
 
 

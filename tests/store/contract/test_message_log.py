@@ -147,7 +147,7 @@ def test_failed_messages_are_not_matched_and_status_can_change(store: Store) -> 
     assert (result.matched, result.superseded) == (1, 0)
     statuses = [m.status for m in store.list_messages(session.id)]
     assert statuses == ["ok", "failed", "ok"]
-    with pytest.raises(StoreError):
+    with pytest.raises(StoreError, match="one of ok, failed, superseded"):
         store.set_message_status(stored[0].id, "bogus")
 
 

@@ -10,6 +10,7 @@ from memlane.engine.memory import manage
 from memlane.engine.runtime import Runtime
 from memlane.store.sqlite import SQLiteStore
 from memlane.views.tools import Binding
+from memlane.views.tools.memory_tools import MemorySearchArgs
 from tests.support.text import ScriptedLLM
 from tests.views.tools.conftest import call, chat
 
@@ -162,3 +163,14 @@ async def test_update_and_delete_act_through_the_files_and_index(rt: Runtime) ->
     assert "stg-2" not in (await call(rt, SHOP, "memory_search", query="staging host")).text
     files = list((rt.settings.memory_path / "entries").rglob("*.md"))
     assert any("deleted" in path.parts for path in files)
+
+
+async def test_an_unknown_scope_is_refused_with_the_scopes_the_search_tool_describes(
+    rt: Runtime,
+) -> None:
+    refused = await call(rt, SHOP, "memory_search", query="deploys", scope="everywhere-ish")
+    assert refused.error
+    described = MemorySearchArgs.model_json_schema()["properties"]["scope"]["description"]
+    forms = "'namespace', 'global', 'session', 'ns:<name>' or 'conv:<session id>'"
+    assert forms in refused.text
+    assert forms in described

@@ -26,26 +26,24 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from memlane.engine import threads
 from memlane.engine.background import session_policy
 from memlane.engine.failopen import record_for
-from memlane.engine.memory import scopes, versions
+from memlane.engine.memory import scopes
+from memlane.engine.memory.apply import IngestReport, Provenance, apply_plan, neighbourhood
 from memlane.engine.memory.book import MemoryBook
-from memlane.engine.memory.dates import absolute_dates
 from memlane.engine.memory.entries import new_fact
 from memlane.engine.memory.evict import choose_evictions
 from memlane.engine.memory.extract import Said, extract_batch
-from memlane.engine.memory.reconcile import Plan, reconcile
+from memlane.engine.memory.reconcile import reconcile
 from memlane.engine.memory.summary import SUMMARY_KIND, summary_id, update_summary
-from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Answer, Turn
 from memlane.files.memory_files import new_id, now_utc
-from memlane.store.analysis import terms
 from memlane.text.llm import LLMError
 from memlane.types import Fact, FactRole
 
@@ -56,11 +54,6 @@ REFUSED_HINT = (
     "(or MEMLANE_UPSTREAM_API_KEY), or let the client send its key, which memlane borrows "
     "for the work its request caused"
 )
-NEIGHBOURS_PER_FACT = 5
-MAX_NEIGHBOURS = 15
-"""Existing facts a reconciliation compares with, for up to three new facts..."""
-MAX_BATCH_NEIGHBOURS = 40
-"""...and for a batch's (five per fact, up to this)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,72 +69,6 @@ class TurnInput:
     assistant_text: str = ""
     said_at: datetime | None = None
     """When the user's message was written (stored); None: now. Facts are valid from it."""
-
-
-@dataclass(frozen=True, slots=True)
-class Provenance:
-    """Where facts written by a reconciliation came from, kept on every fact it writes."""
-
-    conversation_id: str
-    """The conversation (session id) the facts came from, or the face that added them
-    deliberately (`mcp`)."""
-    source_session: str | None = None
-    source_message: int | None = None
-    said_at: datetime | None = None
-    """When it was said: the facts are true from then (None: now)."""
-    source_turns: tuple[str, ...] = ()
-    """The remembered turns (entry ids) the facts came from: recall brings them along."""
-
-    @staticmethod
-    def of_turn(item: TurnInput, turns: tuple[str, ...] = ()) -> Provenance:
-        return Provenance(
-            item.session_id, item.session_id, item.user_message_id, item.said_at, turns
-        )
-
-
-@dataclass
-class IngestReport:
-    turns: int = 0
-    facts_added: list[str] = field(default_factory=list)
-    facts_updated: int = 0
-    facts_closed: list[str] = field(default_factory=list)
-    """Each replaced fact with its interval: `The user lives in Berlin (2026-01-15 → …)`."""
-    facts_deleted: int = 0
-    summary: bool = False
-    evicted: int = 0
-    reason: str = ""
-
-    @property
-    def changed(self) -> bool:
-        return bool(
-            self.turns
-            or self.facts_added
-            or self.facts_updated
-            or self.facts_deleted
-            or self.summary
-            or self.evicted
-        )
-
-    def message(self, conversation: str) -> str:
-        """The git commit message: what this update changed."""
-        parts = []
-        if self.facts_added:
-            parts.append(f"+{len(self.facts_added)} fact(s)")
-        if self.facts_updated:
-            parts.append(f"{self.facts_updated} updated")
-        if self.facts_deleted:
-            parts.append(f"{self.facts_deleted} deleted")
-        if self.turns:
-            parts.append(f"{self.turns} turn(s)")
-        if self.summary:
-            parts.append("summary updated")
-        if self.evicted:
-            parts.append(f"{self.evicted} evicted")
-        head = f"memory: {', '.join(parts) or 'no change'} in conversation {conversation}"
-        lines = [f"+ {text}" for text in self.facts_added]
-        lines += [f"- {text}" for text in self.facts_closed]
-        body = "\n".join(lines)
-        return f"{head}\n\n{body}" if body else head
 
 
 def schedule_ingest(rt: Runtime, turn: Turn, answer: Answer) -> None:
@@ -267,11 +194,11 @@ async def ingest_turns(rt: Runtime, items: Sequence[TurnInput]) -> IngestReport:
         facts = list(dict.fromkeys(fact for _, fact in found))
         sources: dict[str, Provenance] = {}
         for index, fact in found:
-            sources.setdefault(fact, Provenance.of_turn(items[index], said_in[index]))
+            sources.setdefault(fact, _provenance(items[index], said_in[index]))
         async with book.scope_lock(scope):
             existing = await neighbourhood(rt, facts, scope)
             plan = await reconcile(rt.llm, facts, existing, model=first.model)
-            latest = Provenance.of_turn(items[found[-1][0]], said_in[found[-1][0]])
+            latest = _provenance(items[found[-1][0]], said_in[found[-1][0]])
             await apply_plan(
                 book, plan, existing, scope=scope, source=latest, report=report, sources=sources
             )
@@ -282,6 +209,11 @@ async def ingest_turns(rt: Runtime, items: Sequence[TurnInput]) -> IngestReport:
     if report.changed:
         book.commit_later(report.message(first.session_id))
     return report
+
+
+def _provenance(item: TurnInput, turns: tuple[str, ...] = ()) -> Provenance:
+    """Facts from this turn's user message: its session, message, time and turn entries."""
+    return Provenance(item.session_id, item.session_id, item.user_message_id, item.said_at, turns)
 
 
 def _said(item: TurnInput) -> datetime:
@@ -310,96 +242,6 @@ def _turn_entries(item: TurnInput, scope: str) -> list[Fact]:
         for role, text, message_id, when in turns
         if text.strip()
     ]
-
-
-async def neighbourhood(rt: Runtime, facts: Sequence[str], scope: str) -> list[Fact]:
-    """Existing facts of `scope` close to any new fact: what reconciliation compares with."""
-    found: dict[str, None] = {}
-    for text in facts:
-        hits = await search(rt, text, scopes=(scope,), roles=("memory",), top_k=NEIGHBOURS_PER_FACT)
-        for hit in hits:
-            found.setdefault(hit.ref)
-    most = min(MAX_BATCH_NEIGHBOURS, max(MAX_NEIGHBOURS, NEIGHBOURS_PER_FACT * len(facts)))
-    ids = list(found)[:most]
-    loaded = await threads.to_thread(lambda: [rt.store.get_fact(i) for i in ids])
-    return [f for f in loaded if f is not None and not f.deleted and f.valid_to is None]
-
-
-async def apply_plan(
-    book: MemoryBook,
-    plan: Plan,
-    existing: Sequence[Fact],
-    *,
-    scope: str,
-    source: Provenance,
-    report: IngestReport,
-    sources: Mapping[str, Provenance] | None = None,
-) -> list[Fact]:
-    """Write a reconciliation plan: adds, updates (the old fact closed at the message's
-    time and linked both ways with its replacement), deletes (soft, ended then too).
-
-    `sources` maps each new fact of a batch to the message it came from; a text the
-    reconciliation rewrote takes the source of the new fact it shares most words with,
-    else `source` (the batch's latest). Returns the facts written (new ones and the
-    replacements of updated ones)."""
-    by_id = {f.id: f for f in existing}
-    stamp = now_utc()
-
-    def origin(text: str) -> Provenance:
-        return source_of(text, sources, source)
-
-    def fresh(text: str) -> Fact:
-        where = origin(text)
-        said = where.said_at or stamp
-        fact = new_fact(
-            scope=scope,
-            conversation_id=where.conversation_id,
-            role="memory",
-            text=absolute_dates(text, said),  # what the reconciliation wrote, too
-            fact_id=new_id(),
-            source_session=where.source_session,
-            source_message=where.source_message,
-            created_at=stamp,
-        )
-        return replace(fact, valid_from=said, source_turns=where.source_turns)
-
-    puts = [fresh(text) for text in plan.adds]
-    added = list(puts)
-    for old_id, text in plan.updates:
-        replacement = fresh(text)
-        said = replacement.valid_from or stamp
-        closed, replacement = versions.close(by_id[old_id], replacement, said, updated_at=stamp)
-        puts += [closed, replacement]
-        added.append(replacement)
-        report.facts_closed.append(f"{closed.text} ({versions.interval(closed)}, replaced)")
-    said = source.said_at or stamp  # a fact deleted alone: ended by the batch's latest message
-    tombstones = [
-        (replace(by_id[old_id], valid_to=max(said, by_id[old_id].since)), None)
-        for old_id in plan.deletes
-        if old_id in by_id
-    ]
-    await book.write(puts=puts, tombstones=tombstones, new={f.id for f in added})
-    report.facts_added = [f.text for f in added]
-    report.facts_updated = len(plan.updates)
-    report.facts_deleted = len(tombstones)
-    report.reason = plan.reason
-    return added
-
-
-def source_of(
-    text: str, sources: Mapping[str, Provenance] | None, default: Provenance
-) -> Provenance:
-    """Where a fact a reconciliation wrote came from: its own new fact's message, else the
-    new fact sharing the most words with it (a tie, or none shared: `default`)."""
-    if not sources:
-        return default
-    if text in sources:
-        return sources[text]
-    words = set(terms(text))
-    scored = sorted(((len(words & set(terms(t))), t) for t in sources), reverse=True)
-    if not scored or scored[0][0] == 0 or (len(scored) > 1 and scored[1][0] == scored[0][0]):
-        return default
-    return sources[scored[0][1]]
 
 
 async def _update_summary(

@@ -15,8 +15,8 @@ from typing import Literal
 
 from memlane.engine import threads
 from memlane.engine.memory import versions
+from memlane.engine.memory.apply import IngestReport, Provenance, apply_plan, neighbourhood
 from memlane.engine.memory.entries import new_fact
-from memlane.engine.memory.ingest import IngestReport, Provenance, apply_plan, neighbourhood
 from memlane.engine.memory.reconcile import reconcile
 from memlane.engine.memory.scopes import GLOBAL
 from memlane.engine.runtime import Runtime

@@ -22,7 +22,7 @@ from memlane.proxy.wire.anthropic_blocks import (
     render_messages,
     user_content_of_its_own,
 )
-from memlane.proxy.wire.base import ParsedRequest, dumps, model_and_stream, require
+from memlane.proxy.wire.base import ParsedRequest, dumps, model_and_stream, require, sse_event
 from memlane.types import Message, Wire
 
 PREFIX = "/v1/messages"
@@ -149,4 +149,4 @@ class MessagesAdapter:
 
     def stream_error(self, message: str, *, code: str) -> bytes:
         event = anthropic_error(message, error_type(None, "upstream_error", code))
-        return b"event: error\ndata: " + dumps(event) + b"\n\n"
+        return sse_event(event, "error")

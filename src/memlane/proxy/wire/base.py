@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from memlane.engine.turn import Answer
+from memlane.text.sse import encode
 from memlane.types import Message, Wire
 
 
@@ -147,6 +148,12 @@ class OpenAIErrors:
 def dumps(data: Any) -> bytes:
     """Compact, deterministic JSON: the same items always give the same bytes."""
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def sse_event(data: Any, name: str | None = None) -> bytes:
+    """One server-sent event (named `name`, when its format names events) whose data is
+    `data` as compact JSON: what memlane writes into a stream itself."""
+    return encode([(name, dumps(data).decode("utf-8"))])
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")

@@ -14,12 +14,12 @@ from memlane.proxy.wire.base import (
     ParsedRequest,
     WireError,
     content_text,
-    dumps,
     message_role,
     model_and_stream,
     openai_error,
     position,
     require,
+    sse_event,
     token_count,
 )
 from memlane.types import Kind, Message, Role, ToolCall, Wire
@@ -213,5 +213,4 @@ class ChatAdapter(OpenAIErrors):
         return ChatAssembler()
 
     def stream_error(self, message: str, *, code: str) -> bytes:
-        error = openai_error(message, type="upstream_error", code=code)
-        return b"data: " + dumps(error) + b"\n\n"
+        return sse_event(openai_error(message, type="upstream_error", code=code))

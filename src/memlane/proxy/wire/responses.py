@@ -19,10 +19,10 @@ from memlane.proxy.wire.base import (
     ParsedRequest,
     WireError,
     content_text,
-    dumps,
     model_and_stream,
     position,
     require,
+    sse_event,
     token_count,
 )
 from memlane.types import Message, Role, ToolCall, Wire
@@ -209,4 +209,4 @@ class ResponsesAdapter(OpenAIErrors):
 
     def stream_error(self, message: str, *, code: str) -> bytes:
         event = {"type": "error", "code": code, "message": message, "param": None}
-        return b"event: error\ndata: " + dumps(event) + b"\n\n"
+        return sse_event(event, "error")

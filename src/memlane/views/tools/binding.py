@@ -27,6 +27,9 @@ from memlane.types import Fact, Session
 NAMESPACE_WORDS = frozenset({"namespace", "ns", "project", "repo", "repository"})
 SESSION_WORDS = frozenset({"conversation", "conv", "session", "this session"})
 EVERY_WORDS = frozenset({"", "all", "any", "default", "*", "everything"})
+SCOPE_FORMS = "'namespace', 'global', 'session', 'ns:<name>' or 'conv:<session id>'"
+"""The scopes a tool call may name (`Binding.scope`), as the tools' arguments describe
+them and the refusal of any other lists them."""
 
 
 class ToolRefusal(Exception):
@@ -118,10 +121,7 @@ class Binding:
         if text.startswith(CONVERSATION_PREFIX) and text[len(CONVERSATION_PREFIX) :].strip():
             # checked against the session's namespace by the caller (needs the store)
             return scoping.qualified(text, self.tenant)
-        raise ToolRefusal(
-            f"unknown scope {requested!r}: use 'global', 'namespace', 'session', "
-            "'ns:<namespace>' or 'conv:<session id>'"
-        )
+        raise ToolRefusal(f"unknown scope {requested!r}: use {SCOPE_FORMS}")
 
     def namespace_allowed(self, namespace: str) -> bool:
         return self.all_namespaces or namespace == self.namespace

@@ -10,12 +10,13 @@ reported as absent, so a call never learns what another namespace holds.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Annotated
 
 from pydantic import BaseModel, Field, field_validator
 
 from memlane.engine import threads
 from memlane.engine.memory import manage
-from memlane.engine.memory.ingest import Provenance
+from memlane.engine.memory.apply import Provenance
 from memlane.engine.memory.recall import asks_about_change
 from memlane.engine.memory.scopes import CONVERSATION_PREFIX, unqualified
 from memlane.engine.memory.versions import interval
@@ -23,21 +24,29 @@ from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.types import Fact
 from memlane.views.memories import MemoryNotFound, get_memory
-from memlane.views.tools.binding import Binding, ToolRefusal
+from memlane.views.tools.binding import SCOPE_FORMS, Binding, ToolRefusal
 from memlane.views.tools.text import day, one_line, short_id
 
 DEFAULT_LIMIT = 8
 MAX_LIMIT = 50
 MAX_IDS = 20
 
+SEARCH_SCOPE = (
+    f"Where to look: {SCOPE_FORMS}. Default: this project's namespace, this session and global."
+)
+ADD_SCOPE = (
+    "Where it belongs: 'namespace' (default: shared by this project's sessions), 'global' "
+    "(every project) or 'session'."
+)
+"""Where a search looks and where a new memory goes, as `Binding.scope` and
+`Binding.write_scope` read them."""
+MemoryId = Annotated[str, Field(min_length=1, description="The memory's id (from memory_search).")]
+"""The memory a tool reads or changes, named as memory_search listed it."""
+
 
 class MemorySearchArgs(BaseModel):
     query: str = Field(min_length=1, description="What to look for, in a few words.")
-    scope: str | None = Field(
-        default=None,
-        description="Where to look: 'namespace', 'global', 'session', 'ns:<name>' or "
-        "'conv:<session id>'. Default: this project's namespace, this session and global.",
-    )
+    scope: str | None = Field(default=None, description=SEARCH_SCOPE)
     limit: int | None = Field(
         default=None, ge=1, le=MAX_LIMIT, description=f"How many (default {DEFAULT_LIMIT})."
     )
@@ -55,7 +64,7 @@ class MemorySearchArgs(BaseModel):
 
 
 class MemoryHistoryArgs(BaseModel):
-    id: str = Field(min_length=1, description="The memory's id (from memory_search).")
+    id: MemoryId
 
 
 class MemoryGetArgs(BaseModel):
@@ -75,20 +84,16 @@ class MemoryGetArgs(BaseModel):
 
 class MemoryAddArgs(BaseModel):
     text: str = Field(min_length=1, description="The fact to remember, as one standalone sentence.")
-    scope: str | None = Field(
-        default=None,
-        description="Where it belongs: 'namespace' (default: shared by this project's "
-        "sessions), 'global' (every project) or 'session'.",
-    )
+    scope: str | None = Field(default=None, description=ADD_SCOPE)
 
 
 class MemoryUpdateArgs(BaseModel):
-    id: str = Field(min_length=1, description="The memory's id (from memory_search).")
+    id: MemoryId
     text: str = Field(min_length=1, description="The corrected text, as one sentence.")
 
 
 class MemoryDeleteArgs(BaseModel):
-    id: str = Field(min_length=1, description="The memory's id (from memory_search).")
+    id: MemoryId
 
 
 async def conversation_namespace(rt: Runtime, scope: str) -> str | None:

@@ -1,0 +1,271 @@
+"""`MemoryBook`: the one writer of a home's memory, and what the rest of memlane calls.
+
+It holds the locks (one writer of files, snapshot and index at a time, in this process
+and across them), catches the index up once at start, and hands the work to its parts:
+writes to `writes` (grouped while they wait), re-indexing to `reindex`, commits to
+`history`. The package's docstring says how the files, the snapshot and the index
+stay in step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+from pathlib import Path
+
+from memlane.engine import threads, turnlog
+from memlane.engine.memory.book import reindex, writes
+from memlane.engine.memory.book.history import CommitQueue
+from memlane.engine.memory.book.reindex import SyncReport
+from memlane.engine.memory.book.tree import Tree
+from memlane.engine.memory.vectors import Progress, embed_missing
+from memlane.engine.runtime import Runtime
+from memlane.files.git import GitRepo
+from memlane.files.locks import MEMORY_LOCK, SCOPE_LOCKS, HomeLock
+from memlane.files.memory_files import MemoryFiles
+from memlane.files.watcher import watch
+from memlane.types import Fact
+
+log = logging.getLogger("memlane.memory")
+
+WATCH_START_SECONDS = 5.0
+
+
+class MemoryBook:
+    """A home's memory entries, written to their truth (files or database) and indexed."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        settings = rt.settings
+        root = settings.memory_path
+        # SQLite (the default) keeps memories as files; PostgreSQL keeps them in the database.
+        self.tree: Tree | None = Tree.open(root) if rt.store_kind == "sqlite" else None
+        use_git = self.tree is not None and settings.memory_git and GitRepo.available()
+        git = GitRepo(root, home=settings.home_path) if use_git else None
+        self.commits = CommitQueue(git, rt.background, self._persist_snapshot)
+        self.home_lock = HomeLock(settings.home_path, MEMORY_LOCK)
+        """Held (in embedded mode) by whichever process writes the files, the snapshot and
+        the index: the workers of one proxy, and the CLI beside it."""
+        self._lock: asyncio.Lock | None = None
+        self._scope_locks: dict[str, asyncio.Lock] = {}
+        self._started: asyncio.Task[SyncReport] | None = None
+        self.watch_task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._waiting_writes: list[writes.PendingWrite] = []
+        self._snapshot_dirty = False
+        self.entry_counts: dict[str, int] = {}
+        """Entries each conversation is known to hold (`ingest.evict_conversation`): an
+        upper bound kept by this process, so a conversation under its limit is not listed
+        again after every turn."""
+
+    @property
+    def files(self) -> MemoryFiles | None:
+        """The memory files (embedded mode); None when the database is the truth."""
+        return self.tree.files if self.tree is not None else None
+
+    @property
+    def git(self) -> GitRepo | None:
+        """The memory repository, when memory is kept under git."""
+        return self.commits.git
+
+    # --- locks ----------------------------------------------------------------
+    @property
+    def lock(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[None]:
+        """The book's lock, and in embedded mode the home's memory lock: one writer of the
+        files, the snapshot and the index at a time, in this process and across them."""
+        async with self.lock:
+            if self.tree is None:
+                yield
+                return
+            async with self.home_lock.hold():
+                yield
+
+    @contextlib.asynccontextmanager
+    async def scope_lock(self, scope: str) -> AsyncIterator[None]:
+        """Held across a reconciliation (read neighbourhood, ask, apply) in one scope, by one
+        process at a time: two would both add a fact neither has seen yet."""
+        across = HomeLock.striped(self.rt.settings.home_path, SCOPE_LOCKS, scope)
+        async with self._scope_locks.setdefault(scope, asyncio.Lock()), across.hold():
+            yield
+
+    # --- start -----------------------------------------------------------------
+    async def ready(self) -> SyncReport:
+        """Catch the index up with the files once per process (edits made while stopped).
+
+        Only the primary process does it (the first worker of `serve --workers`); the others
+        write under the memory lock, which the catch-up holds until it is done."""
+        if not self.rt.primary:
+            return SyncReport()
+        started = self._started
+        if started is None or (started.done() and started.exception() is not None):
+            # a first sync that failed (a locked file, a full disk) is tried again
+            started = self._started = asyncio.get_running_loop().create_task(self.sync_files())
+        return await asyncio.shield(started)
+
+    # --- writes ------------------------------------------------------------------
+    async def write(
+        self,
+        puts: Sequence[Fact] = (),
+        tombstones: writes.Tombstones = (),
+        *,
+        new: Collection[str] = (),
+    ) -> None:
+        """Write new or changed entries and tombstone others, then embed what is new.
+        `new`: ids of puts just minted (`new_id`), whose files need no looking for.
+
+        Group commit: writes that wait for the book's lock meanwhile (other sessions'
+        batches) are written with this one, in one thread hop, and each caller returns
+        once its own entries are written (or raises what they raised)."""
+        if not puts and not tombstones:
+            return
+        loop = asyncio.get_running_loop()
+        mine = writes.PendingWrite(puts, tombstones, new, loop.create_future())
+        self._waiting_writes.append(mine)
+        async with self.writing():
+            if not mine.done.done():  # nobody took it with theirs
+                group, self._waiting_writes = writes.take_group(self._waiting_writes, mine)
+                try:
+                    outcomes = await threads.to_thread(writes.write_group, group, self._write_sync)
+                    if self.rt.settings.dense_retrieval:
+                        await threads.to_thread(self._embed_missing_sync)
+                except BaseException as exc:  # cancelled (shutdown): the others are told
+                    writes.abandon(group, mine, exc)
+                    raise
+                writes.settle(group, outcomes)
+        await mine.done
+
+    def _write_sync(
+        self, puts: Sequence[Fact], tombstones: writes.Tombstones, new: Collection[str]
+    ) -> None:
+        store = self.rt.store
+        counts = writes.write_entries(self.tree, store, puts, tombstones, new)
+        # The snapshot (every file's digest) is rewritten whole: once per commit, not per
+        # write. One lost in a crash only makes the next start re-read those files.
+        self._snapshot_dirty = True
+        turnlog.count(store, counts)
+
+    async def erase(self, facts: Sequence[Fact]) -> None:
+        """Remove entries entirely (`--purge`): their files, active or deleted, and rows."""
+        if facts:
+            async with self.lock:
+                await threads.to_thread(writes.erase_entries, self.tree, self.rt.store, facts)
+                self._snapshot_dirty = True
+
+    async def purge_history(self, facts: Sequence[Fact]) -> None:
+        """Leave no copy of erased entries: the memory repository's history is rewritten
+        without their files and texts (`files.git_purge`), and the store's files are
+        cleaned (`Store.purge_deleted`). Commit the erasure first."""
+        if self.git is not None:
+            await self.git.purge([f.id for f in facts], [f.text for f in facts])
+        await threads.to_thread(self.rt.store.purge_deleted)
+
+    def _save_snapshot(self) -> None:
+        self._snapshot_dirty = False
+        if self.tree is not None:
+            self.tree.save()
+
+    async def _persist_snapshot(self) -> None:
+        if self._snapshot_dirty:
+            async with self.writing():  # never while a write changes it, here or elsewhere
+                await threads.to_thread(self._save_snapshot)
+
+    def _embed_missing_sync(self, progress: Progress | None = None) -> int:
+        return embed_missing(self.rt, progress)
+
+    # --- files → index -------------------------------------------------------------
+    async def sync_files(
+        self, progress: Progress | None = None, embed_progress: Progress | None = None
+    ) -> SyncReport:
+        """Bring the index in line with the files (everything, content-hash checked)."""
+        async with self.writing():
+            report = SyncReport()
+            if self.tree is not None:
+                report = await threads.to_thread(
+                    reindex.sync_tree, self.tree, self.rt.store, progress
+                )
+                self._snapshot_dirty = False  # the pass saved it
+            report.embedded = await threads.to_thread(self._embed_missing_sync, embed_progress)
+        return report
+
+    async def apply_file_changes(self, paths: Iterable[Path]) -> int:
+        """Re-index files a person created, edited or deleted; returns how many changed."""
+        if self.tree is None:
+            return 0
+        async with self.writing():
+            changed = await threads.to_thread(
+                reindex.apply_changes, self.tree, self.rt.store, sorted(set(paths))
+            )
+            self._snapshot_dirty = False  # the pass saved it
+            if changed:
+                await threads.to_thread(self._embed_missing_sync)
+        return changed
+
+    async def on_files_changed(self, paths: set[Path]) -> int:
+        """What the watcher calls: re-index, then one commit for the batch."""
+        changed = await self.apply_file_changes(paths)
+        if changed and self.files is not None:
+            names = sorted(self.files.relative(p) for p in paths if self.files.is_entry_path(p))
+            listing = "\n".join(names[:50])
+            await self.commit(f"memory: {changed} file(s) edited by hand\n\n{listing}")
+        return changed
+
+    # --- watching --------------------------------------------------------------------
+    async def start_watching(self, *, force_polling: bool | None = None) -> None:
+        """Follow hand edits while running; returns once the watch is in place."""
+        if self.files is None or self.watch_task is not None:
+            return
+        self._stop = asyncio.Event()
+        ready = asyncio.Event()
+        self.watch_task = self.rt.background.start_service(
+            watch(
+                self.files.entries,
+                self.on_files_changed,
+                stop=self._stop,
+                ready=ready,
+                force_polling=force_polling,
+            ),
+            name="memory-watcher",
+        )
+        waiter = asyncio.ensure_future(ready.wait())
+        await asyncio.wait(
+            {waiter, self.watch_task},
+            timeout=WATCH_START_SECONDS,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        waiter.cancel()
+        if self.watch_task.done() and self.watch_task.exception() is not None:
+            log.warning("memory watcher did not start: %s", self.watch_task.exception())
+            self.watch_task = None
+
+    async def stop_watching(self) -> None:
+        task, self.watch_task = self.watch_task, None
+        if task is None:
+            return
+        self._stop.set()
+        try:
+            async with asyncio.timeout(WATCH_START_SECONDS):
+                await task
+        except (TimeoutError, asyncio.CancelledError):
+            task.cancel()
+
+    # --- history (`book.history`) ------------------------------------------------------
+    async def commit(self, message: str) -> bool:
+        """Commit now (a person's deliberate change: `memory add`, `edit`, `forget`)."""
+        return await self.commits.commit(message)
+
+    def commit_later(self, message: str) -> None:
+        """Queue a background change for the next coalesced commit (`history.CommitQueue`);
+        the file snapshot is saved then too (also without git)."""
+        self.commits.later(message)
+
+    async def flush(self) -> bool:
+        """Commit every queued change now, as one commit; False when none was waiting."""
+        return await self.commits.flush()

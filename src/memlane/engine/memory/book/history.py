@@ -1,0 +1,83 @@
+"""The memory repository's history: a person's change committed at once, background
+changes queued and committed together.
+
+A busy proxy changes memory on every turn; running git for each would cost more than
+the turn. Queued changes are committed once no new one came for
+`COMMIT_QUIET_SECONDS`, or at once when `COMMIT_MAX_PENDING` wait, and at shutdown
+(`flush`), as one commit whose message lists each change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+
+from memlane.engine.background import Background
+from memlane.files.git import GitRepo, commit_quietly
+from memlane.text.redact import redact
+
+COMMIT_QUIET_SECONDS = 5.0
+"""Per-turn changes are committed together once no new change came for this long..."""
+COMMIT_MAX_PENDING = 100
+"""...or once this many are waiting: git runs once per burst, never once per turn."""
+
+
+class CommitQueue:
+    """Commits to the memory repository (`git` None: none kept, the snapshot still saved).
+
+    `persist` saves the file snapshot; it runs before every commit, also without git."""
+
+    def __init__(
+        self,
+        git: GitRepo | None,
+        background: Background,
+        persist: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.git = git
+        self._background = background
+        self._persist = persist
+        self.pending: list[str] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    async def commit(self, message: str) -> bool:
+        """Commit now (a person's deliberate change: `memory add`, `edit`, `forget`)."""
+        await self._persist()
+        if self.git is None:
+            return False
+        return await commit_quietly(self.git, redact(message))
+
+    def later(self, message: str) -> None:
+        """Queue a background change for the next coalesced commit."""
+        self.pending.append(redact(message))  # messages quote memories
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        delay = 0.0 if len(self.pending) >= COMMIT_MAX_PENDING else COMMIT_QUIET_SECONDS
+        self._timer = loop.call_later(delay, self._start_flush)
+
+    def _start_flush(self) -> None:
+        self._timer = None
+        self._background.spawn(self.flush(), name="memory-git-commit")
+
+    async def flush(self) -> bool:
+        """Commit every queued change now, as one commit; False when none was waiting."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        messages, self.pending = self.pending, []
+        await self._persist()
+        if not messages or self.git is None:
+            return False
+        return await commit_quietly(self.git, combined_message(messages))
+
+
+def combined_message(messages: Sequence[str]) -> str:
+    """One commit message for several queued changes: each change's first line, its body
+    lines (what was added, what was replaced and when) indented under it."""
+    if len(messages) == 1:
+        return messages[0]
+    parts = []
+    for message in messages:
+        head, *body = message.splitlines() or [""]
+        parts.append("\n".join([f"- {head}", *(f"  {line}" for line in body if line.strip())]))
+    return f"memory: {len(messages)} updates\n\n" + "\n".join(parts)

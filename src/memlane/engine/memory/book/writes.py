@@ -1,0 +1,159 @@
+"""Entries to their files and the index, and the group commit of writes that wait.
+
+What runs in a worker thread under the book's lock (`MemoryBook.writing`): new or
+changed entries written, others tombstoned or erased, the snapshot noted
+(`book.tree`) and the day's counters added. Writes that wait for the lock meanwhile
+(other sessions' batches) are taken together, up to `GROUP_ENTRIES`, and written in
+one thread hop; one that fails is retried alone, so only its caller sees the failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from memlane.engine import turnlog
+from memlane.engine.memory.book.tree import Tree
+from memlane.files.memory_files import MemoryFiles, now_utc
+from memlane.store import Store
+from memlane.text.redact import redact
+from memlane.types import Fact
+
+GROUP_ENTRIES = 256
+"""The most entries one group of waiting writes puts in one thread hop."""
+
+Tombstones = Sequence[tuple[Fact, str | None]]
+"""Entries to tombstone, each with the id of the entry that replaced it (or None)."""
+Apply = Callable[[Sequence[Fact], Tombstones, Collection[str]], None]
+"""Writes puts and tombstones (`new`: ids just minted) in the calling thread."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingWrite:
+    """One caller's entries waiting for the book's lock."""
+
+    puts: Sequence[Fact]
+    tombstones: Tombstones
+    new: Collection[str]
+    done: asyncio.Future[None]
+
+    @property
+    def size(self) -> int:
+        return len(self.puts) + len(self.tombstones)
+
+
+def take_group(
+    waiting: Sequence[PendingWrite], mine: PendingWrite
+) -> tuple[list[PendingWrite], list[PendingWrite]]:
+    """This caller's write and those waiting, oldest first, up to `GROUP_ENTRIES` entries
+    (at least its own), and the writes left waiting: one thread hop stays short; the rest
+    wait for the next holder of the lock."""
+    others = [w for w in waiting if not w.done.done() and w is not mine]
+    group, size = [mine], mine.size
+    for each in others:
+        size += each.size
+        if size > GROUP_ENTRIES:
+            break
+        group.append(each)
+    return group, [w for w in others if w not in group]
+
+
+def write_group(group: Sequence[PendingWrite], apply: Apply) -> list[BaseException | None]:
+    """Every write of the group at once; when that fails, each alone, so only the caller
+    whose write fails sees the failure. One outcome per write, in order."""
+    puts = [fact for w in group for fact in w.puts]
+    tombstones = [pair for w in group for pair in w.tombstones]
+    new = {fact_id for w in group for fact_id in w.new}
+    try:
+        apply(puts, tombstones, new)
+    except Exception as exc:
+        if len(group) == 1:
+            return [exc]
+        return [write_group([w], apply)[0] for w in group]
+    return [None] * len(group)
+
+
+def settle(group: Sequence[PendingWrite], outcomes: Sequence[BaseException | None]) -> None:
+    """Tell each caller of the group how its write went."""
+    for each, failure in zip(group, outcomes, strict=True):
+        if failure is None:
+            each.done.set_result(None)
+        else:
+            each.done.set_exception(failure)
+
+
+def abandon(group: Sequence[PendingWrite], mine: PendingWrite, exc: BaseException) -> None:
+    """The holder of the lock was stopped (cancelled at shutdown): the others of its group
+    are told their writes are not confirmed."""
+    for each in group:
+        if each is not mine and not each.done.done():
+            each.done.set_exception(RuntimeError(f"memory write not confirmed: {exc!r}"))
+
+
+def write_entries(
+    tree: Tree | None,
+    store: Store,
+    puts: Sequence[Fact],
+    tombstones: Tombstones,
+    new: Collection[str] = (),
+) -> dict[str, int]:
+    """Write new or changed entries and tombstone others: each file first (embedded mode),
+    then the index. Returns what the write adds to the day's counters (`write_counts`)."""
+    counts = write_counts(store, puts, tombstones)
+    folders: set[Path] = set()
+    for fact in puts:
+        # whatever a memory came from, a credential in it is never kept (file, git, index)
+        fact = replace(fact, text=redact(fact.text))
+        if tree is not None:
+            fresh = fact.id in new
+            old = None if fresh else tree.files.find(fact)
+            written = tree.files.write(fact, new=fresh, folders=folders)
+            tree.forget(old)
+            tree.remember(written.path, written.digest, fact.id)
+        store.put_fact(fact)
+    MemoryFiles.sync_folders(folders)
+    for fact, replaced_by in tombstones:
+        # deleted means no longer true: from the moment given (a message's), else now
+        fact = replace(fact, valid_to=fact.valid_to or max(now_utc(), fact.since))
+        deleted_at = None
+        if tree is not None:
+            old = tree.files.find(replace(fact, deleted=False))
+            written = tree.files.move_to_deleted(fact, replaced_by=replaced_by)
+            tree.forget(old)
+            tree.remember(written.path, written.digest, fact.id)
+            deleted_at = written.fact.updated_at  # the file and the index say the same
+        store.delete_fact(fact.id, replaced_by=replaced_by, at=fact.valid_to, updated_at=deleted_at)
+    return counts
+
+
+def erase_entries(tree: Tree | None, store: Store, facts: Sequence[Fact]) -> None:
+    """Remove entries entirely (`--purge`): their files, active or deleted, and rows."""
+    for fact in facts:
+        if tree is not None:
+            for candidate in (fact, replace(fact, deleted=not fact.deleted)):
+                path = tree.files.find(candidate)
+                if path is not None:
+                    tree.files.remove(path)
+                    tree.forget(path)
+        store.purge_fact(fact.id)
+
+
+def write_counts(store: Store, puts: Sequence[Fact], tombstones: Tombstones) -> dict[str, int]:
+    """What a write adds to the day's counters: memories added, updated and forgotten, and
+    turns remembered (summaries are bookkeeping, not counted)."""
+    counts = {
+        turnlog.MEMORIES_ADDED: 0,
+        turnlog.MEMORIES_UPDATED: 0,
+        turnlog.MEMORIES_FORGOTTEN: 0,
+        turnlog.TURNS_REMEMBERED: 0,
+    }
+    for fact in puts:
+        if fact.role == "memory":
+            known = store.get_fact(fact.id) is not None
+            counts[turnlog.MEMORIES_UPDATED if known else turnlog.MEMORIES_ADDED] += 1
+        elif fact.role in ("user", "assistant"):
+            counts[turnlog.TURNS_REMEMBERED] += 1
+    counts[turnlog.MEMORIES_FORGOTTEN] = sum(1 for f, _ in tombstones if f.role == "memory")
+    return counts
