@@ -95,24 +95,24 @@ async def test_an_operator_search_is_one_trip_too(rt: Runtime, trips: list[str])
     assert len(trips) == 1, trips
 
 
-async def test_the_recall_search_runs_while_the_turn_is_stored(
+async def test_the_recall_search_runs_while_the_turn_is_shaped(
     rt: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The store's write waits for the search to start: were they one after the other, it
-    would wait in vain."""
+    """Shaping the turn (its session, its scaffold) waits for the search to start: were
+    they one after the other, it would wait in vain."""
     remembered(rt)
     searching = threading.Event()
-    store, rank = pipeline.store_and_scaffold, recall_module.ranked
+    shape, rank = pipeline.shape, recall_module.ranked
 
-    def store_once_searching(rt: Runtime, turn: Turn) -> list[Message]:
-        assert searching.wait(10), "the recall search did not run beside the store's write"
-        return store(rt, turn)
+    def shape_once_searching(rt: Runtime, turn: Turn) -> tuple[list[Message], Any]:
+        assert searching.wait(10), "the recall search did not run beside the turn's shaping"
+        return shape(rt, turn)
 
     def ranked(rt: Runtime, asked: Any) -> Any:
         searching.set()
         return rank(rt, asked)
 
-    monkeypatch.setattr(pipeline, "store_and_scaffold", store_once_searching)
+    monkeypatch.setattr(pipeline, "shape", shape_once_searching)
     monkeypatch.setattr(recall_module, "ranked", ranked)
     question = Message("user", "Which database does the ledger service use?")
     turn = Turn(key="key-1", namespace="", model="m", wire="chat", messages=[question])
