@@ -11,7 +11,7 @@ from memlane.engine import failopen, scaffold, threads, turnlog
 from memlane.engine.failopen import best_effort
 from memlane.engine.governance import govern_turn
 from memlane.engine.memory.ingest import schedule_ingest
-from memlane.engine.memory.recall import recall_for_turn, search_ahead
+from memlane.engine.memory.recall import Ahead, recall_for_turn, search_ahead
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import history
 from memlane.engine.sessions.children import open_session
@@ -51,15 +51,9 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
         messages = await best_effort(
             rt, turn, "scaffold", scaffold.add_state_block(rt, turn, resolved), resolved
         )
-    else:  # recall searches what earlier turns stored in one worker thread, while the
-        # request is shaped (and, where it must be, stored) in another
-        ahead = search_ahead(rt, turn)
-        try:
-            messages = await _shape(rt, turn)
-        except BaseException:
-            if ahead is not None:
-                ahead.cancel()
-            raise
+    else:  # one worker-thread trip shapes the request (storing it first where it must),
+        # then runs recall on it while governance works on the loop
+        messages, ahead = await _shape(rt, turn, search_ahead(rt, turn))
     messages = await best_effort(rt, turn, "governance", govern_turn(rt, turn, messages), messages)
     recalled = await best_effort(
         rt,
@@ -80,20 +74,26 @@ def stored_first(rt: Runtime, turn: Turn) -> bool:
     return turn.ephemeral or turn.continued or history.asked(rt, turn)
 
 
-async def _shape(rt: Runtime, turn: Turn) -> list[Message]:
+async def _shape(
+    rt: Runtime, turn: Turn, search: Callable[[list[Message]], Ahead] | None
+) -> tuple[list[Message], asyncio.Future[Ahead] | None]:
+    """The shaped request, and the recall `search` runs on it next in the same trip."""
+    then = None if search is None else (lambda shaped: search(shaped[0]))
     if stored_first(rt, turn):
         await rt.turn_order.settled(turn.key)
-        return await threads.to_thread(store_and_scaffold, rt, turn)
+        stored, ahead = threads.one_trip(lambda: (store_and_scaffold(rt, turn), []), then)
+        return (await stored)[0], ahead
     earlier = rt.turn_order.behind(turn.key)  # the session's turns before this one
     release = rt.turn_order.hold(turn.key)  # and the session's next turn waits for this one
+    shaped, ahead = threads.one_trip(lambda: shape(rt, turn), then)
     try:
-        messages, writes = await threads.to_thread(shape, rt, turn)
+        messages, writes = await shaped
     except BaseException:
         earlier.close()
         release()
         raise
     turn.storing = _keep(asyncio.ensure_future(_store_behind(rt, turn, earlier, writes, release)))
-    return messages
+    return messages, ahead
 
 
 def shape(rt: Runtime, turn: Turn) -> tuple[list[Message], scaffold.Writes]:
