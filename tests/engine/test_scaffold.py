@@ -12,7 +12,7 @@ import pytest
 from memlane.config import Settings
 from memlane.engine import scaffold
 from memlane.engine.runtime import Runtime
-from memlane.engine.turn import Answer, Turn
+from memlane.engine.turn import Answer, Forward, Turn
 from memlane.files.scaffold import normalize_escapes
 from memlane.store import NewMessage, SessionNotFound
 from memlane.store.sqlite import SQLiteStore
@@ -165,3 +165,55 @@ def test_state_messages_are_not_matched_as_client_history(rt: Runtime) -> None:
     rt.store.append_messages(session.id, [NewMessage(Message("system", "b", origin="state"))])
     result = rt.store.sync_messages(session.id, [NewMessage(user("u0")), NewMessage(user("u1"))])
     assert (result.matched, len(result.added), result.superseded) == (1, 1, 0)
+
+
+async def test_a_block_shaped_before_its_turn_is_stored_is_stored_with_it(rt: Runtime) -> None:
+    """Through the pipeline a turn's block is decided from what earlier turns stored and
+    kept while the request is on its way upstream: replayed where it was sent all the same."""
+    from memlane.engine import pipeline
+
+    quiet = Runtime(rt.settings.model_copy(update={"memory_enabled": False}), rt.store)
+    history: list[Message] = []
+    sent: list[list[str]] = []
+    for turn, todo in enumerate(["a", "a", "b"]):
+        history.append(user(f"u{turn}"))
+        t = Turn(
+            key="s",
+            namespace="s",
+            model="m",
+            wire="chat",
+            messages=list(history),
+            flags={"todo": todo},
+        )
+        prepared = await pipeline.prepare(quiet, t)
+        assert isinstance(prepared, Forward)
+        assert t.storing is not None  # stored on the way, not in front of the request
+        sent.append([m.text for m in prepared.messages])
+        answer = assistant(f"re: u{turn}")
+        await pipeline.finish(quiet, t, Answer([answer]))
+        history.append(answer)
+
+    for earlier, later in itertools.pairwise(sent):
+        assert later[: len(earlier)] == earlier
+    session = rt.store.find_session("s")
+    assert session is not None
+    assert [m.message.origin for m in rt.store.list_messages(session.id)] == [
+        "client",
+        "state",
+        "client",
+        "client",
+        "client",
+        "client",
+        "state",
+        "client",
+    ]
+    assert "<todo>\nb\n</todo>" in rt.store.list_messages(session.id)[6].message.text
+
+    # the client rewinds to its second question: the block sent after the edit point goes
+    edited = [*history[:2], user("u1 edited")]
+    t = Turn(key="s", namespace="s", model="m", wire="chat", messages=edited, flags={"todo": "b"})
+    prepared = await pipeline.prepare(quiet, t)
+    assert isinstance(prepared, Forward)
+    assert [m.text for m in prepared.messages][:4] == [*sent[1][:3], "u1 edited"]
+    assert "<todo>\nb\n</todo>" in prepared.messages[-1].text  # sent again: a new block
+    await pipeline.stored(t)

@@ -23,6 +23,20 @@ async def test_the_next_turn_of_a_session_waits_for_its_held_answer() -> None:
     assert order.holding == 0
 
 
+async def test_a_turn_holding_its_session_waits_for_the_turns_before_it_not_for_itself() -> None:
+    order = TurnOrder()
+    before = order.hold("a")
+    earlier = order.behind("a")
+    own = order.hold("a")
+    waiting = asyncio.ensure_future(earlier)
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    before()
+    await asyncio.wait_for(waiting, 1)  # its own hold is not waited for
+    assert order.holding == 1
+    own()
+
+
 async def test_a_wait_for_every_session_waits_for_all_held_answers() -> None:
     order = TurnOrder()
     first, second = order.hold("a"), order.hold("b")

@@ -298,3 +298,38 @@ def test_a_scoped_search_reads_only_its_scopes_and_still_ranks_as_fts5(tmp_path:
             assert found == expected(query, scopes), (scopes, query)
             assert {h.scope for h in store.keyword_search(query, flt, limit=25)} <= set(scopes)
     store.close()
+
+
+def test_a_write_indexes_what_it_stored_so_the_next_search_reads_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer's thread catches the loaded index up after its commit: a search on a
+    request's path then has no new documents to read first."""
+    store = SQLiteStore(tmp_path / "m.db")
+    session = store.ensure_session("s")
+    store.append_messages(session.id, [user("alpha")])
+    store.keyword_search("alpha", SearchFilter())  # a first search loads the index
+    registered: list[int] = []
+    register = KeywordIndex._register
+
+    def counting(index: KeywordIndex, rows: list[tuple[object, ...]]) -> object:
+        registered.append(len(rows))
+        return register(index, rows)
+
+    monkeypatch.setattr(KeywordIndex, "_register", counting)
+
+    store.append_messages(session.id, [user("beta gamma"), user("beta delta")])
+    assert registered == [2]  # by the write
+    hits = store.keyword_search("beta", SearchFilter())
+    assert registered == [2]  # the search found nothing left to read
+    assert sorted(h.text for h in hits) == ["beta delta", "beta gamma"]
+    store.close()
+
+
+def test_a_write_does_not_load_an_index_no_search_has_read(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "m.db")
+    session = store.ensure_session("s")
+    store.append_messages(session.id, [user("alpha")])
+    assert not store._keywords.loaded  # a store that is only written never builds it
+    assert [h.text for h in store.keyword_search("alpha", SearchFilter())] == ["alpha"]
+    store.close()

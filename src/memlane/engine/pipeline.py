@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
 
-from memlane.engine import scaffold, threads, turnlog
+from memlane.engine import failopen, scaffold, threads, turnlog
 from memlane.engine.failopen import best_effort
 from memlane.engine.governance import govern_turn
 from memlane.engine.memory.ingest import schedule_ingest
-from memlane.engine.memory.recall import recall_for_turn, search_ahead
+from memlane.engine.memory.recall import Ahead, recall_for_turn, search_ahead
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import history
 from memlane.engine.sessions.children import open_session
@@ -18,7 +21,7 @@ from memlane.engine.sessions.references import has_references, resolve_reference
 from memlane.engine.sessions.serialize import is_conversation
 from memlane.engine.turn import Answer, DirectAnswer, Forward, Prepared, Turn
 from memlane.store import NewMessage, SyncResult
-from memlane.types import Message
+from memlane.types import Message, Session
 
 log = logging.getLogger("memlane.pipeline")
 
@@ -27,17 +30,20 @@ EVENT_CACHE_USAGE = "usage.cache"
 
 
 async def prepare(rt: Runtime, turn: Turn) -> Prepared:
-    """Persist what is new, then decide: forward these messages, or answer directly.
+    """Decide: forward these messages, or answer directly; the client's turn is stored.
 
-    Storing the client's turn is strict (nothing is lost); every stage after it is
-    memlane's own addition and fails open (`engine.failopen`): the request goes on
-    without it. An `@@` reference that names no session is the one thing the user
-    is answered about directly (`DirectAnswer`): forwarding would hide the typo.
-    The session's earlier answers are stored first (`engine.turnorder`).
+    What a turn forwards depends only on what earlier turns stored, so the client's
+    new messages (and what the scaffold keeps) are stored while the request is on
+    its way upstream (`store_behind`). Where the request depends on its own messages
+    being stored (an `@@` reference, server-side history, a continued Responses
+    conversation) they are stored first. Storing is memlane's own work, so it fails
+    open like every stage after it (`engine.failopen`): the request goes on without
+    it. An `@@` reference that names no session is the one thing the user is
+    answered about directly (`DirectAnswer`): forwarding would hide the typo.
     """
-    await rt.turn_order.settled(turn.key)
     ahead = None
     if has_references(turn.messages):
+        await rt.turn_order.settled(turn.key)
         await threads.to_thread(store_incoming, rt, turn)
         resolved = await resolve_references(rt, turn, list(turn.messages))
         if isinstance(resolved, DirectAnswer):
@@ -45,15 +51,9 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
         messages = await best_effort(
             rt, turn, "scaffold", scaffold.add_state_block(rt, turn, resolved), resolved
         )
-    else:  # the references stage has nothing to do: one thread hop stores and scaffolds,
-        # while recall searches what earlier turns stored in another
-        ahead = search_ahead(rt, turn)
-        try:
-            messages = await threads.to_thread(store_and_scaffold, rt, turn)
-        except BaseException:
-            if ahead is not None:
-                ahead.cancel()
-            raise
+    else:  # one worker-thread trip shapes the request (storing it first where it must),
+        # then runs recall on it while governance works on the loop
+        messages, ahead = await _shape(rt, turn, search_ahead(rt, turn))
     messages = await best_effort(rt, turn, "governance", govern_turn(rt, turn, messages), messages)
     recalled = await best_effort(
         rt,
@@ -66,21 +66,133 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
     return Forward(recalled)
 
 
+def stored_first(rt: Runtime, turn: Turn) -> bool:
+    """Whether the turn's messages are stored before it is shaped, not on its way upstream:
+    memlane supplies its history (it must hold the new messages first), or it continues a
+    conversation the upstream keeps (its messages are appended as they come), or nothing
+    of it is stored at all (ephemeral)."""
+    return turn.ephemeral or turn.continued or history.asked(rt, turn)
+
+
+async def _shape(
+    rt: Runtime, turn: Turn, search: Callable[[list[Message]], Ahead] | None
+) -> tuple[list[Message], asyncio.Future[Ahead] | None]:
+    """The shaped request, and the recall `search` runs on it next in the same trip."""
+    then = None if search is None else (lambda shaped: search(shaped[0]))
+    if stored_first(rt, turn):
+        await rt.turn_order.settled(turn.key)
+        stored, ahead = threads.one_trip(lambda: (store_and_scaffold(rt, turn), []), then)
+        return (await stored)[0], ahead
+    earlier = rt.turn_order.behind(turn.key)  # the session's turns before this one
+    release = rt.turn_order.hold(turn.key)  # and the session's next turn waits for this one
+    shaped, ahead = threads.one_trip(lambda: shape(rt, turn), then)
+    try:
+        messages, writes = await shaped
+    except BaseException:
+        earlier.close()
+        release()
+        raise
+    turn.storing = _keep(asyncio.ensure_future(_store_behind(rt, turn, earlier, writes, release)))
+    return messages, ahead
+
+
+def shape(rt: Runtime, turn: Turn) -> tuple[list[Message], scaffold.Writes]:
+    """The request with its scaffold, from what earlier turns stored (read only, but for
+    a new session's row), and what the scaffold keeps once the turn is stored."""
+    turn.session = _open(rt, turn)
+    messages = list(turn.messages)
+    if not scaffold.applies(rt, turn):
+        return messages, []
+    session_id = turn.session.id
+    client = [m for m in turn.messages if m.origin == "client"]
+    try:
+        return scaffold.state_block(
+            rt, turn, messages, edit=lambda: rt.store.edit_point(session_id, client)
+        )
+    except Exception as exc:  # the scaffold is best effort
+        _scaffold_failed(rt, turn, exc)
+        return messages, []
+
+
+def _open(rt: Runtime, turn: Turn) -> Session:
+    return open_session(
+        rt.store, turn.key, namespace=turn.namespace, tenant=turn.tenant, parent_key=turn.parent_key
+    )
+
+
+async def _store_behind(
+    rt: Runtime,
+    turn: Turn,
+    earlier: Coroutine[Any, Any, None],
+    writes: scaffold.Writes,
+    release: Callable[[], None],
+) -> None:
+    """Store the turn's messages, then what its scaffold keeps, once the session's
+    earlier turns are stored; a failure is recorded, never raised (the request has
+    gone upstream: it gets its answer, and its client's next request resends them)."""
+    try:
+        await earlier
+        await threads.to_thread(_store_with, rt, turn, writes)
+    except Exception as exc:
+        turn.lost = True
+        await failopen.record(rt, turn, "store", str(exc) or type(exc).__name__, type(exc).__name__)
+    finally:
+        release()
+
+
+def _store_with(rt: Runtime, turn: Turn, writes: scaffold.Writes) -> None:
+    store_incoming(rt, turn)
+    for write in writes:
+        try:
+            write()
+        except Exception as exc:  # the scaffold is best effort: the turn is stored
+            _scaffold_failed(rt, turn, exc)
+            return
+
+
+_STORING: set[asyncio.Future[None]] = set()
+"""Turns being stored on their way upstream, held until they are (the loop keeps only
+weak references to its tasks)."""
+
+
+def _keep(task: asyncio.Future[None]) -> asyncio.Future[None]:
+    _STORING.add(task)
+    task.add_done_callback(_STORING.discard)
+    return task
+
+
+async def stored(turn: Turn) -> None:
+    """Once the turn's own messages are stored, or could not be: before its answer is
+    stored, and before the client has the whole answer (what the client sent is durable
+    by then). Never raises."""
+    storing = turn.storing
+    if storing is None or storing.done():
+        return
+    await asyncio.wait([storing])
+    if storing.cancelled():
+        turn.lost = True
+
+
 def store_and_scaffold(rt: Runtime, turn: Turn) -> list[Message]:
     store_incoming(rt, turn)
     messages = list(turn.messages)
     try:
         return scaffold.with_state_block(rt, turn, messages)
     except Exception as exc:  # the scaffold is best effort: the turn is already stored
-        rt.activity.failure("scaffold", f"{type(exc).__name__}: {exc}")
-        log.warning("scaffold skipped for session %s: %r", turn.key[:8], exc)
+        _scaffold_failed(rt, turn, exc)
         return messages
+
+
+def _scaffold_failed(rt: Runtime, turn: Turn, exc: Exception) -> None:
+    rt.activity.failure("scaffold", f"{type(exc).__name__}: {exc}")
+    log.warning("scaffold skipped for session %s: %r", turn.key[:8], exc)
 
 
 async def finish(rt: Runtime, turn: Turn, answer: Answer) -> None:
     """Persist the assistant's answer and usage; everything slow goes to the background."""
+    await stored(turn)
     await threads.to_thread(store_answer, rt, turn, answer)
-    if turn.session is None or answer.failed:
+    if turn.session is None or turn.lost or answer.failed:
         return
     schedule_ingest(rt, turn, answer)
     schedule_index(rt, turn)
@@ -88,7 +200,8 @@ async def finish(rt: Runtime, turn: Turn, answer: Answer) -> None:
 
 
 def store_incoming(rt: Runtime, turn: Turn) -> None:
-    """The user's turn is durable before anything is forwarded (nothing is lost).
+    """The client's messages: what is new in its resent history is stored (`Store.
+    sync_messages`), with the session's model, client and title.
 
     With server-side history the request's messages are new ones: they are appended,
     and the turn's messages become the session's working context ending with them.
@@ -97,13 +210,7 @@ def store_incoming(rt: Runtime, turn: Turn) -> None:
         return
     store = rt.store
     if turn.session is None:
-        turn.session = open_session(
-            store,
-            turn.key,
-            namespace=turn.namespace,
-            tenant=turn.tenant,
-            parent_key=turn.parent_key,
-        )
+        turn.session = _open(rt, turn)
     client = [m for m in turn.messages if m.origin == "client"]
     turn.server_history = history.wanted(rt, turn) and not history.carries_history(rt, turn)
     remember_identity(rt, turn)
@@ -151,8 +258,9 @@ def remember_identity(rt: Runtime, turn: Turn) -> None:
 
 
 def store_answer(rt: Runtime, turn: Turn, answer: Answer) -> None:
-    """The answer, its usage and the turn's record (`engine.turnlog`), in one commit."""
-    if turn.session is None:
+    """The answer, its usage and the turn's record (`engine.turnlog`), in one commit; not
+    when the client's own messages could not be stored (it would answer nothing stored)."""
+    if turn.session is None or turn.lost:
         return
     counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in answer.messages]
     with rt.store.transaction():

@@ -27,8 +27,9 @@ both implementations.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -37,7 +38,7 @@ from memlane.engine import threads
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Turn
 from memlane.files.scaffold import FileTexts, normalize_escapes, read_agents_md
-from memlane.store import NewMessage, SessionNotFound, SessionStore
+from memlane.store import NewMessage, SessionNotFound, SessionStore, SyncResult
 from memlane.types import Message, Role, Session
 
 STATE_NAMES = ("todo", "pinned", "summary", "spec_approved")
@@ -272,16 +273,37 @@ def weave(messages: Sequence[Message], placed: Sequence[Placed]) -> list[Message
     return out
 
 
+Writes = list[Callable[[], object]]
+"""What a turn's scaffold keeps for later requests (its TODO text, the block it appended
+and the list of blocks placed), in order: run after the turn's own messages are stored,
+since the block follows them in the transcript."""
+
+Edit = Callable[[], int | None]
+"""How many of the request's client messages are stored already when the request edits
+the stored history (the stored rest is superseded); None when it does not. Asked only
+when blocks were placed (a store read)."""
+
+
 async def add_state_block(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
     """Re-insert earlier blocks and append a new one if the state changed (one store hop)."""
     if not applies(rt, turn):
         return messages
-    return await threads.to_thread(_with_state, rt, turn, messages)
+    return await threads.to_thread(with_state_block, rt, turn, messages)
 
 
 def with_state_block(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
-    """`add_state_block` for a caller already off the event loop (the pipeline's store hop)."""
-    return _with_state(rt, turn, messages) if applies(rt, turn) else messages
+    """`add_state_block` for a caller already off the event loop, once the turn is stored."""
+    if not applies(rt, turn):
+        return messages
+    shaped, writes = state_block(rt, turn, messages, edit=lambda: edit_of(turn.synced))
+    for write in writes:
+        write()
+    return shaped
+
+
+def edit_of(synced: SyncResult | None) -> int | None:
+    """`Edit` from what storing the turn did."""
+    return synced.matched if synced is not None and synced.superseded else None
 
 
 def applies(rt: Runtime, turn: Turn) -> bool:
@@ -292,9 +314,15 @@ def _spec_header(turn: Turn) -> bool:
     return turn.flags.get("spec-mode", "").strip().lower() in TRUTHY
 
 
-def _with_state(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
+def state_block(
+    rt: Runtime, turn: Turn, messages: list[Message], *, edit: Edit
+) -> tuple[list[Message], Writes]:
+    """The request with its earlier blocks woven back and a new one appended when the
+    state changed, and the writes that keep this for later requests (read only: the
+    caller runs the writes once the turn's own messages are stored)."""
     settings = rt.settings
     texts_store = state_texts(rt)
+    writes: Writes = []
     # ephemeral: read, never write
     session = turn.session or rt.store.find_session(turn.key, tenant=turn.tenant)
     ref = SessionRef(turn.key, session.id if session else None, turn.tenant)
@@ -303,34 +331,42 @@ def _with_state(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Messag
     if header_todo is not None and settings.todo_enabled:
         todo = _cap(normalize_escapes(header_todo.strip()), settings.todo_max_chars)
         if not turn.ephemeral and texts.get("todo", "") != todo:
-            texts_store.write(ref, "todo", todo or None)
+            writes.append(functools.partial(texts_store.write, ref, "todo", todo or None))
         texts["todo"] = todo
     block = block_for(settings, texts, spec_mode=settings.spec_mode or _spec_header(turn))
     role: Role = "developer" if turn.wire == "responses" else "system"
 
     if turn.session is None:  # ephemeral: nothing stored, nothing to keep stable
-        return [*messages, _state_message(block, role, turn)] if block else messages
+        return ([*messages, _state_message(block, role, turn)] if block else messages), writes
 
-    state = rt.store.get_state(turn.session.id)
-    placed = load_blocks(state)
+    session_id = turn.session.id
+    placed = load_blocks(rt.store.get_state(session_id))
     index_changed = False
-    synced = turn.synced
-    if synced is not None and synced.superseded and not turn.continued:
-        live = [p for p in placed if p.after <= synced.matched]  # the edited-away branch goes
+    matched = edit() if placed and not turn.continued else None
+    if matched is not None:
+        live = [p for p in placed if p.after <= matched]  # the edited-away branch goes
         index_changed = len(live) != len(placed)
         placed = live
     out = list(messages) if turn.continued else weave(messages, placed)
     last = placed[-1].message.text if placed else None
     if block == (last or "") or (not block and last == EMPTY_BLOCK):
         if index_changed:
-            rt.store.set_state(turn.session.id, BLOCKS_STATE, dump_blocks(placed))
-        return out
+            writes.append(functools.partial(_keep_blocks, rt, session_id, placed))
+        return out, writes
     new = _state_message(block or EMPTY_BLOCK, role, turn)
-    rt.store.append_messages(turn.session.id, [NewMessage(new, rt.tokenizer.count_message(new))])
     after = -1 if turn.continued else sum(m.origin == "client" for m in messages)
     placed.append(Placed(after, new))
-    rt.store.set_state(turn.session.id, BLOCKS_STATE, dump_blocks(placed))
-    return [*out, new]
+    writes.append(functools.partial(_append_block, rt, session_id, new))
+    writes.append(functools.partial(_keep_blocks, rt, session_id, placed))
+    return [*out, new], writes
+
+
+def _append_block(rt: Runtime, session_id: str, block: Message) -> None:
+    rt.store.append_messages(session_id, [NewMessage(block, rt.tokenizer.count_message(block))])
+
+
+def _keep_blocks(rt: Runtime, session_id: str, placed: Sequence[Placed]) -> None:
+    rt.store.set_state(session_id, BLOCKS_STATE, dump_blocks(placed))
 
 
 def pending_block(rt: Runtime, session: Session) -> Message | None:

@@ -18,7 +18,7 @@ import functools
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from memlane.engine.signals import leave_signals_to_the_main_thread
 from memlane.store.write_gate import mark_background_thread
@@ -156,3 +156,60 @@ async def to_thread(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) ->
     loop = asyncio.get_running_loop()
     call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
     return await loop.run_in_executor(_background_pool(), call)
+
+
+U = TypeVar("U")
+
+
+def one_trip(
+    first: Callable[[], T], then: Callable[[T], U] | None
+) -> tuple[asyncio.Future[T], asyncio.Future[U] | None]:
+    """`first()` then `then(first's result)` in one worker thread (one wake-up, no second
+    thread contending for the GIL), each result delivered as soon as it is ready: the
+    caller goes on with the first while the second is still running. Request path only
+    (the loop's default pool). An unawaited second result is still retrieved."""
+    loop = asyncio.get_running_loop()
+    got_first: asyncio.Future[T] = loop.create_future()
+    got_then: asyncio.Future[U] | None = None
+    if then is not None:
+        got_then = loop.create_future()
+        got_then.add_done_callback(_retrieved)
+
+    def deliver(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+        if future.done():  # its awaiter was cancelled
+            return
+        if isinstance(error, asyncio.CancelledError):
+            future.cancel()
+        elif error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def post(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(deliver, future, value, error)
+
+    def run() -> None:
+        try:
+            value = first()
+        except BaseException as exc:
+            post(got_first, None, exc)
+            if got_then is not None:
+                post(got_then, None, asyncio.CancelledError())
+            return
+        post(got_first, value, None)
+        if then is None or got_then is None:
+            return
+        try:
+            post(got_then, then(value), None)
+        except BaseException as exc:
+            post(got_then, None, exc)
+
+    trip = loop.run_in_executor(None, functools.partial(contextvars.copy_context().run, run))
+    trip.add_done_callback(_retrieved)
+    return got_first, got_then
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()

@@ -1,9 +1,11 @@
 """One request's journey through the engine, whatever face it came from.
 
-    prepare:  store what is new  ->  @@ references  ->  scaffold state block
-              ->  governance (mask, summarise, re-inject)  ->  long-term recall
+    prepare:  [@@ references]  ->  scaffold state block  ->  governance (mask,
+              summarise, re-inject)  ->  long-term recall
               =>  Forward(messages), or DirectAnswer(text) when the turn must not
-                  go upstream (an `@@` reference that names no session)
+                  go upstream (an `@@` reference that names no session);
+              what is new is stored meanwhile, while the request goes upstream
+              (first, where the turn depends on it: references, server history)
     finish:   store the assistant turn and usage  ->  schedule background work
               (fact extraction, session summary and index, git commit)
 
@@ -12,6 +14,7 @@ Each stage is a function owned by its own module; this file only orders them.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -68,6 +71,13 @@ class Turn:
     """A Responses `previous_response_id` memlane resolved from its own store: the whole
     stored conversation goes in front of the new items, whatever the upstream keeps."""
     synced: SyncResult | None = None
+    """What storing the client's messages did, once they are stored."""
+    storing: asyncio.Future[None] | None = None
+    """The client's messages being stored while the request is on its way upstream
+    (`pipeline.prepare`); `pipeline.finish` waits for it. It never raises."""
+    lost: bool = False
+    """The client's messages could not be stored: nor is the answer (the client's next
+    request resends both)."""
     trimmed: bool = False
     """Set by governance when the request had to be cut to fit."""
     context: tuple[int, int, bool] | None = None

@@ -15,6 +15,11 @@ waits until the hold is released:
 
     await rt.turn_order.settled(key)         # the next turn, before it reads the session
 
+A turn's own messages are stored the same way, while its request is on its way
+upstream (`pipeline.prepare`): the turn holds its session until they are, and
+stores them once the turns before it are stored (`behind`, which waits for the
+holds taken before its own).
+
 This orders the turns one process serves. Another process (`serve --workers`, a
 replica on the same PostgreSQL) may take the session's next turn first: the client
 resends the answer with it, and it is stored from there; the late answer then finds
@@ -31,7 +36,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 log = logging.getLogger("memlane.turns")
 
@@ -68,10 +74,18 @@ class TurnOrder:
 
     async def settled(self, key: str | None = None) -> None:
         """Once the answers held for `key` (None: for every session) are stored."""
+        await self.behind(key)
+
+    def behind(self, key: str | None = None) -> Coroutine[Any, Any, None]:
+        """`settled`, for the holds taken so far only: a turn that holds its session
+        itself waits for the turns before it, never for itself."""
         if key is None:
             waiting = [event for held in self._held.values() for event in held]
         else:
             waiting = list(self._held.get(key, ()))
+        return self._wait(waiting, key)
+
+    async def _wait(self, waiting: list[asyncio.Event], key: str | None) -> None:
         if not waiting:
             return
         try:

@@ -45,7 +45,7 @@ class Outcome(enum.Enum):
 
 
 Settle = Callable[[Outcome, StreamAssembler], Awaitable[None]]
-Hold = Callable[[], Callable[[], None]]
+Hold = Callable[[], Awaitable[Callable[[], None]]]
 Event = tuple[str | None, str]
 Rewrite = Callable[[list[Event]], list[Event]]
 
@@ -176,7 +176,7 @@ class RelayResponse(Response):
         if self.hold is None:
             await self._settle(Outcome.DONE)
         elif self.release is None:
-            self.release = self.hold()
+            self.release = await self.hold()
 
     async def _settle(self, outcome: Outcome) -> None:
         if self.settled:

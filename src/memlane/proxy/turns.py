@@ -1,7 +1,8 @@
 """One model request through the proxy: read, identify, prepare, forward, relay, finish.
 
     body -> adapter.parse -> identity -> Turn -> pipeline.prepare (the user turn is
-    durable here) -> adapter.render -> upstream -> the client (streamed as it comes)
+    stored from here, beside the upstream call) -> adapter.render -> upstream -> the
+    client (streamed as it comes; its last byte once the user turn is durable)
     -> pipeline.finish (the assistant turn, then background work), once the client
     has the answer; the session's next turn waits for it (`engine.turnorder`)
 
@@ -335,6 +336,7 @@ async def _complete(state: ProxyState, turn: Turn, adapter: WireAdapter, call: C
     if not turn.answer_resent:  # the next request will not bring it: stored first
         await _finish(state, turn, answer)
         return Response(upstream.content, status_code=status, headers=headers)
+    await pipeline.stored(turn)  # what the client sent is stored before its answer ends
     store = finish_later(state, turn, answer)
     return StoredAfter(upstream.content, status_code=status, headers=headers, store=store)
 
@@ -360,7 +362,12 @@ def answer_hold(state: ProxyState, turn: Turn) -> Hold | None:
     client's next request will not bring it back)."""
     if not turn.answer_resent:
         return None
-    return lambda: state.runtime.turn_order.hold(turn.key)
+
+    async def hold() -> Callable[[], None]:
+        await pipeline.stored(turn)  # what the client sent is stored before its answer ends
+        return state.runtime.turn_order.hold(turn.key)
+
+    return hold
 
 
 class StoredAfter(Response):

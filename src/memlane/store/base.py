@@ -187,6 +187,15 @@ class MessageLog(Protocol):
         """
         ...
 
+    def edit_point(self, session_id: str, incoming: Sequence[Message]) -> int | None:
+        """Read only: where a resent history departs from the stored one, when
+        `sync_messages` would supersede stored messages (how many of `incoming` match,
+        in order); None when it would only append, or add nothing.
+
+        What a turn's shape depends on, read before its messages are stored (they are
+        stored while the request is on its way upstream)."""
+        ...
+
     def append_messages(
         self, session_id: str, messages: Sequence[NewMessage], *, unless_from: int | None = None
     ) -> list[StoredMessage]:

@@ -29,9 +29,15 @@ from memlane.store.rows import EVENT_COLUMNS, MESSAGE_COLUMNS, event_from_row, m
 from memlane.store.sessions import hold_session
 from memlane.store.sql import D, Db, SqlStore, Where, select
 from memlane.store.transcript import plan_sync
-from memlane.types import Event, StoredMessage
+from memlane.types import Event, Message, StoredMessage
 
 MESSAGE_STATUSES = ("ok", "failed", "superseded")
+
+CLIENT_HISTORY = (
+    "SELECT id, content_hash FROM messages WHERE session_id = ? "
+    "AND origin = 'client' AND status = 'ok' ORDER BY position"
+)
+"""The stored client messages a resent history is matched against (`plan_sync`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,13 +67,7 @@ def hold_history(db: Db, session_id: str, *, with_stored: bool = False) -> Histo
         ),
     ]
     if with_stored:
-        statements.append(
-            (
-                "SELECT id, content_hash FROM messages WHERE session_id = ? "
-                "AND origin = 'client' AND status = 'ok' ORDER BY position",
-                [session_id],
-            )
-        )
+        statements.append((CLIENT_HISTORY, [session_id]))
     session, position, *stored = db.reads(*statements)
     if not session:
         raise SessionNotFound(f"no session with id {session_id}")
@@ -162,6 +162,12 @@ class SqlMessageLog(SqlStore[D]):
             added = self._append(db, history, new, hashes[plan.matched :]) if new else []
         end = added[-1].position + 1 if added else history.next_position
         return SyncResult(plan.matched, tuple(added), superseded, next_position=end)
+
+    def edit_point(self, session_id: str, incoming: Sequence[Message]) -> int | None:
+        with self._reading() as db:
+            rows = db.all(CLIENT_HISTORY, session_id)
+        plan = plan_sync([r["content_hash"] for r in rows], [m.fingerprint() for m in incoming])
+        return plan.matched if plan.supersede_from is not None else None
 
     def append_messages(
         self, session_id: str, messages: Sequence[NewMessage], *, unless_from: int | None = None

@@ -95,25 +95,31 @@ async def test_an_operator_search_is_one_trip_too(rt: Runtime, trips: list[str])
     assert len(trips) == 1, trips
 
 
-async def test_the_recall_search_runs_while_the_turn_is_stored(
+async def test_the_recall_runs_while_governance_works_on_the_shaped_request(
     rt: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The store's write waits for the search to start: were they one after the other, it
-    would wait in vain."""
+    """The search waits until governance has started: were they one after the other, it
+    would wait in vain. Shaping and recall share one worker-thread trip."""
     remembered(rt)
-    searching = threading.Event()
-    store, rank = pipeline.store_and_scaffold, recall_module.ranked
+    governing = threading.Event()
+    govern, rank, one_trip = pipeline.govern_turn, recall_module.ranked, threads.one_trip
+    trips: list[str] = []
 
-    def store_once_searching(rt: Runtime, turn: Turn) -> list[Message]:
-        assert searching.wait(10), "the recall search did not run beside the store's write"
-        return store(rt, turn)
+    async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
+        governing.set()
+        return await govern(rt, turn, messages)
 
     def ranked(rt: Runtime, asked: Any) -> Any:
-        searching.set()
+        assert governing.wait(10), "the recall ran in front of governance"
         return rank(rt, asked)
 
-    monkeypatch.setattr(pipeline, "store_and_scaffold", store_once_searching)
+    def counted(first: Any, then: Any) -> Any:
+        trips.append("one_trip")
+        return one_trip(first, then)
+
+    monkeypatch.setattr(pipeline, "govern_turn", govern_turn)
     monkeypatch.setattr(recall_module, "ranked", ranked)
+    monkeypatch.setattr(threads, "one_trip", counted)
     question = Message("user", "Which database does the ledger service use?")
     turn = Turn(key="key-1", namespace="", model="m", wire="chat", messages=[question])
     prepared = await pipeline.prepare(rt, turn)
@@ -122,3 +128,4 @@ async def test_the_recall_search_runs_while_the_turn_is_stored(
     block = next(m.text for m in prepared.messages if m.origin == "recall")
     assert "The ledger service runs on PostgreSQL" in block
     assert "Building the ledger service." in block  # the summary of the stored session
+    assert trips == ["one_trip"]

@@ -129,6 +129,19 @@ def test_sync_divergence_supersedes_the_stored_tail(store: Store) -> None:
     assert got.message_count == 3
 
 
+def test_the_edit_point_says_what_sync_would_supersede_and_changes_nothing(store: Store) -> None:
+    session = store.ensure_session("s")
+    store.sync_messages(session.id, [user("q1"), assistant("a1"), user("q2"), assistant("a2")])
+    edited = [user("q1"), assistant("a1"), user("q2 edited")]
+    ahead = [user("q1"), assistant("a1"), user("q2"), assistant("a2"), user("q3")]
+
+    assert store.edit_point(session.id, [m.message for m in edited]) == 2
+    assert store.edit_point(session.id, [m.message for m in ahead]) is None  # appends only
+    assert store.edit_point(session.id, [m.message for m in ahead[:2]]) is None  # a retry
+    assert texts(store, session.id) == ["q1", "a1", "q2", "a2"]
+    assert store.sync_messages(session.id, edited).matched == 2
+
+
 def test_sync_ignores_memlane_origin_messages_when_matching(store: Store) -> None:
     session = store.ensure_session("s")
     store.sync_messages(session.id, [user("q1")])

@@ -46,9 +46,8 @@ its conversation: another conversation of the namespace gets the fact alone).
 
 from __future__ import annotations
 
-import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -106,14 +105,16 @@ class Recalled:
         return f"{self.role}, {versions.interval(fact)}" if self.dated else self.role
 
 
-def search_ahead(rt: Runtime, turn: Turn) -> asyncio.Task[Ahead] | None:
-    """The turn's recall search, started while the turn is being stored (None: not now).
+def search_ahead(rt: Runtime, turn: Turn) -> Callable[[list[Message]], Ahead] | None:
+    """The turn's recall, to run in the worker thread that shaped the request, on the
+    shaped messages (None: not ahead of governance).
 
     It reads only what earlier turns stored (the turn's own text is not a memory yet),
-    so it runs beside the store's write in another worker thread; its hits are
-    checked against the request once the scaffold and governance have shaped it
-    (`recall_for_turn`). Not with a reranker (an async call) nor in `trimmed` mode
-    (whether to recall depends on governance).
+    so it runs while governance works on the request; when governance leaves the
+    request's texts as they were, what it found is injected as it is, else its hits
+    are checked again against the governed request (`recall_for_turn`). Not with a
+    reranker (an async call) nor in `trimmed` mode (whether to recall depends on
+    governance).
     """
     settings = rt.settings
     query = turn.user_text
@@ -121,38 +122,41 @@ def search_ahead(rt: Runtime, turn: Turn) -> asyncio.Task[Ahead] | None:
         return None
     if reranking(rt):
         return None
-    exclude = {m.text.strip() for m in turn.messages if m.text}
 
-    def search_now() -> Ahead:
-        session = None if turn.ephemeral else rt.store.find_session(turn.key, tenant=turn.tenant)
-        session_id = session.id if session is not None else None
+    def search_now(messages: list[Message]) -> Ahead:
+        session_id = turn.session.id if turn.session is not None else None
         wanted = scopes.recall_scopes(settings, session_id, turn.namespace, turn.tenant)
+        exclude = _texts(messages)
         asked = _asked(rt, query, wanted, exclude, None, session_id)
-        return Ahead(wanted, ranked(rt, asked.query) if asked.query else [])
+        hits = ranked(rt, asked.query) if asked.query else []
+        found = _recalled(rt, asked, hits)
+        summary = _summary(rt, session_id) if found and session_id else ""
+        return Ahead(wanted, hits, frozenset(exclude), found, summary)
 
-    task = asyncio.ensure_future(threads.to_thread(search_now))
-    task.add_done_callback(_retrieved)  # a turn that fails before recall never awaits it
-    return task
+    return search_now
 
 
 @dataclass(frozen=True, slots=True)
 class Ahead:
-    """A search run ahead of the turn's recall stage: where it looked, what it found."""
+    """A recall run ahead of governance: where it looked, what it found, and what it
+    chose for a request holding exactly the texts `exclude`."""
 
     scopes: Sequence[str]
     hits: list[Candidate]
+    exclude: frozenset[str]
+    found: list[Recalled]
+    summary: str
 
 
-def _retrieved(task: asyncio.Task[Ahead]) -> None:
-    if not task.cancelled():
-        task.exception()
+def _texts(messages: Sequence[Message]) -> set[str]:
+    return {m.text.strip() for m in messages if m.text}
 
 
 async def recall_for_turn(
-    rt: Runtime, turn: Turn, messages: list[Message], ahead: asyncio.Task[Ahead] | None = None
+    rt: Runtime, turn: Turn, messages: list[Message], ahead: Awaitable[Ahead] | None = None
 ) -> list[Message]:
     """The request's messages with recalled memories injected (or unchanged); `ahead`: the
-    search `search_ahead` started for this turn."""
+    recall `search_ahead` ran for this turn."""
     settings = rt.settings
     if not settings.memory_enabled:
         return messages
@@ -162,27 +166,30 @@ async def recall_for_turn(
     if not query.strip():
         return messages
     session_id = turn.session.id if turn.session is not None else None
-    exclude = {m.text.strip() for m in messages if m.text}
+    exclude = _texts(messages)
     wanted = scopes.recall_scopes(settings, session_id, turn.namespace, turn.tenant)
     if ahead is None and reranking(rt):  # the reranker's call is async: a trip per stage
         found = await recall(rt, query, scopes=wanted, exclude=exclude, session_id=session_id)
         summary = await conversation_summary(rt, session_id) if found and session_id else ""
     else:
         searched = await ahead if ahead is not None else None
+        if searched is not None and searched.exclude == exclude:
+            found, summary = searched.found, searched.summary  # governance changed no text
+        else:
 
-        def chosen() -> tuple[list[Recalled], str]:
-            """One trip to a worker thread (each costs a wake-up and the GIL on the way
-            back): the search unless it ran ahead, the entries found, the summary."""
-            if searched is not None:
-                asked = _asked(rt, query, searched.scopes, exclude, None, session_id)
-                hits = searched.hits
-            else:
-                asked = _asked(rt, query, wanted, exclude, None, session_id)
-                hits = ranked(rt, asked.query) if asked.query else []
-            found = _recalled(rt, asked, hits)
-            return found, _summary(rt, session_id) if found and session_id else ""
+            def chosen() -> tuple[list[Recalled], str]:
+                """One trip to a worker thread (each costs a wake-up and the GIL on the
+                way back): the search unless it ran ahead, the entries, the summary."""
+                if searched is not None:
+                    asked = _asked(rt, query, searched.scopes, exclude, None, session_id)
+                    hits = searched.hits
+                else:
+                    asked = _asked(rt, query, wanted, exclude, None, session_id)
+                    hits = ranked(rt, asked.query) if asked.query else []
+                found = _recalled(rt, asked, hits)
+                return found, _summary(rt, session_id) if found and session_id else ""
 
-        found, summary = await threads.to_thread(chosen)
+            found, summary = await threads.to_thread(chosen)
     if not found:
         return messages
     turn.recalled = tuple(

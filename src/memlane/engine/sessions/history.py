@@ -36,11 +36,17 @@ def uses_server_history(session: Session) -> bool:
 
 
 def wanted(rt: Runtime, turn: Turn) -> bool:
-    """Whether this turn asks memlane to supply the history (header, else the setting)."""
+    """Whether memlane supplies this turn's history: asked, and the session is open."""
+    return turn.session is not None and asked(rt, turn)
+
+
+def asked(rt: Runtime, turn: Turn) -> bool:
+    """Whether this turn asks memlane to supply the history (header, else the setting;
+    a Responses chain memlane resolved), known before its session is looked up."""
     if turn.chained:
-        return turn.session is not None
+        return True
     mode = turn.flags.get(FLAG, "").strip().lower() or rt.settings.history
-    return mode == "server" and turn.session is not None and not turn.continued
+    return mode == "server" and not turn.continued
 
 
 def carries_history(rt: Runtime, turn: Turn) -> bool:

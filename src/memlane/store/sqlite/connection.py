@@ -234,6 +234,10 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
                 raise StoreError(explain(self.path, exc)) from None
         finally:
             self._write_lock.release()
+        self._committed()
+
+    def _committed(self) -> None:
+        """After a transaction of this process committed (outside the write lock)."""
         self.checkpointer.committed()
 
     @contextmanager

@@ -112,6 +112,11 @@ class KeywordIndex:
         self._tail: dict[int, tuple[list[int], list[int]]] = {}
         self._tail_docs = 0
 
+    @property
+    def loaded(self) -> bool:
+        """Whether a search read the documents yet (refreshing an unread index loads it all)."""
+        return self._loaded
+
     # --- refresh ------------------------------------------------------------
     def refresh(self, conn: sqlite3.Connection) -> None:
         """Bring the cache up to date with the file, inside one read snapshot."""

@@ -9,12 +9,14 @@ and held to the filter in SQL, widening the window when rows changed since.
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from memlane.store import analysis
-from memlane.store.base import SearchFilter, Vector
+from memlane.store.base import SearchFilter, StoreError, Vector
 from memlane.store.codec import as_vector, ts_to_text, vector_from_bytes, vector_to_bytes
 from memlane.store.filters import conditions, validity_sql
 from memlane.store.rare_terms import Holders, RareQuery, SqlRareTerms, rarest
@@ -24,6 +26,8 @@ from memlane.store.sqlite.connection import SQLiteDb
 from memlane.store.sqlite.keyword_index import KeywordIndex
 from memlane.store.sqlite.vector_index import VectorCache
 from memlane.types import DocKind, Hit
+
+log = logging.getLogger("memlane.store")
 
 _DOC_COLUMNS = "d.rowid, d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at"
 _ROWS_PER_READ = 500  # rowids bound in one statement
@@ -52,6 +56,20 @@ class SQLiteSearch(SqlRareTerms[SQLiteDb]):
     def _start_search(self) -> None:
         self._keywords = KeywordIndex()
         self._caches = {}
+
+    def _catch_up(self) -> None:
+        """Index what a write of this process just committed, in the writer's thread: the
+        in-process indexes read new documents before each search, and a search on a
+        request's path then finds nothing left to read. Best effort: a search that
+        finds them behind catches them up itself."""
+        try:
+            with self._reading() as db:
+                if self._keywords.loaded:
+                    self._keywords.refresh(db.conn)
+                for cache in list(self._caches.values()):
+                    cache.refresh(db.conn)
+        except (StoreError, sqlite3.Error):
+            log.debug("the search indexes did not catch up after a write", exc_info=True)
 
     def keyword_search(self, query: str, flt: SearchFilter, *, limit: int = 10) -> list[Hit]:
         """BM25 through the in-process keyword index, FTS5's scores."""

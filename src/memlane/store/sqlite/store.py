@@ -38,3 +38,7 @@ class SQLiteStore(
     def __init__(self, path: Path, *, synchronous: Literal["normal", "full"] = "normal") -> None:
         super().__init__(path, synchronous=synchronous)
         self._start_search()
+
+    def _committed(self) -> None:
+        super()._committed()
+        self._catch_up()

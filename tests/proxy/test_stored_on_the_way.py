@@ -1,0 +1,123 @@
+"""A turn's messages are stored while the request is on its way upstream, never in front of it.
+
+What a turn forwards depends only on what earlier turns stored, so storing its own
+messages runs beside the upstream call. The client still never has a whole answer
+before what it sent is stored, and a store that fails to keep the turn fails open:
+the client gets its answer, the failure is recorded, and the client's next request
+(which resends its history) stores what was missed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from memlane.engine import pipeline
+from memlane.engine.failopen import EVENT
+from memlane.engine.turn import Turn
+from memlane.store import StoreError
+from tests.support.upstream import RecordedRequest, Reply, RunningProxy, ScriptedUpstream
+
+KEY = "on-the-way"
+STORE_SECONDS = 0.3
+"""How long storing the turn takes here: long enough that an answer relayed without
+waiting for it would reach the client first."""
+
+
+def ask(proxy: RunningProxy, history: list[dict[str, str]], *, stream: bool) -> str:
+    """The answer's text; streamed, the stream as read to its end."""
+    body = {"model": "m", "messages": history, "stream": stream}
+    headers = {"X-Memlane-Session": KEY}
+    with httpx.Client(timeout=30) as client:
+        if not stream:
+            answer = client.post(f"{proxy.url}/chat/completions", json=body, headers=headers)
+            answer.raise_for_status()
+            return str(answer.json()["choices"][0]["message"]["content"])
+        with client.stream(
+            "POST", f"{proxy.url}/chat/completions", json=body, headers=headers
+        ) as answer:
+            answer.raise_for_status()
+            return "".join(answer.iter_text())
+
+
+def client_messages(proxy: RunningProxy) -> list[tuple[str, str]]:
+    """What the store holds of the client's messages now (not waiting for anything)."""
+    store = proxy.runtime.store
+    session = store.find_session(KEY)
+    if session is None:
+        return []
+    return [
+        (m.message.role, m.message.text)
+        for m in store.list_messages(session.id)
+        if m.message.origin == "client"
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_turn_goes_upstream_before_it_is_stored_and_is_stored_before_its_answer_ends(
+    mproxy: RunningProxy,
+    upstream: ScriptedUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    stream: bool,
+) -> None:
+    reached = threading.Event()
+    store = pipeline.store_incoming
+
+    def store_once_upstream_has_it(rt: Any, turn: Turn) -> None:
+        assert reached.wait(10), "the turn was stored in front of its request"
+        time.sleep(STORE_SECONDS)
+        store(rt, turn)
+
+    def answer(request: RecordedRequest) -> Reply:
+        reached.set()
+        return Reply(text="stored on the way")
+
+    monkeypatch.setattr(pipeline, "store_incoming", store_once_upstream_has_it)
+    upstream.respond_with(answer)
+    history = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
+
+    answered = ask(mproxy, history, stream=stream)
+
+    assert answered.rstrip().endswith("[DONE]") if stream else answered == "stored on the way"
+
+    assert client_messages(mproxy) == [("system", "be brief"), ("user", "hello")]
+
+
+def test_a_turn_the_store_cannot_keep_still_gets_its_answer_and_the_next_turn_stores_it(
+    mproxy: RunningProxy, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = pipeline.store_incoming
+    failures = iter([StoreError("database or disk is full")])
+
+    def store_or_fail(rt: Any, turn: Turn) -> None:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        store(rt, turn)
+
+    monkeypatch.setattr(pipeline, "store_incoming", store_or_fail)
+    upstream.script(Reply(text="first answer"), Reply(text="second answer"))
+    history = [{"role": "user", "content": "first question"}]
+
+    first = ask(mproxy, history, stream=False)
+
+    assert first == "first answer"
+    session = mproxy.store.find_session(KEY)
+    assert session is not None
+    assert mproxy.store.list_messages(session.id) == []  # nor the answer to nothing stored
+    (event,) = mproxy.store.list_events(session.id, kind=EVENT)
+    assert event.payload["stage"] == "store"
+    assert "disk is full" in event.payload["error"]
+
+    history += [
+        {"role": "assistant", "content": first},
+        {"role": "user", "content": "second question"},
+    ]
+    second = ask(mproxy, history, stream=False)
+    mproxy.settled()
+    history.append({"role": "assistant", "content": second})
+    assert client_messages(mproxy) == [(item["role"], item["content"]) for item in history]
