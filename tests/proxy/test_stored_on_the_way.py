@@ -84,7 +84,8 @@ def test_the_turn_goes_upstream_before_it_is_stored_and_is_stored_before_its_ans
 
     assert answered.rstrip().endswith("[DONE]") if stream else answered == "stored on the way"
 
-    assert client_messages(mproxy) == [("system", "be brief"), ("user", "hello")]
+    # the answer itself is stored just after the client has it: it may be there already
+    assert client_messages(mproxy)[:2] == [("system", "be brief"), ("user", "hello")]
 
 
 def test_a_turn_the_store_cannot_keep_still_gets_its_answer_and_the_next_turn_stores_it(
