@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from memlane.store import NewMessage, SearchFilter, analysis
+from memlane.store import NewMessage, SearchFilter
 from memlane.store.sqlite import SQLiteStore
 from memlane.store.sqlite.keyword_index import TAIL_MIN, KeywordIndex
 from memlane.store.sqlite.schema import DOC_CHANGES_KEPT
 from memlane.types import Fact, FactRole, Message
+from tests.store.fts5_reference import fts5_reference
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = [f"w{i}" for i in range(40)] + ["parse_config_file", "src/app/main.py", "E1234"]
@@ -39,22 +40,6 @@ def sentences(seed: int, count: int) -> Iterator[str]:
         yield " ".join(rng.choices(WORDS, weights, k=rng.randint(1, 30)))
 
 
-def fts5_ranking(db: Path, query: str, limit: int) -> list[tuple[str, float]]:
-    """FTS5's own bm25() ranking of the active documents (ties in rowid order, as FTS5 scans)."""
-    words = analysis.query_terms(query)
-    match = "terms: (" + " OR ".join(f'"{w}"' for w in words) + ")"
-    with sqlite3.connect(db) as raw:
-        rows = raw.execute(
-            """SELECT d.rowid, d.ref, -bm25(docs_fts, 1.0, 0.0) FROM docs_fts
-               JOIN docs d ON d.rowid = docs_fts.rowid
-               WHERE docs_fts MATCH ? AND d.active = 1""",
-            (match,),
-        ).fetchall()
-    raw.close()
-    rows.sort(key=lambda r: (-r[2], r[0]))
-    return [(ref, round(score, 9)) for _, ref, score in rows[:limit]]
-
-
 def ranking(store: SQLiteStore, query: str, limit: int) -> list[tuple[str, float]]:
     return [
         (h.ref, round(h.score, 9)) for h in store.keyword_search(query, SearchFilter(), limit=limit)
@@ -65,8 +50,9 @@ QUERIES = ["w0 w1", "w3 w17 w39", "w25", "parse_config_file w2", "src/app/main.p
 
 
 def assert_same_as_fts5(store: SQLiteStore, limit: int = 25) -> None:
-    for query in QUERIES:
-        assert ranking(store, query, limit) == fts5_ranking(store.path, query, limit), query
+    with fts5_reference(store.path) as fts5:
+        for query in QUERIES:
+            assert ranking(store, query, limit) == fts5.ranking(query, limit), query
 
 
 def test_scores_and_order_equal_fts5s_bm25(tmp_path: Path) -> None:
@@ -276,27 +262,15 @@ def test_a_scoped_search_reads_only_its_scopes_and_still_ranks_as_fts5(tmp_path:
     for i in range(40, 60):
         store.delete_fact(f"f{i}")
 
-    def expected(query: str, scopes: tuple[str, ...]) -> list[tuple[str, float]]:
-        words = analysis.query_terms(query)
-        match = "terms: (" + " OR ".join(f'"{w}"' for w in words) + ")"
-        with sqlite3.connect(store.path) as raw:
-            rows = raw.execute(
-                f"""SELECT d.rowid, d.ref, -bm25(docs_fts, 1.0, 0.0) FROM docs_fts
-                    JOIN docs d ON d.rowid = docs_fts.rowid
-                    WHERE docs_fts MATCH ? AND d.active = 1
-                      AND d.scope IN ({", ".join("?" for _ in scopes)})""",
-                (match, *scopes),
-            ).fetchall()
-        raw.close()
-        rows.sort(key=lambda r: (-r[2], r[0]))
-        return [(ref, round(score, 9)) for _, ref, score in rows[:25]]
-
-    for scopes in [("scope1",), ("scope1", "scope2", "scope29"), ("scope7", "nowhere")]:
-        flt = SearchFilter(kinds=("fact",), scopes=scopes)
-        for query in QUERIES:
-            found = [(h.ref, round(h.score, 9)) for h in store.keyword_search(query, flt, limit=25)]
-            assert found == expected(query, scopes), (scopes, query)
-            assert {h.scope for h in store.keyword_search(query, flt, limit=25)} <= set(scopes)
+    with fts5_reference(store.path) as fts5:
+        for scopes in [("scope1",), ("scope1", "scope2", "scope29"), ("scope7", "nowhere")]:
+            flt = SearchFilter(kinds=("fact",), scopes=scopes)
+            for query in QUERIES:
+                hits = store.keyword_search(query, flt, limit=25)
+                assert [(h.ref, round(h.score, 9)) for h in hits] == fts5.ranking(
+                    query, 25, scopes
+                ), (scopes, query)
+                assert {h.scope for h in hits} <= set(scopes)
     store.close()
 
 

@@ -19,8 +19,15 @@ import pytest
 from memlane.store import TABLES, NewMessage, SearchFilter, StoreError, analysis
 from memlane.store.sqlite import SQLiteStore
 from memlane.store.sqlite.index import index_terms
-from memlane.store.sqlite.schema import MIGRATIONS, m001_initial
+from memlane.store.sqlite.schema import (
+    MIGRATIONS,
+    doc_tags,
+    m001_initial,
+    m011_keyword_index_in_process,
+)
 from memlane.types import Fact, Message
+from tests.store.fts5_reference import fts5_reference
+from tests.store.old_schema import sqlite_before
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -135,7 +142,7 @@ def test_sigkill_mid_append_keeps_every_committed_message(tmp_path: Path) -> Non
     with sqlite3.connect(db) as raw:
         assert raw.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     raw.close()
-    fts_consistent(db)
+    keyword_index_consistent(db)
     store = SQLiteStore(db)
     session = store.find_session("shared")
     assert session is not None
@@ -349,11 +356,19 @@ def test_keyword_search_over_very_common_terms_keeps_its_results(tmp_path: Path)
     store.close()
 
 
-def fts_consistent(db: Path) -> None:
-    """FTS5's own check that the keyword index matches the documents table."""
-    with sqlite3.connect(db) as raw:
-        raw.execute("INSERT INTO docs_fts (docs_fts, rank) VALUES ('integrity-check', 1)")
-    raw.close()
+def keyword_index_consistent(db: Path) -> None:
+    """A process opening `db` ranks its documents as FTS5 over the same rows does: the
+    documents' terms are whole and the index built from them is FTS5's."""
+    store = SQLiteStore(db)
+    try:
+        with fts5_reference(db) as fts5:
+            terms = fts5.common_terms(8)
+            assert terms, "no documents to check"
+            for query in [*terms, " ".join(terms[::2]), " ".join(terms[1::3])]:
+                hits = store.keyword_search(query, SearchFilter(), limit=20)
+                assert [(h.ref, round(h.score, 9)) for h in hits] == fts5.ranking(query, 20)
+    finally:
+        store.close()
 
 
 def test_the_keyword_index_matches_its_documents_after_every_kind_of_write(
@@ -375,13 +390,41 @@ def test_the_keyword_index_matches_its_documents_after_every_kind_of_write(
     dump = {table: list(store.dump(table)) for table in TABLES}
     store.delete_session(a.id)
     store.close()
-    fts_consistent(db)
+    keyword_index_consistent(db)
 
     copy = SQLiteStore(tmp_path / "copy.db")
     for table in TABLES:
         copy.load(table, dump[table])
     copy.close()
-    fts_consistent(tmp_path / "copy.db")
+    keyword_index_consistent(tmp_path / "copy.db")
+
+
+def test_an_older_file_drops_its_fts5_index_and_keeps_its_documents(tmp_path: Path) -> None:
+    path = tmp_path / "memlane.db"
+    raw = sqlite_before(path, m011_keyword_index_in_process)
+    terms = index_terms("the deploy script lives in tools/ship.sh")
+    raw.execute(
+        "INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, created_at, active,"
+        " tags) VALUES ('fact', 'old', 'ns', NULL, 'memory', ?, ?, '2026-01-01', 1, ?)",
+        ("the deploy script lives in tools/ship.sh", terms, doc_tags("fact", "ns", None)),
+    )
+    raw.execute("INSERT INTO docs_fts (rowid, terms, tags) SELECT rowid, terms, tags FROM docs")
+    raw.close()
+
+    store = SQLiteStore(path)
+    try:
+        assert [h.ref for h in store.keyword_search("tools/ship.sh", SearchFilter())] == ["old"]
+        stamp = datetime(2026, 1, 2, tzinfo=UTC)
+        store.put_fact(Fact("f", "ns", "c", "memory", "the deploy runs nightly", stamp, stamp))
+        store.put_fact(Fact("f", "ns", "c", "memory", "the deploy runs hourly", stamp, stamp))
+        store.purge_fact("f")  # updates and deletes no longer reach for the dropped index
+        assert [h.ref for h in store.keyword_search("deploy", SearchFilter())] == ["old"]
+    finally:
+        store.close()
+    with sqlite3.connect(path) as raw:
+        left = raw.execute("SELECT name FROM sqlite_master WHERE name LIKE 'docs_fts%'").fetchall()
+    raw.close()
+    assert left == []
 
 
 def test_opening_an_older_file_indexes_its_turns_with_their_neighbours(tmp_path: Path) -> None:

@@ -1,8 +1,7 @@
 """The `SessionStore` role, written once for every SQL backend.
 
 What differs by backend is how a fork copies the messages with their search
-documents and vectors (`_copy_messages`) and what a deletion leaves to tidy
-(`_forget_deleted`); the rules are here: a fork keeps the running summary only
+documents and vectors (`_copy_messages`); the rules are here: a fork keeps the running summary only
 when it keeps everything the summary covers, a session's index summary is a search
 document of its namespace (`index_summaries`), and deleting a session deletes its
 messages, events, state, its conversation's facts and all their documents (its
@@ -85,9 +84,6 @@ class SqlSessions(SqlStore[D]):
     def _copy_messages(self, db: D, source_id: str, new_id: str, at_position: int | None) -> int:
         """Copy the source's `ok` messages before `at_position` (all without one) into the
         new session, indexed under their new ids with their vectors; return how many."""
-
-    def _forget_deleted(self, db: D) -> None:
-        """Tidy up after a session was deleted (nothing to do unless the backend says)."""
 
     def ensure_session(
         self, key: str, *, namespace: str | None = None, tenant: str = ""
@@ -177,8 +173,6 @@ class SqlSessions(SqlStore[D]):
             )
             db.run("DELETE FROM facts WHERE conversation_id = ?", session_id)
             deleted = db.run("DELETE FROM sessions WHERE id = ?", session_id) > 0
-            if deleted:
-                self._forget_deleted(db)
         return deleted
 
     def fork_session(

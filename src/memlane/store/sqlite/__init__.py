@@ -1,4 +1,4 @@
-"""The embedded backend: one SQLite file (WAL, FTS5), with in-process search caches."""
+"""The embedded backend: one SQLite file (WAL), with in-process search caches."""
 
 from memlane.store.sqlite.store import SQLiteStore
 

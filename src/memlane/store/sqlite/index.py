@@ -1,9 +1,9 @@
-"""The SQLite search documents: one `docs` row per searchable text, with its FTS5 row.
+"""The SQLite search documents: one `docs` row per searchable text.
 
 The documents are derived from the stored rows (messages, events, facts). Their
-`terms` are the shared analyser's terms (`store.analysis`), joined for FTS5;
-their `tags` put scope, session and kind filters into the FTS5 match
-(`schema.doc_tags`).
+`terms` are the shared analyser's terms (`store.analysis`), joined by spaces: the
+in-process keyword index (`sqlite.keyword_index`) reads them. `tags`
+(`schema.doc_tags`) only count in a document's length.
 """
 
 from __future__ import annotations
@@ -26,26 +26,21 @@ _INSERT_DOC = """INSERT INTO docs
 
 
 index_terms = analysis.term_string
-"""`analysis.terms(text)` joined for FTS5 (memoised per chunk: `analysis.term_string`)."""
+"""`analysis.terms(text)` joined by spaces (memoised per chunk: `analysis.term_string`)."""
 
 
 def insert_docs(conn: sqlite3.Connection, docs: Sequence[tuple[Any, ...]]) -> list[int]:
-    """Insert new documents and their FTS rows; return their rowids.
+    """Insert new documents; return their rowids.
 
     Rows are (kind, ref, scope, session_id, role, text, terms, created_at,
-    active, tags). The FTS rows are written here rather than by a trigger: a
-    trigger makes FTS5 inserts about 2.5 times slower. Called inside a write
-    transaction, so the next AUTOINCREMENT ids are ours to hand out.
+    active, tags). Called inside a write transaction, so the next AUTOINCREMENT
+    ids are ours to hand out (and `doc_vectors` rows can be written beside).
     """
     if not docs:
         return []
     first = next_id(conn, "docs") + 1
     rowids = list(range(first, first + len(docs)))
     conn.executemany(_INSERT_DOC, [(rowid, *doc) for rowid, doc in zip(rowids, docs, strict=True)])
-    conn.executemany(
-        "INSERT INTO docs_fts (rowid, terms, tags) VALUES (?, ?, ?)",
-        [(rowid, doc[6], doc[9]) for rowid, doc in zip(rowids, docs, strict=True)],
-    )
     return rowids
 
 

@@ -1,16 +1,17 @@
 """An in-process inverted index over the `docs` table, for BM25 keyword search.
 
-FTS5 stays the durable keyword index (every process, every rebuild, the
-integrity check); this cache answers queries faster. FTS5's `bm25()` scores
+The `docs` table's `terms` are the durable index; every process builds this one
+from them (FTS5 was kept beside it until m011, unread). FTS5's `bm25()` scores
 every row that contains any query term, one row at a time, and chat words are
 common: at 100k documents a query touched tens of thousands of rows. Here the
 postings of a term are two numpy arrays (document, term frequency), so scoring
 is a handful of vector operations, and filters are a boolean mask per document.
 
-The scores are FTS5's: the same BM25 (k1 = 1.2, b = 0.75, an IDF floored at
-1e-6), over the same statistics — every row of the table counts (any kind,
-active or not), a document's length counts the tokens of both FTS columns
-(terms and filter tags), and only the terms column scores.
+The scores are FTS5's (the tests hold them to an FTS5 index built over the same
+rows): the same BM25 (k1 = 1.2, b = 0.75, an IDF floored at 1e-6), over the
+same statistics — every row of the table counts (any kind, active or not), a
+document's length counts the tokens of its terms and filter tags, and only the
+terms score.
 
 Other processes write to the same file, so before each query the cache
 compares two cheap numbers with the database, inside one read snapshot: the

@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 from memlane.store.codec import now, ts_to_text
 
-# Characters the analyser keeps inside a term (`src/app.py`, `snake_case`, `a:b`, `#12`, `c++`).
+# Characters the analyser keeps inside a term (`src/app.py`, `snake_case`, `a:b`, `#12`, `c++`);
+# FTS5's tokenizer in the migrations that kept an FTS5 index (m001-m010, dropped by m011).
 FTS_TOKENIZER = "unicode61 remove_diacritics 0 tokenchars '_./-:#@+'"
 
 
@@ -149,11 +150,11 @@ def m001_initial(conn: sqlite3.Connection) -> None:
 
 
 def doc_tags(kind: str, scope: str, session_id: str | None) -> str:
-    """Filter tokens indexed beside a document's terms: `k<kind> s<scope hash> u<session hash>`.
+    """Filter tokens stored beside a document's terms: `k<kind> s<scope hash> u<session hash>`.
 
-    A scope or session filter then becomes part of the FTS5 match (an AND over
-    doclists) instead of a filter over every matching row. Hash collisions only
-    cost speed: the SQL filter on the real columns still decides.
+    They made a scope or session filter part of the FTS5 match while FTS5 was the
+    keyword index (m002-m010). The in-process index filters on the real columns, and
+    counts these three tokens in a document's length so its BM25 stays FTS5's.
     """
     return f"k{kind} {scope_tag(scope)} {session_tag(session_id)}"
 
@@ -333,6 +334,19 @@ def m010_session_documents(conn: sqlite3.Connection) -> None:
     index_session_summaries(conn)
 
 
+def m011_keyword_index_in_process(conn: sqlite3.Connection) -> None:
+    """Drop FTS5: the in-process keyword index (`sqlite.keyword_index`) reads `docs.terms`
+    and answers every query, so keeping FTS5 in step was about half of each append's cost
+    for an index nothing read. `tags` stay: the keyword index counts them in a document's
+    length, as FTS5 did, so every score is what it was."""
+    for statement in [
+        "DROP TRIGGER IF EXISTS docs_fts_delete",
+        "DROP TRIGGER IF EXISTS docs_fts_update",
+        "DROP TABLE IF EXISTS docs_fts",
+    ]:
+        conn.execute(statement)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_fts_filter_tags,
@@ -344,6 +358,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m008_session_tenants,
     m009_fact_sources,
     m010_session_documents,
+    m011_keyword_index_in_process,
 ]
 
 

@@ -35,7 +35,7 @@ _ROWS_PER_READ = 500  # rowids bound in one statement
 
 def filter_sql(flt: SearchFilter) -> tuple[str, list[Any]]:
     """The filter as SQL over `docs d`. The unary `+` keeps the planner on the rowid the
-    caller drives with (FTS match or vector candidates) instead of a (kind, ref) index scan."""
+    caller drives with (keyword or vector candidates) instead of a (kind, ref) index scan."""
     where = ["+d.active = 1"]
     params: list[Any] = []
     for condition in conditions(flt):

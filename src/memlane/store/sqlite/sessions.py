@@ -27,8 +27,3 @@ class SQLiteSessions(SqlSessions[SQLiteDb]):
             new_message_id = db.insert(_COPY_MESSAGE, new_id, old_id)
             copy_doc(db, "message", str(old_id), str(new_message_id), new_id)
         return len(rows)
-
-    def _forget_deleted(self, db: SQLiteDb) -> None:
-        # FTS5 keeps a deleted document's terms in its segments until they are
-        # merged: merging now leaves no trace of the deleted text in the index.
-        db.run("INSERT INTO docs_fts(docs_fts) VALUES ('optimize')")

@@ -1,4 +1,4 @@
-"""The embedded store: one SQLite file in WAL mode, FTS5 for keywords, vectors as BLOBs.
+"""The embedded store: one SQLite file in WAL mode, analysed terms and vectors per document.
 
 The roles are written once for every SQL backend (`store.sessions`,
 `store.message_log`, `store.facts`, `store.tables`); this package supplies the
