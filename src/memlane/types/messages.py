@@ -19,6 +19,10 @@ Kind = Literal["message", "tool_call", "tool_result", "reasoning"]
 Wire = Literal["chat", "responses", "anthropic", "internal"]
 Origin = Literal["client", "state", "summary", "recall", "reference", "note"]
 
+# `json.dumps` with options builds an encoder per call; a fingerprint is taken of every
+# message of every request, so one encoder serves them all (the same bytes).
+_CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
@@ -60,16 +64,14 @@ class Message:
         Only what the model reads counts (role, kind, text, calls), so a client
         that re-serialises the same message slightly differently still matches.
         """
-        canonical = json.dumps(
+        canonical = _CANONICAL.encode(
             [
                 self.role,
                 self.kind,
                 self.text,
                 [[c.id, c.name, c.arguments] for c in self.tool_calls],
                 self.call_id,
-            ],
-            ensure_ascii=False,
-            separators=(",", ":"),
+            ]
         )
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
