@@ -1,9 +1,12 @@
-"""One worker-thread trip with two results: the first is the caller's as soon as it is ready."""
+"""The request path's threads: calls off the loop, and one trip with two results (the first
+is the caller's as soon as it is ready)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
+import time
 
 import pytest
 
@@ -60,3 +63,55 @@ async def test_without_a_second_step_there_is_one_result() -> None:
     got_first, got_then = threads.one_trip(lambda: "shaped", None)
     assert got_then is None
     assert await got_first == "shaped"
+
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
+
+
+async def test_a_request_path_call_runs_on_a_request_thread_in_the_callers_context() -> None:
+    REQUEST_ID.set("r-1")
+
+    def where() -> tuple[str, str]:
+        return threading.current_thread().name, REQUEST_ID.get()
+
+    name, seen = await threads.to_thread(where)
+    assert name.startswith("memlane-request_")
+    assert seen == "r-1"
+
+
+async def test_a_failing_call_raises_in_the_caller() -> None:
+    def broken() -> None:
+        raise LookupError("no such session")
+
+    with pytest.raises(LookupError, match="no such session"):
+        await threads.to_thread(broken)
+
+
+async def test_more_calls_than_threads_all_finish() -> None:
+    def slow(n: int) -> int:
+        time.sleep(0.01)
+        return n
+
+    count = threads.REQUEST_THREADS * 4
+    done = await asyncio.wait_for(
+        asyncio.gather(*(threads.to_thread(slow, n) for n in range(count))), 10
+    )
+    assert done == list(range(count))
+
+
+async def test_a_cancelled_caller_leaves_the_call_to_finish_and_the_threads_serve_on() -> None:
+    started, may_end, ended = threading.Event(), threading.Event(), threading.Event()
+
+    def held() -> None:
+        started.set()
+        assert may_end.wait(10)
+        ended.set()
+
+    waiting = asyncio.ensure_future(threads.to_thread(held))
+    assert await asyncio.to_thread(started.wait, 5)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    may_end.set()
+    assert await asyncio.to_thread(ended.wait, 5)
+    assert await threads.to_thread(lambda: "still serving") == "still serving"

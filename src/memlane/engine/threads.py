@@ -4,7 +4,7 @@ The request path and background work (fact extraction, turn storage, summaries,
 session indexing, git) both hand blocking store and file calls to threads. With one
 shared pool, a burst of background work queues in front of the next request's
 store hop. So work started through `Background.spawn` runs its blocking calls in a
-pool of its own, and the request path keeps the loop's default pool to itself.
+pool of its own, and the request path has threads of its own (`RequestThreads`).
 Engine code calls `to_thread` here instead of `asyncio.to_thread`; which pool it
 gets is decided by the task it runs in, not by the call site.
 """
@@ -15,6 +15,8 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import os
+import queue
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +39,75 @@ _in_background: contextvars.ContextVar[bool] = contextvars.ContextVar(
 )
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
+
+REQUEST_THREADS = min(32, (os.cpu_count() or 1) + 4)  # what asyncio's default pool would have
+
+
+class RequestThreads:
+    """The request path's worker threads: a fixed set fed from one queue written in C.
+
+    `ThreadPoolExecutor.submit` takes its idle semaphore's lock, a Python-level
+    `Condition`, on every call, and builds a `concurrent.futures.Future` (another
+    `Condition`) for each. Its workers take that lock too after every job; when one is
+    switched out for the GIL while holding it, the event loop waits for the lock, and so
+    every request in the process waits. Under 200 streaming clients that was a tenth of
+    the loop's time (py-spy). Here a submission is one `SimpleQueue.put` and the result
+    goes straight to the caller's asyncio future.
+    """
+
+    def __init__(self, threads: int, name: str) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._threads = threads
+        self._name = name
+        self._started = False
+        self._lock = threading.Lock()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run `job` on one of the threads; it must not raise (see `run_on`)."""
+        if not self._started:
+            self._start()
+        self._jobs.put(job)
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            for number in range(self._threads):
+                # daemons: a job still running at exit is a turn in flight, and a store
+                # write is one transaction, so it is rolled back whole
+                worker = threading.Thread(
+                    target=self._work, name=f"{self._name}_{number}", daemon=True
+                )
+                worker.start()
+            self._started = True
+
+    def _work(self) -> None:
+        leave_signals_to_the_main_thread()
+        while True:
+            self._jobs.get()()
+
+
+_request_threads = RequestThreads(REQUEST_THREADS, "memlane-request")
+
+
+def run_on(threads: RequestThreads, fn: Callable[[], T]) -> asyncio.Future[T]:
+    """`fn()` on one of `threads`, in a copy of the caller's context; its result (or
+    exception) arrives in the returned future. A cancelled future leaves the call to
+    finish on its own, as `asyncio.to_thread` does."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def job() -> None:
+        try:
+            value = context.run(fn)
+        except BaseException as exc:
+            _post(loop, future, None, exc)
+        else:
+            _post(loop, future, value, None)
+
+    threads.submit(job)
+    return future
 
 
 def background_context() -> contextvars.Context:
@@ -151,7 +222,7 @@ async def to_thread(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) ->
     """`asyncio.to_thread`, in the background pool when called from background work
     (after letting the requests in hand go first)."""
     if not _in_background.get():
-        return await asyncio.to_thread(fn, *args, **kwargs)
+        return await run_on(_request_threads, functools.partial(fn, *args, **kwargs))
     await TRAFFIC.yield_to_requests()
     loop = asyncio.get_running_loop()
     call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
@@ -167,7 +238,7 @@ def one_trip(
     """`first()` then `then(first's result)` in one worker thread (one wake-up, no second
     thread contending for the GIL), each result delivered as soon as it is ready: the
     caller goes on with the first while the second is still running. Request path only
-    (the loop's default pool). An unawaited second result is still retrieved."""
+    (the request threads). An unawaited second result is still retrieved."""
     loop = asyncio.get_running_loop()
     got_first: asyncio.Future[T] = loop.create_future()
     got_then: asyncio.Future[U] | None = None
@@ -175,39 +246,46 @@ def one_trip(
         got_then = loop.create_future()
         got_then.add_done_callback(_retrieved)
 
-    def deliver(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
-        if future.done():  # its awaiter was cancelled
-            return
-        if isinstance(error, asyncio.CancelledError):
-            future.cancel()
-        elif error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(value)
-
-    def post(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-            loop.call_soon_threadsafe(deliver, future, value, error)
-
     def run() -> None:
         try:
             value = first()
         except BaseException as exc:
-            post(got_first, None, exc)
+            _post(loop, got_first, None, exc)
             if got_then is not None:
-                post(got_then, None, asyncio.CancelledError())
+                _post(loop, got_then, None, asyncio.CancelledError())
             return
-        post(got_first, value, None)
+        _post(loop, got_first, value, None)
         if then is None or got_then is None:
             return
         try:
-            post(got_then, then(value), None)
+            _post(loop, got_then, then(value), None)
         except BaseException as exc:
-            post(got_then, None, exc)
+            _post(loop, got_then, None, exc)
 
-    trip = loop.run_in_executor(None, functools.partial(contextvars.copy_context().run, run))
-    trip.add_done_callback(_retrieved)
+    _request_threads.submit(functools.partial(contextvars.copy_context().run, run))
     return got_first, got_then
+
+
+def _post(
+    loop: asyncio.AbstractEventLoop,
+    future: asyncio.Future[Any],
+    value: Any,
+    error: BaseException | None,
+) -> None:
+    """Settle `future` on its loop, from a worker thread."""
+    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+        loop.call_soon_threadsafe(_settle, future, value, error)
+
+
+def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if future.done():  # its awaiter was cancelled
+        return
+    if isinstance(error, asyncio.CancelledError):
+        future.cancel()
+    elif error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:
