@@ -501,3 +501,39 @@ def m001_initial_sessions(raw: sqlite3.Connection) -> None:
             created_at TEXT NOT NULL, updated_at TEXT NOT NULL
         )"""
     )
+
+
+def test_closing_waits_for_a_write_running_in_another_thread(tmp_path: Path) -> None:
+    """A store call can outlive its caller (a request that went away leaves it to finish
+    in a worker thread); closing under it would crash the process inside SQLite."""
+    path = tmp_path / "memlane.db"
+    store = SQLiteStore(path)
+    session = store.ensure_session("s", namespace="ns")
+    inside, may_end = threading.Event(), threading.Event()
+
+    def write() -> None:
+        with store.transaction():
+            store.append_messages(session.id, [user("written while the store closes")])
+            inside.set()
+            assert may_end.wait(10)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert inside.wait(5)
+    closing = threading.Thread(target=store.close)
+    closing.start()
+    closing.join(0.3)
+    assert closing.is_alive()  # waiting for the write
+    may_end.set()
+    writer.join(5)
+    closing.join(5)
+    assert not closing.is_alive()
+    with pytest.raises(StoreError, match="closed"):
+        store.list_messages(session.id)
+
+    reopened = SQLiteStore(path)
+    try:
+        texts = [m.message.text for m in reopened.list_messages(session.id)]
+    finally:
+        reopened.close()
+    assert texts == ["written while the store closes"]

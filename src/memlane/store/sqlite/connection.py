@@ -85,6 +85,8 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
         self._connections: list[sqlite3.Connection] = []
         self.checkpointer = Checkpointer(self.path, self._conn)
         self._closed = False
+        self._in_flight = 0  # reads and transactions running now, in any thread
+        self._idle = threading.Condition(self._lock)
         self._open()
 
     def _open(self) -> None:
@@ -147,17 +149,44 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
         return conn
 
     def close(self) -> None:
+        """Close every thread's connection, once the reads and writes running now are done.
+
+        Closing a connection another thread is using crashes the process inside SQLite,
+        and a call can outlive its caller (a request that went away leaves its store
+        call to finish in a worker thread). New calls are refused from here on; the
+        wait for running ones is bounded by the busy timeout.
+        """
         self.checkpointer.stop()
         with self._lock:
             self._closed = True
+            self._idle.wait_for(lambda: not self._in_flight, timeout=BUSY_TIMEOUT_MS / 1000)
             connections, self._connections = self._connections, []
         for conn in connections:
             conn.close()
         self._local = threading.local()
 
+    @contextmanager
+    def _in_use(self) -> Iterator[None]:
+        """Around every use of a connection, so `close` can wait for it."""
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"the store {self.path} is closed")
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                if not self._in_flight:
+                    self._idle.notify_all()
+
     def purge_deleted(self) -> None:
         """Checkpoint the WAL into the file and truncate it (see `Store.purge_deleted`);
         a reader in another process can hold it back for a while, not forever."""
+        with self._in_use():
+            self._purge_deleted()
+
+    def _purge_deleted(self) -> None:
         conn = self._conn()
         for _ in range(PURGE_TRIES):
             if not self._write_lock.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
@@ -211,6 +240,12 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
         WAL is checkpointed by a background thread (`sqlite.checkpoint`), never by the
         committing write.
         """
+        with self._in_use(), self._immediate() as db:
+            yield db
+        self._committed()
+
+    @contextmanager
+    def _immediate(self) -> Iterator[SQLiteDb]:
         conn = self._conn()
         if not self._write_lock.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
             raise StoreError(
@@ -234,7 +269,6 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
                 raise StoreError(explain(self.path, exc)) from None
         finally:
             self._write_lock.release()
-        self._committed()
 
     def _committed(self) -> None:
         """After a transaction of this process committed (outside the write lock)."""
@@ -243,10 +277,11 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
     @contextmanager
     def _reading(self) -> Iterator[SQLiteDb]:
         """Reads outside a transaction: each statement sees the last commit."""
-        try:
-            yield SQLiteDb(self._conn())
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(explain(self.path, exc)) from None
+        with self._in_use():
+            try:
+                yield SQLiteDb(self._conn())
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(explain(self.path, exc)) from None
 
 
 def explain(path: Path, exc: sqlite3.DatabaseError) -> str:
