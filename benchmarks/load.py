@@ -1,7 +1,7 @@
 """Load and soak: many streaming clients, each in its own growing session, for a fixed time.
 
 Run: .venv/bin/python benchmarks/load.py [--clients 200] [--seconds 60] [--warmup 15]
-        [--variant defaults|memory-off|quiet] [--workers N] [--soak]
+        [--variant defaults|memory-off|quiet] [--workers N] [--soak] [--direct]
 
 A scripted OpenAI-compatible upstream and `memlane serve` run as their own
 processes on loopback (as in `proxy_overhead.py`); the clients run in
@@ -11,6 +11,9 @@ Completions request with the whole conversation so far, reads the answer to its
 last byte, appends it and its next question, and asks again at once; after
 `--turns` turns it starts a new session (so a long soak keeps requests of a
 realistic size). Requests in the first `--warmup` seconds are not counted.
+`--direct` sends the same clients straight to the upstream, with no memlane in
+between: the ceiling of the rig itself on this machine (clients and upstream
+share its cores with the proxy).
 
 Printed: requests/s, p50/p99 latency (request sent to last byte), errors (any
 non-200, broken stream or stream without its end), and the proxy's resident
@@ -187,6 +190,7 @@ def main() -> None:
     parser.add_argument("--client-processes", type=int, default=2)
     parser.add_argument("--soak", action="store_true", help="5 minutes, RSS every --sample s")
     parser.add_argument("--sample", type=float, default=30.0)
+    parser.add_argument("--direct", action="store_true", help="no memlane: the rig's ceiling")
     args = parser.parse_args()
     seconds = args.seconds or (300.0 if args.soak else 60.0)
     warmup = args.warmup if args.warmup is not None else (60.0 if args.soak else 15.0)
@@ -197,6 +201,14 @@ def main() -> None:
     )
     upstream.start()
     upstream_url = ready.get(timeout=60)
+    if args.direct:
+        try:
+            assert upstream.pid is not None
+            tallies, samples = drive(args, upstream_url, upstream.pid, seconds, warmup)
+        finally:
+            upstream.terminate()
+        report(args, seconds, warmup, tallies, samples)
+        return
     extra = ("--workers", str(args.workers)) if args.workers > 1 else ()
     with tempfile.TemporaryDirectory() as home:
         proxy, url = start_proxy(upstream_url, Path(home), variant=args.variant, serve_args=extra)
@@ -280,9 +292,14 @@ def report(
         for kind, n in t.error_kinds.items():
             kinds[kind] = kinds.get(kind, 0) + n
     start, warm, end = samples[0][1], samples[1][1], samples[-1][1]
+    through = (
+        "straight to the upstream (no memlane; RSS: the upstream's)"
+        if args.direct
+        else (f"variant {args.variant}, {args.workers} worker(s)")
+    )
     print(
-        f"\nmemlane under load: {args.clients} streaming clients, variant {args.variant}, "
-        f"{args.workers} worker(s), {seconds:g} s measured after {warmup:g} s of warm-up, "
+        f"\nmemlane under load: {args.clients} streaming clients, {through}, "
+        f"{seconds:g} s measured after {warmup:g} s of warm-up, "
         f"upstream answering after {args.upstream_ms:g} ms; {os.cpu_count()} cores, "
         f"load average {loadavg()} at the end\n"
     )
