@@ -323,3 +323,28 @@ def test_an_upstream_error_is_one_line_and_the_chat_goes_on(
     ]
     # the failed prompt is not resent as history
     assert [m["content"] for m in chat_requests(upstream)[-1].messages] == ["second try"]
+
+
+def test_a_chat_in_a_repository_files_its_memories_under_the_repositorys_namespace(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """The namespace the proxy's clients send (`X-Memlane-Repo`) and `memlane mcp` uses there:
+    what the user tells a chat in the repository is found by the agents working in it."""
+    inside = tmp_path / "shop" / "src" / "api"
+    inside.mkdir(parents=True)
+    (tmp_path / "shop" / ".git").mkdir()
+    child = pexpect.spawn(
+        str(MEMLANE), ["chat"], env=env, cwd=str(inside), encoding="utf-8", timeout=60
+    )
+    say(child, "the API is versioned", "assistant> echo: the API is versioned")
+    child.expect_exact("you> ")
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    store = SQLiteStore(tmp_path / "home" / "memlane.db")
+    try:
+        namespaces = [s.namespace for s in store.list_sessions()]
+    finally:
+        store.close()
+    assert namespaces == ["shop"]

@@ -35,6 +35,7 @@ from memlane.engine.signals import threads_started_here_leave_signals
 from memlane.engine.tenancy import OPERATOR
 from memlane.engine.threads import worker_pool
 from memlane.engine.turn import Answer, DirectAnswer, Turn
+from memlane.files.paths import repository_namespace, repository_root
 from memlane.proxy.wire.chat import ChatAssembler, wire_messages
 from memlane.store import Store
 from memlane.text.factory import upstream_llm
@@ -156,7 +157,11 @@ def chat(
     ] = False,
     namespace: Annotated[
         str | None,
-        typer.Option("--namespace", help="Memory namespace (default: the current folder)."),
+        typer.Option(
+            "--namespace",
+            help="Memory namespace (default: the git repository's name, as the proxy's "
+            "clients and `memlane mcp` use, else the current folder).",
+        ),
     ] = None,
 ) -> None:
     """Talk to the upstream model through memlane, in the terminal."""
@@ -183,10 +188,17 @@ def chat(
                 if session
                 else f"chat-{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
             )
-            space = session.namespace if session else (namespace or str(Path.cwd()))
+            space = session.namespace if session else (namespace or _folder_namespace(Path.cwd()))
             chat_session = ChatSession(rt, key, space, chosen, ephemeral=ephemeral, session=session)
             chat_session.load()
         _loop(chat_session)
+
+
+def _folder_namespace(cwd: Path) -> str:
+    """A new chat's namespace: its repository's, so it shares memories with the agents
+    working there; outside any repository, the folder itself."""
+    root = repository_root(cwd)
+    return repository_namespace(root) if root is not None else str(cwd)
 
 
 def _log_to_file(settings: Settings) -> None:

@@ -48,6 +48,13 @@ def session_dir(sessions_root: Path, key: str, tenant: str = "") -> Path:
     return path
 
 
+def repository_namespace(root: Path) -> str:
+    """The memory namespace of a git repository: its folder's name. The proxy's clients send
+    it as `X-Memlane-Repo`, and `memlane mcp` and `memlane chat` started inside the
+    repository use it, so every face files a repository's memories under one namespace."""
+    return root.name
+
+
 def repository_root(start: Path) -> Path | None:
     """The nearest folder at or above `start` holding `.git` (a work tree), or None.
 

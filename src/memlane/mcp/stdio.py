@@ -14,7 +14,7 @@ from pathlib import Path
 from memlane.config import Settings
 from memlane.engine.memory.lifecycle import stop_memory
 from memlane.engine.runtime import Runtime
-from memlane.files.paths import repository_root
+from memlane.files.paths import repository_namespace, repository_root
 from memlane.views.tools import Binding
 
 
@@ -27,7 +27,7 @@ def default_namespace(cwd: Path) -> tuple[str | None, str]:
     root = repository_root(cwd)
     if root is None:
         return None, f"{cwd} is in no git repository: only global memory (pass --namespace)"
-    return root.name, f"the repository at {root}"
+    return repository_namespace(root), f"the repository at {root}"
 
 
 async def serve(settings: Settings, binding: Binding) -> None:
