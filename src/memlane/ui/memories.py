@@ -23,12 +23,22 @@ from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.types import Fact
 from memlane.ui.render import page
-from memlane.ui.web import PageNumber, Rt, UIError, Who, confirm, context, read_form, redirect
+from memlane.ui.web import (
+    PageNumber,
+    Rt,
+    UIError,
+    Who,
+    confirm,
+    context,
+    page_count,
+    read_form,
+    redirect,
+    rows_of,
+)
 from memlane.views.memories import MemoryNotFound, get_memory
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
-PAGE_SIZE = 50
 SEARCH_TOP_K = 20
 
 
@@ -72,12 +82,13 @@ async def memories_page(
     if q.strip():  # the index as it is: a catch-up with the files (at start) goes on meanwhile
         hits = await _search(rt, q, chosen)
     else:
+        offset, limit = rows_of(page_number)
         facts, total = await threads.to_thread(
             lambda: rt.store.page_facts(
                 scope=chosen,
                 include_deleted=deleted,
-                offset=(page_number - 1) * PAGE_SIZE,
-                limit=PAGE_SIZE,
+                offset=offset,
+                limit=limit,
             )
         )
     scopes = await threads.to_thread(rt.store.fact_scopes)
@@ -95,7 +106,7 @@ async def memories_page(
             facts=facts,
             total=total,
             page=page_number,
-            pages=max(1, -(-total // PAGE_SIZE)),
+            pages=page_count(total),
             scopes=grouped_scopes(scopes),
         ),
     )

@@ -24,12 +24,22 @@ from memlane.store import StoreError
 from memlane.types import Fact, Session
 from memlane.ui import timeline
 from memlane.ui.render import SECURITY_HEADERS, page
-from memlane.ui.web import PageNumber, Rt, UIError, Who, confirm, context, read_form, redirect
+from memlane.ui.web import (
+    PageNumber,
+    Rt,
+    UIError,
+    Who,
+    confirm,
+    context,
+    page_count,
+    read_form,
+    redirect,
+    rows_of,
+)
 from memlane.views.sessions import AmbiguousSession, NoSuchSession, find_session, index_cost
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
-PAGE_SIZE = 50
 WINDOW = 100
 """Messages shown at once on a timeline; earlier ones are a link away."""
 EVENTS_READ = 2_000
@@ -65,12 +75,14 @@ async def sessions_page(
     namespace: str = "",
     page_number: PageNumber = 1,
 ) -> Response:
+    offset, limit = rows_of(page_number)
+
     def read() -> dict[str, Any]:
         found, total = rt.store.page_sessions(
             query=q,
             namespace=namespace or None,
-            offset=(page_number - 1) * PAGE_SIZE,
-            limit=PAGE_SIZE,
+            offset=offset,
+            limit=limit,
         )
         return {
             "sessions": found,
@@ -79,7 +91,7 @@ async def sessions_page(
         }
 
     values = await threads.to_thread(read)
-    pages = max(1, -(-values["total"] // PAGE_SIZE))
+    pages = page_count(values["total"])
     return page(
         request,
         "sessions.html",
