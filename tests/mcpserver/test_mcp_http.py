@@ -3,6 +3,7 @@ over streamable HTTP: the admin token, DNS-rebinding protection, namespaces from
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -14,11 +15,11 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from memlane.engine import scaffold
+from memlane.engine import pipeline, scaffold
 from memlane.engine.memory import manage
 from memlane.store import NewMessage
 from memlane.types import Message
-from tests.support.upstream import ProxyFactory, RunningProxy
+from tests.support.upstream import ProxyFactory, Reply, RunningProxy, ScriptedUpstream
 
 QUIET: dict[str, Any] = {"memory_enabled": True, "index_enabled": False}
 
@@ -215,3 +216,29 @@ def test_mcp_without_any_key_is_refused_under_credential_tenancy(
     accept = {"accept": "application/json, text/event-stream"}
     answer = httpx.post(f"{proxy.base}/mcp", json=body, headers=accept)
     assert answer.status_code == 401
+
+
+async def test_a_tool_reads_the_answer_a_proxied_client_was_just_given(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An answer is stored just after its client has it; an agent that asks its MCP tools
+    about the session at once must find the answer there, as the admin API does."""
+    proxy = proxy_factory(**QUIET)
+    store_answer = pipeline.store_answer
+
+    def slow_store_answer(*args: Any) -> None:
+        time.sleep(0.5)
+        store_answer(*args)
+
+    monkeypatch.setattr(pipeline, "store_answer", slow_store_answer)
+    upstream.script(Reply(text="The invoices table is now billing_invoices."))
+    async with httpx.AsyncClient(timeout=30) as http:
+        answer = await http.post(
+            f"{proxy.url}/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "rename invoices"}]},
+            headers={"X-Memlane-Session": "agent-7", "X-Memlane-Repo": "shop"},
+        )
+    assert answer.status_code == 200
+    async with connect(proxy, **{"X-Memlane-Session": "agent-7"}) as client:
+        page = text(await client.call_tool("session_get", {"ref": "agent-7"}))
+    assert "assistant: The invoices table is now billing_invoices." in page

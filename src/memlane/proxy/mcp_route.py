@@ -100,6 +100,7 @@ class MCPRoute:
         from memlane.mcp.server import build_server
 
         self.access_of = access_of
+        self.runtime_of = runtime_of
         server = build_server(runtime_of, binding_from_headers(settings, access_of))
         server.streamable_http_app(
             streamable_http_path=PATH,
@@ -121,6 +122,9 @@ class MCPRoute:
         if not self._authorized(scope):
             await _refuse(send)
             return
+        # as the admin API: a tool reads what a client of the proxy was answered, and an
+        # answer is stored just after its client has it
+        await self.runtime_of().turn_order.settled()
         await self.manager.handle_request(scope, receive, send)
 
     def _authorized(self, scope: Scope) -> bool:
