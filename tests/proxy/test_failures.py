@@ -101,6 +101,9 @@ def test_upstream_down_is_a_502(proxy_factory: Any, stream: bool) -> None:
     response = post(proxy, "/chat/completions", json={"messages": CHAT, "stream": stream})
     assert response.status_code == 502
     assert error_of(response)["code"] == "upstream_unavailable"
+    message = error_of(response)["message"]
+    assert "cannot connect: connection refused; is it running" in message
+    assert "Client" not in message  # no class name of the HTTP client library
     assert_failed_turn(proxy)
     assert httpx.get(f"{proxy.base}/health").status_code == 200
 
@@ -183,6 +186,7 @@ def test_non_streamed_body_cut_midway_is_a_502(
     upstream.script(CutStream())
     response = post(mproxy, "/chat/completions", json={"messages": CHAT})
     assert response.status_code == 502
+    assert "its answer broke off before the end" in error_of(response)["message"]
     assert_failed_turn(mproxy)
 
 

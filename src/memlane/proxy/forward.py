@@ -10,6 +10,7 @@ chunk the upstream wrote. memlane's own LLM calls (background work) keep httpx.
 from __future__ import annotations
 
 import io
+import os
 import urllib.request
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Literal
@@ -50,7 +51,28 @@ class UpstreamTimeout(UpstreamError):
 
 def _error(exc: BaseException) -> UpstreamError:
     kind = UpstreamTimeout if isinstance(exc, TimeoutError) else UpstreamError
-    return kind(type(exc).__name__)
+    return kind(_reason(exc))
+
+
+def _reason(exc: BaseException) -> str:
+    """What happened, in words a user can act on (the client library's class names are not)."""
+    if isinstance(exc, TimeoutError):
+        return "it did not answer in time"
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return "its host name does not resolve"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        error = exc.os_error
+        why = os.strerror(error.errno) if error.errno else str(error) or "refused"
+        return f"cannot connect: {why.lower()}; is it running, and is the URL right?"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "it closed the connection before answering"
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return "its answer broke off before the end"
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return f"its answer could not be read: {exc.message}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 FAILURES = (aiohttp.ClientError, TimeoutError, OSError)
