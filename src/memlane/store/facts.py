@@ -187,6 +187,7 @@ class SqlFacts(SqlStore[D]):
         stamp = now()
         at, updated_at = tombstone.get("at"), tombstone.get("updated_at")
         with self._writing() as db:
+            turn = self._live_turn(db, fact_id)
             deleted = db.run(
                 "UPDATE facts SET deleted = ?, replaced_by = coalesce(?, replaced_by), "
                 "valid_to = coalesce(valid_to, ?), updated_at = ?, source_turns = NULL "
@@ -198,9 +199,26 @@ class SqlFacts(SqlStore[D]):
                 fact_id,
             )
             db.run("UPDATE docs SET active = ? WHERE kind = 'fact' AND ref = ?", False, fact_id)
+            if turn is not None:
+                self._reindex_around(db, turn)
         return deleted > 0
 
     def purge_fact(self, fact_id: str) -> bool:
         with self._writing() as db:
+            turn = self._live_turn(db, fact_id)
             db.run("DELETE FROM docs WHERE kind = 'fact' AND ref = ?", fact_id)
-            return db.run("DELETE FROM facts WHERE id = ?", fact_id) > 0
+            purged = db.run("DELETE FROM facts WHERE id = ?", fact_id) > 0
+            if turn is not None:
+                self._reindex_around(db, turn)
+            return purged
+
+    def _live_turn(self, db: D, fact_id: str) -> Fact | None:
+        row = db.one(f"SELECT {_COLUMNS} FROM facts WHERE id = ? AND deleted = ?", fact_id, False)
+        found = fact_from_row(row) if row else None
+        return found if found is not None and is_turn(found) else None
+
+    def _reindex_around(self, db: D, gone: Fact) -> None:
+        """The turns whose documents held `gone`'s words as a neighbour's, indexed again
+        without them: a deleted turn must not stay findable through the turns beside it."""
+        for other in (*live_turns(db, gone, "<", AFTER), *live_turns(db, gone, ">", BEFORE)):
+            index_fact(db, other, self._put_doc, neighbours=False)

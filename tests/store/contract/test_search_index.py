@@ -241,3 +241,21 @@ def test_rare_term_hits_name_the_few_documents_whose_own_text_says_a_word(store:
     assert store.rare_term_hits([], flt, max_df=5) == {}
     roles = SearchFilter(kinds=("fact",), scopes=("conv:c",), fact_roles=("memory",))
     assert store.rare_term_hits(["sweden"], roles, max_df=5) == {}  # t0 is a turn
+
+
+@pytest.mark.parametrize("how", ["delete", "purge"])
+def test_a_deleted_turn_is_not_found_through_its_neighbours(store: Store, how: str) -> None:
+    store.put_fact(turn("t0", "the weather was fine", 0))
+    store.put_fact(turn("t1", "my sister Ingrid moved to Tromsø", 1))
+    store.put_fact(turn("t2", "that sounds lovely", 2, role="assistant"))
+    store.put_fact(turn("t3", "we visit in March", 3))
+    store.put_fact(turn("t4", "bring boots", 4, role="assistant"))
+    flt = SearchFilter(kinds=("fact",))
+    assert {h.ref for h in store.keyword_search("Ingrid", flt)} == {"t0", "t1", "t2", "t3"}
+
+    store.delete_fact("t1") if how == "delete" else store.purge_fact("t1")
+
+    assert store.keyword_search("Ingrid Tromsø", flt) == []
+    # the neighbours were indexed again around the gap: t2's earlier turns are now t0 alone
+    assert {h.ref for h in store.keyword_search("weather", flt)} == {"t0", "t2", "t3"}
+    assert {h.ref for h in store.keyword_search("boots", flt)} == {"t3", "t4"}
