@@ -61,6 +61,15 @@ def say(child: pexpect.spawn, text: str, expected: str) -> None:
     child.expect_exact(expected)
 
 
+def leave(child: pexpect.spawn) -> None:
+    """`/exit` at the next prompt; the chat ends cleanly."""
+    child.expect_exact("you> ")
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
 def test_two_turns_then_resume_sees_them(
     env: dict[str, str], upstream: ScriptedUpstream, tmp_path: Path
 ) -> None:
@@ -86,11 +95,7 @@ def test_two_turns_then_resume_sees_them(
     child.expect_exact("  you: my name is Ada")
     child.expect_exact("  assistant: echo: I like tea")
     say(child, "what is my name?", "assistant> echo: what is my name?")
-    child.expect_exact("you> ")
-    child.sendline("/exit")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    leave(child)
 
     resumed = [
         m["content"]
@@ -123,11 +128,7 @@ def test_commands_and_ephemeral_chat(
     child.expect_exact("you> ")
     child.sendline("/nope")
     child.expect_exact("unknown command /nope")
-    child.expect_exact("you> ")
-    child.sendline("/exit")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    leave(child)
     assert "saved as" not in (child.before or "")
     store = SQLiteStore(tmp_path / "home" / "memlane.db")
     try:
@@ -337,11 +338,7 @@ def test_a_chat_in_a_repository_files_its_memories_under_the_repositorys_namespa
         str(MEMLANE), ["chat"], env=env, cwd=str(inside), encoding="utf-8", timeout=60
     )
     say(child, "the API is versioned", "assistant> echo: the API is versioned")
-    child.expect_exact("you> ")
-    child.sendline("/exit")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    leave(child)
     store = SQLiteStore(tmp_path / "home" / "memlane.db")
     try:
         namespaces = [s.namespace for s in store.list_sessions()]

@@ -22,19 +22,9 @@ from memlane.engine.memory.versions import interval
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.types import Fact
+from memlane.ui.paging import page_count, rows_of
 from memlane.ui.render import page
-from memlane.ui.web import (
-    PageNumber,
-    Rt,
-    UIError,
-    Who,
-    confirm,
-    context,
-    page_count,
-    read_form,
-    redirect,
-    rows_of,
-)
+from memlane.ui.web import PageNumber, Rt, UIError, Who, confirm, context, read_form, redirect
 from memlane.views.memories import MemoryNotFound, get_memory
 
 router = APIRouter(prefix="/ui", include_in_schema=False)

@@ -23,19 +23,9 @@ from memlane.engine.tenancy import OPERATOR
 from memlane.store import StoreError
 from memlane.types import Fact, Session
 from memlane.ui import timeline
+from memlane.ui.paging import page_count, rows_of
 from memlane.ui.render import SECURITY_HEADERS, page
-from memlane.ui.web import (
-    PageNumber,
-    Rt,
-    UIError,
-    Who,
-    confirm,
-    context,
-    page_count,
-    read_form,
-    redirect,
-    rows_of,
-)
+from memlane.ui.web import PageNumber, Rt, UIError, Who, confirm, context, read_form, redirect
 from memlane.views.sessions import AmbiguousSession, NoSuchSession, find_session, index_cost
 
 router = APIRouter(prefix="/ui", include_in_schema=False)

@@ -17,7 +17,6 @@ from starlette.responses import RedirectResponse, Response
 from memlane import __version__
 from memlane.engine.runtime import Runtime
 from memlane.proxy.state import current_state
-from memlane.store.arguments import PAGE_SIZE
 from memlane.ui import auth
 from memlane.ui.render import SECURITY_HEADERS, page
 
@@ -83,18 +82,6 @@ Rt = Annotated[Runtime, Depends(rt_dep)]
 
 PageNumber = Annotated[int, Query(alias="page", ge=1, le=100_000)]
 """A list page's `?page=` (from 1)."""
-
-ROWS_PER_PAGE = PAGE_SIZE  # the inspector's lists page as the store's `page_*` reads do
-
-
-def rows_of(page_number: int) -> tuple[int, int]:
-    """The (offset, limit) of a list's page `page_number`."""
-    return (page_number - 1) * ROWS_PER_PAGE, ROWS_PER_PAGE
-
-
-def page_count(total: int) -> int:
-    """How many pages `total` rows fill (at least one, shown empty)."""
-    return max(1, -(-total // ROWS_PER_PAGE))
 
 
 async def read_form(request: Request, who: auth.Viewer) -> dict[str, str]:
