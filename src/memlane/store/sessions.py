@@ -1,11 +1,11 @@
 """The `SessionStore` role, written once for every SQL backend.
 
 What differs by backend is how a fork copies the messages with their search
-documents and vectors (`_copy_messages`); the rules are here: a fork keeps the running summary only
-when it keeps everything the summary covers, a session's index summary is a search
-document of its namespace (`index_summaries`), and deleting a session deletes its
-messages, events, state, its conversation's facts and all their documents (its
-summary's too).
+documents and vectors (`_copy_messages`); the rules are here: a fork keeps the
+running summary only when it keeps everything the summary covers, a session's
+index summary is a search document of its namespace (`index_summaries`), and
+deleting a session deletes its messages, events, state, its conversation's facts
+and all their documents (its summary's too).
 """
 
 from __future__ import annotations

@@ -129,8 +129,7 @@ def search_ahead(rt: Runtime, turn: Turn) -> Callable[[list[Message]], Ahead] | 
         exclude = _texts(messages)
         asked = _asked(rt, query, wanted, exclude, None, session_id)
         hits = ranked(rt, asked.query) if asked.query else []
-        found = _recalled(rt, asked, hits)
-        summary = _summary(rt, session_id) if found and session_id else ""
+        found, summary = _chosen(rt, asked, hits, session_id)
         return Ahead(wanted, hits, frozenset(exclude), found, summary)
 
     return search_now
@@ -186,8 +185,7 @@ async def recall_for_turn(
                 else:
                     asked = _asked(rt, query, wanted, exclude, None, session_id)
                     hits = ranked(rt, asked.query) if asked.query else []
-                found = _recalled(rt, asked, hits)
-                return found, _summary(rt, session_id) if found and session_id else ""
+                return _chosen(rt, asked, hits, session_id)
 
             found, summary = await threads.to_thread(chosen)
     if not found:
@@ -271,6 +269,14 @@ def _asked(
         rt, query, scopes, kinds=kinds, top_k=k + extra, as_of=as_of, superseded=change
     )
     return _Asked(searched, k, skip, scopes, session_id, change or as_of is not None)
+
+
+def _chosen(
+    rt: Runtime, asked: _Asked, hits: Sequence[Candidate], session_id: str | None
+) -> tuple[list[Recalled], str]:
+    """The entries to inject from `hits`, and the conversation's summary when there are any."""
+    found = _recalled(rt, asked, hits)
+    return found, _summary(rt, session_id) if found and session_id else ""
 
 
 def _recalled(rt: Runtime, asked: _Asked, hits: Sequence[Candidate]) -> list[Recalled]:
