@@ -266,6 +266,31 @@ def one_trip(
     return got_first, got_then
 
 
+def here(
+    first: Callable[[], T], then: Callable[[T], U] | None
+) -> tuple[asyncio.Future[T], asyncio.Future[U] | None]:
+    """`one_trip` without the trip: `first()` then `then(its result)` in the calling
+    thread, each outcome delivered as a settled future (a caller that would wait on the
+    thread hop longer than on the calls themselves)."""
+    loop = asyncio.get_running_loop()
+    got_first: asyncio.Future[T] = loop.create_future()
+    got_then: asyncio.Future[U] | None = None
+    try:
+        value = first()
+    except Exception as exc:
+        got_first.set_exception(exc)
+        return got_first, None
+    got_first.set_result(value)
+    if then is not None:
+        got_then = loop.create_future()
+        got_then.add_done_callback(_retrieved)
+        try:
+            got_then.set_result(then(value))
+        except Exception as exc:
+            got_then.set_exception(exc)
+    return got_first, got_then
+
+
 def _post(
     loop: asyncio.AbstractEventLoop,
     future: asyncio.Future[Any],

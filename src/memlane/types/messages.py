@@ -57,6 +57,9 @@ class Message:
     """The item is a further content block of the same wire message as the item before it
     (Anthropic Messages: one item per block). Governance never cuts between the two: a turn
     is kept or dropped whole."""
+    _fingerprint: str | None = field(default=None, init=False, repr=False, compare=False)
+    """`fingerprint()` once taken: a request's messages are fingerprinted to shape it, to
+    store it and to check its compaction plan (a copy made by `replace` takes it anew)."""
 
     def fingerprint(self) -> str:
         """Content hash used to recognise a message a client sends again.
@@ -64,6 +67,13 @@ class Message:
         Only what the model reads counts (role, kind, text, calls), so a client
         that re-serialises the same message slightly differently still matches.
         """
+        found = self._fingerprint
+        if found is None:
+            found = self._digest()
+            object.__setattr__(self, "_fingerprint", found)
+        return found
+
+    def _digest(self) -> str:
         canonical = _CANONICAL.encode(
             [
                 self.role,

@@ -1,8 +1,10 @@
-"""Recall in front of a request reads the store in one trip to a worker thread.
+"""Recall in front of a request reads the store in one trip to a worker thread, or none.
 
 Each trip costs a thread wake-up and the GIL on the way back; with no reranker
 configured the search, the entries it found (and the turns their facts came from) and
-the conversation's summary are all read in the same one.
+the conversation's summary are all read in the same one. On SQLite, a session's next
+turn is shaped and searched on the event loop itself (`pipeline.reads_here`): the trip
+cost more than the reads.
 """
 
 from __future__ import annotations
@@ -99,8 +101,10 @@ async def test_the_recall_runs_while_governance_works_on_the_shaped_request(
     rt: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The search waits until governance has started: were they one after the other, it
-    would wait in vain. Shaping and recall share one worker-thread trip."""
+    would wait in vain. Shaping and recall share one worker-thread trip (where reads are
+    not done on the loop: PostgreSQL, an embedded query)."""
     remembered(rt)
+    monkeypatch.setattr(pipeline, "reads_here", lambda rt, turn: False)
     governing = threading.Event()
     govern, rank, one_trip = pipeline.govern_turn, recall_module.ranked, threads.one_trip
     trips: list[str] = []
@@ -129,3 +133,47 @@ async def test_the_recall_runs_while_governance_works_on_the_shaped_request(
     assert "The ledger service runs on PostgreSQL" in block
     assert "Building the ledger service." in block  # the summary of the stored session
     assert trips == ["one_trip"]
+
+
+@pytest.mark.parametrize(
+    ("session", "dense", "where"),
+    [
+        pytest.param(True, "off", "loop", id="next-turn"),
+        pytest.param(False, "off", "worker", id="new-session-a-write"),
+        pytest.param(True, "on", "worker", id="an-embedded-query"),
+    ],
+)
+async def test_where_a_request_is_shaped_and_searched(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch, session: bool, dense: str, where: str
+) -> None:
+    """A next turn on SQLite reads on the loop: no thread is woken before it is forwarded.
+    Creating a session's row (a write that may wait for the lock) and a recall that embeds
+    its query still go to a worker thread."""
+    rt.settings = rt.settings.model_copy(update={"memory_dense": dense})
+    remembered(rt)
+    shape, rank = pipeline.shape, recall_module.ranked
+    ran: dict[str, str] = {}
+
+    def shaped(rt: Runtime, turn: Turn) -> Any:
+        ran["shape"] = threading.current_thread().name
+        return shape(rt, turn)
+
+    def ranked(rt: Runtime, asked: Any) -> Any:
+        ran["search"] = threading.current_thread().name
+        return rank(rt, asked)
+
+    monkeypatch.setattr(pipeline, "shape", shaped)
+    monkeypatch.setattr(recall_module, "ranked", ranked)
+    question = Message("user", "Which database does the ledger service use?")
+    key = "key-1" if session else "key-2"
+    turn = Turn(key=key, namespace="", model="m", wire="chat", messages=[question])
+    prepared = await pipeline.prepare(rt, turn)
+    await pipeline.stored(turn)
+
+    assert isinstance(prepared, Forward)
+    assert any("PostgreSQL" in m.text for m in prepared.messages if m.origin == "recall")
+    loop = threading.current_thread().name
+    assert (ran["shape"] == loop) is (where == "loop"), ran
+    assert (ran["search"] == loop) is (where == "loop"), ran
+    assert turn.session is not None
+    assert rt.store.find_session(key) is not None
