@@ -103,7 +103,8 @@ async def _shape(
 def reads_here(rt: Runtime, turn: Turn) -> bool:
     """Whether the turn is shaped (and its recall searched) on the event loop itself, not
     in a worker thread: on SQLite, for a session that exists (shaping it only reads), when
-    recall embeds nothing (no model, no embeddings call).
+    recall embeds nothing (no model, no embeddings call), and while no other request is in
+    memlane's hands.
 
     SQLite reads come from this machine's page cache in tens of microseconds; handing them
     to a worker thread cost more than the reads: the sleeping thread is woken, and the
@@ -111,8 +112,10 @@ def reads_here(rt: Runtime, turn: Turn) -> bool:
     machine, traced per stage). Both hold the GIL for their Python part either way.
     PostgreSQL's reads are network round trips, and a new session's row is a write that
     may wait for the write lock: those stay on a worker thread, as does a recall that
-    embeds its query."""
-    if rt.store_kind != "sqlite" or rt.settings.dense_retrieval:
+    embeds its query. So do all requests while others are in hand: under 200 streaming
+    clients, shaping every arrival on the loop stretched p99 (7–11 s to 15 s, `load.py`)
+    as streams already under way waited behind it."""
+    if rt.store_kind != "sqlite" or rt.settings.dense_retrieval or not threads.TRAFFIC.alone:
         return False
     turn.session = rt.store.find_session(turn.key, tenant=turn.tenant)
     return turn.session is not None

@@ -165,6 +165,11 @@ class RequestTraffic:
     def busy(self) -> bool:
         return self._in_hand > 0
 
+    @property
+    def alone(self) -> bool:
+        """At most one request in hand (the caller's own): nothing else waits on the loop."""
+        return self._in_hand <= 1
+
     @contextlib.contextmanager
     def serving(self) -> Iterator[None]:
         """Around memlane's own work for a request."""

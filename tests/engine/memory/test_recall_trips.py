@@ -9,6 +9,7 @@ cost more than the reads.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -136,19 +137,26 @@ async def test_the_recall_runs_while_governance_works_on_the_shaped_request(
 
 
 @pytest.mark.parametrize(
-    ("session", "dense", "where"),
+    ("session", "dense", "others", "where"),
     [
-        pytest.param(True, "off", "loop", id="next-turn"),
-        pytest.param(False, "off", "worker", id="new-session-a-write"),
-        pytest.param(True, "on", "worker", id="an-embedded-query"),
+        pytest.param(True, "off", 0, "loop", id="next-turn"),
+        pytest.param(False, "off", 0, "worker", id="new-session-a-write"),
+        pytest.param(True, "on", 0, "worker", id="an-embedded-query"),
+        pytest.param(True, "off", 1, "worker", id="another-request-in-hand"),
     ],
 )
 async def test_where_a_request_is_shaped_and_searched(
-    rt: Runtime, monkeypatch: pytest.MonkeyPatch, session: bool, dense: str, where: str
+    rt: Runtime,
+    monkeypatch: pytest.MonkeyPatch,
+    session: bool,
+    dense: str,
+    others: int,
+    where: str,
 ) -> None:
     """A next turn on SQLite reads on the loop: no thread is woken before it is forwarded.
-    Creating a session's row (a write that may wait for the lock) and a recall that embeds
-    its query still go to a worker thread."""
+    Creating a session's row (a write that may wait for the lock), a recall that embeds
+    its query, and any request while another is in memlane's hands still go to a worker
+    thread."""
     rt.settings = rt.settings.model_copy(update={"memory_dense": dense})
     remembered(rt)
     shape, rank = pipeline.shape, recall_module.ranked
@@ -167,7 +175,10 @@ async def test_where_a_request_is_shaped_and_searched(
     question = Message("user", "Which database does the ledger service use?")
     key = "key-1" if session else "key-2"
     turn = Turn(key=key, namespace="", model="m", wire="chat", messages=[question])
-    prepared = await pipeline.prepare(rt, turn)
+    with contextlib.ExitStack() as in_hand:
+        for _ in range(others + 1):  # this request, and the others
+            in_hand.enter_context(threads.TRAFFIC.serving())
+        prepared = await pipeline.prepare(rt, turn)
     await pipeline.stored(turn)
 
     assert isinstance(prepared, Forward)
