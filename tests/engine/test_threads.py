@@ -7,10 +7,14 @@ import asyncio
 import contextvars
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from memlane.engine import threads
+
+Trip = Callable[[Callable[[], Any], Callable[[Any], Any] | None], tuple[Any, Any]]
 
 
 async def test_the_first_result_arrives_while_the_second_is_still_running() -> None:
@@ -36,11 +40,16 @@ async def test_the_first_result_arrives_while_the_second_is_still_running() -> N
     assert ran_in[0] != threading.current_thread().name
 
 
-async def test_a_failing_first_step_fails_the_first_and_cancels_the_second() -> None:
+TRIPS = [pytest.param(threads.one_trip, id="one-trip"), pytest.param(threads.here, id="here")]
+"""The same two results, from a worker thread or from the calling one."""
+
+
+@pytest.mark.parametrize("trip", TRIPS)
+async def test_a_failing_first_step_fails_the_first_and_cancels_the_second(trip: Trip) -> None:
     def first() -> int:
         raise ValueError("no shape")
 
-    got_first, got_then = threads.one_trip(first, lambda value: value)
+    got_first, got_then = trip(first, lambda value: value)
     with pytest.raises(ValueError, match="no shape"):
         await got_first
     assert got_then is not None
@@ -48,21 +57,38 @@ async def test_a_failing_first_step_fails_the_first_and_cancels_the_second() -> 
         await got_then
 
 
-async def test_a_failing_second_step_fails_only_the_second() -> None:
+@pytest.mark.parametrize("trip", TRIPS)
+async def test_a_failing_second_step_fails_only_the_second(trip: Trip) -> None:
     def then(value: int) -> int:
         raise RuntimeError("no search")
 
-    got_first, got_then = threads.one_trip(lambda: 1, then)
+    got_first, got_then = trip(lambda: 1, then)
     assert await got_first == 1
     assert got_then is not None
     with pytest.raises(RuntimeError, match="no search"):
         await got_then
 
 
-async def test_without_a_second_step_there_is_one_result() -> None:
-    got_first, got_then = threads.one_trip(lambda: "shaped", None)
+@pytest.mark.parametrize("trip", TRIPS)
+async def test_without_a_second_step_there_is_one_result(trip: Trip) -> None:
+    got_first, got_then = trip(lambda: "shaped", None)
     assert got_then is None
     assert await got_first == "shaped"
+
+
+async def test_here_runs_both_steps_in_the_calling_thread() -> None:
+    ran_in: list[str] = []
+
+    def step(value: int) -> int:
+        ran_in.append(threading.current_thread().name)
+        return value + 1
+
+    got_first, got_then = threads.here(lambda: step(0), step)
+    assert got_first.done()
+    assert got_then is not None
+    assert got_then.done()
+    assert (await got_first, await got_then) == (1, 2)
+    assert ran_in == [threading.current_thread().name] * 2
 
 
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")

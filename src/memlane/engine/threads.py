@@ -280,15 +280,18 @@ def here(
     loop = asyncio.get_running_loop()
     got_first: asyncio.Future[T] = loop.create_future()
     got_then: asyncio.Future[U] | None = None
+    if then is not None:
+        got_then = loop.create_future()
+        got_then.add_done_callback(_retrieved)
     try:
         value = first()
     except Exception as exc:
         got_first.set_exception(exc)
-        return got_first, None
+        if got_then is not None:
+            got_then.cancel()
+        return got_first, got_then
     got_first.set_result(value)
-    if then is not None:
-        got_then = loop.create_future()
-        got_then.add_done_callback(_retrieved)
+    if then is not None and got_then is not None:
         try:
             got_then.set_result(then(value))
         except Exception as exc:
