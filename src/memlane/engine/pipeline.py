@@ -54,7 +54,9 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
     else:  # one worker-thread trip shapes the request (storing it first where it must),
         # then runs recall on it while governance works on the loop
         messages, ahead = await _shape(rt, turn, search_ahead(rt, turn))
+    turn.clock.mark("shape")
     messages = await best_effort(rt, turn, "governance", govern_turn(rt, turn, messages), messages)
+    turn.clock.mark("governance")
     recalled = await best_effort(
         rt,
         turn,
@@ -63,6 +65,7 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
         messages,
         deadline_ms=rt.settings.recall_deadline_ms,
     )
+    turn.clock.mark("recall")
     return Forward(recalled)
 
 

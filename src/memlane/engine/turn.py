@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from memlane.engine.stages import StageClock
 from memlane.store import SyncResult
 from memlane.types import DocKind, Message, Session, Wire
 
@@ -83,6 +84,8 @@ class Turn:
     context: tuple[int, int, bool] | None = None
     """(tokens forwarded, the budget's limit, compacted now): what governance did, for the
     `X-Memlane-Context` response header."""
+    clock: StageClock = field(default_factory=StageClock)
+    """How long its stages took, for the `Server-Timing` response header."""
     notes: list[str] = field(default_factory=list)
     parent_key: str | None = None
     """A subagent's turn: its session is created as a child of this one's."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 PREFIX = "x-memlane-"
 """Every header with this prefix is memlane's: read, then stripped before forwarding."""
 
@@ -91,3 +93,13 @@ CONTEXT = "x-memlane-context"
 
 def context_value(tokens: int, limit: int, compacted: bool) -> str:
     return f"tokens={tokens}; limit={limit}; compacted={int(compacted)}"
+
+
+SERVER_TIMING = "server-timing"
+"""memlane's stages of the request (`engine.stages`), after the upstream's own, if any."""
+TIMING_PREFIX = "memlane-"
+
+
+def timing_value(stages: Iterable[tuple[str, float]]) -> str:
+    """`memlane-shape;dur=0.91, memlane-governance;dur=0.48, …` (milliseconds)."""
+    return ", ".join(f"{TIMING_PREFIX}{name};dur={ms:.2f}" for name, ms in stages)

@@ -214,6 +214,7 @@ async def _serve(
         return await (loop.stream(outgoing) if parsed.stream else loop.complete(outgoing))
     payload = raw if unchanged(parsed, outgoing) else dumps(adapter.render(parsed, outgoing))
     call = Call(upstream, url, payload, headers)
+    turn.clock.mark("render")
     if parsed.stream:
         return await _stream(state, turn, adapter, call)
     return await _complete(state, turn, adapter, call)
@@ -397,6 +398,12 @@ def _response_headers(turn: Turn, upstream: Any) -> dict[str, str]:
     out = relayed_headers(upstream)
     if turn.context is not None:
         out[h.CONTEXT] = h.context_value(*turn.context)
+    timing = h.timing_value(turn.clock.stages)
+    theirs = next((name for name in out if name.lower() == h.SERVER_TIMING), None)
+    if theirs is not None:  # the upstream's own metrics first, then memlane's
+        out[theirs] = f"{out[theirs]}, {timing}"
+    elif timing:
+        out[h.SERVER_TIMING] = timing
     return out
 
 
@@ -424,6 +431,7 @@ async def send_upstream(
     try:
         with TRAFFIC.waiting():
             sent = await upstream.send("POST", url, content, headers, stream=stream)
+        turn.clock.mark("upstream")  # its headers when streamed, its whole answer if not
     except UpstreamError as exc:
         await _fail(state, turn)
         raise transport_error(state, upstream, exc) from None
