@@ -245,28 +245,12 @@ def one_trip(
     caller goes on with the first while the second is still running. Request path only
     (the request threads). An unawaited second result is still retrieved."""
     loop = asyncio.get_running_loop()
-    got_first: asyncio.Future[T] = loop.create_future()
-    got_then: asyncio.Future[U] | None = None
-    if then is not None:
-        got_then = loop.create_future()
-        got_then.add_done_callback(_retrieved)
+    got_first, got_then = _results(loop, then)
 
-    def run() -> None:
-        try:
-            value = first()
-        except BaseException as exc:
-            _post(loop, got_first, None, exc)
-            if got_then is not None:
-                _post(loop, got_then, None, asyncio.CancelledError())
-            return
-        _post(loop, got_first, value, None)
-        if then is None or got_then is None:
-            return
-        try:
-            _post(loop, got_then, then(value), None)
-        except BaseException as exc:
-            _post(loop, got_then, None, exc)
+    def post(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+        _post(loop, future, value, error)
 
+    run = functools.partial(_both, first, then, got_first, got_then, post)
     _request_threads.submit(functools.partial(contextvars.copy_context().run, run))
     return got_first, got_then
 
@@ -277,26 +261,45 @@ def here(
     """`one_trip` without the trip: `first()` then `then(its result)` in the calling
     thread, each outcome delivered as a settled future (a caller that would wait on the
     thread hop longer than on the calls themselves)."""
-    loop = asyncio.get_running_loop()
+    got_first, got_then = _results(asyncio.get_running_loop(), then)
+    _both(first, then, got_first, got_then, _settle)
+    return got_first, got_then
+
+
+def _results(
+    loop: asyncio.AbstractEventLoop, then: Callable[[T], U] | None
+) -> tuple[asyncio.Future[T], asyncio.Future[U] | None]:
     got_first: asyncio.Future[T] = loop.create_future()
-    got_then: asyncio.Future[U] | None = None
-    if then is not None:
-        got_then = loop.create_future()
-        got_then.add_done_callback(_retrieved)
+    if then is None:
+        return got_first, None
+    got_then: asyncio.Future[U] = loop.create_future()
+    got_then.add_done_callback(_retrieved)
+    return got_first, got_then
+
+
+def _both(
+    first: Callable[[], T],
+    then: Callable[[T], U] | None,
+    got_first: asyncio.Future[T],
+    got_then: asyncio.Future[U] | None,
+    settle: Callable[[asyncio.Future[Any], Any, BaseException | None], None],
+) -> None:
+    """Run the two steps, settling each result as it is known; a failed first step
+    cancels the second."""
     try:
         value = first()
-    except Exception as exc:
-        got_first.set_exception(exc)
+    except BaseException as exc:
+        settle(got_first, None, exc)
         if got_then is not None:
-            got_then.cancel()
-        return got_first, got_then
-    got_first.set_result(value)
-    if then is not None and got_then is not None:
-        try:
-            got_then.set_result(then(value))
-        except Exception as exc:
-            got_then.set_exception(exc)
-    return got_first, got_then
+            settle(got_then, None, asyncio.CancelledError())
+        return
+    settle(got_first, value, None)
+    if then is None or got_then is None:
+        return
+    try:
+        settle(got_then, then(value), None)
+    except BaseException as exc:
+        settle(got_then, None, exc)
 
 
 def _post(
