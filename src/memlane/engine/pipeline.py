@@ -90,10 +90,11 @@ async def _shape(
     earlier = rt.turn_order.behind(turn.key)  # the session's turns before this one
     release = rt.turn_order.hold(turn.key)  # and the session's next turn waits for this one
     try:
-        if reads_here(rt, turn):
-            shaped, ahead = threads.here(lambda: shape(rt, turn), then)
-        else:
-            shaped, ahead = threads.one_trip(lambda: shape(rt, turn), then)
+        found = rt.store.find_session(turn.key, tenant=turn.tenant) if reads_here(rt) else None
+        trip = threads.one_trip
+        if found is not None:  # shaping it only reads
+            turn.session, trip = found, threads.here
+        shaped, ahead = trip(lambda: shape(rt, turn), then)
         messages, writes = await shaped
     except BaseException:
         earlier.close()
@@ -103,9 +104,9 @@ async def _shape(
     return messages, ahead
 
 
-def reads_here(rt: Runtime, turn: Turn) -> bool:
-    """Whether the turn is shaped (and its recall searched) on the event loop itself, not
-    in a worker thread: on SQLite, for a session that exists (shaping it only reads), when
+def reads_here(rt: Runtime) -> bool:
+    """Whether a turn of a session that exists (shaping it only reads) is shaped, and its
+    recall searched, on the event loop itself, not in a worker thread: on SQLite, when
     recall embeds nothing (no model, no embeddings call), and while no other request is in
     memlane's hands.
 
@@ -118,10 +119,7 @@ def reads_here(rt: Runtime, turn: Turn) -> bool:
     embeds its query. So do all requests while others are in hand: under 200 streaming
     clients, shaping every arrival on the loop stretched p99 (7–11 s to 15 s, `load.py`)
     as streams already under way waited behind it."""
-    if rt.store_kind != "sqlite" or rt.settings.dense_retrieval or not threads.TRAFFIC.alone:
-        return False
-    turn.session = rt.store.find_session(turn.key, tenant=turn.tenant)
-    return turn.session is not None
+    return rt.store_kind == "sqlite" and not rt.settings.dense_retrieval and threads.TRAFFIC.alone
 
 
 def shape(rt: Runtime, turn: Turn) -> tuple[list[Message], scaffold.Writes]:

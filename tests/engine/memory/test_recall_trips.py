@@ -105,7 +105,7 @@ async def test_the_recall_runs_while_governance_works_on_the_shaped_request(
     would wait in vain. Shaping and recall share one worker-thread trip (where reads are
     not done on the loop: PostgreSQL, an embedded query)."""
     remembered(rt)
-    monkeypatch.setattr(pipeline, "reads_here", lambda rt, turn: False)
+    monkeypatch.setattr(pipeline, "reads_here", lambda rt: False)
     governing = threading.Event()
     govern, rank, one_trip = pipeline.govern_turn, recall_module.ranked, threads.one_trip
     trips: list[str] = []
