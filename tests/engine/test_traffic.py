@@ -47,6 +47,18 @@ async def test_a_blocking_step_of_running_background_work_waits_for_a_new_reques
     assert log == ["started", "blocking step"]
 
 
+async def test_an_answer_being_stored_holds_background_work_but_not_an_arrival() -> None:
+    traffic = RequestTraffic()
+    with traffic.finishing():
+        assert traffic.busy  # background work waits for the answer to be stored…
+        with traffic.serving():
+            assert traffic.alone  # …and a request arriving meanwhile is still alone
+            with traffic.serving():
+                assert not traffic.alone
+    assert not traffic.busy
+    assert traffic.alone
+
+
 async def test_background_work_moves_on_under_a_steady_stream_of_requests() -> None:
     traffic = RequestTraffic()
     loop = asyncio.get_running_loop()

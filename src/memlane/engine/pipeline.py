@@ -108,7 +108,7 @@ def reads_here(rt: Runtime) -> bool:
     """Whether a turn of a session that exists (shaping it only reads) is shaped, and its
     recall searched, on the event loop itself, not in a worker thread: on SQLite, when
     recall embeds nothing (no model, no embeddings call), and while no other request is in
-    memlane's hands.
+    memlane's hands (answers being stored do not count: they wait on a worker thread).
 
     SQLite reads come from this machine's page cache in tens of microseconds; handing them
     to a worker thread cost more than the reads: the sleeping thread is woken, and the

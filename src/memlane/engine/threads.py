@@ -159,6 +159,7 @@ class RequestTraffic:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._in_hand = 0
+        self._finishing = 0
         self._waiters: list[asyncio.Future[None]] = []
 
     @property
@@ -167,8 +168,12 @@ class RequestTraffic:
 
     @property
     def alone(self) -> bool:
-        """At most one request in hand (the caller's own): nothing else waits on the loop."""
-        return self._in_hand <= 1
+        """At most one request in hand (the caller's own) besides answers being stored:
+        nothing else waits on the loop. An answer being stored (`finishing`) waits on a
+        worker thread's write, not on the loop; an agent sends its next request the
+        moment it has an answer, so that request nearly always arrives while the answer
+        before it is being stored."""
+        return self._in_hand - self._finishing <= 1
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[None]:
@@ -178,6 +183,19 @@ class RequestTraffic:
             yield
         finally:
             self._add(-1)
+
+    @contextlib.contextmanager
+    def finishing(self) -> Iterator[None]:
+        """Around storing an answer its client already has: background work still waits
+        for it, but it does not make an arriving request less `alone`."""
+        with self.serving():
+            with self._lock:
+                self._finishing += 1
+            try:
+                yield
+            finally:
+                with self._lock:
+                    self._finishing -= 1
 
     @contextlib.contextmanager
     def waiting(self) -> Iterator[None]:

@@ -184,7 +184,7 @@ class RelayResponse(Response):
         self.settled = True
         if self.tee_failed and outcome is Outcome.DONE:
             outcome = Outcome.CUT  # nothing trustworthy to store: the turn is marked failed
-        with anyio.CancelScope(shield=True), TRAFFIC.serving():
+        with anyio.CancelScope(shield=True), TRAFFIC.finishing():
             try:
                 await self.settle(outcome, self.assembler)
             except Exception:

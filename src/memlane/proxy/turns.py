@@ -349,7 +349,7 @@ def finish_later(state: ProxyState, turn: Turn, answer: Answer) -> Callable[[], 
 
     async def store() -> None:
         try:
-            with TRAFFIC.serving():
+            with TRAFFIC.finishing():
                 await _finish(state, turn, answer)
         finally:
             release()

@@ -137,12 +137,14 @@ async def test_the_recall_runs_while_governance_works_on_the_shaped_request(
 
 
 @pytest.mark.parametrize(
-    ("session", "dense", "others", "where"),
+    ("session", "dense", "others", "finishing", "where"),
     [
-        pytest.param(True, "off", 0, "loop", id="next-turn"),
-        pytest.param(False, "off", 0, "worker", id="new-session-a-write"),
-        pytest.param(True, "on", 0, "worker", id="an-embedded-query"),
-        pytest.param(True, "off", 1, "worker", id="another-request-in-hand"),
+        pytest.param(True, "off", 0, 0, "loop", id="next-turn"),
+        pytest.param(True, "off", 0, 2, "loop", id="while-answers-are-stored"),
+        pytest.param(False, "off", 0, 0, "worker", id="new-session-a-write"),
+        pytest.param(True, "on", 0, 0, "worker", id="an-embedded-query"),
+        pytest.param(True, "off", 1, 0, "worker", id="another-request-in-hand"),
+        pytest.param(True, "off", 1, 1, "worker", id="another-request-and-an-answer"),
     ],
 )
 async def test_where_a_request_is_shaped_and_searched(
@@ -151,12 +153,14 @@ async def test_where_a_request_is_shaped_and_searched(
     session: bool,
     dense: str,
     others: int,
+    finishing: int,
     where: str,
 ) -> None:
-    """A next turn on SQLite reads on the loop: no thread is woken before it is forwarded.
-    Creating a session's row (a write that may wait for the lock), a recall that embeds
-    its query, and any request while another is in memlane's hands still go to a worker
-    thread."""
+    """A next turn on SQLite reads on the loop: no thread is woken before it is forwarded,
+    also while earlier answers are being stored (an agent's next request arrives while
+    its last answer is). Creating a session's row (a write that may wait for the lock), a
+    recall that embeds its query, and any request while another is in memlane's hands
+    still go to a worker thread."""
     rt.settings = rt.settings.model_copy(update={"memory_dense": dense})
     remembered(rt)
     shape, rank = pipeline.shape, recall_module.ranked
@@ -176,6 +180,8 @@ async def test_where_a_request_is_shaped_and_searched(
     key = "key-1" if session else "key-2"
     turn = Turn(key=key, namespace="", model="m", wire="chat", messages=[question])
     with contextlib.ExitStack() as in_hand:
+        for _ in range(finishing):
+            in_hand.enter_context(threads.TRAFFIC.finishing())
         for _ in range(others + 1):  # this request, and the others
             in_hand.enter_context(threads.TRAFFIC.serving())
         prepared = await pipeline.prepare(rt, turn)
