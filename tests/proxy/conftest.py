@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -35,6 +36,23 @@ def async_sdk(proxy: RunningProxy, session: str | None = None) -> openai.AsyncOp
     return openai.AsyncOpenAI(
         base_url=proxy.url, api_key="sk-client", max_retries=0, default_headers=extra
     )
+
+
+def ask(proxy: RunningProxy, key: str, history: list[dict[str, str]], *, stream: bool) -> str:
+    """The answer to a Chat Completions request in session `key`, over raw HTTP; streamed,
+    the stream as read to its end."""
+    body = {"model": "m", "messages": history, "stream": stream}
+    headers = {"X-Memlane-Session": key}
+    with httpx.Client(timeout=30) as client:
+        if not stream:
+            answer = client.post(f"{proxy.url}/chat/completions", json=body, headers=headers)
+            answer.raise_for_status()
+            return str(answer.json()["choices"][0]["message"]["content"])
+        with client.stream(
+            "POST", f"{proxy.url}/chat/completions", json=body, headers=headers
+        ) as answer:
+            answer.raise_for_status()
+            return "".join(answer.iter_text())
 
 
 def stored(proxy: RunningProxy, key: str, **kwargs: Any) -> list[Any]:

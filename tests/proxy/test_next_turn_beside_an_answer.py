@@ -12,29 +12,14 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import httpx
 import pytest
 
 from memlane.engine import pipeline
 from memlane.engine.turn import Turn
+from tests.proxy.conftest import ask
 from tests.support.upstream import Reply, RunningProxy, ScriptedUpstream
 
 KEY = "beside-an-answer"
-
-
-def ask(proxy: RunningProxy, history: list[dict[str, str]], *, stream: bool) -> str:
-    body = {"model": "m", "messages": history, "stream": stream}
-    headers = {"X-Memlane-Session": KEY}
-    with httpx.Client(timeout=30) as client:
-        if not stream:
-            answer = client.post(f"{proxy.url}/chat/completions", json=body, headers=headers)
-            answer.raise_for_status()
-            return str(answer.json()["choices"][0]["message"]["content"])
-        with client.stream(
-            "POST", f"{proxy.url}/chat/completions", json=body, headers=headers
-        ) as answer:
-            answer.raise_for_status()
-            return "".join(answer.iter_text())
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -61,7 +46,7 @@ def test_a_next_turn_arriving_while_the_answer_is_stored_is_shaped_on_the_loop(
     monkeypatch.setattr(pipeline, "shape", recorded_shape)
     upstream.script(Reply(text="first answer"), Reply(text="second answer"))
     first = [{"role": "user", "content": "first question"}]
-    ask(mproxy, first, stream=stream)
+    ask(mproxy, KEY, first, stream=stream)
     assert storing.wait(10)  # the first answer is being stored, and stays so for now
     second = [
         *first,
@@ -70,7 +55,7 @@ def test_a_next_turn_arriving_while_the_answer_is_stored_is_shaped_on_the_loop(
     ]
 
     with ThreadPoolExecutor(1) as pool:
-        answered = pool.submit(ask, mproxy, second, stream=stream)
+        answered = pool.submit(ask, mproxy, KEY, second, stream=stream)
         try:
             for _ in range(200):
                 if len(shaped_on) == 2 or answered.done():

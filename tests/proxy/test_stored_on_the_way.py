@@ -13,35 +13,19 @@ import threading
 import time
 from typing import Any
 
-import httpx
 import pytest
 
 from memlane.engine import pipeline
 from memlane.engine.failopen import EVENT
 from memlane.engine.turn import Turn
 from memlane.store import StoreError
+from tests.proxy.conftest import ask
 from tests.support.upstream import RecordedRequest, Reply, RunningProxy, ScriptedUpstream
 
 KEY = "on-the-way"
 STORE_SECONDS = 0.3
 """How long storing the turn takes here: long enough that an answer relayed without
 waiting for it would reach the client first."""
-
-
-def ask(proxy: RunningProxy, history: list[dict[str, str]], *, stream: bool) -> str:
-    """The answer's text; streamed, the stream as read to its end."""
-    body = {"model": "m", "messages": history, "stream": stream}
-    headers = {"X-Memlane-Session": KEY}
-    with httpx.Client(timeout=30) as client:
-        if not stream:
-            answer = client.post(f"{proxy.url}/chat/completions", json=body, headers=headers)
-            answer.raise_for_status()
-            return str(answer.json()["choices"][0]["message"]["content"])
-        with client.stream(
-            "POST", f"{proxy.url}/chat/completions", json=body, headers=headers
-        ) as answer:
-            answer.raise_for_status()
-            return "".join(answer.iter_text())
 
 
 def client_messages(proxy: RunningProxy) -> list[tuple[str, str]]:
@@ -80,7 +64,7 @@ def test_the_turn_goes_upstream_before_it_is_stored_and_is_stored_before_its_ans
     upstream.respond_with(answer)
     history = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
 
-    answered = ask(mproxy, history, stream=stream)
+    answered = ask(mproxy, KEY, history, stream=stream)
 
     assert answered.rstrip().endswith("[DONE]") if stream else answered == "stored on the way"
 
@@ -104,7 +88,7 @@ def test_a_turn_the_store_cannot_keep_still_gets_its_answer_and_the_next_turn_st
     upstream.script(Reply(text="first answer"), Reply(text="second answer"))
     history = [{"role": "user", "content": "first question"}]
 
-    first = ask(mproxy, history, stream=False)
+    first = ask(mproxy, KEY, history, stream=False)
 
     assert first == "first answer"
     session = mproxy.store.find_session(KEY)
@@ -118,7 +102,7 @@ def test_a_turn_the_store_cannot_keep_still_gets_its_answer_and_the_next_turn_st
         {"role": "assistant", "content": first},
         {"role": "user", "content": "second question"},
     ]
-    second = ask(mproxy, history, stream=False)
+    second = ask(mproxy, KEY, history, stream=False)
     mproxy.settled()
     history.append({"role": "assistant", "content": second})
     assert client_messages(mproxy) == [(item["role"], item["content"]) for item in history]

@@ -51,8 +51,8 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
         messages = await best_effort(
             rt, turn, "scaffold", scaffold.add_state_block(rt, turn, resolved), resolved
         )
-    else:  # one worker-thread trip shapes the request (storing it first where it must),
-        # then runs recall on it while governance works on the loop
+    else:  # one worker-thread trip (or none: `reads_here`) shapes the request, storing it
+        # first where it must, then runs recall on it while governance works on the loop
         messages, ahead = await _shape(rt, turn, search_ahead(rt, turn))
     turn.clock.mark("shape")
     messages = await best_effort(rt, turn, "governance", govern_turn(rt, turn, messages), messages)
