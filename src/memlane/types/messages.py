@@ -8,6 +8,7 @@ what keeps provider prompt caches hitting.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -22,6 +23,12 @@ Origin = Literal["client", "state", "summary", "recall", "reference", "note"]
 # `json.dumps` with options builds an encoder per call; a fingerprint is taken of every
 # message of every request, so one encoder serves them all (the same bytes).
 _CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+FINGERPRINT_MEMO_SIZE = 16_384
+"""Fingerprints of short messages remembered across requests, keyed by their content."""
+FINGERPRINT_MEMO_MAX_CHARS = 2_048
+"""Messages up to this many characters (text and call arguments) are remembered, so the
+memo holds at most ~32 MB of text; a longer one (a tool output) is hashed each time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,16 +81,13 @@ class Message:
         return found
 
     def _digest(self) -> str:
-        canonical = _CANONICAL.encode(
-            [
-                self.role,
-                self.kind,
-                self.text,
-                [[c.id, c.name, c.arguments] for c in self.tool_calls],
-                self.call_id,
-            ]
-        )
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        # Clients resend their whole history: every request parses new `Message`s for
+        # the same turns, and encoding and hashing each again was most of what finding
+        # a turn's edit point cost. A content-keyed memo finds them in a dict lookup.
+        size = len(self.text) + sum(len(c.arguments) for c in self.tool_calls)
+        if size <= FINGERPRINT_MEMO_MAX_CHARS:
+            return _remembered(self.role, self.kind, self.text, self.tool_calls, self.call_id)
+        return _content_digest(self.role, self.kind, self.text, self.tool_calls, self.call_id)
 
     def with_text(self, text: str) -> Message:
         """A copy with new text; the wire item is dropped because it no longer matches."""
@@ -106,3 +110,15 @@ class Message:
         if self.role == "user" and self.kind == "message":
             return True
         return self.role == "assistant" and self.kind == "message" and bool(self.text)
+
+
+def _content_digest(
+    role: str, kind: str, text: str, tool_calls: tuple[ToolCall, ...], call_id: str | None
+) -> str:
+    canonical = _CANONICAL.encode(
+        [role, kind, text, [[c.id, c.name, c.arguments] for c in tool_calls], call_id]
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+_remembered = functools.lru_cache(maxsize=FINGERPRINT_MEMO_SIZE)(_content_digest)
