@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/proxy_overhead.py [--requests 300] [--upstream-ms 300]
         [--variant defaults|memory-off|quiet] [--clients 1 --clients 32]
-        [--set MEMLANE_NAME=value ...]
+        [--messages 20] [--set MEMLANE_NAME=value ...]
 
 Scripted upstreams (OpenAI-compatible and Anthropic-compatible) and one memlane
 proxy (`memlane serve`) run as their own processes on loopback; this process is
@@ -15,7 +15,9 @@ Reported: p50/p99 latency of non-streamed requests and time to first byte of
 streamed ones, at 1 and 32 concurrent clients, direct and through memlane:
 for a new session (all 20 messages are new and stored), and for the next turn
 of a session that already holds the first 18 (the common case of a client
-resending its history; the priming request is not timed).
+resending its history; the priming request is not timed). `--messages 200` makes
+each conversation that long: what a long agent session pays on every request for
+the history it resends.
 
 `--variant defaults` (the default) runs memlane exactly as a new user gets it:
 memory on (turns stored, facts extracted by the upstream, recall), session
@@ -85,10 +87,14 @@ CLAUDE_HEADERS = {
 }
 
 
-def conversation(tag: str) -> list[dict[str, str]]:
-    """20 messages: a system prompt, then alternating user/assistant turns of ~60 words."""
+MESSAGES = 20
+"""Messages per benchmark conversation, unless `--messages` says otherwise."""
+
+
+def conversation(tag: str, length: int = MESSAGES) -> list[dict[str, str]]:
+    """`length` messages: a system prompt, then alternating user/assistant turns of ~60 words."""
     messages = [{"role": "system", "content": "You are a careful coding agent. " * 8}]
-    for i in range(19):
+    for i in range(length - 1):
         role = "user" if i % 2 == 0 else "assistant"
         text = " ".join(WORDS[(i + k) % len(WORDS)] for k in range(60))
         messages.append({"role": role, "content": f"{tag} turn {i}: {text}"})
@@ -252,17 +258,24 @@ class Result:
 
 
 async def one_request(
-    client: httpx.AsyncClient, url: str, tag: str, *, stream: bool, primed: bool, wire: Wire
+    client: httpx.AsyncClient,
+    url: str,
+    tag: str,
+    *,
+    stream: bool,
+    primed: bool,
+    wire: Wire,
+    length: int = MESSAGES,
 ) -> float:
-    """One timed request; `primed`: the session already holds the first 18 messages."""
-    messages = conversation(tag)
+    """One timed request; `primed`: the session already holds all but the last 2 messages."""
+    messages = conversation(tag, length)
     headers = {**wire.headers, wire.session_header: tag}
     endpoint = url + wire.path
     if primed:
-        earlier = wire.body(messages[:18], stream=False)
+        earlier = wire.body(messages[:-2], stream=False)
         (await client.post(endpoint, json=earlier, headers=headers)).raise_for_status()
         answer = {"role": "assistant", "content": ANSWER}
-        messages = [*messages[:18], answer, {"role": "user", "content": f"{tag}: and now?"}]
+        messages = [*messages[:-2], answer, {"role": "user", "content": f"{tag}: and now?"}]
     body = wire.body(messages, stream=stream)
     started = time.perf_counter()
     if not stream:
@@ -285,14 +298,28 @@ finding, not a reason to stop measuring."""
 
 
 async def load(
-    url: str, *, clients: int, total: int, stream: bool, primed: bool, run: str, wire: Wire
+    url: str,
+    *,
+    clients: int,
+    total: int,
+    stream: bool,
+    primed: bool,
+    run: str,
+    wire: Wire,
+    length: int = MESSAGES,
 ) -> list[float]:
     samples: list[float] = []
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(limits=limits, timeout=60) as client:
         for i in range(min(clients, 8)):  # warm the connections and both servers
             await one_request(
-                client, url, f"warm-{run}-{i}", stream=stream, primed=primed, wire=wire
+                client,
+                url,
+                f"warm-{run}-{i}",
+                stream=stream,
+                primed=primed,
+                wire=wire,
+                length=length,
             )
         counter = iter(range(total))
 
@@ -301,7 +328,15 @@ async def load(
                 tag = f"{run}-{n}-{i}"
                 try:
                     samples.append(
-                        await one_request(client, url, tag, stream=stream, primed=primed, wire=wire)
+                        await one_request(
+                            client,
+                            url,
+                            tag,
+                            stream=stream,
+                            primed=primed,
+                            wire=wire,
+                            length=length,
+                        )
                     )
                 except httpx.HTTPStatusError as exc:
                     body = exc.response.text if not exc.response.is_stream_consumed else ""
@@ -366,6 +401,12 @@ def main() -> None:
         help="wire formats to measure (repeatable; default: chat and messages)",
     )
     parser.add_argument(
+        "--messages",
+        type=int,
+        default=MESSAGES,
+        help="messages per conversation (a long agent session: 200)",
+    )
+    parser.add_argument(
         "--no-engine",
         action="store_true",
         help="replace the engine's stages by no-ops: the HTTP face's own overhead",
@@ -400,7 +441,14 @@ def main() -> None:
             assert pid is not None
             settled = functools.partial(wait_for_background, proxy_url, Path(home))
             rows = measure(
-                direct, proxy_url, args.requests, pid, args.clients or [1, 32], wires, settled
+                direct,
+                proxy_url,
+                args.requests,
+                pid,
+                args.clients or [1, 32],
+                wires,
+                settled,
+                length=args.messages,
             )
         finally:
             proxy_process.terminate()
@@ -415,7 +463,7 @@ def main() -> None:
         mode += f", with {' '.join(args.set)}"
     if args.no_engine:
         mode = "engine stages replaced by no-ops (the HTTP face alone)"
-    print(f"\n20-message requests, {args.requests} per cell, {mode}; milliseconds\n")
+    print(f"\n{args.messages}-message requests, {args.requests} per cell, {mode}; milliseconds\n")
     print(HEADER)
     for row in rows:
         print(row)
@@ -438,6 +486,8 @@ def measure(
     client_counts: list[int],
     wires: list[Wire],
     settled: Callable[[], None] = lambda: None,
+    *,
+    length: int = MESSAGES,
 ) -> list[str]:
     rows: list[str] = []
     cases: list[tuple[str, bool, int, bool, Wire]] = []
@@ -463,7 +513,13 @@ def measure(
             share = total // ROUNDS + (n < total % ROUNDS)
 
             batch = functools.partial(
-                load, clients=clients, total=share, stream=stream, primed=primed, wire=wire
+                load,
+                clients=clients,
+                total=share,
+                stream=stream,
+                primed=primed,
+                wire=wire,
+                length=length,
             )
             direct += asyncio.run(batch(upstream_url, run=f"d{label}-{n}"))
             before = cpu_seconds(proxy_pid)
