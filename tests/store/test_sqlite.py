@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from memlane.store import TABLES, NewMessage, SearchFilter, StoreError, analysis
+from memlane.store.message_log import CLIENT_HISTORY
 from memlane.store.sqlite import SQLiteStore
 from memlane.store.sqlite.index import index_terms
 from memlane.store.sqlite.schema import (
@@ -24,6 +25,7 @@ from memlane.store.sqlite.schema import (
     doc_tags,
     m001_initial,
     m011_keyword_index_in_process,
+    m012_client_history_index,
 )
 from memlane.types import Fact, Message
 from tests.store.fts5_reference import fts5_reference
@@ -425,6 +427,22 @@ def test_an_older_file_drops_its_fts5_index_and_keeps_its_documents(tmp_path: Pa
         left = raw.execute("SELECT name FROM sqlite_master WHERE name LIKE 'docs_fts%'").fetchall()
     raw.close()
     assert left == []
+
+
+def test_a_turns_stored_history_is_read_from_an_index_alone(tmp_path: Path) -> None:
+    """Each turn reads its session's client history to find its edit point: the ids and
+    hashes come from one covering index, never the message rows with their text, in a new
+    file and in one opened from before the index."""
+    new = SQLiteStore(tmp_path / "new.db")
+    new.close()
+    sqlite_before(tmp_path / "old.db", m012_client_history_index).close()
+    SQLiteStore(tmp_path / "old.db").close()
+    for name in ("new.db", "old.db"):
+        with contextlib.closing(sqlite3.connect(tmp_path / name)) as raw:
+            plan = raw.execute(f"EXPLAIN QUERY PLAN {CLIENT_HISTORY}", ("s",)).fetchall()
+        assert [row[3] for row in plan] == [
+            "SEARCH messages USING COVERING INDEX messages_client_history (session_id=?)"
+        ]
 
 
 def test_opening_an_older_file_indexes_its_turns_with_their_neighbours(tmp_path: Path) -> None:
