@@ -28,7 +28,8 @@ FINGERPRINT_MEMO_SIZE = 16_384
 """Fingerprints of short messages remembered across requests, keyed by their content."""
 FINGERPRINT_MEMO_MAX_CHARS = 2_048
 """Messages up to this many characters (text and call arguments) are remembered, so the
-memo holds at most ~32 MB of text; a longer one (a tool output) is hashed each time."""
+memo holds at most 32 M characters (32 MB of ASCII text), in this process's memory only;
+a longer message (a tool output) is hashed each time."""
 
 
 @dataclass(frozen=True, slots=True)
