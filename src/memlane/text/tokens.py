@@ -187,6 +187,11 @@ class BPETokenizer:
         """How many short-text counts are remembered (bounded by `short_memo_size`)."""
         return self._short.cache_info().currsize
 
+    def forget_texts(self) -> None:
+        """Drop the short-text counts, keyed by the texts themselves (the long-text memo
+        holds only hashes and lengths)."""
+        self._short.cache_clear()
+
     def count_message(self, message: Message) -> int:
         total = MESSAGE_OVERHEAD + self.count(message.role) + self.count(message.text)
         if message.name:
@@ -217,6 +222,15 @@ def get_tokenizer(encoding: EncodingName) -> BPETokenizer:
             tokenizer = BPETokenizer(load_encoding(encoding))
             _TOKENIZERS[encoding] = tokenizer
         return tokenizer
+
+
+def forget_texts() -> None:
+    """Every process-wide tokenizer drops the texts its memo is keyed by (a session was
+    deleted: what it said leaves this process's memory too)."""
+    with _TOKENIZERS_LOCK:
+        tokenizers = list(_TOKENIZERS.values())
+    for tokenizer in tokenizers:
+        tokenizer.forget_texts()
 
 
 def load_encoding(name: EncodingName) -> tiktoken.Encoding:

@@ -123,3 +123,14 @@ def _content_digest(
 
 
 _remembered = functools.lru_cache(maxsize=FINGERPRINT_MEMO_SIZE)(_content_digest)
+
+
+def remembered_fingerprints() -> int:
+    """How many fingerprints the memo holds (bounded by `FINGERPRINT_MEMO_SIZE`)."""
+    return _remembered.cache_info().currsize
+
+
+def forget_fingerprints() -> None:
+    """Drop every remembered fingerprint, and the texts it was keyed by: a deleted session's
+    words leave this process's memory too, not only the store."""
+    _remembered.cache_clear()

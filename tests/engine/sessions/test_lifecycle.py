@@ -11,7 +11,9 @@ from memlane.engine.sessions import lifecycle
 from memlane.files.memory_files import MemoryFiles
 from memlane.files.paths import session_dir
 from memlane.store.sqlite import SQLiteStore
-from memlane.types import Fact
+from memlane.text.tokens import get_tokenizer
+from memlane.types import Fact, Message
+from memlane.types.messages import remembered_fingerprints
 from tests.engine.sessions.conftest import chat
 
 
@@ -60,6 +62,24 @@ def test_delete_removes_rows_folder_and_memory_files(
     assert not tomb.path.exists()
     assert paths[2].exists()  # another session's memory stays
     assert sqlite_store.get_fact("f2") is not None
+
+
+def test_delete_leaves_nothing_said_in_the_process_memos(
+    sqlite_store: SQLiteStore, settings: Settings
+) -> None:
+    """The fingerprint and token-count memos are keyed by message texts: a deleted
+    session's words must not stay in the proxy's memory until they are evicted."""
+    said = "my card number is 4111 1111 1111 1111"
+    session = chat(sqlite_store, "k", [said, "noted"])
+    Message("user", said).fingerprint()
+    tokenizer = get_tokenizer("cl100k_base")
+    tokenizer.count(said)
+    assert remembered_fingerprints() > 0
+    assert tokenizer.short_memo_entries > 0
+
+    assert lifecycle.delete(sqlite_store, settings, session)
+    assert remembered_fingerprints() == 0
+    assert tokenizer.short_memo_entries == 0
 
 
 def test_fork_drops_the_name_and_links_the_parent(sqlite_store: SQLiteStore) -> None:

@@ -32,7 +32,9 @@ from memlane.files.memory_files import MemoryFiles
 from memlane.files.paths import session_dir
 from memlane.store import NewMessage, Store
 from memlane.store.codec import message_from_json, message_to_json
+from memlane.text import tokens
 from memlane.types import Session
+from memlane.types.messages import forget_fingerprints
 
 TITLE_CHARS = 100
 EXPORT_FORMAT = "memlane-session"
@@ -132,6 +134,8 @@ def delete(store: Store, settings: Settings, session: Session, *, purge: bool = 
             )
         removed = store.delete_session(session.id)
         RECALL_MEMO.forget(session.id)
+        forget_fingerprints()  # the in-process memos keyed by what was said
+        tokens.forget_texts()
         if purge:
             with HomeLock(settings.home_path, GIT_LOCK).held():
                 purge_history(settings.memory_path, [f.id for f in facts], [f.text for f in facts])
