@@ -162,3 +162,49 @@ def test_responses_error_event_fails_the_answer() -> None:
     assert assembler.complete
     assert assembler.error == "overloaded"
     assert assembler.answer().failed
+
+
+BODY = {
+    "model": "gpt-4o",
+    "temperature": 0.7,
+    "stream": False,
+    "messages": [
+        {"role": "system", "content": "Réponds en français — brièvement. 🙂"},
+        {"role": "user", "content": 'quote " backslash \\ newline \n tab \t nul \x00'},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "index": 0}]},
+    ],
+    "max_tokens": 1024,
+    "top_p": 1e-7,
+}
+
+
+def test_a_forwarded_body_is_compact_utf8_json_that_reads_back_as_sent() -> None:
+    from memlane.proxy.wire.base import dumps
+
+    written = dumps(BODY)
+    assert json.loads(written) == BODY
+    assert b"\\u00e9" not in written
+    assert "é".encode() in written
+    assert b", " not in written
+    assert b'": ' not in written
+    assert dumps(BODY) == written  # the same items, the same bytes
+
+
+def test_a_body_is_written_without_the_standard_library_encoder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fast path: what every re-rendered request pays in front of the upstream."""
+    from memlane.proxy.wire import base
+
+    def refuse(*args: object, **kwargs: object) -> str:
+        raise AssertionError("json.dumps on the request path")
+
+    monkeypatch.setattr(base.json, "dumps", refuse)
+    assert json.loads(base.dumps(BODY)) == BODY
+
+
+def test_what_the_fast_encoder_refuses_is_still_written_exactly() -> None:
+    from memlane.proxy.wire.base import dumps
+
+    big = {"seed": 2**70, "logit_bias": {1: 5}}
+    assert dumps(big) == b'{"seed":1180591620717411303424,"logit_bias":{"1":5}}'
