@@ -11,6 +11,7 @@ import pytest
 
 from memlane.config import Settings
 from memlane.engine import scaffold
+from memlane.engine.governance.ledger import PLAN_STATE
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Answer, Forward, Turn
 from memlane.files.scaffold import normalize_escapes
@@ -209,3 +210,45 @@ async def test_a_block_shaped_before_its_turn_is_stored_is_stored_with_it(rt: Ru
     assert [m.text for m in prepared.messages][:4] == [*sent[1][:3], "u1 edited"]
     assert "<todo>\nb\n</todo>" in prepared.messages[-1].text  # sent again: a new block
     await pipeline.stored(t)
+
+
+@pytest.mark.parametrize("on_the_loop", [True, False], ids=["loop", "worker"])
+async def test_a_next_turn_reads_its_sessions_state_once(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch, on_the_loop: bool
+) -> None:
+    """The scaffold's blocks (and its texts, when the store keeps them) and governance's
+    plan come from one read of the session's state, in front of the request: on the loop
+    it comes with the session's row, in a worker thread on its own."""
+    from memlane.engine import pipeline
+
+    monkeypatch.setattr(pipeline, "reads_here", lambda rt: on_the_loop)
+    history = [user("u0")]
+    first = Turn(key="s", namespace="s", model="m", wire="chat", messages=list(history))
+    first.flags = {"todo": "- [ ] a"}
+    await pipeline.prepare(rt, first)
+    await pipeline.stored(first)
+    pipeline.store_answer(rt, first, Answer([assistant("re: u0")]))
+    assert first.session is not None
+    assert PLAN_STATE in rt.store.get_state(first.session.id)  # governance keeps one
+    history += [assistant("re: u0"), user("u1")]
+    reads: list[str] = []
+    get_state, find_session_state = rt.store.get_state, rt.store.find_session_state
+
+    def counted_get(session_id: str) -> dict[str, str]:
+        reads.append("get_state")
+        return get_state(session_id)
+
+    def counted_find(key: str, *, tenant: str = "") -> Any:
+        reads.append("find_session_state")
+        return find_session_state(key, tenant=tenant)
+
+    monkeypatch.setattr(rt.store, "get_state", counted_get)
+    monkeypatch.setattr(rt.store, "find_session_state", counted_find)
+    nxt = Turn(key="s", namespace="s", model="m", wire="chat", messages=list(history))
+    nxt.flags = {"todo": "- [ ] a"}
+    prepared = await pipeline.prepare(rt, nxt)
+    await pipeline.stored(nxt)
+
+    assert isinstance(prepared, Forward)
+    assert [m.origin for m in prepared.messages] == ["client", "state", "client", "client"]
+    assert reads == (["find_session_state"] if on_the_loop else ["get_state"])

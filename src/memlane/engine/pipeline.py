@@ -90,10 +90,12 @@ async def _shape(
     earlier = rt.turn_order.behind(turn.key)  # the session's turns before this one
     release = rt.turn_order.hold(turn.key)  # and the session's next turn waits for this one
     try:
-        found = rt.store.find_session(turn.key, tenant=turn.tenant) if reads_here(rt) else None
+        found = (
+            rt.store.find_session_state(turn.key, tenant=turn.tenant) if reads_here(rt) else None
+        )
         trip = threads.one_trip
         if found is not None:  # shaping it only reads
-            turn.session, trip = found, threads.here
+            (turn.session, turn.state), trip = found, threads.here
         shaped, ahead = trip(lambda: shape(rt, turn), then)
         messages, writes = await shaped
     except BaseException:

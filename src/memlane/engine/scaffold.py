@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -73,8 +73,9 @@ class SessionRef:
 class StateTexts(Protocol):
     """Where a session's todo / pinned / summary / spec approval are kept."""
 
-    def read(self, ref: SessionRef) -> dict[str, str]:
-        """Present texts by name (`STATE_NAMES`), normalised."""
+    def read(self, ref: SessionRef, state: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Present texts by name (`STATE_NAMES`), normalised; `state`: the session's stored
+        state, when the caller has read it already."""
         ...
 
     def write(self, ref: SessionRef, name: str, value: str | None) -> None:
@@ -92,7 +93,7 @@ class FileStateTexts:
     def __init__(self, settings: Settings) -> None:
         self.files = FileTexts(settings.sessions_path)
 
-    def read(self, ref: SessionRef) -> dict[str, str]:
+    def read(self, ref: SessionRef, state: Mapping[str, str] | None = None) -> dict[str, str]:
         return self.files.read(ref.key, ref.tenant)
 
     def write(self, ref: SessionRef, name: str, value: str | None) -> None:
@@ -108,10 +109,11 @@ class StoreStateTexts:
     def __init__(self, store: SessionStore) -> None:
         self.store = store
 
-    def read(self, ref: SessionRef) -> dict[str, str]:
+    def read(self, ref: SessionRef, state: Mapping[str, str] | None = None) -> dict[str, str]:
         if ref.id is None:
             return {}
-        state = self.store.get_state(ref.id)
+        if state is None:
+            state = self.store.get_state(ref.id)
         return {k: normalize_escapes(v) for k, v in state.items() if k in STATE_NAMES}
 
     def write(self, ref: SessionRef, name: str, value: str | None) -> None:
@@ -326,7 +328,7 @@ def state_block(
     # ephemeral: read, never write
     session = turn.session or rt.store.find_session(turn.key, tenant=turn.tenant)
     ref = SessionRef(turn.key, session.id if session else None, turn.tenant)
-    texts = texts_store.read(ref)
+    texts = texts_store.read(ref, turn.stored_state(rt.store) if turn.session else None)
     header_todo = turn.flags.get("todo")
     if header_todo is not None and settings.todo_enabled:
         todo = _cap(normalize_escapes(header_todo.strip()), settings.todo_max_chars)
@@ -340,7 +342,7 @@ def state_block(
         return ([*messages, _state_message(block, role, turn)] if block else messages), writes
 
     session_id = turn.session.id
-    placed = load_blocks(rt.store.get_state(session_id))
+    placed = load_blocks(turn.stored_state(rt.store))
     index_changed = False
     matched = edit() if placed and not turn.continued else None
     if matched is not None:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from memlane.engine.stages import StageClock
-from memlane.store import SyncResult
+from memlane.store import SessionStore, SyncResult
 from memlane.types import DocKind, Message, Session, Wire
 
 
@@ -48,6 +48,10 @@ class Turn:
     """The request's messages as the client sent them, in the internal shape."""
     session: Session | None = None
     """None for ephemeral sessions: governed and forwarded, never stored."""
+    state: dict[str, str] | None = None
+    """The session's stored state as this turn found it (the scaffold's blocks, the
+    governance plan, the texts when the store holds them): read once, before the turn is
+    shaped, and shared by every stage that reads it (`stored_state`); None: not read yet."""
     tenant: str = ""
     """Whose turn it is (`engine.tenancy`): the session is found or made in this tenant, and
     recall, `@@` and extraction stay inside it."""
@@ -98,6 +102,15 @@ class Turn:
     """(tokens governance received, tokens it forwarded), when it ran."""
     recalled: tuple[RecallNote, ...] = ()
     """The long-term memories recall injected (`engine.turnlog` records them)."""
+
+    def stored_state(self, store: SessionStore) -> dict[str, str]:
+        """The session's state as the turn found it, read on first use. Only the turn's own
+        governance writes to it before the turn is forwarded (its plan, which its ledger
+        reads back from the store from then on); the scaffold's writes wait until the
+        turn's messages are stored (`pipeline._store_behind`)."""
+        if self.state is None:
+            self.state = store.get_state(self.session.id) if self.session is not None else {}
+        return self.state
 
     @property
     def answer_resent(self) -> bool:

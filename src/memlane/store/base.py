@@ -141,6 +141,13 @@ class SessionStore(Protocol):
         """The session with this key in `tenant` ("": no tenancy); keys are unique per tenant."""
         ...
 
+    def find_session_state(
+        self, key: str, *, tenant: str = ""
+    ) -> tuple[Session, dict[str, str]] | None:
+        """`find_session` and that session's `get_state`, in one read: what a turn's shape
+        reads first (one connection, and on PostgreSQL one pool checkout, not two)."""
+        ...
+
     def list_sessions(self, **query: Unpack[SessionQuery]) -> list[Session]:
         """Newest activity first."""
         ...

@@ -23,6 +23,8 @@ from memlane.store.rows import SESSION_COLUMNS, Row, decoded, session_from_row
 from memlane.store.sql import D, Db, SqlStore, Where, among, select
 from memlane.types import Session
 
+STATE_OF_SESSION = "SELECT name, value FROM session_state WHERE session_id = ? ORDER BY name"
+
 
 def hold_session(db: Db, session_id: str, *, lock: bool = True) -> str:
     """The session's namespace, its row held by this transaction unless `lock` is off;
@@ -121,6 +123,19 @@ class SqlSessions(SqlStore[D]):
                 f"SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant = ? AND key = ?", tenant, key
             )
         return session_from_row(row) if row else None
+
+    def find_session_state(
+        self, key: str, *, tenant: str = ""
+    ) -> tuple[Session, dict[str, str]] | None:
+        with self._reading() as db:
+            row = db.one(
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant = ? AND key = ?", tenant, key
+            )
+            if row is None:
+                return None
+            session = session_from_row(row)
+            rows = db.all(STATE_OF_SESSION, session.id)
+        return session, {r["name"]: r["value"] for r in rows}
 
     def list_sessions(self, **query: Unpack[SessionQuery]) -> list[Session]:
         where = Where().equal("tenant", query.get("tenant", ""))
@@ -223,10 +238,7 @@ class SqlSessions(SqlStore[D]):
     # --- scaffold state ---------------------------------------------------------------
     def get_state(self, session_id: str) -> dict[str, str]:
         with self._reading() as db:
-            rows = db.all(
-                "SELECT name, value FROM session_state WHERE session_id = ? ORDER BY name",
-                session_id,
-            )
+            rows = db.all(STATE_OF_SESSION, session_id)
         return {r["name"]: r["value"] for r in rows}
 
     def set_state(self, session_id: str, name: str, value: str | None) -> None:

@@ -67,6 +67,22 @@ def test_usage_counters_accumulate(store: Store) -> None:
     assert got.cost_usd == pytest.approx(0.75)
 
 
+def test_a_session_is_found_with_its_state_in_one_read(store: Store) -> None:
+    session = store.ensure_session("s", tenant="t1")
+    store.set_state(session.id, "todo", "- [ ] a")
+    store.set_state(session.id, "plan", "{}")
+    store.ensure_session("s", tenant="t2")  # the same key in another tenant
+    found = store.find_session_state("s", tenant="t1")
+    assert found == (store.find_session("s", tenant="t1"), {"plan": "{}", "todo": "- [ ] a"})
+    assert found is not None
+    assert found[0].id == session.id
+    other = store.find_session_state("s", tenant="t2")
+    assert other is not None
+    assert other[1] == {}
+    assert store.find_session_state("s") is None  # no tenant is a tenant of its own
+    assert store.find_session_state("nope", tenant="t1") is None
+
+
 def test_state_set_replace_and_remove(store: Store) -> None:
     session = store.ensure_session("s")
     store.set_state(session.id, "todo", "- [ ] a")

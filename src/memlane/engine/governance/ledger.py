@@ -97,12 +97,17 @@ class StoreLedger:
     """Full outputs go to disk (SQLite mode); otherwise they stay in the event (PostgreSQL
     mode: every replica reads the same database, not the same disk)."""
     tenant: str = ""
+    state: Mapping[str, str] | None = None
+    """The session's state as the turn found it (`Turn.stored_state`), read in front of the
+    request once for the scaffold and governance both; dropped once a plan is saved."""
 
     def load_plan(self) -> Plan:
-        return Plan.from_json(self.store.get_state(self.session_id).get(PLAN_STATE))
+        state = self.state if self.state is not None else self.store.get_state(self.session_id)
+        return Plan.from_json(state.get(PLAN_STATE))
 
     def save_plan(self, plan: Plan) -> None:
         self.store.set_state(self.session_id, PLAN_STATE, plan.to_json())
+        self.state = None
 
     def offload(self, index: int, message: Message, tokens: int) -> str:
         payload: dict[str, Any] = {

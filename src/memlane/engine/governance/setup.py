@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from memlane.config import Settings
 from memlane.engine.governance.budget import Budget, context_window
 from memlane.engine.governance.cache import Governor
@@ -75,8 +77,11 @@ def make_governor(
     )
 
 
-def store_ledger(rt: Runtime, session: Session) -> StoreLedger:
-    """The session's plan and offloaded outputs in the store (outputs on disk with SQLite)."""
+def store_ledger(
+    rt: Runtime, session: Session, *, state: Mapping[str, str] | None = None
+) -> StoreLedger:
+    """The session's plan and offloaded outputs in the store (outputs on disk with SQLite);
+    `state`: the session's state, when the caller has read it already."""
     return StoreLedger(
         rt.settings,
         rt.store,
@@ -84,6 +89,7 @@ def store_ledger(rt: Runtime, session: Session) -> StoreLedger:
         session.key,
         files=rt.store_kind == "sqlite",
         tenant=session.tenant,
+        state=state,
     )
 
 
@@ -98,7 +104,7 @@ def governor_for_turn(rt: Runtime, turn: Turn) -> Governor:
         ledger: Ledger = MemoryLedger()
         llm = None
     else:
-        ledger = store_ledger(rt, turn.session)
+        ledger = store_ledger(rt, turn.session, state=turn.state)
         llm = rt.summary_llm
     summary_model = rt.summary_model(turn.model)
     gov = make_governor(
