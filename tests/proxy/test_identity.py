@@ -125,3 +125,18 @@ def assert_contained(proxy: RunningProxy, key: str) -> None:
     assert todo_files[0].read_text() == "keep this"
     [session] = proxy.store.list_sessions()
     assert len(session.key) <= 200
+
+
+def test_headers_are_read_by_their_first_value_whatever_the_case() -> None:
+    from starlette.datastructures import Headers
+
+    from memlane.proxy.headers import first_values
+
+    raw = [
+        (b"x-memlane-session", b"first"),
+        (b"user-agent", b"codex_cli_rs/0.1"),
+        (b"x-memlane-session", b"second"),
+    ]
+    sent = first_values(Headers(raw=raw))
+    assert sent == {"x-memlane-session": "first", "user-agent": "codex_cli_rs/0.1"}
+    assert resolve(sent, {}).key == Headers(raw=raw).get("X-Memlane-Session") == "first"

@@ -166,12 +166,13 @@ async def _serve(
     window_model: str,
 ) -> Response:
     upstream = state.upstream_for(adapter.wire)
+    sent = h.first_values(request.headers)
     # memlane's own background calls for this turn may use the client's key (never stored),
     # but only to the kind of upstream it was sent to (the LLM client checks)
-    REQUEST_KEY.set(lent_key(adapter.wire, request.headers))
-    tenant = state.tenant(request.headers)
+    REQUEST_KEY.set(lent_key(adapter.wire, sent))
+    tenant = state.tenant(sent)
     try:
-        identity = resolve(request.headers, parsed.body)
+        identity = resolve(sent, parsed.body)
     except IdentityError as exc:
         raise ProxyError(400, str(exc), code="invalid_namespace", param="X-Memlane-Repo") from None
     tools = offered(state.settings.proxy_tools, identity.flags.get(h.TOOLS_FLAG))
@@ -196,7 +197,7 @@ async def _serve(
         instructions=parsed.instructions,
         parent_key=identity.parent_key,
         window_model=window_model,
-        client=client_name(request.headers),
+        client=client_name(sent),
     )
     prepared = await _prepare(state, turn, adapter)
     if isinstance(prepared, DirectAnswer):  # the user is told why, as the assistant's answer
