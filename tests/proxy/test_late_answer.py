@@ -8,11 +8,15 @@ be stored first. The admin API reads what a client was answered.
 from __future__ import annotations
 
 import json
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 
+from memlane.engine.turn import Answer
+from memlane.proxy import turns
+from memlane.proxy.wire import WireAdapter
 from tests.support.upstream import Reply, RunningProxy, ScriptedUpstream
 
 KEY = "late-answer"
@@ -78,3 +82,30 @@ def test_the_admin_api_reads_what_a_client_was_answered(
     with ThreadPoolExecutor(4) as pool:
         exports = list(pool.map(answered_then_exported, range(8)))
     assert all(types[:3] == ["session", "message", "message"] for types in exports), exports
+
+
+def test_an_answer_is_read_for_storing_only_once_its_client_has_it(
+    mproxy: RunningProxy, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading the upstream's answer into messages is storing work: not in front of the
+    client. Here reading it waits until the client has its answer (a read in front of
+    the response would wait in vain, and fail the test)."""
+    received = threading.Event()
+    waited: list[bool] = []
+    read_answer = turns.read_answer
+
+    def after_the_client(adapter: WireAdapter, content: bytes) -> Answer:
+        waited.append(received.wait(10))
+        return read_answer(adapter, content)
+
+    monkeypatch.setattr(turns, "read_answer", after_the_client)
+    upstream.script(Reply(text="the answer"))
+    history = [{"role": "user", "content": "a question"}]
+    assert ask(mproxy, history, stream=False) == "the answer"
+    received.set()
+
+    session = mproxy.store.find_session(KEY)
+    assert session is not None
+    stored = [m.message.text for m in mproxy.store.list_messages(session.id)]
+    assert stored == ["a question", "the answer"]
+    assert waited == [True]

@@ -328,30 +328,38 @@ async def _complete(state: ProxyState, turn: Turn, adapter: WireAdapter, call: C
     )
     if isinstance(upstream, Response):
         return upstream
-    try:
-        answer = adapter.answer_from_json(loads(upstream.content))
-    except Exception:  # an answer memlane cannot read is still the client's answer
-        log.warning("could not read the upstream's answer to store it", exc_info=True)
-        answer = Answer([], failed=True)
     headers = _response_headers(turn, upstream.headers)
     status = upstream.status_code
     if not turn.answer_resent:  # the next request will not bring it: stored first
-        await _finish(state, turn, answer)
+        await _finish(state, turn, read_answer(adapter, upstream.content))
         return Response(upstream.content, status_code=status, headers=headers)
     await pipeline.stored(turn)  # what the client sent is stored before its answer ends
-    store = finish_later(state, turn, answer)
+    store = finish_later(state, turn, lambda: read_answer(adapter, upstream.content))
     return StoredAfter(upstream.content, status_code=status, headers=headers, store=store)
 
 
-def finish_later(state: ProxyState, turn: Turn, answer: Answer) -> Callable[[], Awaitable[None]]:
-    """Storing `answer`, to run once its client has it; until then the session's next
-    turn waits (`engine.turnorder`)."""
+def read_answer(adapter: WireAdapter, content: bytes) -> Answer:
+    """The answer to store, read from the upstream's body; one memlane cannot read is still
+    the client's answer (relayed as sent), stored as failed."""
+    try:
+        return adapter.answer_from_json(loads(content))
+    except Exception:
+        log.warning("could not read the upstream's answer to store it", exc_info=True)
+        return Answer([], failed=True)
+
+
+def finish_later(
+    state: ProxyState, turn: Turn, answer: Callable[[], Answer]
+) -> Callable[[], Awaitable[None]]:
+    """Storing the `answer`, read once its client has the answer (reading it is not in
+    front of the client); until it is stored the session's next turn waits
+    (`engine.turnorder`)."""
     release = state.runtime.turn_order.hold(turn.key)
 
     async def store() -> None:
         try:
             with TRAFFIC.finishing():
-                await _finish(state, turn, answer)
+                await _finish(state, turn, answer())
         finally:
             release()
 
