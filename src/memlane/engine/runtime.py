@@ -32,6 +32,7 @@ from memlane.text.llm import LLM, ClientPool
 from memlane.text.tokens import Tokenizer
 
 if TYPE_CHECKING:
+    from memlane.engine.governance.budget import WindowMemo
     from memlane.engine.memory.book import MemoryBook
 
 
@@ -118,6 +119,14 @@ class Runtime:
         `llm_model`, the request's."""
         settings = self.settings
         return settings.memory_llm_model or settings.llm_model or request_model or None
+
+    @cached_property
+    def windows(self) -> WindowMemo:
+        """The windows upstreams taught, as governance reads them on every turn: the
+        store's, remembered for a second (`governance.budget.WindowMemo`)."""
+        from memlane.engine.governance.budget import WindowMemo
+
+        return WindowMemo(self.store)
 
     @cached_property
     def tenant_salt(self) -> bytes:

@@ -280,7 +280,7 @@ def _learn_window(state: ProxyState, turn: Turn, status: int, content: bytes) ->
     rt = state.runtime
     model = turn.window_model or turn.model
     try:
-        learn_from_upstream_error(rt.settings, rt.store, model, status, content)
+        learn_from_upstream_error(rt.settings, rt.windows, model, status, content)
     except StoreError as exc:
         log.warning("could not remember the window of %s: %s", turn.model, exc)
 

@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from memlane.config import Settings
 from memlane.engine.governance.budget import (
+    LEARNED_PREFIX,
     Budget,
+    WindowMemo,
     bare_model,
     context_window,
     learn_window,
@@ -63,6 +67,35 @@ def test_an_upstream_error_teaches_the_window_and_it_is_kept(sqlite_store: SQLit
     assert learn_window(settings, sqlite_store, "llama3.1", "too long") is None
 
 
+def test_a_learned_window_is_read_once_a_second_and_learning_is_heard_at_once(
+    sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Governance looks the window up on every turn: from the store at most once a second
+    per model; a window this process learns counts from its next request, one another
+    process learns within the second."""
+    settings = Settings()
+    now = [100.0]
+    memo = WindowMemo(sqlite_store, clock=lambda: now[0])
+    reads: list[str] = []
+    get_meta = sqlite_store.get_meta
+
+    def counted(key: str) -> str | None:
+        reads.append(key)
+        return get_meta(key)
+
+    monkeypatch.setattr(sqlite_store, "get_meta", counted)
+    assert context_window(settings, memo, "llama3.1").source == "table"
+    assert context_window(settings, memo, "llama3.1").source == "table"
+    assert len(reads) == 1
+    assert learn_window(settings, memo, "llama3.1", "maximum context length is 4096") == 4096
+    assert context_window(settings, memo, "llama3.1").tokens == 4096  # at once
+    sqlite_store.set_meta(reads[0], "8192")  # another process learns another
+    assert context_window(settings, memo, "llama3.1").tokens == 4096
+    now[0] += 1.0
+    assert context_window(settings, memo, "llama3.1").tokens == 8192
+    assert context_window(settings, sqlite_store, "llama3.1").tokens == 8192  # kept in the store
+
+
 def test_budget_shares_follow_the_settings() -> None:
     settings = Settings(governance_safety_margin=1_000)
     budget = Budget.of(settings, context_window(settings, None, "gpt-4"))
@@ -83,3 +116,28 @@ def test_target_must_stay_below_the_threshold() -> None:
 def test_anthropics_prompt_too_long_states_the_window() -> None:
     message = "prompt is too long: 208,310 tokens > 200000 maximum"
     assert window_from_error(message) == 200_000
+
+
+def test_each_turn_finds_its_window_through_the_runtimes_memo(
+    sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from memlane.engine.governance.setup import governor_for_turn
+    from memlane.engine.runtime import Runtime
+    from memlane.engine.turn import Turn
+    from memlane.types import Message
+
+    rt = Runtime(Settings(home=tmp_path, embedding_backend="hashing"), sqlite_store)
+    reads: list[str] = []
+    get_meta = sqlite_store.get_meta
+
+    def counted(key: str) -> str | None:
+        reads.append(key)
+        return get_meta(key)
+
+    monkeypatch.setattr(sqlite_store, "get_meta", counted)
+    turn = Turn(
+        key="s", namespace="s", model="llama3.1", wire="chat", messages=[Message("user", "hi")]
+    )
+    windows = {governor_for_turn(rt, turn).budget.window.tokens for _ in range(3)}
+    assert windows == {context_window(Settings(), None, "llama3.1").tokens}
+    assert reads == [LEARNED_PREFIX + "llama3.1"]

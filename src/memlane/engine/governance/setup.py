@@ -11,7 +11,7 @@ from memlane.engine.governance.ledger import Ledger, MemoryLedger, StoreLedger
 from memlane.engine.governance.summarise import Summariser
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Turn
-from memlane.store import Store
+from memlane.store import MetaStore
 from memlane.text.llm import LLM
 from memlane.text.tokens import Tokenizer
 from memlane.types import Session
@@ -38,7 +38,7 @@ def build_governor(
     ledger: Ledger,
     llm: LLM | None,
     summary_model: str | None,
-    store: Store | None = None,
+    store: MetaStore | None = None,
     window_model: str = "",
 ) -> Governor:
     """A governor for `model`'s window (learned windows come from `store`; `window_model`,
@@ -72,7 +72,7 @@ def make_governor(
         ledger=ledger,
         llm=llm,
         summary_model=summary_model,
-        store=rt.store,
+        store=rt.windows,
         window_model=window_model,
     )
 
