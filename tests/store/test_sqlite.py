@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 import sqlite3
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 
 from memlane.store import TABLES, NewMessage, SearchFilter, StoreError, analysis
-from memlane.store.message_log import CLIENT_HISTORY
+from memlane.store.message_log import CLIENT_HASHES, CLIENT_HISTORY
 from memlane.store.sqlite import SQLiteStore
 from memlane.store.sqlite.index import index_terms
 from memlane.store.sqlite.schema import (
@@ -437,9 +438,9 @@ def test_a_turns_stored_history_is_read_from_an_index_alone(tmp_path: Path) -> N
     new.close()
     sqlite_before(tmp_path / "old.db", m012_client_history_index).close()
     SQLiteStore(tmp_path / "old.db").close()
-    for name in ("new.db", "old.db"):
+    for name, query in itertools.product(("new.db", "old.db"), (CLIENT_HISTORY, CLIENT_HASHES)):
         with contextlib.closing(sqlite3.connect(tmp_path / name)) as raw:
-            plan = raw.execute(f"EXPLAIN QUERY PLAN {CLIENT_HISTORY}", ("s",)).fetchall()
+            plan = raw.execute(f"EXPLAIN QUERY PLAN {query}", ("s",)).fetchall()
         assert [row[3] for row in plan] == [
             "SEARCH messages USING COVERING INDEX messages_client_history (session_id=?)"
         ]

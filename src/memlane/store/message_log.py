@@ -33,11 +33,11 @@ from memlane.types import Event, Message, StoredMessage
 
 MESSAGE_STATUSES = ("ok", "failed", "superseded")
 
-CLIENT_HISTORY = (
-    "SELECT id, content_hash FROM messages WHERE session_id = ? "
-    "AND origin = 'client' AND status = 'ok' ORDER BY position"
-)
+_CLIENT_ROWS = "FROM messages WHERE session_id = ? AND origin = 'client' AND status = 'ok'"
+CLIENT_HISTORY = f"SELECT id, content_hash {_CLIENT_ROWS} ORDER BY position"
 """The stored client messages a resent history is matched against (`plan_sync`)."""
+CLIENT_HASHES = f"SELECT content_hash {_CLIENT_ROWS} ORDER BY position"
+"""Their fingerprints alone, in order: what `edit_point` compares, from the same index."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,8 +165,8 @@ class SqlMessageLog(SqlStore[D]):
 
     def edit_point(self, session_id: str, incoming: Sequence[Message]) -> int | None:
         with self._reading() as db:
-            rows = db.all(CLIENT_HISTORY, session_id)
-        plan = plan_sync([r["content_hash"] for r in rows], [m.fingerprint() for m in incoming])
+            stored = db.column(CLIENT_HASHES, session_id)
+        plan = plan_sync(stored, [m.fingerprint() for m in incoming])
         return plan.matched if plan.supersede_from is not None else None
 
     def append_messages(

@@ -45,6 +45,11 @@ class Db(Protocol):
 
     def all(self, sql: str, *params: Any) -> list[Row]: ...
 
+    def column(self, sql: str, *params: Any) -> list[Any]:
+        """The first column of every row: no row object per row (a turn reads a whole
+        session's stored fingerprints this way in front of its request)."""
+        ...
+
     def run(self, sql: str, *params: Any) -> int:
         """Execute a statement; return the rows it changed."""
         ...

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, cast
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -161,6 +161,10 @@ class PostgresDb:
     def all(self, sql: str, *params: Any) -> list[Row]:
         with self.conn.cursor(row_factory=dict_row) as cur:
             return list(cur.execute(bind(sql), params).fetchall())
+
+    def column(self, sql: str, *params: Any) -> list[Any]:
+        with self.conn.cursor(row_factory=tuple_row) as cur:
+            return [row[0] for row in cur.execute(bind(sql), params).fetchall()]
 
     def run(self, sql: str, *params: Any) -> int:
         with self.conn.cursor() as cur:

@@ -57,6 +57,9 @@ class SQLiteDb:
         cursor.row_factory = sqlite3.Row
         return list(cursor.fetchall())
 
+    def column(self, sql: str, *params: Any) -> list[Any]:
+        return [row[0] for row in self.conn.execute(sql, params)]
+
     def run(self, sql: str, *params: Any) -> int:
         return self.conn.execute(sql, params).rowcount
 
