@@ -67,8 +67,22 @@ def test_an_upstream_error_teaches_the_window_and_it_is_kept(sqlite_store: SQLit
     assert learn_window(settings, sqlite_store, "llama3.1", "too long") is None
 
 
+@pytest.fixture
+def reads(sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The meta keys the store is asked for, in order."""
+    asked: list[str] = []
+    get_meta = sqlite_store.get_meta
+
+    def counted(key: str) -> str | None:
+        asked.append(key)
+        return get_meta(key)
+
+    monkeypatch.setattr(sqlite_store, "get_meta", counted)
+    return asked
+
+
 def test_a_learned_window_is_read_once_a_second_and_learning_is_heard_at_once(
-    sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+    sqlite_store: SQLiteStore, reads: list[str]
 ) -> None:
     """Governance looks the window up on every turn: from the store at most once a second
     per model; a window this process learns counts from its next request, one another
@@ -76,14 +90,6 @@ def test_a_learned_window_is_read_once_a_second_and_learning_is_heard_at_once(
     settings = Settings()
     now = [100.0]
     memo = WindowMemo(sqlite_store, clock=lambda: now[0])
-    reads: list[str] = []
-    get_meta = sqlite_store.get_meta
-
-    def counted(key: str) -> str | None:
-        reads.append(key)
-        return get_meta(key)
-
-    monkeypatch.setattr(sqlite_store, "get_meta", counted)
     assert context_window(settings, memo, "llama3.1").source == "table"
     assert context_window(settings, memo, "llama3.1").source == "table"
     assert len(reads) == 1
@@ -119,7 +125,7 @@ def test_anthropics_prompt_too_long_states_the_window() -> None:
 
 
 def test_each_turn_finds_its_window_through_the_runtimes_memo(
-    sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    sqlite_store: SQLiteStore, reads: list[str], tmp_path: Path
 ) -> None:
     from memlane.engine.governance.setup import governor_for_turn
     from memlane.engine.runtime import Runtime
@@ -127,14 +133,6 @@ def test_each_turn_finds_its_window_through_the_runtimes_memo(
     from memlane.types import Message
 
     rt = Runtime(Settings(home=tmp_path, embedding_backend="hashing"), sqlite_store)
-    reads: list[str] = []
-    get_meta = sqlite_store.get_meta
-
-    def counted(key: str) -> str | None:
-        reads.append(key)
-        return get_meta(key)
-
-    monkeypatch.setattr(sqlite_store, "get_meta", counted)
     turn = Turn(
         key="s", namespace="s", model="llama3.1", wire="chat", messages=[Message("user", "hi")]
     )
