@@ -54,14 +54,13 @@ def start(upstream_url: str, src: str) -> tuple[po.Process, str]:
             os.environ["PYTHONPATH"] = saved
 
 
+def cpu_cell(seconds: float | None) -> str:
+    return "?" if seconds is None else f"{seconds:.1f}"
+
+
 def p90(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def rounds(
@@ -136,7 +135,7 @@ def main() -> None:
             )
         )
         time.sleep(args.drain_s)
-        cpu = {name: cpu_seconds(process.pid) for name, (process, _) in started.items()}
+        cpu = {name: po.cpu_seconds(process.pid) for name, (process, _) in started.items()}
     finally:
         for process, _ in started.values():
             process.kill()
@@ -154,7 +153,8 @@ def main() -> None:
         plus50 = statistics.median(added[name]) - statistics.median(direct)
         plus90 = p90(added[name]) - p90(direct)
         cells = [f"{statistics.median(stages[name].get(n, [0.0])):.2f}" for n in names]
-        print(f"| {name} | +{plus50:.2f} | +{plus90:.2f} | {' | '.join(cells)} | {cpu[name]:.1f} |")
+        row = [name, f"+{plus50:.2f}", f"+{plus90:.2f}", *cells, cpu_cell(cpu[name])]
+        print("| " + " | ".join(row) + " |")
 
 
 if __name__ == "__main__":
