@@ -71,3 +71,33 @@ async def test_a_hold_never_released_delays_the_next_turn_once(
     order.hold("a")
     await asyncio.wait_for(order.settled("a"), 1)
     assert "was not stored within" in caplog.text
+
+
+async def test_an_answer_put_off_is_stored_once_a_turn_needs_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(turnorder, "ANSWER_GRACE_SECONDS", 30)
+    order = TurnOrder()
+    answer = order.hold("a")
+    put_off = asyncio.create_task(answer.wanted_within())
+    storing_behind = asyncio.ensure_future(order.behind("a", hurry=False))
+    order.hurry("b")  # another session's turn asks for its own answers only
+    await asyncio.sleep(0.01)
+    assert not put_off.done()  # a turn storing behind it does not ask for it
+    waiting = asyncio.create_task(order.settled("a"))  # a turn that reads it does
+    await asyncio.wait_for(put_off, 1)
+    answer()
+    await asyncio.wait_for(asyncio.gather(waiting, storing_behind), 1)
+
+
+async def test_an_answer_put_off_is_stored_after_the_grace_when_no_turn_asks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(turnorder, "ANSWER_GRACE_SECONDS", 0.05)
+    order = TurnOrder()
+    answer = order.hold("a")
+    await asyncio.wait_for(answer.wanted_within(), 1)
+    assert order.holding == 1  # asked for: the caller stores it, then releases it
+    later = order.hold("a")
+    order.hurry("a")
+    await asyncio.wait_for(later.wanted_within(), 0.04)  # asked for already: at once

@@ -24,3 +24,7 @@ class StageClock:
         now = time.perf_counter()
         self.stages.append((name, (now - self.last) * 1000))
         self.last = now
+
+    def took(self, name: str) -> float:
+        """Milliseconds the stage `name` took (0 when it has not ended)."""
+        return next((ms for stage, ms in self.stages if stage == name), 0.0)

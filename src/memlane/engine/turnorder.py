@@ -25,6 +25,13 @@ replica on the same PostgreSQL) may take the session's next turn first: the clie
 resends the answer with it, and it is stored from there; the late answer then finds
 itself stored already and is not appended twice (`Store.append_messages`' `unless_from`).
 
+An answer that took the upstream a while is put off further: the agent's next request
+is likely on its way, and storing beside its shaping would share the GIL with it. It is
+stored once that request has gone upstream (`TurnOrder.hurry`), when any turn or reader
+needs it (`settled` asks for it), or after `ANSWER_GRACE_SECONDS`:
+
+    await release.wanted_within()            # put off; then stored as above
+
 A wait is bounded (`MAX_WAIT_SECONDS`): a hold that is never released (a bug) slows
 the session's next turn once; it never stops it. A crash between the answer and its
 storing loses that turn alone: the turn in flight (a client that resends its history
@@ -34,6 +41,7 @@ brings the answer back with its next request).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Coroutine
@@ -45,45 +53,99 @@ MAX_WAIT_SECONDS = 5.0
 """How long a turn waits for its session's earlier answers to be stored before it goes
 on without them (storing one takes milliseconds)."""
 
+ANSWER_GRACE_SECONDS = 0.1
+"""The longest an answer whose client resends it waits before it is stored, unless a turn
+needs it first (`Hold.wanted_within`). An agent sends its next request the moment it has
+an answer; that request arrives and is shaped within a few milliseconds."""
+
+
+class Hold:
+    """A session's answer (or a turn's own messages) not stored yet; calling it says it is.
+
+    A turn that needs the held answer stored asks for it (`TurnOrder.hurry`): an answer
+    whose storing was put off (`wanted_within`) is then stored at once.
+    """
+
+    __slots__ = ("_release", "done", "wanted")
+
+    def __init__(self, release: Callable[[Hold], None]) -> None:
+        self._release = release
+        self.done = asyncio.Event()
+        self.wanted = asyncio.Event()
+
+    def __call__(self) -> None:
+        """Stored (or given up on): the turns waiting for it go on. Again: a no-op."""
+        if not self.done.is_set():
+            self.done.set()
+            self._release(self)
+
+    def hurry(self) -> None:
+        """A turn needs this stored now."""
+        self.wanted.set()
+
+    async def wanted_within(self) -> None:
+        """Return once a turn needs this stored, or after `ANSWER_GRACE_SECONDS`.
+
+        Storing an answer is about a millisecond of Python on a worker thread. Started
+        the moment the client has its answer, it runs while the client's next request
+        is being shaped on the event loop, and the two take turns at the GIL: that
+        request waited for it (+1.2 ms p50 side by side, `benchmarks/next_turn_ab.py`).
+        Put off until that request has gone upstream, it runs while the upstream works.
+        """
+        if self.wanted.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(ANSWER_GRACE_SECONDS):
+                await self.wanted.wait()
+
 
 class TurnOrder:
     """The answers being stored, per session key, in one process (its event loop)."""
 
     def __init__(self) -> None:
-        self._held: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
+        self._held: defaultdict[str, set[Hold]] = defaultdict(set)
         self.holding = 0
         """How many answers are waiting to be stored."""
 
-    def hold(self, key: str) -> Callable[[], None]:
+    def hold(self, key: str) -> Hold:
         """Mark `key`'s answer as not stored yet; call the result once it is (again: no-op)."""
-        done = asyncio.Event()
         held = self._held[key]
-        held.add(done)
         self.holding += 1
 
-        def release() -> None:
-            if done.is_set():
-                return
-            done.set()
+        def release(hold: Hold) -> None:
             self.holding -= 1
-            held.discard(done)
+            held.discard(hold)
             if not held and self._held.get(key) is held:
                 del self._held[key]
 
-        return release
+        hold = Hold(release)
+        held.add(hold)
+        return hold
+
+    def hurry(self, key: str | None = None) -> None:
+        """The answers held for `key` (None: every session) are needed now: those whose
+        storing was put off are stored at once."""
+        for hold in self._holds(key):
+            hold.hurry()
 
     async def settled(self, key: str | None = None) -> None:
         """Once the answers held for `key` (None: for every session) are stored."""
         await self.behind(key)
 
-    def behind(self, key: str | None = None) -> Coroutine[Any, Any, None]:
+    def behind(self, key: str | None = None, *, hurry: bool = True) -> Coroutine[Any, Any, None]:
         """`settled`, for the holds taken so far only: a turn that holds its session
-        itself waits for the turns before it, never for itself."""
+        itself waits for the turns before it, never for itself. Without `hurry`, an
+        answer whose storing was put off is not asked for (the caller asks later)."""
+        waiting = self._holds(key)
+        if hurry:
+            for hold in waiting:
+                hold.hurry()
+        return self._wait([hold.done for hold in waiting], key)
+
+    def _holds(self, key: str | None) -> list[Hold]:
         if key is None:
-            waiting = [event for held in self._held.values() for event in held]
-        else:
-            waiting = list(self._held.get(key, ()))
-        return self._wait(waiting, key)
+            return [hold for held in self._held.values() for hold in held]
+        return list(self._held.get(key, ()))
 
     async def _wait(self, waiting: list[asyncio.Event], key: str | None) -> None:
         if not waiting:
