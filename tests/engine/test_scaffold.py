@@ -209,7 +209,7 @@ async def test_a_block_shaped_before_its_turn_is_stored_is_stored_with_it(rt: Ru
     assert isinstance(prepared, Forward)
     assert [m.text for m in prepared.messages][:4] == [*sent[1][:3], "u1 edited"]
     assert "<todo>\nb\n</todo>" in prepared.messages[-1].text  # sent again: a new block
-    await pipeline.stored(t)
+    await pipeline.stored(quiet, t)
 
 
 @pytest.mark.parametrize("on_the_loop", [True, False], ids=["loop", "worker"])
@@ -226,7 +226,7 @@ async def test_a_next_turn_reads_its_sessions_state_once(
     first = Turn(key="s", namespace="s", model="m", wire="chat", messages=list(history))
     first.flags = {"todo": "- [ ] a"}
     await pipeline.prepare(rt, first)
-    await pipeline.stored(first)
+    await pipeline.stored(rt, first)
     pipeline.store_answer(rt, first, Answer([assistant("re: u0")]))
     assert first.session is not None
     assert PLAN_STATE in rt.store.get_state(first.session.id)  # governance keeps one
@@ -247,7 +247,7 @@ async def test_a_next_turn_reads_its_sessions_state_once(
     nxt = Turn(key="s", namespace="s", model="m", wire="chat", messages=list(history))
     nxt.flags = {"todo": "- [ ] a"}
     prepared = await pipeline.prepare(rt, nxt)
-    await pipeline.stored(nxt)
+    await pipeline.stored(rt, nxt)
 
     assert isinstance(prepared, Forward)
     assert [m.origin for m in prepared.messages] == ["client", "state", "client", "client"]

@@ -2,18 +2,22 @@
 
 A client that resends its history may send the session's next turn the moment the
 answer's last byte arrives, on another connection; that turn waits for the answer to
-be stored first. The admin API reads what a client was answered.
+be stored first. The admin API reads what a client was answered. An answer that took
+the upstream a while is stored once the next request has gone upstream instead.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import httpx
 import pytest
 
+from memlane.engine import turnorder
 from memlane.engine.turn import Answer
 from memlane.proxy import turns
 from memlane.proxy.wire import WireAdapter
@@ -109,3 +113,77 @@ def test_an_answer_is_read_for_storing_only_once_its_client_has_it(
     stored = [m.message.text for m in mproxy.store.list_messages(session.id)]
     assert stored == ["a question", "the answer"]
     assert waited == [True]
+
+
+def stored_texts(proxy: RunningProxy) -> list[str]:
+    """What the store holds now (`proxy.store` would first ask for every answer held)."""
+    store = proxy.runtime.store
+    session = store.find_session(KEY)
+    assert session is not None
+    return [m.message.text for m in store.list_messages(session.id)]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_slow_answer_is_stored_once_the_next_request_has_gone_upstream(
+    mproxy: RunningProxy, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    """Storing it while the next request is shaped would slow that request down."""
+    monkeypatch.setattr(turnorder, "ANSWER_GRACE_SECONDS", 30)  # only a turn asks for it
+    monkeypatch.setattr(turns, "SENT_SECONDS", 0.3)
+    slow = turns.PUT_OFF_AFTER_MS / 1000 * 2
+    seen_upstream: list[list[str]] = []
+
+    def answer(request: object) -> Reply:
+        seen_upstream.append(stored_texts(mproxy))  # when the next request arrives
+        return Reply(text=f"answer {len(seen_upstream)}", latency=slow)
+
+    upstream.script(Reply(text="answer 0", latency=slow))
+    history = [{"role": "user", "content": "question 0"}]
+    history.append({"role": "assistant", "content": ask(mproxy, history, stream=stream)})
+    history.append({"role": "user", "content": "question 1"})
+    upstream.respond_with(answer)
+    assert ask(mproxy, history, stream=stream) == "answer 1"
+
+    assert seen_upstream == [["question 0"]]  # put off until the next request went upstream
+    assert stored_texts(mproxy) == ["question 0", "answer 0", "question 1"]  # then stored once
+    mproxy.settled()  # the admin API, a test or `sessions_routes` asks for the last one
+    assert stored_texts(mproxy) == ["question 0", "answer 0", "question 1", "answer 1"]
+
+
+def test_a_slow_answer_is_stored_within_the_grace_or_when_the_admin_api_reads_it(
+    mproxy: RunningProxy, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(turnorder, "ANSWER_GRACE_SECONDS", 0.5)
+    slow = Reply(text="answer 0", latency=turns.PUT_OFF_AFTER_MS / 1000 * 2)
+    upstream.script(slow)
+    ask(mproxy, [{"role": "user", "content": "question 0"}], stream=False)
+    assert stored_texts(mproxy) == ["question 0"]
+    time.sleep(1)
+    assert stored_texts(mproxy) == ["question 0", "answer 0"]
+
+    monkeypatch.setattr(turnorder, "ANSWER_GRACE_SECONDS", 30)
+    upstream.script(replace(slow, text="answer 1"))
+    history = [
+        {"role": "user", "content": "question 0"},
+        {"role": "assistant", "content": "answer 0"},
+    ]
+    ask(mproxy, [*history, {"role": "user", "content": "question 1"}], stream=False)
+    with httpx.Client(timeout=10) as client:
+        found = client.get(f"{mproxy.base}/v1/memlane/sessions/{KEY}/export", headers=mproxy.admin)
+    lines = [json.loads(line) for line in found.text.splitlines()]
+    exported = [line["message"] for line in lines if line["type"] == "message"]
+    assert [m["role"] for m in exported] == ["user", "assistant"] * 2
+    assert "answer 1" in json.dumps(exported[-1])
+
+
+def test_a_quick_answer_is_stored_at_once(
+    mproxy: RunningProxy, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The next answer may come back before a put-off store would be done: not put off."""
+    monkeypatch.setattr(turnorder, "ANSWER_GRACE_SECONDS", 30)
+    upstream.script(Reply(text="answer 0"))
+    ask(mproxy, [{"role": "user", "content": "question 0"}], stream=False)
+    deadline = time.monotonic() + 5
+    while len(stored_texts(mproxy)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert stored_texts(mproxy) == ["question 0", "answer 0"]

@@ -87,7 +87,9 @@ async def _shape(
         await rt.turn_order.settled(turn.key)
         stored, ahead = threads.one_trip(lambda: (store_and_scaffold(rt, turn), []), then)
         return (await stored)[0], ahead
-    earlier = rt.turn_order.behind(turn.key)  # the session's turns before this one
+    # the session's turns before this one; an answer among them whose storing waits for
+    # this request to go upstream is asked for then (`proxy.turns.send_upstream`)
+    earlier = rt.turn_order.behind(turn.key, hurry=False)
     release = rt.turn_order.hold(turn.key)  # and the session's next turn waits for this one
     try:
         found = (
@@ -190,13 +192,14 @@ def _keep(task: asyncio.Future[None]) -> asyncio.Future[None]:
     return task
 
 
-async def stored(turn: Turn) -> None:
+async def stored(rt: Runtime, turn: Turn) -> None:
     """Once the turn's own messages are stored, or could not be: before its answer is
     stored, and before the client has the whole answer (what the client sent is durable
     by then). Never raises."""
     storing = turn.storing
     if storing is None or storing.done():
         return
+    rt.turn_order.hurry(turn.key)  # they are stored after the session's answers before them
     await asyncio.wait([storing])
     if storing.cancelled():
         turn.lost = True
@@ -219,7 +222,7 @@ def _scaffold_failed(rt: Runtime, turn: Turn, exc: Exception) -> None:
 
 async def finish(rt: Runtime, turn: Turn, answer: Answer) -> None:
     """Persist the assistant's answer and usage; everything slow goes to the background."""
-    await stored(turn)
+    await stored(rt, turn)
     await threads.to_thread(store_answer, rt, turn, answer)
     if turn.session is None or turn.lost or answer.failed:
         return

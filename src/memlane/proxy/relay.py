@@ -28,6 +28,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from memlane.engine.threads import TRAFFIC
+from memlane.engine.turnorder import Hold
 from memlane.proxy.forward import UpstreamError, UpstreamResponse, UpstreamTimeout
 from memlane.proxy.wire.base import StreamAssembler
 from memlane.text.sse import SSEDecoder, encode
@@ -45,7 +46,7 @@ class Outcome(enum.Enum):
 
 
 Settle = Callable[[Outcome, StreamAssembler], Awaitable[None]]
-Hold = Callable[[], Awaitable[Callable[[], None]]]
+HoldSession = Callable[[], Awaitable[Hold]]
 Event = tuple[str | None, str]
 Rewrite = Callable[[list[Event]], list[Event]]
 
@@ -63,7 +64,7 @@ class RelayResponse(Response):
         rest: AsyncIterator[bytes] | None = None,
         decoder: SSEDecoder | None = None,
         rewrite: Rewrite | None = None,
-        hold: Hold | None = None,
+        hold: HoldSession | None = None,
     ) -> None:
         """`head`: chunks already read from `upstream` (and fed to `assembler` through
         `decoder`), relayed first; `rest` is the same read going on. `rewrite` changes the
@@ -81,7 +82,7 @@ class RelayResponse(Response):
         self.decoder = decoder or SSEDecoder()
         self.rewrite = rewrite
         self.hold = hold
-        self.release: Callable[[], None] | None = None
+        self.release: Hold | None = None
         self.settled = False
         self.tee_failed = False
         """The assembler raised on an event: relaying goes on, the copy stops."""
@@ -184,14 +185,20 @@ class RelayResponse(Response):
         self.settled = True
         if self.tee_failed and outcome is Outcome.DONE:
             outcome = Outcome.CUT  # nothing trustworthy to store: the turn is marked failed
-        with anyio.CancelScope(shield=True), TRAFFIC.finishing():
-            try:
-                await self.settle(outcome, self.assembler)
-            except Exception:
-                log.exception("recording the streamed turn failed; the client got its answer")
-            finally:
-                if self.release is not None:
-                    self.release()
+        with anyio.CancelScope(shield=True):
+            if self.release is not None and outcome is Outcome.DONE:
+                await self.release.wanted_within()
+            with TRAFFIC.finishing():
+                await self._store(outcome)
+
+    async def _store(self, outcome: Outcome) -> None:
+        try:
+            await self.settle(outcome, self.assembler)
+        except Exception:
+            log.exception("recording the streamed turn failed; the client got its answer")
+        finally:
+            if self.release is not None:
+                self.release()
 
 
 async def _watch_disconnect(receive: Receive, scope: Any) -> None:

@@ -33,6 +33,7 @@ from memlane.engine.governance.budget import learn_from_upstream_error
 from memlane.engine.sessions.history import chained_session_key
 from memlane.engine.threads import TRAFFIC
 from memlane.engine.turn import Answer, DirectAnswer, Prepared, Turn
+from memlane.engine.turnorder import Hold
 from memlane.proxy import headers as h
 from memlane.proxy.access import SESSION_STATE
 from memlane.proxy.direct import direct_response
@@ -45,7 +46,7 @@ from memlane.proxy.forward import (
     relayed_headers,
 )
 from memlane.proxy.identity import IdentityError, client_name, resolve
-from memlane.proxy.relay import Hold, Outcome, RelayResponse
+from memlane.proxy.relay import HoldSession, Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
 from memlane.proxy.tool_loop import ToolLoop, offered
 from memlane.proxy.wire.anthropic import overflow_message
@@ -333,7 +334,7 @@ async def _complete(state: ProxyState, turn: Turn, adapter: WireAdapter, call: C
     if not turn.answer_resent:  # the next request will not bring it: stored first
         await _finish(state, turn, read_answer(adapter, upstream.content))
         return Response(upstream.content, status_code=status, headers=headers)
-    await pipeline.stored(turn)  # what the client sent is stored before its answer ends
+    await pipeline.stored(state.runtime, turn)  # what the client sent, before the answer
     store = finish_later(state, turn, lambda: read_answer(adapter, upstream.content))
     return StoredAfter(upstream.content, status_code=status, headers=headers, store=store)
 
@@ -348,16 +349,41 @@ def read_answer(adapter: WireAdapter, content: bytes) -> Answer:
         return Answer([], failed=True)
 
 
+PUT_OFF_AFTER_MS = 20.0
+"""An answer whose upstream took at least this long is stored once its client's next
+request has gone upstream (or `ANSWER_GRACE_SECONDS` passed), not the moment the client
+has it: storing it then would share the GIL with that request's shaping. Below it, the
+next answer may well come back before a put-off store is done, and every request of the
+session would wait on it: stored at once, it runs while the next request is shaped."""
+
+SENT_SECONDS = 0.002
+"""How long after a request is handed to the upstream client its session's put-off answer
+is asked for: its bytes are written by then (aiohttp writes the body in a task of its
+own), and the store runs while the upstream works, not beside the send. A turn that
+needs it sooner asks itself (`pipeline.stored`)."""
+
+
+def hold_answer(state: ProxyState, turn: Turn) -> Hold:
+    """Hold the session until the turn's answer is stored, its storing put off while the
+    client's next request is likely on its way (`PUT_OFF_AFTER_MS`)."""
+    hold = state.runtime.turn_order.hold(turn.key)
+    if turn.clock.took("upstream") < PUT_OFF_AFTER_MS:
+        hold.hurry()
+    return hold
+
+
 def finish_later(
     state: ProxyState, turn: Turn, answer: Callable[[], Answer]
 ) -> Callable[[], Awaitable[None]]:
     """Storing the `answer`, read once its client has the answer (reading it is not in
-    front of the client); until it is stored the session's next turn waits
-    (`engine.turnorder`)."""
-    release = state.runtime.turn_order.hold(turn.key)
+    front of the client) and the client's next request has gone upstream, or a turn needs
+    it (`Hold.wanted_within`); until it is stored the session's next turn waits to store
+    its own messages (`engine.turnorder`)."""
+    release = hold_answer(state, turn)
 
     async def store() -> None:
         try:
+            await release.wanted_within()
             with TRAFFIC.finishing():
                 await _finish(state, turn, answer())
         finally:
@@ -366,16 +392,16 @@ def finish_later(
     return store
 
 
-def answer_hold(state: ProxyState, turn: Turn) -> Hold | None:
+def answer_hold(state: ProxyState, turn: Turn) -> HoldSession | None:
     """How a stream holds the session while the turn's answer is stored after its end
     (`relay.RelayResponse`); None when the answer must be stored before the end (the
     client's next request will not bring it back)."""
     if not turn.answer_resent:
         return None
 
-    async def hold() -> Callable[[], None]:
-        await pipeline.stored(turn)  # what the client sent is stored before its answer ends
-        return state.runtime.turn_order.hold(turn.key)
+    async def hold() -> Hold:
+        await pipeline.stored(state.runtime, turn)  # what the client sent, before the end
+        return hold_answer(state, turn)
 
     return hold
 
@@ -437,6 +463,8 @@ async def send_upstream(
     """The upstream's answer (open, when `stream`: read it as it comes, then close it); or,
     when it refused, the error the client gets in its own wire format (the turn marked
     failed, a context window it names learned)."""
+    # a put-off answer of the session (`hold_answer`) is stored while the upstream works
+    asyncio.get_running_loop().call_later(SENT_SECONDS, state.runtime.turn_order.hurry, turn.key)
     try:
         with TRAFFIC.waiting():
             sent = await upstream.send("POST", url, content, headers, stream=stream)

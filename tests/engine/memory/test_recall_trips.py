@@ -185,7 +185,7 @@ async def test_where_a_request_is_shaped_and_searched(
         for _ in range(others + 1):  # this request, and the others
             in_hand.enter_context(threads.TRAFFIC.serving())
         prepared = await pipeline.prepare(rt, turn)
-    await pipeline.stored(turn)
+    await pipeline.stored(rt, turn)
 
     assert isinstance(prepared, Forward)
     assert any("PostgreSQL" in m.text for m in prepared.messages if m.origin == "recall")

@@ -285,7 +285,7 @@ async def test_the_pipeline_stores_the_turn_then_references_then_the_state_block
     assert isinstance(prepared, Forward)
     out = prepared.messages
     assert turn.session is not None
-    await pipeline.stored(turn)  # without a reference, stored on the way upstream
+    await pipeline.stored(rt, turn)  # without a reference, stored on the way upstream
     stored = [r.message.origin for r in sqlite_store.list_messages(turn.session.id)]
     if with_reference:
         assert [m.origin for m in out] == ["client", "reference", "client", "state"]
