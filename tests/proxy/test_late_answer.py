@@ -26,10 +26,10 @@ from tests.support.upstream import Reply, RunningProxy, ScriptedUpstream
 KEY = "late-answer"
 
 
-def ask(proxy: RunningProxy, history: list[dict[str, str]], *, stream: bool) -> str:
+def ask(proxy: RunningProxy, history: list[dict[str, str]], *, stream: bool, key: str = KEY) -> str:
     """One request on a connection of its own; the answer's text."""
     body = {"model": "m", "messages": history, "stream": stream}
-    headers = {"X-Memlane-Session": KEY, "authorization": "Bearer sk-client"}
+    headers = {"X-Memlane-Session": key, "authorization": "Bearer sk-client"}
     with httpx.Client(timeout=30) as client:
         if not stream:
             answer = client.post(f"{proxy.url}/chat/completions", json=body, headers=headers)
@@ -115,10 +115,10 @@ def test_an_answer_is_read_for_storing_only_once_its_client_has_it(
     assert waited == [True]
 
 
-def stored_texts(proxy: RunningProxy) -> list[str]:
+def stored_texts(proxy: RunningProxy, key: str = KEY) -> list[str]:
     """What the store holds now (`proxy.store` would first ask for every answer held)."""
     store = proxy.runtime.store
-    session = store.find_session(KEY)
+    session = store.find_session(key)
     assert session is not None
     return [m.message.text for m in store.list_messages(session.id)]
 
@@ -176,6 +176,13 @@ def test_a_slow_answer_is_stored_within_the_grace_or_when_the_admin_api_reads_it
     assert "answer 1" in json.dumps(exported[-1])
 
 
+def stored_soon(proxy: RunningProxy, key: str = KEY) -> list[str]:
+    deadline = time.monotonic() + 5
+    while len(stored_texts(proxy, key)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return stored_texts(proxy, key)
+
+
 def test_a_quick_answer_is_stored_at_once(
     mproxy: RunningProxy, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -183,7 +190,17 @@ def test_a_quick_answer_is_stored_at_once(
     monkeypatch.setattr(turnorder, "ANSWER_GRACE_SECONDS", 30)
     upstream.script(Reply(text="answer 0"))
     ask(mproxy, [{"role": "user", "content": "question 0"}], stream=False)
-    deadline = time.monotonic() + 5
-    while len(stored_texts(mproxy)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert stored_texts(mproxy) == ["question 0", "answer 0"]
+    assert stored_soon(mproxy) == ["question 0", "answer 0"]
+
+
+def test_an_answer_is_stored_at_once_while_another_is_put_off(
+    mproxy: RunningProxy, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under load put-off stores would only queue up: one at a time."""
+    monkeypatch.setattr(turnorder, "ANSWER_GRACE_SECONDS", 30)
+    slow = turns.PUT_OFF_AFTER_MS / 1000 * 2
+    upstream.script(Reply(text="answer 0", latency=slow), Reply(text="answer 1", latency=slow))
+    ask(mproxy, [{"role": "user", "content": "question 0"}], stream=False)
+    ask(mproxy, [{"role": "user", "content": "question 1"}], stream=True, key="other")
+    assert stored_soon(mproxy, "other") == ["question 1", "answer 1"]
+    assert stored_texts(mproxy) == ["question 0"]  # the first is still put off
