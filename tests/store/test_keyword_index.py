@@ -307,3 +307,26 @@ def test_a_write_does_not_load_an_index_no_search_has_read(tmp_path: Path) -> No
     assert not store._keywords.loaded  # a store that is only written never builds it
     assert [h.text for h in store.keyword_search("alpha", SearchFilter())] == ["alpha"]
     store.close()
+
+
+def test_a_words_tail_is_converted_once_and_extended_by_what_is_new(tmp_path: Path) -> None:
+    """A common word's tail postings (up to `TAIL_MIN` documents) are not converted to
+    arrays again on every search: only what was added since."""
+    store = SQLiteStore(tmp_path / "memlane.db")
+    session = store.ensure_session("s", namespace="ns")
+    store.append_messages(session.id, [user(f"w0 note {i}") for i in range(50)])
+    assert_same_as_fts5(store)
+    index = store._keywords
+    term = index._vocab["w0"]
+    first = index._tail_arrays[term]
+    assert first[0].shape[0] == 50
+    assert_same_as_fts5(store)
+    assert index._tail_arrays[term] is first  # nothing new: the same arrays
+
+    store.append_messages(session.id, [user("w0 w1 again")])
+    assert_same_as_fts5(store)
+    docs, tfs = index._tail_arrays[term]
+    assert docs.shape[0] == 51
+    assert (docs[:50] == first[0]).all()
+    assert (tfs[:50] == first[1]).all()
+    store.close()
