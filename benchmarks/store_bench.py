@@ -12,7 +12,9 @@ Figures:
 - batched appends/s: 100 messages per call;
 - keyword and vector query latency p50/p95 at each size, with a scope filter
   (one namespace of ten); stored items are messages with synthetic chat-like
-  text (Zipf-distributed words plus identifiers) and a random 384-d unit vector.
+  text (Zipf-distributed words plus identifiers) and a random 384-d unit vector;
+- keyword latency again with 20 messages stored before each query, as a running
+  proxy searches between turns (the query's time only).
 """
 
 from __future__ import annotations
@@ -163,6 +165,22 @@ class Bench:
         )
         return keyword, vector
 
+    def query_latencies_with_writes(self, per_query: int = 20) -> list[float]:
+        """Keyword queries with `per_query` new messages stored before each, as in a running
+        proxy: what the last writes added is searched before it is merged into the rest."""
+        scopes = [f"{self.prefix}-ns{i}" for i in range(NAMESPACES)]
+        filters = [SearchFilter(kinds=("message",), scopes=(scope,)) for scope in scopes]
+        texts = [self.corpus.query() for _ in range(self.queries)]
+        batches = [[message(self.corpus.sentence()) for _ in range(per_query)] for _ in texts]
+        samples: list[float] = []
+        for i, text in enumerate(texts):
+            self.store.append_messages(self.sessions[i % NAMESPACES], batches[i])
+            started = time.perf_counter()
+            self.store.keyword_search(text, filters[i % NAMESPACES], limit=10)
+            samples.append((time.perf_counter() - started) * 1000)
+        self.stored += per_query * len(texts)
+        return samples
+
     def cleanup(self) -> None:
         for session in self.store.list_sessions():
             if session.key.startswith(self.prefix):
@@ -208,6 +226,13 @@ def main() -> None:
                     (
                         f"vector p50 / p95 @ {label}",
                         f"{percentile(vector, 50):.1f} / {percentile(vector, 95):.1f} ms",
+                    )
+                )
+                written = bench.query_latencies_with_writes()
+                rows.append(
+                    (
+                        f"keyword p50 / p95 @ {label}, 20 messages written before each",
+                        f"{percentile(written, 50):.1f} / {percentile(written, 95):.1f} ms",
                     )
                 )
         finally:
