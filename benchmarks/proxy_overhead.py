@@ -292,6 +292,11 @@ async def one_request(
         return first
 
 
+SETTLE_SECONDS = 1.0
+"""Quiet after the warm-up requests: what they started once (the first memory write, a
+put-off answer stored at the end of its grace, their background work) is over before
+the timed requests begin, not inside the first of them."""
+
 ERRORS: list[str] = []
 """Failed requests (status and body), counted per cell and printed: a failure is a
 finding, not a reason to stop measuring."""
@@ -321,6 +326,7 @@ async def load(
                 wire=wire,
                 length=length,
             )
+        await asyncio.sleep(SETTLE_SECONDS)
         counter = iter(range(total))
 
         async def worker(n: int) -> None:
