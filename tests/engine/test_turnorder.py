@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from memlane.engine import turnorder
-from memlane.engine.turnorder import TurnOrder
+from memlane.engine.turnorder import Hold, TurnOrder
 
 
 async def test_the_next_turn_of_a_session_waits_for_its_held_answer() -> None:
@@ -73,12 +73,17 @@ async def test_a_hold_never_released_delays_the_next_turn_once(
     assert "was not stored within" in caplog.text
 
 
+def held_answer(monkeypatch: pytest.MonkeyPatch, grace: float) -> tuple[TurnOrder, Hold]:
+    """Session "a" holding one answer, whose storing may be put off for `grace` seconds."""
+    monkeypatch.setattr(turnorder, "ANSWER_GRACE_SECONDS", grace)
+    order = TurnOrder()
+    return order, order.hold("a")
+
+
 async def test_an_answer_put_off_is_stored_once_a_turn_needs_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(turnorder, "ANSWER_GRACE_SECONDS", 30)
-    order = TurnOrder()
-    answer = order.hold("a")
+    order, answer = held_answer(monkeypatch, 30)
     put_off = asyncio.create_task(answer.wanted_within())
     storing_behind = asyncio.ensure_future(order.behind("a", hurry=False))
     order.hurry("b")  # another session's turn asks for its own answers only
@@ -93,9 +98,7 @@ async def test_an_answer_put_off_is_stored_once_a_turn_needs_it(
 async def test_an_answer_put_off_is_stored_after_the_grace_when_no_turn_asks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(turnorder, "ANSWER_GRACE_SECONDS", 0.05)
-    order = TurnOrder()
-    answer = order.hold("a")
+    order, answer = held_answer(monkeypatch, 0.05)
     await asyncio.wait_for(answer.wanted_within(), 1)
     assert order.holding == 1  # asked for: the caller stores it, then releases it
     later = order.hold("a")
