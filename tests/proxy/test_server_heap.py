@@ -1,0 +1,72 @@
+"""`memlane serve` frees start-up's garbage, then freezes what start-up built (`proxy.server`)."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import uvicorn
+
+from memlane.proxy.server import MemlaneServer
+from tests.support.loopback import loopback_socket
+
+
+async def _app(scope: Any, receive: Any, send: Any) -> None:
+    raise AssertionError("no request is sent")
+
+
+class _Cycle:
+    """Garbage only a collection frees: it refers to itself."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.fixture
+def collector_idle() -> Iterator[None]:
+    """No automatic collection while a test runs (the server's is the one that counts), and
+    no object of this process left frozen after it."""
+    gc.unfreeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.unfreeze()
+
+
+def _serve_in_thread() -> tuple[MemlaneServer, threading.Thread]:
+    config = uvicorn.Config(_app, lifespan="off", log_level="warning")
+    serving = threading.Event()  # told once start-up is over, as a worker tells its supervisor
+    server = MemlaneServer(config, on_started=serving.set)
+    sock = loopback_socket()
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    assert serving.wait(10), "the server did not start"
+    return server, thread
+
+
+def _is_seen_by_collector(obj: object) -> bool:
+    return any(o is obj for o in gc.get_objects())  # the permanent generation is not listed
+
+
+def test_serving_frees_start_up_garbage_and_freezes_the_rest(collector_idle: None) -> None:
+    built_before = [["start-up state"]]
+    garbage = weakref.ref(_Cycle())
+    assert garbage() is not None
+    assert _is_seen_by_collector(built_before)
+
+    server, thread = _serve_in_thread()
+    try:
+        assert garbage() is None  # collected before freezing, not kept for good
+        assert gc.get_freeze_count() > 0
+        assert not _is_seen_by_collector(built_before)
+        built_after = [["a request's state"]]
+        assert _is_seen_by_collector(built_after)  # what comes later is collected as before
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
