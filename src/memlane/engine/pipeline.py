@@ -19,6 +19,7 @@ from memlane.engine.sessions.indexing import schedule_index
 from memlane.engine.sessions.lifecycle import title_from_prompt
 from memlane.engine.sessions.references import has_references, resolve_references
 from memlane.engine.sessions.serialize import is_conversation
+from memlane.engine.storing import keep
 from memlane.engine.turn import Answer, DirectAnswer, Forward, Prepared, Turn
 from memlane.store import NewMessage, SyncResult
 from memlane.types import Message, Session
@@ -104,7 +105,7 @@ async def _shape(
         earlier.close()
         release()
         raise
-    turn.storing = _keep(asyncio.ensure_future(_store_behind(rt, turn, earlier, writes, release)))
+    turn.storing = keep(asyncio.ensure_future(_store_behind(rt, turn, earlier, writes, release)))
     return messages, ahead
 
 
@@ -179,17 +180,6 @@ def _store_with(rt: Runtime, turn: Turn, writes: scaffold.Writes) -> None:
         except Exception as exc:  # the scaffold is best effort: the turn is stored
             _scaffold_failed(rt, turn, exc)
             return
-
-
-_STORING: set[asyncio.Future[None]] = set()
-"""Turns being stored on their way upstream, held until they are (the loop keeps only
-weak references to its tasks)."""
-
-
-def _keep(task: asyncio.Future[None]) -> asyncio.Future[None]:
-    _STORING.add(task)
-    task.add_done_callback(_STORING.discard)
-    return task
 
 
 async def stored(rt: Runtime, turn: Turn) -> None:

@@ -79,7 +79,8 @@ class Turn:
     """What storing the client's messages did, once they are stored."""
     storing: asyncio.Future[None] | None = None
     """The client's messages being stored while the request is on its way upstream
-    (`pipeline.prepare`); `pipeline.finish` waits for it. It never raises."""
+    (`pipeline.prepare`), then the writes queued behind them (`engine.storing`);
+    `pipeline.finish` waits for it. It never raises."""
     lost: bool = False
     """The client's messages could not be stored: nor is the answer (the client's next
     request resends both)."""
@@ -104,10 +105,10 @@ class Turn:
     """The long-term memories recall injected (`engine.turnlog` records them)."""
 
     def stored_state(self, store: SessionStore) -> dict[str, str]:
-        """The session's state as the turn found it, read on first use. Only the turn's own
-        governance writes to it before the turn is forwarded (its plan, which its ledger
-        reads back from the store from then on); the scaffold's writes wait until the
-        turn's messages are stored (`pipeline._store_behind`)."""
+        """The session's state as the turn found it, read on first use. Nothing of the turn
+        writes to it before the turn is forwarded: the scaffold's writes and governance's
+        plan wait until the turn's messages are stored (`pipeline._store_behind`,
+        `engine.storing`)."""
         if self.state is None:
             self.state = store.get_state(self.session.id) if self.session is not None else {}
         return self.state

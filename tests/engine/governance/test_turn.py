@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -212,3 +213,41 @@ async def test_only_the_newest_state_block_of_the_dropped_span_is_kept(
     out = await govern_turn(rt, turn_for(rt, messages), with_state)
     kept = [m.text for m in out if m.origin == "state"]
     assert kept == [blocks[2].text]
+
+
+async def test_a_changed_plan_is_saved_once_the_turns_messages_are_stored(
+    tmp_path: Path, sqlite_store: SQLiteStore
+) -> None:
+    """Not in front of the request: the plan waits behind the turn's own store, which runs
+    while the request is upstream, and the turn's `storing` covers it."""
+    rt = runtime(tmp_path, sqlite_store, ScriptedLLM())
+    turn = turn_for(rt, [Message(role="user", text="a new session's first request")])
+    messages_stored = asyncio.get_running_loop().create_future()
+    turn.storing = messages_stored
+    session_id = turn.session.id if turn.session else ""
+
+    await govern_turn(rt, turn, turn.messages)
+    assert PLAN_STATE not in sqlite_store.get_state(session_id)
+    assert turn.storing is not messages_stored
+
+    messages_stored.set_result(None)
+    await turn.storing
+    assert PLAN_STATE in sqlite_store.get_state(session_id)
+
+
+async def test_a_plan_that_cannot_be_saved_is_recorded_and_the_turn_goes_on(
+    tmp_path: Path, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt = runtime(tmp_path, sqlite_store, ScriptedLLM())
+    turn = turn_for(rt, [Message(role="user", text="hello")])
+    turn.storing = asyncio.get_running_loop().create_future()
+    turn.storing.set_result(None)
+
+    def refused(*args: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(sqlite_store, "set_state", refused)
+    out = await govern_turn(rt, turn, turn.messages)
+    await turn.storing  # raises nothing
+    assert out == turn.messages
+    assert "disk full" in rt.activity.snapshot()["failures"]["governance"]["last"]

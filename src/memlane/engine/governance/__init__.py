@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from memlane.engine import threads
 from memlane.engine.governance.budget import learn_window
 from memlane.engine.governance.errors import ContextOverflow
 from memlane.engine.runtime import Runtime
+from memlane.engine.storing import after_storing
 from memlane.engine.turn import Turn
 from memlane.types import Message
+
+if TYPE_CHECKING:
+    from memlane.engine.governance.cache import Governor
+    from memlane.engine.governance.plan import Plan
 
 __all__ = ["ContextOverflow", "govern_turn", "learn_window"]
 
@@ -40,7 +47,7 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
     # Inline: a learned-window read and cached tokenizers (the proxy loads every encoding
     # at start-up) cost less than the thread hop, whose wake-up waits for a free core.
     gov = governor_for_turn(rt, turn)
-    governed = await govern(gov, messages, user_text=turn.user_text)
+    governed = await govern(gov, messages, user_text=turn.user_text, save=_saver(rt, turn, gov))
     stats = governed.stats
     elapsed = time.perf_counter() - started
     cpu = time.thread_time() - cpu_started  # this thread only: what a core spent, no waiting
@@ -65,3 +72,23 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
     if governed.stats.summarised and turn.session is not None:
         await threads.to_thread(write_anchor, rt, turn.session, governed.plan.snapshot)
     return governed.messages
+
+
+def _saver(rt: Runtime, turn: Turn, gov: Governor) -> Callable[[Plan], Awaitable[None]] | None:
+    """How a changed plan (a new session's first, a new model) is saved: behind the turn's
+    messages, once they are stored, not in front of the request (`engine.storing`). None
+    when nothing of the turn is being stored on the way (the plan is saved at once)."""
+    if turn.storing is None:
+        return None
+
+    def write(plan: Plan) -> None:
+        try:
+            gov.ledger.save_plan(plan)
+        except Exception as exc:  # best effort: the next turn makes the plan again
+            rt.activity.failure("governance", f"saving the plan: {type(exc).__name__}: {exc}")
+            log.warning("could not save the governance plan of %s: %r", turn.key[:8], exc)
+
+    async def save(plan: Plan) -> None:
+        after_storing(turn, lambda: write(plan))
+
+    return save
