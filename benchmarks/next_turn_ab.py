@@ -8,6 +8,8 @@ one's): make one with `git worktree add /tmp/before <rev>`. Both proxies run wit
 defaults a new user gets, behind one scripted upstream; each round sends the direct
 request, then for each build (in alternating order) a new session's first 18 messages
 and, at once, its next turn, as `proxy_overhead.py` does. Only the next turns are timed.
+`--new-sessions` times each session's first request instead (all its messages new, the
+session created), with nothing sent before it.
 
 On a shared machine latency drifts by a millisecond from one run to the next, more than
 most changes to the request path move it; two builds measured in one run, request by
@@ -64,7 +66,13 @@ def p90(values: list[float]) -> float:
 
 
 async def rounds(
-    direct: str, proxies: dict[str, str], *, requests: int, length: int, gap: float
+    direct: str,
+    proxies: dict[str, str],
+    *,
+    requests: int,
+    length: int,
+    gap: float,
+    new_sessions: bool = False,
 ) -> tuple[list[float], dict[str, list[float]], dict[str, dict[str, list[float]]]]:
     wire = po.WIRES["chat"]
     direct_ms: list[float] = []
@@ -78,6 +86,8 @@ async def rounds(
             answer = {"role": "assistant", "content": po.ANSWER}
             asked = {"role": "user", "content": f"{tag}: and now?"}
             body = wire.body([*messages[:-2], answer, asked], stream=False)
+            if new_sessions:
+                body = wire.body(messages, stream=False)
             started = time.perf_counter()
             (await client.post(direct + wire.path, json=body)).raise_for_status()
             took = (time.perf_counter() - started) * 1000
@@ -88,7 +98,8 @@ async def rounds(
             for name in names:
                 url = proxies[name] + wire.path
                 headers = {**wire.headers, wire.session_header: tag}
-                (await client.post(url, json=earlier, headers=headers)).raise_for_status()
+                if not new_sessions:
+                    (await client.post(url, json=earlier, headers=headers)).raise_for_status()
                 if gap:
                     await asyncio.sleep(gap)
                 started = time.perf_counter()
@@ -113,6 +124,9 @@ def main() -> None:
     parser.add_argument("--upstream-ms", type=float, default=300)
     parser.add_argument("--messages", type=int, default=po.MESSAGES)
     parser.add_argument("--gap-ms", type=float, default=0, help="wait before each next turn")
+    parser.add_argument(
+        "--new-sessions", action="store_true", help="time each session's first request instead"
+    )
     parser.add_argument("--drain-s", type=float, default=20, help="quiet before reading CPU")
     args = parser.parse_args()
 
@@ -132,6 +146,7 @@ def main() -> None:
                 requests=args.requests,
                 length=args.messages,
                 gap=args.gap_ms / 1000,
+                new_sessions=args.new_sessions,
             )
         )
         time.sleep(args.drain_s)
@@ -141,8 +156,9 @@ def main() -> None:
             process.kill()
         upstream.kill()
 
+    timed = "new sessions' first requests" if args.new_sessions else "next turns"
     print(
-        f"\n{args.messages}-message next turns, {args.requests} per build, upstream answering "
+        f"\n{args.messages}-message {timed}, {args.requests} per build, upstream answering "
         f"after {args.upstream_ms:g} ms; milliseconds added to the direct request\n"
     )
     names = sorted({stage for per in stages.values() for stage in per} - {"memlane-upstream"})
