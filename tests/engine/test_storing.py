@@ -14,12 +14,18 @@ def _turn() -> Turn:
     return Turn(key="s1", namespace="s1", model="m", wire="chat", messages=[])
 
 
-async def test_queued_writes_run_in_order_once_the_store_before_them_is_done() -> None:
+def _storing_with_a_write(done: list[str]) -> tuple[Turn, asyncio.Future[None]]:
+    """A turn whose messages are being stored, with one write queued behind them."""
     turn = _turn()
-    store = asyncio.get_running_loop().create_future()
+    store: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     turn.storing = store
-    done: list[str] = []
     after_storing(turn, lambda: done.append("first"))
+    return turn, store
+
+
+async def test_queued_writes_run_in_order_once_the_store_before_them_is_done() -> None:
+    done: list[str] = []
+    turn, store = _storing_with_a_write(done)
     after_storing(turn, lambda: done.append("second"))
     await asyncio.sleep(0.05)
     assert done == []
@@ -29,11 +35,8 @@ async def test_queued_writes_run_in_order_once_the_store_before_them_is_done() -
 
 
 async def test_a_write_behind_a_cancelled_store_is_not_run_and_the_turn_sees_it_cancelled() -> None:
-    turn = _turn()
-    store = asyncio.get_running_loop().create_future()
-    turn.storing = store
     done: list[str] = []
-    after_storing(turn, lambda: done.append("write"))
+    turn, store = _storing_with_a_write(done)
     store.cancel()
     queued = turn.storing
     assert queued is not None
