@@ -59,11 +59,11 @@ def freeze_heap() -> None:
     150k of them) out of the garbage collector's sight, for good.
 
     Python's full collection walks every object it tracks, and holds the GIL throughout:
-    in a started proxy that took 65 to 96 ms, twice in six minutes of benchmark traffic, and a
-    request in flight then waited for all of it (`proxy_overhead.py` showed it as
-    +88 ms p99 cells). What start-up built lives as long as the process, so scanning
-    it again finds nothing; with it frozen a full collection takes well under a millisecond
-    (`benchmarks/gc_pause.py`). Objects made later are collected as before."""
+    in a started proxy that took 65 to 96 ms, twice in six minutes of benchmark traffic,
+    and a request in flight then waited for all of it. What start-up built lives as long
+    as the process, so scanning it again finds nothing; with it frozen a full collection
+    takes well under a millisecond (`benchmarks/gc_pause.py`). Objects made later are
+    collected as before."""
     gc.freeze()
 
 

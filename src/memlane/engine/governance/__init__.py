@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from memlane.engine import threads
@@ -74,7 +74,7 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
     return governed.messages
 
 
-def _saver(rt: Runtime, turn: Turn, gov: Governor) -> Callable[[Plan], Awaitable[None]] | None:
+def _saver(rt: Runtime, turn: Turn, gov: Governor) -> Callable[[Plan], None] | None:
     """How a changed plan (a new session's first, a new model) is saved: behind the turn's
     messages, once they are stored, not in front of the request (`engine.storing`). None
     when nothing of the turn is being stored on the way (the plan is saved at once)."""
@@ -88,7 +88,4 @@ def _saver(rt: Runtime, turn: Turn, gov: Governor) -> Callable[[Plan], Awaitable
             rt.activity.failure("governance", f"saving the plan: {type(exc).__name__}: {exc}")
             log.warning("could not save the governance plan of %s: %r", turn.key[:8], exc)
 
-    async def save(plan: Plan) -> None:
-        after_storing(turn, lambda: write(plan))
-
-    return save
+    return lambda plan: after_storing(turn, lambda: write(plan))

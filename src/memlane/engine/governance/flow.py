@@ -43,12 +43,12 @@ async def govern(
     user_text: str = "",
     longterm: LongTermRecall | None = None,
     force: bool = False,
-    save: Callable[[Plan], Awaitable[None]] | None = None,
+    save: Callable[[Plan], None] | None = None,
 ) -> Governed:
     """The message list to forward. Raises `ContextOverflow` when it cannot fit.
 
-    A changed plan is saved by `save` when given (the proxy: once the turn's messages are
-    stored, off the request's path), else here, before the messages are returned."""
+    A changed plan is handed to `save` when given (the proxy queues it behind the turn's
+    messages, off the request's path), else saved here, before the messages are returned."""
     settings = gov.settings
     stats = Stats()
     conversation = [m for m in messages if m.origin == "client"]
@@ -73,7 +73,10 @@ async def govern(
         await threads.to_thread(gov.ledger.record_event, EVENT_LOOP, payload, "")
         plan = replace(plan, loops_noted=(*plan.loops_noted[-9:], loop.key))
     if plan != stored:
-        await (threads.to_thread(gov.ledger.save_plan, plan) if save is None else save(plan))
+        if save is None:
+            await threads.to_thread(gov.ledger.save_plan, plan)
+        else:
+            save(plan)
     note = loops.note(loop) if loop is not None else None
     if plan.trims:
         snippets = await recall_snippets(gov, user_text, longterm, version=plan.version)
