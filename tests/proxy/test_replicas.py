@@ -212,6 +212,9 @@ def test_killing_a_replica_mid_request_loses_nothing_committed(
     while not any(_last_user(r) == f"{key} turn 3" for r in upstream.model_requests):
         assert time.monotonic() < deadline, "the request never reached the upstream"
         time.sleep(0.05)
+    # the question is stored while the request is upstream: killed once it is committed
+    asked = [*expected(key, 3), ("user", f"{key} turn 3")]
+    assert transcript_becomes(pg_store, key, asked) == asked
     doomed.process.send_signal(signal.SIGKILL)
     doomed.process.wait(10)
     in_flight.join(30)
@@ -219,8 +222,8 @@ def test_killing_a_replica_mid_request_loses_nothing_committed(
     assert isinstance(outcome[0], httpx.TransportError)  # its client saw the connection drop
 
     # Everything committed before the kill is there, once: three answered turns and the
-    # fourth question (stored before it was forwarded), never its answer.
-    assert transcript(pg_store, key) == [*expected(key, 3), ("user", f"{key} turn 3")]
+    # fourth question, never its answer.
+    assert transcript(pg_store, key) == asked
 
     # The client retries at the other replica, which finishes the turn without a duplicate.
     upstream.respond_with(None)
