@@ -63,3 +63,27 @@ async def test_a_preflight_refusal_is_not_swallowed(
 
     with pytest.raises(ContextOverflow):
         await best_effort(rt, None, "governance", too_big(), "forwarded anyway")
+
+
+async def test_a_new_sessions_failure_is_kept_once_its_row_is_written(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    """Its row is written behind the request (`engine.sessions.ahead`): the event waits for it,
+    where adding it at once would break the row's foreign key and be lost."""
+    rt = Runtime(settings, sqlite_store)
+    made = rt.sessions_ahead.made("new", namespace="new", tenant="")
+    turn = Turn("new", "new", "m", "chat", [Message("user", "hi")], session=made, made_ahead=made)
+    row_written = asyncio.get_running_loop().create_future()
+    turn.storing = row_written
+
+    async def broken() -> str:
+        raise RuntimeError("index is corrupt")
+
+    assert await best_effort(rt, turn, "recall", broken(), "fallback") == "fallback"
+    assert rt.activity.snapshot()["failures"]["recall"]["count"] == 1  # counted at once
+
+    rt.sessions_ahead.write(sqlite_store, made)
+    row_written.set_result(None)
+    await turn.storing
+    (event,) = sqlite_store.list_events(made.id, kind=EVENT)
+    assert event.payload == {"stage": "recall", "error": "index is corrupt", "type": "RuntimeError"}

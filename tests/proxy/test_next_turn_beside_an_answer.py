@@ -65,7 +65,6 @@ def test_a_next_turn_arriving_while_the_answer_is_stored_is_shaped_on_the_loop(
             release.set()
         answered.result(timeout=30)
 
-    # the first turn opened the session (a write: a worker thread); the second only read
+    # both only read: the first made its session ahead of the row, the second found the row
     assert len(shaped_on) == 2, shaped_on
-    assert shaped_on[0].startswith("memlane-request"), shaped_on
-    assert not shaped_on[1].startswith("memlane-request"), shaped_on
+    assert not any(name.startswith("memlane-request") for name in shaped_on), shaped_on

@@ -7,6 +7,7 @@ the final answer (Chat Completions and Responses, streamed and not).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import openai
@@ -104,6 +105,28 @@ def test_chat_client_sees_only_the_final_answer(
     assert FACT in sent[-1]["content"]
     assert "<memlane-memory>" in sent[-1]["content"]  # the result is fenced as data
     assert_the_rounds_were_kept(proxy, f"chat-{stream}")
+
+
+def test_a_new_sessions_round_is_kept_when_its_row_is_written_after_the_round(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new session's row is written behind its first request (`engine.sessions.ahead`);
+    memlane's calls wait for it before they run and the round is recorded on the session."""
+    proxy = tools_proxy(proxy_factory)
+    ahead = proxy.runtime.sessions_ahead
+    write = ahead.write
+
+    def slow_write(store: Any, session: Any) -> Any:
+        time.sleep(0.5)  # far longer than the scripted upstream's first round
+        return write(store, session)
+
+    monkeypatch.setattr(ahead, "write", slow_write)
+    upstream.script(Reply(tool_calls=[SEARCH]), Reply(text=FINAL))
+    answer = client(proxy, "slow-row").chat.completions.create(
+        model="scripted-small", messages=[{"role": "user", "content": "How do we deploy?"}]
+    )
+    assert answer.choices[0].message.content == FINAL
+    assert_the_rounds_were_kept(proxy, "slow-row")
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -72,6 +72,38 @@ def test_the_turn_goes_upstream_before_it_is_stored_and_is_stored_before_its_ans
     assert client_messages(mproxy)[:2] == [("system", "be brief"), ("user", "hello")]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_new_sessions_row_is_written_while_its_first_request_is_upstream(
+    mproxy: RunningProxy,
+    upstream: ScriptedUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    stream: bool,
+) -> None:
+    """Not in front of it (`engine.sessions.ahead`); before its answer ends, with its messages."""
+    reached = threading.Event()
+    ahead = mproxy.runtime.sessions_ahead
+    write = ahead.write
+    rows_upstream_saw: list[object] = []
+
+    def write_once_upstream_has_it(store: Any, session: Any) -> Any:
+        assert reached.wait(10), "the row was written in front of the request"
+        return write(store, session)
+
+    def answer(request: RecordedRequest) -> Reply:
+        rows_upstream_saw.append(mproxy.runtime.store.find_session(KEY))
+        reached.set()
+        return Reply(text="a new session")
+
+    monkeypatch.setattr(ahead, "write", write_once_upstream_has_it)
+    upstream.respond_with(answer)
+
+    ask(mproxy, KEY, [{"role": "user", "content": "hello"}], stream=stream)
+
+    assert rows_upstream_saw == [None]
+    assert client_messages(mproxy)[:1] == [("user", "hello")]
+    assert len(ahead) == 0
+
+
 def test_a_turn_the_store_cannot_keep_still_gets_its_answer_and_the_next_turn_stores_it(
     mproxy: RunningProxy, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -19,6 +19,7 @@ from typing import TypeVar
 from memlane.engine import threads, turnlog
 from memlane.engine.governance.errors import ContextOverflow
 from memlane.engine.runtime import Runtime
+from memlane.engine.storing import after_storing
 from memlane.engine.turn import Turn
 
 log = logging.getLogger("memlane.failopen")
@@ -63,21 +64,41 @@ def _keep(rt: Runtime, session_id: str | None, payload: dict[str, str]) -> None:
 
 
 async def record(rt: Runtime, turn: Turn | None, stage: str, reason: str, kind: str) -> None:
-    """Log, count and (for a stored session) record one failure; never raises itself."""
-    session_id = turn.session.id if turn is not None and turn.session is not None else None
-    await record_for(rt, session_id, stage, reason, kind)
+    """Log, count and (for a stored session) record one failure; never raises itself. A new
+    session's record waits for its row, written behind the request (`engine.sessions.ahead`)."""
+    if turn is None or not _row_pending(turn):
+        session_id = turn.session.id if turn is not None and turn.session is not None else None
+        await record_for(rt, session_id, stage, reason, kind)
+        return
+    payload = _noted(rt, turn.session.id if turn.session is not None else "-", stage, reason, kind)
+
+    def keep_later() -> None:
+        try:
+            _keep(rt, turn.session.id if turn.session is not None else None, payload)
+        except Exception:
+            log.warning("could not record the failure of %s", stage, exc_info=True)
+
+    after_storing(turn, keep_later)
 
 
 async def record_for(
     rt: Runtime, session_id: str | None, stage: str, reason: str, kind: str
 ) -> None:
     """`record` for work that outlived its turn (background work knows only the session)."""
-    log.warning(
-        "%s skipped for session %s: %s (%s)", stage, (session_id or "-")[:8], reason[:300], kind
-    )
-    rt.activity.failure(stage, f"{kind}: {reason[:300]}")
-    payload = {"stage": stage, "error": reason[:2000], "type": kind}
+    payload = _noted(rt, session_id or "-", stage, reason, kind)
     try:
         await threads.to_thread(_keep, rt, session_id, payload)
     except Exception:
         log.warning("could not record the failure of %s", stage, exc_info=True)
+
+
+def _noted(rt: Runtime, session: str, stage: str, reason: str, kind: str) -> dict[str, str]:
+    """Logged and counted on the runtime's activity; the payload of its event."""
+    log.warning("%s skipped for session %s: %s (%s)", stage, session[:8], reason[:300], kind)
+    rt.activity.failure(stage, f"{kind}: {reason[:300]}")
+    return {"stage": stage, "error": reason[:2000], "type": kind}
+
+
+def _row_pending(turn: Turn) -> bool:
+    storing = turn.storing
+    return turn.made_ahead is not None and storing is not None and not storing.done()

@@ -93,12 +93,7 @@ async def _shape(
     earlier = rt.turn_order.behind(turn.key, hurry=False)
     release = rt.turn_order.hold(turn.key)  # and the session's next turn waits for this one
     try:
-        found = (
-            rt.store.find_session_state(turn.key, tenant=turn.tenant) if reads_here(rt) else None
-        )
-        trip = threads.one_trip
-        if found is not None:  # shaping it only reads
-            (turn.session, turn.state), trip = found, threads.here
+        trip = threads.here if reads_here(rt) and _found_here(rt, turn) else threads.one_trip
         shaped, ahead = trip(lambda: shape(rt, turn), then)
         messages, writes = await shaped
     except BaseException:
@@ -109,9 +104,23 @@ async def _shape(
     return messages, ahead
 
 
+def _found_here(rt: Runtime, turn: Turn) -> bool:
+    """Whether the turn's session is read (or, new, made ahead of its row) here, so that
+    shaping it only reads. A subagent's new session is made in a worker thread, under its
+    parent's."""
+    found = rt.store.find_session_state(turn.key, tenant=turn.tenant)
+    if found is not None:
+        turn.session, turn.state = found
+    elif turn.parent_key is None:
+        made = rt.sessions_ahead.made(turn.key, namespace=turn.namespace, tenant=turn.tenant)
+        turn.session, turn.state, turn.made_ahead = made, {}, made
+    return turn.session is not None
+
+
 def reads_here(rt: Runtime) -> bool:
-    """Whether a turn of a session that exists (shaping it only reads) is shaped, and its
-    recall searched, on the event loop itself, not in a worker thread: on SQLite, when
+    """Whether a turn whose shaping only reads (its session exists, or is new and made
+    ahead of its row: `engine.sessions.ahead`) is shaped, and its recall searched, on the
+    event loop itself, not in a worker thread: on SQLite, when
     recall embeds nothing (no model, no embeddings call), and while no other request is in
     memlane's hands (answers being stored do not count: they wait on a worker thread).
 
@@ -119,9 +128,9 @@ def reads_here(rt: Runtime) -> bool:
     to a worker thread cost more than the reads: the sleeping thread is woken, and the
     loop is woken again with the result (0.2 to 0.9 ms each way on the 2-core development
     machine, traced per stage). Both hold the GIL for their Python part either way.
-    PostgreSQL's reads are network round trips, and a new session's row is a write that
-    may wait for the write lock: those stay on a worker thread, as does a recall that
-    embeds its query. So do all requests while others are in hand: under 200 streaming
+    PostgreSQL's reads are network round trips: those stay on a worker thread (where a
+    new session's row is written in front of the request), as does a recall that embeds
+    its query. So do all requests while others are in hand: under 200 streaming
     clients, shaping every arrival on the loop stretched p99 (7–11 s to 15 s, `load.py`)
     as streams already under way waited behind it."""
     return rt.store_kind == "sqlite" and not rt.settings.dense_retrieval and threads.TRAFFIC.alone
@@ -169,10 +178,14 @@ async def _store_behind(
         turn.lost = True
         await failopen.record(rt, turn, "store", str(exc) or type(exc).__name__, type(exc).__name__)
     finally:
+        if turn.made_ahead is not None:
+            rt.sessions_ahead.forget(turn.made_ahead)
         release()
 
 
 def _store_with(rt: Runtime, turn: Turn, writes: scaffold.Writes) -> None:
+    if turn.made_ahead is not None:
+        turn.session = rt.sessions_ahead.write(rt.store, turn.made_ahead)
     store_incoming(rt, turn)
     for write in writes:
         try:

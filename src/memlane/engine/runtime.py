@@ -34,6 +34,7 @@ from memlane.text.tokens import Tokenizer
 if TYPE_CHECKING:
     from memlane.engine.governance.budget import WindowMemo
     from memlane.engine.memory.book import MemoryBook
+    from memlane.engine.sessions.ahead import SessionsAhead
 
 
 @dataclass
@@ -127,6 +128,14 @@ class Runtime:
         from memlane.engine.governance.budget import WindowMemo
 
         return WindowMemo(self.store)
+
+    @cached_property
+    def sessions_ahead(self) -> SessionsAhead:
+        """New sessions whose rows are written behind their first request
+        (`engine.sessions.ahead`)."""
+        from memlane.engine.sessions.ahead import SessionsAhead
+
+        return SessionsAhead()
 
     @cached_property
     def tenant_salt(self) -> bytes:

@@ -81,6 +81,9 @@ class Turn:
     """The client's messages being stored while the request is on its way upstream
     (`pipeline.prepare`), then the writes queued behind them (`engine.storing`);
     `pipeline.finish` waits for it. It never raises."""
+    made_ahead: Session | None = None
+    """The session as made ahead of its row (`engine.sessions.ahead`), for a new session's
+    turn: the row is written first among the turn's writes on their way."""
     lost: bool = False
     """The client's messages could not be stored: nor is the answer (the client's next
     request resends both)."""

@@ -31,7 +31,7 @@ from typing import Any
 
 from starlette.responses import Response
 
-from memlane.engine import threads
+from memlane.engine import pipeline, threads
 from memlane.engine.fence import DATA_NOTE, fenced
 from memlane.engine.turn import Answer, Turn
 from memlane.engine.turnlog import turn_cost
@@ -141,6 +141,8 @@ class ToolLoop:
     async def run_calls(self, calls: Sequence[ToolCall], answer: Answer) -> list[Message]:
         """Answer memlane's calls; record the round (calls, usage) on the session."""
         rt = self.state.runtime
+        if self.turn.made_ahead is not None:  # calls may write to the session: its row first
+            await pipeline.stored(rt, self.turn)
         binding = self.binding()
         results: list[Message] = []
         record: list[dict[str, Any]] = []

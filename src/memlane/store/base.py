@@ -127,10 +127,16 @@ class SessionStore(Protocol):
     """Sessions: created by key, forked, counted, deleted with everything of theirs."""
 
     def ensure_session(
-        self, key: str, *, namespace: str | None = None, tenant: str = ""
+        self,
+        key: str,
+        *,
+        namespace: str | None = None,
+        tenant: str = "",
+        session_id: str | None = None,
     ) -> Session:
         """The session for `key` in `tenant`, created on first use; `namespace` defaults to
-        the key."""
+        the key. A new row gets `session_id` when given (a session made ahead of its row,
+        `engine.sessions.ahead`); a row that exists is returned whatever its id."""
         ...
 
     def get_session(self, session_id: str) -> Session | None:

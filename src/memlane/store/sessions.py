@@ -88,7 +88,12 @@ class SqlSessions(SqlStore[D]):
         new session, indexed under their new ids with their vectors; return how many."""
 
     def ensure_session(
-        self, key: str, *, namespace: str | None = None, tenant: str = ""
+        self,
+        key: str,
+        *,
+        namespace: str | None = None,
+        tenant: str = "",
+        session_id: str | None = None,
     ) -> Session:
         found = self.find_session(key, tenant=tenant)
         if found is not None:
@@ -99,7 +104,7 @@ class SqlSessions(SqlStore[D]):
             db.run(
                 "INSERT INTO sessions (id, key, namespace, created_at, updated_at, tenant) "
                 "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING",
-                uuid.uuid4().hex,
+                session_id or uuid.uuid4().hex,
                 key,
                 key if namespace is None else namespace,
                 db.time(stamp),

@@ -251,3 +251,42 @@ async def test_a_plan_that_cannot_be_saved_is_recorded_and_the_turn_goes_on(
     await turn.storing  # raises nothing
     assert out == turn.messages
     assert "disk full" in rt.activity.snapshot()["failures"]["governance"]["last"]
+
+
+async def test_a_new_sessions_first_request_writes_its_row_before_it_keeps_what_it_cut(
+    tmp_path: Path, sqlite_store: SQLiteStore
+) -> None:
+    """A new session is made ahead of its row (`engine.sessions.ahead`); an oversized first
+    request offloads and drops in front of the request, so its ledger writes the row first.
+    The anchor and the plan wait behind the turn's store."""
+    from memlane.engine import scaffold
+
+    rt = runtime(tmp_path, sqlite_store, ScriptedLLM(default=SNAPSHOT))
+    made = rt.sessions_ahead.made("fresh", namespace="fresh", tenant="")
+    turn = Turn(
+        key="fresh",
+        namespace="fresh",
+        model=MODEL,
+        wire="chat",
+        messages=agentic("chat", 60).messages,
+        session=made,
+        state={},
+        made_ahead=made,
+    )
+    messages_stored = asyncio.get_running_loop().create_future()
+    turn.storing = messages_stored
+
+    await govern_turn(rt, turn, turn.messages)
+    row = sqlite_store.find_session("fresh")
+    assert row is not None
+    assert row.id == made.id
+    assert sqlite_store.list_events(made.id, kind=EVENT_OFFLOADED)
+    assert sqlite_store.list_events(made.id, kind=EVENT_DROPPED)
+    assert PLAN_STATE not in sqlite_store.get_state(made.id)
+    assert scaffold.read_texts(rt, made).get("summary", "") == ""
+
+    messages_stored.set_result(None)
+    await turn.storing
+    assert PLAN_STATE in sqlite_store.get_state(made.id)
+    assert scaffold.read_texts(rt, made)["summary"] == "goal: set up the project"
+    assert "governance" not in rt.activity.snapshot()["failures"]

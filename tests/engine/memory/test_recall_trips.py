@@ -139,18 +139,19 @@ async def test_the_recall_runs_while_governance_works_on_the_shaped_request(
 @pytest.mark.parametrize(
     ("session", "dense", "others", "finishing", "where"),
     [
-        pytest.param(True, "off", 0, 0, "loop", id="next-turn"),
-        pytest.param(True, "off", 0, 2, "loop", id="while-answers-are-stored"),
-        pytest.param(False, "off", 0, 0, "worker", id="new-session-a-write"),
-        pytest.param(True, "on", 0, 0, "worker", id="an-embedded-query"),
-        pytest.param(True, "off", 1, 0, "worker", id="another-request-in-hand"),
-        pytest.param(True, "off", 1, 1, "worker", id="another-request-and-an-answer"),
+        pytest.param("existing", "off", 0, 0, "loop", id="next-turn"),
+        pytest.param("existing", "off", 0, 2, "loop", id="while-answers-are-stored"),
+        pytest.param("new", "off", 0, 0, "loop", id="new-session-made-ahead"),
+        pytest.param("child", "off", 0, 0, "worker", id="new-subagent-session-a-write"),
+        pytest.param("existing", "on", 0, 0, "worker", id="an-embedded-query"),
+        pytest.param("existing", "off", 1, 0, "worker", id="another-request-in-hand"),
+        pytest.param("existing", "off", 1, 1, "worker", id="another-request-and-an-answer"),
     ],
 )
 async def test_where_a_request_is_shaped_and_searched(
     rt: Runtime,
     monkeypatch: pytest.MonkeyPatch,
-    session: bool,
+    session: str,
     dense: str,
     others: int,
     finishing: int,
@@ -158,9 +159,10 @@ async def test_where_a_request_is_shaped_and_searched(
 ) -> None:
     """A next turn on SQLite reads on the loop: no thread is woken before it is forwarded,
     also while earlier answers are being stored (an agent's next request arrives while
-    its last answer is). Creating a session's row (a write that may wait for the lock), a
-    recall that embeds its query, and any request while another is in memlane's hands
-    still go to a worker thread."""
+    its last answer is), and so does a new session's first (its row is written behind it,
+    `engine.sessions.ahead`). A subagent's new session (made under its parent, writes that
+    may wait for the lock), a recall that embeds its query, and any request while another
+    is in memlane's hands still go to a worker thread."""
     rt.settings = rt.settings.model_copy(update={"memory_dense": dense})
     remembered(rt)
     shape, rank = pipeline.shape, recall_module.ranked
@@ -177,8 +179,11 @@ async def test_where_a_request_is_shaped_and_searched(
     monkeypatch.setattr(pipeline, "shape", shaped)
     monkeypatch.setattr(recall_module, "ranked", ranked)
     question = Message("user", "Which database does the ledger service use?")
-    key = "key-1" if session else "key-2"
-    turn = Turn(key=key, namespace="", model="m", wire="chat", messages=[question])
+    key = "key-1" if session == "existing" else "key-2"
+    parent = "key-1" if session == "child" else None
+    turn = Turn(
+        key=key, namespace="", model="m", wire="chat", messages=[question], parent_key=parent
+    )
     with contextlib.ExitStack() as in_hand:
         for _ in range(finishing):
             in_hand.enter_context(threads.TRAFFIC.finishing())

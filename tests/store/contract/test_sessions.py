@@ -31,6 +31,19 @@ def test_ensure_session_creates_once_and_defaults_namespace_to_key(store: Store)
     assert store.get_session("nope") is None
 
 
+def test_a_new_row_takes_the_id_it_was_made_with_and_an_existing_row_keeps_its_own(
+    store: Store,
+) -> None:
+    """A session made ahead of its row (`engine.sessions.ahead`) names its id; a row
+    another writer made first keeps the one it has."""
+    made = store.ensure_session("ahead", namespace="repo", session_id="0123456789abcdef" * 2)
+    assert made.id == "0123456789abcdef" * 2
+    assert store.find_session("ahead") == made
+    again = store.ensure_session("ahead", session_id="f" * 32)
+    assert again.id == made.id
+    assert store.get_session("f" * 32) is None
+
+
 def test_list_sessions_newest_activity_first_and_by_namespace(store: Store) -> None:
     a = store.ensure_session("a", namespace="ns1")
     b = store.ensure_session("b", namespace="ns2")

@@ -70,8 +70,19 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
     turn.governed_tokens = (stats.tokens_in, stats.tokens_out)
     turn.notes.extend(governed.stats.notes)
     if governed.stats.summarised and turn.session is not None:
-        await threads.to_thread(write_anchor, rt, turn.session, governed.plan.snapshot)
+        snapshot = governed.plan.snapshot
+        if turn.storing is None:
+            await threads.to_thread(write_anchor, rt, turn.session, snapshot)
+        else:  # its session may be a row still to write (`engine.sessions.ahead`)
+            _behind(rt, turn, "write the anchor", lambda: _anchor(rt, turn, snapshot))
     return governed.messages
+
+
+def _anchor(rt: Runtime, turn: Turn, snapshot: str) -> None:
+    from memlane.engine.governance.setup import write_anchor
+
+    if turn.session is not None:  # the session's row as written, the one the turn adopted
+        write_anchor(rt, turn.session, snapshot)
 
 
 def _saver(rt: Runtime, turn: Turn, gov: Governor) -> Callable[[Plan], None] | None:
@@ -80,12 +91,18 @@ def _saver(rt: Runtime, turn: Turn, gov: Governor) -> Callable[[Plan], None] | N
     when nothing of the turn is being stored on the way (the plan is saved at once)."""
     if turn.storing is None:
         return None
+    return lambda plan: _behind(rt, turn, "save the plan", lambda: gov.ledger.save_plan(plan))
 
-    def write(plan: Plan) -> None:
+
+def _behind(rt: Runtime, turn: Turn, what: str, write: Callable[[], None]) -> None:
+    """`write` once the turn's messages are stored; best effort: the next turn makes the
+    plan (or the anchor) again, so a failure is logged and recorded, never raised."""
+
+    def guarded() -> None:
         try:
-            gov.ledger.save_plan(plan)
-        except Exception as exc:  # best effort: the next turn makes the plan again
-            rt.activity.failure("governance", f"saving the plan: {type(exc).__name__}: {exc}")
-            log.warning("could not save the governance plan of %s: %r", turn.key[:8], exc)
+            write()
+        except Exception as exc:
+            rt.activity.failure("governance", f"{what}: {type(exc).__name__}: {exc}")
+            log.warning("could not %s of %s: %r", what, turn.key[:8], exc)
 
-    return lambda plan: after_storing(turn, lambda: write(plan))
+    after_storing(turn, guarded)

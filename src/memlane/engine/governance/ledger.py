@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -100,16 +100,25 @@ class StoreLedger:
     state: Mapping[str, str] | None = None
     """The session's state as the turn found it (`Turn.stored_state`), read in front of the
     request once for the scaffold and governance both; dropped once a plan is saved."""
+    row: Callable[[], object] | None = None
+    """Writes a new session's row, made ahead of it (`engine.sessions.ahead`): called
+    before the ledger's first write, which can come in front of the request."""
+
+    def _with_row(self) -> None:
+        if self.row is not None:
+            self.row()
+            self.row = None
 
     def load_plan(self) -> Plan:
         state = self.state if self.state is not None else self.store.get_state(self.session_id)
         return Plan.from_json(state.get(PLAN_STATE))
 
-    def save_plan(self, plan: Plan) -> None:
+    def save_plan(self, plan: Plan) -> None:  # behind the turn's store: the row is there
         self.store.set_state(self.session_id, PLAN_STATE, plan.to_json())
         self.state = None
 
     def offload(self, index: int, message: Message, tokens: int) -> str:
+        self._with_row()
         payload: dict[str, Any] = {
             "index": index,
             "call_id": message.call_id,
@@ -159,6 +168,7 @@ class StoreLedger:
             )
         ]
         if events:
+            self._with_row()
             self.store.add_events(self.session_id, events)
 
     def _said(self, messages: Iterable[Message]) -> list[datetime | None]:
@@ -173,6 +183,7 @@ class StoreLedger:
         return out
 
     def record_event(self, kind: str, payload: Mapping[str, Any], text: str = "") -> None:
+        self._with_row()
         self.store.add_event(self.session_id, kind, payload, text=text)
 
     def recall(self, query: str, limit: int, chars: int, *, version: str = "") -> list[Snippet]:

@@ -105,6 +105,9 @@ def governor_for_turn(rt: Runtime, turn: Turn) -> Governor:
         llm = None
     else:
         ledger = store_ledger(rt, turn.session, state=turn.state)
+        made = turn.made_ahead
+        if made is not None:
+            ledger.row = lambda: rt.sessions_ahead.write(rt.store, made)
         llm = rt.summary_llm
     summary_model = rt.summary_model(turn.model)
     gov = make_governor(
