@@ -43,10 +43,10 @@ def test_an_answer_carries_memlanes_stages_after_the_upstreams_own(
     assert mine < UPSTREAM_SECONDS * 1000  # memlane's stages, not the upstream's wait
 
 
-def test_the_upstreams_own_metrics_come_first() -> None:
+async def test_the_upstreams_own_metrics_come_first() -> None:
     turn = Turn(key="k", namespace="", model="m", wire="chat", messages=[])
     turn.clock.mark("shape")
-    relayed = _response_headers(turn, {"Server-Timing": "gpu;dur=12.5", "x-request-id": "r1"})
+    relayed = await _response_headers(turn, {"Server-Timing": "gpu;dur=12.5", "x-request-id": "r1"})
     assert relayed["Server-Timing"].startswith("gpu;dur=12.5, memlane-shape;dur=")
     assert "server-timing" not in relayed  # one header, not two
     assert relayed["x-request-id"] == "r1"

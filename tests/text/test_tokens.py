@@ -160,3 +160,48 @@ def test_short_texts_are_memoised_exactly_and_bounded() -> None:
     for text in ("aaaaaaaa", "a a a a "):  # keyed by the text, not by its length
         assert tokenizer.count(text) == len(encoding.encode(text))
     assert tokenizer.memo_entries == 0  # the long-text memo holds none of them
+
+
+BOUND_TEXTS = [
+    "",
+    "hello world",
+    "    indented\n\n\n\t\ttabs   and   runs of spaces      ",
+    "12345678901234567890 3.14159 0xDEADBEEF",
+    "こんにちは世界, 你好世界, 안녕하세요",
+    "emoji 🧠🚀👩‍💻 and flags 🇫🇷🇯🇵",
+    "a lone surrogate \ud800 in the middle",
+    "<|endoftext|> and <|fim_prefix|> typed by a user",
+    "ﬁ ligatures, Ω ohm, é e-acute, combining e\u0301",
+    "x" * 5000,
+    '{"path": "src/memlane/engine/pipeline.py", "lines": [1, 2, 3]}',
+]
+
+
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("text", BOUND_TEXTS)
+def test_the_bound_is_never_below_the_count(encoding: str, text: str) -> None:
+    """Governance skips counting a request whose bound is under its threshold: a bound below
+    the count would let an oversized request through uncompacted."""
+    tokenizer = BPETokenizer(load_encoding(encoding))  # type: ignore[arg-type]
+    message = Message(
+        role="assistant",
+        text=text,
+        name=text[:20] or None,
+        tool_calls=(ToolCall(id="c1", name="edit", arguments=text),),
+    )
+    assert tokenizer.bound(message) >= tokenizer.count_message(message)
+    assert tokenizer.bound(Message(role="user", text=text)) >= tokenizer.count_message(
+        Message(role="user", text=text)
+    )
+
+
+def test_the_bound_encodes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    tokenizer = BPETokenizer(load_encoding("cl100k_base"))
+
+    def refused(text: str) -> int:
+        raise AssertionError("the bound encoded a text")
+
+    monkeypatch.setattr(tokenizer, "_encode_len", refused)
+    text = "The quick brown fox jumps over the lazy dog."
+    assert tokenizer.bound(Message(role="user", text=text)) == MESSAGE_OVERHEAD + 4 + len(text)
+    assert tokenizer.bound(Message(role="user", text="é")) == MESSAGE_OVERHEAD + 4 + 2

@@ -9,7 +9,7 @@ from typing import Any
 
 from memlane.engine import failopen, scaffold, threads, turnlog
 from memlane.engine.failopen import best_effort
-from memlane.engine.governance import govern_turn
+from memlane.engine.governance import counted, govern_turn
 from memlane.engine.memory.ingest import schedule_ingest
 from memlane.engine.memory.recall import Ahead, recall_for_turn, search_ahead
 from memlane.engine.runtime import Runtime
@@ -226,6 +226,7 @@ def _scaffold_failed(rt: Runtime, turn: Turn, exc: Exception) -> None:
 async def finish(rt: Runtime, turn: Turn, answer: Answer) -> None:
     """Persist the assistant's answer and usage; everything slow goes to the background."""
     await stored(rt, turn)
+    await counted(turn)  # for the turn's record
     await threads.to_thread(store_answer, rt, turn, answer)
     if turn.session is None or turn.lost or answer.failed:
         return

@@ -1,11 +1,13 @@
 """A turn's writes while its request is on its way upstream, and the ones queued behind them.
 
 `pipeline.prepare` starts storing the client's messages as the request is forwarded
-(`Turn.storing`). A write that must come after them, and that the forwarded request does
-not depend on (governance's first plan for a session), is queued behind that store
-(`after_storing`): it is off the request's path too, where it waited for a worker thread
-and, under background writes, for SQLite's write lock (`next_turn_ab.py --new-sessions`:
-a new session's governance stage 2.46 → 1.35 ms p50, its request +10.70 → +7.59 ms p90).
+(`Turn.storing`); a new session's row is written first (`engine.sessions.ahead`). A write
+that must come after them, and that the forwarded request does not depend on
+(governance's first plan for a session, a new anchor, a new session's failure record),
+is queued behind that store (`after_storing`): it is off the request's path too, where it
+waited for a worker thread and, under background writes, for SQLite's write lock
+(`next_turn_ab.py --new-sessions`: a new session's governance stage 2.46 → 1.35 ms p50,
+its request +10.70 → +7.59 ms p90).
 `pipeline.stored`, which the end of the answer waits for, waits for the queued writes
 as well.
 """

@@ -277,7 +277,7 @@ class ToolLoop:
             upstream = await self.send(messages, stream=stream)
             if isinstance(upstream, Response):
                 return upstream
-            read = await self.read_stream(upstream) if stream else self.read_whole(upstream)
+            read = await self.read_stream(upstream) if stream else await self.read_whole(upstream)
             if isinstance(read, Response):  # the final round: relayed as it arrives
                 return read
             answer = read.answer
@@ -295,17 +295,17 @@ class ToolLoop:
             results = await self.run_calls(ours, answer)
             messages = [*messages, *answer.messages, *results]
 
-    def read_whole(self, upstream: UpstreamResponse) -> WholeRound:
+    async def read_whole(self, upstream: UpstreamResponse) -> WholeRound:
         from memlane.proxy.turns import _response_headers
 
-        headers = _response_headers(self.turn, upstream.headers)
+        headers = await _response_headers(self.turn, upstream.headers)
         return WholeRound(self.adapter, self.wire, upstream.content, upstream.status_code, headers)
 
     async def read_stream(self, upstream: UpstreamResponse) -> StreamedRound | Response:
         """The round read to its end, or, when it starts with text, relayed from there on."""
         from memlane.proxy.turns import _fail, _response_headers, transport_error
 
-        headers = _response_headers(self.turn, upstream.headers)
+        headers = await _response_headers(self.turn, upstream.headers)
         read = StreamedRound(
             self.adapter, self.wire, upstream.aiter_bytes(), upstream.status_code, headers
         )

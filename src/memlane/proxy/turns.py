@@ -28,7 +28,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from memlane.engine import pipeline
-from memlane.engine.governance import ContextOverflow
+from memlane.engine.governance import ContextOverflow, counted
 from memlane.engine.governance.budget import learn_from_upstream_error
 from memlane.engine.sessions.history import chained_session_key
 from memlane.engine.threads import TRAFFIC
@@ -329,7 +329,7 @@ async def _complete(state: ProxyState, turn: Turn, adapter: WireAdapter, call: C
     )
     if isinstance(upstream, Response):
         return upstream
-    headers = _response_headers(turn, upstream.headers)
+    headers = await _response_headers(turn, upstream.headers)
     status = upstream.status_code
     if not turn.answer_resent:  # the next request will not bring it: stored first
         await _finish(state, turn, read_answer(adapter, upstream.content))
@@ -432,8 +432,10 @@ class StoredAfter(Response):
                 await self.store()
 
 
-def _response_headers(turn: Turn, upstream: Any) -> dict[str, str]:
-    """The upstream's headers worth relaying, plus what governance did with this request."""
+async def _response_headers(turn: Turn, upstream: Any) -> dict[str, str]:
+    """The upstream's headers worth relaying, plus what governance did with this request
+    (its token count, which may be finishing beside the upstream call)."""
+    await counted(turn)
     out = relayed_headers(upstream)
     if turn.context is not None:
         out[h.CONTEXT] = h.context_value(*turn.context)
@@ -517,6 +519,6 @@ async def _stream(state: ProxyState, turn: Turn, adapter: WireAdapter, call: Cal
         adapter.assembler(),
         settle=settle,
         error_frame=lambda message: adapter.stream_error(message, code="upstream_stream_error"),
-        headers=_response_headers(turn, upstream.headers),
+        headers=await _response_headers(turn, upstream.headers),
         hold=answer_hold(state, turn),
     )

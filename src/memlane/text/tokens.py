@@ -125,6 +125,11 @@ class Tokenizer(Protocol):
         """Tokens a message costs in a request, including per-message framing."""
         ...
 
+    def bound(self, message: Message) -> int:
+        """At least `count_message(message)`, found without encoding anything: whether a
+        request fits is then known in microseconds, and its exact count can wait."""
+        ...
+
 
 def encoding_for_model(model: str | None) -> EncodingName:
     """The encoding a model counts with: tiktoken's table, else the documented fallback.
@@ -200,9 +205,24 @@ class BPETokenizer:
             total += TOOL_CALL_OVERHEAD + self.count(call.name) + self.count(call.arguments)
         return total
 
+    def bound(self, message: Message) -> int:
+        """Every token of a byte-level BPE stands for at least one byte of UTF-8: a text
+        costs at most its byte length (a lone surrogate is encoded as U+FFFD, three bytes,
+        as `surrogatepass` counts it)."""
+        total = MESSAGE_OVERHEAD + _utf8_len(message.role) + _utf8_len(message.text)
+        if message.name:
+            total += NAME_OVERHEAD + _utf8_len(message.name)
+        for call in message.tool_calls:
+            total += TOOL_CALL_OVERHEAD + _utf8_len(call.name) + _utf8_len(call.arguments)
+        return total
+
     def _encode_len(self, text: str) -> int:
         # Special-token strings in user text are counted as plain text, never rejected.
         return len(self._encoding.encode(text, disallowed_special=()))
+
+
+def _utf8_len(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def count_messages(tokenizer: Tokenizer, messages: list[Message]) -> int:

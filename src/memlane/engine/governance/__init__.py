@@ -10,6 +10,7 @@ kept), flow (one request), setup (building it from the runtime), compact
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -19,15 +20,16 @@ from memlane.engine import threads
 from memlane.engine.governance.budget import learn_window
 from memlane.engine.governance.errors import ContextOverflow
 from memlane.engine.runtime import Runtime
-from memlane.engine.storing import after_storing
+from memlane.engine.storing import after_storing, keep
 from memlane.engine.turn import Turn
 from memlane.types import Message
 
 if TYPE_CHECKING:
-    from memlane.engine.governance.cache import Governor
+    from memlane.engine.governance.cache import Governor, Stats
+    from memlane.engine.governance.flow import Governed
     from memlane.engine.governance.plan import Plan
 
-__all__ = ["ContextOverflow", "govern_turn", "learn_window"]
+__all__ = ["ContextOverflow", "counted", "govern_turn", "learn_window"]
 
 log = logging.getLogger("memlane.governance")
 
@@ -47,10 +49,46 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
     # Inline: a learned-window read and cached tokenizers (the proxy loads every encoding
     # at start-up) cost less than the thread hop, whose wake-up waits for a free core.
     gov = governor_for_turn(rt, turn)
-    governed = await govern(gov, messages, user_text=turn.user_text, save=_saver(rt, turn, gov))
-    stats = governed.stats
+    governed = await govern(
+        gov, messages, user_text=turn.user_text, save=_saver(rt, turn, gov), count_later=True
+    )
     elapsed = time.perf_counter() - started
     cpu = time.thread_time() - cpu_started  # this thread only: what a core spent, no waiting
+    turn.trimmed = turn.trimmed or governed.trimmed
+    turn.notes.extend(governed.stats.notes)
+    if governed.counted:
+        _report(turn, gov, governed.stats, elapsed, cpu)
+    else:  # on a worker thread while the request goes upstream (`counted`)
+        turn.counting = keep(asyncio.ensure_future(_count(turn, gov, governed, elapsed, cpu)))
+    if governed.stats.summarised and turn.session is not None:
+        snapshot = governed.plan.snapshot
+        if turn.storing is None:
+            await threads.to_thread(write_anchor, rt, turn.session, snapshot)
+        else:  # its session may be a row still to write (`engine.sessions.ahead`)
+            _behind(rt, turn, "write the anchor", lambda: _anchor(rt, turn, snapshot))
+    return governed.messages
+
+
+async def counted(turn: Turn) -> None:
+    """Once the turn's token counts are in (`Turn.context`, `Turn.governed_tokens`): a
+    request that fit by its size alone is counted while it is upstream. Never raises."""
+    counting = turn.counting
+    if counting is not None and not counting.done():
+        await asyncio.wait([counting])
+
+
+async def _count(turn: Turn, gov: Governor, governed: Governed, elapsed: float, cpu: float) -> None:
+    try:
+        tokens = await threads.to_thread(gov.total, governed.messages)
+    except Exception as exc:  # the counts are reported, not needed: they are left out
+        log.warning("could not count the tokens of %s: %r", turn.key[:8], exc)
+        return
+    governed.stats.tokens_in = governed.stats.tokens_out = tokens
+    _report(turn, gov, governed.stats, elapsed, cpu)
+
+
+def _report(turn: Turn, gov: Governor, stats: Stats, elapsed: float, cpu: float) -> None:
+    """What governance did, on the turn (for the answer's headers and record) and logged."""
     log.debug(
         "governed %s: %d -> %d tokens in %.1f ms (LLM %.1f ms)%s",
         turn.key,
@@ -65,17 +103,8 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
             "governance_cpu_seconds": cpu,
         },
     )
-    turn.trimmed = turn.trimmed or governed.trimmed
     turn.context = (stats.tokens_out, gov.budget.limit, stats.compacted)
     turn.governed_tokens = (stats.tokens_in, stats.tokens_out)
-    turn.notes.extend(governed.stats.notes)
-    if governed.stats.summarised and turn.session is not None:
-        snapshot = governed.plan.snapshot
-        if turn.storing is None:
-            await threads.to_thread(write_anchor, rt, turn.session, snapshot)
-        else:  # its session may be a row still to write (`engine.sessions.ahead`)
-            _behind(rt, turn, "write the anchor", lambda: _anchor(rt, turn, snapshot))
-    return governed.messages
 
 
 def _anchor(rt: Runtime, turn: Turn, snapshot: str) -> None:

@@ -88,6 +88,17 @@ class Governor:
     def total(self, messages: Sequence[Message]) -> int:
         return REPLY_PRIMING + self.fixed_tokens + sum(self.count(m) for m in messages)
 
+    def fits(self, messages: Sequence[Message]) -> bool:
+        """Whether `messages` are under the compaction threshold (the limit, if none) by
+        their size alone (`Tokenizer.bound`): no text is encoded."""
+        room = self.budget.threshold or self.budget.limit
+        bound = REPLY_PRIMING + self.fixed_tokens
+        for message in messages:
+            bound += self.tokenizer.bound(message)
+            if bound > room:
+                return False
+        return True
+
     def render(self, plan: Plan, messages: Sequence[Message]) -> list[Message]:
         return render.apply(plan, messages, self.settings, self.count)
 

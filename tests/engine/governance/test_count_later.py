@@ -1,0 +1,108 @@
+"""A request that fits by its size alone is forwarded without being counted first.
+
+Its exact count (the `X-Memlane-Context` header, the turn's record) is made on a worker
+thread while the request is upstream (`governance.counted`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memlane.engine.governance import counted, govern_turn
+from memlane.engine.governance.cache import Governor
+from memlane.engine.governance.flow import govern
+from memlane.engine.runtime import Runtime
+from memlane.engine.turn import Turn
+from memlane.store.sqlite import SQLiteStore
+from memlane.types import Message, ToolCall
+from tests.engine.governance.helpers import MODEL, governor, settings_for
+from tests.support.text import ScriptedLLM
+
+
+def chat(turns: int, words: int = 40) -> list[Message]:
+    out = [Message(role="system", text="You are a careful coding agent.")]
+    for i in range(turns):
+        text = " ".join(f"word{(i + k) % 97}" for k in range(words))
+        out.append(Message(role="user" if i % 2 == 0 else "assistant", text=text))
+    return out
+
+
+def uncountable(gov: Governor, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(messages: object) -> int:
+        raise AssertionError("counted in front of the request")
+
+    monkeypatch.setattr(gov, "total", refused)
+
+
+async def test_a_request_under_the_threshold_by_its_size_is_not_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gov = governor(settings_for())
+    messages = chat(6)
+    exact = gov.total(messages)
+    uncountable(gov, monkeypatch)
+
+    governed = await govern(gov, messages, count_later=True)
+    assert not governed.counted
+    assert governed.messages == messages
+    assert (governed.stats.tokens_in, governed.stats.tokens_out) == (0, 0)
+    monkeypatch.undo()
+    assert gov.total(governed.messages) == exact
+
+
+async def test_without_count_later_or_over_the_bound_the_count_decides() -> None:
+    """The bound only short-cuts: a request whose bytes exceed the threshold is counted, and
+    is compacted only if its tokens do (ASCII words: about four bytes per token)."""
+    gov = governor(settings_for())
+    small = chat(6)
+    exact = await govern(gov, small)
+    assert exact.counted
+    assert exact.stats.tokens_in == gov.total(small)
+
+    threshold = gov.budget.threshold
+    big = chat(60, words=30)
+    assert gov.total(big) < threshold < sum(gov.tokenizer.bound(m) for m in big)
+    governed = await govern(gov, big, count_later=True)
+    assert governed.counted
+    assert governed.stats.tokens_in == gov.total(big)
+    assert not governed.stats.compacted
+
+
+async def test_a_loop_note_is_counted_in_front() -> None:
+    gov = governor(settings_for())
+    messages = chat(2)
+    for i in range(6):
+        call = ToolCall(id=f"c{i}", name="read_file", arguments='{"path": "a.py"}')
+        messages.append(Message(role="assistant", text="", tool_calls=(call,)))
+        messages.append(Message(role="tool", text="same content", call_id=f"c{i}"))
+    governed = await govern(gov, messages, count_later=True)
+    assert governed.counted
+    assert governed.messages[-1].origin == "note"
+    assert governed.stats.tokens_out == gov.total(governed.messages)
+
+
+async def test_the_turns_counts_arrive_once_counted(
+    tmp_path: Path, sqlite_store: SQLiteStore
+) -> None:
+    rt = Runtime(settings_for(tmp_path), sqlite_store, _llm=ScriptedLLM())
+    session = sqlite_store.ensure_session("counted-later")
+    messages = chat(6)
+    turn = Turn(
+        key="counted-later",
+        namespace="counted-later",
+        model=MODEL,
+        wire="chat",
+        messages=messages,
+        session=session,
+    )
+    out = await govern_turn(rt, turn, messages)
+    assert out == messages
+    assert turn.counting is not None
+
+    await counted(turn)
+    tokens = governor(rt.settings).total(messages)
+    limit = governor(rt.settings).budget.limit
+    assert turn.context == (tokens, limit, False)
+    assert turn.governed_tokens == (tokens, tokens)
