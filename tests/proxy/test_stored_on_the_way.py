@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,6 +27,19 @@ KEY = "on-the-way"
 STORE_SECONDS = 0.3
 """How long storing the turn takes here: long enough that an answer relayed without
 waiting for it would reach the client first."""
+
+
+def held(
+    reached: threading.Event, write: Callable[..., Any], what: str, *, pause: float = 0.0
+) -> Callable[..., Any]:
+    """`write`, run only once the upstream has the request (`reached`), `pause` s later."""
+
+    def once_upstream_has_it(*args: Any) -> Any:
+        assert reached.wait(10), f"{what} in front of its request"
+        time.sleep(pause)
+        return write(*args)
+
+    return once_upstream_has_it
 
 
 def client_messages(proxy: RunningProxy) -> list[tuple[str, str]]:
@@ -49,18 +63,13 @@ def test_the_turn_goes_upstream_before_it_is_stored_and_is_stored_before_its_ans
     stream: bool,
 ) -> None:
     reached = threading.Event()
-    store = pipeline.store_incoming
-
-    def store_once_upstream_has_it(rt: Any, turn: Turn) -> None:
-        assert reached.wait(10), "the turn was stored in front of its request"
-        time.sleep(STORE_SECONDS)
-        store(rt, turn)
+    store = held(reached, pipeline.store_incoming, "the turn was stored", pause=STORE_SECONDS)
 
     def answer(request: RecordedRequest) -> Reply:
         reached.set()
         return Reply(text="stored on the way")
 
-    monkeypatch.setattr(pipeline, "store_incoming", store_once_upstream_has_it)
+    monkeypatch.setattr(pipeline, "store_incoming", store)
     upstream.respond_with(answer)
     history = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
 
@@ -72,32 +81,24 @@ def test_the_turn_goes_upstream_before_it_is_stored_and_is_stored_before_its_ans
     assert client_messages(mproxy)[:2] == [("system", "be brief"), ("user", "hello")]
 
 
-@pytest.mark.parametrize("stream", [False, True])
 def test_a_new_sessions_row_is_written_while_its_first_request_is_upstream(
-    mproxy: RunningProxy,
-    upstream: ScriptedUpstream,
-    monkeypatch: pytest.MonkeyPatch,
-    stream: bool,
+    mproxy: RunningProxy, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Not in front of it (`engine.sessions.ahead`); before its answer ends, with its messages."""
+    """Not in front of it (`engine.sessions.ahead`); before its streamed answer ends, with its
+    messages (a whole answer waits the same way: `pipeline.stored`)."""
     reached = threading.Event()
     ahead = mproxy.runtime.sessions_ahead
-    write = ahead.write
     rows_upstream_saw: list[object] = []
-
-    def write_once_upstream_has_it(store: Any, session: Any) -> Any:
-        assert reached.wait(10), "the row was written in front of the request"
-        return write(store, session)
 
     def answer(request: RecordedRequest) -> Reply:
         rows_upstream_saw.append(mproxy.runtime.store.find_session(KEY))
         reached.set()
         return Reply(text="a new session")
 
-    monkeypatch.setattr(ahead, "write", write_once_upstream_has_it)
+    monkeypatch.setattr(ahead, "write", held(reached, ahead.write, "the row was written"))
     upstream.respond_with(answer)
 
-    ask(mproxy, KEY, [{"role": "user", "content": "hello"}], stream=stream)
+    ask(mproxy, KEY, [{"role": "user", "content": "hello"}], stream=True)
 
     assert rows_upstream_saw == [None]
     assert client_messages(mproxy)[:1] == [("user", "hello")]
