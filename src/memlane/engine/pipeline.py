@@ -99,6 +99,8 @@ async def _shape(
     except BaseException:
         earlier.close()
         release()
+        if turn.made_ahead is not None:  # no row will be written for it
+            rt.sessions_ahead.forget(turn.made_ahead)
         raise
     turn.storing = keep(asyncio.ensure_future(_store_behind(rt, turn, earlier, writes, release)))
     return messages, ahead

@@ -106,3 +106,16 @@ async def test_a_second_turn_before_the_row_is_written_joins_the_same_session(
     await pipeline.stored(rt, second)
     sessions = rt.store.list_sessions()
     assert [s.id for s in sessions if s.key == "twice"] == [first.session.id]
+
+
+async def test_a_new_session_whose_request_is_never_shaped_is_forgotten(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(rt: Runtime, turn: Turn) -> object:
+        raise RuntimeError("shaping failed")
+
+    monkeypatch.setattr(pipeline, "shape", broken)
+    with alone(), pytest.raises(RuntimeError):
+        await pipeline.prepare(rt, turn_for("never-shaped"))
+    assert len(rt.sessions_ahead) == 0
+    assert rt.store.find_session("never-shaped") is None
