@@ -6,10 +6,12 @@ thread while the request is upstream (`governance.counted`).
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
 
+from memlane.engine import threads
 from memlane.engine.governance import counted, govern_turn
 from memlane.engine.governance.cache import Governor
 from memlane.engine.governance.flow import govern
@@ -83,13 +85,9 @@ async def test_a_loop_note_is_counted_in_front() -> None:
     assert governed.stats.tokens_out == gov.total(governed.messages)
 
 
-async def test_the_turns_counts_arrive_once_counted(
-    tmp_path: Path, sqlite_store: SQLiteStore
-) -> None:
-    rt = Runtime(settings_for(tmp_path), sqlite_store, _llm=ScriptedLLM())
-    session = sqlite_store.ensure_session("counted-later")
-    messages = chat(6)
-    turn = Turn(
+def turn_of(rt: Runtime, messages: list[Message]) -> Turn:
+    session = rt.store.ensure_session("counted-later")
+    return Turn(
         key="counted-later",
         namespace="counted-later",
         model=MODEL,
@@ -97,9 +95,24 @@ async def test_the_turns_counts_arrive_once_counted(
         messages=messages,
         session=session,
     )
-    out = await govern_turn(rt, turn, messages)
+
+
+@pytest.mark.parametrize("others", [0, 1])
+async def test_the_turns_counts_arrive_once_counted(
+    tmp_path: Path, sqlite_store: SQLiteStore, others: int
+) -> None:
+    """Counted beside the upstream call while the request is alone; under load (another
+    request in hand) counted in front, where a worker-thread trip would cost more."""
+    rt = Runtime(settings_for(tmp_path), sqlite_store, _llm=ScriptedLLM())
+    messages = chat(6)
+    turn = turn_of(rt, messages)
+    with contextlib.ExitStack() as in_hand:
+        for _ in range(others + 1):  # this request, and the others
+            in_hand.enter_context(threads.TRAFFIC.serving())
+        out = await govern_turn(rt, turn, messages)
     assert out == messages
-    assert turn.counting is not None
+    assert (turn.counting is not None) is (others == 0)
+    assert (turn.context is None) is (others == 0)
 
     await counted(turn)
     tokens = governor(rt.settings).total(messages)

@@ -49,9 +49,11 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
     # Inline: a learned-window read and cached tokenizers (the proxy loads every encoding
     # at start-up) cost less than the thread hop, whose wake-up waits for a free core.
     gov = governor_for_turn(rt, turn)
-    governed = await govern(
-        gov, messages, user_text=turn.user_text, save=_saver(rt, turn, gov), count_later=True
-    )
+    # counted beside the upstream call while this request is the only one in hand; under
+    # load the thread trip would cost more than it saves (counts of seen texts are memoised)
+    later = threads.TRAFFIC.alone
+    save = _saver(rt, turn, gov)
+    governed = await govern(gov, messages, user_text=turn.user_text, save=save, count_later=later)
     elapsed = time.perf_counter() - started
     cpu = time.thread_time() - cpu_started  # this thread only: what a core spent, no waiting
     turn.trimmed = turn.trimmed or governed.trimmed
