@@ -90,8 +90,8 @@ class Turn:
     trimmed: bool = False
     """Set by governance when the request had to be cut to fit."""
     counting: asyncio.Future[None] | None = None
-    """Governance counting the forwarded request's tokens while it is upstream (it fit by
-    its size alone); `context` and `governed_tokens` are set once it is done
+    """Governance counting a new session's forwarded request while it is upstream (it fit
+    by its size alone); `context` and `governed_tokens` are set once it is done
     (`governance.counted`)."""
     context: tuple[int, int, bool] | None = None
     """(tokens forwarded, the budget's limit, compacted now): what governance did, for the

@@ -6,12 +6,11 @@ thread while the request is upstream (`governance.counted`).
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 from pathlib import Path
 
 import pytest
 
-from memlane.engine import threads
 from memlane.engine.governance import counted, govern_turn
 from memlane.engine.governance.cache import Governor
 from memlane.engine.governance.flow import govern
@@ -85,8 +84,12 @@ async def test_a_loop_note_is_counted_in_front() -> None:
     assert governed.stats.tokens_out == gov.total(governed.messages)
 
 
-def turn_of(rt: Runtime, messages: list[Message]) -> Turn:
-    session = rt.store.ensure_session("counted-later")
+def turn_of(rt: Runtime, messages: list[Message], *, new: bool) -> Turn:
+    """A new session's turn (made ahead of its row), or a turn of a session that exists."""
+    if new:
+        session = rt.sessions_ahead.made("counted-later", namespace="counted-later", tenant="")
+    else:
+        session = rt.store.ensure_session("counted-later")
     return Turn(
         key="counted-later",
         namespace="counted-later",
@@ -94,28 +97,33 @@ def turn_of(rt: Runtime, messages: list[Message]) -> Turn:
         wire="chat",
         messages=messages,
         session=session,
+        state={} if new else None,
+        made_ahead=session if new else None,
     )
 
 
-@pytest.mark.parametrize("others", [0, 1])
+@pytest.mark.parametrize("new", [True, False])
 async def test_the_turns_counts_arrive_once_counted(
-    tmp_path: Path, sqlite_store: SQLiteStore, others: int
+    tmp_path: Path, sqlite_store: SQLiteStore, new: bool
 ) -> None:
-    """Counted beside the upstream call while the request is alone; under load (another
-    request in hand) counted in front, where a worker-thread trip would cost more."""
+    """A new session's unseen texts are counted beside the upstream call; a next turn's,
+    memoised but for its newest, are counted in front, where a thread trip cost more."""
     rt = Runtime(settings_for(tmp_path), sqlite_store, _llm=ScriptedLLM())
     messages = chat(6)
-    turn = turn_of(rt, messages)
-    with contextlib.ExitStack() as in_hand:
-        for _ in range(others + 1):  # this request, and the others
-            in_hand.enter_context(threads.TRAFFIC.serving())
-        out = await govern_turn(rt, turn, messages)
+    turn = turn_of(rt, messages, new=new)
+    if turn.made_ahead is not None:  # as the turn's store does while the request is upstream
+        rt.sessions_ahead.write(rt.store, turn.made_ahead)
+    turn.storing = asyncio.get_running_loop().create_future()
+    turn.storing.set_result(None)
+    out = await govern_turn(rt, turn, messages)
     assert out == messages
-    assert (turn.counting is not None) is (others == 0)
-    assert (turn.context is None) is (others == 0)
+    assert (turn.counting is not None) is new
+    assert (turn.context is None) is new
 
     await counted(turn)
     tokens = governor(rt.settings).total(messages)
     limit = governor(rt.settings).budget.limit
     assert turn.context == (tokens, limit, False)
     assert turn.governed_tokens == (tokens, tokens)
+    await turn.storing  # the plan, saved behind
+    assert "governance" not in rt.activity.snapshot()["failures"]
