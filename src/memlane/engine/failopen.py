@@ -57,10 +57,14 @@ async def best_effort(
     return fallback
 
 
-def _keep(rt: Runtime, session_id: str | None, payload: dict[str, str]) -> None:
-    turnlog.count(rt.store, {turnlog.STAGE_FAILURES: 1})
-    if session_id is not None:
-        rt.store.add_event(session_id, EVENT, payload)
+def _kept(rt: Runtime, session_id: str | None, payload: dict[str, str]) -> None:
+    """Counted for the day and (for a stored session) kept as its event; never raises."""
+    try:
+        turnlog.count(rt.store, {turnlog.STAGE_FAILURES: 1})
+        if session_id is not None:
+            rt.store.add_event(session_id, EVENT, payload)
+    except Exception:
+        log.warning("could not record the failure of %s", payload["stage"], exc_info=True)
 
 
 async def record(rt: Runtime, turn: Turn | None, stage: str, reason: str, kind: str) -> None:
@@ -71,14 +75,8 @@ async def record(rt: Runtime, turn: Turn | None, stage: str, reason: str, kind: 
         await record_for(rt, session_id, stage, reason, kind)
         return
     payload = _noted(rt, turn.session.id if turn.session is not None else "-", stage, reason, kind)
-
-    def keep_later() -> None:
-        try:
-            _keep(rt, turn.session.id if turn.session is not None else None, payload)
-        except Exception:
-            log.warning("could not record the failure of %s", stage, exc_info=True)
-
-    after_storing(turn, keep_later)
+    # the session's id once its row is written: the row another process wrote, if it won
+    after_storing(turn, lambda: _kept(rt, turn.session.id if turn.session else None, payload))
 
 
 async def record_for(
@@ -86,10 +84,7 @@ async def record_for(
 ) -> None:
     """`record` for work that outlived its turn (background work knows only the session)."""
     payload = _noted(rt, session_id or "-", stage, reason, kind)
-    try:
-        await threads.to_thread(_keep, rt, session_id, payload)
-    except Exception:
-        log.warning("could not record the failure of %s", stage, exc_info=True)
+    await threads.to_thread(_kept, rt, session_id, payload)
 
 
 def _noted(rt: Runtime, session: str, stage: str, reason: str, kind: str) -> dict[str, str]:
