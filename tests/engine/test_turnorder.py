@@ -104,3 +104,28 @@ async def test_an_answer_put_off_is_stored_after_the_grace_when_no_turn_asks(
     later = order.hold("a")
     order.hurry("a")
     await asyncio.wait_for(later.wanted_within(), 0.04)  # asked for already: at once
+
+
+async def test_the_next_turn_reads_once_the_messages_before_it_are_stored() -> None:
+    """Not once their answer is: it may be put off until that turn has gone upstream."""
+    order = TurnOrder()
+    assert order.incoming("a") is None  # nothing being stored: nothing to await
+    put_off = order.hold("a")  # an answer before them, put off
+    assert order.incoming("a") is None  # an answer alone is not what a turn reads
+    messages = order.hold("a", messages=True)
+    answer = order.hold("a")  # their own answer, held after them
+    assert order.holding == 2  # answers only
+    assert order.incoming("b") is None  # another session never waits
+    incoming = order.incoming("a")
+    assert incoming is not None
+    waiting = asyncio.ensure_future(incoming)
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    assert put_off.wanted.is_set()  # the messages are stored behind it: it is asked for
+    put_off()
+    messages()
+    await asyncio.wait_for(waiting, 1)  # not waiting for the answer held after them
+    assert not answer.done.is_set()
+    assert order.incoming("a") is None
+    answer()
+    assert order.holding == 0

@@ -38,11 +38,13 @@ def async_sdk(proxy: RunningProxy, session: str | None = None) -> openai.AsyncOp
     )
 
 
-def ask(proxy: RunningProxy, key: str, history: list[dict[str, str]], *, stream: bool) -> str:
-    """The answer to a Chat Completions request in session `key`, over raw HTTP; streamed,
-    the stream as read to its end."""
+def ask(
+    proxy: RunningProxy, key: str, history: list[dict[str, str]], *, stream: bool, **more: str
+) -> str:
+    """The answer to a Chat Completions request in session `key` (with headers `more`),
+    over raw HTTP; streamed, the stream as read to its end."""
     body = {"model": "m", "messages": history, "stream": stream}
-    headers = {"X-Memlane-Session": key}
+    headers = {"X-Memlane-Session": key, **more}
     with httpx.Client(timeout=30) as client:
         if not stream:
             answer = client.post(f"{proxy.url}/chat/completions", json=body, headers=headers)

@@ -42,7 +42,7 @@ def test_a_recall_that_raises_forwards_without_memories_and_records_why(
         model="m", messages=[{"role": "user", "content": "what did I say about tabs?"}]
     )
     assert answer.choices[0].message.content == "echo: what did I say about tabs?"
-    session = store.find_session("s1")
+    session = proxy.store.find_session("s1")  # once the turn is stored
     assert session is not None
     (event,) = store.list_events(session.id, kind=EVENT)
     assert event.payload["stage"] == "recall"

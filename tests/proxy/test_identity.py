@@ -119,6 +119,7 @@ def assert_contained(proxy: RunningProxy, key: str) -> None:
     response = httpx.post(f"{proxy.url}/chat/completions", json=body, headers=headers)
     assert response.status_code == 200
     assert {p for p in home.parent.iterdir()} == before
+    proxy.settled()  # the scaffold's files are written once the turn is stored
     todo_files = list(home.rglob("todo.md"))
     assert len(todo_files) == 1
     assert todo_files[0].parent.parent == sessions

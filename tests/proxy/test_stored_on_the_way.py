@@ -1,10 +1,11 @@
 """A turn's messages are stored while the request is on its way upstream, never in front of it.
 
 What a turn forwards depends only on what earlier turns stored, so storing its own
-messages runs beside the upstream call. The client still never has a whole answer
-before what it sent is stored, and a store that fails to keep the turn fails open:
-the client gets its answer, the failure is recorded, and the client's next request
-(which resends its history) stores what was missed.
+messages runs beside the upstream call, and a client that resends its history may have
+the answer first (a quick upstream): the session's next turn is shaped once they are
+stored. A store that fails to keep the turn fails open: the client gets its answer, the
+failure is recorded, and the client's next request (which resends its history) stores
+what was missed.
 """
 
 from __future__ import annotations
@@ -20,8 +21,14 @@ from memlane.engine import pipeline
 from memlane.engine.failopen import EVENT
 from memlane.engine.turn import Turn
 from memlane.store import StoreError
-from tests.proxy.conftest import ask
-from tests.support.upstream import RecordedRequest, Reply, RunningProxy, ScriptedUpstream
+from tests.proxy.conftest import QUIET, ask
+from tests.support.upstream import (
+    ProxyFactory,
+    RecordedRequest,
+    Reply,
+    RunningProxy,
+    ScriptedUpstream,
+)
 
 KEY = "on-the-way"
 STORE_SECONDS = 0.3
@@ -56,7 +63,7 @@ def client_messages(proxy: RunningProxy) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_the_turn_goes_upstream_before_it_is_stored_and_is_stored_before_its_answer_ends(
+def test_the_answer_does_not_wait_for_the_turn_to_be_stored_and_the_next_turn_does(
     mproxy: RunningProxy,
     upstream: ScriptedUpstream,
     monkeypatch: pytest.MonkeyPatch,
@@ -71,21 +78,59 @@ def test_the_turn_goes_upstream_before_it_is_stored_and_is_stored_before_its_ans
 
     monkeypatch.setattr(pipeline, "store_incoming", store)
     upstream.respond_with(answer)
+    scaffolded = {"user-agent": "codex_cli_rs/0.169.0"}
     history = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
 
-    answered = ask(mproxy, KEY, history, stream=stream)
+    first = ask(mproxy, KEY, history, stream=stream, **scaffolded, **{"x-memlane-todo": "kept"})
 
-    assert answered.rstrip().endswith("[DONE]") if stream else answered == "stored on the way"
+    assert first.rstrip().endswith("[DONE]") if stream else first == "stored on the way"
+    assert client_messages(mproxy) == []  # the client resends it: its answer did not wait
+    history += [
+        {"role": "assistant", "content": "stored on the way"},
+        {"role": "user", "content": "and then?"},
+    ]
+    ask(mproxy, KEY, history, stream=stream, **scaffolded)
 
-    # the answer itself is stored just after the client has it: it may be there already
-    assert client_messages(mproxy)[:2] == [("system", "be brief"), ("user", "hello")]
+    # shaped from what the first turn kept (its todo), once that was stored
+    before, after = (request.json["messages"] for request in upstream.model_requests)
+    assert after[: len(before)] == before
+    assert any("<todo>\nkept\n</todo>" in message["content"] for message in before)
+    mproxy.settled()
+    assert [text for role, text in client_messages(mproxy) if role != "assistant"] == [
+        "be brief",
+        "hello",
+        "and then?",
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_where_another_process_may_take_the_next_turn_the_answer_waits_for_the_turn(
+    proxy_factory: ProxyFactory,
+    upstream: ScriptedUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    stream: bool,
+) -> None:
+    """That process reads the session from the store alone (`Runtime.serves_alone`)."""
+    proxy = proxy_factory(workers=2, **QUIET)
+    reached = threading.Event()
+    store = held(reached, pipeline.store_incoming, "the turn was stored", pause=STORE_SECONDS)
+
+    def answer(request: RecordedRequest) -> Reply:
+        reached.set()
+        return Reply(text="stored first")
+
+    monkeypatch.setattr(pipeline, "store_incoming", store)
+    upstream.respond_with(answer)
+
+    ask(proxy, KEY, [{"role": "user", "content": "hello"}], stream=stream)
+
+    assert client_messages(proxy)[:1] == [("user", "hello")]
 
 
 def test_a_new_sessions_row_is_written_while_its_first_request_is_upstream(
     mproxy: RunningProxy, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Not in front of it (`engine.sessions.ahead`); before its streamed answer ends, with its
-    messages (a whole answer waits the same way: `pipeline.stored`)."""
+    """Not in front of it (`engine.sessions.ahead`): first among the turn's writes."""
     reached = threading.Event()
     ahead = mproxy.runtime.sessions_ahead
     rows_upstream_saw: list[object] = []
@@ -101,6 +146,7 @@ def test_a_new_sessions_row_is_written_while_its_first_request_is_upstream(
     ask(mproxy, KEY, [{"role": "user", "content": "hello"}], stream=True)
 
     assert rows_upstream_saw == [None]
+    mproxy.settled()
     assert client_messages(mproxy)[:1] == [("user", "hello")]
     assert len(ahead) == 0
 

@@ -88,10 +88,13 @@ async def _shape(
         await rt.turn_order.settled(turn.key)
         stored, ahead = threads.one_trip(lambda: (store_and_scaffold(rt, turn), []), then)
         return (await stored)[0], ahead
+    incoming = rt.turn_order.incoming(turn.key)
+    if incoming is not None:  # the turn before was answered before its messages were stored
+        await incoming
     # the session's turns before this one; an answer among them whose storing waits for
     # this request to go upstream is asked for then (`proxy.turns.send_upstream`)
     earlier = rt.turn_order.behind(turn.key, hurry=False)
-    release = rt.turn_order.hold(turn.key)  # and the session's next turn waits for this one
+    release = rt.turn_order.hold(turn.key, messages=True)  # the next turn waits for this one
     try:
         trip = threads.here if reads_here(rt) and _found_here(rt, turn) else threads.one_trip
         shaped, ahead = trip(lambda: shape(rt, turn), then)
@@ -199,8 +202,8 @@ def _store_with(rt: Runtime, turn: Turn, writes: scaffold.Writes) -> None:
 
 async def stored(rt: Runtime, turn: Turn) -> None:
     """Once the turn's own messages are stored, or could not be: before its answer is
-    stored, and before the client has the whole answer (what the client sent is durable
-    by then). Never raises."""
+    stored, and, for a client that will not resend them, before it has the whole answer.
+    Never raises."""
     storing = turn.storing
     if storing is None or storing.done():
         return

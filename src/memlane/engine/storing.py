@@ -8,8 +8,8 @@ is queued behind that store (`after_storing`): it is off the request's path too,
 waited for a worker thread and, under background writes, for SQLite's write lock
 (`next_turn_ab.py --new-sessions`: a new session's governance stage 2.46 → 1.35 ms p50,
 its request +10.70 → +7.59 ms p90).
-`pipeline.stored`, which the end of the answer waits for, waits for the queued writes
-as well.
+`pipeline.stored` (what storing the answer, and a client that will not resend its
+history, wait for) waits for the queued writes as well.
 """
 
 from __future__ import annotations

@@ -18,7 +18,12 @@ waits until the hold is released:
 A turn's own messages are stored the same way, while its request is on its way
 upstream (`pipeline.prepare`): the turn holds its session until they are, and
 stores them once the turns before it are stored (`behind`, which waits for the
-holds taken before its own).
+holds taken before its own). Its client may have the answer before they are stored
+(a quick upstream), so the session's next turn waits for them before it reads the
+session (`incoming`): the scaffold it weaves is what that turn kept.
+
+    hold = rt.turn_order.hold(turn.key, messages=True)   # a turn's own messages
+    await rt.turn_order.incoming(key)                     # the next turn, before it reads
 
 This orders the turns one process serves. Another process (`serve --workers`, a
 replica on the same PostgreSQL) may take the session's next turn first: the client
@@ -66,10 +71,12 @@ class Hold:
     whose storing was put off (`wanted_within`) is then stored at once.
     """
 
-    __slots__ = ("_release", "done", "wanted")
+    __slots__ = ("_release", "done", "messages", "wanted")
 
-    def __init__(self, release: Callable[[Hold], None]) -> None:
+    def __init__(self, release: Callable[[Hold], None], *, messages: bool = False) -> None:
         self._release = release
+        self.messages = messages
+        """A turn's own messages, not an answer."""
         self.done = asyncio.Event()
         self.wanted = asyncio.Event()
 
@@ -105,22 +112,35 @@ class TurnOrder:
     def __init__(self) -> None:
         self._held: defaultdict[str, set[Hold]] = defaultdict(set)
         self.holding = 0
-        """How many answers are waiting to be stored."""
+        """How many answers are waiting to be stored (turns' own messages are not counted)."""
 
-    def hold(self, key: str) -> Hold:
-        """Mark `key`'s answer as not stored yet; call the result once it is (again: no-op)."""
+    def hold(self, key: str, *, messages: bool = False) -> Hold:
+        """Mark `key`'s answer (`messages`: a turn's own messages) as not stored yet; call
+        the result once it is (again: a no-op)."""
         held = self._held[key]
-        self.holding += 1
+        counted = 0 if messages else 1
+        self.holding += counted
 
         def release(hold: Hold) -> None:
-            self.holding -= 1
+            self.holding -= counted
             held.discard(hold)
             if not held and self._held.get(key) is held:
                 del self._held[key]
 
-        hold = Hold(release)
+        hold = Hold(release, messages=messages)
         held.add(hold)
         return hold
+
+    def incoming(self, key: str) -> Coroutine[Any, Any, None] | None:
+        """Once the messages of `key`'s turns in hand are stored, or None when none are
+        being stored (nothing to await: the usual case). The answers they are stored
+        behind are asked for; answers held after them are not waited for."""
+        held = self._held.get(key)
+        if not held or not any(hold.messages for hold in held):
+            return None
+        for hold in held:
+            hold.hurry()
+        return self._wait([hold.done for hold in held if hold.messages], key)
 
     def hurry(self, key: str | None = None) -> None:
         """The answers held for `key` (None: every session) are needed now: those whose

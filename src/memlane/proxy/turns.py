@@ -334,7 +334,7 @@ async def _complete(state: ProxyState, turn: Turn, adapter: WireAdapter, call: C
     if not turn.answer_resent:  # the next request will not bring it: stored first
         await _finish(state, turn, read_answer(adapter, upstream.content))
         return Response(upstream.content, status_code=status, headers=headers)
-    await pipeline.stored(state.runtime, turn)  # what the client sent, before the answer
+    await _sent_stored(state, turn)
     store = finish_later(state, turn, lambda: read_answer(adapter, upstream.content))
     return StoredAfter(upstream.content, status_code=status, headers=headers, store=store)
 
@@ -404,10 +404,19 @@ def answer_hold(state: ProxyState, turn: Turn) -> HoldSession | None:
         return None
 
     async def hold() -> Hold:
-        await pipeline.stored(state.runtime, turn)  # what the client sent, before the end
+        await _sent_stored(state, turn)
         return hold_answer(state, turn)
 
     return hold
+
+
+async def _sent_stored(state: ProxyState, turn: Turn) -> None:
+    """What the client sent, stored before it has the whole answer where another process
+    may take the session's next turn (`Runtime.serves_alone`). Here alone, the answer
+    does not wait: the session's next turn does (`TurnOrder.incoming`), and a crash
+    meanwhile loses only the turn in flight, which the client resends."""
+    if not state.runtime.serves_alone:
+        await pipeline.stored(state.runtime, turn)
 
 
 class StoredAfter(Response):

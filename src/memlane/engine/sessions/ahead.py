@@ -7,11 +7,13 @@ in memory, with the id its row will get (`SessionsAhead.made`), and the request 
 shaped from it like a session that exists (on the event loop, `pipeline.reads_here`).
 The row is written first among the turn's writes, while the request is upstream
 (`pipeline._store_behind`); every other write of the turn waits for those
-(`pipeline.stored`, `storing.after_storing`), and so does the end of its answer.
+(`pipeline.stored`, `storing.after_storing`), and so does the session's next turn
+(`TurnOrder.incoming`).
 
-Two turns of one new session in this process share the session made ahead until its
-row is written: the entry is forgotten on the event loop once the row is there, so a
-turn that found no row (it reads on the loop too) finds the entry instead. Another
+A second turn of the new session in this process reads it once that store is done;
+should its wait give up (`turnorder.MAX_WAIT_SECONDS`), the two share the session made
+ahead until its row is written: the entry is forgotten on the event loop once the row is
+there, so a turn that found no row (it reads on the loop too) finds the entry instead. Another
 process that creates the same key first wins: the turn adopts that row (`write`), and
 the writes it queued under the id made ahead fail open (recorded, not raised).
 """
