@@ -185,3 +185,22 @@ def test_a_turn_the_store_cannot_keep_still_gets_its_answer_and_the_next_turn_st
     mproxy.settled()
     history.append({"role": "assistant", "content": second})
     assert client_messages(mproxy) == [(item["role"], item["content"]) for item in history]
+
+
+def test_a_turn_whose_messages_cannot_be_stored_leaves_its_session_as_it_was(
+    mproxy: RunningProxy, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its title, model and client are written in the same commit as its messages."""
+    store = mproxy.runtime.store
+
+    def full(*args: Any) -> Any:
+        raise StoreError("database or disk is full")
+
+    monkeypatch.setattr(store, "sync_messages", full)
+    upstream.script(Reply(text="an answer"))
+
+    assert ask(mproxy, KEY, [{"role": "user", "content": "name me"}], stream=False) == "an answer"
+
+    session = mproxy.store.find_session(KEY)
+    assert session is not None  # written first, on its own
+    assert (session.title, session.metadata) == (None, {})

@@ -191,7 +191,8 @@ async def _store_behind(
 def _store_with(rt: Runtime, turn: Turn, writes: scaffold.Writes) -> None:
     if turn.made_ahead is not None:
         turn.session = rt.sessions_ahead.write(rt.store, turn.made_ahead)
-    store_incoming(rt, turn)
+    with rt.store.transaction():  # the session's identity and its messages: one commit
+        store_incoming(rt, turn)
     for write in writes:
         try:
             write()
