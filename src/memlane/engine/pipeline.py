@@ -105,7 +105,8 @@ async def _shape(
         if turn.made_ahead is not None:  # no row will be written for it
             rt.sessions_ahead.forget(turn.made_ahead)
         raise
-    turn.storing = keep(asyncio.ensure_future(_store_behind(rt, turn, earlier, writes, release)))
+    turn.storing = keep(asyncio.ensure_future(_store_behind(rt, turn, earlier, writes)))
+    _release_once_stored(turn, release)
     return messages, ahead
 
 
@@ -166,12 +167,24 @@ def _open(rt: Runtime, turn: Turn) -> Session:
     )
 
 
+def _release_once_stored(turn: Turn, release: Callable[[], None]) -> None:
+    """Call `release` once the turn's messages and every write queued behind them
+    (`storing.after_storing`: governance's plan and anchor) are stored: the session's
+    next turn reads all of them."""
+    storing = turn.storing
+    assert storing is not None
+
+    def done(_: object) -> None:
+        if turn.storing is storing or turn.storing is None:
+            release()
+        else:  # a write was queued behind it meanwhile
+            _release_once_stored(turn, release)
+
+    storing.add_done_callback(done)
+
+
 async def _store_behind(
-    rt: Runtime,
-    turn: Turn,
-    earlier: Coroutine[Any, Any, None],
-    writes: scaffold.Writes,
-    release: Callable[[], None],
+    rt: Runtime, turn: Turn, earlier: Coroutine[Any, Any, None], writes: scaffold.Writes
 ) -> None:
     """Store the turn's messages, then what its scaffold keeps, once the session's
     earlier turns are stored; a failure is recorded, never raised (the request has
@@ -185,7 +198,6 @@ async def _store_behind(
     finally:
         if turn.made_ahead is not None:
             rt.sessions_ahead.forget(turn.made_ahead)
-        release()
 
 
 def _store_with(rt: Runtime, turn: Turn, writes: scaffold.Writes) -> None:

@@ -19,8 +19,9 @@ A turn's own messages are stored the same way, while its request is on its way
 upstream (`pipeline.prepare`): the turn holds its session until they are, and
 stores them once the turns before it are stored (`behind`, which waits for the
 holds taken before its own). Its client may have the answer before they are stored
-(a quick upstream), so the session's next turn waits for them before it reads the
-session (`incoming`): the scaffold it weaves is what that turn kept.
+(a quick upstream), so the session's next turn waits for them, and for the writes
+queued behind them (`storing.after_storing`), before it reads the session
+(`incoming`): the scaffold it weaves and the plan it keeps are what that turn kept.
 
     hold = rt.turn_order.hold(turn.key, messages=True)   # a turn's own messages
     await rt.turn_order.incoming(key)                     # the next turn, before it reads
