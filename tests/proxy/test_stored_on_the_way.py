@@ -10,6 +10,7 @@ what was missed.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ import pytest
 
 from memlane.engine import pipeline
 from memlane.engine.failopen import EVENT
+from memlane.engine.threads import TRAFFIC
 from memlane.engine.turn import Turn
 from memlane.store import StoreError
 from tests.proxy.conftest import QUIET, ask
@@ -104,14 +106,19 @@ def test_the_answer_does_not_wait_for_the_turn_to_be_stored_and_the_next_turn_do
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_where_another_process_may_take_the_next_turn_the_answer_waits_for_the_turn(
+@pytest.mark.parametrize("why", ["another process may take the next turn", "under load"])
+def test_the_answer_waits_for_the_turn(
     proxy_factory: ProxyFactory,
     upstream: ScriptedUpstream,
     monkeypatch: pytest.MonkeyPatch,
     stream: bool,
+    why: str,
 ) -> None:
-    """That process reads the session from the store alone (`Runtime.serves_alone`)."""
-    proxy = proxy_factory(workers=2, **QUIET)
+    """Another process reads the session from the store alone (`Runtime.serves_alone`);
+    under load, answers that came back sooner would only wait in front of their next turn
+    behind a deeper queue of stores."""
+    under_load = why == "under load"
+    proxy = proxy_factory(**QUIET) if under_load else proxy_factory(workers=2, **QUIET)
     reached = threading.Event()
     store = held(reached, pipeline.store_incoming, "the turn was stored", pause=STORE_SECONDS)
 
@@ -122,7 +129,10 @@ def test_where_another_process_may_take_the_next_turn_the_answer_waits_for_the_t
     monkeypatch.setattr(pipeline, "store_incoming", store)
     upstream.respond_with(answer)
 
-    ask(proxy, KEY, [{"role": "user", "content": "hello"}], stream=stream)
+    with contextlib.ExitStack() as others:
+        for _ in range(2 if under_load else 0):  # other requests in memlane's hands
+            others.enter_context(TRAFFIC.serving())
+        ask(proxy, KEY, [{"role": "user", "content": "hello"}], stream=stream)
 
     assert client_messages(proxy)[:1] == [("user", "hello")]
 
