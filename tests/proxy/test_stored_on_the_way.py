@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from memlane.engine import pipeline
+from memlane.engine import pace, pipeline
 from memlane.engine.failopen import EVENT
 from memlane.engine.threads import TRAFFIC
 from memlane.engine.turn import Turn
@@ -64,6 +64,20 @@ def client_messages(proxy: RunningProxy) -> list[tuple[str, str]]:
     ]
 
 
+def slow_store(monkeypatch: pytest.MonkeyPatch, upstream: ScriptedUpstream, text: str) -> None:
+    """Turns take `STORE_SECONDS` to store, from the moment the upstream has them; it
+    answers `text` at once."""
+    reached = threading.Event()
+    store = held(reached, pipeline.store_incoming, "the turn was stored", pause=STORE_SECONDS)
+
+    def answer(request: RecordedRequest) -> Reply:
+        reached.set()
+        return Reply(text=text)
+
+    monkeypatch.setattr(pipeline, "store_incoming", store)
+    upstream.respond_with(answer)
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_the_answer_does_not_wait_for_the_turn_to_be_stored_and_the_next_turn_does(
     mproxy: RunningProxy,
@@ -71,15 +85,8 @@ def test_the_answer_does_not_wait_for_the_turn_to_be_stored_and_the_next_turn_do
     monkeypatch: pytest.MonkeyPatch,
     stream: bool,
 ) -> None:
-    reached = threading.Event()
-    store = held(reached, pipeline.store_incoming, "the turn was stored", pause=STORE_SECONDS)
-
-    def answer(request: RecordedRequest) -> Reply:
-        reached.set()
-        return Reply(text="stored on the way")
-
-    monkeypatch.setattr(pipeline, "store_incoming", store)
-    upstream.respond_with(answer)
+    monkeypatch.setattr(pace, "UNHURRIED_MS", 60_000.0)  # this test's pauses count as quick
+    slow_store(monkeypatch, upstream, "stored on the way")
     scaffolded = {"user-agent": "codex_cli_rs/0.169.0"}
     history = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
 
@@ -92,6 +99,8 @@ def test_the_answer_does_not_wait_for_the_turn_to_be_stored_and_the_next_turn_do
         {"role": "user", "content": "and then?"},
     ]
     ask(mproxy, KEY, history, stream=stream, **scaffolded)
+    # a client that came back at once (`engine.pace`): its answer waited for its turn
+    assert ("user", "and then?") in client_messages(mproxy)
 
     # shaped from what the first turn kept (its todo), once that was stored
     before, after = (request.json["messages"] for request in upstream.model_requests)
@@ -119,15 +128,7 @@ def test_the_answer_waits_for_the_turn(
     behind a deeper queue of stores."""
     under_load = why == "under load"
     proxy = proxy_factory(**QUIET) if under_load else proxy_factory(workers=2, **QUIET)
-    reached = threading.Event()
-    store = held(reached, pipeline.store_incoming, "the turn was stored", pause=STORE_SECONDS)
-
-    def answer(request: RecordedRequest) -> Reply:
-        reached.set()
-        return Reply(text="stored first")
-
-    monkeypatch.setattr(pipeline, "store_incoming", store)
-    upstream.respond_with(answer)
+    slow_store(monkeypatch, upstream, "stored first")
 
     with contextlib.ExitStack() as others:
         for _ in range(2 if under_load else 0):  # other requests in memlane's hands

@@ -42,6 +42,7 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
     it. An `@@` reference that names no session is the one thing the user is
     answered about directly (`DirectAnswer`): forwarding would hide the typo.
     """
+    rt.client_pace.arrived(turn.key)
     ahead = None
     if has_references(turn.messages):
         await rt.turn_order.settled(turn.key)

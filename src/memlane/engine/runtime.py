@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from memlane.config import Settings
 from memlane.engine.activity import Activity
 from memlane.engine.background import Background
+from memlane.engine.pace import ClientPace
 from memlane.engine.turnorder import TurnOrder
 from memlane.store import Store
 from memlane.store.urls import StoreKind, store_kind
@@ -51,6 +52,7 @@ class Runtime:
     background: Background = field(default_factory=Background)
     activity: Activity = field(default_factory=Activity)
     turn_order: TurnOrder = field(default_factory=TurnOrder)
+    client_pace: ClientPace = field(default_factory=ClientPace)
     _tokenizer: Tokenizer | None = None
     _embedder: Embedder | None = None
     _llm: LLM | None = None

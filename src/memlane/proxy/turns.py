@@ -413,14 +413,17 @@ def answer_hold(state: ProxyState, turn: Turn) -> HoldSession | None:
 async def _sent_stored(state: ProxyState, turn: Turn) -> None:
     """What the client sent, stored before it has the whole answer, unless this process
     serves the store alone (`Runtime.serves_alone`: no other process may take the
-    session's next turn from the store) and no other request is in its hands. Then the
-    answer does not wait: the session's next turn does (`TurnOrder.incoming`), and a
-    crash meanwhile loses only the turn in flight, which the client resends. Under load
-    the answer waits as before: 200 streaming clients that each ask again at once
-    (`load.py`) came back sooner only to wait in front, behind a deeper queue of stores
-    (p99 3.2 s became 26 s)."""
-    if not (state.runtime.serves_alone and TRAFFIC.alone):
-        await pipeline.stored(state.runtime, turn)
+    session's next turn from the store), no other request is in its hands, and clients
+    pause before their next request long enough for the store to be done by then
+    (`engine.pace`). Then the answer does not wait: the session's next turn does
+    (`TurnOrder.incoming`), and a crash meanwhile loses only the turn in flight, which the
+    client resends. Under load the answer waits as before: 200 streaming clients that
+    each ask again at once (`load.py`) came back sooner only to wait in front, behind a
+    deeper queue of stores (p99 3.2 s became 26 s)."""
+    rt = state.runtime
+    if not (rt.serves_alone and TRAFFIC.alone and rt.client_pace.unhurried):
+        await pipeline.stored(rt, turn)
+    rt.client_pace.answered(turn.key)
 
 
 class StoredAfter(Response):
