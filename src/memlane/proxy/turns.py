@@ -417,9 +417,8 @@ async def _sent_stored(state: ProxyState, turn: Turn) -> None:
     pause before their next request long enough for the store to be done by then
     (`engine.pace`). Then the answer does not wait: the session's next turn does
     (`TurnOrder.incoming`), and a crash meanwhile loses only the turn in flight, which the
-    client resends. Under load the answer waits as before: 200 streaming clients that
-    each ask again at once (`load.py`) came back sooner only to wait in front, behind a
-    deeper queue of stores (p99 3.2 s became 26 s)."""
+    client resends. Under load the answer waits as before, as a put-off answer store
+    does (`hold_answer`): the store would only overlap other requests' shaping."""
     rt = state.runtime
     if not (rt.serves_alone and TRAFFIC.alone and rt.client_pace.unhurried):
         await pipeline.stored(rt, turn)
