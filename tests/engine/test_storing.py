@@ -8,10 +8,11 @@ import threading
 import pytest
 
 from memlane.config import Settings
-from memlane.engine import pipeline
+from memlane.engine import failopen, pipeline, threads
 from memlane.engine.runtime import Runtime
 from memlane.engine.storing import after_storing
 from memlane.engine.turn import Turn
+from memlane.store import StoreError
 from memlane.store.sqlite import SQLiteStore
 from memlane.types import Message
 
@@ -76,3 +77,107 @@ async def test_the_next_turn_reads_once_the_writes_queued_behind_the_turn_are_st
     go.set()
     await asyncio.wait_for(waiting, 5)
     assert rt.turn_order.incoming("s1") is None
+
+
+def _commits(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the store's commits: each takes the write lock and catches the indexes up."""
+    made: list[int] = []
+    committed = store._committed
+
+    def counted() -> None:
+        made.append(1)
+        committed()
+
+    monkeypatch.setattr(store, "_committed", counted)
+    return made
+
+
+def _new_session_turn(key: str, todo: str = "1. ship it") -> Turn:
+    messages = [Message("system", "You are a coding agent."), Message("user", "start the ledger")]
+    return Turn(
+        key=key,
+        namespace=key,
+        model="gpt-4o",
+        wire="chat",
+        messages=messages,
+        agentic=True,
+        flags={"todo": todo},
+    )
+
+
+async def test_a_new_sessions_row_messages_state_and_first_plan_are_one_commit(
+    settings: Settings, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt = Runtime(settings, sqlite_store)
+    turn = _new_session_turn("one-commit")
+    commits = _commits(sqlite_store, monkeypatch)
+    with threads.TRAFFIC.serving():
+        await pipeline.prepare(rt, turn)
+    await pipeline.stored(rt, turn)
+
+    assert len(commits) == 1
+    found = sqlite_store.find_session_state("one-commit")
+    assert found is not None
+    session, state = found
+    texts = [m.message.text for m in sqlite_store.list_messages(session.id)]
+    assert texts[:2] == ["You are a coding agent.", "start the ledger"]
+    assert "<todo>\n1. ship it\n</todo>" in texts[2]  # the state block it was sent with
+    assert set(state) == {"state_blocks", "governance.plan"}
+
+
+async def test_messages_that_fail_to_store_leave_the_new_sessions_row_and_its_failure_record(
+    settings: Settings, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The row, the messages and the plan share one commit, but messages that fail undo
+    only themselves: the row stays, and with it the record of what failed."""
+    rt = Runtime(settings, sqlite_store)
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise StoreError("disk I/O error")
+
+    monkeypatch.setattr(sqlite_store, "sync_messages", refused)
+    turn = _new_session_turn("refused")
+    with threads.TRAFFIC.serving():
+        await pipeline.prepare(rt, turn)
+    await pipeline.stored(rt, turn)
+    assert turn.storing is not None
+    await turn.storing  # the failure's record, queued behind the store that failed
+
+    assert turn.lost
+    session = sqlite_store.find_session("refused")
+    assert session is not None
+    assert sqlite_store.list_messages(session.id) == []
+    (event,) = sqlite_store.list_events(session.id, kind=failopen.EVENT)
+    assert event.payload["stage"] == "store"
+    assert "disk I/O error" in event.payload["error"]
+
+
+async def test_a_scaffold_write_that_fails_undoes_itself_and_the_rest_of_the_turn_is_kept(
+    settings: Settings, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt = Runtime(settings, sqlite_store)
+    set_state = sqlite_store.set_state
+    calls: list[str] = []
+
+    def half_then_fail(session_id: str, key: str, value: str | None) -> None:
+        calls.append(key)
+        if key == "state_blocks":
+            set_state(session_id, key, value)  # written, then undone with its savepoint
+            raise StoreError("constraint failed")
+        set_state(session_id, key, value)
+
+    monkeypatch.setattr(sqlite_store, "set_state", half_then_fail)
+    turn = _new_session_turn("half")
+    with threads.TRAFFIC.serving():
+        await pipeline.prepare(rt, turn)
+    await pipeline.stored(rt, turn)
+
+    assert not turn.lost
+    assert "state_blocks" in calls
+    found = sqlite_store.find_session_state("half")
+    assert found is not None
+    session, state = found
+    assert "state_blocks" not in state
+    assert "governance.plan" in state  # queued behind, still kept
+    assert len(sqlite_store.list_messages(session.id)) >= 2
+    assert "scaffold" in rt.activity.snapshot()["failures"]

@@ -19,7 +19,7 @@ from memlane.engine.sessions.indexing import schedule_index
 from memlane.engine.sessions.lifecycle import title_from_prompt
 from memlane.engine.sessions.references import has_references, resolve_references
 from memlane.engine.sessions.serialize import is_conversation
-from memlane.engine.storing import keep
+from memlane.engine.storing import keep, writes_behind
 from memlane.engine.turn import Answer, DirectAnswer, Forward, Prepared, Turn
 from memlane.store import NewMessage, SyncResult
 from memlane.types import Message, Session
@@ -106,6 +106,7 @@ async def _shape(
         if turn.made_ahead is not None:  # no row will be written for it
             rt.sessions_ahead.forget(turn.made_ahead)
         raise
+    turn.writes_behind = []  # governance's plan and anchor join the messages' commit
     turn.storing = keep(asyncio.ensure_future(_store_behind(rt, turn, earlier, writes)))
     _release_once_stored(turn, release)
     return messages, ahead
@@ -192,7 +193,7 @@ async def _store_behind(
     gone upstream: it gets its answer, and its client's next request resends them)."""
     try:
         await earlier
-        await threads.to_thread(_store_with, rt, turn, writes)
+        await threads.to_thread(_store_with, rt, turn, writes, writes_behind(turn))
     except Exception as exc:
         turn.lost = True
         await failopen.record(rt, turn, "store", str(exc) or type(exc).__name__, type(exc).__name__)
@@ -201,17 +202,49 @@ async def _store_behind(
             rt.sessions_ahead.forget(turn.made_ahead)
 
 
-def _store_with(rt: Runtime, turn: Turn, writes: scaffold.Writes) -> None:
-    if turn.made_ahead is not None:
-        turn.session = rt.sessions_ahead.write(rt.store, turn.made_ahead)
-    with rt.store.transaction():  # the session's identity and its messages: one commit
-        store_incoming(rt, turn)
+def _store_with(
+    rt: Runtime, turn: Turn, writes: scaffold.Writes, behind: list[Callable[[], None]]
+) -> None:
+    """A new session's row, the turn's messages with its identity, what its scaffold keeps
+    and the writes queued behind them (each handles its own failure): one commit, so the
+    write lock is taken, and the search indexes catch up, once per turn. Messages that
+    fail to store undo only themselves (a savepoint), and raise once the rest is
+    committed: the row stays for the failure's record."""
+    failed: Exception | None = None
+    with rt.store.transaction():
+        if turn.made_ahead is not None:
+            turn.session = rt.sessions_ahead.write(rt.store, turn.made_ahead)
+        try:
+            with rt.store.transaction():
+                store_incoming(rt, turn)
+        except Exception as exc:
+            failed = exc
+        else:
+            _keep_scaffold(rt, turn, writes)
+        for write in behind:
+            _queued(rt, write)
+    if failed is not None:
+        raise failed
+
+
+def _keep_scaffold(rt: Runtime, turn: Turn, writes: scaffold.Writes) -> None:
     for write in writes:
         try:
-            write()
+            with rt.store.transaction():  # a write that fails undoes itself whole
+                write()
         except Exception as exc:  # the scaffold is best effort: the turn is stored
             _scaffold_failed(rt, turn, exc)
             return
+
+
+def _queued(rt: Runtime, write: Callable[[], None]) -> None:
+    """A write queued behind the turn handles its own failure; one that does not still
+    undoes only itself, never the turn's commit."""
+    try:
+        with rt.store.transaction():
+            write()
+    except Exception:
+        log.exception("a write queued behind a turn's messages failed")
 
 
 async def stored(rt: Runtime, turn: Turn) -> None:

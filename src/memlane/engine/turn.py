@@ -15,12 +15,16 @@ Each stage is a function owned by its own module; this file only orders them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from memlane.engine.stages import StageClock
 from memlane.store import SessionStore, SyncResult
 from memlane.types import DocKind, Message, Session, Wire
+
+if TYPE_CHECKING:
+    from memlane.engine.governance.counting import Counting
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,9 @@ class Turn:
     """The client's messages being stored while the request is on its way upstream
     (`pipeline.prepare`), then the writes queued behind them (`engine.storing`);
     `pipeline.finish` waits for it. It never raises."""
+    writes_behind: list[Callable[[], None]] | None = None
+    """Writes queued behind the turn's messages before their store began: they join its
+    commit (`engine.storing`). None once it began (a later write waits for it instead)."""
     made_ahead: Session | None = None
     """The session as made ahead of its row (`engine.sessions.ahead`), for a new session's
     turn: the row is written first among the turn's writes on their way."""
@@ -89,7 +96,7 @@ class Turn:
     request resends both)."""
     trimmed: bool = False
     """Set by governance when the request had to be cut to fit."""
-    counting: asyncio.Future[None] | None = None
+    counting: Counting | None = None
     """Governance counting a new session's forwarded request while it is upstream (it fit
     by its size alone); `context` and `governed_tokens` are set once it is done
     (`governance.counted`)."""
