@@ -1,7 +1,7 @@
 """A request that fits by its size alone is forwarded without being counted first.
 
-Its exact count (the `X-Memlane-Context` header, the turn's record) is made on a worker
-thread while the request is upstream (`governance.counted`).
+Its exact count (the `X-Memlane-Context` header, the turn's record) is made off its front,
+while the request is upstream (`governance.counting`).
 """
 
 from __future__ import annotations

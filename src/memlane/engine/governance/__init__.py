@@ -10,7 +10,6 @@ kept), flow (one request), setup (building it from the runtime), compact
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -18,15 +17,15 @@ from typing import TYPE_CHECKING
 
 from memlane.engine import threads
 from memlane.engine.governance.budget import learn_window
+from memlane.engine.governance.counting import Counting
 from memlane.engine.governance.errors import ContextOverflow
 from memlane.engine.runtime import Runtime
-from memlane.engine.storing import after_storing, keep
+from memlane.engine.storing import after_storing
 from memlane.engine.turn import Turn
 from memlane.types import Message
 
 if TYPE_CHECKING:
     from memlane.engine.governance.cache import Governor, Stats
-    from memlane.engine.governance.flow import Governed
     from memlane.engine.governance.plan import Plan
 
 __all__ = ["ContextOverflow", "counted", "govern_turn", "learn_window"]
@@ -62,8 +61,14 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
     turn.notes.extend(governed.stats.notes)
     if governed.counted:
         _report(turn, gov, governed.stats, elapsed, cpu)
-    else:  # on a worker thread while the request goes upstream (`counted`)
-        turn.counting = keep(asyncio.ensure_future(_count(turn, gov, governed, elapsed, cpu)))
+    else:  # while the request is upstream (`counting`)
+        stats = governed.stats
+        turn.counting = Counting(
+            lambda: gov.total(governed.messages),
+            lambda tokens: _counted_later(turn, gov, stats, tokens, elapsed, cpu),
+            turn.key,
+        )
+        turn.counting.soon()
     if governed.stats.summarised and turn.session is not None:
         snapshot = governed.plan.snapshot
         if turn.storing is None:
@@ -76,19 +81,15 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
 async def counted(turn: Turn) -> None:
     """Once the turn's token counts are in (`Turn.context`, `Turn.governed_tokens`): a
     request that fit by its size alone is counted while it is upstream. Never raises."""
-    counting = turn.counting
-    if counting is not None and not counting.done():
-        await asyncio.wait([counting])
+    if turn.counting is not None:
+        await turn.counting.done()
 
 
-async def _count(turn: Turn, gov: Governor, governed: Governed, elapsed: float, cpu: float) -> None:
-    try:
-        tokens = await threads.to_thread(gov.total, governed.messages)
-    except Exception as exc:  # the counts are reported, not needed: they are left out
-        log.warning("could not count the tokens of %s: %r", turn.key[:8], exc)
-        return
-    governed.stats.tokens_in = governed.stats.tokens_out = tokens
-    _report(turn, gov, governed.stats, elapsed, cpu)
+def _counted_later(
+    turn: Turn, gov: Governor, stats: Stats, tokens: int, elapsed: float, cpu: float
+) -> None:
+    stats.tokens_in = stats.tokens_out = tokens
+    _report(turn, gov, stats, elapsed, cpu)
 
 
 def _report(turn: Turn, gov: Governor, stats: Stats, elapsed: float, cpu: float) -> None:
