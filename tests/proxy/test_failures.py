@@ -190,6 +190,34 @@ def test_non_streamed_body_cut_midway_is_a_502(
     assert_failed_turn(mproxy)
 
 
+def test_a_client_that_leaves_once_it_has_the_whole_answer_keeps_its_turn(
+    mproxy: RunningProxy, upstream: ScriptedUpstream
+) -> None:
+    """Clients hang up on a stream's last event (Codex CLI does); an upstream still to close
+    its stream then must not make the answer they have a failed turn, which their next
+    request would store again."""
+    upstream.script(Reply(text="all of it", linger=5.0))
+    body = {"messages": CHAT, "stream": True}
+    headers = {"x-memlane-session": "left"}
+    with httpx.stream("POST", f"{mproxy.url}/chat/completions", json=body, headers=headers) as r:
+        lines = []
+        for line in r.iter_lines():
+            lines.append(line)
+            if line == "data: [DONE]":
+                break  # the whole answer is here: the client leaves
+    assert "data: [DONE]" in lines
+    deadline = time.monotonic() + 10
+    while not upstream.stream_outcomes and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert upstream.stream_outcomes == ["aborted"]  # the upstream call was cancelled
+    mproxy.drain()
+    rows = stored(mproxy, "left")
+    assert [(r[0], r[3], r[4]) for r in rows] == [
+        ("user", CHAT[-1]["content"], "ok"),
+        ("assistant", "all of it", "ok"),
+    ]
+
+
 def test_client_disconnect_cancels_the_upstream_stream(
     mproxy: RunningProxy, upstream: ScriptedUpstream
 ) -> None:

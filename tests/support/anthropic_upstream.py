@@ -248,7 +248,9 @@ class ScriptedAnthropic(ScriptedUpstream):
             if cut is not None:
                 return _TruncatedResponse(text[: len(text) // 2], len(text))
             return Response(text, media_type="application/json")
-        body_iter = _frames(frames(events(reply, model)), reply.delay, cut, self.stream_outcomes)
+        body_iter = _frames(
+            frames(events(reply, model)), reply.delay, cut, self.stream_outcomes, reply.linger
+        )
         return StreamingResponse(body_iter, media_type="text/event-stream")
 
 

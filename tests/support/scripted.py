@@ -33,6 +33,8 @@ class Reply:
     """Seconds to wait between streamed events (to observe unbuffered relaying)."""
     latency: float = 0.0
     """Seconds to wait before answering at all (a model's time to first token)."""
+    linger: float = 0.0
+    """Seconds a stream stays open after its last event (an upstream slow to close it)."""
 
 
 @dataclass(frozen=True)

@@ -274,7 +274,7 @@ class ScriptedUpstream:
                 f"event: {name}\ndata: {json.dumps(data)}\n\n"
                 for name, data in response_events(reply, model)
             ]
-        body = _frames(frames, reply.delay, cut, self.stream_outcomes)
+        body = _frames(frames, reply.delay, cut, self.stream_outcomes, reply.linger)
         return StreamingResponse(body, media_type="text/event-stream")
 
     async def _hang(self, seconds: float) -> None:
@@ -290,7 +290,9 @@ class _StreamCut(Exception):
     """Raised inside a streaming body: uvicorn drops the connection mid-response."""
 
 
-async def _frames(frames: list[str], delay: float, cut: int | None, outcomes: list[str]) -> Any:
+async def _frames(
+    frames: list[str], delay: float, cut: int | None, outcomes: list[str], linger: float = 0.0
+) -> Any:
     finished = False
     try:
         for index, frame in enumerate(frames):
@@ -299,6 +301,8 @@ async def _frames(frames: list[str], delay: float, cut: int | None, outcomes: li
             if delay and index:
                 await asyncio.sleep(delay)
             yield frame.encode("utf-8")
+        if linger:
+            await asyncio.sleep(linger)
         finished = True
     finally:
         outcomes.append("complete" if finished else "aborted")

@@ -86,6 +86,8 @@ class RelayResponse(Response):
         self.settled = False
         self.tee_failed = False
         """The assembler raised on an event: relaying goes on, the copy stops."""
+        self.delivered = False
+        """The complete answer's last event was sent: a client that leaves now has it all."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         outcome = Outcome.GONE
@@ -113,16 +115,18 @@ class RelayResponse(Response):
                 group.start_soon(_watch_disconnect, receive, group.cancel_scope)
                 outcome = await self._pump(send)
                 group.cancel_scope.cancel()
-            return outcome
         except OSError:
-            return Outcome.GONE
+            pass
+        # many clients hang up on the last event, while the upstream may still be closing
+        # its stream: the answer they have is the turn's, not a failure
+        return Outcome.DONE if outcome is Outcome.GONE and self.delivered else outcome
 
     async def _pump(self, send: Send) -> Outcome:
         decoder = self.decoder
         for chunk in self.head:
             if self.assembler.complete:
                 await self._hold()
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await self._send(send, chunk)
         try:
             async for chunk in self.rest or self.upstream.aiter_bytes():
                 if self.rewrite is not None:
@@ -132,7 +136,7 @@ class RelayResponse(Response):
                 if not self.tee_failed and self.assembler.complete:
                     await self._hold()
                 if chunk:
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    await self._send(send, chunk)
         except UpstreamError as exc:
             reason = "timed out" if isinstance(exc, UpstreamTimeout) else "broke off"
             frame = self.error_frame(f"the upstream stream {reason} before the answer was complete")
@@ -146,8 +150,13 @@ class RelayResponse(Response):
         if not self.tee_failed and self.assembler.complete:
             await self._hold()
         if rest:
-            await send({"type": "http.response.body", "body": rest, "more_body": True})
+            await self._send(send, rest)
         return Outcome.DONE
+
+    async def _send(self, send: Send, chunk: bytes) -> None:
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if self.assembler.complete and not self.tee_failed:
+            self.delivered = True
 
     def _rewritten(self, events: list[Event]) -> bytes:
         """The events as changed by `rewrite`, teed and encoded; as read if it fails."""
