@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import multiprocessing
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -210,17 +211,27 @@ def main() -> None:
         report(args, seconds, warmup, tallies, samples)
         return
     extra = ("--workers", str(args.workers)) if args.workers > 1 else ()
-    with tempfile.TemporaryDirectory() as home:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as home:
         proxy, url = start_proxy(upstream_url, Path(home), variant=args.variant, serve_args=extra)
         try:
             tallies, samples = drive(args, url, proxy.pid, seconds, warmup)
             background = background_work(url, Path(home))
+            # printed before the proxy stops: with defaults it remembers what waits in its
+            # batches on the way out, which can outlast the wait below
+            report(args, seconds, warmup, tallies, samples)
+            print(f"\nbackground work at the end: {background}", flush=True)
         finally:
             proxy.terminate()
             upstream.terminate()
-            proxy.wait(60)
-    report(args, seconds, warmup, tallies, samples)
-    print(f"\nbackground work at the end: {background}")
+            try:
+                proxy.wait(SHUTDOWN_SECONDS)
+            except subprocess.TimeoutExpired:
+                proxy.kill()
+                proxy.wait()
+
+
+SHUTDOWN_SECONDS = 60
+"""How long the proxy gets to finish its background work once told to stop."""
 
 
 def background_work(url: str, home: Path) -> str:
