@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from memlane.engine import threads
-from memlane.engine.governance.counting import AFTER_SECONDS, Counting
+from memlane.engine.governance.counting import AFTER_SECONDS, ON_LOOP_CHARS, Counting
 
 
 class Recorder:
@@ -26,8 +26,8 @@ class Recorder:
             raise RuntimeError("tokenizer broke")
         return 42
 
-    def counting(self) -> Counting:
-        return Counting(self.count, self.reported.append, "session-key")
+    def counting(self, chars: int = 9_000) -> Counting:
+        return Counting(self.count, self.reported.append, key="session-key", chars=chars)
 
 
 async def test_it_counts_on_the_loop_a_moment_after_the_request_went_upstream() -> None:
@@ -57,6 +57,19 @@ async def test_while_another_request_is_in_hand_it_counts_on_a_worker_thread() -
     with threads.TRAFFIC.serving():  # another request, being shaped on the loop
         counting.soon()
         await asyncio.sleep(AFTER_SECONDS * 5)
+        await counting.done()
+    assert recorder.reported == [42]
+    assert len(recorder.threads) == 1
+    assert recorder.threads[0] != threading.get_ident()
+
+
+async def test_a_large_request_is_counted_on_a_worker_thread_even_alone() -> None:
+    """Encoding it would hold the loop (and its own stream's first bytes) for milliseconds."""
+    recorder = Recorder()
+    counting = recorder.counting(chars=ON_LOOP_CHARS + 1)
+    counting.soon()
+    await asyncio.sleep(AFTER_SECONDS * 5)
+    with threads.TRAFFIC.serving():
         await counting.done()
     assert recorder.reported == [42]
     assert len(recorder.threads) == 1

@@ -66,7 +66,8 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
         turn.counting = Counting(
             lambda: gov.total(governed.messages),
             lambda tokens: _counted_later(turn, gov, stats, tokens, elapsed, cpu),
-            turn.key,
+            key=turn.key,
+            chars=sum(len(m.text) for m in governed.messages),
         )
         turn.counting.soon()
     if governed.stats.summarised and turn.session is not None:
