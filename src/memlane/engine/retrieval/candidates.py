@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 
 from memlane.types import DocKind, Hit
@@ -33,6 +33,25 @@ class Candidate:
     def key(self) -> tuple[DocKind, str]:
         return (self.kind, self.ref)
 
+    def scored(self, relevance: float, score: float) -> Candidate:
+        """This candidate with new scores. Not `dataclasses.replace`, which looks the fields
+        up again on every call: at about 5 µs a copy and 90 copies a query, that was half
+        of a search's time (LoCoMo, `ranked` 0.96 ms p50)."""
+        return Candidate(
+            self.kind,
+            self.ref,
+            self.scope,
+            self.session_id,
+            self.text,
+            self.created_at,
+            self.keyword_rank,
+            self.keyword_score,
+            self.dense_rank,
+            self.dense_score,
+            relevance,
+            score,
+        )
+
 
 def from_hits(keyword: list[Hit], dense: list[Hit]) -> list[Candidate]:
     """Merge the two first-stage lists (best first each) into one candidate per document."""
@@ -40,21 +59,25 @@ def from_hits(keyword: list[Hit], dense: list[Hit]) -> list[Candidate]:
     for rank, hit in enumerate(keyword, start=1):
         key = (hit.kind, hit.ref)
         if key not in merged:
-            merged[key] = replace(_candidate(hit), keyword_rank=rank, keyword_score=hit.score)
+            merged[key] = _candidate(hit, keyword=(rank, hit.score))
     for rank, hit in enumerate(dense, start=1):
         key = (hit.kind, hit.ref)
-        current = merged.get(key) or _candidate(hit)
-        if current.dense_rank is None:
-            merged[key] = replace(current, dense_rank=rank, dense_score=hit.score)
+        current = merged.get(key)
+        if current is None:
+            merged[key] = _candidate(hit, dense=(rank, hit.score))
+        elif current.dense_rank is None:
+            found = (current.keyword_rank, current.keyword_score)
+            merged[key] = _candidate(hit, keyword=found, dense=(rank, hit.score))
     return list(merged.values())
 
 
-def _candidate(hit: Hit) -> Candidate:
+Ranked = tuple[int | None, float | None]
+"""A first-stage list's (rank, score) for a document: (None, None) where it was not found."""
+
+
+def _candidate(
+    hit: Hit, *, keyword: Ranked = (None, None), dense: Ranked = (None, None)
+) -> Candidate:
     return Candidate(
-        kind=hit.kind,
-        ref=hit.ref,
-        scope=hit.scope,
-        session_id=hit.session_id,
-        text=hit.text,
-        created_at=hit.created_at,
+        hit.kind, hit.ref, hit.scope, hit.session_id, hit.text, hit.created_at, *keyword, *dense
     )

@@ -17,7 +17,6 @@ output gets and the scale the recency blend and the threshold expect.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Literal
 
 from memlane.engine.retrieval.candidates import Candidate
@@ -44,7 +43,7 @@ def fuse(
         dn = _scaled([c.dense_score for c in candidates])
         raw = [keyword_weight * k + dense_weight * d for k, d in zip(kw, dn, strict=True)]
     relevance = min_max(raw)
-    fused = [replace(c, relevance=r, score=r) for c, r in zip(candidates, relevance, strict=True)]
+    fused = [c.scored(r, r) for c, r in zip(candidates, relevance, strict=True)]
     return sorted(fused, key=lambda c: -c.relevance)
 
 

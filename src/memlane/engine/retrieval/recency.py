@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 
 from memlane.engine.retrieval.candidates import Candidate
@@ -29,7 +28,7 @@ def apply_recency(
 ) -> list[Candidate]:
     """Blend relevance with recency into `score`, best first."""
     scored = [
-        replace(c, score=(1 - weight) * c.relevance + weight * recency(c.created_at, now))
+        c.scored(c.relevance, (1 - weight) * c.relevance + weight * recency(c.created_at, now))
         for c in candidates
     ]
     return sorted(scored, key=lambda c: -c.score)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -59,7 +58,7 @@ async def rerank(
         )
         return list(candidates)
     relevance = min_max(raw)
-    ranked = [replace(c, relevance=r, score=r) for c, r in zip(candidates, relevance, strict=True)]
+    ranked = [c.scored(r, r) for c, r in zip(candidates, relevance, strict=True)]
     return sorted(ranked, key=lambda c: -c.relevance)
 
 

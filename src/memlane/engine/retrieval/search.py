@@ -33,7 +33,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Literal, TypedDict, Unpack
@@ -236,7 +236,7 @@ def _plain(hit: Hit, rank: int) -> Candidate:
     """A first-stage hit as a result: relevance by rank, no other stage applied."""
     (candidate,) = from_hits([hit], [])
     value = 1.0 / (1 + rank)
-    return replace(candidate, relevance=value, score=value)
+    return candidate.scored(value, value)
 
 
 def _reranker(rt: Runtime) -> Reranker | None:
