@@ -127,3 +127,16 @@ def test_the_sync_face_takes_the_async_parameters_by_name(method: str) -> None:
         return [(p.name, p.kind, p.default) for p in signature.parameters.values()]
 
     assert named(Memory) == named(AsyncMemory)  # IDEs show the same names, nothing hides
+
+
+def test_the_fact_ranks_above_the_turns_that_echo_it(settings: Settings) -> None:
+    llm = ScriptedLLM([json.dumps([{"message": 1, "fact": "The user prefers tabs"}])])
+    with Memory(settings, llm=llm) as memory:
+        memory.remember("I prefer tabs.", "ack 1: I prefer tabs.", conversation="c1", model="m")
+        hits = memory.search("prefers tabs")
+        assert [h.text for h in hits[:3]] == [
+            "The user prefers tabs",
+            "I prefer tabs.",
+            "ack 1: I prefer tabs.",
+        ]
+        assert hits[0].score >= hits[1].score

@@ -49,6 +49,15 @@ __all__ = ["AsyncMemory", "Memory", "MemoryHit", "MemoryVersion"]
 
 @dataclass(frozen=True, slots=True)
 class MemoryHit:
+    """One memory a search found.
+
+    `score` means the same for every kind of memory (facts, remembered turns, session
+    summaries): its relevance to the query relative to the best match of the same search
+    (1.0 is the best; keyword and embedding scores fused, a fact lifted to the turns that
+    echo it), blended with how recent it is (`memory_recency_weight`). It orders one
+    search's results: it is not a probability, and two searches' scores do not compare.
+    """
+
     id: str
     role: str
     text: str
