@@ -150,9 +150,7 @@ def test_show_by_the_title_the_list_shows(runner: CliRunner, store: SQLiteStore)
     assert json.loads(out)["id"] == session.id
 
 
-def test_a_short_id_prefix_says_how_long_one_must_be(
-    runner: CliRunner, store: SQLiteStore
-) -> None:
+def test_a_short_id_prefix_says_how_long_one_must_be(runner: CliRunner, store: SQLiteStore) -> None:
     add_session(store, "k", ["x"])
     code, _, err = invoke(runner, "sessions", "show", "f4")
     assert code == 1
