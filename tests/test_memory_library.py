@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+
+import pytest
 
 from memlane.config import Settings
 from memlane.memory import AsyncMemory, Memory
@@ -74,3 +77,66 @@ def test_memories_over_time(settings: Settings) -> None:
             (second, mar, None),
         ]
         assert (history[0].replaced_by, history[1].supersedes) == (second, first)
+
+
+async def test_async_memory_is_an_async_context_manager(settings: Settings) -> None:
+    async with AsyncMemory(settings) as memory:
+        kept = await memory.add("The user's dog is called Pixel", scope="ns:home")
+    async with AsyncMemory(settings) as memory:  # closed cleanly: the next one reads it
+        assert [h.id for h in await memory.search("dog Pixel")] == [kept]
+
+
+def test_search_defaults_to_every_scope_as_the_cli_does(settings: Settings) -> None:
+    with Memory(settings) as memory:
+        in_repo = memory.add("Deploys go to the staging cluster first", scope="ns:api")
+        everywhere = memory.add("The user prefers staging names in lower case")
+        found = {h.id for h in memory.search("staging")}
+        assert found == {in_repo, everywhere}
+        assert [h.id for h in memory.search("staging", scopes=["global"])] == [everywhere]
+
+
+def test_a_repeat_with_an_earlier_start_records_it(settings: Settings) -> None:
+    spring = datetime(2026, 3, 1, tzinfo=UTC)
+    with Memory(settings) as memory:
+        first = memory.add("The user lives in Lisbon")
+        again = memory.add("The user lives in Lisbon", valid_from=spring)
+        assert again == first
+        assert memory.history(first)[0].valid_from == spring
+        assert [h.id for h in memory.search("Lisbon", as_of=datetime(2026, 4, 1, tzinfo=UTC))] == [
+            first
+        ]
+        later = memory.supersede(
+            first, "The user lives in Porto", at=datetime(2026, 6, 1, tzinfo=UTC)
+        )
+        assert memory.history(later)[-1].text == "The user lives in Porto"
+
+
+def test_a_repeat_with_a_later_start_says_why_not(settings: Settings) -> None:
+    with Memory(settings) as memory:
+        memory.add("The user lives in Lisbon", valid_from=datetime(2026, 3, 1, tzinfo=UTC))
+        with pytest.raises(ValueError, match="already says this, true since 2026-03-01"):
+            memory.add("The user lives in Lisbon", valid_from=datetime(2026, 5, 1, tzinfo=UTC))
+
+
+@pytest.mark.parametrize(
+    "method", ["add", "supersede", "history", "remember", "search", "augment", "forget"]
+)
+def test_the_sync_face_takes_the_async_parameters_by_name(method: str) -> None:
+    def named(cls: type) -> list[tuple[str, object, object]]:
+        signature = inspect.signature(getattr(cls, method))
+        return [(p.name, p.kind, p.default) for p in signature.parameters.values()]
+
+    assert named(Memory) == named(AsyncMemory)  # IDEs show the same names, nothing hides
+
+
+def test_the_fact_ranks_above_the_turns_that_echo_it(settings: Settings) -> None:
+    llm = ScriptedLLM([json.dumps([{"message": 1, "fact": "The user prefers tabs"}])])
+    with Memory(settings, llm=llm) as memory:
+        memory.remember("I prefer tabs.", "ack 1: I prefer tabs.", conversation="c1", model="m")
+        hits = memory.search("prefers tabs")
+        assert [h.text for h in hits[:3]] == [
+            "The user prefers tabs",
+            "I prefer tabs.",
+            "ack 1: I prefer tabs.",
+        ]
+        assert hits[0].score >= hits[1].score

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +61,20 @@ def test_open_runtime_uses_the_configured_home(tmp_path: Path) -> None:
         found = rt.store.find_session("library-session")
         assert found is not None
         assert found.id == session.id
+
+
+async def test_open_runtime_is_an_async_context_manager_that_finishes_its_work(
+    tmp_path: Path,
+) -> None:
+    async with memlane.open_runtime(home=tmp_path, embedding_backend="hashing") as rt:
+        rt.store.ensure_session("async-session")
+        flushed: list[str] = []
+        rt.background.spawn(_record(flushed), name="library-test")  # queued, not awaited
+    assert flushed == ["done"]  # leaving `async with` drains the background work
+    with memlane.open_runtime(home=tmp_path) as rt:
+        assert rt.store.find_session("async-session") is not None
+
+
+async def _record(into: list[str]) -> None:
+    await asyncio.sleep(0.05)
+    into.append("done")

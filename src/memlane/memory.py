@@ -4,6 +4,7 @@
 
     memory = Memory(home="~/.local/share/memlane")   # or Memory(settings)
     memory.add("The user prefers tabs", scope="ns:my-repo")
+    memory.search("indentation style")                # every scope, as the CLI searches
     memory.search("indentation style", scopes=["ns:my-repo", "global"])
     messages = memory.augment(chat_messages, namespace="my-repo")
     memory.remember("I moved to Oslo", "Noted!", conversation="c1", namespace="my-repo")
@@ -11,9 +12,11 @@
     memory.history(memory_id)       # every version, with when each was true
     memory.close()
 
-`AsyncMemory` is the core (await its methods inside an event loop); `Memory`
-is a thin synchronous wrapper that runs it on its own loop. Both use the same
-engine as the proxy: the same files, index, retrieval stages and write path.
+`AsyncMemory` is the core (await its methods inside an event loop, or use it
+as `async with AsyncMemory() as memory:`); `Memory` is a thin synchronous
+wrapper with the same methods and parameters that runs it on its own loop
+(`with Memory() as memory:`). Both use the same engine as the proxy: the same
+files, index, retrieval stages and write path.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from memlane.config import Settings
-from memlane.engine.memory import manage, scopes
+from memlane.engine.memory import manage
+from memlane.engine.memory import scopes as scoping
 from memlane.engine.memory.apply import IngestReport
 from memlane.engine.memory.ingest import TurnInput, ingest_turn
 from memlane.engine.memory.lifecycle import stop_memory
@@ -45,6 +49,15 @@ __all__ = ["AsyncMemory", "Memory", "MemoryHit", "MemoryVersion"]
 
 @dataclass(frozen=True, slots=True)
 class MemoryHit:
+    """One memory a search found.
+
+    `score` means the same for every kind of memory (facts, remembered turns, session
+    summaries): its relevance to the query relative to the best match of the same search
+    (1.0 is the best; keyword and embedding scores fused, a fact lifted to the turns that
+    echo it), blended with how recent it is (`memory_recency_weight`). It orders one
+    search's results: it is not a probability, and two searches' scores do not compare.
+    """
+
     id: str
     role: str
     text: str
@@ -116,17 +129,27 @@ class AsyncMemory:
             runtime = Runtime(settings, open_store(settings), _llm=llm, _embedder=embedder)
         self.runtime = runtime
 
+    async def __aenter__(self) -> AsyncMemory:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
     async def add(
         self,
         text: str,
         *,
-        scope: str = scopes.GLOBAL,
+        scope: str = scoping.GLOBAL,
         role: FactRole = "memory",
         valid_from: datetime | None = None,
     ) -> str:
-        """Remember `text` as it is, true from `valid_from` (default now); returns its id."""
+        """Remember `text` as it is, true from `valid_from` (default now); returns its id.
+
+        Adding a text the scope already holds returns the existing memory's id; an
+        earlier `valid_from` moves when it became true back to that date, and a later one
+        is refused (it is already true since before: `supersede` records a change)."""
         fact = await manage.add_memory(
-            self.runtime, text, scope=scopes.parse_scope(scope), role=role, valid_from=valid_from
+            self.runtime, text, scope=scoping.parse_scope(scope), role=role, valid_from=valid_from
         )
         return fact.id
 
@@ -170,12 +193,14 @@ class AsyncMemory:
         self,
         query: str,
         *,
-        scopes: Sequence[str] = (scopes.GLOBAL,),
+        scopes: Sequence[str] | None = None,
         top_k: int | None = None,
         as_of: datetime | None = None,
     ) -> list[MemoryHit]:
-        """Memories for `query`: those true now, or at `as_of`."""
-        found = await recall(self.runtime, query, scopes=[_scope(s) for s in scopes], as_of=as_of)
+        """Memories for `query`: those true now, or at `as_of`, from `scopes` (default:
+        every scope, as `memlane memory search` does; `["global"]` for one)."""
+        wanted = [_scope(s) for s in scopes] if scopes is not None else None
+        found = await recall(self.runtime, query, scopes=wanted, as_of=as_of)
         limit = top_k or self.runtime.settings.memory_top_k
         return [
             MemoryHit(
@@ -206,9 +231,9 @@ class AsyncMemory:
         if not query.strip():
             return out
         settings = self.runtime.settings
-        wanted = scopes.recall_scopes(settings, conversation, namespace or conversation or "")
+        wanted = scoping.recall_scopes(settings, conversation, namespace or conversation or "")
         if namespace is None and conversation is None:
-            wanted = (scopes.GLOBAL,)
+            wanted = (scoping.GLOBAL,)
         present = {str(m.get("content") or "").strip() for m in out}
         found = await recall(self.runtime, query, scopes=wanted, exclude=present)
         if not found:
@@ -232,32 +257,79 @@ class AsyncMemory:
 class Memory:
     """The synchronous face of `AsyncMemory` (for scripts and sync frameworks)."""
 
-    def __init__(self, settings: Settings | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        home: str | Path | None = None,
+        runtime: Runtime | None = None,
+        llm: LLM | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
         self._runner = asyncio.Runner()
-        self._core = AsyncMemory(settings, **options)
+        self._core = AsyncMemory(settings, home=home, runtime=runtime, llm=llm, embedder=embedder)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self._runner.run(coro)
 
-    def add(self, text: str, **options: Any) -> str:
-        return self._run(self._core.add(text, **options))
+    def add(
+        self,
+        text: str,
+        *,
+        scope: str = scoping.GLOBAL,
+        role: FactRole = "memory",
+        valid_from: datetime | None = None,
+    ) -> str:
+        """See `AsyncMemory.add`."""
+        return self._run(self._core.add(text, scope=scope, role=role, valid_from=valid_from))
 
     def supersede(self, memory_id: str, text: str, *, at: datetime | None = None) -> str:
+        """See `AsyncMemory.supersede`."""
         return self._run(self._core.supersede(memory_id, text, at=at))
 
     def history(self, memory_id: str) -> list[MemoryVersion]:
+        """See `AsyncMemory.history`."""
         return self._run(self._core.history(memory_id))
 
-    def remember(self, user: str, assistant: str = "", **options: Any) -> IngestReport:
-        return self._run(self._core.remember(user, assistant, **options))
+    def remember(
+        self,
+        user: str,
+        assistant: str = "",
+        *,
+        conversation: str,
+        namespace: str | None = None,
+        model: str | None = None,
+        at: datetime | None = None,
+    ) -> IngestReport:
+        """See `AsyncMemory.remember`."""
+        return self._run(
+            self._core.remember(
+                user, assistant, conversation=conversation, namespace=namespace, model=model, at=at
+            )
+        )
 
-    def search(self, query: str, **options: Any) -> list[MemoryHit]:
-        return self._run(self._core.search(query, **options))
+    def search(
+        self,
+        query: str,
+        *,
+        scopes: Sequence[str] | None = None,
+        top_k: int | None = None,
+        as_of: datetime | None = None,
+    ) -> list[MemoryHit]:
+        """See `AsyncMemory.search`."""
+        return self._run(self._core.search(query, scopes=scopes, top_k=top_k, as_of=as_of))
 
     def augment(
-        self, messages: Sequence[Mapping[str, Any]], **options: Any
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        conversation: str | None = None,
+        namespace: str | None = None,
     ) -> list[dict[str, Any]]:
-        return self._run(self._core.augment(messages, **options))
+        """See `AsyncMemory.augment`."""
+        return self._run(
+            self._core.augment(messages, conversation=conversation, namespace=namespace)
+        )
 
     def forget(self, memory_id: str) -> bool:
         return self._run(self._core.forget(memory_id))
@@ -276,4 +348,4 @@ class Memory:
 
 
 def _scope(text: str) -> str:
-    return scopes.parse_scope(text)
+    return scoping.parse_scope(text)

@@ -126,6 +126,10 @@ def test_commands_and_ephemeral_chat(
     child.expect_exact("ephemeral: nothing is saved")
     say(child, "secret plans", "assistant> echo: secret plans")
     child.expect_exact("you> ")
+    child.sendline("/help")
+    child.expect_exact("commands: /sessions")
+    assert "unknown command" not in (child.before or "")  # /help is a command of its own
+    child.expect_exact("you> ")
     child.sendline("/nope")
     child.expect_exact("unknown command /nope")
     leave(child)

@@ -139,6 +139,24 @@ def test_show_by_name_prefix_and_key(runner: CliRunner, store: SQLiteStore) -> N
     assert "answer to more" in out
 
 
+def test_show_by_the_title_the_list_shows(runner: CliRunner, store: SQLiteStore) -> None:
+    session = add_session(store, "chat-2", ["Hello"])
+    store.update_session(session.id, title="Hello")
+    code, listed, _ = invoke(runner, "sessions", "list")
+    assert code == 0
+    assert "Hello" in listed
+    code, out, err = invoke(runner, "sessions", "show", "hello", "--json")
+    assert code == 0, err
+    assert json.loads(out)["id"] == session.id
+
+
+def test_a_short_id_prefix_says_how_long_one_must_be(runner: CliRunner, store: SQLiteStore) -> None:
+    add_session(store, "k", ["x"])
+    code, _, err = invoke(runner, "sessions", "show", "f4")
+    assert code == 1
+    assert "an id prefix needs at least 6 characters" in err
+
+
 def test_show_unknown_session_is_one_clear_line(runner: CliRunner, store: SQLiteStore) -> None:
     add_session(store, "k", ["x"])
     code, _, err = invoke(runner, "sessions", "show", "nope")

@@ -234,3 +234,16 @@ def test_client_disconnect_cancels_the_upstream_stream(
     while stored(mproxy, "bad")[0][4] == "ok" and time.monotonic() < deadline:
         time.sleep(0.02)  # the failure is recorded as the relay unwinds
     assert_failed_turn(mproxy)
+
+
+def test_a_base_url_without_v1_is_told_where_the_route_is(proxy: RunningProxy) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    response = httpx.post(f"{proxy.base}/chat/completions", json=body, timeout=30)
+    assert response.status_code == 404
+    error = error_of(response)
+    assert error["type"] == "not_found"
+    assert "memlane serves it at /v1/chat/completions" in error["message"]
+    assert f"{proxy.base}/v1" in error["message"]
+    other = error_of(httpx.get(f"{proxy.base}/nothing-here", timeout=30))
+    assert "memlane's API is under /v1/" in other["message"]
+    assert proxy.store.list_sessions() == []  # nothing stored

@@ -101,11 +101,21 @@ def test_a_timeline_shows_tool_pairs_a_compaction_and_masked_outputs(
     call = page.index("run({&#34;step&#34;: 39})")
     assert page.index('class="tool-result"', call) > call
     assert page.count('class="item msg role-tool') == 0  # every result sits under its call
-    # the compaction: what it dropped, the snapshot, tokens before -> after
+    # the compaction: tokens before -> after, what it masked and dropped, the snapshot
+    text = html.unescape(page)
     assert "compaction" in page
-    assert "goal: build it; config conf/app.toml" in html.unescape(page)
-    assert re.search(r"tokens [\d,.k]+ → [\d,.k]+", page)
+    assert "goal: build it; config conf/app.toml" in text
+    line = re.search(r"([\d,]+) -> ([\d,]+) tokens; (.*)", text)
+    assert line is not None
+    before, after = (int(n.replace(",", "")) for n in line.group(1, 2))
+    assert before > after
+    assert re.search(r"\d+ tool outputs? masked \(-[\d,]+ tokens\)", line.group(3))
+    assert "0 items" not in line.group(3)
+    assert "tokens tokens" not in text
     assert "what was dropped" in page
+    # a long tool result is a preview with a control that shows it all
+    assert page.count('<details class="tool-output">') >= 1
+    assert re.search(r"show all \([\d,]+ characters\)", page)
     # the turn record: the client and governance's tokens
     assert "codex_cli_rs/0.169.0" in page
     assert re.search(r"governed [\d,.k]+ → [\d,.k]+ of 3,840", page)

@@ -48,7 +48,7 @@ SUMMARY_WAIT_SECONDS = 10.0
 """How long `/summary` waits for the background work of the last turn (its summary)."""
 HELP = (
     "commands: /sessions (recent sessions), /todo [text] (show or set the todo), "
-    "/compact (compact the history now), /summary (the running summary), /exit"
+    "/compact (compact the history now), /summary (the running summary), /help, /exit"
 )
 LOG_FILE = "chat.log"
 SHOWN_ON_RESUME = 20
@@ -313,7 +313,9 @@ async def _command(chat_session: ChatSession, text: str) -> bool:
     rt = chat_session.rt
     if name in ("/exit", "/quit"):
         return True
-    if name == "/sessions":
+    if name in ("/help", "/?"):
+        out(HELP)
+    elif name == "/sessions":
         for session in rt.store.list_sessions(limit=10, tenant=OPERATOR):
             title = lifecycle.session_title(rt.store, session)
             out(f"{session.id[:12]}  {session.message_count:>4} msgs  {title}")

@@ -147,7 +147,8 @@ def search_cmd(
     """Find memories true now (or at --as-of) the way the proxy's read path does.
 
     Hybrid search, recency and MMR, as recall ranks; a question about change also finds
-    the versions that were replaced."""
+    the versions that were replaced. A score is relevance relative to this search's best
+    match (1.0), blended with recency: the same scale for facts, turns and summaries."""
     wanted = [_scope(s) for s in scope] if scope else None  # an operator may search everything
     with opened_runtime(ctx) as rt:
         if top_k is not None:

@@ -25,6 +25,21 @@ def error_payload(
     return openai_error(message, type=type, code=code, param=param)
 
 
+API_ROUTES = ("chat/completions", "responses", "messages", "models", "embeddings", "completions")
+"""What a client asks for when its base URL lacks the `/v1` memlane serves them under."""
+
+
+def not_found(path: str, base_url: str) -> str:
+    """What a 404 says: where the route is when the client only left out `/v1`."""
+    bare = path.strip("/")
+    if bare.split("/", 1)[0] != "v1" and bare.startswith(API_ROUTES):
+        return (
+            f"no route {path}: memlane serves it at /v1/{bare}. Set the client's base URL to "
+            f"{base_url}v1 (OpenAI clients), or {base_url.rstrip('/')} (Anthropic clients)"
+        )
+    return f"no route {path}: memlane's API is under /v1/ and its inspector under /ui"
+
+
 class ProxyError(Exception):
     """A request the proxy refuses or cannot serve; rendered as `{"error": {...}}`."""
 
@@ -60,8 +75,12 @@ def install_handlers(app: FastAPI) -> None:
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
-        kind = "not_found" if exc.status_code == 404 else "invalid_request_error"
-        return ProxyError(exc.status_code, str(exc.detail), type=kind).response(request.url.path)
+        path = request.url.path
+        if exc.status_code == 404 and exc.detail == "Not Found":  # no route matched
+            return ProxyError(
+                404, not_found(path, str(request.base_url)), type="not_found"
+            ).response(path)
+        return ProxyError(exc.status_code, str(exc.detail)).response(path)
 
     async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

@@ -95,6 +95,7 @@ def hit_from_row(row: Row, score: float) -> Hit:
         text=row["text"],
         score=score,
         created_at=moment(row["created_at"]),
+        role=row["role"],
     )
 
 

@@ -124,3 +124,5 @@ class Hit:
     text: str
     score: float
     created_at: datetime
+    role: str | None = None
+    """A fact's role (`memory`, `user`, `assistant`, `summary`); None for other kinds."""

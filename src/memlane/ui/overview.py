@@ -18,6 +18,7 @@ from memlane.engine.failopen import EVENT as STAGE_FAILED
 from memlane.engine.governance.ledger import EVENT_COMPACTED, EVENT_LOOP
 from memlane.engine.runtime import Runtime
 from memlane.types import Event, Session
+from memlane.ui.lines import event_line
 from memlane.ui.render import page
 from memlane.ui.sessions import display_title
 from memlane.ui.web import Rt, Who, context
@@ -104,28 +105,7 @@ def _activity(rt: Runtime, after: int) -> dict[str, Any]:
 
 def describe(event: Event) -> str:
     """One line for the activity feed."""
-    p = event.payload
-    if event.kind == turnlog.TURN_EVENT:
-        recalled = len(p.get("recalled") or [])
-        parts = [
-            f"{p.get('model') or 'model ?'}",
-            f"{p.get('prompt_tokens', 0)} in / {p.get('completion_tokens', 0)} out",
-        ]
-        if "tokens_in" in p:
-            parts.append(f"governed {p['tokens_in']} → {p['tokens_out']}")
-        if recalled:
-            parts.append(f"{recalled} memories recalled")
-        if p.get("status") == "failed":
-            parts.insert(0, "FAILED")
-        return " · ".join(parts)
-    if event.kind == EVENT_COMPACTED:
-        dropped, tokens = p.get("newly_dropped", 0), p.get("removed_tokens", 0)
-        return f"compaction: {dropped} items dropped, {tokens} tokens"
-    if event.kind == EVENT_LOOP:
-        return f"loop warning: {p.get('tool')} called {p.get('count')} times"
-    if event.kind == STAGE_FAILED:
-        return f"{p.get('stage')} skipped: {str(p.get('error', ''))[:160]}"
-    return event.kind
+    return event_line(event)
 
 
 @router.get("/activity")

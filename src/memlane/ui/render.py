@@ -20,6 +20,9 @@ from jinja2_fragments import render_block
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from memlane.engine.governance.report import describe_event
+from memlane.ui.lines import event_line, plural
+
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -49,6 +52,12 @@ def environment() -> Environment:
     env.filters["stamp"] = stamp
     env.filters["score"] = score
     env.filters["clip"] = clip
+    env.filters["preview"] = preview
+    env.filters["lines"] = line_count
+    env.filters["collapsed"] = collapsed
+    env.filters["plural"] = plural
+    env.filters["event_line"] = event_line
+    env.filters["compaction_line"] = describe_event
     return env
 
 
@@ -123,6 +132,27 @@ def clip(text: str) -> str:
         return text
     more = len(text) - CLIP_CHARS
     return f"{text[:CLIP_CHARS]}\n… ({more:,} more characters: export the session)"
+
+
+PREVIEW_LINES = 6
+PREVIEW_CHARS = 480
+"""How much of a tool result shows before its control to expand: a session of twenty
+messages whose results each filled ninety lines was a page 10,000 pixels tall."""
+
+
+def line_count(text: str) -> int:
+    return text.count("\n") + 1 if text else 0
+
+
+def collapsed(text: str) -> bool:
+    """Whether a tool result is shown as a preview with a control to expand it."""
+    return line_count(text) > PREVIEW_LINES or len(text) > PREVIEW_CHARS
+
+
+def preview(text: str) -> str:
+    """The start of a long tool result: its first lines, at most `PREVIEW_CHARS`."""
+    head = "\n".join(text.splitlines()[:PREVIEW_LINES])
+    return head if len(head) <= PREVIEW_CHARS else head[:PREVIEW_CHARS].rstrip() + "…"
 
 
 def score(value: float | None) -> str:

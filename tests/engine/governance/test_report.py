@@ -70,7 +70,7 @@ async def test_a_compaction_that_only_masks_says_so() -> None:
     assert event["stands_for"] == "none"
     assert event["snapshot"] == ""
     assert event["tokens_after"] == event["tokens_before"] - event["masked"]["tokens_saved"]
-    assert "1 tool outputs masked" in describe_event(event)
+    assert "1 tool output masked" in describe_event(event)
 
 
 def test_a_recall_is_remembered_for_its_version_and_forgotten_with_the_session(

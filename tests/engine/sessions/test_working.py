@@ -169,3 +169,13 @@ async def test_dedicated_summary_endpoint_gets_the_call(
     context = await working_context(rt, session.id)
     assert context.summary == "a real summary"
     assert upstream.last.json["model"] == "cheap-summary"
+
+
+async def test_a_session_is_found_by_the_key_a_person_knows(
+    rt: Runtime, sqlite_store: SQLiteStore
+) -> None:
+    session = chat(sqlite_store, "queue-work", TEXTS)
+    by_key = await working_context(rt, "queue-work")
+    by_prefix = await working_context(rt, session.id[:8])
+    assert [m.text for m in by_key.messages] == TEXTS
+    assert [m.text for m in by_prefix.messages] == TEXTS

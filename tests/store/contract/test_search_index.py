@@ -259,3 +259,17 @@ def test_a_deleted_turn_is_not_found_through_its_neighbours(store: Store, how: s
     # the neighbours were indexed again around the gap: t2's earlier turns are now t0 alone
     assert {h.ref for h in store.keyword_search("weather", flt)} == {"t0", "t2", "t3"}
     assert {h.ref for h in store.keyword_search("boots", flt)} == {"t3", "t4"}
+
+
+def test_every_kind_of_hit_names_the_role_it_was_indexed_with(store: Store) -> None:
+    store.put_fact(turn("t1", "I prefer tabs in Go code", 0))
+    store.put_fact(turn("t2", "Noted: tabs in Go code", 1, role="assistant"))
+    store.put_fact(fact("m", "The user prefers tabs in Go code", scope="conv:c", minutes=2))
+    store.put_vectors("fact", [("t1", unit(1)), ("t2", unit(2)), ("m", unit(3))], model=MODEL)
+    flt = SearchFilter(kinds=("fact",))
+    expected = {"t1": "user", "t2": "assistant", "m": "memory"}
+    assert {h.ref: h.role for h in store.keyword_search("tabs", flt)} == expected
+    vectors = store.vector_search(unit(3), flt, model=MODEL, limit=3)
+    assert {h.ref: h.role for h in vectors} == expected
+    holders = store.rare_term_hits(["go"], flt, max_df=5, max_share=1.0, limit=10)
+    assert {h.ref: h.role for found in holders.values() for h in found} == expected

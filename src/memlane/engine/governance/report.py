@@ -10,6 +10,7 @@ ones; the web inspector shows them in a session's timeline.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from memlane.engine.governance.budget import Budget
@@ -47,7 +48,7 @@ def context_event(
     return payload
 
 
-def describe_event(payload: dict[str, Any]) -> str:
+def describe_event(payload: Mapping[str, Any]) -> str:
     """One line for people: `61,204 -> 30,877 tokens; 41 items #3-#44 dropped (…) …`."""
     parts = [f"{payload.get('tokens_before', 0):,} -> {payload.get('tokens_after', 0):,} tokens"]
     if payload.get("newly_dropped"):
@@ -55,14 +56,19 @@ def describe_event(payload: dict[str, Any]) -> str:
         span = payload.get("dropped_span") or []
         where = f" #{span[0]}-#{span[1]}" if len(span) == 2 else ""
         parts.append(
-            f"{payload['newly_dropped']} items{where} dropped ({kinds}; "
+            f"{_counted(payload['newly_dropped'], 'item')}{where} dropped ({kinds}; "
             f"{payload.get('removed_tokens', 0):,} tokens) into the {payload.get('stands_for')}"
         )
     masked = payload.get("masked") or {}
     if masked.get("items"):
         parts.append(
-            f"{masked['items']} tool outputs masked (-{masked.get('tokens_saved', 0):,} tokens)"
+            f"{_counted(masked['items'], 'tool output')} masked "
+            f"(-{masked.get('tokens_saved', 0):,} tokens)"
         )
     if payload.get("manual"):
         parts.append("manual")
     return "; ".join(parts)
+
+
+def _counted(number: int, noun: str) -> str:
+    return f"{number:,} {noun}" if number == 1 else f"{number:,} {noun}s"

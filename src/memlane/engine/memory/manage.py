@@ -54,14 +54,16 @@ async def add_memory(
     (default: now).
 
     An exact repeat of a current memory in the same scope and role is not stored again:
-    its id is returned, so a script that adds the same line twice keeps one memory.
+    its id is returned, so a script that adds the same line twice keeps one memory. A
+    repeat that names an earlier `valid_from` records it (the memory was true before we
+    knew); a later one is refused, since the memory is already true from before then.
     """
     body = _clean_text(text)
     book = rt.memory_book
     await book.ready()
     existing = await threads.to_thread(_exact_repeat, rt, body, scope, role)
     if existing is not None:
-        return existing
+        return await _repeated(rt, existing, valid_from)
     fact = new_fact(
         scope=scope,
         conversation_id=conversation_id or scope,
@@ -74,6 +76,29 @@ async def add_memory(
     since = f" (true from {versions.day(valid_from)})" if valid_from is not None else ""
     await book.commit(f"memory: added to {scope}{since}\n\n+ {_line(body)}")
     return fact
+
+
+async def _repeated(rt: Runtime, existing: Fact, valid_from: datetime | None) -> Fact:
+    """The memory a repeated `add` names, with its validity moved back when asked."""
+    if valid_from is None or valid_from == existing.since:
+        return existing
+    if valid_from > existing.since:
+        raise ValueError(
+            f"memory {existing.id} already says this, true since {versions.day(existing.since)}: "
+            f"it cannot become true later ({versions.day(valid_from)}); use `supersede` to "
+            "record a change"
+        )
+    if existing.supersedes is not None:
+        raise ValueError(
+            f"memory {existing.id} already says this and replaced an earlier version on "
+            f"{versions.day(existing.since)}: its start cannot move before that; see its history"
+        )
+    moved = replace(existing, valid_from=valid_from, updated_at=now_utc())
+    await rt.memory_book.write(puts=[moved])
+    await rt.memory_book.commit(
+        f"memory: {existing.id} true from {versions.day(valid_from)}\n\n~ {_line(moved.text)}"
+    )
+    return moved
 
 
 def _exact_repeat(rt: Runtime, body: str, scope: str, role: FactRole) -> Fact | None:

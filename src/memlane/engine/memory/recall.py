@@ -351,6 +351,7 @@ def _brought(turn: Fact, fact: Candidate) -> Candidate:
         turn.created_at,
         relevance=fact.relevance,
         score=fact.score,
+        role=turn.role,
     )
 
 

@@ -28,6 +28,8 @@ class Candidate:
     dense_score: float | None = None
     relevance: float = 0.0
     score: float = 0.0
+    role: str | None = None
+    """A fact's role, as the store indexed it (a turn is `user` or `assistant`)."""
 
     @property
     def key(self) -> tuple[DocKind, str]:
@@ -50,6 +52,7 @@ class Candidate:
             self.dense_score,
             relevance,
             score,
+            self.role,
         )
 
 
@@ -79,5 +82,13 @@ def _candidate(
     hit: Hit, *, keyword: Ranked = (None, None), dense: Ranked = (None, None)
 ) -> Candidate:
     return Candidate(
-        hit.kind, hit.ref, hit.scope, hit.session_id, hit.text, hit.created_at, *keyword, *dense
+        hit.kind,
+        hit.ref,
+        hit.scope,
+        hit.session_id,
+        hit.text,
+        hit.created_at,
+        *keyword,
+        *dense,
+        role=hit.role,
     )

@@ -92,25 +92,13 @@ def expand(
 
 def _candidate(hit: Hit) -> Candidate:
     """A memory no first-stage list found, brought by a link."""
-    return Candidate(hit.kind, hit.ref, hit.scope, hit.session_id, hit.text, hit.created_at)
+    return Candidate(
+        hit.kind, hit.ref, hit.scope, hit.session_id, hit.text, hit.created_at, role=hit.role
+    )
 
 
 def _scored(c: Candidate, relevance: float) -> Candidate:
-    """`c` with a new relevance (and score); built directly, as `replace` costs several
-    times more and this runs for every candidate of a request."""
+    """`c` with a new relevance (and score); itself when nothing changes."""
     if c.relevance == relevance == c.score:
         return c
-    return Candidate(
-        c.kind,
-        c.ref,
-        c.scope,
-        c.session_id,
-        c.text,
-        c.created_at,
-        c.keyword_rank,
-        c.keyword_score,
-        c.dense_rank,
-        c.dense_score,
-        relevance,
-        relevance,
-    )
+    return c.scored(relevance, relevance)

@@ -22,7 +22,7 @@
 
 Stages (each a pure function in its own module): keyword + dense candidates →
 `fuse` → `expand` (entity-aware expansion, `memory_entity_expansion`) → optional
-`rerank` → `threshold` → `apply_recency` → `mmr`. Results
+`rerank` → `facts_over_echoes` → `threshold` → `apply_recency` → `mmr`. Results
 are best first, each with `relevance` (0–1) and the final `score`. The store
 is synchronous, so its calls run in a worker thread.
 """
@@ -40,6 +40,7 @@ from typing import Literal, TypedDict, Unpack
 
 from memlane.engine import threads
 from memlane.engine.retrieval.candidates import Candidate, from_hits
+from memlane.engine.retrieval.echoes import facts_over_echoes
 from memlane.engine.retrieval.expand import (
     MAX_HOLDERS,
     MAX_READ,
@@ -148,8 +149,10 @@ def reranking(rt: Runtime) -> bool:
 
 
 def _final(rt: Runtime, asked: Query, candidates: list[Candidate]) -> list[Candidate]:
-    """Threshold, recency and diversity: the stages after the (optional) reranker."""
+    """Facts over their echoes, threshold, recency and diversity: the stages after the
+    (optional) reranker."""
     settings = rt.settings
+    candidates = facts_over_echoes(candidates)
     candidates = threshold(candidates, settings.memory_score_threshold)
     if not candidates:
         return []

@@ -1,7 +1,8 @@
 """Find a session from what a person typed: an id, an id prefix, a key or a name.
 
 Resolution order: exact id, then the session key, then a unique id prefix, then
-the indexed name case-insensitively, then a fuzzy match on names. Several
+the indexed name (or, for a session not yet named, the title the list shows)
+case-insensitively, then a fuzzy match on names and titles. Several
 candidates are an error listing them, never a guess. Only the sessions of the
 caller's tenant take part (`engine.tenancy`), and, for `@@` references, only those
 of the caller's namespace unless `references_across_namespaces` is on.
@@ -45,6 +46,11 @@ class AmbiguousSession(SessionLookupError):
 def session_name(session: Session) -> str | None:
     name = session.metadata.get("name")
     return name if isinstance(name, str) and name else None
+
+
+def shown_name(session: Session) -> str:
+    """What `memlane sessions list` shows a session as: its indexed name, else its title."""
+    return session_name(session) or session.title or ""
 
 
 def describe(session: Session) -> str:
@@ -126,7 +132,7 @@ def _resolve(
     if len(by_prefix) == 1:
         return by_prefix[0]
     wanted = ref.lower()
-    named = [s for s in others if (session_name(s) or "").lower() == wanted]
+    named = [s for s in others if shown_name(s).lower() == wanted]
     if named:
         return _one(ref, named, namespace)
     fuzzy = _fuzzy(wanted, others)
@@ -136,6 +142,11 @@ def _resolve(
 
 
 def _missing(ref: str) -> str:
+    if len(ref) < MIN_ID_PREFIX and all(c in "0123456789abcdef-" for c in ref.lower()):
+        return (
+            f"no session matches {ref!r}: an id prefix needs at least {MIN_ID_PREFIX} "
+            "characters; see `memlane sessions list`"
+        )
     return f"no session matches {ref!r}: it may have been deleted; see `memlane sessions list`"
 
 
@@ -151,7 +162,7 @@ def _one(ref: str, candidates: list[Session], namespace: str | None) -> Session:
 def _fuzzy(wanted: str, sessions: list[Session]) -> list[Session]:
     scored: list[tuple[float, Session]] = []
     for session in sessions:
-        name = (session_name(session) or "").lower()
+        name = shown_name(session).lower()
         if not name:
             continue
         score = 1.0 if wanted in name else difflib.SequenceMatcher(None, wanted, name).ratio()

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from memlane.engine import threads
 from memlane.engine.runtime import Runtime
+from memlane.engine.sessions.lookup import SessionLookupError, find_session
 from memlane.engine.sessions.models import usage_payload
 from memlane.engine.sessions.serialize import serialize
 from memlane.store import SessionNotFound
@@ -67,15 +68,16 @@ def summary_request(summary: str, messages: list[Message]) -> list[dict[str, str
     return [{"role": "system", "content": SUMMARY_PROMPT}, {"role": "user", "content": body}]
 
 
-async def working_context(
-    rt: Runtime, session_id: str, *, model: str | None = None
-) -> WorkingContext:
+async def working_context(rt: Runtime, session: str, *, model: str | None = None) -> WorkingContext:
     """The session's working context, summarising first when the threshold is passed.
 
+    `session` is what a person knows it by, as the CLI takes it: its key (the
+    `X-Memlane-Session` a client sent), its id, a unique id prefix or its name.
     `model` is the model of the conversation; the summary uses `summary_model`
     or `llm_model` when configured, else this one. The proxy never waits for the
     summary: it reads `current_context` and calls `fold` in the background.
     """
+    session_id = await threads.to_thread(_session_id, rt, session)
     if not rt.settings.summary_enabled:
         return await threads.to_thread(current_context, rt, session_id)
     folded, fallback = await fold(rt, session_id, model=model)
@@ -88,6 +90,17 @@ async def working_context(
     return WorkingContext(
         context.messages, context.summary, context.summarized_count, folded=folded
     )
+
+
+def _session_id(rt: Runtime, ref: str) -> str:
+    """The id of the session `ref` names; the one query of an id or a key comes first."""
+    found = rt.store.get_session(ref) or rt.store.find_session(ref)
+    if found is not None:
+        return found.id
+    try:
+        return find_session(rt.store, ref, tenant=None).id
+    except SessionLookupError as exc:
+        raise SessionNotFound(str(exc)) from None
 
 
 def current_context(rt: Runtime, session_id: str) -> WorkingContext:

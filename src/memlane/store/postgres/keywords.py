@@ -163,7 +163,7 @@ SEARCH_SQL = """
         ORDER BY score DESC, d.seq
         LIMIT %(limit)s
     )
-    SELECT d.seq, d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at, s.score
+    SELECT d.seq, d.kind, d.ref, d.scope, d.session_id, d.role, d.text, d.created_at, s.score
     FROM scored s JOIN docs d ON d.seq = s.seq
     ORDER BY s.score DESC, s.seq
 """
@@ -178,7 +178,7 @@ FILL_SQL = """
         ORDER BY d.seq DESC
         LIMIT %(limit)s
     )
-    SELECT d.seq, d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at, 0.0 AS score
+    SELECT d.seq, d.kind, d.ref, d.scope, d.session_id, d.role, d.text, d.created_at, 0.0 AS score
     FROM picked p JOIN docs d ON d.seq = p.seq
     ORDER BY d.seq DESC
 """
@@ -186,10 +186,10 @@ FILL_SQL = """
 RARE_SQL = """
     -- For each word, its holders passing the filter, at most %(cap)s of them: a word
     -- with more is common, and its scan stops there.
-    SELECT t.word, h.seq, h.kind, h.ref, h.scope, h.session_id, h.text, h.created_at
+    SELECT t.word, h.seq, h.kind, h.ref, h.scope, h.session_id, h.role, h.text, h.created_at
     FROM unnest(%(words)s::text[], %(queries)s::tsquery[]) AS t(word, query)
     CROSS JOIN LATERAL (
-        SELECT d.seq, d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at
+        SELECT d.seq, d.kind, d.ref, d.scope, d.session_id, d.role, d.text, d.created_at
         FROM docs d
         WHERE d.active AND d.terms @@ t.query AND {where}
         LIMIT %(cap)s

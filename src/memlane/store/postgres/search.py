@@ -147,7 +147,7 @@ class PostgresSearch(SqlRareTerms[PostgresDb]):
         # The dimension is inlined (an int) so the planner can use that dimension's index.
         distance = f"v.embedding::vector({dim}) <=> %(q)s::real[]::vector({dim})"
         sql = f"""
-            SELECT d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at,
+            SELECT d.kind, d.ref, d.scope, d.session_id, d.role, d.text, d.created_at,
                    {distance} AS distance
             FROM vectors v JOIN docs d ON d.kind = v.kind AND d.ref = v.ref
             WHERE v.model = %(model)s AND v.dim = {dim} AND d.active AND {where}

@@ -29,7 +29,7 @@ from memlane.types import DocKind, Hit
 
 log = logging.getLogger("memlane.store")
 
-_DOC_COLUMNS = "d.rowid, d.kind, d.ref, d.scope, d.session_id, d.text, d.created_at"
+_DOC_COLUMNS = "d.rowid, d.kind, d.ref, d.scope, d.session_id, d.role, d.text, d.created_at"
 _ROWS_PER_READ = 500  # rowids bound in one statement
 
 
