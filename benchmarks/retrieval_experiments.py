@@ -17,7 +17,7 @@ re-ordered, with no model in the read path. Each is measured the same way:
   against the context-expanded documents alone.
 
 An idea is worth building only when its held-out figure is up in every category.
-The script prints Markdown tables (README, Retrieval quality). It reads the
+The script prints Markdown tables (docs/benchmarks.md, Retrieval quality). It reads the
 evaluation file only; nothing is stored.
 """
 

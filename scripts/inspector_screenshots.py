@@ -1,4 +1,4 @@
-"""Take the README's screenshots of the web inspector, for real, in headless Chromium.
+"""Take the inspector page's screenshots (docs/inspector/), for real, in headless Chromium.
 
 A scripted OpenAI-compatible upstream (the one the tests use) answers on
 loopback; memlane's app serves a temporary home in front of it; an agent-like

@@ -1,9 +1,9 @@
-"""Run the README's "Sessions" walk-through for real and print it as Markdown.
+"""Run the "A session's life" walk-through of docs/concepts/sessions.md for real, as Markdown.
 
 A scripted OpenAI-compatible upstream (the one the tests use) answers on
 loopback; `memlane serve` runs against it in a temporary home; every command
 shown is executed with bash and its real output is captured. Regenerate the
-README section with:
+walk-through (docs/concepts/sessions.md) with:
 
     .venv/bin/python scripts/sessions_demo.py > /tmp/sessions.md
 """

@@ -1,7 +1,9 @@
-"""Regenerate the README tables that are derived from code (settings, CLI, headers, MCP tools).
+"""Regenerate the reference tables that are derived from code (settings, CLI, headers, MCP tools).
 
-Run `.venv/bin/python scripts/update_readme.py`; `tests/test_readme.py` fails when
-the README is out of date, so the tables can never drift from the code.
+Run `.venv/bin/python scripts/update_readme.py`: it rewrites every table between
+`<!-- name -->` and `<!-- /name -->` markers in the README and the documentation
+site (`docs/`, mostly `docs/reference/`). `tests/test_readme.py` fails when a page
+is out of date, so the tables can never drift from the code.
 """
 
 from __future__ import annotations
@@ -22,17 +24,27 @@ from memlane.docs import (  # noqa: E402
 )
 
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+
+
+def tables() -> dict[str, str]:
+    """Each marker's name and the table the code renders for it."""
+    return {
+        "config-table": config_table(),
+        "cli-table": cli_table(),
+        "proxy-headers": header_table(),
+        "client-headers": client_header_table(),
+        "mcp-tools": mcp_table(),
+    }
+
+
+def pages() -> list[Path]:
+    """Every page a generated table may live in: the README, then the site's sources."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
 
 
 def render(text: str) -> str:
-    tables = (
-        ("config-table", config_table()),
-        ("cli-table", cli_table()),
-        ("proxy-headers", header_table()),
-        ("client-headers", client_header_table()),
-        ("mcp-tools", mcp_table()),
-    )
-    for name, table in tables:
+    for name, table in tables().items():
         pattern = re.compile(rf"<!-- {name} -->.*?(<!-- /{name} -->|$)", re.S)
         block = f"<!-- {name} -->\n{table}\n<!-- /{name} -->"
         if f"<!-- {name} -->" in text:
@@ -41,5 +53,10 @@ def render(text: str) -> str:
 
 
 if __name__ == "__main__":
-    README.write_text(render(README.read_text(encoding="utf-8")), encoding="utf-8")
-    print(f"updated {README}")
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        rendered = render(text)
+        if rendered != text:
+            page.write_text(rendered, encoding="utf-8")
+            print(f"updated {page.relative_to(ROOT)}")
+    print("every generated table is up to date")

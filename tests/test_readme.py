@@ -1,16 +1,24 @@
-"""The README's reference tables are generated from the code; they can never drift from it."""
+"""The reference tables are generated from the code; they can never drift from it.
+
+They live in the documentation site (`docs/reference/`), between markers that
+`scripts/update_readme.py` rewrites; the README keeps only what a newcomer needs
+and links into the site.
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import re
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+README_MAX_LINES = 250
 
 
-def _renderer() -> object:
+def _renderer() -> ModuleType:
     spec = importlib.util.spec_from_file_location(
         "update_readme", ROOT / "scripts/update_readme.py"
     )
@@ -22,21 +30,39 @@ def _renderer() -> object:
 
 
 def test_generated_tables_are_up_to_date() -> None:
-    text = README.read_text(encoding="utf-8")
-    rendered = _renderer().render(text)  # type: ignore[attr-defined]
-    assert rendered == text, (
-        "README tables are stale: run .venv/bin/python scripts/update_readme.py"
-    )
+    renderer = _renderer()
+    stale = []
+    for page in renderer.pages():
+        text = page.read_text(encoding="utf-8")
+        if renderer.render(text) != text:
+            stale.append(str(page.relative_to(ROOT)))
+    assert stale == [], "stale tables: run .venv/bin/python scripts/update_readme.py"
+
+
+def test_every_generated_table_is_on_its_reference_page() -> None:
+    pages = {
+        "config-table": "reference/configuration.md",
+        "cli-table": "reference/cli.md",
+        "proxy-headers": "reference/http-api.md",
+        "client-headers": "reference/http-api.md",
+        "mcp-tools": "reference/mcp-tools.md",
+    }
+    assert set(pages) == set(_renderer().tables())
+    for name, page in pages.items():
+        text = (DOCS / page).read_text(encoding="utf-8")
+        assert f"<!-- {name} -->" in text, page
+        assert f"<!-- /{name} -->" in text, page
 
 
 def test_every_setting_and_command_is_documented() -> None:
     from memlane.config import Settings
 
-    text = README.read_text(encoding="utf-8")
+    settings = (DOCS / "reference/configuration.md").read_text(encoding="utf-8")
     for name in Settings.model_fields:
-        assert f"`MEMLANE_{name.upper()}`" in text
-    assert "`memlane serve`" in text
-    assert "`memlane sessions list`" in text
+        assert f"`MEMLANE_{name.upper()}`" in settings
+    commands = (DOCS / "reference/cli.md").read_text(encoding="utf-8")
+    assert "`memlane serve`" in commands
+    assert "`memlane sessions list`" in commands
 
 
 def test_the_readme_opens_with_the_two_set_up_commands() -> None:
@@ -47,10 +73,28 @@ def test_the_readme_opens_with_the_two_set_up_commands() -> None:
     assert (ROOT / ".ci/run").read_text().strip().endswith("exec scripts/test")
 
 
-def _code_map() -> str:
+def test_the_readme_is_short() -> None:
+    lines = README.read_text(encoding="utf-8").count("\n")
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines: move detail into docs/"
+
+
+def test_every_relative_link_of_the_readme_exists() -> None:
+    """The site's own links are checked by its strict build; the README's are here."""
     text = README.read_text(encoding="utf-8")
-    start = text.index("### Map of the code")
-    end = text.find("\n## ", start)
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        path = target.split("#", 1)[0]
+        if not (ROOT / path).exists():
+            broken.append(target)
+    assert broken == []
+
+
+def _code_map() -> str:
+    text = (DOCS / "development.md").read_text(encoding="utf-8")
+    start = text.index("## Map of the code")
+    end = text.find("\n## ", start + 1)
     return text[start : end if end != -1 else len(text)]
 
 

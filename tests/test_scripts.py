@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
@@ -25,3 +31,37 @@ def test_every_install_step_of_the_set_up_says_what_it_does_first() -> None:
     for index in steps:
         before = [line.strip() for line in lines[:index] if line.strip()]
         assert before[-1].startswith("step "), f"silent install: {lines[index].strip()}"
+
+
+def test_the_docs_script_serves_the_site_on_loopback(tmp_path: Path) -> None:
+    """`scripts/docs` installs what it needs, then serves the built site until stopped."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = tmp_path / "docs.log"
+    with log.open("wb") as output:
+        served = subprocess.Popen(
+            [str(SCRIPTS / "docs"), "--dev-addr", f"127.0.0.1:{port}", "--no-livereload"],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        page = _fetch(f"http://127.0.0.1:{port}/getting-started/", served, log)
+        assert "<title>Getting started - memlane</title>" in page
+    finally:
+        os.killpg(served.pid, signal.SIGTERM)
+        served.wait(timeout=30)
+
+
+def _fetch(url: str, served: subprocess.Popen[bytes], log: Path) -> str:
+    """The page once the server answers (building the site comes first)."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        assert served.poll() is None, log.read_text(errors="replace")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                return str(answer.read().decode("utf-8"))
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError(f"scripts/docs did not serve {url}")

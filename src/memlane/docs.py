@@ -1,4 +1,7 @@
-"""Reference tables generated from the code itself, for the README and `--help` pages."""
+"""Reference tables generated from the code itself, for the documentation site and `--help` pages.
+
+`scripts/update_readme.py` writes them into `docs/reference/` between markers.
+"""
 
 from __future__ import annotations
 

@@ -248,3 +248,16 @@ def test_adding_the_same_text_twice_keeps_one_memory(runner: CliRunner) -> None:
     assert again["id"] == first["id"]
     assert elsewhere["id"] != first["id"]
     assert len(run(runner, "memory", "list", "--json")) == 2
+
+
+def test_eval_retrieval_runs_on_the_shipped_sample_without_a_file(runner: CliRunner) -> None:
+    report = run(runner, "eval", "retrieval", "--config", "default", "--config", "plain", "--json")
+    configs = {c["config"]: c for c in report["configs"]}
+    assert list(configs) == ["default", "plain"]
+    for config in configs.values():
+        assert (config["turns"], config["questions"]) == (150, 27)
+        assert set(config["conversations"]) == {"sample-1", "sample-2", "sample-3"}
+        # a fact asked about in the words it was said in is found first
+        assert config["categories"]["single-hop"]["recall@5"] == 1.0
+    table = run(runner, "eval", "retrieval", "--config", "bm25")
+    assert "sample conversations shipped with memlane" in table.stderr

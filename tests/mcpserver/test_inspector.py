@@ -2,7 +2,7 @@
 
 The Inspector (`@modelcontextprotocol/inspector`, pinned, installed into
 `.cache/inspector/` by `scripts/test-clients`) starts `memlane mcp` itself over
-stdio, exactly as the README's generic client configuration does.
+stdio, exactly as the MCP guide's generic client configuration does (docs/guides/mcp.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The real Claude Code CLI, unmodified, through memlane: a Bash tool loop, then `--continue`.
 
 `claude` (installed by `scripts/test-clients` into `.cache/claude/`) runs with the
-README's "Claude Code" setup: `ANTHROPIC_BASE_URL` at a memlane proxy on loopback,
+Claude Code guide's set-up (docs/guides/claude-code.md): `ANTHROPIC_BASE_URL` at a
+memlane proxy on loopback,
 its non-essential traffic, telemetry and updater off, a temporary `HOME`, memlane's
 headers in `ANTHROPIC_CUSTOM_HEADERS`. The scripted Anthropic upstream first answers
 with a thinking block and a Bash `tool_use`; Claude Code runs `echo memlane-ok`,
@@ -33,7 +34,7 @@ from tests.support.upstream import RecordedRequest, RunningProxy, ToolCallSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAUDE = ROOT / ".cache" / "claude" / "node_modules" / ".bin" / "claude"
-README = ROOT / "README.md"
+GUIDE = ROOT / "docs" / "guides" / "claude-code.md"
 README_BASE_URL = "http://127.0.0.1:8100"
 
 MODEL = "claude-sonnet-4-6"
@@ -47,13 +48,12 @@ CLAUDE_TIMEOUT = 90.0
 
 
 def readme_environment() -> dict[str, str]:
-    """The variables of the README's "Claude Code" block, verbatim."""
-    text = README.read_text(encoding="utf-8")
-    section = text.split("\n### Claude Code\n", 1)[1]
-    match = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
-    assert match is not None, "README: the Claude Code subsection has no ```sh block"
+    """The variables of the Claude Code guide's first block, verbatim."""
+    text = GUIDE.read_text(encoding="utf-8")
+    match = re.search(r"```sh\n(.*?)```", text, re.DOTALL)
+    assert match is not None, "docs/guides/claude-code.md has no ```sh block"
     found = dict(re.findall(r"(?:export )?([A-Z_]+)=(\S+)", match.group(1)))
-    assert found, "README: the Claude Code block sets no variable"
+    assert found, "docs/guides/claude-code.md: the block sets no variable"
     return found
 
 
@@ -67,7 +67,7 @@ def claude_binary() -> Path:
 
 
 class ClaudeCode:
-    """`claude -p` in a temporary home, configured as the README says."""
+    """`claude -p` in a temporary home, configured as the guide says."""
 
     def __init__(self, proxy: RunningProxy, network: NetworkTrap, tmp_path: Path) -> None:
         self.binary = claude_binary()

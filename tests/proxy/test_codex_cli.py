@@ -1,8 +1,8 @@
 """The real Codex CLI, unmodified, through memlane: one agentic loop end to end.
 
 `codex exec` (installed by `scripts/test-clients` into `.cache/codex/`) is pointed at
-a memlane proxy on loopback with the provider block the README's "Codex CLI"
-section gives users; the proxy forwards to the scripted upstream. The upstream
+a memlane proxy on loopback with the provider block the Codex CLI guide
+(docs/guides/codex.md) gives users; the proxy forwards to the scripted upstream. The upstream
 first answers with a reasoning item and an `exec_command` function call, Codex
 runs `echo memlane-ok`, sends the output back, and the upstream's final text is
 what Codex prints; then `codex exec resume --last` adds a second turn from Codex's
@@ -46,7 +46,7 @@ from tests.support.upstream import (
 
 ROOT = Path(__file__).resolve().parents[2]
 CODEX = ROOT / ".cache" / "codex" / "node_modules" / ".bin" / "codex"
-README = ROOT / "README.md"
+GUIDE = ROOT / "docs" / "guides" / "codex.md"
 README_BASE_URL = "http://127.0.0.1:8100/v1"
 
 PROMPT = "Run echo memlane-ok and tell me what it printed."
@@ -58,7 +58,7 @@ CODEX_TIMEOUT = 60.0
 
 OFFLINE = [
     # Codex's own outbound traffic (without these it connects to github.com, api.github.com,
-    # chatgpt.com and ab.chatgpt.com at start-up), as the README tells offline users.
+    # chatgpt.com and ab.chatgpt.com at start-up), as the Codex CLI guide tells offline users.
     "check_for_update_on_startup=false",
     "features.plugins=false",  # the curated plugin sync (git clone, GitHub API, catalog)
     "analytics.enabled=false",  # metrics to ab.chatgpt.com
@@ -70,11 +70,10 @@ OFFLINE = [
 
 
 def readme_provider_block() -> str:
-    """The `config.toml` snippet of the README's "Codex CLI" subsection, verbatim."""
-    text = README.read_text(encoding="utf-8")
-    section = text.split("\n### Codex CLI\n", 1)[1]
-    match = re.search(r"```toml\n(.*?)```", section, re.DOTALL)
-    assert match is not None, "README: the Codex CLI subsection has no ```toml block"
+    """The `config.toml` snippet of the Codex CLI guide, verbatim."""
+    text = GUIDE.read_text(encoding="utf-8")
+    match = re.search(r"```toml\n(.*?)```", text, re.DOTALL)
+    assert match is not None, "docs/guides/codex.md has no ```toml block"
     return match.group(1)
 
 
@@ -128,7 +127,7 @@ def codex_binary() -> Path:
 
 
 class Codex:
-    """`codex exec` in a temporary home whose config.toml is the README's provider block."""
+    """`codex exec` in a temporary home whose config.toml is the guide's provider block."""
 
     def __init__(
         self, proxy: RunningProxy, trap: NetworkTrap, tmp_path: Path, model: str | None

@@ -1,4 +1,4 @@
-"""`memlane eval retrieval FILE.jsonl`: Recall@k, NDCG@10 and query time, side by side.
+"""`memlane eval retrieval [FILE.jsonl]`: Recall@k, NDCG@10 and query time, side by side.
 
 The conversations are ingested once into a throw-away store (a temporary folder;
 your data home is never touched), and each scored question goes through the read
@@ -11,6 +11,9 @@ path's `search` under each configuration:
 - `bm25` and `dense`: the plain first-stage lists, as baselines;
 - `plain`: BM25 over each turn alone (no date, no neighbours), in a store of its
   own: the baseline the context-expanded documents are measured against.
+
+With no file, the sample conversations shipped with memlane are used (`SAMPLE_FILE`):
+they show the command working, not how good retrieval is.
 
 Figures are printed per category, per conversation, with each configuration's
 query time (p50 / p95 ms of the `search` call).
@@ -27,11 +30,12 @@ import typer
 from rich.progress import TaskID
 from rich.table import Table
 
-from memlane.cli.context import console, fail, print_json, progress_bar, state
+from memlane.cli.context import console, err_console, fail, print_json, progress_bar, state
 from memlane.cli.options import JsonOpt
 from memlane.engine.retrieval.evaluation import (
     CATEGORIES,
     NDCG_K,
+    SAMPLE_FILE,
     Conversation,
     EvalFileError,
     EvalResult,
@@ -62,8 +66,13 @@ METHODS: dict[str, Method] = {
 def retrieval(
     ctx: typer.Context,
     file: Annotated[
-        Path, typer.Argument(help="JSONL conversations with questions and gold turns.")
-    ],
+        Path | None,
+        typer.Argument(
+            help="JSONL conversations with questions and gold turns "
+            "(default: the small sample shipped with memlane).",
+            show_default=False,
+        ),
+    ] = None,
     k: Annotated[
         list[int] | None, typer.Option("--k", min=1, max=100, help="Recall@k (repeatable).")
     ] = None,
@@ -78,6 +87,12 @@ def retrieval(
 ) -> None:
     """Ingest each conversation's turns, ask each scored question, print the metrics."""
     ks = tuple(sorted(set(k or [5, 10])))
+    if file is None:
+        file = SAMPLE_FILE
+        if not as_json:
+            err_console.print(
+                f"no file given: the sample conversations shipped with memlane ({file})"
+            )
     try:
         conversations = load_conversations(file)
     except OSError as exc:

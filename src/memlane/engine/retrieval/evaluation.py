@@ -39,6 +39,11 @@ from memlane.engine.retrieval.search import Method, search
 from memlane.engine.runtime import Runtime
 from memlane.types import Fact
 
+SAMPLE_FILE = Path(__file__).with_name("sample_conversations.jsonl")
+"""Three small made-up conversations shipped with memlane (`scripts/make_eval_sample.py`
+writes them), so `memlane eval retrieval` runs from a fresh install with no data of
+one's own; LoCoMo, which the published figures use, cannot be shipped (CC BY-NC)."""
+
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 NDCG_K = 10
 
