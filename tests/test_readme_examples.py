@@ -22,6 +22,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from memlane.engine.memory.extract import FACT_PROMPT
 from tests.support.anthropic_upstream import ScriptedAnthropic
 from tests.support.site import nav_pages
@@ -174,6 +176,7 @@ class Reader:
             assert any("The user prefers tabs" in out for out in found), (block.where, outputs)
 
 
+@pytest.mark.timeout(600)  # ~25 blocks, each its own process: 90-120 s on two busy cores
 def test_every_block_runs_in_reading_order(
     proxy_factory: ProxyFactory,
     upstream: ScriptedUpstream,
