@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from pathlib import Path
 
 from memlane.engine import threads
-from memlane.engine.memory import versions
+from memlane.engine.memory import cites, versions
 from memlane.engine.memory.book import MemoryBook
 from memlane.engine.memory.dates import absolute_dates
 from memlane.engine.memory.entries import new_fact
@@ -40,6 +41,9 @@ class Provenance:
     """When it was said: the facts are true from then (None: now)."""
     source_turns: tuple[str, ...] = ()
     """The remembered turns (entry ids) the facts came from: recall brings them along."""
+    namespace: str | None = None
+    """The namespace the facts were said in: their project folder when it is one here
+    (`cites.project_of`), for a fact kept in its conversation."""
 
 
 @dataclass
@@ -148,10 +152,11 @@ async def apply_plan(
         )
         return replace(fact, valid_from=said, source_turns=where.source_turns)
 
-    puts = [fresh(text) for text in plan.adds]
+    fresh_facts = [fresh(text) for text in [*plan.adds, *(text for _, text in plan.updates)]]
+    fresh_facts = await _noted(book, fresh_facts, scope, source)
+    puts = fresh_facts[: len(plan.adds)]
     added = list(puts)
-    for old_id, text in plan.updates:
-        replacement = fresh(text)
+    for (old_id, _), replacement in zip(plan.updates, fresh_facts[len(plan.adds) :], strict=True):
         said = replacement.valid_from or stamp
         closed, replacement = versions.close(by_id[old_id], replacement, said, updated_at=stamp)
         puts += [closed, replacement]
@@ -169,6 +174,17 @@ async def apply_plan(
     report.facts_deleted = len(tombstones)
     report.reason = plan.reason
     return added
+
+
+async def _noted(book: MemoryBook, facts: list[Fact], scope: str, source: Provenance) -> list[Fact]:
+    """The new facts with the project files they cite recorded (`engine.memory.cites`),
+    when that is on (`memory_cites`) and their project folder is on this machine."""
+    if not facts or not book.rt.settings.memory_cites:
+        return facts
+    root: Path | None = cites.project_of(scope, source.namespace)
+    if root is None:
+        return facts
+    return await threads.to_thread(cites.note_all, facts, root)
 
 
 def source_of(

@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 from memlane.engine import threads
 from memlane.engine.background import session_policy
 from memlane.engine.failopen import record_for
-from memlane.engine.memory import scopes
+from memlane.engine.memory import cites, scopes
 from memlane.engine.memory.apply import IngestReport, Provenance, apply_plan, neighbourhood
 from memlane.engine.memory.book import MemoryBook
 from memlane.engine.memory.entries import new_fact
@@ -175,6 +175,9 @@ async def ingest_turns(rt: Runtime, items: Sequence[TurnInput]) -> IngestReport:
     said_in: list[tuple[str, ...]] = [() for _ in items]
     if settings.memory_store_turns:
         entries = [_turn_entries(item, conversation) for item in items]
+        root = cites.project_of(conversation, first.namespace) if settings.memory_cites else None
+        if root is not None:
+            entries = await threads.to_thread(lambda: [cites.note_all(e, root) for e in entries])
         written = [entry for per_turn in entries for entry in per_turn]
         await book.write(puts=written, new={entry.id for entry in written})
         report.turns = len(written)
@@ -213,7 +216,9 @@ async def ingest_turns(rt: Runtime, items: Sequence[TurnInput]) -> IngestReport:
 
 def _provenance(item: TurnInput, turns: tuple[str, ...] = ()) -> Provenance:
     """Facts from this turn's user message: its session, message, time and turn entries."""
-    return Provenance(item.session_id, item.session_id, item.user_message_id, item.said_at, turns)
+    return Provenance(
+        item.session_id, item.session_id, item.user_message_id, item.said_at, turns, item.namespace
+    )
 
 
 def _said(item: TurnInput) -> datetime:

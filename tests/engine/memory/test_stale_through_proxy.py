@@ -1,0 +1,95 @@
+"""Through the proxy: a memory about a project file says so when the file changed since."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import openai
+
+from memlane.engine.memory.extract import FACT_PROMPT
+from memlane.engine.memory.reconcile import RECONCILE_PROMPT
+from memlane.engine.memory.summary import SUMMARY_PROMPT
+from tests.support.upstream import ProxyFactory, RecordedRequest, Reply, ScriptedUpstream, closing
+
+FACT = "The service config lives in conf/app.toml"
+OWN = (FACT_PROMPT, RECONCILE_PROMPT, SUMMARY_PROMPT)
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def project(tmp_path: Path) -> Path:
+    repo = tmp_path / "api"
+    (repo / "conf").mkdir(parents=True)
+    (repo / "conf" / "app.toml").write_text("port = 8080\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "first")
+    return repo
+
+
+def memlane_calls(request: RecordedRequest) -> Reply | None:
+    system = request.messages[0].get("content") if request.messages else None
+    user = str(request.messages[-1].get("content", "")) if request.messages else ""
+    if system == FACT_PROMPT:
+        return Reply(text=json.dumps([FACT] if "app.toml" in user else []))
+    if system in (RECONCILE_PROMPT, SUMMARY_PROMPT):
+        return Reply(text="[]" if system == RECONCILE_PROMPT else "")
+    return None
+
+
+def client(url: str, session: str, repo: Path) -> openai.OpenAI:
+    headers = {"X-Memlane-Session": session, "X-Memlane-Repo": str(repo)}
+    return closing(
+        openai.OpenAI(base_url=url, api_key="sk-x", max_retries=0, default_headers=headers)
+    )
+
+
+def recalled(upstream: ScriptedUpstream) -> str:
+    forwarded = [r for r in upstream.model_requests if r.messages[0].get("content") not in OWN]
+    return "\n".join(str(m.get("content")) for m in forwarded[-1].messages)
+
+
+def test_a_recalled_fact_says_its_file_changed_since_it_was_noted(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream, tmp_path: Path
+) -> None:
+    repo = project(tmp_path)
+    noted = git(repo, "rev-parse", "HEAD")
+    proxy = proxy_factory(index_enabled=False)
+    upstream.respond_with(memlane_calls)
+    upstream.script(Reply(text="Noted."))
+    said = "Remember: the service config lives in conf/app.toml"
+    client(proxy.url, "one", repo).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": said}]
+    )
+    proxy.drain()
+    [fact] = proxy.store.list_facts(scope=f"ns:{repo}", roles=("memory",))
+    assert fact.cites is not None
+    assert [(f.path, f.blob[:4]) for f in fact.cites.files] == [("conf/app.toml", "git:")]
+    assert fact.cites.head == noted
+
+    upstream.script(Reply(text="8080."))
+    ask = [{"role": "user", "content": "Where is the service config (conf/app.toml)?"}]
+    client(proxy.url, "two", repo).chat.completions.create(model="m", messages=ask)
+    assert f"[memory] {FACT}" in recalled(upstream)  # unchanged: shown as it always was
+
+    (repo / "conf" / "app.toml").write_text("port = 9090\n")
+    git(repo, "commit", "-q", "-am", "new port")
+    moved_on = git(repo, "rev-parse", "HEAD")
+    upstream.script(Reply(text="Let me look."))
+    client(proxy.url, "three", repo).chat.completions.create(model="m", messages=ask)
+    day = fact.cites.noted_at.date().isoformat()
+    line = (
+        f"[memory, noted {day}; conf/app.toml has changed since "
+        f"({noted[:7]}..{moved_on[:7]})] {FACT}"
+    )
+    assert line in recalled(upstream)
