@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import openai
@@ -11,30 +10,11 @@ import openai
 from memlane.engine.memory.extract import FACT_PROMPT
 from memlane.engine.memory.reconcile import RECONCILE_PROMPT
 from memlane.engine.memory.summary import SUMMARY_PROMPT
+from tests.support.gitrepo import git, make_repo
 from tests.support.upstream import ProxyFactory, RecordedRequest, Reply, ScriptedUpstream, closing
 
 FACT = "The service config lives in conf/app.toml"
 OWN = (FACT_PROMPT, RECONCILE_PROMPT, SUMMARY_PROMPT)
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
-def project(tmp_path: Path) -> Path:
-    repo = tmp_path / "api"
-    (repo / "conf").mkdir(parents=True)
-    (repo / "conf" / "app.toml").write_text("port = 8080\n")
-    git(repo, "init", "-q")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "first")
-    return repo
 
 
 def memlane_calls(request: RecordedRequest) -> Reply | None:
@@ -62,7 +42,7 @@ def recalled(upstream: ScriptedUpstream) -> str:
 def test_a_recalled_fact_says_its_file_changed_since_it_was_noted(
     proxy_factory: ProxyFactory, upstream: ScriptedUpstream, tmp_path: Path
 ) -> None:
-    repo = project(tmp_path)
+    repo = make_repo(tmp_path / "api", {"conf/app.toml": "port = 8080\n"})
     noted = git(repo, "rev-parse", "HEAD")
     proxy = proxy_factory(index_enabled=False)
     upstream.respond_with(memlane_calls)
