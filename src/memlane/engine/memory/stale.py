@@ -20,11 +20,12 @@ that namespace's folder. Any failure leaves the memory unchecked (fail open).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from stat import S_ISREG
+from stat import S_ISLNK, S_ISREG
 from typing import Literal
 
 from memlane.engine.memory.scopes import NAMESPACE_PREFIX, unqualified
@@ -99,6 +100,9 @@ class Staleness:
 
 
 UNCHECKED = Staleness("unchecked")
+Heads = dict[str, tuple[Path | None, str | None]]
+"""The project folders a recall checks in (by recorded root): the folder, if here, and its
+HEAD, each read once per recall."""
 
 
 class ProjectChecks:
@@ -107,21 +111,30 @@ class ProjectChecks:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._identities: dict[tuple[str, str], tuple[int, int, str]] = {}
+        self._targets: dict[tuple[str, str], str] = {}
         self._renames: dict[tuple[str, str, str], dict[str, str]] = {}
         self.wanted: set[tuple[str, str, str]] = set()
         """Pairs of commits (root, old, new) whose renames a check needed and nobody has
         asked git for yet: `fill_renames` (the background) does."""
 
-    def check(self, fact: Fact, *, budget: int | None = None) -> Staleness:
-        """`fact`'s cited files now (at most `budget` of them); never raises."""
+    def check(
+        self, fact: Fact, *, budget: int | None = None, heads: Heads | None = None
+    ) -> Staleness:
+        """`fact`'s cited files now (at most `budget` of them); never raises. `heads`: the
+        projects' HEADs read by this recall so far (each read once)."""
         cites = fact.cites
         if cites is None:
             return UNCHECKED
         try:
-            root = _root(fact, cites)
+            if not _own(fact, cites):
+                return UNCHECKED
+            heads = {} if heads is None else heads
+            if cites.root not in heads:
+                folder = project.project_folder(cites.root)
+                heads[cites.root] = (folder, project.read_head(folder) if folder else None)
+            root, head = heads[cites.root]
             if root is None:
                 return UNCHECKED
-            head = project.read_head(root)
             files = cites.files if budget is None else cites.files[: max(budget, 0)]
             if not files:
                 return UNCHECKED
@@ -136,50 +149,70 @@ class ProjectChecks:
         """Each fact's staleness, checking at most `budget` files in all (the rest stay
         unchecked)."""
         out: dict[str, Staleness] = {}
+        heads: Heads = {}
         for fact in facts:
             if fact.cites is None or budget <= 0:
                 continue
-            out[fact.id] = self.check(fact, budget=budget)
+            out[fact.id] = self.check(fact, budget=budget, heads=heads)
             budget -= len(fact.cites.files)
         return out
 
     def _file(self, root: Path, cited: CitedFile, then: str | None, now: str | None) -> FileCheck:
-        target = project.inside(root, cited.path)
-        if target is None:
-            return FileCheck(cited.path, "deleted")
-        current = self.identity(target, cited.blob)
+        current = self.identity(root, cited.path, cited.blob)
         if current is not None:
             return FileCheck(cited.path, "current" if current == cited.blob else "changed")
         moved = self._moved(root, cited.path, then, now)
-        if moved is None:
+        there = self.identity(root, moved, cited.blob) if moved is not None else None
+        if there is None:
             return FileCheck(cited.path, "deleted")
-        there = project.inside(root, moved)
-        now_blob = self.identity(there, cited.blob) if there is not None else None
-        if now_blob is None:
-            return FileCheck(cited.path, "deleted")
-        return FileCheck(cited.path, "moved" if now_blob == cited.blob else "changed", moved)
+        return FileCheck(cited.path, "moved" if there == cited.blob else "changed", moved)
 
-    def identity(self, target: Path, like: str) -> str | None:
-        """The identity of the file at `target` in `like`'s form, from the cache while its
-        size and mtime are those it was hashed at; None when it is not a file."""
+    def identity(self, root: Path, relative: str, like: str) -> str | None:
+        """The identity (in `like`'s form) of the project file `relative`, from the cache
+        while its size and mtime are those it was hashed at; None when it is not a regular
+        file inside the project (a link is followed only where it stays inside)."""
+        target = self._target(root, relative)
+        if target is None:
+            return None
         try:
-            stat = target.stat()
+            stat = os.lstat(target)
         except OSError:
             return None
-        if not S_ISREG(stat.st_mode):
+        if S_ISLNK(stat.st_mode):  # became a link since it was resolved: resolve again
+            with self._lock:
+                self._targets.pop((str(root), relative), None)
+            target = self._target(root, relative)
+            stat = os.lstat(target) if target is not None else stat
+        if target is None or not S_ISREG(stat.st_mode):
             return None
         kind = project.GIT_PREFIX if like.startswith(project.GIT_PREFIX) else project.HASH_PREFIX
-        key = (str(target), kind)
+        key = (target, kind)
         with self._lock:
             known = self._identities.get(key)
         if known is not None and known[:2] == (stat.st_size, stat.st_mtime_ns):
             return known[2]
-        value = project.identity(target.read_bytes(), kind)
+        with open(target, "rb") as file:
+            value = project.identity(file.read(), kind)
         with self._lock:
             if len(self._identities) >= MAX_CACHED:
                 self._identities.clear()
             self._identities[key] = (stat.st_size, stat.st_mtime_ns, value)
         return value
+
+    def _target(self, root: Path, relative: str) -> str | None:
+        """Where `relative` resolves inside `root` (`files.project.inside`), remembered: a
+        path resolved once is not walked again on every recall."""
+        key = (str(root), relative)
+        with self._lock:
+            known = self._targets.get(key)
+        if known is None:
+            found = project.inside(root, relative)
+            known = str(found) if found is not None else ""
+            with self._lock:
+                if len(self._targets) >= MAX_CACHED:
+                    self._targets.clear()
+                self._targets[key] = known
+        return known or None
 
     def _moved(self, root: Path, path: str, then: str | None, now: str | None) -> str | None:
         """Where git says `path` went between the two commits, if it has been asked."""
@@ -207,10 +240,8 @@ class ProjectChecks:
         return len(wanted)
 
 
-def _root(fact: Fact, cites: Citations) -> Path | None:
-    """The folder to check `fact` in: the one recorded, if it is still on this machine and,
-    for a namespace's memory, that namespace's own folder."""
+def _own(fact: Fact, cites: Citations) -> bool:
+    """Whether `fact` may be checked in the folder it recorded: a namespace's memory only
+    in that namespace's own folder."""
     inner = unqualified(fact.scope)
-    if inner.startswith(NAMESPACE_PREFIX) and inner.removeprefix(NAMESPACE_PREFIX) != cites.root:
-        return None
-    return project.project_folder(cites.root)
+    return not inner.startswith(NAMESPACE_PREFIX) or inner[len(NAMESPACE_PREFIX) :] == cites.root
