@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from pathlib import Path
 
 from memlane.engine import threads
 from memlane.engine.memory import cites, versions
@@ -181,10 +180,9 @@ async def _noted(book: MemoryBook, facts: list[Fact], scope: str, source: Proven
     when that is on (`memory_cites`) and their project folder is on this machine."""
     if not facts or not book.rt.settings.memory_cites:
         return facts
-    root: Path | None = cites.project_of(scope, source.namespace)
-    if root is None:
-        return facts
-    return await threads.to_thread(cites.note_all, facts, root)
+    return await threads.to_thread(
+        lambda: cites.note_all(facts, cites.project_of(scope, source.namespace))
+    )
 
 
 def source_of(

@@ -23,7 +23,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from memlane.engine import threads
 from memlane.engine.memory.scopes import NAMESPACE_PREFIX, unqualified
+from memlane.engine.runtime import Runtime
 from memlane.files import project
 from memlane.files.memory_files import now_utc
 from memlane.types import Citations, CitedFile, Fact
@@ -127,3 +129,13 @@ def _cited(root: Path, relative: str, tracked: bool) -> CitedFile | None:
         return None
     kind = project.GIT_PREFIX if tracked else project.HASH_PREFIX
     return CitedFile(relative, project.identity(target.read_bytes(), kind))
+
+
+async def noted(rt: Runtime, fact: Fact) -> Fact:
+    """`fact` with the files it cites recorded again (`memory_cites` on, its project
+    here): a memory a person adds or edits."""
+    if not rt.settings.memory_cites:
+        return fact
+    bare = replace(fact, cites=None)
+    was = fact.cites.root if fact.cites is not None else None
+    return await threads.to_thread(lambda: note(bare, project_of(fact.scope, was)))

@@ -175,9 +175,8 @@ async def ingest_turns(rt: Runtime, items: Sequence[TurnInput]) -> IngestReport:
     said_in: list[tuple[str, ...]] = [() for _ in items]
     if settings.memory_store_turns:
         entries = [_turn_entries(item, conversation) for item in items]
-        root = cites.project_of(conversation, first.namespace) if settings.memory_cites else None
-        if root is not None:
-            entries = await threads.to_thread(lambda: [cites.note_all(e, root) for e in entries])
+        if settings.memory_cites:
+            entries = await threads.to_thread(_noted_turns, entries, conversation, first.namespace)
         written = [entry for per_turn in entries for entry in per_turn]
         await book.write(puts=written, new={entry.id for entry in written})
         report.turns = len(written)
@@ -212,6 +211,12 @@ async def ingest_turns(rt: Runtime, items: Sequence[TurnInput]) -> IngestReport:
     if report.changed:
         book.commit_later(report.message(first.session_id))
     return report
+
+
+def _noted_turns(entries: list[list[Fact]], scope: str, namespace: str) -> list[list[Fact]]:
+    """The turn entries with the project files they name recorded (blocking)."""
+    root = cites.project_of(scope, namespace)
+    return entries if root is None else [cites.note_all(each, root) for each in entries]
 
 
 def _provenance(item: TurnInput, turns: tuple[str, ...] = ()) -> Provenance:

@@ -63,6 +63,7 @@ from memlane.engine.governance.recall import stamp
 from memlane.engine.memory import scopes, versions
 from memlane.engine.memory.stale import Staleness
 from memlane.engine.memory.summary import summary_id
+from memlane.engine.memory.verify import renames_later
 from memlane.engine.retrieval.candidates import Candidate
 from memlane.engine.retrieval.search import Query, ranked, reranking, search
 from memlane.engine.runtime import Runtime
@@ -209,7 +210,7 @@ async def recall_for_turn(
                 return _chosen(rt, asked, hits, session_id)
 
             found, summary = await threads.to_thread(chosen)
-    _renames_later(rt)
+    renames_later(rt)
     if not found:
         return messages
     turn.recalled = tuple(
@@ -248,7 +249,7 @@ async def recall(
         return []
     if not reranking(rt):
         found = await threads.to_thread(lambda: _recalled(rt, asked, ranked(rt, q)))
-        _renames_later(rt)
+        renames_later(rt)
         return found
     hits = await search(
         rt,
@@ -260,16 +261,8 @@ async def recall(
         superseded=q.flt.valid_at is None,
     )
     found = await threads.to_thread(_recalled, rt, asked, hits)
-    _renames_later(rt)
+    renames_later(rt)
     return found
-
-
-def _renames_later(rt: Runtime) -> None:
-    """Ask git, in the background, for the renames a check needed (a missing cited file
-    may have moved): the next recall shows the new path."""
-    if rt.settings.memory_cites and rt.project_checks.wanted:
-        checks = rt.project_checks
-        rt.background.spawn(threads.to_thread(checks.fill_renames), name="memory-cites-renames")
 
 
 @dataclass(frozen=True, slots=True)
