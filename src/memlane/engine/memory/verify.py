@@ -84,12 +84,15 @@ def confirmed_cites(rt: Runtime, fact: Fact, status: Staleness) -> Citations | N
     return Citations(fact.cites.root, tuple(kept), now_utc(), project.read_head(root))
 
 
-async def checked(rt: Runtime, facts: Sequence[Fact]) -> dict[str, Staleness]:
+async def checked(
+    rt: Runtime, facts: Sequence[Fact], *, budget: int | None = None
+) -> dict[str, Staleness]:
     """The facts' cited files checked now as recall checks them (`memory_cites`, at most
-    `memory_cites_per_recall` files; git's renames asked later): for a face's results."""
+    `budget` files, by default `memory_cites_per_recall`; git's renames asked later): for
+    a face's results."""
     if not rt.settings.memory_cites or not any(f.cites for f in facts):
         return {}
-    budget = rt.settings.memory_cites_per_recall
+    budget = rt.settings.memory_cites_per_recall if budget is None else budget
     found = await threads.to_thread(rt.project_checks.check_all, facts, budget=budget)
     renames_later(rt)
     return found
