@@ -19,7 +19,7 @@ from memlane.engine.memory import cites, versions
 from memlane.engine.memory.book import MemoryBook
 from memlane.engine.memory.dates import absolute_dates
 from memlane.engine.memory.entries import new_fact
-from memlane.engine.memory.reconcile import Plan
+from memlane.engine.memory.reconcile import Plan, citing_first
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.files.memory_files import new_id, now_utc
@@ -101,16 +101,20 @@ MAX_BATCH_NEIGHBOURS = 40
 
 
 async def neighbourhood(rt: Runtime, facts: Sequence[str], scope: str) -> list[Fact]:
-    """Existing facts of `scope` close to any new fact: what reconciliation compares with."""
+    """Existing facts of `scope` close to any new fact, and those about a file one names
+    (`reconcile.citing_first`: first): what reconciliation compares with."""
     found: dict[str, None] = {}
-    for text in facts:
+    named = [path for text in facts for path in cites.mentioned(text)]
+    files = [name for path in named for name in (path, path.rsplit("/", 1)[-1])]
+    for text in [*facts, *dict.fromkeys(files)]:
         hits = await search(rt, text, scopes=(scope,), roles=("memory",), top_k=NEIGHBOURS_PER_FACT)
         for hit in hits:
             found.setdefault(hit.ref)
     most = min(MAX_BATCH_NEIGHBOURS, max(MAX_NEIGHBOURS, NEIGHBOURS_PER_FACT * len(facts)))
-    ids = list(found)[:most]
+    ids = list(found)
     loaded = await threads.to_thread(lambda: [rt.store.get_fact(i) for i in ids])
-    return [f for f in loaded if f is not None and not f.deleted and f.valid_to is None]
+    live = [f for f in loaded if f is not None and not f.deleted and f.valid_to is None]
+    return citing_first(facts, live)[:most]
 
 
 async def apply_plan(
