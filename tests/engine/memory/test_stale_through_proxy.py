@@ -56,6 +56,9 @@ def test_a_recalled_fact_says_its_file_changed_since_it_was_noted(
     assert fact.cites is not None
     assert [(f.path, f.blob[:4]) for f in fact.cites.files] == [("conf/app.toml", "git:")]
     assert fact.cites.head == noted
+    [turn] = proxy.store.list_facts(roles=("user",))  # the remembered turn cites it too
+    assert turn.cites is not None
+    assert turn.cites.files == fact.cites.files
 
     upstream.script(Reply(text="8080."))
     ask = [{"role": "user", "content": "Where is the service config (conf/app.toml)?"}]
