@@ -5,7 +5,8 @@ Run: .venv/bin/python benchmarks/stale_memory.py [--files 100] [--recalls 2000] 
 A temporary git repository holds `--files` source files (30-60 lines each, in a few
 folders); 200 facts cite them, two per file ("`fn_7` in pkg/b/mod_007.py returns a
 dict", "pkg/b/mod_007.py is imported by the CLI"), each recorded as the write path
-records it (`engine.memory.cites.note`: the cited file's git blob id and HEAD). Then
+records it (`engine.memory.cites.note_all`, eight at a time: the cited file's git blob
+id and HEAD). Then
 three later commits: 30 files edited, 10 renamed (`git mv`; five of them edited a
 little too, which git's rename detection still pairs), 10 deleted.
 
@@ -34,11 +35,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memlane.engine.memory.cites import note
+from memlane.engine.memory.cites import note_all
 from memlane.engine.memory.stale import ProjectChecks, Staleness
 from memlane.types import Fact
 
 FACTS_PER_FILE = 2
+BATCH = 8
+"""Facts the write path records together (one batch of a session's turns)."""
 EDITED, RENAMED, DELETED = 30, 10, 10
 
 
@@ -95,9 +98,9 @@ def facts_about(repo: Path, layout: Layout) -> list[Fact]:
             f"{path} is imported by the CLI",
         ]
         for n, text in enumerate(texts[:FACTS_PER_FILE]):
-            fact = Fact(f"f{index}-{n}", f"ns:{repo}", "s", "memory", text, when, when)
-            facts.append(note(fact, repo))
-    return facts
+            facts.append(Fact(f"f{index}-{n}", f"ns:{repo}", "s", "memory", text, when, when))
+    batches = [facts[i : i + BATCH] for i in range(0, len(facts), BATCH)]
+    return [fact for batch in batches for fact in note_all(batch, repo)]
 
 
 def move_on(repo: Path, layout: Layout) -> None:

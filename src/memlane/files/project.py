@@ -25,6 +25,9 @@ log = logging.getLogger("memlane.memory.project")
 
 GIT_SECONDS = 10.0
 """The longest one background `git` call may take before it is given up (logged)."""
+MAX_HASHED_BYTES = 1024 * 1024
+"""The largest cited file whose content is hashed; a larger one is not recorded, and one
+that grew past it has changed (its size alone says so)."""
 GIT_PREFIX = "git:"
 HASH_PREFIX = "sha256:"
 

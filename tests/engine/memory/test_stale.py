@@ -8,6 +8,7 @@ from pathlib import Path
 
 from memlane.engine.memory.cites import note
 from memlane.engine.memory.stale import ProjectChecks
+from memlane.files import project
 from memlane.types import Fact
 from tests.engine.memory.test_cites import fact
 from tests.support.gitrepo import git, make_repo
@@ -107,3 +108,11 @@ def test_the_budget_caps_the_files_checked(tmp_path: Path) -> None:
     checks = ProjectChecks().check_all([first, second], budget=2)
     assert [f.path for f in checks["f1"].files] == ["a.py", "b.py"]
     assert "f2" not in checks
+
+
+def test_a_file_grown_past_the_hashing_limit_has_changed_unread(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "api", {"data.csv": "a,b\n"})
+    cited = noted(repo, "data.csv")
+    os.truncate(repo / "data.csv", 1 << 36)  # 64 GiB, sparse: reading it would not end well
+    assert (repo / "data.csv").stat().st_size > project.MAX_HASHED_BYTES
+    assert ProjectChecks().check(cited).status == "changed"

@@ -34,8 +34,8 @@ log = logging.getLogger("memlane.memory")
 
 MAX_CITED = 8
 """The most files one memory records (the first named)."""
-MAX_FILE_BYTES = 8 * 1024 * 1024
-"""A larger file is not recorded (hashing it would cost more than the check is worth)."""
+MAX_FILE_BYTES = project.MAX_HASHED_BYTES
+"""A larger file is not recorded (hashing it at recall would cost more than it is worth)."""
 
 _PATH = re.compile(
     r"(?<![\w@:/.-])"  # not inside a longer word, an e-mail, a URL
@@ -74,19 +74,24 @@ def mentioned(text: str) -> list[str]:
 def note(fact: Fact, root: Path | None) -> Fact:
     """`fact` with the project files it names recorded (`cites`), or as it is when it names
     none, has no project here, or the project cannot be read (logged). Blocking."""
-    if root is None or not fact.text.strip():
-        return fact
-    try:
-        cites = citations(fact.text, root)
-    except OSError as exc:
-        log.info("cited files of %s not recorded: %s", fact.id, exc)
-        return fact
-    return fact if cites is None else replace(fact, cites=cites)
+    return note_all([fact], root)[0]
 
 
 def note_all(facts: Sequence[Fact], root: Path | None) -> list[Fact]:
-    """`note` for each fact (one project): what the write path calls, in a worker thread."""
-    return [note(fact, root) for fact in facts]
+    """`note` for each fact of one project, asking git once for them all: what the write
+    path calls, in a worker thread."""
+    named = {fact.id: mentioned(fact.text) for fact in facts}
+    words = list(dict.fromkeys(word for each in named.values() for word in each))
+    if root is None or not words:
+        return list(facts)
+    try:
+        tracked = set(project.tracked_paths(root, words))
+        head = project.read_head(root)
+        found = [_citations(named[fact.id], root, tracked, head) for fact in facts]
+    except OSError as exc:
+        log.info("cited files not recorded in %s: %s", root, exc)
+        return list(facts)
+    return [f if c is None else replace(f, cites=c) for f, c in zip(facts, found, strict=True)]
 
 
 def citations(text: str, root: Path) -> Citations | None:
@@ -96,6 +101,12 @@ def citations(text: str, root: Path) -> Citations | None:
     if not words:
         return None
     tracked = set(project.tracked_paths(root, words))
+    return _citations(words, root, tracked, project.read_head(root))
+
+
+def _citations(
+    words: Sequence[str], root: Path, tracked: set[str], head: str | None
+) -> Citations | None:
     paths: list[str] = []
     for word in words:
         paths += _files_named(root, word, tracked)
@@ -108,7 +119,7 @@ def citations(text: str, root: Path) -> Citations | None:
             break
     if not files:
         return None
-    return Citations(str(root), tuple(files), now_utc(), project.read_head(root))
+    return Citations(str(root), tuple(files), now_utc(), head)
 
 
 def _files_named(root: Path, word: str, tracked: set[str]) -> list[str]:

@@ -185,6 +185,8 @@ class ProjectChecks:
             stat = os.lstat(target) if target is not None else stat
         if target is None or not S_ISREG(stat.st_mode):
             return None
+        if stat.st_size > project.MAX_HASHED_BYTES:  # recorded smaller: it has changed
+            return f"size:{stat.st_size}"
         kind = project.GIT_PREFIX if like.startswith(project.GIT_PREFIX) else project.HASH_PREFIX
         key = (target, kind)
         with self._lock:
