@@ -38,8 +38,8 @@ def project_folder(namespace: str) -> Path | None:
     if not namespace or not os.path.isabs(namespace):
         return None
     path = Path(namespace)
-    if ".." in path.parts or not path.is_dir():
-        return None
+    if ".." in path.parts or len(path.parts) < 2 or not path.is_dir():
+        return None  # never the file system's root: a project is a folder in it
     return path
 
 

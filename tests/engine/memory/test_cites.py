@@ -63,6 +63,7 @@ def test_nothing_outside_the_project_is_recorded(tmp_path: Path) -> None:
 
 def test_a_memory_without_a_project_here_records_nothing(tmp_path: Path) -> None:
     assert project_of("ns:home") is None
+    assert project_of("ns:/") is None
     assert project_of(f"ns:{tmp_path / 'gone'}") is None
     assert project_of(f"t:{'a' * 32}:ns:{tmp_path}") == tmp_path
     assert project_of("conv:s1", str(tmp_path)) == tmp_path

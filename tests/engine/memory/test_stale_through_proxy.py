@@ -8,6 +8,7 @@ from pathlib import Path
 import openai
 
 from memlane.engine.memory.extract import FACT_PROMPT
+from memlane.engine.memory.recall import STALE_NOTE
 from memlane.engine.memory.reconcile import RECONCILE_PROMPT
 from memlane.engine.memory.summary import SUMMARY_PROMPT
 from tests.support.gitrepo import git, make_repo
@@ -64,6 +65,7 @@ def test_a_recalled_fact_says_its_file_changed_since_it_was_noted(
     ask = [{"role": "user", "content": "Where is the service config (conf/app.toml)?"}]
     client(proxy.url, "two", repo).chat.completions.create(model="m", messages=ask)
     assert f"[memory] {FACT}" in recalled(upstream)  # unchanged: shown as it always was
+    assert STALE_NOTE not in recalled(upstream)
 
     (repo / "conf" / "app.toml").write_text("port = 9090\n")
     git(repo, "commit", "-q", "-am", "new port")
@@ -76,3 +78,4 @@ def test_a_recalled_fact_says_its_file_changed_since_it_was_noted(
         f"({noted[:7]}..{moved_on[:7]})] {FACT}"
     )
     assert line in recalled(upstream)
+    assert STALE_NOTE in recalled(upstream)

@@ -72,6 +72,11 @@ from memlane.store.documents import TURN_ROLES, is_turn
 from memlane.types import DocKind, Fact, Message
 
 RECALL_PREAMBLE = f"Recalled from memlane's long-term memory. {DATA_NOTE}"
+STALE_NOTE = (
+    "A memory marked 'changed since', 'moved' or 'stale' cites project files that changed "
+    "after it was noted: read the file before relying on it."
+)
+"""Said once, after the memories, when one of them cites files that moved on."""
 MAX_MEMORY_CHARS = 1_000
 CHANGE_WORDS = re.compile(
     r"\b(?:before|used to|use to|previous(?:ly)?|formerly|former|earlier|originally|"
@@ -412,6 +417,8 @@ def render(found: Sequence[Recalled], summary: str = "") -> str:
         lines += ["Conversation summary:", _clean(summary, keep_lines=True), ""]
     lines.append("Relevant memories:")
     lines += [f"[{item.label}] {_clean(item.text)}" for item in found]
+    if any(item.staleness is not None and item.staleness.stale for item in found):
+        lines.append(STALE_NOTE)
     lines.append(FENCE_CLOSE)
     return "\n".join(lines)
 
