@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+from memlane.engine.memory import manage
 from memlane.engine.memory.book import MemoryBook
 from memlane.engine.memory.cites import note
 from memlane.engine.memory.entries import new_fact
@@ -59,3 +60,12 @@ async def test_with_checks_off_nothing_is_recorded_nor_checked(
     rt.settings = rt.settings.model_copy(update={"memory_cites": False})
     found = await recall(rt, "entry point", scopes=[fact.scope])
     assert [r.label for r in found] == ["memory"]
+
+
+async def test_with_checks_off_a_memory_records_nothing(rt: Runtime, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "api", {"a.py": "a\n"})
+    on = await manage.add_memory(rt, "The entry point is a.py", scope=f"ns:{repo}")
+    assert on.cites is not None
+    rt.settings = rt.settings.model_copy(update={"memory_cites": False})
+    off = await manage.add_memory(rt, "The test entry is a.py", scope=f"ns:{repo}")
+    assert off.cites is None
