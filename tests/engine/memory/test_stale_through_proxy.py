@@ -79,3 +79,8 @@ def test_a_recalled_fact_says_its_file_changed_since_it_was_noted(
     )
     assert line in recalled(upstream)
     assert STALE_NOTE in recalled(upstream)
+    proxy.drain()
+    three = proxy.store.find_session("three")
+    (record,) = [e for e in proxy.store.list_events(three.id) if e.kind == "turn"]
+    codes = {hit["ref"]: hit.get("code") for hit in record.payload["recalled"]}
+    assert codes[fact.id] == "changed"  # the turn's record keeps what recall said

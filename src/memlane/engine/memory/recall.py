@@ -226,6 +226,7 @@ async def recall_for_turn(
             dense=r.candidate.dense_score,
             score=r.candidate.score,
             kind=r.candidate.kind,
+            code=r.staleness.status if r.staleness is not None and r.staleness.stale else None,
         )
         for r in found
     )
