@@ -142,7 +142,8 @@ class ProjectChecks:
         except (OSError, ValueError) as exc:
             log.info("cited files of %s not checked: %s", fact.id, exc)
             return UNCHECKED
-        worst = next(s for s in _WORST if any(f.status == s for f in checked) or s == "current")
+        found = {f.status for f in checked}
+        worst: Status = next((s for s in _WORST if s in found), "current")
         return Staleness(worst, checked, cites, head)
 
     def check_all(self, facts: Sequence[Fact], *, budget: int) -> dict[str, Staleness]:
