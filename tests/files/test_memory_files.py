@@ -14,7 +14,7 @@ from memlane.files.memory_files import (
     parse,
     render,
 )
-from memlane.types import Fact
+from memlane.types import Citations, CitedFile, Fact
 
 WHEN = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 
@@ -183,3 +183,37 @@ def test_the_turns_a_fact_came_from_are_front_matter_until_it_is_deleted(tmp_pat
         tomb.path.read_text().replace("id: abc123", "id: abc123\nsource_turns: [t1]")
     )
     assert files.read(tomb.path).fact.source_turns == ()
+
+
+CITES = Citations(
+    root="/home/u/src/api",
+    files=(
+        CitedFile("conf/app.toml", "git:" + "a" * 40),
+        CitedFile("notes.txt", "sha256:" + "b" * 64),
+    ),
+    noted_at=WHEN,
+    head="c" * 40,
+)
+
+
+def test_the_files_a_memory_cites_are_front_matter_a_person_reads(tmp_path: Path) -> None:
+    files = MemoryFiles(tmp_path)
+    citing = fact(cites=CITES)
+    written = files.write(citing)
+    text = written.path.read_text()
+    assert "cites:\n  root: /home/u/src/api\n" in text
+    assert "  - path: conf/app.toml\n    blob: git:" in text
+    assert files.read(written.path).fact == citing
+    assert "cites" not in render(fact())
+
+
+def test_cites_a_person_broke_is_a_clear_error() -> None:
+    with pytest.raises(MemoryFileError, match="cites must hold root"):
+        parse(
+            "---\nid: x\ncites:\n  root: /r\n  files: conf/app.toml\n---\ntext\n",
+            path=Path("entries/global/facts/x.md"),
+            scope_hint="global",
+            role_hint="memory",
+            deleted=False,
+            mtime=WHEN,
+        )

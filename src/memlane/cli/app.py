@@ -70,10 +70,10 @@ COMMANDS: dict[str, Lazy] = {
         "memlane.cli.sessions", "app", "List, inspect, fork, export, import and delete sessions."
     ),
     "memory": Lazy(
-        "memlane.cli.memory_time",  # cli.memory's commands, and those over time
+        "memlane.cli.memory_code",  # cli.memory's commands, those over time, and code checks
         "app",
         "Long-term memory: add, search, list, show, edit, supersede, history, forget, "
-        "reindex, log, export.",
+        "reindex, log, export, stale, verify.",
     ),
     "eval": Lazy(
         "memlane.cli.eval_cmd", "app", "Measure memlane: retrieval quality on a conversation file."

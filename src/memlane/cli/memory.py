@@ -1,5 +1,6 @@
 """`memlane memory`: add, search, list, show, edit, forget, reindex, log and export memories
-(`supersede` and `history`, facts over time, are in `cli.memory_time`).
+(`supersede` and `history`, facts over time, are in `cli.memory_time`; `stale` and
+`verify`, memories whose code moved on, in `cli.memory_code`).
 
 Scopes are written `global`, `ns:<namespace>` (a repo; by default the session
 key) or `conv:<session id>`. Dates are `YYYY-MM-DD` (00:00 UTC) or ISO 8601
@@ -44,7 +45,7 @@ from memlane.views.memories import memory_json
 
 app = typer.Typer(
     help="Long-term memory: add, search, list, show, edit, supersede, history, forget, "
-    "reindex, log, export.",
+    "reindex, log, export, stale, verify.",
     no_args_is_help=True,
 )
 

@@ -74,6 +74,15 @@ class MemorySettings(SettingsPart):
     """A recalled fact brings the remembered turn it was extracted from (within memory_top_k; only
     from a scope the request recalls from)."""
 
+    memory_cites: bool = True
+    """Code checks: a memory that names project files (conf/app.toml) records what they held when it
+    was noted, and recall says when they changed, moved or were deleted since. Only where the
+    namespace is a project folder on this machine; off: nothing recorded or read."""
+
+    memory_cites_per_recall: Annotated[int, Field(ge=0, le=1000)] = 20
+    """Cited files checked per recall at most (a stat each, a hash when one changed); memories past
+    it are shown unchecked."""
+
     memory_session_summaries: bool = True
     """Recall the summaries session indexing writes (the namespace's other conversations) as
     memories."""

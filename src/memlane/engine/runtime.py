@@ -35,6 +35,7 @@ from memlane.text.tokens import Tokenizer
 if TYPE_CHECKING:
     from memlane.engine.governance.budget import WindowMemo
     from memlane.engine.memory.book import MemoryBook
+    from memlane.engine.memory.stale import ProjectChecks
     from memlane.engine.sessions.ahead import SessionsAhead
 
 
@@ -147,6 +148,13 @@ class Runtime:
         from memlane.engine.sessions.ahead import SessionsAhead
 
         return SessionsAhead()
+
+    @cached_property
+    def project_checks(self) -> ProjectChecks:
+        """The cache of cited project files recall checks (`engine.memory.stale`)."""
+        from memlane.engine.memory.stale import ProjectChecks
+
+        return ProjectChecks()
 
     @cached_property
     def tenant_salt(self) -> bytes:

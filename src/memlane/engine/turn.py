@@ -38,6 +38,9 @@ class RecallNote:
     score: float
     kind: DocKind = "fact"
     """A memory entry, or a session's summary (`ref` is then the session's id)."""
+    code: str | None = None
+    """How its cited project files had moved on (`changed`, `moved`, `deleted`); None:
+    current, or it cites none."""
 
 
 @dataclass

@@ -85,6 +85,7 @@ def turn_payload(settings: Settings, turn: Turn, answer: Answer) -> dict[str, An
                 "dense": note.dense,
                 "score": note.score,
                 **({"kind": note.kind} if note.kind != "fact" else {}),
+                **({"code": note.code} if note.code else {}),
             }
             for note in turn.recalled
         ]

@@ -11,7 +11,9 @@ Layout under the memory root (`$MEMLANE_HOME/memory`)::
 Each file is YAML front matter (`id`, `role`, `scope`, `conversation_id`,
 `created_at`, validity: `valid_from`, `valid_to`, the links between versions:
 `replaced_by`, `supersedes`, `summary_kind`, provenance: `source_session`,
-`source_message`, and `source_turns`, the turn entries a fact came from) and the text as body,
+`source_message`, and `source_turns`, the turn entries a fact came from; `cites`, the project
+files a memory names as they were when it was noted: the project folder, its HEAD commit,
+each file's path and blob id) and the text as body,
 so a person can read, edit, create or delete any memory with an editor (setting
 `valid_to` by hand closes a memory: recall stops showing it after that moment).
 `<scope>` is `global` or the scope made safe by `files.paths.safe_key`; the
@@ -35,6 +37,7 @@ import yaml
 
 from memlane.files.atomic import sync_folder, write_atomic
 from memlane.files.paths import safe_key
+from memlane.store.codec import cites_from_json, cites_to_json
 from memlane.types import Fact, FactRole
 
 ENTRIES = "entries"
@@ -117,6 +120,8 @@ def render(fact: Fact) -> str:
         meta["source_message"] = fact.source_message
     if fact.source_turns:
         meta["source_turns"] = list(fact.source_turns)
+    if fact.cites is not None:
+        meta["cites"] = cites_to_json(fact.cites)
     head = yaml.dump(meta, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=10_000)
     return f"---\n{head}---\n\n{fact.text.strip()}\n"
 
@@ -153,6 +158,13 @@ def parse(
     source_turns = meta.get("source_turns") or []
     if not isinstance(source_turns, list) or not all(isinstance(t, str) for t in source_turns):
         raise MemoryFileError(f"{path}: source_turns must be a list of memory ids")
+    cites = meta.get("cites")
+    try:
+        cited = None if cites is None else cites_from_json(cites)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise MemoryFileError(
+            f"{path}: cites must hold root, noted_at and files (each a path and a blob): {exc}"
+        ) from None
     return Fact(
         id=fact_id,
         scope=scope,
@@ -170,6 +182,7 @@ def parse(
         valid_to=valid_to,
         supersedes=_text(meta, "supersedes", path),
         source_turns=() if deleted else tuple(source_turns),
+        cites=cited,
     )
 
 

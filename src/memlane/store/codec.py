@@ -10,7 +10,8 @@ for the rows of `Store.dump` / `Store.load`, whose shape is pinned here:
 - messages: id, session_id, position, role, kind, origin, wire, content (the
   `message_to_json` object), text, content_hash, token_count, status, created_at
 - events: id, session_id, kind, payload (an object), text, created_at
-- facts: the `Fact` fields (timestamps as text; `source_turns` as a JSON array text or null)
+- facts: the `Fact` fields (timestamps as text; `source_turns` as a JSON array text or null;
+  `cites` as JSON text `{"root", "head", "noted_at", "files": [{"path", "blob"}]}` or null)
 - vectors: kind, ref, model, dim, vec (base64)
 - meta: key, value
 """
@@ -27,7 +28,7 @@ from typing import Any, cast
 import numpy as np
 
 from memlane.store.base import StoreError, Vector
-from memlane.types import Fact, Message, ToolCall
+from memlane.types import Citations, CitedFile, Fact, Message, ToolCall
 
 
 def now() -> datetime:
@@ -105,6 +106,7 @@ FACT_COLUMNS = (
     "valid_to",
     "supersedes",
     "source_turns",
+    "cites",
 )
 FACT_TIMES = ("created_at", "updated_at", "valid_from", "valid_to")
 """The fact columns that hold a moment (`valid_from` and `valid_to` may be empty)."""
@@ -117,7 +119,46 @@ def fact_to_row(fact: Fact) -> dict[str, Any]:
         row[name] = None if value is None else ts_to_text(value)
     row["deleted"] = bool(fact.deleted)
     row["source_turns"] = links_to_text(fact.source_turns)
+    row["cites"] = cites_to_text(fact.cites)
     return row
+
+
+def cites_to_json(cites: Citations) -> dict[str, Any]:
+    """A memory's cited files as plain data: the `cites` column, the front matter, the API."""
+    return {
+        "root": cites.root,
+        "head": cites.head,
+        "noted_at": ts_to_text(cites.noted_at),
+        "files": [{"path": f.path, "blob": f.blob} for f in cites.files],
+    }
+
+
+def cites_from_json(data: Mapping[str, Any]) -> Citations:
+    """The inverse of `cites_to_json`; raises ValueError (or KeyError, TypeError) on a bad
+    shape, which a caller reading a person's file reports."""
+    files = data["files"]
+    if not isinstance(files, list):
+        raise ValueError("files must be a list")
+    head = data.get("head")
+    noted = data["noted_at"]
+    return Citations(
+        root=str(data["root"]),
+        files=tuple(CitedFile(str(f["path"]), str(f["blob"])) for f in files),
+        noted_at=ts_from_text(noted.isoformat() if isinstance(noted, datetime) else str(noted)),
+        head=None if head is None else str(head),
+    )
+
+
+def cites_to_text(cites: Citations | None) -> str | None:
+    """The `cites` column (JSON text; none: NULL)."""
+    return None if cites is None else dumps(cites_to_json(cites))
+
+
+def cites_from_text(value: Any) -> Citations | None:
+    """`cites` as stored (JSON text), dumped (text or an object), or missing."""
+    if value is None or value == "":
+        return None
+    return cites_from_json(json.loads(value) if isinstance(value, str) else value)
 
 
 def links_to_text(ids: Sequence[str]) -> str | None:

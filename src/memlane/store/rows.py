@@ -11,7 +11,7 @@ import json
 from datetime import datetime
 from typing import Any, Protocol
 
-from memlane.store.codec import links_from_text, message_from_json, moment
+from memlane.store.codec import cites_from_text, links_from_text, message_from_json, moment
 from memlane.types import Event, Fact, Hit, Session, StoredMessage
 
 
@@ -129,4 +129,5 @@ def fact_from_row(row: Row) -> Fact:
         valid_to=moment_or_none("valid_to"),
         supersedes=optional("supersedes"),
         source_turns=links_from_text(optional("source_turns")),
+        cites=cites_from_text(optional("cites")),
     )

@@ -2,6 +2,8 @@
 
 from memlane.types.messages import Kind, Message, Origin, Role, ToolCall, Wire
 from memlane.types.records import (
+    Citations,
+    CitedFile,
     DocKind,
     Event,
     Fact,
@@ -13,6 +15,8 @@ from memlane.types.records import (
 )
 
 __all__ = [
+    "Citations",
+    "CitedFile",
     "DocKind",
     "Event",
     "Fact",

@@ -69,6 +69,31 @@ class Event:
 
 
 @dataclass(frozen=True, slots=True)
+class CitedFile:
+    """A project file a memory names, as it was when the memory was noted."""
+
+    path: str
+    """Relative to the project folder, `/`-separated (`conf/app.toml`)."""
+    blob: str
+    """What the file held: `git:<blob id>` (as `git hash-object` computes it) when git
+    tracked it, else `sha256:<hex>` of its bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Citations:
+    """The project files a memory cites, and the project's state when they were noted
+    (or last confirmed): what recall compares with to say the code moved on."""
+
+    root: str
+    """The project folder (absolute) the paths are relative to."""
+    files: tuple[CitedFile, ...]
+    noted_at: datetime
+    """When the files were read: the memory was noted, or a person confirmed it since."""
+    head: str | None = None
+    """The project's HEAD commit then (None: not a git repository, or no commit yet)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Fact:
     """A long-term memory entry: an extracted fact, a remembered turn or a rolling summary.
 
@@ -100,6 +125,9 @@ class Fact:
     source_turns: tuple[str, ...] = ()
     """The remembered turns (entry ids) an extracted fact came from: recall brings them
     with it. A deleted fact links nothing."""
+    cites: Citations | None = None
+    """The project files it names, as they were when it was noted (None: it names none, or
+    its project folder is not on this machine)."""
 
     @property
     def since(self) -> datetime:

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from memlane.engine import threads
-from memlane.engine.memory import manage
+from memlane.engine.memory import manage, verify
 from memlane.engine.memory.scopes import CONVERSATION_PREFIX, parse_scope, unqualified
 from memlane.engine.memory.versions import interval
 from memlane.engine.retrieval.search import search
@@ -30,6 +30,8 @@ from memlane.views.memories import MemoryNotFound, get_memory
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
 SEARCH_TOP_K = 20
+PAGE_CHECKS = 500
+"""Cited files a page of memories checks at most (a stat each while nothing changed)."""
 
 
 def _scope(text: str) -> str | None:
@@ -82,6 +84,8 @@ async def memories_page(
             )
         )
     scopes = await threads.to_thread(rt.store.fact_scopes)
+    shown = facts + [h["fact"] for h in hits if h["fact"] is not None]
+    codes = await verify.checked(rt, shown, budget=PAGE_CHECKS)
     return page(
         request,
         "memories.html",
@@ -98,6 +102,7 @@ async def memories_page(
             page=page_number,
             pages=page_count(total),
             scopes=grouped_scopes(scopes),
+            codes=codes,
         ),
     )
 
@@ -120,6 +125,7 @@ async def memory_page(request: Request, who: Who, rt: Rt, memory_id: str) -> Res
     history = await manage.memory_history(rt, fact)
     versions = await manage.memory_versions(rt, fact.id)
     path = await threads.to_thread(manage.memory_file, rt, fact)
+    code = (await verify.checked(rt, [fact], budget=PAGE_CHECKS)).get(fact.id)
     source = (
         await threads.to_thread(rt.store.get_session, fact.source_session)
         if fact.source_session
@@ -139,6 +145,7 @@ async def memory_page(request: Request, who: Who, rt: Rt, memory_id: str) -> Res
             path=str(path) if path else None,
             source=source,
             git=rt.memory_book.git is not None,
+            code=code,
         ),
     )
 
@@ -182,6 +189,18 @@ async def forget(request: Request, who: Who, rt: Rt, memory_id: str) -> Response
     await read_form(request, who)
     try:
         fact = await manage.forget_memory(rt, memory_id)
+    except manage.MemoryNotFound as exc:
+        raise UIError(404, str(exc.args[0])) from None
+    return redirect(f"/ui/memories/{fact.id}")
+
+
+@router.post("/memories/{memory_id}/confirm")
+async def confirm_code(request: Request, who: Who, rt: Rt, memory_id: str) -> Response:
+    """The memory still holds: record its cited files as they are now
+    (`memlane memory verify --confirm`)."""
+    await read_form(request, who)
+    try:
+        fact, _ = await verify.verify_memory(rt, memory_id, confirm=True)
     except manage.MemoryNotFound as exc:
         raise UIError(404, str(exc.args[0])) from None
     return redirect(f"/ui/memories/{fact.id}")

@@ -10,11 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from memlane.engine.memory.manage import MemoryNotFound, get_memory
+from memlane.engine.memory.stale import Staleness
+from memlane.store.codec import cites_to_json
 from memlane.types import Fact
 
 OBJECT = "memlane.memory"
 
-__all__ = ["OBJECT", "MemoryNotFound", "get_memory", "memory_json"]
+__all__ = ["OBJECT", "MemoryNotFound", "code_json", "get_memory", "memory_json"]
 
 
 def memory_json(fact: Fact, score: float | None = None) -> dict[str, Any]:
@@ -36,7 +38,23 @@ def memory_json(fact: Fact, score: float | None = None) -> dict[str, Any]:
         "supersedes": fact.supersedes,
         "source_session": fact.source_session,
         "source_message": fact.source_message,
+        "cites": cites_to_json(fact.cites) if fact.cites is not None else None,
     }
     if score is not None:
         out["score"] = round(score, 4)
     return out
+
+
+def code_json(status: Staleness) -> dict[str, Any]:
+    """A memory's cited files checked now: `status` (current, changed, moved, deleted,
+    unchecked), `stale`, the `note` recall shows, each file's status and new path, and the
+    commit range when HEAD moved."""
+    return {
+        "status": status.status,
+        "stale": status.stale,
+        "note": status.note or None,
+        "commits": status.commits,
+        "files": [
+            {"path": f.path, "status": f.status, "moved_to": f.moved_to} for f in status.files
+        ],
+    }

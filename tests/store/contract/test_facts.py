@@ -13,6 +13,7 @@ from memlane.store import (
     SearchFilter,
     Store,
 )
+from memlane.types import Citations, CitedFile
 from tests.store.contract.support import MODEL, fact, unit
 
 
@@ -85,3 +86,20 @@ def test_a_fact_keeps_the_turns_it_came_from_until_it_is_deleted(store: Store) -
     store.put_fact(replace(linked, id="f2"))
     assert store.purge_fact("f2")
     assert store.get_fact("f2") is None
+
+
+def test_a_fact_keeps_the_files_it_cites(store: Store) -> None:
+    cites = Citations(
+        root="/home/u/src/api",
+        files=(CitedFile("conf/app.toml", "git:" + "a" * 40),),
+        noted_at=datetime(2026, 11, 2, 9, 30, tzinfo=UTC),
+        head="c" * 40,
+    )
+    citing = replace(fact("f1", "The config lives in conf/app.toml"), cites=cites)
+    store.put_fact(citing)
+    store.put_fact(fact("f2", "The user prefers tabs", minutes=1))
+    assert store.get_fact("f1") == citing
+    assert [f.cites for f in store.list_facts()] == [cites, None]
+    confirmed = replace(cites, head=None, noted_at=datetime(2026, 11, 3, tzinfo=UTC))
+    store.put_fact(replace(citing, cites=confirmed))
+    assert store.get_fact("f1").cites == confirmed  # type: ignore[union-attr]

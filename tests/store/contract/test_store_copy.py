@@ -17,7 +17,7 @@ from memlane.store import (
     StoreCopy,
     StoreError,
 )
-from memlane.types import Message
+from memlane.types import Citations, CitedFile, Message
 from tests.store.conftest import StoreFactory
 from tests.store.contract.support import MODEL, fact, unit, user
 
@@ -38,7 +38,9 @@ def test_dump_and_load_round_trip(store_factory: StoreFactory) -> None:
     source.put_fact(fact("f1", "walrus fact", conversation_id=session.id))
     source.put_fact(fact("f2", "old walrus fact", minutes=1))
     source.delete_fact("f2", replaced_by="f1")
-    source.put_fact(replace(fact("f3", "linked walrus fact", minutes=2), source_turns=("t9",)))
+    cites = Citations("/r", (CitedFile("a.py", "git:" + "a" * 40),), fact("x", "").created_at)
+    linked = replace(fact("f3", "linked walrus fact", minutes=2), source_turns=("t9",))
+    source.put_fact(replace(linked, cites=cites))
     source.put_vectors("fact", [("f1", unit(1))], model=MODEL)
     msg_ref = str(source.list_messages(session.id)[0].id)
     source.put_vectors("message", [(msg_ref, unit(2))], model=MODEL)
@@ -63,6 +65,7 @@ def test_dump_and_load_round_trip(store_factory: StoreFactory) -> None:
     assert target.get_state(session.id) == {"todo": "- [ ] x"}
     assert target.get_fact("f2") == source.get_fact("f2")
     assert target.get_fact("f3").source_turns == ("t9",)  # type: ignore[union-attr]
+    assert target.get_fact("f3").cites == cites  # type: ignore[union-attr]
     assert target.get_meta("embedding_model") == MODEL
     assert target.daily_counts(since="2026-01-01") == {"2026-01-01": {"errors": 1, "requests": 3}}
     flt = SearchFilter()

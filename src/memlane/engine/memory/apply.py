@@ -15,11 +15,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from memlane.engine import threads
-from memlane.engine.memory import versions
+from memlane.engine.memory import cites, versions
 from memlane.engine.memory.book import MemoryBook
 from memlane.engine.memory.dates import absolute_dates
 from memlane.engine.memory.entries import new_fact
-from memlane.engine.memory.reconcile import Plan
+from memlane.engine.memory.reconcile import Plan, citing_first
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.files.memory_files import new_id, now_utc
@@ -40,6 +40,9 @@ class Provenance:
     """When it was said: the facts are true from then (None: now)."""
     source_turns: tuple[str, ...] = ()
     """The remembered turns (entry ids) the facts came from: recall brings them along."""
+    namespace: str | None = None
+    """The namespace the facts were said in: their project folder when it is one here
+    (`cites.project_of`), for a fact kept in its conversation."""
 
 
 @dataclass
@@ -98,16 +101,20 @@ MAX_BATCH_NEIGHBOURS = 40
 
 
 async def neighbourhood(rt: Runtime, facts: Sequence[str], scope: str) -> list[Fact]:
-    """Existing facts of `scope` close to any new fact: what reconciliation compares with."""
+    """Existing facts of `scope` close to any new fact, and those about a file one names
+    (`reconcile.citing_first`: first): what reconciliation compares with."""
     found: dict[str, None] = {}
-    for text in facts:
+    named = [path for text in facts for path in cites.mentioned(text)]
+    files = [name for path in named for name in (path, path.rsplit("/", 1)[-1])]
+    for text in [*facts, *dict.fromkeys(files)]:
         hits = await search(rt, text, scopes=(scope,), roles=("memory",), top_k=NEIGHBOURS_PER_FACT)
         for hit in hits:
             found.setdefault(hit.ref)
     most = min(MAX_BATCH_NEIGHBOURS, max(MAX_NEIGHBOURS, NEIGHBOURS_PER_FACT * len(facts)))
-    ids = list(found)[:most]
+    ids = list(found)
     loaded = await threads.to_thread(lambda: [rt.store.get_fact(i) for i in ids])
-    return [f for f in loaded if f is not None and not f.deleted and f.valid_to is None]
+    live = [f for f in loaded if f is not None and not f.deleted and f.valid_to is None]
+    return citing_first(facts, live)[:most]
 
 
 async def apply_plan(
@@ -148,10 +155,11 @@ async def apply_plan(
         )
         return replace(fact, valid_from=said, source_turns=where.source_turns)
 
-    puts = [fresh(text) for text in plan.adds]
+    fresh_facts = [fresh(text) for text in [*plan.adds, *(text for _, text in plan.updates)]]
+    fresh_facts = await _noted(book, fresh_facts, scope, source)
+    puts = fresh_facts[: len(plan.adds)]
     added = list(puts)
-    for old_id, text in plan.updates:
-        replacement = fresh(text)
+    for (old_id, _), replacement in zip(plan.updates, fresh_facts[len(plan.adds) :], strict=True):
         said = replacement.valid_from or stamp
         closed, replacement = versions.close(by_id[old_id], replacement, said, updated_at=stamp)
         puts += [closed, replacement]
@@ -169,6 +177,16 @@ async def apply_plan(
     report.facts_deleted = len(tombstones)
     report.reason = plan.reason
     return added
+
+
+async def _noted(book: MemoryBook, facts: list[Fact], scope: str, source: Provenance) -> list[Fact]:
+    """The new facts with the project files they cite recorded (`engine.memory.cites`),
+    when that is on (`memory_cites`) and their project folder is on this machine."""
+    if not facts or not book.rt.settings.memory_cites:
+        return facts
+    return await threads.to_thread(
+        lambda: cites.note_all(facts, cites.project_of(scope, source.namespace))
+    )
 
 
 def source_of(

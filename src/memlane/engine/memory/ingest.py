@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 from memlane.engine import threads
 from memlane.engine.background import session_policy
 from memlane.engine.failopen import record_for
-from memlane.engine.memory import scopes
+from memlane.engine.memory import cites, scopes
 from memlane.engine.memory.apply import IngestReport, Provenance, apply_plan, neighbourhood
 from memlane.engine.memory.book import MemoryBook
 from memlane.engine.memory.entries import new_fact
@@ -175,6 +175,8 @@ async def ingest_turns(rt: Runtime, items: Sequence[TurnInput]) -> IngestReport:
     said_in: list[tuple[str, ...]] = [() for _ in items]
     if settings.memory_store_turns:
         entries = [_turn_entries(item, conversation) for item in items]
+        if settings.memory_cites:
+            entries = await threads.to_thread(_noted_turns, entries, conversation, first.namespace)
         written = [entry for per_turn in entries for entry in per_turn]
         await book.write(puts=written, new={entry.id for entry in written})
         report.turns = len(written)
@@ -211,9 +213,17 @@ async def ingest_turns(rt: Runtime, items: Sequence[TurnInput]) -> IngestReport:
     return report
 
 
+def _noted_turns(entries: list[list[Fact]], scope: str, namespace: str) -> list[list[Fact]]:
+    """The turn entries with the project files they name recorded (blocking)."""
+    root = cites.project_of(scope, namespace)
+    return entries if root is None else [cites.note_all(each, root) for each in entries]
+
+
 def _provenance(item: TurnInput, turns: tuple[str, ...] = ()) -> Provenance:
     """Facts from this turn's user message: its session, message, time and turn entries."""
-    return Provenance(item.session_id, item.session_id, item.user_message_id, item.said_at, turns)
+    return Provenance(
+        item.session_id, item.session_id, item.user_message_id, item.said_at, turns, item.namespace
+    )
 
 
 def _said(item: TurnInput) -> datetime:

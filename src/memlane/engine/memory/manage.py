@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from memlane.engine import threads
-from memlane.engine.memory import versions
+from memlane.engine.memory import cites, versions
 from memlane.engine.memory.apply import IngestReport, Provenance, apply_plan, neighbourhood
 from memlane.engine.memory.entries import new_fact
 from memlane.engine.memory.reconcile import reconcile
@@ -72,6 +72,7 @@ async def add_memory(
         fact_id=new_id(),
         valid_from=valid_from,
     )
+    fact = await cites.noted(rt, fact)
     await book.write(puts=[fact])
     since = f" (true from {versions.day(valid_from)})" if valid_from is not None else ""
     await book.commit(f"memory: added to {scope}{since}\n\n+ {_line(body)}")
@@ -239,7 +240,7 @@ async def edit_memory(rt: Runtime, fact_id: str, text: str) -> Fact:
     book = rt.memory_book
     await book.ready()
     fact = _not_forgotten(await get_memory(rt, fact_id))
-    edited = replace(fact, text=body, updated_at=now_utc())
+    edited = await cites.noted(rt, replace(fact, text=body, updated_at=now_utc()))
     await book.write(puts=[edited])
     await book.commit(f"memory: edited {fact.id}\n\n- {_line(fact.text)}\n+ {_line(body)}")
     return edited

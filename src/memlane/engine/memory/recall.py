@@ -42,20 +42,28 @@ A fact extracted from a turn links to it (`Fact.source_turns`): a recalled fact
 brings that turn right after it (`memory_fact_sources`), within the same top-k,
 once, and only from a scope the request recalls from (by default a turn stays in
 its conversation: another conversation of the namespace gets the fact alone).
+
+A memory that cites project files (`Fact.cites`) is checked against them
+(`engine.memory.stale`, `memory_cites`): one whose files changed or moved says so,
+one whose file is gone is ranked after the current ones:
+
+    [memory, noted 2026-11-02; conf/app.toml has changed since (3f2a9c1..8b0d4e2)] …
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from memlane.engine import threads
 from memlane.engine.fence import DATA_NOTE, FENCE_CLOSE, FENCE_OPEN, neutralise
 from memlane.engine.governance.recall import stamp
 from memlane.engine.memory import scopes, versions
+from memlane.engine.memory.stale import Staleness
 from memlane.engine.memory.summary import summary_id
+from memlane.engine.memory.verify import renames_later
 from memlane.engine.retrieval.candidates import Candidate
 from memlane.engine.retrieval.search import Query, ranked, reranking, search
 from memlane.engine.runtime import Runtime
@@ -64,6 +72,11 @@ from memlane.store.documents import TURN_ROLES, is_turn
 from memlane.types import DocKind, Fact, Message
 
 RECALL_PREAMBLE = f"Recalled from memlane's long-term memory. {DATA_NOTE}"
+STALE_NOTE = (
+    "A memory marked 'changed since', 'moved' or 'stale' cites project files that changed "
+    "after it was noted: read the file before relying on it."
+)
+"""Said once, after the memories, when one of them cites files that moved on."""
 MAX_MEMORY_CHARS = 1_000
 CHANGE_WORDS = re.compile(
     r"\b(?:before|used to|use to|previous(?:ly)?|formerly|former|earlier|originally|"
@@ -89,10 +102,24 @@ class Recalled:
     fact: Fact | None = None
     dated: bool = False
     """Show the fact's interval (a question about change, an as-of search)."""
+    staleness: Staleness | None = None
+    """Its cited project files checked now (None: it cites none, or checks are off)."""
 
     @property
     def label(self) -> str:
-        """`memory`, `memory, since 2026-03-10`, `user, 2026-03-09 14:02 UTC`, …"""
+        """`memory`, `memory, since 2026-03-10`, `user, 2026-03-09 14:02 UTC`, …, with what
+        changed in the files it cites: `memory, noted 2026-11-02; conf/app.toml has changed
+        since`."""
+        note = self.staleness.note if self.staleness is not None else ""
+        if not note:
+            return self._when
+        stale = (
+            "stale, " if self.staleness is not None and self.staleness.status == "deleted" else ""
+        )
+        return f"{self._when}, {stale}{note}"
+
+    @property
+    def _when(self) -> str:
         fact = self.fact
         if self.candidate.kind == "session":
             return f"session summary, {stamp(self.candidate.created_at)}"
@@ -188,6 +215,7 @@ async def recall_for_turn(
                 return _chosen(rt, asked, hits, session_id)
 
             found, summary = await threads.to_thread(chosen)
+    renames_later(rt)
     if not found:
         return messages
     turn.recalled = tuple(
@@ -198,6 +226,7 @@ async def recall_for_turn(
             dense=r.candidate.dense_score,
             score=r.candidate.score,
             kind=r.candidate.kind,
+            code=r.staleness.status if r.staleness is not None and r.staleness.stale else None,
         )
         for r in found
     )
@@ -225,7 +254,9 @@ async def recall(
     if q is None:
         return []
     if not reranking(rt):
-        return await threads.to_thread(lambda: _recalled(rt, asked, ranked(rt, q)))
+        found = await threads.to_thread(lambda: _recalled(rt, asked, ranked(rt, q)))
+        renames_later(rt)
+        return found
     hits = await search(
         rt,
         query,
@@ -235,7 +266,9 @@ async def recall(
         as_of=as_of,
         superseded=q.flt.valid_at is None,
     )
-    return await threads.to_thread(_recalled, rt, asked, hits)
+    found = await threads.to_thread(_recalled, rt, asked, hits)
+    renames_later(rt)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +334,22 @@ def _recalled(rt: Runtime, asked: _Asked, hits: Sequence[Candidate]) -> list[Rec
             if turn.id not in taken and turn.text.strip() not in asked.skip:
                 out.append(Recalled(turn.role, turn.text, _brought(turn, hit), turn, asked.dated))
                 taken.add(turn.id)
-    return out[: asked.k]
+    return _checked(rt, out)[: asked.k]
+
+
+def _checked(rt: Runtime, found: list[Recalled]) -> list[Recalled]:
+    """The memories citing project files checked against them (`memory_cites`, at most
+    `memory_cites_per_recall` files): each carries what changed, and one whose cited file
+    is gone goes after the current ones (in order otherwise)."""
+    settings = rt.settings
+    facts = [r.fact for r in found if r.fact is not None and r.fact.cites is not None]
+    if not facts or not settings.memory_cites:
+        return found
+    checks = rt.project_checks.check_all(facts, budget=settings.memory_cites_per_recall)
+    marked = [
+        replace(r, staleness=checks.get(r.fact.id)) if r.fact is not None else r for r in found
+    ]
+    return sorted(marked, key=lambda r: r.staleness is not None and r.staleness.status == "deleted")
 
 
 def _fresh(hit: Candidate, skip: set[str], seen: set[str], session_id: str | None) -> bool:
@@ -371,6 +419,8 @@ def render(found: Sequence[Recalled], summary: str = "") -> str:
         lines += ["Conversation summary:", _clean(summary, keep_lines=True), ""]
     lines.append("Relevant memories:")
     lines += [f"[{item.label}] {_clean(item.text)}" for item in found]
+    if any(item.staleness is not None and item.staleness.stale for item in found):
+        lines.append(STALE_NOTE)
     lines.append(FENCE_CLOSE)
     return "\n".join(lines)
 

@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from memlane.engine.memory.cites import mentioned
 from memlane.engine.memory.jsonout import ModelOutputError, load_json_list
 from memlane.store.analysis import terms
 from memlane.text.llm import LLM, LLMError
@@ -218,3 +219,21 @@ def pair_replacements(plan: Plan, texts: Mapping[str, str]) -> Plan:
 
 def _distinct(items: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(items))
+
+
+def citing_first(new_facts: Sequence[str], existing: Sequence[Fact]) -> list[Fact]:
+    """The existing facts, those about a file a new fact names first (they cite it, or
+    say it): what the code said before is what a new fact about that file most likely
+    replaces, so they are the first candidates for UPDATE (and the last a cap drops).
+    Otherwise in their order."""
+    named = {path for text in new_facts for path in mentioned(text)}
+    if not named:
+        return list(existing)
+    bare = {path.rsplit("/", 1)[-1] for path in named}
+
+    def about_a_named_file(fact: Fact) -> bool:
+        cited = [f.path for f in fact.cites.files] if fact.cites is not None else []
+        said = [*cited, *mentioned(fact.text)]
+        return any(p in named or p.rsplit("/", 1)[-1] in bare for p in said)
+
+    return sorted(existing, key=lambda fact: not about_a_named_file(fact))

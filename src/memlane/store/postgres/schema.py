@@ -227,6 +227,13 @@ def m007_session_documents(conn: psycopg.Connection[tuple[object, ...]]) -> None
     index_session_summaries(conn)
 
 
+def m008_fact_cites(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """A memory records the project files it names, as they were when it was noted
+    (`Fact.cites`, JSON text), so recall can say when the code moved on; memories stored
+    before cite nothing."""
+    conn.execute("ALTER TABLE facts ADD COLUMN cites text")
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m001_initial", m001_initial),
     ("m002_turn_context", m002_turn_context),
@@ -235,6 +242,7 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m005_session_tenants", m005_session_tenants),
     ("m006_fact_sources", m006_fact_sources),
     ("m007_session_documents", m007_session_documents),
+    ("m008_fact_cites", m008_fact_cites),
 )
 
 

@@ -359,6 +359,13 @@ def m012_client_history_index(conn: sqlite3.Connection) -> None:
     )
 
 
+def m013_fact_cites(conn: sqlite3.Connection) -> None:
+    """A memory records the project files it names, as they were when it was noted
+    (`Fact.cites`, JSON text), so recall can say when the code moved on. Memories stored
+    before cite nothing: they are never checked."""
+    conn.execute("ALTER TABLE facts ADD COLUMN cites TEXT")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_fts_filter_tags,
@@ -372,6 +379,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m010_session_documents,
     m011_keyword_index_in_process,
     m012_client_history_index,
+    m013_fact_cites,
 ]
 
 

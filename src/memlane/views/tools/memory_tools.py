@@ -15,10 +15,11 @@ from typing import Annotated
 from pydantic import BaseModel, Field, field_validator
 
 from memlane.engine import threads
-from memlane.engine.memory import manage
+from memlane.engine.memory import manage, verify
 from memlane.engine.memory.apply import Provenance
 from memlane.engine.memory.recall import asks_about_change
 from memlane.engine.memory.scopes import CONVERSATION_PREFIX, unqualified
+from memlane.engine.memory.stale import Staleness
 from memlane.engine.memory.versions import interval
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
@@ -145,6 +146,7 @@ async def memory_search(rt: Runtime, binding: Binding, args: MemorySearchArgs) -
     if not hits:
         return f"No memories match {args.query!r} in {where}."
     facts = await threads.to_thread(lambda: {h.ref: rt.store.get_fact(h.ref) for h in hits})
+    checked = await verify.checked(rt, [f for f in facts.values() if f is not None])
     replaced = " (replaced versions too, with when each was true)" if change else ""
     lines = [
         f"{len(hits)} memories for {args.query!r} in {where}{replaced} "
@@ -154,8 +156,18 @@ async def memory_search(rt: Runtime, binding: Binding, args: MemorySearchArgs) -
         fact = facts.get(hit.ref)
         role = fact.role if fact is not None else hit.kind
         when = validity(fact) if fact is not None else day(hit.created_at)
-        lines.append(f"- {short_id(hit.ref)} [{hit.scope}, {role}, {when}] {one_line(hit.text)}")
+        code = code_label(checked.get(hit.ref))
+        lines.append(
+            f"- {short_id(hit.ref)} [{hit.scope}, {role}, {when}{code}] {one_line(hit.text)}"
+        )
     return "\n".join(lines)
+
+
+def code_label(status: Staleness | None) -> str:
+    """`, code: changed; noted 2026-11-02; conf/app.toml has changed since` (or nothing)."""
+    if status is None or status.status == "unchecked":
+        return ""
+    return f", code: {status.status}" + (f"; {status.note}" if status.note else "")
 
 
 def validity(fact: Fact) -> str:
@@ -197,11 +209,12 @@ async def memory_get(rt: Runtime, binding: Binding, args: MemoryGetArgs) -> str:
         except ToolRefusal as exc:
             blocks.append(f"{ref}: {exc}")
             continue
-        blocks.append(describe_fact(fact))
+        checked = await verify.checked(rt, [fact])
+        blocks.append(describe_fact(fact, checked.get(fact.id)))
     return "\n\n".join(blocks)
 
 
-def describe_fact(fact: Fact) -> str:
+def describe_fact(fact: Fact, code: Staleness | None = None) -> str:
     lines = [f"id: {fact.id}", f"scope: {fact.scope}", f"role: {fact.role}"]
     lines.append(f"created: {fact.created_at.isoformat(timespec='seconds')}")
     if fact.updated_at != fact.created_at:
@@ -217,6 +230,12 @@ def describe_fact(fact: Fact) -> str:
         lines.append(f"deleted: yes{replaced}")
     elif fact.replaced_by:
         lines.append(f"replaced by: {fact.replaced_by} (see memory_history)")
+    if fact.cites is not None:
+        head = f" at commit {fact.cites.head[:7]}" if fact.cites.head else ""
+        files = ", ".join(f.path for f in fact.cites.files)
+        lines.append(f"cites: {files} (noted {day(fact.cites.noted_at)}{head})")
+    if code is not None and code.status != "unchecked":
+        lines.append(f"code: {code.status}" + (f"; {code.note}" if code.note else ""))
     lines.append(f"text: {fact.text}")
     return "\n".join(lines)
 
