@@ -9,8 +9,10 @@ at a time (`schedule_ingest`: the turns wait until the session is quiet for
    (`turns/user`, `turns/assistant`), with their provenance, in one write;
 2. facts are extracted from the *new* user messages only (never assistant text
    or tool output), in one call for the batch (`extract.extract_batch`), each
-   fact kept with the message it came from, and reconciled together against
-   their neighbourhood in the fact scope;
+   fact kept with the message it came from and labelled as about the user or the
+   project; each scope's facts (the user's: the tenant's global scope; the
+   project's: its namespace, `scopes.fact_scope`) are reconciled together against
+   their neighbourhood in that scope only;
 3. the conversation's rolling summary takes in the new facts (one call);
 4. the conversation is evicted down to `memory_max_entries`;
 5. one git commit records the update, its message saying what changed.
@@ -38,7 +40,7 @@ from memlane.engine.memory.apply import IngestReport, Provenance, apply_plan, ne
 from memlane.engine.memory.book import MemoryBook
 from memlane.engine.memory.entries import new_fact
 from memlane.engine.memory.evict import choose_evictions
-from memlane.engine.memory.extract import Said, extract_batch
+from memlane.engine.memory.extract import Extracted, Said, extract_batch
 from memlane.engine.memory.reconcile import reconcile
 from memlane.engine.memory.summary import SUMMARY_KIND, summary_id, update_summary
 from memlane.engine.runtime import Runtime
@@ -180,7 +182,7 @@ async def ingest_turns(rt: Runtime, items: Sequence[TurnInput]) -> IngestReport:
         report.turns = len(written)
         # facts come from the user's message only: its turn is where they were said
         said_in = [tuple(t.id for t in per_turn if t.role == "user") for per_turn in entries]
-    found: list[tuple[int, str]] = []
+    found: list[Extracted] = []
     said = [Said(item.user_text, _said(item)) for item in items]
     if settings.memory_extract_facts and any(m.text.strip() for m in said):
         try:
@@ -189,19 +191,10 @@ async def ingest_turns(rt: Runtime, items: Sequence[TurnInput]) -> IngestReport:
             await record_for(
                 rt, first.session_id, "extraction", REFUSED_HINT.format(exc), "refused"
             )
-    if found:
-        scope = scopes.fact_scope(settings, first.session_id, first.namespace, first.tenant)
-        facts = list(dict.fromkeys(fact for _, fact in found))
-        sources: dict[str, Provenance] = {}
-        for index, fact in found:
-            sources.setdefault(fact, _provenance(items[index], said_in[index]))
-        async with book.scope_lock(scope):
-            existing = await neighbourhood(rt, facts, scope)
-            plan = await reconcile(rt.llm, facts, existing, model=first.model)
-            latest = _provenance(items[found[-1][0]], said_in[found[-1][0]])
-            await apply_plan(
-                book, plan, existing, scope=scope, source=latest, report=report, sources=sources
-            )
+    for scope, bound in _by_scope(rt, first, found).items():
+        sources = [_provenance(items[f.message], said_in[f.message]) for f in bound]
+        facts = [f.fact for f in bound]
+        await _reconcile_into(rt, scope, facts, sources, report, model=first.model)
     if settings.memory_summarization and report.facts_added:
         report.summary = await _update_summary(rt, book, first, conversation, report.facts_added)
     added = report.turns + len(report.facts_added)
@@ -209,6 +202,45 @@ async def ingest_turns(rt: Runtime, items: Sequence[TurnInput]) -> IngestReport:
     if report.changed:
         book.commit_later(report.message(first.session_id))
     return report
+
+
+def _by_scope(
+    rt: Runtime, first: TurnInput, found: Sequence[Extracted]
+) -> dict[str, list[Extracted]]:
+    """The facts grouped by where they are kept: the user's in the tenant's global scope,
+    the project's in its namespace (`scopes.fact_scope`)."""
+    out: dict[str, list[Extracted]] = {}
+    for fact in found:
+        scope = scopes.fact_scope(
+            rt.settings, first.session_id, first.namespace, first.tenant, fact.about
+        )
+        out.setdefault(scope, []).append(fact)
+    return out
+
+
+async def _reconcile_into(
+    rt: Runtime,
+    scope: str,
+    found: Sequence[str],
+    sources: Sequence[Provenance],
+    report: IngestReport,
+    *,
+    model: str | None,
+) -> None:
+    """Reconcile the facts bound for `scope` (each with its source) against that scope's
+    facts only: a fact meant for one project, or for the user, never updates or deletes
+    a fact of another scope."""
+    book = rt.memory_book
+    facts = list(dict.fromkeys(found))
+    by_text: dict[str, Provenance] = {}
+    for fact, source in zip(found, sources, strict=True):
+        by_text.setdefault(fact, source)
+    async with book.scope_lock(scope):
+        existing = await neighbourhood(rt, facts, scope)
+        plan = await reconcile(rt.llm, facts, existing, model=model)
+        await apply_plan(
+            book, plan, existing, scope=scope, source=sources[-1], report=report, sources=by_text
+        )
 
 
 def _provenance(item: TurnInput, turns: tuple[str, ...] = ()) -> Provenance:

@@ -1,10 +1,12 @@
 """Scope strings: who may see a memory (the strings themselves: `types.scopes`).
 
 - `conv:<session id>`: one conversation (its turns, its rolling summary);
-- `ns:<namespace>`: every conversation of a namespace (a repo, by default the
-  session's own); extracted facts live here unless `memory_fact_scope` says
-  `conversation`;
-- `global`: everything of a tenant, added on purpose (CLI `--scope global`, the library).
+- `ns:<namespace>`: every conversation of a namespace (a project: a repo, by default
+  the session's own); extracted facts about the project live here unless
+  `memory_fact_scope` says `conversation`;
+- `global`: everything of a tenant: extracted facts about the user (who they are,
+  preferences, people, habits: they follow the user into every project), and what was
+  added on purpose (CLI `--scope global`, the library).
 
 Under credential tenancy a tenant's scopes are qualified with its id,
 `t:<tenant>:conv:…`, `t:<tenant>:ns:…`, `t:<tenant>:global`, so no search of one
@@ -20,6 +22,7 @@ from __future__ import annotations
 import re
 
 from memlane.config import Settings
+from memlane.engine.memory.extract import PROJECT, USER, About
 from memlane.types.scopes import (
     CONVERSATION_PREFIX,
     GLOBAL,
@@ -62,10 +65,18 @@ def unqualified(scope: str) -> str:
     return match.group("scope") if match else scope
 
 
-def fact_scope(settings: Settings, session_id: str, namespace: str, tenant: str = "") -> str:
-    """Where facts extracted from this conversation are kept."""
+def fact_scope(
+    settings: Settings, session_id: str, namespace: str, tenant: str = "", about: About = PROJECT
+) -> str:
+    """Where facts extracted from this conversation are kept: a fact about the user in the
+    tenant's `global` (recalled in every session), one about the project in its namespace
+    (never seen by another). `memory_fact_scope = conversation` keeps both in the
+    conversation; a user fact stays in the namespace when `memory_scopes` recalls no
+    `global` (where nothing would find it)."""
     if settings.memory_fact_scope == "conversation":
         return conversation_scope(session_id, tenant)
+    if about == USER and "global" in settings.memory_scopes:
+        return global_scope(tenant)
     return namespace_scope(namespace, tenant)
 
 
