@@ -2,7 +2,8 @@
 (`supersede` and `history`, facts over time, are in `cli.memory_time`).
 
 Scopes are written `global`, `ns:<namespace>` (a repo; by default the session
-key) or `conv:<session id>`. Dates are `YYYY-MM-DD` (00:00 UTC) or ISO 8601
+key) or `conv:<session id>`; lists and searches show each memory as about the `user`
+(global: recalled in every session), a `project` (its namespace) or a `conversation`. Dates are `YYYY-MM-DD` (00:00 UTC) or ISO 8601
 times. Everything a script reads has `--json`.
 """
 
@@ -40,7 +41,7 @@ from memlane.engine.runtime import Runtime
 from memlane.files.git import GitError
 from memlane.store import StoreError
 from memlane.types import Fact, FactRole
-from memlane.views.memories import memory_json
+from memlane.views.memories import memory_json, where
 
 app = typer.Typer(
     help="Long-term memory: add, search, list, show, edit, supersede, history, forget, "
@@ -89,7 +90,7 @@ def _role(text: str | None) -> FactRole | None:
 
 def _table(facts: list[Fact], scores: list[float] | None = None) -> Table:
     table, shorts = table_with_ids([f.id for f in facts], show_lines=False)
-    table.add_column("scope", overflow="fold", max_width=16)
+    table.add_column("about", overflow="fold", max_width=28)
     table.add_column("role", no_wrap=True)
     table.add_column("when", no_wrap=True)
     table.add_column("text", overflow="fold", ratio=1, min_width=24)
@@ -98,7 +99,7 @@ def _table(facts: list[Fact], scores: list[float] | None = None) -> Table:
     for i, fact in enumerate(facts):
         row = [
             shorts[fact.id],
-            fact.scope,
+            where(fact.scope),
             fact.role + (" (deleted)" if fact.deleted else ""),
             interval(fact) if fact.role == "memory" else f"{fact.since:%Y-%m-%d %H:%M}",
             fact.text,
@@ -155,7 +156,7 @@ def search_cmd(
 
         async def go() -> list[tuple[Fact, float]]:
             await rt.memory_book.ready()
-            found = await recall(rt, query, scopes=wanted, as_of=as_of)
+            found = await recall(rt, query, scopes=wanted, as_of=as_of, distinct=False)
             facts = [await manage.get_memory(rt, r.candidate.ref) for r in found]
             return [(f, r.candidate.score) for f, r in zip(facts, found, strict=True)]
 
