@@ -3,8 +3,8 @@
 
 Scopes are written `global`, `ns:<namespace>` (a repo; by default the session
 key) or `conv:<session id>`; lists and searches show each memory as about the `user`
-(global: recalled in every session), a `project` (its namespace) or a `conversation`. Dates are `YYYY-MM-DD` (00:00 UTC) or ISO 8601
-times. Everything a script reads has `--json`.
+(global: recalled in every session), a `project` (its namespace) or a `conversation`.
+Dates are `YYYY-MM-DD` (00:00 UTC) or ISO 8601 times. Everything a script reads has `--json`.
 """
 
 from __future__ import annotations
