@@ -14,7 +14,8 @@ choice (`engine.runtime`: the configured one, else the request's).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Unpack
 
 from memlane.text.llm import LLM, REQUEST_ROUTE, CallOptions, Completion, LLMRoute
@@ -43,3 +44,18 @@ class RequestRoutedLLM:
         self, messages: Sequence[Mapping[str, Any]], **options: Unpack[CallOptions]
     ) -> Completion:
         return await self.for_route(REQUEST_ROUTE.get()).complete(messages, **options)
+
+
+@contextlib.contextmanager
+def following(route: LLMRoute | None) -> Iterator[None]:
+    """Calls made inside take `route` when no live request names one: work kept with the
+    route of the request that caused it, run after that request is gone (without its
+    credential, which was never kept: the key configured for that upstream is used)."""
+    if route is None or REQUEST_ROUTE.get() is not None:
+        yield
+        return
+    token = REQUEST_ROUTE.set(route)
+    try:
+        yield
+    finally:
+        REQUEST_ROUTE.reset(token)

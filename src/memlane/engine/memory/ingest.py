@@ -46,7 +46,8 @@ from memlane.engine.memory.summary import SUMMARY_KIND, summary_id, update_summa
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Answer, Turn
 from memlane.files.memory_files import new_id, now_utc
-from memlane.text.llm import LLMError
+from memlane.text.llm import REQUEST_ROUTE, LLMError, LLMRoute
+from memlane.text.llm_route import following
 from memlane.types import Fact, FactRole
 
 log = logging.getLogger("memlane.memory")
@@ -71,6 +72,9 @@ class TurnInput:
     assistant_text: str = ""
     said_at: datetime | None = None
     """When the user's message was written (stored); None: now. Facts are valid from it."""
+    route: LLMRoute | None = None
+    """Where the turn's request went, which memlane's own calls for it follow
+    (`text.llm_route`). No credential: safe to keep with queued work."""
 
 
 def schedule_ingest(rt: Runtime, turn: Turn, answer: Answer) -> None:
@@ -87,7 +91,7 @@ def schedule_ingest(rt: Runtime, turn: Turn, answer: Answer) -> None:
 
 async def _recorded(rt: Runtime, items: list[TurnInput]) -> None:
     """The write path for a batch, with its outcome kept for `memlane status`: one
-    `ingest_turns` per run of turns sharing a namespace, tenant and model."""
+    `ingest_turns` per run of turns sharing a namespace, tenant, model and route."""
     groups: list[list[TurnInput]] = []
     for item in items:
         if groups and _same_group(groups[-1][-1], item):
@@ -97,7 +101,8 @@ async def _recorded(rt: Runtime, items: list[TurnInput]) -> None:
     for group in groups:
         session_id = group[0].session_id
         try:
-            report = await ingest_turns(rt, group)
+            with following(group[0].route):  # the live request's, else the one it went by
+                report = await ingest_turns(rt, group)
         except Exception as exc:
             rt.activity.extraction(ok=False, detail=repr(exc)[:300], session_id=session_id)
             raise
@@ -108,11 +113,12 @@ async def _recorded(rt: Runtime, items: list[TurnInput]) -> None:
 
 
 def _same_group(a: TurnInput, b: TurnInput) -> bool:
-    return (a.session_id, a.namespace, a.tenant, a.model) == (
+    return (a.session_id, a.namespace, a.tenant, a.model, a.route) == (
         b.session_id,
         b.namespace,
         b.tenant,
         b.model,
+        b.route,
     )
 
 
@@ -142,6 +148,7 @@ def turn_input(rt: Runtime, turn: Turn, answer: Answer) -> TurnInput | None:
         user_message_id=user_id,
         assistant_text=assistant,
         said_at=said_at,
+        route=REQUEST_ROUTE.get(),
     )
 
 
