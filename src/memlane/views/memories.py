@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memlane.engine.memory.extract import PROJECT, USER
 from memlane.engine.memory.manage import MemoryNotFound, get_memory
 from memlane.engine.memory.scopes import CONVERSATION_PREFIX, GLOBAL, NAMESPACE_PREFIX, unqualified
 from memlane.types import Fact
@@ -24,9 +25,9 @@ def about(scope: str) -> tuple[str, str | None]:
     (`conversation`, the session id) for one conversation's."""
     inner = unqualified(scope)
     if inner == GLOBAL:
-        return "user", None
+        return USER, None
     if inner.startswith(NAMESPACE_PREFIX):
-        return "project", inner.removeprefix(NAMESPACE_PREFIX)
+        return PROJECT, inner.removeprefix(NAMESPACE_PREFIX)
     return "conversation", inner.removeprefix(CONVERSATION_PREFIX)
 
 
@@ -46,7 +47,7 @@ def memory_json(fact: Fact, score: float | None = None) -> dict[str, Any]:
         "id": fact.id,
         "scope": fact.scope,
         "about": kind,
-        "namespace": name if kind == "project" else None,
+        "namespace": name if kind == PROJECT else None,
         "role": fact.role,
         "text": fact.text,
         "conversation_id": fact.conversation_id,
