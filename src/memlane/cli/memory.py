@@ -35,13 +35,13 @@ from memlane.cli.context import (
 from memlane.cli.options import JsonOpt, date_option
 from memlane.engine.memory import manage
 from memlane.engine.memory.recall import recall
-from memlane.engine.memory.scopes import GLOBAL, parse_scope
+from memlane.engine.memory.scopes import GLOBAL, parse_scope, where
 from memlane.engine.memory.versions import interval
 from memlane.engine.runtime import Runtime
 from memlane.files.git import GitError
 from memlane.store import StoreError
 from memlane.types import Fact, FactRole
-from memlane.views.memories import memory_json, where
+from memlane.views.memories import memory_json
 
 app = typer.Typer(
     help="Long-term memory: add, search, list, show, edit, supersede, history, forget, "

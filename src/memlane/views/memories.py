@@ -9,45 +9,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from memlane.engine.memory.extract import PROJECT, USER
+from memlane.engine.memory import scopes
 from memlane.engine.memory.manage import MemoryNotFound, get_memory
-from memlane.engine.memory.scopes import CONVERSATION_PREFIX, GLOBAL, NAMESPACE_PREFIX, unqualified
 from memlane.types import Fact
 
 OBJECT = "memlane.memory"
 
-__all__ = ["OBJECT", "MemoryNotFound", "about", "get_memory", "memory_json", "where"]
-
-
-def about(scope: str) -> tuple[str, str | None]:
-    """Whom a memory of `scope` is about, and where: (`user`, None) for the tenant's global
-    scope (recalled in every session), (`project`, the namespace) for a project's, and
-    (`conversation`, the session id) for one conversation's."""
-    inner = unqualified(scope)
-    if inner == GLOBAL:
-        return USER, None
-    if inner.startswith(NAMESPACE_PREFIX):
-        return PROJECT, inner.removeprefix(NAMESPACE_PREFIX)
-    return "conversation", inner.removeprefix(CONVERSATION_PREFIX)
-
-
-def where(scope: str) -> str:
-    """`about` in words, for a table: `user`, `project api`, `conversation 3f2a…`."""
-    kind, name = about(scope)
-    return kind if name is None else f"{kind} {name}"
+__all__ = ["OBJECT", "MemoryNotFound", "get_memory", "memory_json"]
 
 
 def memory_json(fact: Fact, score: float | None = None) -> dict[str, Any]:
     """A memory with its provenance and when it was true (`valid_to` None: still true);
     `score` when it comes from a search. `about`: `user` (the tenant's global scope, recalled
-    everywhere), `project` (in `namespace`) or `conversation`."""
-    kind, name = about(fact.scope)
+    everywhere), `project` (in `namespace`) or `conversation` (`scopes.about`)."""
+    kind, name = scopes.about(fact.scope)
     out: dict[str, Any] = {
         "object": OBJECT,
         "id": fact.id,
         "scope": fact.scope,
         "about": kind,
-        "namespace": name if kind == PROJECT else None,
+        "namespace": name if kind == scopes.PROJECT else None,
         "role": fact.role,
         "text": fact.text,
         "conversation_id": fact.conversation_id,

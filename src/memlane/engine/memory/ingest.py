@@ -67,14 +67,14 @@ class TurnInput:
     namespace: str
     model: str | None
     tenant: str = ""
+    route: LLMRoute | None = None
+    """Where the turn's request went, which memlane's own calls for it follow
+    (`text.llm_route`). No credential: safe to keep with queued work."""
     user_text: str = ""
     user_message_id: int | None = None
     assistant_text: str = ""
     said_at: datetime | None = None
     """When the user's message was written (stored); None: now. Facts are valid from it."""
-    route: LLMRoute | None = None
-    """Where the turn's request went, which memlane's own calls for it follow
-    (`text.llm_route`). No credential: safe to keep with queued work."""
 
 
 def schedule_ingest(rt: Runtime, turn: Turn, answer: Answer) -> None:
@@ -144,11 +144,11 @@ def turn_input(rt: Runtime, turn: Turn, answer: Answer) -> TurnInput | None:
         namespace=turn.namespace,
         model=rt.memory_model(turn.model),
         tenant=turn.session.tenant,
+        route=REQUEST_ROUTE.get(),
         user_text=user_text,
         user_message_id=user_id,
         assistant_text=assistant,
         said_at=said_at,
-        route=REQUEST_ROUTE.get(),
     )
 
 

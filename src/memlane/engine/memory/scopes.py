@@ -35,10 +35,14 @@ from memlane.types.scopes import (
 )
 
 __all__ = [
+    "CONVERSATION",
     "CONVERSATION_PREFIX",
     "GLOBAL",
     "NAMESPACE_PREFIX",
+    "PROJECT",
     "TENANT_PREFIX",
+    "USER",
+    "about",
     "conversation_scope",
     "fact_scope",
     "global_scope",
@@ -48,6 +52,7 @@ __all__ = [
     "recall_scopes",
     "tenant_of",
     "unqualified",
+    "where",
 ]
 
 _QUALIFIED = re.compile(r"^t:(?P<tenant>[0-9a-f]{32}):(?P<scope>.+)$", re.S)
@@ -63,6 +68,28 @@ def unqualified(scope: str) -> str:
     """A stored scope without its tenant (`t:<tenant>:ns:repo` -> `ns:repo`)."""
     match = _QUALIFIED.match(scope)
     return match.group("scope") if match else scope
+
+
+CONVERSATION = "conversation"
+"""What a memory of a conversation's scope is about, beside `USER` and `PROJECT`."""
+
+
+def about(scope: str) -> tuple[str, str | None]:
+    """Whom a memory of `scope` is about, and where: (`user`, None) for the tenant's global
+    scope (recalled in every session), (`project`, the namespace) for a project's, and
+    (`conversation`, the session id) for one conversation's."""
+    inner = unqualified(scope)
+    if inner == GLOBAL:
+        return USER, None
+    if inner.startswith(NAMESPACE_PREFIX):
+        return PROJECT, inner.removeprefix(NAMESPACE_PREFIX)
+    return CONVERSATION, inner.removeprefix(CONVERSATION_PREFIX)
+
+
+def where(scope: str) -> str:
+    """`about` in words, for a table: `user`, `project api`, `conversation 3f2a…`."""
+    kind, name = about(scope)
+    return kind if name is None else f"{kind} {name}"
 
 
 def fact_scope(
