@@ -93,16 +93,16 @@ def where(scope: str) -> str:
 
 
 def fact_scope(
-    settings: Settings, session_id: str, namespace: str, tenant: str = "", about: About = PROJECT
+    settings: Settings, session_id: str, namespace: str, tenant: str = "", label: About = PROJECT
 ) -> str:
-    """Where facts extracted from this conversation are kept: a fact about the user in the
-    tenant's `global` (recalled in every session), one about the project in its namespace
-    (never seen by another). `memory_fact_scope = conversation` keeps both in the
-    conversation; a user fact stays in the namespace when `memory_scopes` recalls no
+    """Where facts extracted from this conversation are kept, by their `label`: a fact about
+    the user in the tenant's `global` (recalled in every session), one about the project in
+    its namespace (never seen by another). `memory_fact_scope = conversation` keeps both in
+    the conversation; a user fact stays in the namespace when `memory_scopes` recalls no
     `global` (where nothing would find it)."""
     if settings.memory_fact_scope == "conversation":
         return conversation_scope(session_id, tenant)
-    if about == USER and "global" in settings.memory_scopes:
+    if label == USER and "global" in settings.memory_scopes:
         return global_scope(tenant)
     return namespace_scope(namespace, tenant)
 
