@@ -261,3 +261,30 @@ def test_eval_retrieval_runs_on_the_shipped_sample_without_a_file(runner: CliRun
         assert config["categories"]["single-hop"]["recall@5"] == 1.0
     table = run(runner, "eval", "retrieval", "--config", "bm25")
     assert "sample conversations shipped with memlane" in table.stderr
+
+
+def test_list_and_search_say_whether_a_memory_is_about_the_user_or_a_project(
+    runner: CliRunner,
+) -> None:
+    """The same text in the user's global scope and in a project is shown twice, each
+    with where it lives; `--json` carries `about` and the project's namespace."""
+    text = "The user prefers tabs"
+    run(runner, "memory", "add", text, "--scope", "global")
+    run(runner, "memory", "add", text, "--scope", "ns:api")
+    run(runner, "memory", "add", "Deploys go to fly.io", "--scope", "ns:api")
+    found = run(runner, "memory", "search", "tabs", "--json")
+    assert sorted((f["about"], f["namespace"]) for f in found if f["text"] == text) == [
+        ("project", "api"),
+        ("user", None),
+    ]
+    listed = run(runner, "memory", "list", "--json")
+    assert {(f["text"], f["about"], f["namespace"]) for f in listed} == {
+        (text, "user", None),
+        (text, "project", "api"),
+        ("Deploys go to fly.io", "project", "api"),
+    }
+    table = run(runner, "memory", "search", "tabs").stdout
+    rows = [line for line in table.splitlines() if "prefers tabs" in line]
+    assert len(rows) == 2
+    assert any("user" in row and "project" not in row for row in rows)
+    assert any("project api" in row for row in rows)

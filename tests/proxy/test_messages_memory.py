@@ -7,7 +7,8 @@ from typing import Any
 import anthropic
 
 from memlane.engine.memory.recall import FENCE_CLOSE, FENCE_OPEN
-from tests.engine.memory.test_through_proxy import memlane_calls
+from tests.proxy.test_messages_own_llm import own_calls
+from tests.proxy.test_messages_own_llm import own_requests as own
 from tests.support.anthropic_upstream import ScriptedAnthropic, Turn, anthropic_sdk
 from tests.support.upstream import ProxyFactory, ScriptedUpstream
 
@@ -22,7 +23,8 @@ def test_a_fact_from_one_claude_session_is_recalled_in_the_next(
     proxy_factory: ProxyFactory, upstream: ScriptedUpstream, anthropic_upstream: ScriptedAnthropic
 ) -> None:
     proxy = proxy_factory(anthropic_upstream_url=anthropic_upstream.base, index_enabled=False)
-    upstream.respond_with(memlane_calls)  # memlane's own calls: fact extraction and the rest
+    # memlane's own calls (fact extraction and the rest) go where Claude's requests go
+    anthropic_upstream.respond_with(own_calls)
     anthropic_upstream.script(Turn(text="Congratulations!"), Turn(text="Anne."))
     claude(proxy, "cc-a").messages.create(
         model=MODEL, max_tokens=50, messages=[{"role": "user", "content": "I just married Anne!"}]
@@ -38,7 +40,8 @@ def test_a_fact_from_one_claude_session_is_recalled_in_the_next(
     claude(proxy, "cc-b").messages.create(
         model=MODEL, max_tokens=50, messages=[{"role": "user", "content": question}]
     )
-    sent = anthropic_upstream.last.json["messages"]
+    client = [r for r in anthropic_upstream.message_requests if r not in own(anthropic_upstream)]
+    sent = client[-1].json["messages"]
     assert len(sent) == 1
     blocks = sent[0]["content"]
     # the recalled block sits in the user's turn just before the question, which stays last

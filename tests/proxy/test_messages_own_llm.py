@@ -146,3 +146,26 @@ def test_a_key_is_lent_only_to_the_api_it_was_sent_to(
         assert not any(v and CLIENT_KEY in v for v in sent)
     else:
         assert CLIENT_KEY in sent
+
+
+def test_a_claude_code_only_user_gets_facts_with_nothing_configured(
+    anthropic_proxy: AnthropicProxy, anthropic_upstream: ScriptedAnthropic
+) -> None:
+    """No `llm_provider`, no key configured, and no OpenAI-compatible upstream to reach:
+    memlane's own calls follow the Claude Code request to the Anthropic upstream, with the
+    request's model and key."""
+    proxy = anthropic_proxy(memory_enabled=True, upstream_url="http://127.0.0.1:9/v1")
+    anthropic_upstream.respond_with(own_calls)
+    anthropic_upstream.script(Turn(text="Congratulations!"))
+    answer = claude_code_turn(proxy, "cc-default", "I just married Anne!")
+    assert answer.status_code == 200, answer.text
+    proxy.drain()
+
+    facts = proxy.store.list_facts(scope="ns:home", roles=("memory",))
+    assert [f.text for f in facts] == ["The user's wife is named Anne"]
+    extraction = next(
+        r for r in own_requests(anthropic_upstream) if r.json["system"] == FACT_PROMPT
+    )
+    assert extraction.headers["x-api-key"] == CLIENT_KEY
+    assert extraction.json["model"] == MODEL
+    assert no_file_holds(proxy.runtime.settings.home_path, CLIENT_KEY)

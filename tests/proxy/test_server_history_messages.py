@@ -17,7 +17,8 @@ def test_a_messages_client_sends_one_message_and_the_upstream_gets_the_working_c
     anthropic_upstream: ScriptedAnthropic,
     upstream: ScriptedUpstream,
 ) -> None:
-    proxy = anthropic_proxy(**SUMMARY)
+    # memlane's own summariser pinned to the OpenAI-compatible upstream, which scripts it
+    proxy = anthropic_proxy(**SUMMARY, llm_provider="openai")
     upstream.respond_with(summariser(fails=False))  # type: ignore[arg-type]
     client = anthropic_sdk(proxy, **{"X-Memlane-Session": "claude", "X-Memlane-History": "server"})
     for i in range(8):

@@ -7,7 +7,9 @@ from pydantic import SecretStr
 from memlane.config import Settings
 from memlane.text.embeddings import HashingEmbedder, MiniLMEmbedder, OpenAIEmbedder
 from memlane.text.factory import make_embedder, make_llm, make_tokenizer
-from memlane.text.llm import OpenAICompatibleLLM
+from memlane.text.llm import LLMRoute, OpenAICompatibleLLM
+from memlane.text.llm_anthropic import AnthropicLLM
+from memlane.text.llm_route import RequestRoutedLLM
 
 
 def test_tokenizer_follows_the_model() -> None:
@@ -41,7 +43,10 @@ def test_embedder_backends() -> None:
 
 
 def llm(settings: Settings, purpose: str = "default", **env: str) -> OpenAICompatibleLLM:
+    """The configured client (the one a call no request caused uses)."""
     client = make_llm(settings, purpose=purpose, environ=env)
+    if isinstance(client, RequestRoutedLLM):
+        client = client.for_route(None)
     assert isinstance(client, OpenAICompatibleLLM)
     return client
 
@@ -110,3 +115,38 @@ def test_the_anthropic_provider_talks_to_the_anthropic_upstream_with_its_keys() 
     )
     elsewhere = make_llm(Settings(**base, llm_base_url="http://other.test"), environ={})
     assert not elsewhere.borrow_request_key  # a client's key goes only where it was sent
+
+
+def test_by_default_own_calls_follow_each_requests_route_and_key() -> None:
+    settings = Settings(upstream_url="http://up.test/v1", anthropic_api_key=SecretStr("k-ant"))
+    routed = make_llm(settings, environ={"OPENAI_API_KEY": "k-openai"})
+    assert isinstance(routed, RequestRoutedLLM)
+    claude = routed.for_route(LLMRoute("anthropic", "http://claude.test"))
+    assert isinstance(claude, AnthropicLLM)
+    assert claude.base_url == "http://claude.test"
+    assert claude.borrow_request_key  # the request's own key first...
+    assert claude._headers == {"x-api-key": "k-ant"}  # ...else the one configured for it
+    assert routed.for_route(LLMRoute("anthropic", "http://claude.test")) is claude  # reused
+    codex = routed.for_route(LLMRoute("openai", "http://up.test/v1"))
+    assert isinstance(codex, OpenAICompatibleLLM)
+    assert codex.borrow_request_key
+    assert codex._headers == {"Authorization": "Bearer k-openai"}  # never the Anthropic key
+    assert routed.for_route(None) is routed.fallback  # no request: the configured client
+    assert isinstance(routed.fallback, OpenAICompatibleLLM)
+
+
+def test_a_configured_provider_url_or_key_pins_own_calls() -> None:
+    from memlane.text.factory import follows_requests, own_llm_credential_source
+
+    assert follows_requests(Settings())
+    assert "each client request" in own_llm_credential_source(Settings(), {})
+    for pinned in (
+        Settings(llm_provider="openai"),
+        Settings(llm_base_url="http://own.test/v1"),
+        Settings(llm_api_key=SecretStr("k-own")),
+    ):
+        assert not follows_requests(pinned)
+        assert isinstance(make_llm(pinned, environ={}), OpenAICompatibleLLM)
+    summary = Settings(summary_base_url="http://cheap.test/v1")
+    assert isinstance(make_llm(summary, purpose="summary", environ={}), OpenAICompatibleLLM)
+    assert isinstance(make_llm(summary, environ={}), RequestRoutedLLM)

@@ -3,8 +3,9 @@
 `verify`, memories whose code moved on, in `cli.memory_code`).
 
 Scopes are written `global`, `ns:<namespace>` (a repo; by default the session
-key) or `conv:<session id>`. Dates are `YYYY-MM-DD` (00:00 UTC) or ISO 8601
-times. Everything a script reads has `--json`.
+key) or `conv:<session id>`; lists and searches show each memory as about the `user`
+(global: recalled in every session), a `project` (its namespace) or a `conversation`.
+Dates are `YYYY-MM-DD` (00:00 UTC) or ISO 8601 times. Everything a script reads has `--json`.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from memlane.cli.context import (
 from memlane.cli.options import JsonOpt, date_option
 from memlane.engine.memory import manage
 from memlane.engine.memory.recall import recall
-from memlane.engine.memory.scopes import GLOBAL, parse_scope
+from memlane.engine.memory.scopes import GLOBAL, parse_scope, where
 from memlane.engine.memory.versions import interval
 from memlane.engine.runtime import Runtime
 from memlane.files.git import GitError
@@ -90,7 +91,7 @@ def _role(text: str | None) -> FactRole | None:
 
 def _table(facts: list[Fact], scores: list[float] | None = None) -> Table:
     table, shorts = table_with_ids([f.id for f in facts], show_lines=False)
-    table.add_column("scope", overflow="fold", max_width=16)
+    table.add_column("about", overflow="fold", max_width=28)
     table.add_column("role", no_wrap=True)
     table.add_column("when", no_wrap=True)
     table.add_column("text", overflow="fold", ratio=1, min_width=24)
@@ -99,7 +100,7 @@ def _table(facts: list[Fact], scores: list[float] | None = None) -> Table:
     for i, fact in enumerate(facts):
         row = [
             shorts[fact.id],
-            fact.scope,
+            where(fact.scope),
             fact.role + (" (deleted)" if fact.deleted else ""),
             interval(fact) if fact.role == "memory" else f"{fact.since:%Y-%m-%d %H:%M}",
             fact.text,
@@ -157,7 +158,7 @@ def search_cmd(
 
         async def go() -> list[tuple[Fact, float]]:
             await rt.memory_book.ready()
-            found = await recall(rt, query, scopes=wanted, as_of=as_of)
+            found = await recall(rt, query, scopes=wanted, as_of=as_of, distinct=False)
             facts = [await manage.get_memory(rt, r.candidate.ref) for r in found]
             return [(f, r.candidate.score) for f, r in zip(facts, found, strict=True)]
 

@@ -89,22 +89,26 @@ class CoreSettings(SettingsPart):
     """Key for the embeddings endpoint; empty means upstream_api_key, then the OPENAI_API_KEY
     environment variable."""
 
-    llm_provider: Literal["openai", "anthropic"] = "openai"
-    """The API memlane's own LLM calls (facts, summaries, session ask) speak: openai (chat
-    completions at llm_base_url, else upstream_url) or anthropic (Messages at llm_base_url, else
-    anthropic_upstream_url; the key llm_api_key, else anthropic_api_key, else ANTHROPIC_API_KEY,
-    else the key a Claude Code request carries)."""
+    llm_provider: Literal["auto", "openai", "anthropic"] = "auto"
+    """The API memlane's own LLM calls (facts, summaries, session ask) speak. auto: each call
+    goes where the client request that caused it went (its upstream, API and key: Anthropic
+    Messages for Claude Code, chat completions for the others; without a request, as openai).
+    openai (chat completions at llm_base_url, else upstream_url) or anthropic (Messages at
+    llm_base_url, else anthropic_upstream_url; the key llm_api_key, else anthropic_api_key, else
+    ANTHROPIC_API_KEY, else the key a Claude Code request carries) pin them."""
 
     llm_model: str | None = None
-    """Model memlane's own LLM calls use when no request names one (CLI, library)."""
+    """Model memlane's own LLM calls use; empty means the model of the request that caused the call
+    (the CLI and the library need one)."""
 
     llm_base_url: str | None = None
-    """Base URL of memlane's own LLM calls (summaries, facts, metadata); empty means
-    upstream_url."""
+    """Base URL of memlane's own LLM calls (summaries, facts, metadata); empty means the upstream of
+    the request that caused the call (llm_provider auto), else upstream_url. Set, it pins them."""
 
     llm_api_key: SecretStr | None = None
-    """Key for memlane's own LLM calls; empty means upstream_api_key, then the OPENAI_API_KEY
-    environment variable. Never stored or logged."""
+    """Key for memlane's own LLM calls; empty means the key of the request that caused the call,
+    else upstream_api_key, then the OPENAI_API_KEY environment variable. Set, it pins them to
+    llm_provider's upstream. Never stored or logged."""
 
     llm_timeout: PositiveFloat = 120.0
     """Seconds memlane's own LLM calls may take before failing."""

@@ -4,8 +4,10 @@ Every service a stage needs comes from here, made the one way it is made: the st
 kind, the tokenizers, the embedder, memlane's own LLM clients and the rule for which
 model their calls use, and the memory book. Nothing below builds its own.
 
-Which client and model memlane's own LLM calls use (`llm` goes to `llm_base_url`,
-else `upstream_url`):
+Which client and model memlane's own LLM calls use (`llm`: by default the upstream,
+API and key of the client request that caused the call, `text.llm_route`; with none,
+or when `llm_provider`, `llm_base_url` or `llm_api_key` pin it, `llm_base_url`, else
+the provider's upstream):
 
 - running summaries, governance's summariser, session metadata and queries:
   `summary_llm` (`summary_base_url` when set, else `llm`), with the feature's own
@@ -105,7 +107,8 @@ class Runtime:
 
     @cached_property
     def llm(self) -> LLM:
-        """memlane's own LLM client: `llm_base_url`, else `upstream_url`."""
+        """memlane's own LLM client: where each request went (`text.llm_route`), else
+        the configured one."""
         if self._llm is not None:
             return self._llm
         from memlane.text.factory import make_llm

@@ -60,7 +60,7 @@ from memlane.proxy.wire.base import (
     unchanged,
 )
 from memlane.store import StoreError
-from memlane.text.llm import REQUEST_KEY, LentKey
+from memlane.text.llm import REQUEST_KEY, REQUEST_ROUTE, LentKey, LLMRoute
 
 log = logging.getLogger("memlane.proxy")
 
@@ -168,8 +168,9 @@ async def _serve(
 ) -> Response:
     upstream = state.upstream_for(adapter.wire)
     sent = h.first_values(request.headers)
-    # memlane's own background calls for this turn may use the client's key (never stored),
-    # but only to the kind of upstream it was sent to (the LLM client checks)
+    # memlane's own calls for this turn go where it goes (`text.llm_route`), with the
+    # client's key (never stored), only to the kind of upstream it was sent to
+    REQUEST_ROUTE.set(LLMRoute(upstream.provider, upstream.base))
     REQUEST_KEY.set(lent_key(adapter.wire, sent))
     tenant = state.tenant(sent)
     try:

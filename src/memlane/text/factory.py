@@ -12,8 +12,9 @@ from collections.abc import Mapping
 
 from memlane.config import Settings
 from memlane.text.embeddings import Embedder, HashingEmbedder, MiniLMEmbedder, OpenAIEmbedder
-from memlane.text.llm import LLM, ClientPool, OpenAICompatibleLLM
+from memlane.text.llm import HTTPLLM, LLM, ClientPool, LLMRoute, OpenAICompatibleLLM, Provider
 from memlane.text.llm_anthropic import AnthropicLLM
+from memlane.text.llm_route import RequestRoutedLLM
 from memlane.text.tokens import Tokenizer, encoding_for_model, get_tokenizer
 
 SUMMARY_PURPOSE = "summary"
@@ -53,20 +54,51 @@ def make_llm(
 ) -> LLM:
     """memlane's own LLM client.
 
-    `llm_provider` picks the API: OpenAI-compatible chat completions, or Anthropic
-    Messages. purpose "summary" prefers `summary_model` / `summary_base_url`; every
-    purpose then falls back to `llm_model` / `llm_base_url`, then the provider's
-    upstream (`upstream_url`, or `anthropic_upstream_url`). With no
+    By default (`follows_requests`) each call goes where the client request that caused
+    it went: the same upstream, the same API (Anthropic Messages for a Claude Code
+    request, OpenAI chat completions for the others) and the same credential
+    (`RequestRoutedLLM`); a call no request caused (the CLI, the library, work without
+    a live request) takes the configured client below.
+
+    Configured (`llm_provider`, `llm_base_url`, `llm_api_key`, or the summary purpose's
+    `summary_base_url`): `llm_provider` picks the API: OpenAI-compatible chat
+    completions, or Anthropic Messages. purpose "summary" prefers `summary_model` /
+    `summary_base_url`; every purpose then falls back to `llm_model` / `llm_base_url`,
+    then the provider's upstream (`upstream_url`, or `anthropic_upstream_url`). With no
     model configured, each call must name one (the proxy passes the request's).
     The key: `llm_api_key`, else `upstream_api_key`, else `$OPENAI_API_KEY`.
     `clients`: a pool of open HTTP clients to reuse (a long-running process's).
     """
     env = os.environ if environ is None else environ
     summary = purpose == SUMMARY_PURPOSE
+    pinned = _configured_llm(settings, summary=summary, environ=env, clients=clients)
+    if (summary and settings.summary_base_url) or not follows_requests(settings):
+        return pinned
+    return RequestRoutedLLM(
+        pinned,
+        lambda route: _route_llm(settings, route, environ=env, clients=clients),
+    )
+
+
+def follows_requests(settings: Settings) -> bool:
+    """Whether memlane's own calls follow each client request's route (the default), or
+    go where the settings say: `llm_provider`, `llm_base_url` or `llm_api_key` set."""
+    own_key = settings.llm_api_key is not None and bool(settings.llm_api_key.get_secret_value())
+    return settings.llm_provider == "auto" and not settings.llm_base_url and not own_key
+
+
+def _configured_llm(
+    settings: Settings,
+    *,
+    summary: bool,
+    environ: Mapping[str, str],
+    clients: ClientPool | None,
+) -> HTTPLLM:
+    """The client the settings describe (see `make_llm`)."""
     upstream = _provider_upstream(settings)
     base_url = (settings.summary_base_url if summary else None) or settings.llm_base_url or upstream
     model = (settings.summary_model if summary else None) or settings.llm_model
-    key = own_llm_key(settings, env)
+    key = own_llm_key(settings, environ)
     kind = AnthropicLLM if settings.llm_provider == "anthropic" else OpenAICompatibleLLM
     return kind(
         base_url,
@@ -74,6 +106,26 @@ def make_llm(
         default_model=model,
         timeout=settings.llm_timeout,
         borrow_request_key=key is None and base_url == upstream,
+        clients=clients,
+    )
+
+
+def _route_llm(
+    settings: Settings,
+    route: LLMRoute,
+    *,
+    environ: Mapping[str, str],
+    clients: ClientPool | None,
+) -> HTTPLLM:
+    """A client for a request's route: its upstream and API, the request's own key first
+    (lent in memory), else the key configured for that upstream."""
+    kind = AnthropicLLM if route.provider == "anthropic" else OpenAICompatibleLLM
+    return kind(
+        route.base_url,
+        api_key=_provider_key(settings, route.provider, environ),
+        default_model=settings.llm_model,
+        timeout=settings.llm_timeout,
+        borrow_request_key=True,
         clients=clients,
     )
 
@@ -101,21 +153,35 @@ def upstream_llm(
 
 
 def own_llm_key(settings: Settings, environ: Mapping[str, str] | None = None) -> str | None:
-    """The key memlane's own LLM calls carry: `llm_api_key`, `upstream_api_key`,
+    """The key memlane's configured calls carry: `llm_api_key`, `upstream_api_key`,
     `$OPENAI_API_KEY` (with `llm_provider` anthropic: `anthropic_api_key`,
     `$ANTHROPIC_API_KEY`); None means each call borrows the key of the client request that
     caused it (when it goes to the same upstream)."""
+    key = settings.llm_api_key
+    if key is not None and key.get_secret_value():
+        return str(key.get_secret_value())
+    return _provider_key(settings, _provider(settings), environ)
+
+
+def _provider(settings: Settings) -> Provider:
+    return "anthropic" if settings.llm_provider == "anthropic" else "openai"
+
+
+def _provider_key(
+    settings: Settings, provider: Provider, environ: Mapping[str, str] | None = None
+) -> str | None:
+    """The key configured for `provider`'s upstream: its setting, else its variable."""
     env = os.environ if environ is None else environ
-    name, variable = _key_sources(settings)
-    key = settings.llm_api_key or getattr(settings, name)
+    name, variable = _key_sources(provider)
+    key = getattr(settings, name)
     if key is not None and key.get_secret_value():
         return str(key.get_secret_value())
     return env.get(variable) or None
 
 
-def _key_sources(settings: Settings) -> tuple[str, str]:
-    """(the upstream key setting, the environment variable) of `llm_provider`'s API."""
-    if settings.llm_provider == "anthropic":
+def _key_sources(provider: Provider) -> tuple[str, str]:
+    """(the upstream key setting, the environment variable) of `provider`'s API."""
+    if provider == "anthropic":
         return "anthropic_api_key", "ANTHROPIC_API_KEY"
     return "upstream_api_key", "OPENAI_API_KEY"
 
@@ -123,7 +189,12 @@ def _key_sources(settings: Settings) -> tuple[str, str]:
 def own_llm_credential_source(settings: Settings, environ: Mapping[str, str] | None = None) -> str:
     """Where memlane's own LLM calls get their key, in words (the serve report)."""
     env = os.environ if environ is None else environ
-    name, variable = _key_sources(settings)
+    if follows_requests(settings):
+        return (
+            "the key of each client request, sent where that request went (held in memory "
+            "for its work); without one, the key configured for that upstream"
+        )
+    name, variable = _key_sources(_provider(settings))
     if settings.llm_api_key is not None and settings.llm_api_key.get_secret_value():
         return "MEMLANE_LLM_API_KEY"
     key = getattr(settings, name)

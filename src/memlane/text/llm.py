@@ -93,6 +93,24 @@ background work started by it inherits it, other work never sees it). Held in me
 only: never stored, never logged."""
 
 
+@dataclass(frozen=True, slots=True)
+class LLMRoute:
+    """Where a client request went: the API it spoke and the upstream it was forwarded to.
+    memlane's own calls for the work it caused go the same way (`text.llm_route`). It
+    holds no credential, so it may be kept with queued work; the credential travels
+    beside it in memory only (`REQUEST_KEY`)."""
+
+    provider: Provider
+    base_url: str
+
+
+REQUEST_ROUTE: contextvars.ContextVar[LLMRoute | None] = contextvars.ContextVar(
+    "memlane_request_route", default=None
+)
+"""The route of the client request whose work is running (set by the proxy per request,
+inherited by the background work it starts, like `REQUEST_KEY`)."""
+
+
 class ClientPool:
     """Open `httpx.AsyncClient`s for memlane's own LLM calls, one per event loop.
 
@@ -150,9 +168,10 @@ class HTTPLLM(ABC):
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.default_model = default_model
-        self.borrow_request_key = borrow_request_key and not api_key
-        """With no key of its own, use the key of the request that caused the call: only
-        for a client that talks to the same server (the factory decides)."""
+        self.borrow_request_key = borrow_request_key
+        """Use the key of the request that caused the call before `api_key` (then the
+        fallback): only for a client that talks to the server the request went to (the
+        factory decides)."""
         self._api_key = api_key
         self._headers = self._key_headers(api_key) if api_key else {}
         self._timeout = timeout

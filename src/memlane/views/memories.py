@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memlane.engine.memory import scopes
 from memlane.engine.memory.manage import MemoryNotFound, get_memory
 from memlane.engine.memory.stale import Staleness
 from memlane.store.codec import cites_to_json
@@ -21,11 +22,15 @@ __all__ = ["OBJECT", "MemoryNotFound", "code_json", "get_memory", "memory_json"]
 
 def memory_json(fact: Fact, score: float | None = None) -> dict[str, Any]:
     """A memory with its provenance and when it was true (`valid_to` None: still true);
-    `score` when it comes from a search."""
+    `score` when it comes from a search. `about`: `user` (the tenant's global scope, recalled
+    everywhere), `project` (in `namespace`) or `conversation` (`scopes.about`)."""
+    kind, name = scopes.about(fact.scope)
     out: dict[str, Any] = {
         "object": OBJECT,
         "id": fact.id,
         "scope": fact.scope,
+        "about": kind,
+        "namespace": name if kind == scopes.PROJECT else None,
         "role": fact.role,
         "text": fact.text,
         "conversation_id": fact.conversation_id,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -104,6 +105,17 @@ async def test_the_model_is_told_the_date_and_relative_dates_it_leaves_are_resol
             [(0, "The user lives in Lyon"), (1, "The user has a dog")],
         ),
         ('["The user is vegan"]', [(1, "The user is vegan")]),  # a plain string: the latest
+        (
+            '[{"message": 1, "fact": "The user prefers tabs", "about": "user"},'
+            ' {"message": 2, "fact": "The project deploys to fly.io", "about": "project"}]',
+            [(0, "The user prefers tabs", "user"), (1, "The project deploys to fly.io")],
+        ),
+        (  # unknown or odd labels stay in the project (never leak); case is forgiven
+            '[{"message": 1, "fact": "a", "about": "everyone"},'
+            ' {"message": 1, "fact": "b", "about": 1},'
+            ' {"message": 2, "fact": "c", "about": "User"}]',
+            [(0, "a"), (0, "b"), (1, "c", "user")],
+        ),
         ('[{"message": "1", "fact": "a"}, {"message": 7, "fact": "b"}]', [(0, "a"), (1, "b")]),
         ('{"facts": [{"message": 2, "text": "c"}]}', [(1, "c")]),
         ('[{"message": 1, "fact": "a"}, {"message": 1, "fact": "a"}]', [(0, "a")]),
@@ -113,13 +125,21 @@ async def test_the_model_is_told_the_date_and_relative_dates_it_leaves_are_resol
         ),
     ],
 )
-def test_batch_parser_accepts_good_output(answer: str, found: list[tuple[int, str]]) -> None:
-    assert parse_batch(answer, 2) == found
+def test_batch_parser_accepts_good_output(answer: str, found: list[tuple[Any, ...]]) -> None:
+    # a fact with no label is about the project
+    assert parse_batch(answer, 2) == [(*f, "project") if len(f) == 2 else f for f in found]
 
 
 @pytest.mark.parametrize(
     "answer",
-    ['[{"message": 1}]', '[{"message": 1, "fact": 3}]', "[[1]]", "not json", '{"m": []}'],
+    [
+        '[{"message": 1}]',
+        '[{"message": 1, "fact": 3}]',
+        '[{"message": 1, "about": "user"}]',
+        "[[1]]",
+        "not json",
+        '{"m": []}',
+    ],
 )
 def test_batch_parser_rejects_bad_output(answer: str) -> None:
     with pytest.raises(ModelOutputError):
@@ -137,8 +157,8 @@ async def test_a_batch_is_one_call_each_fact_dated_by_its_own_message(
     said = [Said("I went hiking yesterday", SAID), Said("I bought boots yesterday", later)]
     found = await extract_batch(scripted_llm, said, model="m")
     assert found == [
-        (0, "The user went hiking on 2026-03-09"),
-        (1, "The user bought boots on 2026-03-11"),
+        (0, "The user went hiking on 2026-03-09", "project"),
+        (1, "The user bought boots on 2026-03-11", "project"),
     ]
     (call,) = scripted_llm.calls
     body = call.messages[1]["content"]
@@ -153,5 +173,24 @@ async def test_a_batch_too_long_for_one_call_is_asked_in_several(
     long = "tea " * (MAX_BATCH_CHARS // 4)
     said = [Said(long, SAID), Said("I like coffee", SAID)]
     found = await extract_batch(scripted_llm, said, model="m")
-    assert found == [(0, "The user likes tea"), (1, "The user likes coffee")]
+    assert found == [(0, "The user likes tea", "project"), (1, "The user likes coffee", "project")]
     assert len(scripted_llm.calls) == 2
+
+
+async def test_the_label_survives_a_batch_split_and_dating(scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.push(
+        '[{"message": 1, "fact": "The user started running yesterday", "about": "user"}]',
+        '[{"message": 1, "fact": "The project builds with make", "about": "project"}]',
+    )
+    long = "run " * (MAX_BATCH_CHARS // 4)
+    found = await extract_batch(scripted_llm, [Said(long, SAID), Said("make", SAID)], model="m")
+    assert found == [
+        (0, "The user started running on 2026-03-09", "user"),
+        (1, "The project builds with make", "project"),
+    ]
+
+
+def test_the_prompt_asks_whom_each_fact_is_about() -> None:
+    assert '"about": "user"' in FACT_PROMPT
+    assert '"project"' in FACT_PROMPT
+    assert "When unsure" in FACT_PROMPT

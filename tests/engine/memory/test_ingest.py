@@ -407,6 +407,38 @@ async def test_fact_scope_setting(
     assert fact.scope == expected
 
 
+@pytest.mark.parametrize(
+    ("update", "user_scope"),
+    [
+        ({}, "global"),  # the user's fact follows them: the tenant's global scope
+        ({"memory_fact_scope": "conversation"}, "conv:s1"),  # every fact stays in its conversation
+        ({"memory_scopes": ("conversation", "namespace")}, "ns:repo"),  # no global recall
+    ],
+)
+async def test_a_user_fact_goes_where_it_will_be_recalled(
+    settings: Settings,
+    sqlite_store: SQLiteStore,
+    scripted_llm: ScriptedLLM,
+    update: dict[str, Any],
+    user_scope: str,
+) -> None:
+    rt = Runtime(settings.model_copy(update=update), sqlite_store, _llm=scripted_llm)
+    scripted_llm.push(
+        '[{"message": 1, "fact": "The user likes tea", "about": "user"},'
+        ' {"message": 1, "fact": "The project ships on Fridays", "about": "project"},'
+        ' {"message": 1, "fact": "The project uses uv", "about": "nobody"}]',
+        "Tea.",
+    )
+    await ingest_turn(rt, turn("I like tea; we ship on Fridays and use uv"))
+    placed = {f.text: f.scope for f in sqlite_store.list_facts(roles=("memory",))}
+    project_scope = "conv:s1" if update.get("memory_fact_scope") else "ns:repo"
+    assert placed == {
+        "The user likes tea": user_scope,
+        "The project ships on Fridays": project_scope,
+        "The project uses uv": project_scope,  # an unknown label stays in the project
+    }
+
+
 async def test_a_failed_first_sync_is_tried_again(
     rt: Runtime, book: MemoryBook, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -128,7 +128,8 @@ async def apply_plan(
     sources: Mapping[str, Provenance] | None = None,
 ) -> list[Fact]:
     """Write a reconciliation plan: adds, updates (the old fact closed at the message's
-    time and linked both ways with its replacement), deletes (soft, ended then too).
+    time and linked both ways with its replacement), deletes (soft, ended then too);
+    what it changed is added to `report`.
 
     `sources` maps each new fact of a batch to the message it came from; a text the
     reconciliation rewrote takes the source of the new fact it shares most words with,
@@ -172,10 +173,11 @@ async def apply_plan(
         if old_id in by_id
     ]
     await book.write(puts=puts, tombstones=tombstones, new={f.id for f in added})
-    report.facts_added = [f.text for f in added]
-    report.facts_updated = len(plan.updates)
-    report.facts_deleted = len(tombstones)
-    report.reason = plan.reason
+    # a batch's facts may go to two scopes (the user's, the project's): one report for both
+    report.facts_added += [f.text for f in added]
+    report.facts_updated += len(plan.updates)
+    report.facts_deleted += len(tombstones)
+    report.reason = "; ".join(dict.fromkeys(r for r in (report.reason, plan.reason) if r))
     return added
 
 

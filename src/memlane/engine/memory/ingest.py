@@ -9,8 +9,10 @@ at a time (`schedule_ingest`: the turns wait until the session is quiet for
    (`turns/user`, `turns/assistant`), with their provenance, in one write;
 2. facts are extracted from the *new* user messages only (never assistant text
    or tool output), in one call for the batch (`extract.extract_batch`), each
-   fact kept with the message it came from, and reconciled together against
-   their neighbourhood in the fact scope;
+   fact kept with the message it came from and labelled as about the user or the
+   project; each scope's facts (the user's: the tenant's global scope; the
+   project's: its namespace, `scopes.fact_scope`) are reconciled together against
+   their neighbourhood in that scope only;
 3. the conversation's rolling summary takes in the new facts (one call);
 4. the conversation is evicted down to `memory_max_entries`;
 5. one git commit records the update, its message saying what changed.
@@ -38,13 +40,14 @@ from memlane.engine.memory.apply import IngestReport, Provenance, apply_plan, ne
 from memlane.engine.memory.book import MemoryBook
 from memlane.engine.memory.entries import new_fact
 from memlane.engine.memory.evict import choose_evictions
-from memlane.engine.memory.extract import Said, extract_batch
+from memlane.engine.memory.extract import Extracted, Said, extract_batch
 from memlane.engine.memory.reconcile import reconcile
 from memlane.engine.memory.summary import SUMMARY_KIND, summary_id, update_summary
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Answer, Turn
 from memlane.files.memory_files import new_id, now_utc
-from memlane.text.llm import LLMError
+from memlane.text.llm import REQUEST_ROUTE, LLMError, LLMRoute
+from memlane.text.llm_route import following
 from memlane.types import Fact, FactRole
 
 log = logging.getLogger("memlane.memory")
@@ -64,6 +67,9 @@ class TurnInput:
     namespace: str
     model: str | None
     tenant: str = ""
+    route: LLMRoute | None = None
+    """Where the turn's request went, which memlane's own calls for it follow
+    (`text.llm_route`). No credential: safe to keep with queued work."""
     user_text: str = ""
     user_message_id: int | None = None
     assistant_text: str = ""
@@ -85,7 +91,7 @@ def schedule_ingest(rt: Runtime, turn: Turn, answer: Answer) -> None:
 
 async def _recorded(rt: Runtime, items: list[TurnInput]) -> None:
     """The write path for a batch, with its outcome kept for `memlane status`: one
-    `ingest_turns` per run of turns sharing a namespace, tenant and model."""
+    `ingest_turns` per run of turns sharing a namespace, tenant, model and route."""
     groups: list[list[TurnInput]] = []
     for item in items:
         if groups and _same_group(groups[-1][-1], item):
@@ -95,7 +101,8 @@ async def _recorded(rt: Runtime, items: list[TurnInput]) -> None:
     for group in groups:
         session_id = group[0].session_id
         try:
-            report = await ingest_turns(rt, group)
+            with following(group[0].route):  # the live request's, else the one it went by
+                report = await ingest_turns(rt, group)
         except Exception as exc:
             rt.activity.extraction(ok=False, detail=repr(exc)[:300], session_id=session_id)
             raise
@@ -106,11 +113,12 @@ async def _recorded(rt: Runtime, items: list[TurnInput]) -> None:
 
 
 def _same_group(a: TurnInput, b: TurnInput) -> bool:
-    return (a.session_id, a.namespace, a.tenant, a.model) == (
+    return (a.session_id, a.namespace, a.tenant, a.model, a.route) == (
         b.session_id,
         b.namespace,
         b.tenant,
         b.model,
+        b.route,
     )
 
 
@@ -136,6 +144,7 @@ def turn_input(rt: Runtime, turn: Turn, answer: Answer) -> TurnInput | None:
         namespace=turn.namespace,
         model=rt.memory_model(turn.model),
         tenant=turn.session.tenant,
+        route=REQUEST_ROUTE.get(),
         user_text=user_text,
         user_message_id=user_id,
         assistant_text=assistant,
@@ -182,7 +191,7 @@ async def ingest_turns(rt: Runtime, items: Sequence[TurnInput]) -> IngestReport:
         report.turns = len(written)
         # facts come from the user's message only: its turn is where they were said
         said_in = [tuple(t.id for t in per_turn if t.role == "user") for per_turn in entries]
-    found: list[tuple[int, str]] = []
+    found: list[Extracted] = []
     said = [Said(item.user_text, _said(item)) for item in items]
     if settings.memory_extract_facts and any(m.text.strip() for m in said):
         try:
@@ -191,19 +200,10 @@ async def ingest_turns(rt: Runtime, items: Sequence[TurnInput]) -> IngestReport:
             await record_for(
                 rt, first.session_id, "extraction", REFUSED_HINT.format(exc), "refused"
             )
-    if found:
-        scope = scopes.fact_scope(settings, first.session_id, first.namespace, first.tenant)
-        facts = list(dict.fromkeys(fact for _, fact in found))
-        sources: dict[str, Provenance] = {}
-        for index, fact in found:
-            sources.setdefault(fact, _provenance(items[index], said_in[index]))
-        async with book.scope_lock(scope):
-            existing = await neighbourhood(rt, facts, scope)
-            plan = await reconcile(rt.llm, facts, existing, model=first.model)
-            latest = _provenance(items[found[-1][0]], said_in[found[-1][0]])
-            await apply_plan(
-                book, plan, existing, scope=scope, source=latest, report=report, sources=sources
-            )
+    for scope, bound in _by_scope(rt, first, found).items():
+        sources = [_provenance(items[f.message], said_in[f.message]) for f in bound]
+        facts = [f.fact for f in bound]
+        await _reconcile_into(rt, scope, facts, sources, report, model=first.model)
     if settings.memory_summarization and report.facts_added:
         report.summary = await _update_summary(rt, book, first, conversation, report.facts_added)
     added = report.turns + len(report.facts_added)
@@ -217,6 +217,45 @@ def _noted_turns(entries: list[list[Fact]], scope: str, namespace: str) -> list[
     """The turn entries with the project files they name recorded (blocking)."""
     root = cites.project_of(scope, namespace)
     return entries if root is None else [cites.note_all(each, root) for each in entries]
+
+
+def _by_scope(
+    rt: Runtime, first: TurnInput, found: Sequence[Extracted]
+) -> dict[str, list[Extracted]]:
+    """The facts grouped by where they are kept: the user's in the tenant's global scope,
+    the project's in its namespace (`scopes.fact_scope`)."""
+    out: dict[str, list[Extracted]] = {}
+    for fact in found:
+        scope = scopes.fact_scope(
+            rt.settings, first.session_id, first.namespace, first.tenant, fact.about
+        )
+        out.setdefault(scope, []).append(fact)
+    return out
+
+
+async def _reconcile_into(
+    rt: Runtime,
+    scope: str,
+    found: Sequence[str],
+    sources: Sequence[Provenance],
+    report: IngestReport,
+    *,
+    model: str | None,
+) -> None:
+    """Reconcile the facts bound for `scope` (each with its source) against that scope's
+    facts only: a fact meant for one project, or for the user, never updates or deletes
+    a fact of another scope."""
+    book = rt.memory_book
+    facts = list(dict.fromkeys(found))
+    by_text: dict[str, Provenance] = {}
+    for fact, source in zip(found, sources, strict=True):
+        by_text.setdefault(fact, source)
+    async with book.scope_lock(scope):
+        existing = await neighbourhood(rt, facts, scope)
+        plan = await reconcile(rt.llm, facts, existing, model=model)
+        await apply_plan(
+            book, plan, existing, scope=scope, source=sources[-1], report=report, sources=by_text
+        )
 
 
 def _provenance(item: TurnInput, turns: tuple[str, ...] = ()) -> Provenance:

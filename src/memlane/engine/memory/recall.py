@@ -241,15 +241,19 @@ async def recall(
     exclude: set[str] | None = None,
     as_of: datetime | None = None,
     session_id: str | None = None,
+    distinct: bool = True,
 ) -> list[Recalled]:
     """The top-k memories for `query`, with their roles, skipping texts in `exclude`.
 
+    `distinct` False keeps one text remembered in several scopes once per scope (an
+    operator's search shows each where it is); a request reads it once.
     `scopes` None searches every scope: for an operator (CLI), never for a request.
     Facts true now, or at `as_of`; a question about change brings replaced ones too.
     Session summaries of the scopes come too (`memory_session_summaries`), except the
     summary of `session_id`, the conversation asking (it is what the model reads).
     """
     asked = _asked(rt, query, scopes, exclude, as_of, session_id)
+    asked = replace(asked, distinct=distinct)
     q = asked.query
     if q is None:
         return []
@@ -281,6 +285,8 @@ class _Asked:
     scopes: Sequence[str] | None
     session_id: str | None
     dated: bool
+    distinct: bool = True
+    """One hit per text (else per scope and text)."""
 
 
 def _asked(
@@ -316,7 +322,7 @@ def _recalled(rt: Runtime, asked: _Asked, hits: Sequence[Candidate]) -> list[Rec
     """The hits not already in the request, each with its entry (and, `memory_fact_sources`,
     the turns its fact came from), top-k; in the calling thread (it reads the store)."""
     seen: set[str] = set()
-    hits = [h for h in hits if _fresh(h, asked.skip, seen, asked.session_id)][: asked.k]
+    hits = [h for h in hits if _fresh(h, asked, seen)][: asked.k]
     if not hits:
         return []
     follow = rt.settings.memory_fact_sources
@@ -352,16 +358,19 @@ def _checked(rt: Runtime, found: list[Recalled]) -> list[Recalled]:
     return sorted(marked, key=lambda r: r.staleness is not None and r.staleness.status == "deleted")
 
 
-def _fresh(hit: Candidate, skip: set[str], seen: set[str], session_id: str | None) -> bool:
+def _fresh(hit: Candidate, asked: _Asked, seen: set[str]) -> bool:
     """Not in the request already, not said by an earlier hit (a fork's summary is its
-    parent's); a session summary is not the asking conversation's own, nor inside a
-    message of the request (an `@@` reference brings it)."""
+    parent's; of the same scope only, unless `distinct`); a session summary is not the
+    asking conversation's own, nor inside a message of the request (an `@@` reference
+    brings it)."""
     text = hit.text.strip()
-    if text in skip or text in seen:
+    said = text if asked.distinct else f"{hit.scope}\n{text}"
+    if text in asked.skip or said in seen:
         return False
-    if hit.kind == "session" and (hit.ref == session_id or any(text in s for s in skip)):
+    skip = asked.skip
+    if hit.kind == "session" and (hit.ref == asked.session_id or any(text in s for s in skip)):
         return False
-    seen.add(text)
+    seen.add(said)
     return True
 
 

@@ -1,10 +1,12 @@
 """Scope strings: who may see a memory (the strings themselves: `types.scopes`).
 
 - `conv:<session id>`: one conversation (its turns, its rolling summary);
-- `ns:<namespace>`: every conversation of a namespace (a repo, by default the
-  session's own); extracted facts live here unless `memory_fact_scope` says
-  `conversation`;
-- `global`: everything of a tenant, added on purpose (CLI `--scope global`, the library).
+- `ns:<namespace>`: every conversation of a namespace (a project: a repo, by default
+  the session's own); extracted facts about the project live here unless
+  `memory_fact_scope` says `conversation`;
+- `global`: everything of a tenant: extracted facts about the user (who they are,
+  preferences, people, habits: they follow the user into every project), and what was
+  added on purpose (CLI `--scope global`, the library).
 
 Under credential tenancy a tenant's scopes are qualified with its id,
 `t:<tenant>:conv:…`, `t:<tenant>:ns:…`, `t:<tenant>:global`, so no search of one
@@ -20,6 +22,7 @@ from __future__ import annotations
 import re
 
 from memlane.config import Settings
+from memlane.engine.memory.extract import PROJECT, USER, About
 from memlane.types.scopes import (
     CONVERSATION_PREFIX,
     GLOBAL,
@@ -32,10 +35,14 @@ from memlane.types.scopes import (
 )
 
 __all__ = [
+    "CONVERSATION",
     "CONVERSATION_PREFIX",
     "GLOBAL",
     "NAMESPACE_PREFIX",
+    "PROJECT",
     "TENANT_PREFIX",
+    "USER",
+    "about",
     "conversation_scope",
     "fact_scope",
     "global_scope",
@@ -45,6 +52,7 @@ __all__ = [
     "recall_scopes",
     "tenant_of",
     "unqualified",
+    "where",
 ]
 
 _QUALIFIED = re.compile(r"^t:(?P<tenant>[0-9a-f]{32}):(?P<scope>.+)$", re.S)
@@ -62,10 +70,40 @@ def unqualified(scope: str) -> str:
     return match.group("scope") if match else scope
 
 
-def fact_scope(settings: Settings, session_id: str, namespace: str, tenant: str = "") -> str:
-    """Where facts extracted from this conversation are kept."""
+CONVERSATION = "conversation"
+"""What a memory of a conversation's scope is about, beside `USER` and `PROJECT`."""
+
+
+def about(scope: str) -> tuple[str, str | None]:
+    """Whom a memory of `scope` is about, and where: (`user`, None) for the tenant's global
+    scope (recalled in every session), (`project`, the namespace) for a project's, and
+    (`conversation`, the session id) for one conversation's."""
+    inner = unqualified(scope)
+    if inner == GLOBAL:
+        return USER, None
+    if inner.startswith(NAMESPACE_PREFIX):
+        return PROJECT, inner.removeprefix(NAMESPACE_PREFIX)
+    return CONVERSATION, inner.removeprefix(CONVERSATION_PREFIX)
+
+
+def where(scope: str) -> str:
+    """`about` in words, for a table: `user`, `project api`, `conversation 3f2a…`."""
+    kind, name = about(scope)
+    return kind if name is None else f"{kind} {name}"
+
+
+def fact_scope(
+    settings: Settings, session_id: str, namespace: str, tenant: str = "", label: About = PROJECT
+) -> str:
+    """Where facts extracted from this conversation are kept, by their `label`: a fact about
+    the user in the tenant's `global` (recalled in every session), one about the project in
+    its namespace (never seen by another). `memory_fact_scope = conversation` keeps both in
+    the conversation; a user fact stays in the namespace when `memory_scopes` recalls no
+    `global` (where nothing would find it)."""
     if settings.memory_fact_scope == "conversation":
         return conversation_scope(session_id, tenant)
+    if label == USER and "global" in settings.memory_scopes:
+        return global_scope(tenant)
     return namespace_scope(namespace, tenant)
 
 
