@@ -173,7 +173,13 @@ async def _serve(
     REQUEST_KEY.set(lent_key(adapter.wire, sent))
     tenant = state.tenant(sent)
     try:
-        identity = resolve(sent, parsed.body)
+        identity = resolve(
+            sent,
+            parsed.body,
+            parsed.messages,
+            parsed.instructions,
+            without_project=state.settings.sessions_without_project,
+        )
     except IdentityError as exc:
         raise ProxyError(400, str(exc), code="invalid_namespace", param="X-Memlane-Repo") from None
     tools = offered(state.settings.proxy_tools, identity.flags.get(h.TOOLS_FLAG))
