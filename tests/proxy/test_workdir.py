@@ -96,6 +96,13 @@ def test_codex_names_its_folder_in_its_environment_context() -> None:
     assert found(ResponsesAdapter(), codex_body()) == FOLDER
 
 
+def test_codex_in_a_folder_with_agents_md_sends_its_context_after_the_instructions() -> None:
+    body = codex_body()
+    agents = "# AGENTS.md instructions for /home/ann/work/api\n\n<INSTRUCTIONS>\nUse tabs.\n</INSTRUCTIONS>"
+    body["input"][2]["content"].insert(0, {"type": "input_text", "text": agents})
+    assert found(ResponsesAdapter(), body) == FOLDER
+
+
 def test_claude_code_names_its_folder_in_its_environment_reminder() -> None:
     assert found(MessagesAdapter(), claude_body()) == FOLDER
 

@@ -4,7 +4,8 @@ Each recognised client states its working directory in its own words; memlane
 reads it, never asks for it (what each was checked against is in
 docs/concepts/projects.md):
 
-- Codex CLI: a user item `<environment_context>` holding `<cwd>/path</cwd>`;
+- Codex CLI: a user item `<environment_context>` holding `<cwd>/path</cwd>` (after the
+  `# AGENTS.md instructions for …` part in the same item when the folder has an AGENTS.md);
 - Claude Code (2.x): its first `<system-reminder>`, `Primary working directory: /path`
   (Cline names a multi-root workspace's folder the same way);
 - an `<env>` block with `Working directory: /path` in the system prompt: OpenCode,
@@ -35,6 +36,8 @@ SCANNED_CHARS = 200_000
 environment within its first pages, before any tool listing."""
 
 CODEX_CONTEXT = "<environment_context>"
+CODEX_OPENINGS = (CODEX_CONTEXT, "# AGENTS.md instructions for", "<user_instructions>")
+"""How a Codex context item opens: the environment, or the AGENTS.md part before it."""
 REMINDER = "<system-reminder>"
 GEMINI_CONTEXT = "This is "
 """How a Gemini-style client's context item opens ("This is the Qwen Code. We are …")."""
@@ -61,8 +64,9 @@ def working_directory(messages: Sequence[Message], instructions: str = "") -> st
     opening = [m for m in messages[:SCANNED_MESSAGES] if m.kind == "message"]
     for message in opening:
         text = message.text
-        if message.role == "user" and text.startswith(CODEX_CONTEXT):
-            found = _CWD.search(text, 0, SCANNED_CHARS)
+        if message.role == "user" and text.startswith(CODEX_OPENINGS):
+            at = text.find(CODEX_CONTEXT, 0, SCANNED_CHARS)
+            found = _CWD.search(text, at, SCANNED_CHARS) if at >= 0 else None
             if found is not None:
                 return found.group(1).strip()
         elif (message.role == "user" and text.startswith(GEMINI_CONTEXT)) or (
