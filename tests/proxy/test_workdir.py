@@ -19,6 +19,7 @@ from memlane.proxy.workdir import working_directory
 
 FOLDER = "/home/ann/work/api"
 REMINDER = "<system-reminder>"
+AGENTS = f"# AGENTS.md instructions for {FOLDER}\n\n<INSTRUCTIONS>\nUse tabs.\n</INSTRUCTIONS>"
 
 CODEX_CONTEXT = (
     "<environment_context>\n"
@@ -98,8 +99,7 @@ def test_codex_names_its_folder_in_its_environment_context() -> None:
 
 def test_codex_in_a_folder_with_agents_md_sends_its_context_after_the_instructions() -> None:
     body = codex_body()
-    agents = "# AGENTS.md instructions for /home/ann/work/api\n\n<INSTRUCTIONS>\nUse tabs.\n</INSTRUCTIONS>"
-    body["input"][2]["content"].insert(0, {"type": "input_text", "text": agents})
+    body["input"][2]["content"].insert(0, {"type": "input_text", "text": AGENTS})
     assert found(ResponsesAdapter(), body) == FOLDER
 
 
