@@ -7,13 +7,8 @@ from __future__ import annotations
 import httpx
 
 from tests.proxy.conftest import QUIET
-from tests.proxy.test_workdir import codex_body
+from tests.proxy.test_workdir import AGENTS, codex_body
 from tests.support.upstream import ProxyFactory, Reply, ScriptedUpstream
-
-AGENTS = (
-    "# AGENTS.md instructions for /home/ann/work/api\n\n<INSTRUCTIONS>\nUse tabs.\n</INSTRUCTIONS>"
-)
-
 
 def test_a_codex_session_is_titled_with_the_prompt(
     proxy_factory: ProxyFactory, upstream: ScriptedUpstream
