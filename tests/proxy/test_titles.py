@@ -10,6 +10,7 @@ from tests.proxy.conftest import QUIET
 from tests.proxy.test_workdir import AGENTS, codex_body
 from tests.support.upstream import ProxyFactory, Reply, ScriptedUpstream
 
+
 def test_a_codex_session_is_titled_with_the_prompt(
     proxy_factory: ProxyFactory, upstream: ScriptedUpstream
 ) -> None:
