@@ -1,7 +1,7 @@
 """One line per request, and the counters `memlane status` reads.
 
 Every request memlane serves is logged at `info` (method, route, status, time, the
-session's id prefix, the upstream's status when it was asked, and for a governed model
+session's id prefix and the namespace (project) its memory used, the upstream's status when it was asked, and for a governed model
 request what `X-Memlane-Context` says: the tokens forwarded against the limit, and
 whether it compacted), without bodies or credentials (for a client that shows no response
 headers, this is where to read it). A status of 500 or more, or an upstream error relayed
@@ -33,6 +33,8 @@ log = logging.getLogger("memlane.access")
 WARN_EVERY = 10.0
 SESSION_STATE = "memlane_session"
 """`request.state` key where the model routes leave the session id for this line."""
+NAMESPACE_STATE = "memlane_namespace"
+"""`request.state` key where the model routes leave the namespace (project) the turn used."""
 
 _UPSTREAM: ContextVar[list[int] | None] = ContextVar("memlane_upstream_status", default=None)
 
@@ -102,9 +104,11 @@ class AccessLog:
         route = str(scope.get("path", ""))
         state = scope.get("state") or {}
         session = str(state.get(SESSION_STATE) or "-")[:8]
-        line = "%s %s %d %.1f ms session %s upstream %s%s"
+        namespace = state.get(NAMESPACE_STATE)
+        where = f" namespace {namespace}" if namespace else ""
+        line = "%s %s %d %.1f ms session %s%s upstream %s%s"
         asked = "-" if upstream is None else str(upstream)
-        args = (scope.get("method", ""), route, status, ms, session, asked, context)
+        args = (scope.get("method", ""), route, status, ms, session, where, asked, context)
         if status < 400 or route == "/health":
             log.info(line, *args)
             return

@@ -35,7 +35,7 @@ from memlane.engine.threads import TRAFFIC
 from memlane.engine.turn import Answer, DirectAnswer, Prepared, Turn
 from memlane.engine.turnorder import Hold
 from memlane.proxy import headers as h
-from memlane.proxy.access import SESSION_STATE
+from memlane.proxy.access import NAMESPACE_STATE, SESSION_STATE
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
 from memlane.proxy.forward import (
@@ -213,6 +213,7 @@ async def _serve(
     outgoing = prepared.messages
     if turn.session is not None:
         setattr(request.state, SESSION_STATE, turn.session.id)  # for the access line
+        setattr(request.state, NAMESPACE_STATE, turn.namespace)
     headers = upstream.headers(request.headers.raw)
     headers.setdefault("content-type", "application/json")
     url = upstream_url(upstream, adapter, request)
