@@ -4,8 +4,8 @@ Every request memlane serves is logged at `info` (method, route, status, time, t
 session's id prefix and the namespace (project) its memory used, the upstream's status
 when it was asked, and for a governed model request what `X-Memlane-Context` says: the
 tokens forwarded against the limit, and whether it compacted), without bodies or
-credentials (for a client that shows no response headers, this is where to read it). A status of 500 or more, or an upstream error relayed
-to the client, is a `warning`, at most once per route and status every `WARN_EVERY`
+credentials (for a client that shows no response headers, this is where to read it).
+A status of 500 or more, or an upstream error relayed to the client, is a `warning`, at most once per route and status every `WARN_EVERY`
 seconds (a failing upstream must not flood the terminal).
 Streams are measured to their last byte and never buffered.
 
