@@ -5,8 +5,9 @@ session's id prefix and the namespace (project) its memory used, the upstream's 
 when it was asked, and for a governed model request what `X-Memlane-Context` says: the
 tokens forwarded against the limit, and whether it compacted), without bodies or
 credentials (for a client that shows no response headers, this is where to read it).
-A status of 500 or more, or an upstream error relayed to the client, is a `warning`, at most once per route and status every `WARN_EVERY`
-seconds (a failing upstream must not flood the terminal).
+A status of 500 or more, or an upstream error relayed to the client, is a `warning`, at
+most once per route and status every `WARN_EVERY` seconds (a failing upstream must not
+flood the terminal).
 Streams are measured to their last byte and never buffered.
 
 The line is written, and the request counted, just before the response's last
