@@ -159,8 +159,8 @@ def chat(
         str | None,
         typer.Option(
             "--namespace",
-            help="Memory namespace (default: the git repository's name, as the proxy's "
-            "clients and `memlane mcp` use, else the current folder).",
+            help="Memory namespace (default: the git repository root's path, as the proxy "
+            "gives the agents working there and `memlane mcp` uses, else the current folder).",
         ),
     ] = None,
 ) -> None:
