@@ -1,8 +1,9 @@
 """Scope strings: who may see a memory (the strings themselves: `types.scopes`).
 
 - `conv:<session id>`: one conversation (its turns, its rolling summary);
-- `ns:<namespace>`: every conversation of a namespace (a repo, by default the
-  session's own); extracted facts live here unless `memory_fact_scope` says
+- `ns:<namespace>`: every conversation of a namespace (a project: the repo a request
+  names or the repository the agent works in, else the tenant's `default`,
+  `proxy.identity`); extracted facts live here unless `memory_fact_scope` says
   `conversation`;
 - `global`: everything of a tenant, added on purpose (CLI `--scope global`, the library).
 
