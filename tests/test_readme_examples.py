@@ -101,6 +101,7 @@ class Reader:
         tmp_path: Path,
     ) -> None:
         upstream.respond_with(memlane_answers)
+        self.upstream = upstream
         anthropic.respond_with(lambda _request: Reply(text="Noted."))
         self.proxy = proxy_factory(index_enabled=False, anthropic_upstream_url=anthropic.base)
         self.tmp = tmp_path
@@ -174,6 +175,20 @@ class Reader:
         if 'memory search "tabs"' in block.code:  # the fact the quick start's turn taught
             found = [" ".join(out.split()) for out in outputs]
             assert any("The user prefers tabs" in out for out in found), (block.where, outputs)
+        if "X-Memlane-Session: tuesday" in block.code:  # a new session gets it back
+            self.recalled_in_a_new_session(block)
+
+    def recalled_in_a_new_session(self, block: Block) -> None:
+        """The quick start's promise: the second session's forwarded request carries the
+        preference the first one taught, before its question, which stays last."""
+        asked = [
+            r
+            for r in self.upstream.requests
+            if r.messages and r.messages[-1].get("content") == "Tabs or spaces?"
+        ]
+        assert asked, block.where
+        before = " ".join(str(m.get("content")) for m in asked[-1].messages[:-1])
+        assert "The user prefers tabs" in before, (block.where, asked[-1].messages)
 
 
 @pytest.mark.timeout(600)  # ~25 blocks, each its own process: 90-120 s on two busy cores

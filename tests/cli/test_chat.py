@@ -333,8 +333,9 @@ def test_an_upstream_error_is_one_line_and_the_chat_goes_on(
 def test_a_chat_in_a_repository_files_its_memories_under_the_repositorys_namespace(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    """The namespace the proxy's clients send (`X-Memlane-Repo`) and `memlane mcp` uses there:
-    what the user tells a chat in the repository is found by the agents working in it."""
+    """The namespace the proxy gives an agent working there and `memlane mcp` uses there (the
+    repository root's path): what the user tells a chat in the repository is found by the
+    agents working in it."""
     inside = tmp_path / "shop" / "src" / "api"
     inside.mkdir(parents=True)
     (tmp_path / "shop" / ".git").mkdir()
@@ -348,4 +349,4 @@ def test_a_chat_in_a_repository_files_its_memories_under_the_repositorys_namespa
         namespaces = [s.namespace for s in store.list_sessions()]
     finally:
         store.close()
-    assert namespaces == ["shop"]
+    assert namespaces == [str((tmp_path / "shop").resolve())]

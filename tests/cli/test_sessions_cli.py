@@ -121,6 +121,21 @@ def test_list_filters_by_namespace_and_tag(runner: CliRunner, store: SQLiteStore
     assert [r["id"] for r in json.loads(out)] == [a.id]
 
 
+def test_list_shows_each_sessions_project(runner: CliRunner, store: SQLiteStore) -> None:
+    """Its name in the table; its namespace (the repository root's path) in `--json`."""
+    add_session(store, "w", ["work on the api"], namespace="/home/ann/work/api")
+    add_session(store, "d", ["a plain chat"], namespace="default")
+    code, out, _ = invoke(runner, "sessions", "list")
+    assert code == 0
+    assert "project" in out
+    row = next(line for line in out.splitlines() if "work on the api" in line)
+    assert row.rstrip(" │").endswith("api")
+    assert "/home/ann" not in out
+    _, out, _ = invoke(runner, "sessions", "list", "--json")
+    found = {r["key"]: (r["namespace"], r["project"]) for r in json.loads(out)}
+    assert found == {"w": ("/home/ann/work/api", "api"), "d": ("default", "default")}
+
+
 def test_show_by_name_prefix_and_key(runner: CliRunner, store: SQLiteStore) -> None:
     session = add_session(store, "chat-1", ["hello", "more"], metadata={"name": "greeting"})
     for ref in ("greeting", "GREETING", session.id[:8], "chat-1", session.id):

@@ -22,20 +22,27 @@ INSPECTOR = ROOT / ".cache" / "inspector" / "node_modules" / ".bin" / "mcp-inspe
 class Home:
     path: Path
     repo: Path
-    """A git work tree named `myrepo`: `memlane mcp` started there binds namespace `myrepo`."""
+    """A git work tree named `myrepo`: `memlane mcp` started there binds its namespace, the
+    repository's absolute path (`namespace`)."""
+    namespace: str
     session_id: str
 
 
 @pytest.fixture
 async def home(tmp_path: Path) -> Home:
     path = tmp_path / "home"
+    repo = tmp_path / "myrepo"
+    (repo / ".git").mkdir(parents=True)
+    namespace = str(repo.resolve())
     settings = Settings(home=path, embedding_backend="hashing")
     store = open_store(settings)
     try:
         rt = Runtime(settings, store)
-        await manage.add_memory(rt, "The release train leaves on Thursdays", scope="ns:myrepo")
+        await manage.add_memory(
+            rt, "The release train leaves on Thursdays", scope=f"ns:{namespace}"
+        )
         await manage.add_memory(rt, "Project Falcon is secret", scope="ns:other")
-        session = store.ensure_session("db-talk", namespace="myrepo")
+        session = store.ensure_session("db-talk", namespace=namespace)
         texts = ["Which database for orders?", "We chose PostgreSQL for the orders service."]
         roles = ("user", "assistant")
         store.append_messages(
@@ -51,6 +58,4 @@ async def home(tmp_path: Path) -> Home:
         await rt.background.drain()
     finally:
         store.close()
-    repo = tmp_path / "myrepo"
-    (repo / ".git").mkdir(parents=True)
-    return Home(path, repo, session.id)
+    return Home(path, repo, namespace, session.id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -41,7 +42,7 @@ async def test_an_agent_over_stdio_uses_memory_and_sessions(
             "MEMLANE_LLM_MODEL": "scripted-small",
             "MEMLANE_EMBEDDING_BACKEND": "hashing",
         },
-        cwd=str(home.repo),  # the repository's name is the namespace
+        cwd=str(home.repo),  # the repository's path is the namespace
     )
     async with Client(server, read_timeout_seconds=60) as client:
         names = [tool.name for tool in (await client.list_tools()).tools]
@@ -59,7 +60,7 @@ async def test_an_agent_over_stdio_uses_memory_and_sessions(
             "todo_set",
         ]
         added = await client.call_tool("memory_add", {"text": "Hotfixes skip the release train"})
-        assert "Remembered in ns:myrepo" in text(added)
+        assert f"Remembered in ns:{home.namespace}" in text(added)
         asked = [str(r.json) for r in upstream.model_requests]
         assert any("The release train leaves on Thursdays" in a for a in asked)  # reconciled
         found = await client.call_tool("memory_search", {"q": "release train", "k": 5})
@@ -86,13 +87,15 @@ async def test_an_agent_over_stdio_uses_memory_and_sessions(
 
         todo = await client.call_tool("todo_set", {"text": "- [ ] ship the hotfix"})
         assert not todo.is_error, text(todo)
-        resource = await client.read_resource("memlane://memory/ns:myrepo")
+        resource = await client.read_resource(
+            f"memlane://memory/{quote('ns:' + home.namespace, safe='')}"
+        )
         assert "Hotfixes skip the release train" in resource.contents[0].text  # type: ignore[union-attr]
 
     settings = Settings(home=home.path)
     store = open_store(settings)
     try:
-        facts = store.list_facts(scope="ns:myrepo")
+        facts = store.list_facts(scope=f"ns:{home.namespace}")
         assert "Hotfixes skip the release train" in [f.text for f in facts]
         mine = store.find_session("agent-7")
         assert mine is not None

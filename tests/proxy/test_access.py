@@ -34,7 +34,8 @@ def test_each_request_gets_one_line_and_no_secret(
     tokens, limit, _ = (p.split("=")[1] for p in answer.headers["x-memlane-context"].split("; "))
     # the upstream's status, and what governance forwarded, for clients that show no headers
     assert text.endswith(
-        f"session {session.id[:8]} upstream 200 context {tokens}/{int(limit):,} tokens"
+        f"session {session.id[:8]} namespace default upstream 200 "
+        f"context {tokens}/{int(limit):,} tokens"
     )
     assert lines[0].levelno == logging.INFO
     assert "sk-secret" not in caplog.text

@@ -26,11 +26,18 @@ from typing import Any
 
 import pytest
 
+from memlane.engine.memory.extract import FACT_PROMPT
 from memlane.proxy.wire.base import dumps
 from tests.proxy.conftest import stored
 from tests.proxy.test_codex_cli import NetworkTrap, trap  # noqa: F401 (the fixture)
 from tests.support.anthropic_upstream import AnthropicProxy, ScriptedAnthropic, Turn, signature
-from tests.support.upstream import RecordedRequest, RunningProxy, ToolCallSpec
+from tests.support.upstream import (
+    RecordedRequest,
+    Reply,
+    RunningProxy,
+    ScriptedUpstream,
+    ToolCallSpec,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAUDE = ROOT / ".cache" / "claude" / "node_modules" / ".bin" / "claude"
@@ -223,3 +230,73 @@ def test_claude_code_runs_its_bash_loop_and_continues_through_memlane(
     home = Path(proxy.settings.home_path)
     leaked = [p for p in home.rglob("*") if p.is_file() and API_KEY.encode() in p.read_bytes()]
     assert leaked == []
+
+
+FACT = "We deploy the shop to blue-kestrel-7"
+
+
+def project_facts(request: RecordedRequest) -> Reply | None:
+    """memlane's own fact extraction (its FACT_PROMPT, on the OpenAI upstream by default),
+    answered with the fact the user said; the rest of its calls change nothing."""
+    messages = request.json.get("messages") or []
+    if messages and messages[0].get("content") == FACT_PROMPT:
+        said = "blue-kestrel-7" in str(messages[-1].get("content"))
+        return Reply(text=json.dumps([FACT] if said else []))
+    return Reply(text="[]")
+
+
+def claude_in(claude: ClaudeCode, folder: Path, prompt: str) -> str:
+    """A new `claude -p` conversation started in `folder`, with no memlane header at all."""
+    command = [str(claude.binary), "-p", prompt, "--model", MODEL]
+    result = subprocess.run(
+        command,
+        env=claude.env,
+        cwd=folder,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=CLAUDE_TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 0, f"claude -p failed:\n{result.stdout}\n{result.stderr[-3000:]}"
+    return result.stdout.strip()
+
+
+def test_a_new_claude_code_conversation_in_the_same_repository_recalls_an_earlier_fact(
+    anthropic_proxy: AnthropicProxy,
+    anthropic_upstream: ScriptedAnthropic,
+    upstream: ScriptedUpstream,
+    trap: NetworkTrap,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """No header, no set-up: Claude Code's working directory names the project (its git
+    root), so a fact said in one conversation reaches a new one started in a subfolder of
+    the same repository, and not one started in another repository."""
+    proxy = anthropic_proxy(memory_enabled=True)
+    claude = ClaudeCode(proxy, trap, tmp_path)
+    shop, garden = tmp_path / "code" / "shop", tmp_path / "code" / "garden"
+    for repo in (shop, garden):
+        (repo / ".git").mkdir(parents=True)
+    (shop / "src").mkdir()
+    upstream.respond_with(project_facts)
+    anthropic_upstream.script(
+        Turn(text="Noted."), Turn(text="To blue-kestrel-7."), Turn(text="No idea.")
+    )
+
+    assert claude_in(claude, shop, f"Remember: {FACT}.") == "Noted."
+    proxy.drain()
+    facts = proxy.store.list_facts(scope=f"ns:{shop.resolve()}", roles=("memory",))
+    assert [f.text for f in facts] == [FACT]
+    question = "Where do we deploy the shop?"
+    assert claude_in(claude, shop / "src", question) == "To blue-kestrel-7."
+    assert claude_in(claude, garden, question) == "No idea."
+    proxy.drain()
+    assert trap.attempts == []
+
+    asked = [r for r in anthropic_upstream.message_requests if question in json.dumps(r.json)]
+    same_project, other_project = asked
+    assert "blue-kestrel-7" in json.dumps(same_project.json["messages"])
+    assert "blue-kestrel-7" not in json.dumps(other_project.json["messages"])
+    by_key = {s.key: s.namespace for s in proxy.store.list_sessions()}
+    assert by_key[same_project.headers["x-claude-code-session-id"]] == str(shop.resolve())
+    assert by_key[other_project.headers["x-claude-code-session-id"]] == str(garden.resolve())

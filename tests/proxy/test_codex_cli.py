@@ -33,6 +33,7 @@ from typing import Any
 
 import pytest
 
+from memlane.engine.memory.extract import FACT_PROMPT
 from memlane.proxy.wire.base import dumps
 from tests.proxy.conftest import QUIET, stored
 from tests.support.upstream import (
@@ -322,3 +323,81 @@ def test_codex_exec_and_resume_run_their_tool_loop_through_memlane(
     home = Path(proxy.settings.home_path)
     leaked = [p for p in home.rglob("*") if p.is_file() and API_KEY.encode() in p.read_bytes()]
     assert leaked == []
+
+
+FACT = "We deploy the shop to blue-kestrel-7"
+
+
+def project_facts(request: RecordedRequest) -> Reply | None:
+    """memlane's own fact extraction (its FACT_PROMPT), answered with the fact the user said;
+    Codex's requests fall through to the script."""
+    messages = request.json.get("messages") if request.path.endswith("/chat/completions") else None
+    if not messages:
+        return None
+    if messages[0].get("content") == FACT_PROMPT:
+        said = "blue-kestrel-7" in str(messages[-1].get("content"))
+        return Reply(text=json.dumps([FACT] if said else []))
+    return Reply(text="[]")  # reconciliation and the rest: nothing to change
+
+
+def exec_in(codex: Codex, folder: Path, prompt: str) -> str:
+    """A new `codex exec` thread started in `folder`, with no memlane header at all."""
+    command = [
+        str(codex.binary),
+        "exec",
+        "--skip-git-repo-check",
+        "--color=never",
+        *codex.model,
+        f"--cd={folder}",
+        *(arg for override in OFFLINE for arg in ("-c", override)),
+        prompt,
+    ]
+    result = subprocess.run(
+        command,
+        env=codex.env,
+        cwd=folder,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=CODEX_TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 0, f"codex exec failed:\n{result.stderr[-3000:]}"
+    return result.stdout.strip()
+
+
+def test_a_new_codex_thread_in_the_same_repository_recalls_what_an_earlier_one_learned(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream, trap: NetworkTrap, tmp_path: Path
+) -> None:
+    """No header, no set-up: Codex's working directory names the project (its git root),
+    so a fact said in one thread reaches a new thread in a subfolder of the same
+    repository, and not a thread in another repository."""
+    proxy = proxy_factory(index_enabled=False)
+    codex = Codex(proxy, trap, tmp_path, "scripted-small")
+    shop, garden = tmp_path / "code" / "shop", tmp_path / "code" / "garden"
+    for repo in (shop, garden):
+        (repo / ".git").mkdir(parents=True)
+    (shop / "src").mkdir()
+    upstream.respond_with(project_facts)
+    upstream.script(Reply(text="Noted."), Reply(text="To blue-kestrel-7."), Reply(text="No idea."))
+
+    assert exec_in(codex, shop, f"Remember: {FACT}.") == "Noted."
+    proxy.drain()
+    facts = proxy.store.list_facts(scope=f"ns:{shop.resolve()}", roles=("memory",))
+    assert [f.text for f in facts] == [FACT]
+    assert exec_in(codex, shop / "src", "Where do we deploy the shop?") == "To blue-kestrel-7."
+    assert exec_in(codex, garden, "Where do we deploy the shop?") == "No idea."
+    proxy.drain()
+    assert trap.attempts == []
+
+    first, same_project, other_project = [
+        r for r in upstream.model_requests if r.path == "/v1/responses"
+    ]
+    assert "blue-kestrel-7" in str(same_project.json["input"])  # recalled into the new thread
+    assert "blue-kestrel-7" not in str(other_project.json["input"])  # never another project's
+    namespaces = {s.key: s.namespace for s in proxy.store.list_sessions()}
+    assert namespaces == {
+        first.json["prompt_cache_key"]: str(shop.resolve()),
+        same_project.json["prompt_cache_key"]: str(shop.resolve()),
+        other_project.json["prompt_cache_key"]: str(garden.resolve()),
+    }

@@ -105,7 +105,11 @@ def test_a_long_history_is_compacted_and_the_next_request_only_appends(
     sent = forwarded[-1].json["messages"]
     assert len(json.dumps(sent)) < len(json.dumps(messages)) / 3
     assert any("conf/app.toml" in (m.get("content") or "") for m in sent[3:6])
-    assert sent[-1]["role"] == "user"  # dropped history recalled at the very end
+    # the question stays the last message: any recall of dropped history goes before it
+    assert sent[-1] == {"role": "user", "content": "Where is the config file?"}
+    recalled = [i for i, m in enumerate(sent) if "<memlane_recall>" in str(m["content"])]
+    assert recalled in ([], [len(sent) - 2])
+    before_recall = len(sent) - 1 - len(recalled)
     summary_calls = len(upstream.model_requests) - len(forwarded)
     assert summary_calls == 1
 
@@ -117,7 +121,9 @@ def test_a_long_history_is_compacted_and_the_next_request_only_appends(
     assert second.status_code == 200
     again = upstream.model_requests[-1].json["messages"]
     assert len(upstream.model_requests) == len(forwarded) + summary_calls + 1  # no new summary
-    assert again[: len(sent) - 1] == sent[:-1]  # the prefix is byte-stable; recall moved to the end
+    assert again[:before_recall] == sent[:before_recall]  # the prefix is byte-stable
+    asked = again.index(messages[-1])
+    assert not [m for m in again[asked:] if "<memlane_recall>" in str(m["content"])]
     session = proxy.store.find_session("gov")
     assert PLAN_STATE in proxy.store.get_state(session.id)
 

@@ -16,6 +16,7 @@ from memlane.proxy.identity import (
     is_agentic,
     resolve,
 )
+from memlane.types import Message
 from tests.support.upstream import RunningProxy
 
 
@@ -55,9 +56,34 @@ def test_namespace_order() -> None:
     assert ns(all_headers) == "r1"
     assert ns({"x-workspace-root": "r3", "x-project-root": "r4"}) == "r3"
     assert ns({}, {"metadata": {"repo": "/src/app"}}) == "/src/app"
-    assert ns({}) == "session:s"  # its own: never a repo called "s"
+    assert ns({}) == "default"  # the tenant's sessions with no project share one namespace
     with pytest.raises(IdentityError, match="may not start with"):
         ns({"x-memlane-repo": "session:other"})
+    with pytest.raises(IdentityError, match="sessions that name no project"):
+        ns({"x-memlane-repo": "Default"})
+
+
+def test_isolated_sessions_without_a_project_keep_a_namespace_of_their_own() -> None:
+    identity = resolve({"x-memlane-session": "s"}, {}, without_project="isolated")
+    assert identity.namespace == "session:s"  # never a repo called "s"
+
+
+def test_the_project_the_client_works_in_is_the_namespace(tmp_path: Path) -> None:
+    """A folder the agent names: its repository's root path, unless a header names one."""
+    repo = tmp_path / "api"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "src").mkdir()
+    context = f"<environment_context>\n  <cwd>{repo / 'src'}</cwd>\n</environment_context>"
+    messages = [Message("user", context), Message("user", "hi")]
+
+    def ns(headers: dict[str, str]) -> str:
+        return resolve({"x-memlane-session": "s", **headers}, {}, messages).namespace
+
+    assert ns({}) == str(repo.resolve())
+    assert ns({"x-memlane-repo": "chosen"}) == "chosen"
+    elsewhere = [Message("user", context.replace(str(tmp_path), "/not/here")), messages[1]]
+    assert resolve({}, {}, elsewhere).namespace == "/not/here/api/src"
+    assert resolve({}, {}, [Message("user", "hi")]).namespace == "default"
 
 
 @pytest.mark.parametrize(

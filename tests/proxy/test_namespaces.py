@@ -83,7 +83,7 @@ def test_a_session_key_equal_to_a_repo_name_does_not_read_the_repos_facts(
     upstream.script(Reply(text="No idea."), Reply(text="Anne."))
     ask(proxy, "home", "What is my wife's name?")  # its key is the repo's name, no repo header
     assert "Anne" not in _forwarded(upstream)
-    assert proxy.store.find_session("home").namespace == "session:home"
+    assert proxy.store.find_session("home").namespace == "default"
     ask(proxy, "home-2", "What is my wife's name?", repo="home")  # in the namespace: recalled
     assert "Anne" in _forwarded(upstream)
 
@@ -91,3 +91,18 @@ def test_a_session_key_equal_to_a_repo_name_does_not_read_the_repos_facts(
 def _forwarded(upstream: ScriptedUpstream) -> str:
     client = [r for r in upstream.model_requests if r.messages[0].get("content") not in OWN]
     return str(client[-1].messages)
+
+
+def test_a_reference_between_two_plain_sessions_with_no_repo_is_injected(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    """Sessions that name no project share the tenant's `default` namespace: `@@` works."""
+    proxy = proxy_factory(**QUIET)
+    upstream.script(Reply(text="Noted."), Reply(text="heron-ci-8812."))
+    ask(proxy, "monday-chat", "REMEMBER: the build server is called heron-ci-8812")
+    monday = proxy.store.find_session("monday-chat")
+    proxy.store.update_session(monday.id, metadata={"name": "build-notes"})
+    ask(proxy, "tuesday-chat", "What did we call the build server in @@build-notes?")
+    assert proxy.store.find_session("tuesday-chat").namespace == monday.namespace == "default"
+    assert "heron-ci-8812" in str(upstream.model_requests[-1].messages)
+    assert "another namespace" not in str(upstream.model_requests[-1].messages)

@@ -60,7 +60,7 @@ def test_the_list_shows_title_namespace_client_counts_and_searches(
         ).text
     assert rows(page) == ["Write the <b>release</b> notes", "Plan the walrus migration"]
     assert "&lt;b&gt;release&lt;/b&gt;" in page  # stored text is escaped, never markup
-    assert "<td>zoo</td>" in page
+    assert '<td title="zoo">zoo</td>' in page
     assert "OpenAI/Python" in page  # the client, from its User-Agent
     assert rows(found) == ["Plan the walrus migration"]
     assert rows(by_namespace) == ["Plan the walrus migration"]
@@ -298,3 +298,17 @@ def test_a_recalled_session_summary_links_to_its_session(proxy_factory: ProxyFac
         page = client.get(f"/ui/sessions/{session.id}").text
     assert f'<a href="/ui/sessions/{design.id}">summary of session {design.id[:8]}</a>' in page
     assert "(gone)" not in page
+
+
+def test_sessions_are_filtered_and_shown_by_project(proxy_factory: ProxyFactory) -> None:
+    """A project found by its folder shows its name; the filter keeps two `api`s apart."""
+    proxy = proxy_factory(**QUIET)
+    chat(proxy, "work", "Plan the work api", **{"X-Memlane-Repo": "/home/ann/work/api"})
+    chat(proxy, "play", "Plan the play api", **{"X-Memlane-Repo": "/home/ann/play/api"})
+    with bearer_client(proxy) as client:
+        page = client.get("/ui/sessions").text
+        work = client.get("/ui/sessions", params={"namespace": "/home/ann/work/api"}).text
+    assert '<td title="/home/ann/work/api">api</td>' in page
+    assert "api — /home/ann/work/api (1)" in page
+    assert "api — /home/ann/play/api (1)" in page
+    assert rows(work) == ["Plan the work api"]

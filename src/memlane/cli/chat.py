@@ -35,7 +35,7 @@ from memlane.engine.signals import threads_started_here_leave_signals
 from memlane.engine.tenancy import OPERATOR
 from memlane.engine.threads import worker_pool
 from memlane.engine.turn import Answer, DirectAnswer, Turn
-from memlane.files.paths import repository_namespace, repository_root
+from memlane.files.projects import project_of
 from memlane.proxy.wire.chat import ChatAssembler, wire_messages
 from memlane.store import Store
 from memlane.text.factory import upstream_llm
@@ -159,8 +159,8 @@ def chat(
         str | None,
         typer.Option(
             "--namespace",
-            help="Memory namespace (default: the git repository's name, as the proxy's "
-            "clients and `memlane mcp` use, else the current folder).",
+            help="Memory namespace (default: the git repository root's path, as the proxy "
+            "gives the agents working there and `memlane mcp` uses, else the current folder).",
         ),
     ] = None,
 ) -> None:
@@ -195,10 +195,10 @@ def chat(
 
 
 def _folder_namespace(cwd: Path) -> str:
-    """A new chat's namespace: its repository's, so it shares memories with the agents
-    working there; outside any repository, the folder itself."""
-    root = repository_root(cwd)
-    return repository_namespace(root) if root is not None else str(cwd)
+    """A new chat's namespace: its project's (the repository's root path), so it shares
+    memories with the agents working there; outside any repository, the folder itself."""
+    project = project_of(cwd.absolute())
+    return project.namespace if project is not None else str(cwd)
 
 
 def _log_to_file(settings: Settings) -> None:

@@ -35,6 +35,7 @@ from memlane.engine.sessions.query import query_session
 from memlane.engine.tenancy import OPERATOR, short
 from memlane.files.atomic import write_atomic
 from memlane.files.git_purge import PurgeError
+from memlane.files.projects import display_name
 from memlane.store import Store, StoreError
 from memlane.text.llm import LLMError
 from memlane.types import Session
@@ -94,7 +95,10 @@ def list_sessions(
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most this many.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Sessions, newest activity first: title, messages, age, tokens and cost.
+    """Sessions, newest activity first: title, messages, age, tokens, cost and project.
+
+    The project is its name (a repository's folder name); `--json` gives its namespace
+    (the repository root's path) and `--namespace` filters by it.
 
     The cost column adds what indexing the session cost to the conversation's own.
     """
@@ -117,7 +121,7 @@ def list_sessions(
     table.add_column("title", overflow="ellipsis", ratio=1)
     for column in ("messages", "age", "tokens", "cost"):
         table.add_column(column, no_wrap=True, justify="right")
-    table.add_column("namespace", overflow="fold")
+    table.add_column("project", overflow="fold")
     tenanted = any(s.tenant for s in sessions)  # credential tenancy: whose session it is
     if tenanted:
         table.add_column("tenant", no_wrap=True)
@@ -129,7 +133,7 @@ def list_sessions(
             age(session.updated_at),
             str(session.prompt_tokens + session.completion_tokens),
             f"${session.cost_usd + index_cost(session):.4f}",
-            session.namespace,
+            display_name(session.namespace),
         ]
         table.add_row(*cells, *([short(session.tenant)] if tenanted else []))
     console.print(table)

@@ -22,6 +22,12 @@ class SessionsSettings(SettingsPart):
     messages and memlane prepends the session's working context (per request: X-Memlane-History). A
     request that resends its history is never fed twice."""
 
+    sessions_without_project: Literal["shared", "isolated"] = "shared"
+    """Sessions that name no project (no repo header, no working directory the client states):
+    shared, one `default` namespace per tenant, so their facts, summaries and `@@`
+    references reach each other; isolated, each session a namespace of its own
+    (`session:<key>`)."""
+
     summary_enabled: bool = False
     """Keep a running summary of each session: past the threshold, the oldest messages are folded
     into it in the background. The working context (summary plus the rest) is what server-side

@@ -14,11 +14,11 @@ from memlane.engine.memory.ingest import schedule_ingest
 from memlane.engine.memory.recall import Ahead, recall_for_turn, search_ahead
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import history
+from memlane.engine.sessions.asked import first_asked
 from memlane.engine.sessions.children import open_session
 from memlane.engine.sessions.indexing import schedule_index
 from memlane.engine.sessions.lifecycle import title_from_prompt
 from memlane.engine.sessions.references import has_references, resolve_references
-from memlane.engine.sessions.serialize import is_conversation
 from memlane.engine.storing import keep, writes_behind
 from memlane.engine.turn import Answer, DirectAnswer, Forward, Prepared, Turn
 from memlane.store import NewMessage, SyncResult
@@ -338,9 +338,8 @@ def remember_identity(rt: Runtime, turn: Turn) -> None:
         metadata[scaffold.META] = "on"
     title = None
     if not session.title:
-        users = (m.text for m in turn.messages if m.role == "user" and is_conversation(m))
-        prompt = next(users, "")
-        title = title_from_prompt(prompt) if prompt.strip() else None
+        prompt = first_asked(turn.messages)
+        title = title_from_prompt(prompt) if prompt else None
     if metadata != session.metadata or title is not None:
         turn.session = rt.store.update_session(session.id, title=title, metadata=metadata)
 

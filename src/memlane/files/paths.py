@@ -49,10 +49,12 @@ def session_dir(sessions_root: Path, key: str, tenant: str = "") -> Path:
 
 
 def repository_namespace(root: Path) -> str:
-    """The memory namespace of a git repository: its folder's name. The proxy's clients send
-    it as `X-Memlane-Repo`, and `memlane mcp` and `memlane chat` started inside the
-    repository use it, so every face files a repository's memories under one namespace."""
-    return root.name
+    """The memory namespace of a git repository: its root's absolute path (two repositories
+    both called `api` stay apart). The proxy finds it from the working directory an agent
+    sends, and `memlane mcp` and `memlane chat` started inside the repository use it
+    (`files.projects.project_of`), so every face files a repository's memories under one
+    namespace."""
+    return str(root)
 
 
 def repository_root(start: Path) -> Path | None:

@@ -2,7 +2,8 @@
 
 Claude Code, Codex and Claude Desktop start the command from their
 `mcpServers` configuration; a connection is bound to one namespace for its whole
-life: `--namespace`, else the name of the git repository the command runs in.
+life: `--namespace`, else the project the command runs in (`files.projects`: the git
+repository root's absolute path, else the folder's).
 """
 
 from __future__ import annotations
@@ -14,20 +15,21 @@ from pathlib import Path
 from memlane.config import Settings
 from memlane.engine.memory.lifecycle import stop_memory
 from memlane.engine.runtime import Runtime
-from memlane.files.paths import repository_namespace, repository_root
+from memlane.files.paths import repository_root
+from memlane.files.projects import project_of
 from memlane.views.tools import Binding
 
 
 def default_namespace(cwd: Path) -> tuple[str | None, str]:
-    """The namespace of the repository `cwd` is in (its folder name), and where that came from.
-
-    This is the value to put in `X-Memlane-Repo` for the proxy's clients of the same
-    repository, so the agent's requests and its MCP tools share one namespace.
-    """
+    """The namespace of the project `cwd` is in (the repository root's absolute path, else the
+    folder's), and where that came from: the namespace the proxy gives an agent that works
+    in the same folder, so the agent's requests and its MCP tools share one namespace."""
+    project = project_of(cwd.absolute())
+    if project is None:
+        return None, f"{cwd} names no folder: only global memory (pass --namespace)"
     root = repository_root(cwd)
-    if root is None:
-        return None, f"{cwd} is in no git repository: only global memory (pass --namespace)"
-    return repository_namespace(root), f"the repository at {root}"
+    where = f"the repository at {root}" if root is not None else f"the folder {cwd}"
+    return project.namespace, where
 
 
 async def serve(settings: Settings, binding: Binding) -> None:

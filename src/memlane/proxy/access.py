@@ -1,12 +1,13 @@
 """One line per request, and the counters `memlane status` reads.
 
 Every request memlane serves is logged at `info` (method, route, status, time, the
-session's id prefix, the upstream's status when it was asked, and for a governed model
-request what `X-Memlane-Context` says: the tokens forwarded against the limit, and
-whether it compacted), without bodies or credentials (for a client that shows no response
-headers, this is where to read it). A status of 500 or more, or an upstream error relayed
-to the client, is a `warning`, at most once per route and status every `WARN_EVERY`
-seconds (a failing upstream must not flood the terminal).
+session's id prefix and the namespace (project) its memory used, the upstream's status
+when it was asked, and for a governed model request what `X-Memlane-Context` says: the
+tokens forwarded against the limit, and whether it compacted), without bodies or
+credentials (for a client that shows no response headers, this is where to read it).
+A status of 500 or more, or an upstream error relayed to the client, is a `warning`, at
+most once per route and status every `WARN_EVERY` seconds (a failing upstream must not
+flood the terminal).
 Streams are measured to their last byte and never buffered.
 
 The line is written, and the request counted, just before the response's last
@@ -33,6 +34,8 @@ log = logging.getLogger("memlane.access")
 WARN_EVERY = 10.0
 SESSION_STATE = "memlane_session"
 """`request.state` key where the model routes leave the session id for this line."""
+NAMESPACE_STATE = "memlane_namespace"
+"""`request.state` key where the model routes leave the namespace (project) the turn used."""
 
 _UPSTREAM: ContextVar[list[int] | None] = ContextVar("memlane_upstream_status", default=None)
 
@@ -102,9 +105,11 @@ class AccessLog:
         route = str(scope.get("path", ""))
         state = scope.get("state") or {}
         session = str(state.get(SESSION_STATE) or "-")[:8]
-        line = "%s %s %d %.1f ms session %s upstream %s%s"
+        namespace = state.get(NAMESPACE_STATE)
+        where = f" namespace {namespace}" if namespace else ""
+        line = "%s %s %d %.1f ms session %s%s upstream %s%s"
         asked = "-" if upstream is None else str(upstream)
-        args = (scope.get("method", ""), route, status, ms, session, asked, context)
+        args = (scope.get("method", ""), route, status, ms, session, where, asked, context)
         if status < 400 or route == "/health":
             log.info(line, *args)
             return

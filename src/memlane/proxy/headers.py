@@ -33,7 +33,8 @@ REPO_FALLBACKS = ("x-repo-path", "x-workspace-root", "x-project-root")
 
 MEMLANE_HEADERS: dict[str, str] = {
     "X-Memlane-Session": "Session key (first in the resolution order).",
-    "X-Memlane-Repo": "Namespace for memory shared by the sessions of one repository.",
+    "X-Memlane-Repo": "Namespace for memory shared by the sessions of one project (default: "
+    "the repository the agent works in, else the tenant's `default`).",
     "X-Memlane-Todo": "Store this text as the session's TODO (escaped `\\n` become line breaks).",
     "X-Memlane-Spec-Mode": "true: ask for a reviewable spec before any code change until approved.",
     "X-Memlane-Ephemeral": "true: govern and forward the request, store nothing.",

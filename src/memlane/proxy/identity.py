@@ -5,6 +5,10 @@ characters is replaced by its hash, so what is stored stays bounded (folders
 are made from keys only through `files.paths.safe_key`). Without any key the
 session is a hash of Authorization (or `x-api-key`) + User-Agent: the raw values are
 never kept. A Claude Code subagent's calls get a child session of the conversation's.
+
+The namespace (the project) is what the request names, else the project of the folder the
+agent says it works in (an absolute path: two repositories both called `api` stay apart),
+else the tenant's `default` namespace shared by every session that names no project.
 """
 
 from __future__ import annotations
@@ -12,18 +16,25 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memlane.files.projects import project_of
 from memlane.proxy import headers as h
+from memlane.proxy.workdir import working_directory
+from memlane.types import Message
 
 MAX_KEY_CHARS = 200
 """Longer keys (or namespaces) are stored as `sha256:<hex>` of the key."""
+DEFAULT_NAMESPACE = "default"
+"""The namespace of the sessions that name no project (`sessions_without_project = shared`):
+one per tenant, so a plain client's facts, summaries and `@@` references reach its other
+sessions. No repo header may claim it."""
 OWN_NAMESPACE = "session:"
-"""A session that names no repo is a namespace of its own, `session:<key>`: never the
-namespace of a repo that happens to be called like the key (it would read that repo's
-facts). A repo name may not start with it."""
+"""With `sessions_without_project = isolated`, a session that names no project is a namespace
+of its own, `session:<key>`: never the namespace of a repo that happens to be called like the
+key (it would read that repo's facts). A repo name may not start with it."""
 
 
 class IdentityError(ValueError):
@@ -49,8 +60,20 @@ class Identity:
     """A subagent's call: the session its own session is a child of."""
 
 
-def resolve(headers: Mapping[str, str], body: Mapping[str, Any]) -> Identity:
-    """Read identity from lower-case `headers` and the decoded request body."""
+def resolve(
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    messages: Sequence[Message] = (),
+    instructions: str = "",
+    *,
+    without_project: str = "shared",
+) -> Identity:
+    """Read identity from lower-case `headers`, the decoded request body and its parsed items.
+
+    The namespace is, first found: the repo headers and `metadata.repo` as sent; the project
+    of the folder the client says it works in (`workdir`, `files.projects`); else
+    `default` (`without_project = "shared"`) or the session's own (`"isolated"`).
+    """
     flags = {
         name.removeprefix(h.PREFIX): header_text(value)
         for name, value in headers.items()
@@ -76,21 +99,43 @@ def resolve(headers: Mapping[str, str], body: Mapping[str, Any]) -> Identity:
     namespace = _first(
         [headers.get(h.REPO), *(headers.get(n) for n in h.REPO_FALLBACKS), metadata.get("repo")]
     )
-    if namespace is not None and namespace.startswith(OWN_NAMESPACE):
-        raise IdentityError(
-            f"a repo name may not start with {OWN_NAMESPACE!r} (memlane's name for a session's "
-            "own namespace): send another X-Memlane-Repo"
-        )
+    if namespace is not None:
+        _check_claimable(namespace)
+    else:
+        namespace = _project_namespace(messages, instructions)
     root = bounded(key)
     key, parent = _agent_keys(root, headers)
+    if namespace is None:
+        namespace = OWN_NAMESPACE + root if without_project == "isolated" else DEFAULT_NAMESPACE
     return Identity(
         key=key,
-        namespace=bounded(namespace) if namespace is not None else OWN_NAMESPACE + root,
+        namespace=bounded(namespace),
         agentic=is_agentic(headers),
         ephemeral=flags.get("ephemeral", "").strip().lower() in TRUTHY,
         flags=flags,
         parent_key=parent,
     )
+
+
+def _check_claimable(namespace: str) -> None:
+    """A repo header may not name a namespace memlane keeps for sessions with no project."""
+    if namespace.startswith(OWN_NAMESPACE):
+        raise IdentityError(
+            f"a repo name may not start with {OWN_NAMESPACE!r} (memlane's name for a session's "
+            "own namespace): send another X-Memlane-Repo"
+        )
+    if namespace.lower() == DEFAULT_NAMESPACE:
+        raise IdentityError(
+            f"the repo name {DEFAULT_NAMESPACE!r} is memlane's namespace for sessions that name "
+            "no project: send another X-Memlane-Repo, or none to use it"
+        )
+
+
+def _project_namespace(messages: Sequence[Message], instructions: str) -> str | None:
+    """The namespace of the project the client works in, when it says where it works."""
+    folder = working_directory(messages, instructions)
+    project = project_of(folder) if folder is not None else None
+    return project.namespace if project is not None else None
 
 
 _USER_SESSION = re.compile(r"_session_([0-9A-Za-z][0-9A-Za-z-]*)$")

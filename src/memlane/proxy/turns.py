@@ -35,7 +35,7 @@ from memlane.engine.threads import TRAFFIC
 from memlane.engine.turn import Answer, DirectAnswer, Prepared, Turn
 from memlane.engine.turnorder import Hold
 from memlane.proxy import headers as h
-from memlane.proxy.access import SESSION_STATE
+from memlane.proxy.access import NAMESPACE_STATE, SESSION_STATE
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
 from memlane.proxy.forward import (
@@ -174,7 +174,13 @@ async def _serve(
     REQUEST_KEY.set(lent_key(adapter.wire, sent))
     tenant = state.tenant(sent)
     try:
-        identity = resolve(sent, parsed.body)
+        identity = resolve(
+            sent,
+            parsed.body,
+            parsed.messages,
+            parsed.instructions,
+            without_project=state.settings.sessions_without_project,
+        )
     except IdentityError as exc:
         raise ProxyError(400, str(exc), code="invalid_namespace", param="X-Memlane-Repo") from None
     tools = offered(state.settings.proxy_tools, identity.flags.get(h.TOOLS_FLAG))
@@ -208,6 +214,7 @@ async def _serve(
     outgoing = prepared.messages
     if turn.session is not None:
         setattr(request.state, SESSION_STATE, turn.session.id)  # for the access line
+        setattr(request.state, NAMESPACE_STATE, turn.namespace)
     headers = upstream.headers(request.headers.raw)
     headers.setdefault("content-type", "application/json")
     url = upstream_url(upstream, adapter, request)

@@ -20,6 +20,7 @@ from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import lifecycle
 from memlane.engine.sessions.lifecycle import title_from_prompt
 from memlane.engine.tenancy import OPERATOR
+from memlane.files.projects import display_name
 from memlane.store import StoreError
 from memlane.types import Fact, Session
 from memlane.ui import timeline
@@ -54,6 +55,13 @@ def find(rt: Runtime, ref: str) -> Session:
         raise UIError(404, str(exc)) from None
     except AmbiguousSession as exc:
         raise UIError(409, str(exc)) from None
+
+
+def project_label(namespace: str) -> str:
+    """A project in the filter: its name, with its path when found by its folder (two
+    repositories both called `api` stay apart)."""
+    name = display_name(namespace)
+    return name if name == namespace else f"{name} — {namespace}"
 
 
 @router.get("/sessions")
@@ -95,6 +103,8 @@ async def sessions_page(
             pages=pages,
             title_of=display_title,
             cost_of=total_cost,
+            project_name=display_name,
+            project_label=project_label,
             **values,
         ),
     )

@@ -34,6 +34,7 @@ from memlane.engine.sessions.lookup import (
     find_session,
     session_name,
 )
+from memlane.files.projects import display_name
 from memlane.store import Store
 from memlane.types import Session, StoredMessage
 
@@ -58,13 +59,14 @@ def session_json(store: Store, session: Session) -> dict[str, Any]:
 
     `summary` is the running summary (with `summarized_count`); the index metadata
     (description, summary, tags) is in `metadata`; `tenant` is whose session it is
-    (null without credential tenancy).
+    (null without credential tenancy); `project` is the namespace as a person reads it.
     """
     return {
         "object": OBJECT,
         "id": session.id,
         "key": session.key,
         "namespace": session.namespace,
+        "project": display_name(session.namespace),
         "tenant": session.tenant or None,
         "title": session_title(store, session),
         "name": session_name(session),

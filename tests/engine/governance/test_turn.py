@@ -81,7 +81,7 @@ async def test_the_plan_persists_so_the_next_request_needs_no_llm(
     assert second_kept[len(first_kept) :] == [b.messages[-1]]
 
 
-async def test_trimmed_requests_recall_dropped_history_at_the_end(
+async def test_trimmed_requests_recall_dropped_history_just_before_the_question(
     tmp_path: Path, sqlite_store: SQLiteStore
 ) -> None:
     rt = runtime(tmp_path, sqlite_store, ScriptedLLM(default=SNAPSHOT))
@@ -94,7 +94,8 @@ async def test_trimmed_requests_recall_dropped_history_at_the_end(
     b.user("Which locking did we choose for the job queue?")
     turn = turn_for(rt, b.messages)
     out = await govern_turn(rt, turn, turn.messages)
-    recall = out[-1]
+    assert out[-1] == b.messages[-1]  # the user's question stays the last message
+    recall = out[-2]
     assert recall.origin == "recall"
     assert "advisory locks" in recall.text
     assert len(recall.text) < rt.settings.governance_recall_chars + 600

@@ -95,7 +95,7 @@ async def govern(
         room = gov.budget.limit - tokens - (gov.count(note) if note is not None else 0)
         found = recall.fitting_message(snippets, room, gov.count)
         if found is not None:
-            out.append(found)
+            out = recall.before_question(out, found)
             tokens += gov.count(found)
     if note is not None and loop is not None:  # the note goes out even over the limit
         out.append(note)

@@ -2,10 +2,13 @@
 
 Everything governance drops is kept in the session's event log (keyword
 indexed). When a request had to be trimmed, the snippets most relevant to the
-current user turn are injected as one message at the very end of the request,
-after everything already forwarded, so the cacheable prefix is untouched. Each
-snippet carries when it was said (`<snippet at="2026-03-09 14:02 UTC">`), so
-"when did we decide X" can be answered from it.
+current user turn are injected as one message just before the user's message that
+ends the request (`before_question`; after the results of a tool loop under way):
+the items before it are forwarded as they were, so the cacheable prefix is
+untouched, and the model reads the user's question after the excerpts, never an
+excerpt after the question. Each snippet carries when it was
+said (`<snippet at="2026-03-09 14:02 UTC">`), so "when did we decide X" can be
+answered from it.
 """
 
 from __future__ import annotations
@@ -80,6 +83,26 @@ def fitting_message(
             return message
         kept.pop()
     return None
+
+
+def before_question(messages: Sequence[Message], block: Message) -> list[Message]:
+    """`messages` with `block` where a recalled block goes (dropped history, long-term memory).
+
+    A fresh turn (the client's last item is the user's message): just before that message,
+    so the question stays the last thing the user says and the model answers it, not
+    memlane's excerpts. A tool loop under way (the client's last item is a tool call or
+    result): at the end, after the results; placed before a question the loop began long
+    ago, it would rewrite the cached prefix of the whole loop on every request.
+    """
+    position = len(messages)
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.origin != "client":
+            continue
+        if message.role == "user" and message.kind == "message":
+            position = index
+        break
+    return [*messages[:position], block, *messages[position:]]
 
 
 def recall_message(snippets: Sequence[Snippet]) -> Message:

@@ -14,12 +14,13 @@ cacheable prefix stays stable):
     [user] …
     </memlane-memory>
 
-Where it goes: just before the latest user message when that message ends the
-request (a fresh turn: the model reads summary, memories, then the question, as
-the read path orders them); at the very end when a tool loop is under way after it.
-The block is not stored, so the next request drops it: placed mid-history it
-would make every item after it miss the provider's prompt cache on the next
-turn (an agent's whole tool loop); at the end, only the block itself does.
+Where it goes (`governance.recall.before_question`, the place of every recalled block):
+just before the latest user message when that message ends the request (a fresh turn:
+the model reads summary, memories, then the question, which stays the user's last
+word); at the very end when a tool loop is under way after it. The block is not
+stored, so the next request drops it: placed mid-history it would make every item
+after it miss the provider's prompt cache on the next turn (an agent's whole tool
+loop); at the end, only the block itself does.
 
 Nothing is injected when no memory clears the threshold. Memories that are
 already in the request word for word are not repeated. With `memory_mode =
@@ -59,7 +60,7 @@ from datetime import datetime
 
 from memlane.engine import threads
 from memlane.engine.fence import DATA_NOTE, FENCE_CLOSE, FENCE_OPEN, neutralise
-from memlane.engine.governance.recall import stamp
+from memlane.engine.governance.recall import before_question, stamp
 from memlane.engine.memory import scopes, versions
 from memlane.engine.memory.stale import Staleness
 from memlane.engine.memory.summary import summary_id
@@ -436,16 +437,7 @@ def render(found: Sequence[Recalled], summary: str = "") -> str:
 
 def inject(messages: list[Message], block: str) -> list[Message]:
     """Insert the block before a user message that ends the request, else append it."""
-    recall_message = Message(role="user", text=block, origin="recall")
-    position = len(messages)
-    for index in range(len(messages) - 1, -1, -1):
-        m = messages[index]
-        if m.origin != "client":
-            continue
-        if m.role == "user" and m.kind == "message":
-            position = index
-        break
-    return [*messages[:position], recall_message, *messages[position:]]
+    return before_question(messages, Message(role="user", text=block, origin="recall"))
 
 
 def _clean(text: str, *, keep_lines: bool = False) -> str:

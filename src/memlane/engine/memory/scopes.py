@@ -1,8 +1,9 @@
 """Scope strings: who may see a memory (the strings themselves: `types.scopes`).
 
 - `conv:<session id>`: one conversation (its turns, its rolling summary);
-- `ns:<namespace>`: every conversation of a namespace (a project: a repo, by default
-  the session's own); extracted facts about the project live here unless
+- `ns:<namespace>`: every conversation of a namespace (a project: the repo a request
+  names or the repository the agent works in, else the tenant's `default`,
+  `proxy.identity`); extracted facts about the project live here unless
   `memory_fact_scope` says `conversation`;
 - `global`: everything of a tenant: extracted facts about the user (who they are,
   preferences, people, habits: they follow the user into every project), and what was

@@ -23,8 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from memlane.config import Settings
 from memlane.engine.governance.ledger import RECALL_MEMO
+from memlane.engine.sessions.asked import first_asked
 from memlane.engine.sessions.lookup import session_name
-from memlane.engine.sessions.serialize import is_conversation
 from memlane.files.git import commit_now
 from memlane.files.git_purge import purge_history
 from memlane.files.locks import GIT_LOCK, MEMORY_LOCK, HomeLock
@@ -45,10 +45,9 @@ EXPORT_VERSION = 1
 
 
 def first_prompt(store: Store, session_id: str) -> str | None:
-    for item in store.list_messages(session_id, transcript_only=True):
-        if item.message.role == "user" and is_conversation(item.message):
-            return item.message.text
-    return None
+    """The first thing the user asked (not the client's scaffolding), or None."""
+    stored = store.list_messages(session_id, transcript_only=True)
+    return first_asked(item.message for item in stored) or None
 
 
 def title_from_prompt(prompt: str) -> str:
