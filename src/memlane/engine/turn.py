@@ -111,6 +111,9 @@ class Turn:
     window_model: str = ""
     """The model name the window is looked up by, when not `model` (Anthropic's 1M-context
     beta: `<model>[1m]`)."""
+    client_compacts: bool = False
+    """The client compacts its own history (Codex CLI, Claude Code): governance defers to it
+    (`governance_defer_to_clients`)."""
     client: str = ""
     """The client's name and version (its User-Agent's first word), for people to read."""
     governed_tokens: tuple[int, int] | None = None

@@ -33,6 +33,9 @@ class IdentityError(ValueError):
 _AGENTIC_UA = re.compile(
     r"(?<![a-z])(codex|claude-cli|factory-cli|droid|warp)(?![a-z])", re.IGNORECASE
 )
+_SELF_COMPACTING_UA = re.compile(r"(?<![a-z])(codex|claude-cli)(?![a-z])", re.IGNORECASE)
+"""Clients that compact their own history before their window fills: Codex CLI (90% of the
+window its model catalog states) and Claude Code (its auto-compact)."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 
@@ -164,6 +167,13 @@ def is_agentic(headers: Mapping[str, str]) -> bool:
         return True
     agent = f"{headers.get('user-agent', '')} {headers.get('originator', '')}"
     return bool(_AGENTIC_UA.search(agent))
+
+
+def compacts_itself(headers: Mapping[str, str]) -> bool:
+    """Codex CLI or Claude Code (by User-Agent or Codex's `originator`): they summarise their
+    own history, so memlane steps in only when a request would not fit."""
+    agent = f"{headers.get('user-agent', '')} {headers.get('originator', '')}"
+    return bool(_SELF_COMPACTING_UA.search(agent))
 
 
 MAX_CLIENT_CHARS = 60

@@ -45,7 +45,7 @@ from memlane.proxy.forward import (
     UpstreamTimeout,
     relayed_headers,
 )
-from memlane.proxy.identity import IdentityError, client_name, resolve
+from memlane.proxy.identity import IdentityError, client_name, compacts_itself, resolve
 from memlane.proxy.relay import HoldSession, Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
 from memlane.proxy.tool_loop import ToolLoop, offered
@@ -198,6 +198,7 @@ async def _serve(
         instructions=parsed.instructions,
         parent_key=identity.parent_key,
         window_model=window_model,
+        client_compacts=compacts_itself(sent),
         client=client_name(sent),
     )
     prepared = await _prepare(state, turn, adapter)
