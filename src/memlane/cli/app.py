@@ -81,6 +81,16 @@ COMMANDS: dict[str, Lazy] = {
     "store": Lazy(
         "memlane.cli.store_cmd", "app", "Inspect the store and copy it between backends."
     ),
+    "connect": Lazy(
+        "memlane.cli.connect_cmd",
+        "connect",
+        "Write Codex's or Claude Code's own configuration so it goes through memlane.",
+    ),
+    "run": Lazy(
+        "memlane.cli.run_cmd",
+        "app",
+        "Start Codex or Claude Code through memlane (starting the proxy if none runs).",
+    ),
     "mcp": Lazy(
         "memlane.cli.mcp_cmd",
         "mcp",

@@ -162,6 +162,7 @@ def write_serve_file(settings: Settings, **extra: Any) -> None:
         "pid": os.getpid(),
         "url": f"http://{settings.host}:{settings.port}",
         "upstream_url": settings.upstream_url,
+        "anthropic_upstream_url": settings.anthropic_upstream_url,
         **extra,
     }
     write_atomic(serve_file(settings), json.dumps(data))
