@@ -65,7 +65,7 @@ COMMANDS: dict[str, Lazy] = {
         "doctor",
         "Explain what has been failing (recall, scaffold, governance, extraction) and the fix.",
     ),
-    "config": Lazy("memlane.cli.config_cmd", "app", "Inspect configuration."),
+    "config": Lazy("memlane.cli.config_cmd", "app", "Inspect and change configuration."),
     "sessions": Lazy(
         "memlane.cli.sessions", "app", "List, inspect, fork, export, import and delete sessions."
     ),
