@@ -7,18 +7,18 @@ finds the proxy a user already started, with the upstreams it was started with.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from memlane.config import Settings
+from memlane.config import LoadedSettings, Settings
+from memlane.files.serve_file import read_serve_file
 
 START_TIMEOUT = 60.0
 """How long `memlane run` waits for a proxy it started to listen."""
@@ -36,14 +36,11 @@ class Running:
 
 def running_proxy(settings: Settings) -> Running | None:
     """The live proxy `serve.json` names on this home, if one listens."""
-    from memlane.proxy.status import pid_alive, serve_file
-
-    try:
-        data = json.loads(serve_file(settings).read_text(encoding="utf-8"))
-        url, pid = str(data["url"]), int(data["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
+    data = read_serve_file(settings.home_path)
+    if data is None or not isinstance(data.get("url"), str):
         return None
-    if not pid_alive(pid) or not _listens(url):
+    url, pid = str(data["url"]), int(data["pid"])
+    if not _listens(url):
         return None
     return Running(
         url,
@@ -108,3 +105,35 @@ def _listens(url: str) -> bool:
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+ADOPTED = "running proxy (serve.json)"
+"""The source `memlane config show` gives an upstream taken from the running proxy."""
+
+
+def with_running_upstreams(loaded: LoadedSettings) -> LoadedSettings:
+    """The proxy's upstreams for a command that configures none: `memlane chat` (or
+    `sessions ask`) next to a `memlane serve --upstream URL` talks to the same model server."""
+    adopt = [
+        key
+        for key in ("upstream_url", "anthropic_upstream_url")
+        if loaded.sources.get(key) == "default"
+    ]
+    data = read_serve_file(loaded.settings.home_path) if adopt else None
+    if data is None:
+        return loaded
+    update = {key: data[key] for key in adopt if isinstance(data.get(key), str) and data[key]}
+    if not update:
+        return loaded
+    sources = {**loaded.sources, **dict.fromkeys(update, ADOPTED)}
+    settings = loaded.settings.model_copy(update=update)
+    return replace(loaded, settings=settings, sources=sources)
+
+
+def listed_model(settings: Settings) -> str | None:
+    """The first model the upstream lists (`GET /models`), for a command run with no model
+    configured; None when it lists none or cannot be reached."""
+    from memlane.proxy.startup import probe_upstream
+
+    models = probe_upstream(settings).models
+    return models[0] if models else None
