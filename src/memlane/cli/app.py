@@ -46,6 +46,11 @@ class Lazy:
 
 
 COMMANDS: dict[str, Lazy] = {
+    "init": Lazy(
+        "memlane.cli.init_cmd",
+        "init",
+        "Set up memlane: ask for (or take) the upstreams, probe them, write config.toml.",
+    ),
     "serve": Lazy(
         "memlane.cli.serve",
         "serve",
