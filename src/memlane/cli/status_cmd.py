@@ -17,6 +17,7 @@ def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     background queue, last extraction) and the store's session and memory counts."""
     settings = state(ctx).settings
     report = from_proxy(settings) or _from_store(settings)
+    report["today"] = _today(settings)
     if as_json:
         print_json(report)
         return
@@ -63,6 +64,16 @@ def _from_store(settings: Settings) -> dict[str, Any]:
         }
 
 
+def _today(settings: Settings) -> dict[str, int]:
+    """Today's turns as the store counts them: every process's (the proxy's workers, `chat`,
+    the library), not only what the running proxy saw since it started."""
+    from memlane.engine.turnlog import COMPACTIONS, FAILED, REQUESTS, today
+
+    with opened_store(settings) as store:
+        counts = store.daily_counts(since=today()).get(today(), {})
+    return {name: counts.get(name, 0) for name in (REQUESTS, FAILED, COMPACTIONS)}
+
+
 def _print(report: dict[str, Any]) -> None:
     if not report["running"]:
         console.print("no proxy is running on this home (start one: memlane serve)")
@@ -95,3 +106,9 @@ def _print(report: dict[str, Any]) -> None:
                 console.print("extraction none since start")
     if "sessions" in report:
         console.print(f"store     {report['sessions']} sessions, {report['memories']} memories")
+    day = report["today"]
+    console.print(
+        f"today     {day['requests']} turns, {day['failed_requests']} failed, "
+        f"{day['compactions']} compactions (every process; `memlane doctor` explains failures)",
+        highlight=False,
+    )
