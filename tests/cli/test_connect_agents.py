@@ -267,3 +267,32 @@ def stop_serve(home: Path) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and (home / "serve.json").exists():
         time.sleep(0.1)
+
+
+def test_memlane_run_claude_goes_through_the_running_proxy_and_touches_no_file(
+    anthropic_proxy: AnthropicProxy,
+    anthropic_upstream: ScriptedAnthropic,
+    trap: NetworkTrap,
+    tmp_path: Path,
+) -> None:
+    proxy = anthropic_proxy()
+    claude = claude_binary()
+    quiet = {k: v for k, v in readme_environment().items() if k != "ANTHROPIC_BASE_URL"}
+    env = agent_env(tmp_path, trap, ANTHROPIC_API_KEY=CLAUDE_KEY, **quiet)
+    env["PATH"] = f"{claude.parent}{os.pathsep}{env['PATH']}"
+    serve_file_for(proxy, Path(env["MEMLANE_HOME"]), "")
+    work = tmp_path / "work"
+    work.mkdir()
+
+    ask = ["-p", "--model", "claude-scripted", "through memlane"]
+    result = run([str(MEMLANE), "run", "claude", *ask], env, work)
+
+    assert result.stdout.startswith("echo: ")  # the scripted upstream's answer, through
+    assert result.stdout.strip().endswith("through memlane")
+    assert stored_sessions(proxy) == 1
+    assert anthropic_upstream.message_requests[-1].headers["x-api-key"] == CLAUDE_KEY
+    body = anthropic_upstream.message_requests[-1].body.decode()
+    # memlane's MCP server, started from --mcp-config: its tools are offered (deferred)
+    assert "mcp__memlane__memory_search" in body
+    assert not (Path(env["HOME"]) / ".claude" / "settings.json").exists()
+    assert trap.attempts == []
