@@ -13,7 +13,9 @@ from typing import Any
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
+from memlane.cli.app import app
 from tests.proxy.conftest import QUIET
 from tests.proxy.test_messages_governance import claude_code_history
 from tests.support.anthropic_upstream import AnthropicProxy, ScriptedAnthropic, anthropic_sdk
@@ -82,6 +84,16 @@ def test_codex_default_model_is_forwarded_uncompacted_at_100k_tokens(
     assert int(figures["limit"]) == 272_000 - proxy.settings.governance_safety_margin
     forwarded = upstream.last.json["input"]
     assert forwarded[: len(items)] == items  # nothing masked, dropped or summarised
+
+    proxy.drain()
+    home = str(proxy.settings.home_path)
+    args = ["--home", home, "sessions", "context", CODEX_HEADERS["session_id"], "--json"]
+    shown = CliRunner().invoke(app, args)
+    assert shown.exit_code == 0, shown.output
+    report = json.loads(shown.stdout)
+    assert (report["window"], report["window_source"]) == (272_000, "table")
+    assert report["threshold"] == report["limit"]  # Codex compacts first
+    assert any("codex_exec compacts its own history" in note for note in report["notes"])
 
 
 @pytest.mark.parametrize(("defer", "compacted"), [(True, "0"), (False, "1")])

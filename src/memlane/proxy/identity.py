@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from memlane.engine.governance.budget import compacts_itself as client_compacts_itself
 from memlane.proxy import headers as h
 
 MAX_KEY_CHARS = 200
@@ -33,9 +34,6 @@ class IdentityError(ValueError):
 _AGENTIC_UA = re.compile(
     r"(?<![a-z])(codex|claude-cli|factory-cli|droid|warp)(?![a-z])", re.IGNORECASE
 )
-_SELF_COMPACTING_UA = re.compile(r"(?<![a-z])(codex|claude-cli)(?![a-z])", re.IGNORECASE)
-"""Clients that compact their own history before their window fills: Codex CLI (90% of the
-window its model catalog states) and Claude Code (its auto-compact)."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 
@@ -173,7 +171,7 @@ def compacts_itself(headers: Mapping[str, str]) -> bool:
     """Codex CLI or Claude Code (by User-Agent or Codex's `originator`): they summarise their
     own history, so memlane steps in only when a request would not fit."""
     agent = f"{headers.get('user-agent', '')} {headers.get('originator', '')}"
-    return bool(_SELF_COMPACTING_UA.search(agent))
+    return client_compacts_itself(agent)
 
 
 MAX_CLIENT_CHARS = 60

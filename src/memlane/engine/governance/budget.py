@@ -97,6 +97,17 @@ _ANTHROPIC_WINDOW = re.compile(r"\d[\d,_]* tokens > (\d[\d,_]{2,}) maximum", re.
 """Anthropic's wording: `prompt is too long: 208310 tokens > 200000 maximum`."""
 
 
+SELF_COMPACTING = re.compile(r"(?<![a-z])(codex|claude-cli)(?![a-z])", re.IGNORECASE)
+"""Clients that compact their own history before their window fills, by the name they give
+(User-Agent, Codex's `originator`): Codex CLI (near 90% of the window its catalog states)
+and Claude Code (its auto-compact)."""
+
+
+def compacts_itself(agent: str) -> bool:
+    """Whether `agent` (a User-Agent or client name) summarises its own history."""
+    return bool(SELF_COMPACTING.search(agent))
+
+
 SHARE_DIVISOR = 6
 """The summary, the recall snippets and one tool result each take at most 1/6 of the target."""
 
