@@ -75,3 +75,22 @@ def test_a_self_compacting_client_is_compacted_only_past_its_usable_window() -> 
     assert Budget.of(off, window, client_compacts=True).threshold == own.threshold
     never = Settings(governance_compact_threshold=0)
     assert Budget.of(never, window, client_compacts=True).threshold == 0
+
+
+def test_overflow_errors_of_local_servers_teach_the_window(sqlite_store: SQLiteStore) -> None:
+    from memlane.engine.governance.budget import learn_from_upstream_error
+
+    settings = Settings()
+    llama_cpp = (
+        b'{"error": {"code": 400, "message": "the request exceeds the available context size, '
+        b'try increasing it", "type": "exceed_context_size_error", "n_prompt_tokens": 5120, '
+        b'"n_ctx": 4096}}'
+    )
+    vllm = (
+        b'{"object": "error", "message": "This model\'s maximum context length is 32768 tokens. '
+        b'However, you requested 40000 tokens.", "type": "BadRequestError", "code": 400}'
+    )
+    assert learn_from_upstream_error(settings, sqlite_store, "gguf-local", 400, llama_cpp) == 4096
+    assert learn_from_upstream_error(settings, sqlite_store, "Qwen/Qwen3-8B", 400, vllm) == 32768
+    learned = context_window(settings, sqlite_store, "gguf-local")
+    assert (learned.tokens, learned.source) == (4096, "learned")

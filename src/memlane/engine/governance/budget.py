@@ -95,6 +95,8 @@ _WINDOW_IN_ERROR = re.compile(
 )
 _ANTHROPIC_WINDOW = re.compile(r"\d[\d,_]* tokens > (\d[\d,_]{2,}) maximum", re.IGNORECASE)
 """Anthropic's wording: `prompt is too long: 208310 tokens > 200000 maximum`."""
+_LLAMA_CPP_WINDOW = re.compile(r'"n_ctx"\s*:\s*(\d{4,})')
+"""llama.cpp's `exceed_context_size_error` states the window only as a field: `"n_ctx": 4096`."""
 
 
 SELF_COMPACTING = re.compile(r"(?<![a-z])(codex|claude-cli)(?![a-z])", re.IGNORECASE)
@@ -259,7 +261,11 @@ def _stored_window(value: str | None) -> Window | None:
 
 def window_from_error(message: str) -> int | None:
     """The window an upstream's `context_length_exceeded` message states, if it states one."""
-    match = _WINDOW_IN_ERROR.search(message) or _ANTHROPIC_WINDOW.search(message)
+    match = (
+        _LLAMA_CPP_WINDOW.search(message)
+        or _WINDOW_IN_ERROR.search(message)
+        or _ANTHROPIC_WINDOW.search(message)
+    )
     if match is None:
         return None
     tokens = int(re.sub(r"[,_]", "", match.group(1)))
@@ -297,6 +303,7 @@ def learn_window(
 
 _OVERFLOW_HINTS = (
     "context_length_exceeded",
+    "exceed_context_size",
     "context length",
     "context window",
     "too many tokens",
