@@ -76,3 +76,16 @@ def test_init_asks_in_a_terminal_and_offers_the_models_found(
     text = (home / "config.toml").read_text(encoding="utf-8")
     assert 'llm_model = "scripted-large"' in text
     assert f'upstream_url = "{upstream.url}"' in text
+
+
+def test_init_without_a_terminal_asks_nothing_and_writes_what_it_has(
+    home: Path, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setenv("MEMLANE_UPSTREAM_URL", upstream.url)
+    monkeypatch.setenv("MEMLANE_ANTHROPIC_UPSTREAM_URL", f"http://127.0.0.1:{free_port()}")
+    result = CliRunner().invoke(app, ["init"], input="")  # stdin is no terminal: no prompt
+    assert result.exit_code == 0, result.output
+    assert "models: scripted-small, scripted-large" in result.stdout
+    assert "?" not in result.stdout.split("models:")[0]  # no question was put
+    assert f'upstream_url = "{upstream.url}"' in (home / "config.toml").read_text()
