@@ -9,6 +9,9 @@ them into a small guessed window nor summarise ahead of them.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,7 +19,11 @@ import pytest
 from typer.testing import CliRunner
 
 from memlane.cli.app import app
+from memlane.config import Settings
+from memlane.engine.governance.budget import context_window
 from tests.proxy.conftest import QUIET
+from tests.proxy.test_claude_code_cli import claude_binary, readme_environment
+from tests.proxy.test_codex_cli import codex_binary
 from tests.proxy.test_messages_governance import claude_code_history
 from tests.support.anthropic_upstream import AnthropicProxy, ScriptedAnthropic, anthropic_sdk
 from tests.support.upstream import ProxyFactory, ScriptedUpstream
@@ -120,3 +127,47 @@ def test_claude_code_compacts_first_and_memlane_only_past_the_window(
         assert 0.8 * int(figures["limit"]) < int(figures["tokens"]) < int(figures["limit"])
     forwarded = anthropic_upstream.last.json["messages"]
     assert (len(forwarded) >= len(messages)) is defer
+
+
+def test_the_real_clients_default_models_are_in_the_window_table(
+    upstream: ScriptedUpstream, anthropic_upstream: ScriptedAnthropic, tmp_path: Path
+) -> None:
+    """When a new Codex or Claude Code changes its default model, this names the model the
+    table must learn (the constants above are what the pinned versions send)."""
+    home = tmp_path / "home"
+    (home / ".codex").mkdir(parents=True)
+    provider = (
+        'model_provider = "scripted"\n[model_providers.scripted]\nname = "scripted"\n'
+        f'base_url = "{upstream.url}"\nwire_api = "responses"\n'
+    )
+    (home / ".codex" / "config.toml").write_text(provider, encoding="utf-8")
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "CODEX_HOME": str(home / ".codex"),
+        "LANG": "C.UTF-8",
+        "OPENAI_API_KEY": "sk-default-model",
+        "ANTHROPIC_API_KEY": "sk-ant-default-model",
+        "ANTHROPIC_BASE_URL": anthropic_upstream.base,
+        **{k: v for k, v in readme_environment().items() if k != "ANTHROPIC_BASE_URL"},
+    }
+    offline = ["-c", "check_for_update_on_startup=false", "-c", "features.plugins=false"]
+    offline += ["-c", "analytics.enabled=false"]
+    for command in (
+        [str(codex_binary()), "exec", "--skip-git-repo-check", *offline, "hi"],
+        [str(claude_binary()), "-p", "hi"],
+    ):
+        subprocess.run(
+            command,
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=90,
+            check=False,
+        )
+    asked = {r.json["model"] for r in upstream.model_requests}
+    asked |= {r.json["model"] for r in anthropic_upstream.message_requests}
+    assert asked == {CODEX_MODEL, CLAUDE_MODEL}
+    for model in asked:
+        assert context_window(Settings(), None, model).source == "table", model
