@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import typer
@@ -28,18 +27,15 @@ def from_proxy(settings: Settings) -> dict[str, Any] | None:
     """Ask the running proxy, if `serve.json` names a live one."""
     import httpx
 
-    from memlane.proxy.status import serve_file
+    from memlane.files.serve_file import read_serve_file
 
-    try:
-        found = json.loads(serve_file(settings).read_text(encoding="utf-8"))
-        pid, url = int(found["pid"]), str(found["url"])
-    except (OSError, ValueError, KeyError, TypeError):
+    found = read_serve_file(settings.home_path)
+    if found is None or not isinstance(found.get("url"), str):
         return None
-    from memlane.proxy.status import pid_alive
-
-    if not pid_alive(pid):
-        return None
-    supervised = {k: found[k] for k in ("workers", "restarts", "last_restart") if k in found}
+    pid, url = int(found["pid"]), str(found["url"])
+    supervised: dict[str, Any] = {
+        k: found[k] for k in ("workers", "restarts", "last_restart") if k in found
+    }
     from memlane.files import admin_token
 
     configured = settings.admin_token.get_secret_value() if settings.admin_token else ""
