@@ -296,3 +296,23 @@ def test_memlane_run_claude_goes_through_the_running_proxy_and_touches_no_file(
     assert "mcp__memlane__memory_search" in body
     assert not (Path(env["HOME"]) / ".claude" / "settings.json").exists()
     assert trap.attempts == []
+
+
+def test_memlane_run_claude_warns_at_once_when_the_anthropic_upstream_is_down(
+    anthropic_proxy: AnthropicProxy, trap: NetworkTrap, tmp_path: Path
+) -> None:
+    proxy = anthropic_proxy()
+    claude = claude_binary()
+    env = agent_env(tmp_path, trap)
+    env["PATH"] = f"{claude.parent}{os.pathsep}{env['PATH']}"
+    home = Path(env["MEMLANE_HOME"])
+    home.mkdir()
+    dead = f"http://127.0.0.1:{free_port()}"
+    served = {"pid": os.getpid(), "url": proxy.base, "anthropic_upstream_url": dead}
+    (home / "serve.json").write_text(json.dumps(served), encoding="utf-8")
+
+    result = run([str(MEMLANE), "run", "claude", "--version"], env, tmp_path)
+
+    assert "(Claude Code)" in result.stdout  # the agent still starts
+    assert f"the proxy's Anthropic upstream {dead} is not reachable" in result.stderr
+    assert "--anthropic-upstream" in result.stderr

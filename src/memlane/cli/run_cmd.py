@@ -57,7 +57,9 @@ def codex(ctx: typer.Context, args: ArgsOpt = None) -> None:
 @app.command("claude", context_settings=PASS_THROUGH)
 def claude(ctx: typer.Context, args: ArgsOpt = None) -> None:
     """Run `claude ARGS…` with ANTHROPIC_BASE_URL at memlane and memlane's MCP server."""
-    wiring = _wiring(ctx, _proxy(ctx))
+    proxy = _proxy(ctx)
+    _warn_if_unreachable(ctx, proxy)
+    wiring = _wiring(ctx, proxy)
     env = {"ANTHROPIC_BASE_URL": wiring.base_url}
     # last: --mcp-config takes several values, and would swallow a prompt after it
     _exec("claude", [*(args or []), "--mcp-config", claude_mcp_config(wiring)], env)
@@ -73,6 +75,28 @@ def _proxy(ctx: typer.Context) -> Running:
         return start_proxy(cli.settings, cli.config_file)
     except RuntimeError as exc:
         fail(str(exc))
+
+
+def _warn_if_unreachable(ctx: typer.Context, proxy: Running) -> None:
+    """Claude Code retries a 502 for a minute and a half: say at once when the proxy's
+    Anthropic upstream does not answer, and how to fix it."""
+    if not proxy.anthropic_upstream_url:
+        return
+    from memlane.proxy.startup import probe_anthropic
+
+    settings = state(ctx).settings.model_copy(
+        update={"anthropic_upstream_url": proxy.anthropic_upstream_url}
+    )
+    probe = probe_anthropic(settings)
+    if not probe.ok:
+        err_console.print(
+            f"[yellow]warning:[/] the proxy's Anthropic upstream {proxy.anthropic_upstream_url} "
+            f"{probe.detail}: Claude Code will get 502s; restart the proxy with "
+            "`memlane serve --anthropic-upstream URL` (or `memlane config set "
+            "anthropic_upstream_url URL`)",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _wiring(ctx: typer.Context, proxy: Running) -> clients.Wiring:
