@@ -124,7 +124,8 @@ def _keys_from_env(values: dict[str, Any], sources: dict[str, str], env: Mapping
 
 
 def unknown_key(name: str, where: str) -> str:
-    """`unknown setting 'upstrem_url' in …: did you mean 'upstream_url'?`"""
+    """`unknown setting 'upstrem_url' in … (did you mean 'upstream_url'?)`: the nearest setting
+    by spelling (difflib), in the user's own spelling of names."""
     bare = _file_key(name)
     close = difflib.get_close_matches(bare, list(Settings.model_fields), n=1, cutoff=0.6)
     shown = name if name.startswith(ENV_PREFIX) else repr(name)
