@@ -29,6 +29,7 @@ from memlane.engine.governance.errors import ContextOverflow
 from memlane.engine.governance.flow import govern as run
 from memlane.engine.governance.ledger import MemoryLedger
 from memlane.engine.governance.setup import build_governor
+from memlane.library import load
 from memlane.proxy.wire.chat import parse_message, wire_messages
 from memlane.text.factory import make_tokenizer
 from memlane.text.llm import LLM
@@ -50,7 +51,7 @@ class GovernedHistory:
         outputs_dir: Path | None = None,
     ) -> None:
         self.model = model
-        self.settings = settings or Settings()
+        self.settings = settings or load()  # the configuration every command reads
         self.llm = llm
         self.summary_model = summary_model or model
         self.ledger = MemoryLedger(outputs_dir)

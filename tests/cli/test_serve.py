@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memlane.cli.app import app
+from tests.support.anthropic_upstream import ScriptedAnthropic
 from tests.support.upstream import ScriptedUpstream
 
 
@@ -37,6 +38,8 @@ def _serve(home: Path, *args: str) -> subprocess.Popen[str]:
         **{k: v for k, v in os.environ.items() if not k.startswith(("MEMLANE_", "OPENAI_"))},
         "MEMLANE_HOME": str(home),
         "MEMLANE_EMBEDDING_BACKEND": "hashing",
+        # the start-up probes both upstreams: never the real Anthropic API from a test
+        "MEMLANE_ANTHROPIC_UPSTREAM_URL": f"http://127.0.0.1:{_free_port()}",
     }
     return subprocess.Popen(
         [sys.executable, "-m", "memlane.cli", "serve", *args],
@@ -73,16 +76,17 @@ def _free_port() -> int:
 
 
 def test_serve_reports_the_upstream_probe_store_and_config(
-    tmp_path: Path, upstream: ScriptedUpstream
+    tmp_path: Path, upstream: ScriptedUpstream, anthropic_upstream: ScriptedAnthropic
 ) -> None:
     port = _free_port()
-    process = _serve(tmp_path, "--port", str(port), "--upstream", upstream.url)
+    anthropic = ("--anthropic-upstream", anthropic_upstream.base)
+    process = _serve(tmp_path, "--port", str(port), "--upstream", upstream.url, *anthropic)
     try:
         lines = _lines_until(process, "export OPENAI_BASE_URL")
         text = "\n".join(lines)
         assert f"listening on http://127.0.0.1:{port}/v1" in text
         assert f"upstream  {upstream.url} answered" in text
-        assert "anthropic https://api.anthropic.com (for /v1/messages)" in text
+        assert f"anthropic {anthropic_upstream.base} answered" in text
         assert str(tmp_path / "memlane.db") in text
         assert str(tmp_path / "config.toml") in text
         assert "warning" not in text

@@ -467,7 +467,7 @@ def test_context_of_a_session_without_a_model_assumes_the_default_window(
     code, out, _ = invoke(runner, "sessions", "context", "quiet", "--json")
     assert code == 0
     data = json.loads(out)
-    assert (data["model"], data["window_source"], data["window"]) == ("", "default", 32_768)
+    assert (data["model"], data["window_source"], data["window"]) == ("", "default", 131_072)
     assert data["notes"] == ["the session has not named a model yet: the default window is assumed"]
     assert data["parts"]["head"]["items"] + data["parts"]["tail"]["items"] == 4
     assert data["parts"]["snapshot"] == {"tokens": 0, "items": 0}

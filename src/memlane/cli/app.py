@@ -46,6 +46,11 @@ class Lazy:
 
 
 COMMANDS: dict[str, Lazy] = {
+    "init": Lazy(
+        "memlane.cli.init_cmd",
+        "init",
+        "Set up memlane: ask for (or take) the upstreams, probe them, write config.toml.",
+    ),
     "serve": Lazy(
         "memlane.cli.serve",
         "serve",
@@ -65,7 +70,7 @@ COMMANDS: dict[str, Lazy] = {
         "doctor",
         "Explain what has been failing (recall, scaffold, governance, extraction) and the fix.",
     ),
-    "config": Lazy("memlane.cli.config_cmd", "app", "Inspect configuration."),
+    "config": Lazy("memlane.cli.config_cmd", "app", "Inspect and change configuration."),
     "sessions": Lazy(
         "memlane.cli.sessions", "app", "List, inspect, fork, export, import and delete sessions."
     ),
@@ -80,6 +85,16 @@ COMMANDS: dict[str, Lazy] = {
     ),
     "store": Lazy(
         "memlane.cli.store_cmd", "app", "Inspect the store and copy it between backends."
+    ),
+    "connect": Lazy(
+        "memlane.cli.connect_cmd",
+        "connect",
+        "Write Codex's or Claude Code's own configuration so it goes through memlane.",
+    ),
+    "run": Lazy(
+        "memlane.cli.run_cmd",
+        "app",
+        "Start Codex or Claude Code through memlane (starting the proxy if none runs).",
     ),
     "mcp": Lazy(
         "memlane.cli.mcp_cmd",

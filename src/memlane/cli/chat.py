@@ -26,6 +26,7 @@ from typing import Annotated
 import typer
 
 from memlane.cli.context import fail, opened_store, state
+from memlane.cli.running import listed_model
 from memlane.config import Settings
 from memlane.engine import pipeline
 from memlane.engine.runtime import Runtime
@@ -166,9 +167,12 @@ def chat(
 ) -> None:
     """Talk to the upstream model through memlane, in the terminal."""
     settings = state(ctx).settings
-    chosen = model or settings.llm_model
+    chosen = model or settings.llm_model or listed_model(settings)
     if not chosen:
-        fail("no model: pass --model NAME or set MEMLANE_LLM_MODEL")
+        fail(
+            f"no model: the upstream {settings.upstream_url} lists none; pass --model NAME or "
+            "`memlane config set llm_model NAME`"
+        )
     if session_ref is not None and not resume:
         fail(f"to continue {session_ref}, use: memlane chat --resume {session_ref}")
     if ephemeral and (resume or fork):

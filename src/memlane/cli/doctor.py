@@ -1,8 +1,10 @@
-"""`memlane doctor`: what has been failing inside memlane, and what to do about it.
+"""`memlane doctor`: what has been failing, inside memlane and around it, and what to do.
 
 Best-effort stages that fail are skipped (the request still gets its answer), logged
 and recorded as `stage.failed` events of their session; the running proxy also
-counts them. This reads both and explains each kind of failure with its fix.
+counts them. This reads both and explains each kind of failure with its fix; then
+it looks outside (`doctor_checks`): both upstreams probed now, whether their keys
+are configured, the upstream errors recent turns met, and the windows they used.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 import typer
 
 from memlane.cli.context import console, opened_store, print_json, state
+from memlane.cli.doctor_checks import check_outside
 from memlane.cli.options import JsonOpt
 from memlane.cli.status_cmd import from_proxy
 from memlane.engine.failopen import EVENT
@@ -44,7 +47,8 @@ def advice(stage: str, kind: str) -> str:
 
 def doctor(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Explain what has been failing (recall, scaffold, governance, extraction) and the fix."""
-    settings = state(ctx).settings
+    loaded = state(ctx).loaded()
+    settings = loaded.settings
     running = from_proxy(settings)
     counts: Counter[tuple[str, str]] = Counter()
     last: dict[tuple[str, str], str] = {}
@@ -54,6 +58,7 @@ def doctor(ctx: typer.Context, as_json: JsonOpt = False) -> None:
                 key = (str(event.payload.get("stage")), str(event.payload.get("type")))
                 counts[key] += 1
                 last[key] = str(event.payload.get("error", ""))
+        outside = check_outside(loaded, store, SESSIONS_READ)
     problems: list[dict[str, Any]] = [
         {
             "stage": stage,
@@ -75,10 +80,17 @@ def doctor(ctx: typer.Context, as_json: JsonOpt = False) -> None:
                 "advice": advice("extraction", "*"),
             }
         )
-    report = {"proxy_running": bool(running and running.get("running")), "problems": problems}
+    problems = outside.problems + problems
+    report = {
+        "proxy_running": bool(running and running.get("running")),
+        "upstreams": outside.upstreams,
+        "windows": outside.windows,
+        "problems": problems,
+    }
     if as_json:
         print_json(report)
         return
+    _print_outside(report)
     if not problems:
         console.print("nothing has failed: recall, scaffold, governance and extraction are fine")
         return
@@ -87,5 +99,21 @@ def doctor(ctx: typer.Context, as_json: JsonOpt = False) -> None:
             f"[bold]{problem['stage']}[/] failed {problem['count']}× ({problem['type']}): "
             f"{problem['last_error'][:200]}",
             highlight=False,
+            soft_wrap=True,
         )
-        console.print(f"  fix: {problem['advice']}", highlight=False)
+        console.print(f"  fix: {problem['advice']}", highlight=False, soft_wrap=True)
+
+
+def _print_outside(report: dict[str, Any]) -> None:
+    for upstream in report["upstreams"]:
+        console.print(
+            f"{upstream['name']:9} {upstream['url']} {upstream['detail']}; key {upstream['key']}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    for window in report["windows"]:
+        console.print(
+            f"window    {window['model']}: {window['window']:,} tokens, {window['from']}",
+            highlight=False,
+            soft_wrap=True,
+        )

@@ -45,6 +45,7 @@ def serve(
 ) -> None:
     """Run the memory proxy (OpenAI Chat Completions and Responses, Anthropic Messages)."""
     cli = state(ctx)
+    cli.adopt_running = False  # this is the proxy others adopt
     cli.overrides.update(
         {
             "host": host,

@@ -98,9 +98,10 @@ def _print(result: Breakdown) -> None:
 def _source(source: str) -> str:
     return {
         "config": "configured",
-        "learned": "learned from the upstream",
+        "learned": "learned from an upstream overflow error",
+        "upstream": "stated by the upstream's model list",
         "table": "built-in table",
-        "default": "assumed: unknown model",
+        "default": "assumed: unknown model, governance_default_window",
     }.get(source, source)
 
 

@@ -22,17 +22,27 @@ class CliState:
 
     config_file: Path | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
+    adopt_running: bool = True
+    """Take the running proxy's upstreams when none is configured (not for `serve` itself)."""
     _loaded: LoadedSettings | None = None
 
-    def loaded(self) -> LoadedSettings:
+    def loaded(self, *, lenient: bool = False) -> LoadedSettings:
+        """The settings every command reads. `lenient`: a bad key or value in the file or
+        environment is left out and reported, not fatal (`memlane config show`)."""
         if self._loaded is None:
             from memlane.cli.context import err_console, fail
             from memlane.config import ConfigError, load_settings
 
             try:
-                self._loaded = load_settings(config_file=self.config_file, overrides=self.overrides)
+                self._loaded = load_settings(
+                    config_file=self.config_file, overrides=self.overrides, lenient=lenient
+                )
             except ConfigError as exc:
                 fail(str(exc))
+            if self.adopt_running:
+                from memlane.cli.running import with_running_upstreams
+
+                self._loaded = with_running_upstreams(self._loaded)
             for note in self._loaded.warnings:
                 err_console.print(f"[yellow]warning:[/] {note}", highlight=False, soft_wrap=True)
         return self._loaded

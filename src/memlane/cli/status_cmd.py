@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import typer
@@ -17,6 +16,7 @@ def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     background queue, last extraction) and the store's session and memory counts."""
     settings = state(ctx).settings
     report = from_proxy(settings) or _from_store(settings)
+    report["today"] = _today(settings)
     if as_json:
         print_json(report)
         return
@@ -27,18 +27,15 @@ def from_proxy(settings: Settings) -> dict[str, Any] | None:
     """Ask the running proxy, if `serve.json` names a live one."""
     import httpx
 
-    from memlane.proxy.status import serve_file
+    from memlane.files.serve_file import read_serve_file
 
-    try:
-        found = json.loads(serve_file(settings).read_text(encoding="utf-8"))
-        pid, url = int(found["pid"]), str(found["url"])
-    except (OSError, ValueError, KeyError, TypeError):
+    found = read_serve_file(settings.home_path)
+    if found is None or not isinstance(found.get("url"), str):
         return None
-    from memlane.proxy.status import pid_alive
-
-    if not pid_alive(pid):
-        return None
-    supervised = {k: found[k] for k in ("workers", "restarts", "last_restart") if k in found}
+    pid, url = int(found["pid"]), str(found["url"])
+    supervised: dict[str, Any] = {
+        k: found[k] for k in ("workers", "restarts", "last_restart") if k in found
+    }
     from memlane.files import admin_token
 
     configured = settings.admin_token.get_secret_value() if settings.admin_token else ""
@@ -61,6 +58,16 @@ def _from_store(settings: Settings) -> dict[str, Any]:
             "sessions": store.count("sessions"),
             "memories": store.count("facts"),
         }
+
+
+def _today(settings: Settings) -> dict[str, int]:
+    """Today's turns as the store counts them: every process's (the proxy's workers, `chat`,
+    the library), not only what the running proxy saw since it started."""
+    from memlane.engine.turnlog import COMPACTIONS, FAILED, REQUESTS, today
+
+    with opened_store(settings) as store:
+        counts = store.daily_counts(since=today()).get(today(), {})
+    return {name: counts.get(name, 0) for name in (REQUESTS, FAILED, COMPACTIONS)}
 
 
 def _print(report: dict[str, Any]) -> None:
@@ -95,3 +102,9 @@ def _print(report: dict[str, Any]) -> None:
                 console.print("extraction none since start")
     if "sessions" in report:
         console.print(f"store     {report['sessions']} sessions, {report['memories']} memories")
+    day = report["today"]
+    console.print(
+        f"today     {day['requests']} turns, {day['failed_requests']} failed, "
+        f"{day['compactions']} compactions (every process; `memlane doctor` explains failures)",
+        highlight=False,
+    )

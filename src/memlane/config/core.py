@@ -55,6 +55,10 @@ class CoreSettings(SettingsPart):
     upstream_api_key: SecretStr | None = None
     """Key sent upstream when the client sends none. Never stored or logged."""
 
+    upstream_api_key_env: str | None = None
+    """Name of the environment variable holding upstream_api_key (`memlane init` writes this, so
+    config.toml never holds a key); used when upstream_api_key is not set."""
+
     anthropic_upstream_url: str = "https://api.anthropic.com"
     """Anthropic-compatible base URL (no /v1) that /v1/messages requests (Claude Code, the anthropic
     SDK) are forwarded to."""
@@ -62,6 +66,10 @@ class CoreSettings(SettingsPart):
     anthropic_api_key: SecretStr | None = None
     """Key sent as x-api-key to the Anthropic upstream when the client sends none. Never stored or
     logged."""
+
+    anthropic_api_key_env: str | None = None
+    """Name of the environment variable holding anthropic_api_key; used when anthropic_api_key is
+    not set."""
 
     upstream_timeout: PositiveFloat = 600.0
     """Seconds to wait for the upstream before failing."""

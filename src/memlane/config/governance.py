@@ -27,9 +27,15 @@ class GovernanceSettings(SettingsPart):
     model name or its prefix (`llama3=8192,gpt-4o=128000`, or a TOML table). Empty: the table, then
     what the upstream taught."""
 
-    governance_default_window: Annotated[int, Field(ge=1_024)] = 32_768
-    """Window assumed for a model neither configured, known nor learned. Such a request is compacted
-    to fit it but never refused before the upstream answers."""
+    governance_default_window: Annotated[int, Field(ge=1_024)] = 131_072
+    """Window assumed for a model neither configured, listed by the upstream, known nor learned
+    (128k: generous, so a real client is never compacted early; an overflow error teaches the real
+    one). Such a request is compacted to fit it but never refused before the upstream answers."""
+
+    governance_defer_to_clients: bool = True
+    """Clients that compact their own history (Codex CLI, Claude Code) do so first: memlane compacts
+    their requests only when they would not fit the window at all. false: memlane's threshold
+    applies to them too."""
 
     governance_safety_margin: NonNegativeInt = 4_096
     """Tokens reserved for the answer (capped at a quarter of the window). 0: none."""

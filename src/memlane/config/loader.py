@@ -6,6 +6,7 @@ or `--config`) < `MEMLANE_*` environment < CLI flags.
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from collections.abc import Mapping
@@ -45,7 +46,11 @@ def load_settings(
     config_file: Path | None = None,
     overrides: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
+    lenient: bool = False,
 ) -> LoadedSettings:
+    """The settings, from every layer. `lenient`: an unknown key or a value that does not
+    validate is left out (its default applies) and reported in `warnings`, instead of
+    failing: `memlane config show` must work to show what is wrong."""
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {"home": default_home(env)}
     sources: dict[str, str] = {name: "default" for name in Settings.model_fields}
@@ -60,7 +65,12 @@ def load_settings(
 
     explicit_file = config_file is not None or bool(env.get("MEMLANE_CONFIG"))
     path = config_file or Path(env.get("MEMLANE_CONFIG") or home / CONFIG_FILE_NAME)
-    file_values = _from_toml(path, required=explicit_file)
+    file_values, unknown_file = _from_toml(path, required=explicit_file)
+    if unknown_file and not lenient:
+        raise ConfigError(
+            unknown_key(unknown_file[0], f"in {path}") + ": fix or remove it "
+            "(`memlane config unset KEY`; `memlane config show` still works)"
+        )
     for layer, origin in (
         (file_values, f"file {path}"),
         (env_values, "env"),
@@ -70,18 +80,62 @@ def load_settings(
             values[key] = value
             sources[key] = f"env {ENV_PREFIX}{key.upper()}" if origin == "env" else origin
 
-    try:
-        settings = Settings(**values)
-    except ValidationError as exc:
-        raise ConfigError(_describe(exc, sources)) from None
-    notes = tuple(
-        f"{name} is not a memlane setting and is ignored "
-        "(see `memlane config show` for valid names)"
-        for name in unknown_env
-    )
-    return LoadedSettings(
-        settings, sources, path if file_values or explicit_file else None, warnings=notes
-    )
+    _keys_from_env(values, sources, env)
+    notes = [unknown_key(key, f"in {path}") + "; it is ignored" for key in unknown_file]
+    notes += [unknown_key(name, "") + "; it is ignored" for name in unknown_env]
+    settings = _validated(values, sources, notes if lenient else None)
+    found = path if file_values or unknown_file or explicit_file else None
+    return LoadedSettings(settings, sources, found, warnings=tuple(notes))
+
+
+def _validated(
+    values: dict[str, Any], sources: dict[str, str], notes: list[str] | None
+) -> Settings:
+    """`Settings(**values)`; with `notes` (lenient), each failing value is dropped and noted."""
+    while True:
+        try:
+            return Settings(**values)
+        except ValidationError as exc:
+            message = _describe(exc, sources)
+            key = str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else ""
+            if notes is None or key not in values or sources.get(key) == "default":
+                raise ConfigError(message) from None
+            notes.append(f"{message}; the default is used")
+            del values[key]
+            sources[key] = "default"
+
+
+KEY_ENV_SUFFIX = "_env"
+"""`upstream_api_key_env = "OPENAI_API_KEY"`: the key is read from that variable."""
+
+
+def _keys_from_env(values: dict[str, Any], sources: dict[str, str], env: Mapping[str, str]) -> None:
+    """Fill each `*_api_key` from the variable its `*_api_key_env` setting names, when the
+    key itself is not set: config.toml names where the key lives, never the key."""
+    for name in Settings.model_fields:
+        if not name.endswith("_api_key" + KEY_ENV_SUFFIX):
+            continue
+        key = name.removesuffix(KEY_ENV_SUFFIX)
+        variable = values.get(name)
+        if values.get(key) or not variable or not env.get(variable):
+            continue
+        values[key] = env[variable]
+        sources[key] = f"env {variable}"
+
+
+def unknown_key(name: str, where: str) -> str:
+    """`unknown setting 'upstrem_url' in … (did you mean 'upstream_url'?)`: the nearest setting
+    by spelling (difflib), in the user's own spelling of names."""
+    bare = _file_key(name)
+    close = difflib.get_close_matches(bare, list(Settings.model_fields), n=1, cutoff=0.6)
+    shown = name if name.startswith(ENV_PREFIX) else repr(name)
+    hint = f" (did you mean {_spelled_like(name, close[0])!r}?)" if close else ""
+    return f"unknown setting {shown}" + (f" {where}" if where else "") + hint
+
+
+def _spelled_like(name: str, key: str) -> str:
+    """The suggestion in the spelling the user used (`MEMLANE_PORT`, `port`)."""
+    return ENV_PREFIX + key.upper() if name.startswith(ENV_PREFIX) else key
 
 
 def _from_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
@@ -116,13 +170,14 @@ def _check_home(home: Path) -> None:
             return
 
 
-def _from_toml(path: Path, *, required: bool) -> dict[str, Any]:
+def _from_toml(path: Path, *, required: bool) -> tuple[dict[str, Any], list[str]]:
+    """The file's settings, and the keys in it that name none."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         if required:
             raise ConfigError(f"config file {path} does not exist") from None
-        return {}
+        return {}, []
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     try:
@@ -131,12 +186,8 @@ def _from_toml(path: Path, *, required: bool) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     table = {_file_key(key): value for key, value in data.get("memlane", data).items()}
     unknown = sorted(set(table) - set(Settings.model_fields))
-    if unknown:
-        raise ConfigError(
-            f"unknown setting {unknown[0]!r} in {path}: remove it, "
-            "or see `memlane config show` for valid names"
-        )
-    return dict(table)
+    known = {key: value for key, value in table.items() if key not in unknown}
+    return known, unknown
 
 
 def _file_key(key: str) -> str:

@@ -114,6 +114,14 @@ class Turn:
     window_model: str = ""
     """The model name the window is looked up by, when not `model` (Anthropic's 1M-context
     beta: `<model>[1m]`)."""
+    window: tuple[int, str] | None = None
+    """(the window governance used, where it came from: `governance.budget.WindowSource`)."""
+    upstream_error: str = ""
+    """Why the upstream failed this turn (its address, status and a redacted line of its
+    error), for the turn's record and `memlane doctor`."""
+    client_compacts: bool = False
+    """The client compacts its own history (Codex CLI, Claude Code): governance defers to it
+    (`governance_defer_to_clients`)."""
     client: str = ""
     """The client's name and version (its User-Agent's first word), for people to read."""
     governed_tokens: tuple[int, int] | None = None

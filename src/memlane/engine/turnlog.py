@@ -76,6 +76,10 @@ def turn_payload(settings: Settings, turn: Turn, answer: Answer) -> dict[str, An
     if turn.context is not None:
         payload["limit"] = turn.context[1]
         payload["compacted"] = turn.context[2]
+    if turn.window is not None:
+        payload["window"], payload["window_source"] = turn.window
+    if answer.failed and turn.upstream_error:
+        payload["error"] = turn.upstream_error
     if turn.recalled:
         payload["recalled"] = [
             {

@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException
 from memlane.proxy.wire.anthropic import PREFIX as ANTHROPIC_PREFIX
 from memlane.proxy.wire.anthropic import anthropic_error, error_type
 from memlane.proxy.wire.base import openai_error
+from memlane.text.redact import redact
 
 
 def error_payload(
@@ -92,3 +93,13 @@ def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ProxyError, proxy_error)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation_error)
+
+
+UPSTREAM_ERROR_CHARS = 300
+
+
+def upstream_refusal(base: str, status: int, content: bytes) -> str:
+    """One line a person reads later (`memlane doctor`): who refused, how, and why, with
+    anything that looks like a secret redacted (an upstream may echo the key it refused)."""
+    text = " ".join(content[:4_000].decode("utf-8", errors="replace").split())
+    return redact(f"{base} answered {status}: {text}")[:UPSTREAM_ERROR_CHARS]

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memlane.engine.governance.budget import compacts_itself as client_compacts_itself
 from memlane.files.projects import project_of
 from memlane.proxy import headers as h
 from memlane.proxy.workdir import working_directory
@@ -209,6 +210,13 @@ def is_agentic(headers: Mapping[str, str]) -> bool:
         return True
     agent = f"{headers.get('user-agent', '')} {headers.get('originator', '')}"
     return bool(_AGENTIC_UA.search(agent))
+
+
+def compacts_itself(headers: Mapping[str, str]) -> bool:
+    """Codex CLI or Claude Code (by User-Agent or Codex's `originator`): they summarise their
+    own history, so memlane steps in only when a request would not fit."""
+    agent = f"{headers.get('user-agent', '')} {headers.get('originator', '')}"
+    return client_compacts_itself(agent)
 
 
 MAX_CLIENT_CHARS = 60

@@ -251,7 +251,8 @@ def run(
     # the app (and its HTTP client) before the report: a client that connects as soon as
     # it is printed waits for the lifespan only, not for these imports
     import memlane.proxy.app  # noqa: F401
-    from memlane.proxy.startup import probe_upstream, report
+    from memlane.engine.governance.budget import remember_listed_windows
+    from memlane.proxy.startup import probe_both, report
     from memlane.proxy.status import remove_serve_file, write_serve_file
     from memlane.store import StoreError, open_store
 
@@ -284,13 +285,19 @@ def run(
         for sock in sockets:
             sock.close()
         raise ServeError(str(exc)) from None
+    probes = probe_both(settings)
+    try:  # the windows the upstream states, for governance (never in front of a request)
+        remember_listed_windows(store, probes.openai.windows)
+    except StoreError as exc:
+        announce(f"warning: could not keep the upstream's model windows: {exc}")
     runtime = Runtime(settings, store) if settings.workers == 1 else None
     if runtime is None:
         store.close()  # each worker opens its own
     try:
         configured = settings.admin_token.get_secret_value() if settings.admin_token else None
         admin_token.ensure(settings.home_path, configured)  # generated once, for every worker
-        for line in report(settings, probe_upstream(settings), config_file=config_file):
+        lines = report(settings, probes.openai, config_file=config_file, anthropic=probes.anthropic)
+        for line in lines:
             announce(line)
         configure_logging(settings)
         if runtime is not None:

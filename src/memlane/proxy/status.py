@@ -24,9 +24,13 @@ from memlane.config import Settings
 from memlane.engine import threads
 from memlane.engine.runtime import Runtime
 from memlane.files.atomic import write_atomic
+from memlane.files.serve_file import SERVE_FILE as SERVE_FILE
+from memlane.files.serve_file import pid_alive as pid_alive
+from memlane.files.serve_file import remove_serve_file as remove_serve_file
+from memlane.files.serve_file import serve_file as serve_file
+from memlane.files.serve_file import write_serve_file as write_serve_file
 from memlane.proxy.state import WorkerInfo, current_state, require_operator, runtime
 
-SERVE_FILE = "serve.json"
 WORKERS_FOLDER = "workers"
 PUBLISH_SECONDS = 2.0
 STALE_SECONDS = 30.0
@@ -136,42 +140,3 @@ def merged(worker: WorkerInfo, activities: Iterable[dict[str, Any]]) -> dict[str
             if str(entry.get("at", "")) > into["at"]:
                 into["at"], into["last"] = entry.get("at", ""), entry.get("last")
     return total
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-# --- serve.json --------------------------------------------------------------------------
-
-
-def serve_file(settings: Settings) -> Path:
-    return settings.home_path / SERVE_FILE
-
-
-def write_serve_file(settings: Settings, **extra: Any) -> None:
-    """Where this process listens, for `memlane status`; removed when it stops. A
-    supervisor of several workers adds them (`workers`, `restarts`)."""
-    data = {
-        "pid": os.getpid(),
-        "url": f"http://{settings.host}:{settings.port}",
-        "upstream_url": settings.upstream_url,
-        **extra,
-    }
-    write_atomic(serve_file(settings), json.dumps(data))
-
-
-def remove_serve_file(settings: Settings) -> None:
-    path = serve_file(settings)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return
-    if data.get("pid") == os.getpid():  # another proxy on this home may have taken over
-        path.unlink(missing_ok=True)

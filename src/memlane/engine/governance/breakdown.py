@@ -27,6 +27,7 @@ from typing import Any
 
 from memlane.engine import scaffold, threads
 from memlane.engine.governance import recall, render
+from memlane.engine.governance.budget import compacts_itself
 from memlane.engine.governance.flow import recall_snippets
 from memlane.engine.governance.ledger import EVENT_COMPACTED
 from memlane.engine.governance.plan import Plan
@@ -111,7 +112,16 @@ async def breakdown(rt: Runtime, session: Session, *, events: int = 5) -> Breakd
     model = str(session.metadata.get("model") or plan.model or rt.settings.llm_model or "")
     if not model:
         notes.append("the session has not named a model yet: the default window is assumed")
-    gov = make_governor(rt, model=model, ledger=ledger, llm=None, summary_model=None)
+    client = await threads.to_thread(_client, rt, session)
+    deferring = compacts_itself(client) and rt.settings.governance_defer_to_clients
+    if deferring:
+        notes.append(
+            f"{client.split('/')[0]} compacts its own history: memlane compacts only what would "
+            "not fit the limit (governance_defer_to_clients)"
+        )
+    gov = make_governor(
+        rt, model=model, ledger=ledger, llm=None, summary_model=None, client_compacts=deferring
+    )
     out = gov.render(plan, messages)
     tokens: dict[str, int] = dict.fromkeys(PARTS, 0)
     items: dict[str, int] = dict.fromkeys(PARTS, 0)
@@ -169,6 +179,14 @@ async def breakdown(rt: Runtime, session: Session, *, events: int = 5) -> Breakd
             {**e.payload, "created_at": e.created_at.isoformat()} for e in recent[-events:]
         ),
     )
+
+
+def _client(rt: Runtime, session: Session) -> str:
+    """The client of the session's newest turn (`engine.turnlog`), as it named itself."""
+    from memlane.engine.turnlog import TURN_EVENT
+
+    latest = rt.store.list_events(session.id, kind=TURN_EVENT, limit=1)
+    return str(latest[-1].payload.get("client") or "") if latest else ""
 
 
 def _next_messages(rt: Runtime, session: Session, server: bool) -> list[Message]:

@@ -2,8 +2,11 @@
 
 The window comes, in order, from the configuration (`governance_context_windows`),
 from what an upstream taught memlane with a `context_length_exceeded` error
-(kept in the store's meta table), from the built-in table below, and last from
-`governance_default_window`. Keys match a model by name or by prefix, after a
+(kept in the store's meta table), from the upstream's own model list (`/v1/models`
+metadata such as `context_length` or `max_model_len`, read at start-up off the request
+path and kept in the same table), from the built-in table below, and last from
+`governance_default_window` (128k: an unknown model is never squeezed into a small guess).
+Keys match a model by name or by prefix, after a
 provider prefix (`openai/`) and a tag (`:8b`) are ignored; the longest key wins.
 """
 
@@ -19,9 +22,15 @@ from typing import Literal
 from memlane.config import Settings
 from memlane.store import MetaStore
 
-WindowSource = Literal["config", "learned", "table", "default"]
+WindowSource = Literal["config", "learned", "upstream", "table", "default"]
 
 KNOWN_WINDOWS: Mapping[str, int] = {
+    # Codex CLI 0.169's catalog (its default model is gpt-6.1-sol)
+    "gpt-6": 272_000,
+    "gpt-6.1-terra": 500_000,
+    "gpt-daybreak-red": 372_000,
+    "gpt-daybreak": 272_000,
+    "codex-auto-review": 272_000,
     "gpt-5": 272_000,
     "gpt-4.1": 1_047_576,
     "gpt-4o": 128_000,
@@ -61,7 +70,23 @@ request with Anthropic's 1M-context beta) has a window of `LONG_CONTEXT_WINDOW` 
 LONG_CONTEXT_WINDOW = 1_000_000
 
 LEARNED_PREFIX = "governance.window."
-"""Store meta key prefix of windows learned from upstream errors."""
+"""Store meta key prefix of windows learned from upstream errors (`"123000"`) or stated by
+the upstream's model list (`"123000 listed"`): one key per model, so a turn reads one value."""
+LISTED_MARK = " listed"
+
+WINDOW_FIELDS = (
+    "context_length",
+    "max_model_len",
+    "context_window",
+    "max_context_length",
+    "max_input_tokens",
+    "context_size",
+    "n_ctx",
+    "n_ctx_train",
+)
+"""Fields of a `/v1/models` entry that state its window: OpenRouter and LM Studio's
+`context_length`, vLLM's `max_model_len`, others' `context_window`, Anthropic's
+`max_input_tokens`, llama.cpp's `meta.n_ctx_train`. The first one present wins."""
 
 _WINDOW_IN_ERROR = re.compile(
     r"(?:maximum context length|context (?:window|length|size)|max(?:imum)? (?:input )?tokens)"
@@ -70,6 +95,19 @@ _WINDOW_IN_ERROR = re.compile(
 )
 _ANTHROPIC_WINDOW = re.compile(r"\d[\d,_]* tokens > (\d[\d,_]{2,}) maximum", re.IGNORECASE)
 """Anthropic's wording: `prompt is too long: 208310 tokens > 200000 maximum`."""
+_LLAMA_CPP_WINDOW = re.compile(r'"n_ctx"\s*:\s*(\d{4,})')
+"""llama.cpp's `exceed_context_size_error` states the window only as a field: `"n_ctx": 4096`."""
+
+
+SELF_COMPACTING = re.compile(r"(?<![a-z])(codex|claude-cli)(?![a-z])", re.IGNORECASE)
+"""Clients that compact their own history before their window fills, by the name they give
+(User-Agent, Codex's `originator`): Codex CLI (near 90% of the window its catalog states)
+and Claude Code (its auto-compact)."""
+
+
+def compacts_itself(agent: str) -> bool:
+    """Whether `agent` (a User-Agent or client name) summarises its own history."""
+    return bool(SELF_COMPACTING.search(agent))
 
 
 SHARE_DIVISOR = 6
@@ -110,10 +148,15 @@ class Budget:
     """A tool result above this many tokens is masked once it is old."""
 
     @classmethod
-    def of(cls, settings: Settings, window: Window) -> Budget:
+    def of(cls, settings: Settings, window: Window, *, client_compacts: bool = False) -> Budget:
+        """`client_compacts`: the client keeps its own history inside the window (Codex,
+        Claude Code); with `governance_defer_to_clients` memlane then compacts only what
+        would not fit at all, so the client's compaction runs first and once."""
         margin = min(settings.governance_safety_margin, window.tokens // 4)
         limit = window.tokens - margin
         threshold = int(limit * settings.governance_compact_threshold)
+        if client_compacts and settings.governance_defer_to_clients and threshold:
+            threshold = limit
         target = int(limit * settings.governance_compact_target)
         tail = min(int(limit * settings.governance_tail_share), target)
         # On a small window the fixed allowances would eat the target: each is capped to a
@@ -197,9 +240,9 @@ def context_window(settings: Settings, store: MetaStore | None, model: str) -> W
     if configured is not None:
         return Window(configured, "config")
     if store is not None and model:
-        learned = store.get_meta(LEARNED_PREFIX + bare_model(model))
-        if learned and learned.isdigit():
-            return Window(int(learned), "learned")
+        stored = _stored_window(store.get_meta(LEARNED_PREFIX + bare_model(model)))
+        if stored is not None:
+            return stored
     if bare_model(model).endswith(LONG_CONTEXT_TAG):
         return Window(LONG_CONTEXT_WINDOW, "table")
     known = _known_window(model)
@@ -208,9 +251,21 @@ def context_window(settings: Settings, store: MetaStore | None, model: str) -> W
     return Window(settings.governance_default_window, "default")
 
 
+def _stored_window(value: str | None) -> Window | None:
+    if not value:
+        return None
+    if value.endswith(LISTED_MARK) and value.removesuffix(LISTED_MARK).isdigit():
+        return Window(int(value.removesuffix(LISTED_MARK)), "upstream")
+    return Window(int(value), "learned") if value.isdigit() else None
+
+
 def window_from_error(message: str) -> int | None:
     """The window an upstream's `context_length_exceeded` message states, if it states one."""
-    match = _WINDOW_IN_ERROR.search(message) or _ANTHROPIC_WINDOW.search(message)
+    match = (
+        _LLAMA_CPP_WINDOW.search(message)
+        or _WINDOW_IN_ERROR.search(message)
+        or _ANTHROPIC_WINDOW.search(message)
+    )
     if match is None:
         return None
     tokens = int(re.sub(r"[,_]", "", match.group(1)))
@@ -248,6 +303,7 @@ def learn_window(
 
 _OVERFLOW_HINTS = (
     "context_length_exceeded",
+    "exceed_context_size",
     "context length",
     "context window",
     "too many tokens",
@@ -267,3 +323,43 @@ def learn_from_upstream_error(
     if not any(hint in text.lower() for hint in _OVERFLOW_HINTS):
         return None
     return learn_window(settings, store, model, text)
+
+
+def windows_in_model_list(payload: object) -> dict[str, int]:
+    """`{model: window}` from a `/v1/models` answer, for the entries that state one.
+
+    Accepts the OpenAI shape (`{"data": [{"id": …, …}]}`), a bare list, and the
+    fields of `WINDOW_FIELDS` at the top of an entry or one level down (`meta`,
+    `top_provider`). A value below 1,024 tokens is not a window.
+    """
+    entries = payload.get("data") if isinstance(payload, dict) else payload
+    if not isinstance(entries, list):
+        return {}
+    found: dict[str, int] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            continue
+        tokens = _stated_window(entry)
+        if tokens is not None:
+            found[entry["id"]] = tokens
+    return found
+
+
+def _stated_window(entry: Mapping[str, object]) -> int | None:
+    places = [entry, *(v for v in entry.values() if isinstance(v, dict))]
+    for name in WINDOW_FIELDS:
+        for place in places:
+            value = place.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 1_024:
+                return value
+    return None
+
+
+def remember_listed_windows(store: MetaStore, windows: Mapping[str, int]) -> None:
+    """Keep the windows an upstream's model list states, for `context_window` to read; a
+    window an overflow error taught stays (the upstream refused a request at it)."""
+    for model, tokens in windows.items():
+        key = LEARNED_PREFIX + bare_model(model)
+        held = _stored_window(store.get_meta(key))
+        if held is None or held.source == "upstream":
+            store.set_meta(key, f"{tokens}{LISTED_MARK}")

@@ -40,11 +40,13 @@ def build_governor(
     summary_model: str | None,
     store: MetaStore | None = None,
     window_model: str = "",
+    client_compacts: bool = False,
 ) -> Governor:
     """A governor for `model`'s window (learned windows come from `store`; `window_model`,
     when given, names the window instead: `<model>[1m]`); with no `llm` it never summarises
-    (static markers only)."""
-    budget = Budget.of(settings, context_window(settings, store, window_model or model))
+    (static markers only). `client_compacts`: see `Budget.of`."""
+    window = context_window(settings, store, window_model or model)
+    budget = Budget.of(settings, window, client_compacts=client_compacts)
     summariser = make_summariser(settings, llm, summary_model, budget) if llm is not None else None
     return Governor(
         settings=settings,
@@ -64,6 +66,7 @@ def make_governor(
     llm: LLM | None,
     summary_model: str | None,
     window_model: str = "",
+    client_compacts: bool = False,
 ) -> Governor:
     return build_governor(
         rt.settings,
@@ -74,6 +77,7 @@ def make_governor(
         summary_model=summary_model,
         store=rt.windows,
         window_model=window_model,
+        client_compacts=client_compacts,
     )
 
 
@@ -117,6 +121,7 @@ def governor_for_turn(rt: Runtime, turn: Turn) -> Governor:
         llm=llm,
         summary_model=summary_model,
         window_model=turn.window_model,
+        client_compacts=turn.client_compacts,
     )
     if turn.instructions:
         gov.fixed_tokens = gov.tokenizer.count(turn.instructions)
