@@ -14,6 +14,7 @@ from memlane.engine.memory.extract import FACT_PROMPT
 from memlane.engine.sessions.indexing import INDEX_PROMPT
 from memlane.engine.sessions.metafile import meta_path
 from memlane.engine.sessions.query import QUERY_PROMPT
+from memlane.engine.sessions.working import SUMMARY_PROMPT as WORKING_SUMMARY_PROMPT
 from memlane.text.llm import OWN_CALL_HEADER
 from tests.support.upstream import ProxyFactory, RecordedRequest, Reply, ScriptedUpstream, closing
 
@@ -101,3 +102,57 @@ def git_objects(root: Path) -> bytes:
         capture_output=True,
         check=True,
     ).stdout
+
+
+def own_bodies(upstream: ScriptedUpstream, marker: str) -> list[bytes]:
+    """The bodies of memlane's own calls whose prompt contains `marker`."""
+    return [
+        r.body
+        for r in upstream.requests
+        if OWN_CALL_HEADER in r.headers and marker.encode() in r.body
+    ]
+
+
+def test_the_running_summary_call_carries_no_credential(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    proxy = proxy_factory(
+        memory_enabled=False, index_enabled=False, summary_enabled=True, summary_threshold=2,
+        summary_keep_last=0,
+    )  # fmt: skip
+    upstream.respond_with(echo)
+    said = client(proxy.url, "bot").with_options(default_headers={"X-Memlane-History": "server"})
+    for text in (SAID, "and one more thing", "thanks"):
+        said.chat.completions.create(model="m", messages=[{"role": "user", "content": text}])
+        proxy.drain()
+    calls = own_bodies(upstream, WORKING_SUMMARY_PROMPT.split("\n", 1)[0])
+    assert calls, "no running summary was asked for"
+    for body in calls:
+        for secret in SECRETS.values():
+            assert secret.encode() not in body, secret
+
+
+def test_the_compaction_summary_call_carries_no_credential(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    proxy = proxy_factory(
+        memory_enabled=False, index_enabled=False, scaffold_clients="all",
+        governance_context_windows={"tiny": 4_096}, governance_safety_margin=256,
+        governance_tool_output_limit=200, governance_protect_tokens=600,
+        governance_summary_max_tokens=200,
+    )  # fmt: skip
+    upstream.respond_with(echo)
+    upstream.script(Reply(text="ok"))
+    filler = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"step {i} " + "lorem " * 250}
+        for i in range(14)
+    ]
+    said = {"role": "user", "content": SAID}  # in the middle: what compaction summarises
+    messages = [*filler[:6], said, *filler[6:]]
+    messages.append({"role": "user", "content": "what next?"})
+    client(proxy.url, "long").chat.completions.create(model="tiny", messages=messages)
+    calls = own_bodies(upstream, "<removed_messages>")
+    assert calls, "no compaction summary was asked for"
+    for body in calls:
+        for secret in SECRETS.values():
+            assert secret.encode() not in body, secret
