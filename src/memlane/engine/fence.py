@@ -1,11 +1,13 @@
 """The fences around text memlane puts into a request: data, never instructions.
 
-Two kinds of fence, each with one escaping function used everywhere it is built:
+Three kinds of fence, each with one escaping function used everywhere it is built:
 
 - the memory fence (`<memlane-memory>`, `fenced`, `neutralise`): recalled memories,
   `@@` referenced sessions and memlane's tool results are text someone stored earlier,
   possibly written by an attacker (a poisoned web page the agent read, another user's
   session, an imported file);
+- the dropped-history recall (`<memlane_recall>` of `<snippet>`s, `recall_text`): what
+  governance dropped from this session and brings back;
 - the state block (`<memlane_state>` with `<pinned>`, `<anchor>`, `<todo>`, `<spec>`,
   `state_text`): texts a client sets (`X-Memlane-Todo`, MCP `todo_set`, `pinned.md`).
 
@@ -43,6 +45,7 @@ def _tags(names: str) -> re.Pattern[str]:
 
 
 _MEMORY_TAGS = _tags(rf"memlane{_SEP}memory|memlane{_SEP}state")
+_RECALL_TAGS = _tags(rf"memlane{_SEP}memory|memlane{_SEP}state|memlane{_SEP}recall|snippet")
 _STATE_TAGS = _tags(rf"memlane{_SEP}memory|memlane{_SEP}state|todo|pinned|anchor|spec")
 _TURN_MARKERS = re.compile(
     r"<\|\s*(?P<name>[a-z_]{2,40})\s*\|>|(?P<inst>\[/?INST\])|(?P<sys><</?SYS>>)|(?P<s></?s>)",
@@ -70,6 +73,11 @@ def _defused(text: str, tags: re.Pattern[str], roles: re.Pattern[str]) -> str:
 def neutralise(text: str) -> str:
     """`text` made safe to put inside the memory fence."""
     return _defused(text, _MEMORY_TAGS, _MEMORY_ROLES)
+
+
+def recall_text(text: str) -> str:
+    """`text` made safe to put in a `<snippet>` of the dropped-history recall block."""
+    return _defused(text, _RECALL_TAGS, _MEMORY_ROLES)
 
 
 def state_text(text: str) -> str:
