@@ -22,6 +22,7 @@ from typing import Any, Literal, Protocol, TypedDict, Unpack
 
 import httpx
 
+from memlane.text import secret_detectors
 from memlane.text.redact import redact, redact_message
 from memlane.text.sse import SSEDecoder
 from memlane.text.tls import ssl_context
@@ -306,16 +307,17 @@ class OpenAICompatibleLLM(HTTPLLM):
             raise self._transport_error(exc) from exc
 
 
-INLINE_REDACTION_CHARS = 16_384
-"""Above this much text, redaction (~0.1–0.4 ms per KB) runs in a worker thread, so the
-event loop goes on serving requests meanwhile."""
+INLINE_REDACTION_CHARS = 2_048
+"""Above this much text, redaction (0.4–0.6 ms per KB, `benchmarks/redaction.py`) runs in
+a worker thread, so the event loop goes on serving requests meanwhile; so does the first
+redaction of a process, which loads the detectors."""
 
 
 async def redacted(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The messages with every credential redacted: every text memlane sends to its own LLM
     calls (facts, summaries, session metadata, session questions) passes here."""
     size = sum(len(str(m.get("content") or "")) for m in messages)
-    if size <= INLINE_REDACTION_CHARS:
+    if size <= INLINE_REDACTION_CHARS and secret_detectors.loaded():
         return [redact_message(m) for m in messages]
     return await asyncio.to_thread(lambda: [redact_message(m) for m in messages])
 
