@@ -64,6 +64,15 @@ def test_the_detect_secrets_detectors_are_in_use() -> None:
     assert not [k for k in kinds if "entropy" in k]  # they flag commit hashes
 
 
+def test_a_secret_deep_in_a_long_single_line_is_found() -> None:
+    # minified JSON: detectors run around each trigger, not over the whole line
+    url = "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"
+    line = '{"a": "' + "x" * 50_000 + f" {url} " + "y" * 50_000 + '", "eyJ": 1}'
+    done = redact(line)
+    assert "XXXXXXXXXXXXXXXXXXXXXXXX" not in done
+    assert done == line.replace(url, "[redacted slack-token]")
+
+
 def test_a_secret_on_one_line_never_spreads_to_the_next() -> None:
     text = 'password = "hunter2"\nsome "quoted" words stay'
     assert redact(text) == 'password = [redacted secret]\nsome "quoted" words stay'

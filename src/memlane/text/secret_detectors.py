@@ -43,23 +43,43 @@ class Detector:
     lower-cased text): without one, the expression is not run. Empty: always run."""
 
     def windows(self, text: str, lowered: str) -> Iterator[tuple[int, int]]:
-        """The (start, end) of each line the expression can match in: the lines holding a
-        trigger (a substring search costs far less than the expression's scan)."""
+        """The spans the expression can match in: around each trigger, within its line
+        (a substring search costs far less than the expression's scan, and a long line of
+        minified JSON is not scanned whole for one trigger in it)."""
         if not self.triggers:
             yield 0, len(text)
             return
-        seen: set[int] = set()
+        spans: list[tuple[int, int]] = []
         for trigger in self.triggers:
             within = lowered if trigger.islower() else text
             at = within.find(trigger)
             while at >= 0:
-                start = text.rfind("\n", 0, at) + 1
-                end = text.find("\n", at)
-                end = len(text) if end < 0 else end
-                if start not in seen:
-                    seen.add(start)
-                    yield start, end
-                at = within.find(trigger, end)
+                reach = max(0, at - BEFORE)
+                start = max(text.rfind("\n", reach, at) + 1, reach)
+                end = text.find("\n", at, at + AFTER)
+                spans.append((start, min(len(text), at + AFTER) if end < 0 else end))
+                at = within.find(trigger, at + 1)
+        yield from _merged(spans)
+
+
+BEFORE = 512
+"""How far before a trigger a match may start (a quoted value compared to `password`)."""
+AFTER = 8_192
+"""How far after a trigger a match may end (a JWT, an Azure connection string)."""
+
+
+def _merged(spans: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    """`spans` in order, overlapping ones joined."""
+    current: tuple[int, int] | None = None
+    for start, end in sorted(spans):
+        if current is not None and start <= current[1]:
+            current = (current[0], max(current[1], end))
+            continue
+        if current is not None:
+            yield current
+        current = (start, end)
+    if current is not None:
+        yield current
 
 
 ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
