@@ -1,6 +1,6 @@
 """The fences around text memlane puts into a request: data, never instructions.
 
-Three kinds of fence, each with one escaping function used everywhere it is built:
+Four kinds of fence, each with one escaping function used everywhere it is built:
 
 - the memory fence (`<memlane-memory>`, `fenced`, `neutralise`): recalled memories,
   `@@` referenced sessions and memlane's tool results are text someone stored earlier,
@@ -8,6 +8,9 @@ Three kinds of fence, each with one escaping function used everywhere it is buil
   session, an imported file);
 - the dropped-history recall (`<memlane_recall>` of `<snippet>`s, `recall_text`): what
   governance dropped from this session and brings back;
+- the data sections of memlane's own compaction prompt (`<removed_messages>`,
+  `<previous_snapshot>`, `<state_snapshot>`, `prompt_data`): a tool output must not end
+  them and speak to the summariser;
 - the state block (`<memlane_state>` with `<pinned>`, `<anchor>`, `<todo>`, `<spec>`,
   `state_text`): texts a client sets (`X-Memlane-Todo`, MCP `todo_set`, `pinned.md`).
 
@@ -46,6 +49,10 @@ def _tags(names: str) -> re.Pattern[str]:
 
 _MEMORY_TAGS = _tags(rf"memlane{_SEP}memory|memlane{_SEP}state")
 _RECALL_TAGS = _tags(rf"memlane{_SEP}memory|memlane{_SEP}state|memlane{_SEP}recall|snippet")
+_PROMPT_TAGS = _tags(
+    rf"memlane{_SEP}memory|memlane{_SEP}state|previous{_SEP}snapshot|removed{_SEP}messages"
+    rf"|state{_SEP}snapshot"
+)
 _STATE_TAGS = _tags(rf"memlane{_SEP}memory|memlane{_SEP}state|todo|pinned|anchor|spec")
 _TURN_MARKERS = re.compile(
     r"<\|\s*(?P<name>[a-z_]{2,40})\s*\|>|(?P<inst>\[/?INST\])|(?P<sys><</?SYS>>)|(?P<s></?s>)",
@@ -64,10 +71,10 @@ def _marker(match: re.Match[str]) -> str:
     return "(" + name.lower() + ")"
 
 
-def _defused(text: str, tags: re.Pattern[str], roles: re.Pattern[str]) -> str:
+def _defused(text: str, tags: re.Pattern[str], roles: re.Pattern[str] | None) -> str:
     text = tags.sub(_tag, text)
     text = _TURN_MARKERS.sub(_marker, text)
-    return roles.sub(r"\1(\2)\3", text)
+    return roles.sub(r"\1(\2)\3", text) if roles is not None else text
 
 
 def neutralise(text: str) -> str:
@@ -78,6 +85,13 @@ def neutralise(text: str) -> str:
 def recall_text(text: str) -> str:
     """`text` made safe to put in a `<snippet>` of the dropped-history recall block."""
     return _defused(text, _RECALL_TAGS, _MEMORY_ROLES)
+
+
+def prompt_data(text: str) -> str:
+    """`text` made safe to put between the tags of memlane's own summariser prompt
+    (`<removed_messages>`, `<previous_snapshot>`, `<state_snapshot>`): the removed
+    messages keep their `role:` lines, which that prompt is written around."""
+    return _defused(text, _PROMPT_TAGS, None)
 
 
 def state_text(text: str) -> str:
