@@ -17,7 +17,7 @@ plain words):
   `*_TOKEN`, `*_KEY`, `PGPASSWORD`, `client_secret:`, `Authorization: Basic …`,
   `curl -u user:pass`, `scheme://user:pass@host`;
 - the regular-expression detectors of `detect-secrets` (`text.secret_detectors`), loaded
-  on first use, each run only on the lines holding text its matches contain.
+  on first use, each run only around the text its matches must contain.
 
 The corpus in `tests/text/data/redaction_corpus.json` holds the spellings that must go
 and the look-alikes that must stay; `benchmarks/redaction.py` prints recall, false
