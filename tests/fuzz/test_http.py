@@ -114,6 +114,8 @@ def own_server_error(response: httpx.Response) -> bool:
     model could not be reached or gave nothing usable: memlane's own admin calls to it)."""
     if response.status_code < 500:
         return False
+    if response.status_code == 508:  # a loop refused on purpose (`Via`, x-memlane-own-call)
+        return False
     try:
         body = response.json()
         error = body["error"]

@@ -35,6 +35,7 @@ from typing import Protocol
 
 from memlane.config import Settings
 from memlane.engine import threads
+from memlane.engine.fence import state_text
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Turn
 from memlane.files.scaffold import FileTexts, normalize_escapes, read_agents_md
@@ -176,8 +177,9 @@ def forget_texts(rt: Runtime, session: Session) -> None:
 
 
 def render_block(parts: Sequence[tuple[str, str]]) -> str:
-    """`<memlane_state>` with one tag per non-empty part, in the given order."""
-    body = [f"<{tag}>\n{text.strip()}\n</{tag}>" for tag, text in parts if text.strip()]
+    """`<memlane_state>` with one tag per non-empty part, in the given order; no text can
+    close a tag or the block, or start a role line (`fence.state_text`)."""
+    body = [f"<{tag}>\n{state_text(text.strip())}\n</{tag}>" for tag, text in parts if text.strip()]
     if not body:
         return ""
     return "<memlane_state>\n" + "\n".join(body) + "\n</memlane_state>"

@@ -11,7 +11,9 @@ requests with the server's key. So, before any route:
 - a body sent to a JSON route must be JSON: a cross-site `text/plain` or form POST (the
   kinds a page may send without asking) is refused;
 - a request that already went through this memlane (its `Via` marker) is refused, so a
-  proxy configured to forward to itself, directly or through another proxy, stops.
+  proxy configured to forward to itself, directly or through another proxy, stops;
+- one of memlane's own LLM calls (`x-memlane-own-call`) is refused with 508: memlane's
+  extraction prompts must never become turns that are extracted again.
 
 Refusals are answered before anything is read, stored or forwarded.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import socket
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -30,6 +33,7 @@ from urllib.parse import urlsplit
 from memlane.config import Settings
 from memlane.config.core import is_loopback
 from memlane.proxy.errors import error_payload
+from memlane.proxy.headers import OWN_CALL_HEADER
 
 VIA_TOKEN = f"memlane-{uuid.uuid4().hex[:12]}"
 """This process's forwarding marker: what it adds to the `Via` header of what it forwards."""
@@ -94,19 +98,76 @@ def with_via(via: str | None) -> str:
     return f"{via}, {VIA_VALUE}" if via else VIA_VALUE
 
 
-def points_at_self(settings: Settings, upstream_url: str) -> bool:
-    """Whether `upstream_url` is memlane's own listening address (a forwarding loop)."""
-    parts = urlsplit(upstream_url)
-    if parts.port is None or parts.port != settings.port or not parts.hostname:
+def points_at_self(settings: Settings, url: str) -> bool:
+    """Whether `url` reaches memlane's own listening address (a loop), after resolution:
+    `localhost`, `0.0.0.0`, `[::1]`, `[::ffff:127.0.0.1]` and `/etc/hosts` names alike."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return False
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    if port != settings.port:
         return False
     name = parts.hostname.lower()
     bind = settings.host.lower()
     if name == bind:
         return True
-    loopback = is_loopback(name)
+    targets = _addresses(name, port)
     if bind in WILDCARD_BINDS:
-        return loopback or _is_ip(name)  # every interface of this machine listens
-    return loopback and is_loopback(bind)
+        return bool(targets)  # listening everywhere: any address of the same port is us
+    binds = _addresses(bind, port)
+    if targets & binds:
+        return True
+    return any(_is_local(t) for t in targets) and any(_is_local(b) for b in binds)
+
+
+def _addresses(name: str, port: int) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """Where `name` leads: itself when it is an address, else what the resolver (the hosts
+    file first) says; IPv4 written as IPv6 (`::ffff:127.0.0.1`) as IPv4."""
+    try:
+        found = {ipaddress.ip_address(name)}
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError):
+            return set()
+        found = {ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos}
+    return {_plain(a) for a in found}
+
+
+def _plain(
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address,
+) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    mapped = getattr(address, "ipv4_mapped", None)
+    return mapped if mapped is not None else address
+
+
+def _is_local(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Loopback, or the unspecified address (a connection to 0.0.0.0 reaches this host)."""
+    return address.is_loopback or address.is_unspecified
+
+
+OWN_URLS = (
+    ("upstream_url", "MEMLANE_UPSTREAM_URL (or --upstream)"),
+    ("anthropic_upstream_url", "MEMLANE_ANTHROPIC_UPSTREAM_URL (or --anthropic-upstream)"),
+    ("llm_base_url", "MEMLANE_LLM_BASE_URL"),
+    ("summary_base_url", "MEMLANE_SUMMARY_BASE_URL"),
+    ("embedding_base_url", "MEMLANE_EMBEDDING_BASE_URL"),
+)
+"""Every URL memlane sends requests to by itself, and where the user sets it."""
+
+
+def self_pointing(settings: Settings) -> str | None:
+    """Why memlane must not start when one of its own URLs is its own address, else None."""
+    for name, where in OWN_URLS:
+        url = getattr(settings, name)
+        if url and points_at_self(settings, url):
+            return (
+                f"{name} {url} is memlane's own address ({settings.host}:{settings.port}): "
+                f"its requests would come back to it and loop; set {where} to the model "
+                "server (e.g. http://127.0.0.1:11434/v1 for Ollama, https://api.anthropic.com), "
+                "or run memlane on another port"
+            )
+    return None
 
 
 def _is_ip(name: str) -> bool:
@@ -167,6 +228,14 @@ class Guard:
                 "origin_not_allowed",
                 f"requests from the web page {origin!r} are refused: add the origin to "
                 "MEMLANE_ALLOWED_ORIGINS if it is yours",
+            )
+        if OWN_CALL_HEADER in headers:
+            return (
+                508,
+                "own_call_loop",
+                "this is one of memlane's own LLM calls (it carries "
+                f"{OWN_CALL_HEADER}) and memlane does not answer itself: point "
+                "MEMLANE_LLM_BASE_URL / MEMLANE_SUMMARY_BASE_URL at the model server",
             )
         if looped(headers.get("via", "")):
             return (

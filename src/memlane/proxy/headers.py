@@ -6,6 +6,8 @@ from collections.abc import Iterable
 
 from starlette.datastructures import Headers
 
+from memlane.text.llm import OWN_CALL_HEADER as OWN_CALL_HEADER  # made where the calls are
+
 PREFIX = "x-memlane-"
 """Every header with this prefix is memlane's: read, then stripped before forwarding."""
 
@@ -41,6 +43,8 @@ MEMLANE_HEADERS: dict[str, str] = {
     "X-Memlane-Tools": "memory, sessions (comma-separated), all or off: offer memlane's own "
     "tools (memlane_memory_search, memlane_session_ask) to the model and answer its calls "
     "(default: MEMLANE_PROXY_TOOLS).",
+    "X-Memlane-Own-Call": "Sent by memlane on its own LLM calls (facts, summaries, session "
+    "metadata and questions); a memlane proxy refuses a request carrying it with 508.",
     "X-Memlane-History": "server: the request carries only its new messages; memlane "
     "prepends the session's working context (running summary + the rest). client: as sent.",
 }

@@ -28,7 +28,7 @@ from memlane.config.core import is_loopback
 from memlane.engine.runtime import Runtime
 from memlane.files import admin_token
 from memlane.files.locks import CROSS_PROCESS
-from memlane.proxy.guard import points_at_self
+from memlane.proxy.guard import self_pointing
 from memlane.proxy.repeats import RepeatedWarnings
 from memlane.proxy.state import WorkerInfo
 
@@ -259,18 +259,9 @@ def run(
     check_address(settings.host)
     check_bind(settings)
     check_workers(settings)
-    if points_at_self(settings, settings.upstream_url):
-        raise ServeError(
-            f"the upstream {settings.upstream_url} is memlane's own address: requests would "
-            "loop; set MEMLANE_UPSTREAM_URL (or --upstream) to the model server, e.g. "
-            "http://127.0.0.1:11434/v1 for Ollama"
-        )
-    if points_at_self(settings, settings.anthropic_upstream_url):
-        raise ServeError(
-            f"the Anthropic upstream {settings.anthropic_upstream_url} is memlane's own "
-            "address: requests would loop; set MEMLANE_ANTHROPIC_UPSTREAM_URL (or "
-            "--anthropic-upstream) to the model server, e.g. https://api.anthropic.com"
-        )
+    loop = self_pointing(settings)
+    if loop is not None:
+        raise ServeError(loop)
     try:
         settings.home_path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -22,9 +22,15 @@ from typing import Any, Literal, Protocol, TypedDict, Unpack
 
 import httpx
 
-from memlane.text.redact import redact
+from memlane.text import secret_detectors
+from memlane.text.redact import redact, redact_message
 from memlane.text.sse import SSEDecoder
 from memlane.text.tls import ssl_context
+
+OWN_CALL_HEADER = "x-memlane-own-call"
+"""Sent with every call memlane makes to an LLM for itself (facts, summaries, session
+metadata, session questions): a memlane proxy that receives it refuses it (HTTP 508), so a
+configuration that points memlane's own calls at a memlane can never loop."""
 
 
 class LLMError(Exception):
@@ -232,7 +238,10 @@ class HTTPLLM(ABC):
         try:
             async with self._client() as client:
                 response = await client.post(
-                    self._url, json=body, headers=self._call_headers(), timeout=self._timeout
+                    self._url,
+                    json=body,
+                    headers={**self._call_headers(), OWN_CALL_HEADER: "1"},
+                    timeout=self._timeout,
                 )
         except httpx.HTTPError as exc:
             raise self._transport_error(exc) from exc
@@ -250,7 +259,7 @@ class HTTPLLM(ABC):
         chosen = self._model(options.get("model"))
         body: dict[str, Any] = {
             "model": chosen,
-            "messages": [dict(m) for m in messages],
+            "messages": await redacted(messages),
             "temperature": options.get("temperature", 0.0),
         }
         max_tokens = options.get("max_tokens")
@@ -315,6 +324,21 @@ class OpenAICompatibleLLM(HTTPLLM):
                 yield event
         except httpx.HTTPError as exc:
             raise self._transport_error(exc) from exc
+
+
+INLINE_REDACTION_CHARS = 2_048
+"""Above this much text, redaction (0.4–0.6 ms per KB, `benchmarks/redaction.py`) runs in
+a worker thread, so the event loop goes on serving requests meanwhile; so does the first
+redaction of a process, which loads the detectors."""
+
+
+async def redacted(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The messages with every credential redacted: every text memlane sends to its own LLM
+    calls (facts, summaries, session metadata, session questions) passes here."""
+    size = sum(len(str(m.get("content") or "")) for m in messages)
+    if size <= INLINE_REDACTION_CHARS and secret_detectors.loaded():
+        return [redact_message(m) for m in messages]
+    return await asyncio.to_thread(lambda: [redact_message(m) for m in messages])
 
 
 def _parse_completion(payload: Any, requested_model: str) -> Completion:

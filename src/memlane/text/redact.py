@@ -2,79 +2,278 @@
 
 A user pastes `api_key=sk-live-…` into a conversation; the session transcript keeps it
 verbatim (the client resends it anyway), but nothing memlane writes on its own (facts,
-remembered turns, their Markdown files, git, the search index) and nothing it sends
-to its own LLM calls may carry it. Each pattern names the kind it redacts:
-`[redacted openai-key]`. The patterns follow the shapes providers document for their
-keys, plus the generic `secret = value` assignment and a password in a URL.
+remembered turns, their Markdown files, git, session metadata, the search index) and
+nothing it sends to its own LLM calls may carry it. Each span is replaced by
+`[redacted <kind>]`; an assignment keeps its name (`DATABASE_PASSWORD=[redacted secret]`),
+a URL or `curl -u` keeps its user.
 
-Why patterns of our own rather than a secret scanner's: `detect-secrets` 1.5.0 (last
-release 2024-05) and its maintained fork `bc-detect-secrets` 1.5.52 were tried on this
-machine. They install offline, but take 1.0–1.4 s to import their plugins, pull
-`requests` in, find neither OpenAI project keys (`sk-proj-…`, `sk-live-…`) nor
-Anthropic keys, and several of their detectors report only a token's prefix
-(`ghp`, `glpat`), not the span to replace; their entropy detectors, made for code,
-flag every word of ordinary prose. The shapes their regular-expression plugins know
-are covered here (AWS, GitHub, GitLab, Slack, Stripe, npm, PyPI, SendGrid, Twilio,
-Mailchimp, Discord, Telegram, Square, Azure storage, JWT, private keys, basic auth),
-checked one by one in `tests/text/test_redact.py`; a new provider's shape is one line.
+Two sets of rules, both precise (no entropy guesses: those flag commit hashes, UUIDs and
+plain words):
+
+- memlane's own (`RULES`, `BASIC`, `ASSIGNMENT` with `CREDENTIAL_NAME`): the shapes providers
+  document for their keys, including those detect-secrets does not know (OpenAI project
+  keys, Anthropic, Hugging Face, Google), and assignments by name the way people write
+  them in shells, `.env` files, YAML and JSON: `*SECRET*`, `*PASSWORD`, `*PASSWD`,
+  `*_TOKEN`, `*_KEY`, `PGPASSWORD`, `client_secret:`, `Authorization: Basic …`,
+  `curl -u user:pass`, `scheme://user:pass@host`;
+- the regular-expression detectors of `detect-secrets` (`text.secret_detectors`), loaded
+  on first use, each run only around the text its matches must contain.
+
+The corpus in `tests/text/data/redaction_corpus.json` holds the spellings that must go
+and the look-alikes that must stay; `benchmarks/redaction.py` prints recall, false
+positives and the cost per KB.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (
+from memlane.text import secret_detectors
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One credential shape, the kind it is redacted as, and text any match contains."""
+
+    kind: str
+    pattern: re.Pattern[str]
+    triggers: tuple[str, ...]
+    """A substring search for these (a lower-case one in the lower-cased text) decides
+    whether the expression runs at all: most text holds none, and `in` costs far less."""
+    keeps_prefix: bool = False
+    """The first group (a header's name, a URL's user) stays."""
+
+    def redact(self, text: str, lowered: str) -> str:
+        if not any(t in (lowered if t.islower() else text) for t in self.triggers):
+            return text
+        if self.keeps_prefix:
+            return self.pattern.sub(rf"\g<1>[redacted {self.kind}]", text)
+        return self.pattern.sub(f"[redacted {self.kind}]", text)
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
         "private-key",
         re.compile(
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.S
+            r"-----BEGIN [A-Z ]*PRIVATE KEY[A-Z ]*-----.*?"
+            r"(?:-----END [A-Z ]*PRIVATE KEY[A-Z ]*-----|\Z)",
+            re.S,
         ),
+        ("PRIVATE KEY",),
     ),
-    ("anthropic-key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
-    ("openai-key", re.compile(r"\bsk-(?:proj-|live-|test-)?[A-Za-z0-9_\-]{20,}")),
-    ("stripe-key", re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}")),
-    ("aws-access-key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("github-token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
-    ("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
-    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
-    ("bearer-token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._\-]{20,}")),
-    ("gitlab-token", re.compile(r"\bgl(?:pat|dt|rt|ptt|cbt|oas|imt|soat)-[A-Za-z0-9_\-]{20,}")),
-    ("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b")),
-    ("pypi-token", re.compile(r"\bpypi-AgE[A-Za-z0-9_\-]{50,}")),
-    ("huggingface-token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")),
-    ("sendgrid-key", re.compile(r"\bSG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}\b")),
-    ("twilio-key", re.compile(r"\b(?:AC|SK)[0-9a-f]{32}\b")),
-    ("mailchimp-key", re.compile(r"\b[0-9a-f]{32}-us[0-9]{1,2}\b")),
-    (
+    Rule("anthropic-key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}"), ("sk-ant-",)),
+    Rule("openai-key", re.compile(r"\bsk-(?:proj-|live-|test-)?[A-Za-z0-9_\-]{20,}"), ("sk-",)),
+    Rule(
+        "stripe-key",
+        re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),
+        ("_live_", "_test_"),
+    ),
+    Rule("aws-access-key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), ("AKIA", "ASIA")),
+    Rule(
+        "github-token",
+        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})"),
+        ("gh", "github_pat_"),
+    ),
+    Rule("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"), ("xox",)),
+    Rule("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b"), ("AIza",)),
+    Rule(
+        "jwt",
+        re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
+        ("eyJ",),
+    ),
+    Rule("bearer-token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._\-+/=]{20,}"), ("bearer",)),
+    Rule(
+        "gitlab-token",
+        re.compile(r"\bgl(?:pat|dt|rt|ptt|cbt|oas|imt|soat)-[A-Za-z0-9_\-]{20,}"),
+        ("gl",),
+    ),
+    Rule("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), ("npm_",)),
+    Rule("pypi-token", re.compile(r"\bpypi-AgE[A-Za-z0-9_\-]{50,}"), ("pypi-",)),
+    Rule("huggingface-token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"), ("hf_",)),
+    Rule("sendgrid-key", re.compile(r"\bSG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}\b"), ("SG.",)),
+    Rule("twilio-key", re.compile(r"\b(?:AC|SK)[0-9a-f]{32}\b"), ("AC", "SK")),
+    Rule("mailchimp-key", re.compile(r"\b[0-9a-f]{32}-us[0-9]{1,2}\b"), ("-us",)),
+    Rule(
         "discord-token",
         re.compile(r"\b[MNO][A-Za-z0-9_\-]{23,25}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,}"),
+        (".",),
     ),
-    ("telegram-token", re.compile(r"\b[0-9]{8,10}:AA[0-9A-Za-z_\-]{33}\b")),
-    ("square-token", re.compile(r"\bsq0(?:atp|csp)-[0-9A-Za-z_\-]{22,43}")),
-    ("azure-storage-key", re.compile(r"(?i)(?<=AccountKey=)[A-Za-z0-9+/]{86}==")),
-    # `https://user:password@host` (the user stays, the password goes)
-    ("url-password", re.compile(r"(?i)(?<=://)([^\s:/@]+:)(?!\[redacted)[^\s@/]+(?=@)")),
-    # `password = hunter2`, `api_key: "abc…"`, `TOKEN=…` (the name stays, the value goes)
-    (
-        "secret",
+    Rule("telegram-token", re.compile(r"\b[0-9]{8,10}:AA[0-9A-Za-z_\-]{33}\b"), (":AA",)),
+    Rule("square-token", re.compile(r"\bsq0(?:atp|csp)-[0-9A-Za-z_\-]{22,43}"), ("sq0",)),
+    Rule(
+        "azure-storage-key",
+        re.compile(r"(?i)(?<=AccountKey=)[A-Za-z0-9+/]{86}=="),
+        ("accountkey=",),
+    ),
+    # `Authorization: Basic dXNlcjpwYXNz`, `Token abc…`, `Digest …` (the header name stays)
+    Rule(
+        "authorization",
         re.compile(
-            r"(?i)\b((?:api[_-]?key|secret(?:[_-]?key)?|access[_-]?token|auth[_-]?token|token|"
-            r"password|passwd|pwd)['\"]?\s*[:=]\s*)(['\"]?)(?!\[redacted)([^\s'\"]{6,})\2"
+            r"(?i)(\b(?:proxy-)?authorization['\"]?\s*[:=]\s*['\"]?"
+            r"(?:basic|token|digest|negotiate|apikey|key)?\s*)(?!\[redacted)[^\s'\"]{6,}"
         ),
+        ("authorization",),
+        keeps_prefix=True,
+    ),
+    # `https://user:password@host` (the user stays, the password goes)
+    Rule(
+        "url-password",
+        re.compile(r"(?i)(?<=://)([^\s:/@]*:)(?!\[redacted)[^\s@/]+(?=@)"),
+        ("://",),
+        keeps_prefix=True,
+    ),
+    # `curl -u user:pass`, `--user=user:pass` (the user stays)
+    Rule(
+        "user-password",
+        re.compile(r"((?<!\S)(?:-u|--user)(?:\s+|=)['\"]?[^\s:'\"]+:)(?!\[redacted)[^\s'\"]+"),
+        ("-u",),
+        keeps_prefix=True,
     ),
 )
 
 
-KEEPS_PREFIX = frozenset({"secret", "url-password"})
-"""Kinds whose first group (the setting's name, the URL's user) is kept."""
+BASIC = re.compile(r"\bBasic\s+([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])")
+"""`Basic <base64>` outside a header (a log line, a curl command written out)."""
+
+ASSIGNMENT = re.compile(
+    r"""(?x)
+    (?<![A-Za-z0-9_.\-])(?P<name>[A-Za-z0-9_.\-]{3,100}+)
+    (?P<sep>['"]?\]?[ \t]*(?::=|=>|=|:(?!//))[ \t]*)
+    (?=(?P<value>"[^"\n]{1,400}"|'[^'\n]{1,400}'|[^\s'",;&<>()\[\]]++(?![(\[])))
+    """
+)
+"""`name = value`, `name: value`, `"name": "value"`: shells, `.env`, YAML, JSON, URL
+queries. Whether the name says it is a credential is `CREDENTIAL_NAME`'s to say."""
+
+CREDENTIAL_NAME = re.compile(
+    r"""(?ix)
+        [A-Za-z0-9_.\-]*(?:secret|password|passwd|passphrase|credentials?)[A-Za-z0-9_\-]*
+      | (?:[A-Za-z0-9_.\-]*[_.\-]|pg|db|api|auth|access|private|client|session|refresh)?
+        (?P<family>token|key|pass|pwd|apikey|auth)
+    """
+)
+"""A credential's name: anything with `secret` or `password` in it; else one whose last
+part is `token`, `key`, `pass`, `pwd` (`GITHUB_TOKEN`, `x-api-key`, `PGPASS`): so
+`max_tokens: 4096` and `token_count=12` stay."""
+
+PLACEHOLDERS = frozenset(
+    {
+        "str", "string", "bytes", "int", "bool", "none", "null", "nil", "true", "false",
+        "optional", "secretstr", "any", "undefined", "required", "dict", "list", "object",
+        "self", "value", "empty",
+    }
+)  # fmt: skip
+"""Values that are a type, a constant or a blank, not a credential (code and schemas)."""
+
+_TYPE_LIKE = re.compile(r"^(?:[A-Za-z_][\w.]*\(|[{$<%]|\*+$|\[redacted|[A-Z][a-z]+\[|https?://)")
+"""Values that are a call, a template, a variable, a mask, a generic type or a URL."""
+_WORDISH = re.compile(r"[a-z]+(?:[_\-][a-z]+)*|[A-Z]+(?:[_\-][A-Z]+)*|\d{1,6}")
+"""A plain word, identifier or small number: what a `*_KEY` or `*_TOKEN` setting often
+holds in code (`sort_key=name`, `next_token=None`), unlike a credential."""
+
+
+ASSIGNMENT_TRIGGERS = ("secret", "pass", "credential", "token", "key", "pwd", "auth")
+"""What every credential name `CREDENTIAL_NAME` accepts contains."""
 
 
 def redact(text: str) -> str:
     """`text` with every credential-shaped span replaced by `[redacted <kind>]`."""
-    for kind, pattern in PATTERNS:
-        if kind in KEEPS_PREFIX:  # the name (or the user) stays
-            text = pattern.sub(rf"\g<1>[redacted {kind}]", text)
+    lowered = text.lower()
+    for rule in RULES:
+        text = rule.redact(text, lowered)
+    if "Basic" in text:
+        text = BASIC.sub(_basic, text)
+    if any(t in lowered for t in ASSIGNMENT_TRIGGERS):
+        text = _replace(text, list(_assignments(text)))
+    return _detected(text)
+
+
+def redact_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A chat message with its text redacted: string content, and the text of content parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return {**message, "content": redact(content)}
+    if isinstance(content, list):
+        parts = [
+            {**part, "text": redact(part["text"])}
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+            else part
+            for part in content
+        ]
+        return {**message, "content": parts}
+    return dict(message)
+
+
+def redact_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """`fields` with every string, and every string in a list, redacted (model-written
+    metadata before it is stored or written to a file)."""
+    return {key: _redact_value(value) for key, value in fields.items()}
+
+
+def _redact_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redact_value(v) for v in value]
+    return value
+
+
+def _basic(match: re.Match[str]) -> str:
+    """`Basic <base64>` whose base64 decodes to `user:password`."""
+    try:
+        decoded = base64.b64decode(match.group(1), validate=True)
+    except (binascii.Error, ValueError):
+        return match.group(0)
+    return "Basic [redacted basic-auth]" if b":" in decoded else match.group(0)
+
+
+def _assignments(text: str) -> Iterator[tuple[int, int, str]]:
+    """The values (quotes included) of the assignments whose name is a credential's."""
+    for match in ASSIGNMENT.finditer(text):
+        named = CREDENTIAL_NAME.fullmatch(match.group("name"))
+        if named is None:
+            continue
+        value = match.group("value")
+        if value[0] in "\"'":
+            value = value[1:-1]
+        if _is_credential(value, keyish=named.group("family") is not None):
+            yield (*match.span("value"), "secret")
+
+
+def _is_credential(value: str, *, keyish: bool) -> bool:
+    """Whether an assigned value is a credential rather than a type, a call or a blank.
+    `*_KEY` / `*_TOKEN` names also need a value that is not a plain word."""
+    stripped = value.strip()
+    if len(stripped) < 4 or stripped.lower() in PLACEHOLDERS or _TYPE_LIKE.match(stripped):
+        return False
+    if not any(c.isalnum() for c in stripped):
+        return False
+    return not (keyish and (len(stripped) < 8 or _WORDISH.fullmatch(stripped)))
+
+
+def _detected(text: str) -> str:
+    """`text` with what the detect-secrets detectors find replaced."""
+    found = sorted(secret_detectors.spans(text))
+    return _replace(text, found) if found else text
+
+
+def _replace(text: str, found: list[tuple[int, int, str]]) -> str:
+    """`text` with the spans replaced, overlapping spans merged (the first kind named)."""
+    out: list[str] = []
+    at = 0
+    for start, end, kind in found:
+        if end <= at:
+            continue
+        if start < at:  # overlaps what was just replaced: extend it
+            start = at
         else:
-            text = pattern.sub(f"[redacted {kind}]", text)
-    return text
+            out.append(text[at:start])
+            out.append(f"[redacted {kind}]")
+        at = end
+    out.append(text[at:])
+    return "".join(out)

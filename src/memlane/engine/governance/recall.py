@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from memlane.engine.fence import recall_text
 from memlane.store.analysis import query_terms
 from memlane.types import Message
 
@@ -106,7 +107,7 @@ def before_question(messages: Sequence[Message], block: Message) -> list[Message
 
 
 def recall_message(snippets: Sequence[Snippet]) -> Message:
-    body = "\n".join(f"<snippet{_when(s)}>{s.text}</snippet>" for s in snippets)
+    body = "\n".join(f"<snippet{_when(s)}>{recall_text(s.text)}</snippet>" for s in snippets)
     return Message(
         role="user",
         text=f"{RECALL_HEADER}\n<memlane_recall>\n{body}\n</memlane_recall>",

@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memlane.engine.fence import prompt_data
 from memlane.engine.governance.ledger import describe
 from memlane.text.llm import LLM, LLMError
 from memlane.types import Message
@@ -112,11 +113,11 @@ class Summariser:
 
     async def snapshot(self, previous: str, removed: Sequence[Message]) -> str:
         """The updated snapshot. Raises `LLMError` / `SummaryError` for the caller's fallback."""
-        text = render_removed(removed, self.input_chars)
-        prompt = SUMMARY_PROMPT.format(previous=previous or "(none)", removed=text)
+        text = prompt_data(render_removed(removed, self.input_chars))
+        prompt = SUMMARY_PROMPT.format(previous=prompt_data(previous) or "(none)", removed=text)
         snapshot = await self._ask(prompt)
         if self.verify:
-            check = VERIFY_PROMPT.format(snapshot=snapshot, removed=text)
+            check = VERIFY_PROMPT.format(snapshot=prompt_data(snapshot), removed=text)
             with contextlib.suppress(LLMError, SummaryError):  # the first pass stands
                 snapshot = await self._ask(check)
         return snapshot

@@ -38,6 +38,7 @@ from memlane.engine.turn import Turn
 from memlane.files.locks import INDEX_LOCKS, HomeLock
 from memlane.store import SessionNotFound
 from memlane.text.llm import Completion, LLMError
+from memlane.text.redact import redact_fields
 from memlane.types import Session, StoredMessage
 
 log = logging.getLogger("memlane.sessions.index")
@@ -352,9 +353,10 @@ def _save(
         return
     now = datetime.now(UTC).isoformat(timespec="seconds")
     last = stored[-1].position if stored else -1
+    fields = redact_fields(meta.model_dump())  # what the model wrote may quote a credential
     metadata = {
         **session.metadata,
-        **meta.model_dump(),
+        **fields,
         "indexed_model": model,
         "indexed_at": now,
         "last_indexed_position": last,
@@ -370,7 +372,7 @@ def _save(
             "key": session.key,
             "namespace": session.namespace,
             "parent_session_id": session.parent_id,
-            **meta.model_dump(),
+            **fields,
             "created_at": session.created_at.isoformat(timespec="seconds"),
             "updated_at": now,
             "model": model,

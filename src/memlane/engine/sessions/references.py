@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from memlane.engine import threads
-from memlane.engine.fence import DATA_NOTE, fenced
+from memlane.engine.fence import DATA_NOTE, fenced, label
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.lookup import SessionLookupError, find_session, session_name
 from memlane.engine.sessions.query import query_session
@@ -206,7 +206,7 @@ async def _resolve_all(
 async def _reference_message(
     rt: Runtime, turn: Turn, reference: Reference, target: Session
 ) -> Message:
-    label = _label(target)
+    name = _label(target)
     if reference.question:
         try:
             answer = await query_session(rt, target, reference.question, model=turn.model)
@@ -214,7 +214,7 @@ async def _reference_message(
             log.warning("@@%s: query failed (%s); injecting the summary", reference.ref, exc)
         else:
             header = ANSWER_HEADER.format(
-                label=label, ref=reference.ref, question=reference.question
+                label=name, ref=label(reference.ref), question=label(reference.question)
             )
             text = fenced(f"{header} {DATA_NOTE}", answer.text)
             return Message(role="user", text=text, origin="reference")
@@ -225,7 +225,7 @@ async def _reference_message(
 
 def _summary_block(store: Store, reference: Reference, target: Session) -> str:
     blocks = [
-        REFERENCE_HEADER.format(label=_label(target), ref=reference.ref),
+        REFERENCE_HEADER.format(label=_label(target), ref=label(reference.ref)),
         reference_summary(store, target),
     ]
     current, seen = target, {target.id}
@@ -257,5 +257,7 @@ def reference_summary(store: Store, session: Session) -> str:
 
 
 def _label(session: Session) -> str:
-    name = session_name(session)
-    return f'"{name}" ({session.id})' if name else session.id
+    """The session's name and id for a fence's header: a name may come from an imported
+    file or a model, so it is one defused line (`fence.label`)."""
+    name = label(session_name(session) or "")
+    return f'"{name}" ({session.id})' if name else label(session.id)
