@@ -17,13 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memlane.proxy import headers as h
-
-MAX_KEY_CHARS = 200
-"""Longer keys (or namespaces) are stored as `sha256:<hex>` of the key."""
-OWN_NAMESPACE = "session:"
-"""A session that names no repo is a namespace of its own, `session:<key>`: never the
-namespace of a repo that happens to be called like the key (it would read that repo's
-facts). A repo name may not start with it."""
+from memlane.types.keys import CONTROL as _CONTROL
+from memlane.types.keys import MAX_KEY_CHARS, OWN_NAMESPACE
 
 
 class IdentityError(ValueError):
@@ -33,7 +28,6 @@ class IdentityError(ValueError):
 _AGENTIC_UA = re.compile(
     r"(?<![a-z])(codex|claude-cli|factory-cli|droid|warp)(?![a-z])", re.IGNORECASE
 )
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 
 

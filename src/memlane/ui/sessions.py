@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from memlane.engine import scaffold, threads
-from memlane.engine.governance.ledger import OutputNotFound, offloaded_output
+from memlane.engine.governance.ledger import OutputNotFound, offloaded_output, outputs_folder
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import lifecycle
 from memlane.engine.sessions.lifecycle import title_from_prompt
@@ -296,7 +296,10 @@ async def output(who: Who, rt: Rt, session_id: str, event_id: int) -> Response:
     """The full text of a tool output governance masked (offloaded to a file or the event)."""
 
     def read() -> str:
-        return offloaded_output(rt.store, find(rt, session_id).id, event_id)
+        session = find(rt, session_id)
+        return offloaded_output(
+            rt.store, session.id, event_id, folder=outputs_folder(rt.settings, session)
+        )
 
     try:
         text = await threads.to_thread(read)
