@@ -294,7 +294,8 @@ def transport_error(state: ProxyState, upstream: Upstream, exc: UpstreamError) -
     if isinstance(exc, UpstreamTimeout):
         return ProxyError(
             504,
-            f"the upstream did not answer within {state.settings.upstream_timeout:g} s",
+            f"the upstream did not answer within {state.settings.upstream_timeout:g} s "
+            f"(or finish within {state.settings.upstream_deadline:g} s)",
             type="upstream_error",
             code="upstream_timeout",
         )
