@@ -288,3 +288,17 @@ def test_a_recalled_session_summary_links_to_its_session(proxy_factory: ProxyFac
         page = client.get(f"/ui/sessions/{session.id}").text
     assert f'<a href="/ui/sessions/{design.id}">summary of session {design.id[:8]}</a>' in page
     assert "(gone)" not in page
+
+
+def test_the_inspector_reads_a_tool_output_from_the_sessions_folder_only(
+    proxy_factory: ProxyFactory,
+) -> None:
+    proxy = proxy_factory(**QUIET)
+    session = proxy.store.ensure_session("planted-output")
+    planted = proxy.store.add_event(
+        session.id, "governance.tool_output", {"index": 0, "path": "/etc/passwd"}
+    )
+    with bearer_client(proxy) as client:
+        page = client.get(f"/ui/sessions/{session.id}/outputs/{planted.id}")
+    assert page.status_code == 404
+    assert "root:" not in page.text
