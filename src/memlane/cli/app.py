@@ -18,7 +18,6 @@ from typer.core import TyperGroup
 
 from memlane import __version__
 from memlane.cli.state import CliState
-from memlane.config.private import set_private_umask
 
 
 @dataclass(frozen=True)
@@ -159,7 +158,6 @@ def root(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = False,
 ) -> None:
-    set_private_umask()  # whatever a command writes (config, exports, the home) is the user's
     ctx.obj = CliState(config_file=config, overrides={"home": home, "store_url": store_url})
 
 
