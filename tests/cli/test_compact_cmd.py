@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from memlane.cli.app import app
-from memlane.engine.governance.ledger import EVENT_OFFLOADED, PLAN_STATE
+from memlane.config import Settings
+from memlane.engine.governance.ledger import EVENT_OFFLOADED, PLAN_STATE, outputs_folder
 from memlane.store import NewMessage
 from memlane.store.sqlite import SQLiteStore
 from memlane.types import Message, Session, ToolCall
@@ -93,7 +94,8 @@ def test_offloaded_outputs_are_listed_and_printed_in_full(
     runner: CliRunner, store: SQLiteStore, tmp_path: Path
 ) -> None:
     session = store.ensure_session("o")
-    path = tmp_path / "out.txt"
+    path = outputs_folder(Settings(home=tmp_path), session) / "abc.txt"
+    path.parent.mkdir(parents=True)
     path.write_text("the whole output", encoding="utf-8")
     event = store.add_event(
         session.id, EVENT_OFFLOADED, {"name": "grep", "chars": 16, "path": str(path)}

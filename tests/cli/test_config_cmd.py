@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,7 @@ def test_config_set_checks_the_value_and_keeps_the_rest_of_the_file(
     windows = runner.invoke(app, ["config", "set", "governance_context_windows", "qwen3=40960"])
     assert windows.exit_code == 0, windows.output
     text = path.read_text(encoding="utf-8")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # the config is the user's alone
     assert text == (
         '# my comment\nport = 9100\nllm_model = "qwen3:4b"\n'
         'governance_context_windows = { "qwen3" = 40960 }\n'

@@ -178,3 +178,53 @@ def test_purging_a_memory_purges_the_versions_it_replaced(
     assert KEPT in git(home / "memory", "log", "-p", "--all")
     for gone in (old_id, new_id):
         assert CliRunner().invoke(app, ["memory", "show", gone]).exit_code != 0
+
+
+def _doomed_with_history(proxy: RunningProxy, upstream: ScriptedUpstream) -> str:
+    """A session whose secret is in a fact, a turn file, the pinned text, packed git
+    objects and the WAL, beside another session that must keep its own."""
+    upstream.script(Reply(text="Noted."), Reply(text="Noted too."))
+    talk(proxy, "doomed", f"remember that my locker code is {SECRET}")
+    talk(proxy, "kept", f"and the other locker code is {KEPT}")
+    proxy.drain()
+    httpx.put(
+        f"{proxy.url}/memlane/sessions/doomed/pinned",
+        json={"text": f"never share {SECRET}"},
+        headers=proxy.admin,
+    ).raise_for_status()
+    proxy.call(proxy.runtime.memory_book.flush)
+    home = proxy.settings.home_path
+    git(home / "memory", "gc", "--quiet")
+    assert "git objects" in found_under(home, SECRET)
+    return str(proxy.store.find_session("doomed").id)
+
+
+def test_the_admin_apis_delete_leaves_no_copy(
+    home_proxy: RunningProxy, upstream: ScriptedUpstream
+) -> None:
+    proxy, home = home_proxy, home_proxy.settings.home_path
+    doomed = _doomed_with_history(proxy, upstream)
+    deleted = httpx.delete(
+        f"{proxy.url}/memlane/sessions/{doomed}", headers=proxy.admin, timeout=60
+    )
+    assert deleted.status_code == 200, deleted.text
+    assert deleted.json()["purged"] is True
+    assert found_under(home, SECRET) == []
+    assert found_under(home, KEPT)
+    assert KEPT in git(home / "memory", "log", "-p", "--all")
+
+
+def test_the_inspectors_delete_leaves_no_copy(
+    home_proxy: RunningProxy, upstream: ScriptedUpstream
+) -> None:
+    proxy, home = home_proxy, home_proxy.settings.home_path
+    doomed = _doomed_with_history(proxy, upstream)
+    deleted = httpx.post(
+        f"{proxy.base}/ui/sessions/{doomed}/delete",
+        data={"go": "1"},
+        headers=proxy.admin,
+        timeout=60,
+    )
+    assert deleted.status_code == 303, deleted.text
+    assert found_under(home, SECRET) == []
+    assert found_under(home, KEPT)

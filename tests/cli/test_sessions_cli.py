@@ -477,3 +477,51 @@ def test_context_of_a_session_without_a_model_assumes_the_default_window(
     assert code == 0
     assert "model (none yet)" in out
     assert "assumed: unknown model" in out
+
+
+def test_an_imported_output_path_never_reads_a_file_outside_the_session(
+    runner: CliRunner, store: SQLiteStore, tmp_path: Path
+) -> None:
+    secret = tmp_path / "elsewhere.txt"
+    secret.write_text("root:$6$hash-of-another-file")
+    head = {"type": "session", "format": "memlane-session", "version": 1, "id": "x"}
+    planted = tmp_path / "planted.jsonl"
+    planted.write_text(
+        "\n".join(
+            json.dumps(entry)
+            for entry in (
+                head | {"key": "planted", "namespace": "repo"},
+                {"type": "message", "position": 0, "message": {"role": "user", "text": "hi"}},
+                {
+                    "type": "event",
+                    "kind": "governance.tool_output",
+                    "payload": {"index": 0, "path": str(secret)},
+                },
+            )
+        )
+    )
+    code, _, err = invoke(runner, "sessions", "import", str(planted))
+    assert code == 0, err
+    code, listed, _ = invoke(runner, "sessions", "output", "planted", "--json")
+    (output,) = json.loads(listed)
+    code, out, err = invoke(runner, "sessions", "output", "planted", str(output["id"]))
+    assert code == 1
+    assert "root:" not in out
+    assert "/tool-outputs/elsewhere.txt" in err  # looked for in the session's folder only
+
+
+def test_import_refuses_a_role_the_proxy_would_not_accept(
+    runner: CliRunner, store: SQLiteStore, tmp_path: Path
+) -> None:
+    head = {"type": "session", "format": "memlane-session", "version": 1, "id": "x"}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        json.dumps(head | {"key": "k", "namespace": "repo"})
+        + "\n"
+        + json.dumps({"type": "message", "position": 0, "message": {"role": "hacker"}})
+    )
+    code, _, err = invoke(runner, "sessions", "import", str(bad))
+    assert code == 1
+    assert "line 2" in err
+    assert "role" in err
+    assert store.find_session("k") is None

@@ -106,3 +106,24 @@ def test_home_under_a_regular_file_names_the_file(tmp_path: Path) -> None:
     blocker.write_text("")
     with pytest.raises(ConfigError, match=r"afile is a file; set MEMLANE_HOME"):
         load_settings(environ={"MEMLANE_HOME": str(blocker / "home")})
+
+
+def test_a_config_file_that_is_not_utf8_is_a_clean_error(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_bytes(b'port = 9000\nname = "\xff\xfe"\n')
+    with pytest.raises(ConfigError, match=f"config file {config} is not UTF-8 text"):
+        load_settings(config_file=config, environ={"MEMLANE_HOME": str(tmp_path)})
+
+
+def test_a_deeply_nested_config_file_is_a_clean_error(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("allowed_hosts = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(ConfigError, match=f"config file {config} nests"):
+        load_settings(config_file=config, environ={"MEMLANE_HOME": str(tmp_path)})
+
+
+def test_a_memlane_key_that_is_not_a_table_is_a_clean_error(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("memlane = 3\n")
+    with pytest.raises(ConfigError, match=r"\[memlane\] in config file"):
+        load_settings(config_file=config, environ={"MEMLANE_HOME": str(tmp_path)})

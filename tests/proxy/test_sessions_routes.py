@@ -248,7 +248,26 @@ def test_every_admin_route_finds_sessions_by_the_one_lookup_rule(mproxy: Running
     outputs = httpx.get(f"{base}/k-two/tool-outputs", headers=mproxy.admin)
     assert outputs.json() == {"object": "list", "data": []}
     deleted = httpx.delete(f"{base}/billing-export", headers=mproxy.admin).json()
-    assert deleted == {"id": second.id, "object": "memlane.session.deleted", "deleted": True}
+    assert deleted == {
+        "id": second.id,
+        "object": "memlane.session.deleted",
+        "deleted": True,
+        "purged": True,
+    }
+
+
+def test_the_admin_api_reads_a_tool_output_from_the_sessions_folder_only(
+    mproxy: RunningProxy,
+) -> None:
+    session = seed(mproxy, "k-out", "out", "x")
+    planted = mproxy.store.add_event(
+        session.id, "governance.tool_output", {"index": 0, "path": "/etc/passwd"}
+    )
+    url = f"{mproxy.base}/v1/memlane/sessions/{session.id}/tool-outputs/{planted.id}"
+    refused = httpx.get(url, headers=mproxy.admin)
+    assert refused.status_code == 404
+    assert "root:" not in refused.text
+    assert "not in this session's folder" in refused.json()["error"]["message"]
 
 
 def test_a_fork_without_a_key_gets_a_readable_unique_one(mproxy: RunningProxy) -> None:

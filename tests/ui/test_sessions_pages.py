@@ -312,3 +312,17 @@ def test_sessions_are_filtered_and_shown_by_project(proxy_factory: ProxyFactory)
     assert "api — /home/ann/work/api (1)" in page
     assert "api — /home/ann/play/api (1)" in page
     assert rows(work) == ["Plan the work api"]
+
+
+def test_the_inspector_reads_a_tool_output_from_the_sessions_folder_only(
+    proxy_factory: ProxyFactory,
+) -> None:
+    proxy = proxy_factory(**QUIET)
+    session = proxy.store.ensure_session("planted-output")
+    planted = proxy.store.add_event(
+        session.id, "governance.tool_output", {"index": 0, "path": "/etc/passwd"}
+    )
+    with bearer_client(proxy) as client:
+        page = client.get(f"/ui/sessions/{session.id}/outputs/{planted.id}")
+    assert page.status_code == 404
+    assert "root:" not in page.text

@@ -66,7 +66,7 @@ def set_(
     try:
         name = setting_name(key)
         text = set_key(_read(path), name, parsed_value(name, value))
-        write_atomic(path, checked(text, path))
+        write_atomic(path, checked(text, path), mode=0o600)
     except ConfigError as exc:
         fail(str(exc))
     except OSError as exc:
@@ -87,7 +87,7 @@ def unset(
         name = file_key(key) if has_key(before, file_key(key)) else setting_name(key)
         after = unset_key(before, name)
         if after != before:
-            write_atomic(path, checked(after, path))
+            write_atomic(path, checked(after, path), mode=0o600)
     except ConfigError as exc:
         fail(str(exc))
     except OSError as exc:

@@ -82,7 +82,7 @@ def init(
         answers["llm_model"] = chosen
     text = _written(path.read_text(encoding="utf-8") if path.exists() else "", answers, path)
     try:
-        write_atomic(path, text)
+        write_atomic(path, text, mode=0o600)
     except OSError as exc:
         fail(f"cannot write {path}: {exc}")
     if as_json:

@@ -28,7 +28,7 @@ from memlane.cli.context import (
 )
 from memlane.cli.options import JsonOpt
 from memlane.cli.sessions_context import context as context_command
-from memlane.engine.sessions import lifecycle
+from memlane.engine.sessions import importing, lifecycle
 from memlane.engine.sessions.indexing import index_session
 from memlane.engine.sessions.metafile import CorruptMeta, load_meta, meta_path
 from memlane.engine.sessions.query import query_session
@@ -283,18 +283,23 @@ def import_(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Recreate a session from `memlane sessions export` output."""
+    """Recreate a session from `memlane sessions export` output.
+
+    Every line is checked as the proxy checks a request (roles, keys, namespaces) and
+    written in one transaction: a bad file changes nothing. A line may hold up to
+    `max_body_bytes`, a file up to 256 MiB; the file is read one line at a time."""
     try:
-        text = sys.stdin.read() if str(source) == "-" else source.read_text(encoding="utf-8")
+        stream = sys.stdin.buffer if str(source) == "-" else source.open("rb")
     except OSError as exc:
         fail(f"cannot read {source}: {exc.strerror}")
-    except UnicodeDecodeError:
-        fail(f"{source} is not UTF-8 text: expected `memlane sessions export` output")
-    with opened_runtime(ctx) as rt:
+    with stream, opened_runtime(ctx) as rt:
+        lines = importing.stream_lines(stream, max_line=rt.settings.max_body_bytes)
         try:
-            session = lifecycle.import_lines(rt.store, text.splitlines(), key=key)
-        except lifecycle.ImportProblem as exc:
+            session = importing.import_lines(rt.store, lines, key=key)
+        except importing.ImportProblem as exc:
             fail(f"{source}: {exc}")
+        except OSError as exc:
+            fail(f"cannot read {source}: {exc.strerror}")
         data = session_json(rt.store, session)
     report(
         as_json,
@@ -397,6 +402,7 @@ def output(
         OutputNotFound,
         offloaded_output,
         offloaded_outputs,
+        outputs_folder,
     )
 
     with opened_session(ctx, ref) as (rt, session):
@@ -404,7 +410,9 @@ def output(
             found = offloaded_outputs(rt.store, session.id)
         else:
             try:
-                text = offloaded_output(rt.store, session.id, output_id)
+                text = offloaded_output(
+                    rt.store, session.id, output_id, folder=outputs_folder(rt.settings, session)
+                )
             except OutputNotFound as exc:
                 fail(str(exc))
     if output_id is not None:

@@ -71,8 +71,13 @@ class CoreSettings(SettingsPart):
     """Name of the environment variable holding anthropic_api_key; used when anthropic_api_key is
     not set."""
 
-    upstream_timeout: PositiveFloat = 600.0
-    """Seconds to wait for the upstream before failing."""
+    upstream_timeout: PositiveFloat = 300.0
+    """Seconds the upstream may stay silent (before its first byte, or between two reads) before the
+    request fails; Codex CLI's own stream idle timeout is the same 300 s."""
+
+    upstream_deadline: PositiveFloat = 1800.0
+    """Seconds one upstream request may take in all, however steadily it sends (an SSE comment every
+    few seconds would otherwise hold it open for ever)."""
 
     store_url: str | None = None
     """postgresql://… selects PostgreSQL; empty means the SQLite file in home."""

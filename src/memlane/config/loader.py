@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import SecretStr, ValidationError
 
+from memlane.config.private import NotPrivateError, check_not_shared
 from memlane.config.settings import Settings
 
 ENV_PREFIX = "MEMLANE_"
@@ -180,11 +181,25 @@ def _from_toml(path: Path, *, required: bool) -> tuple[dict[str, Any], list[str]
         return {}, []
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (byte {exc.start}): save it as UTF-8"
+        ) from None
     try:
+        check_not_shared(path)
         data = tomllib.loads(text)
+    except NotPrivateError as exc:
+        raise ConfigError(str(exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
-    table = {_file_key(key): value for key, value in data.get("memlane", data).items()}
+    except RecursionError:
+        raise ConfigError(
+            f"config file {path} nests arrays or tables too deeply to read: flatten it"
+        ) from None
+    section = data.get("memlane", data)
+    if not isinstance(section, dict):
+        raise ConfigError(f"[memlane] in config file {path} must be a table of settings")
+    table = {_file_key(key): value for key, value in section.items()}
     unknown = sorted(set(table) - set(Settings.model_fields))
     known = {key: value for key, value in table.items() if key not in unknown}
     return known, unknown

@@ -40,6 +40,10 @@ class MemorySettings(SettingsPart):
     memory_store_turns: bool = True
     """Keep each user and assistant turn as a memory entry of its conversation."""
 
+    memory_message_chars: Annotated[int, Field(ge=1_000)] = 64_000
+    """Most characters of one message memory works on (fact extraction, its turn file, git); the
+    rest is left out with a marker and a `memory.truncated` event (the transcript keeps all)."""
+
     memory_batch_turns: Annotated[int, Field(ge=1, le=64)] = 8
     """Turns of a session remembered together, with one fact-extraction call: a session's turns
     wait until it has been quiet for memory_batch_quiet_seconds, or this many wait (and at most

@@ -25,13 +25,25 @@ def token_path(home: Path) -> Path:
     return home / TOKEN_FILE
 
 
-def check(token: str) -> str:
-    """A configured token, stripped, or AdminTokenError when it is too weak."""
+SETTING = "the admin_token setting (MEMLANE_ADMIN_TOKEN or config.toml)"
+
+
+def check(token: str, *, source: str = SETTING) -> str:
+    """A token, stripped, or AdminTokenError when it is too weak.
+
+    Every source meets the same minimum: the setting (environment or config file) and
+    the file in the home, which a hand-written or planted one-character token would
+    otherwise slip through."""
     stripped = token.strip()
     if len(stripped) < MIN_CHARS or any(c.isspace() for c in stripped):
         raise AdminTokenError(
-            f"MEMLANE_ADMIN_TOKEN must be at least {MIN_CHARS} characters with no spaces; "
-            "unset it to have memlane generate one"
+            f"the admin token in {source} must be at least {MIN_CHARS} characters with no "
+            "spaces; "
+            + (
+                "unset it to have memlane generate one"
+                if source == SETTING
+                else f"delete {source} to have memlane generate a new one"
+            )
         )
     return stripped
 
@@ -42,7 +54,9 @@ def read(home: Path) -> str | None:
 
 
 def ensure(home: Path, configured: str | None) -> str:
-    """The token the admin API requires: the configured one, else this home's generated one."""
+    """The token the admin API requires: the configured one, else this home's generated one
+    (AdminTokenError when either is too weak)."""
     if configured is not None and configured != "":
         return check(configured)
-    return ensure_secret(token_path(home))
+    path = token_path(home)
+    return check(ensure_secret(path), source=str(path))

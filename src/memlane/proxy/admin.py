@@ -17,8 +17,11 @@ from pydantic import BaseModel, Field
 from memlane.engine import scaffold
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import lifecycle
+from memlane.files.git_purge import PurgeError
+from memlane.proxy.errors import ProxyError
 from memlane.proxy.lookup import Caller, FoundSession
 from memlane.proxy.state import require_admin, runtime
+from memlane.store import StoreError
 from memlane.views.sessions import session_detail, session_json
 
 router = APIRouter(prefix="/v1/memlane", tags=["memlane"], dependencies=[Depends(require_admin)])
@@ -63,8 +66,24 @@ def approve_spec(rt: Rt, session: FoundSession) -> dict[str, Any]:
     return session_detail(rt, scaffold.approve_spec(rt, session.id))
 
 
-@router.delete("/sessions/{ref}", summary="Delete a session and everything of it")
+@router.delete("/sessions/{ref}", summary="Delete a session and everything of it, for good")
 def delete_session(rt: Rt, session: FoundSession) -> dict[str, Any]:
+    """Purged as `memlane sessions delete --purge` does: no copy stays in the memory's git
+    history or the database's files (the history of the memory repository is rewritten)."""
     scaffold.forget_texts(rt, session)
-    deleted = lifecycle.delete(rt.store, rt.settings, session)
-    return {"id": session.id, "object": "memlane.session.deleted", "deleted": deleted}
+    try:
+        deleted = lifecycle.delete(rt.store, rt.settings, session, purge=True)
+    except (PurgeError, StoreError) as exc:
+        raise ProxyError(
+            500,
+            f"the session is deleted, but not purged: {exc}; run "
+            f"`memlane sessions delete {session.id} --purge` once the cause is fixed",
+            type="server_error",
+            code="purge_failed",
+        ) from None
+    return {
+        "id": session.id,
+        "object": "memlane.session.deleted",
+        "deleted": deleted,
+        "purged": True,
+    }

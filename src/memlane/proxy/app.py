@@ -24,6 +24,7 @@ from memlane.engine.sessions.indexing import startup_warnings
 from memlane.files import admin_token
 from memlane.proxy import admin, governance_routes, messages, sessions_routes, status
 from memlane.proxy.access import AccessLog
+from memlane.proxy.body_limit import BodyLimit
 from memlane.proxy.errors import ProxyError, install_handlers
 from memlane.proxy.forward import Upstream, UpstreamError, relayed_headers
 from memlane.proxy.guard import Guard
@@ -137,7 +138,8 @@ def create_app(
 
     mcp_running = mount_mcp(app, settings, live_state)
     # outermost: refusals touch nothing; then the access line; then the route
-    app.front = Guard(AccessLog(app.dispatch, runtime_of=current_runtime), settings=settings)
+    limited = BodyLimit(app.dispatch, settings.max_body_bytes, own_paths=MODEL_ROUTES)
+    app.front = Guard(AccessLog(limited, runtime_of=current_runtime), settings=settings)
 
     @app.get("/health", tags=["proxy"], summary="Liveness")
     def health() -> dict[str, str]:

@@ -46,7 +46,8 @@ class UpstreamError(Exception):
 
 
 class UpstreamTimeout(UpstreamError):
-    """The upstream did not answer (or went silent) within `upstream_timeout`."""
+    """The upstream did not answer (or went silent) within `upstream_timeout`, or did not
+    finish within `upstream_deadline`."""
 
 
 def _error(exc: BaseException) -> UpstreamError:
@@ -135,7 +136,7 @@ class Upstream:
             self.base = settings.upstream_url.rstrip("/")
             self._key = settings.upstream_api_key
         self._timeout = aiohttp.ClientTimeout(
-            total=None,
+            total=settings.upstream_deadline,  # the whole request, its body read included
             sock_connect=min(CONNECT_SECONDS, settings.upstream_timeout),
             sock_read=settings.upstream_timeout,
         )

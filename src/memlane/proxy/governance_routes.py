@@ -11,7 +11,12 @@ from starlette.responses import PlainTextResponse
 
 from memlane.engine.governance.breakdown import breakdown
 from memlane.engine.governance.compact import CompactionError, NoModel, compact_session
-from memlane.engine.governance.ledger import OutputNotFound, offloaded_output, offloaded_outputs
+from memlane.engine.governance.ledger import (
+    OutputNotFound,
+    offloaded_output,
+    offloaded_outputs,
+    outputs_folder,
+)
 from memlane.engine.runtime import Runtime
 from memlane.proxy.errors import ProxyError
 from memlane.proxy.lookup import FoundSession
@@ -62,6 +67,7 @@ def list_outputs(rt: Rt, session: FoundSession) -> dict[str, Any]:
 )
 def get_output(rt: Rt, session: FoundSession, output_id: int) -> PlainTextResponse:
     try:
-        return PlainTextResponse(offloaded_output(rt.store, session.id, output_id))
+        folder = outputs_folder(rt.settings, session)
+        return PlainTextResponse(offloaded_output(rt.store, session.id, output_id, folder=folder))
     except OutputNotFound as exc:
         raise ProxyError(404, str(exc), type="not_found", code="output_not_found") from None

@@ -25,17 +25,13 @@ from memlane.files.projects import project_of
 from memlane.proxy import headers as h
 from memlane.proxy.workdir import working_directory
 from memlane.types import Message
+from memlane.types.keys import CONTROL as _CONTROL
+from memlane.types.keys import MAX_KEY_CHARS, OWN_NAMESPACE
 
-MAX_KEY_CHARS = 200
-"""Longer keys (or namespaces) are stored as `sha256:<hex>` of the key."""
 DEFAULT_NAMESPACE = "default"
 """The namespace of the sessions that name no project (`sessions_without_project = shared`):
 one per tenant, so a plain client's facts, summaries and `@@` references reach its other
 sessions. No repo header may claim it."""
-OWN_NAMESPACE = "session:"
-"""With `sessions_without_project = isolated`, a session that names no project is a namespace
-of its own, `session:<key>`: never the namespace of a repo that happens to be called like the
-key (it would read that repo's facts). A repo name may not start with it."""
 
 
 class IdentityError(ValueError):
@@ -45,7 +41,6 @@ class IdentityError(ValueError):
 _AGENTIC_UA = re.compile(
     r"(?<![a-z])(codex|claude-cli|factory-cli|droid|warp)(?![a-z])", re.IGNORECASE
 )
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 
 

@@ -88,6 +88,10 @@ class RelayResponse(Response):
         """The assembler raised on an event: relaying goes on, the copy stops."""
         self.delivered = False
         """The complete answer's last event was sent: a client that leaves now has it all."""
+        self.close_delimited = close_delimited(upstream.headers)
+        """The body ends where the connection closes: a cut looks like its end, so only
+        whole events are relayed (`tail` keeps the rest until it is whole)."""
+        self.tail = b""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         outcome = Outcome.GONE
@@ -135,23 +139,38 @@ class RelayResponse(Response):
                     self._tee(decoder.feed(chunk))
                 if not self.tee_failed and self.assembler.complete:
                     await self._hold()
+                if self.close_delimited and self.rewrite is None:
+                    chunk, self.tail = whole_events(self.tail + chunk)
                 if chunk:
                     await self._send(send, chunk)
         except UpstreamError as exc:
-            reason = "timed out" if isinstance(exc, UpstreamTimeout) else "broke off"
-            frame = self.error_frame(f"the upstream stream {reason} before the answer was complete")
-            await self._settle(Outcome.CUT)  # the failure is recorded before the client hears of it
-            await send({"type": "http.response.body", "body": frame, "more_body": True})
-            return Outcome.CUT
+            return await self._broke_off(send, exc)
         if self.rewrite is None:
             self._tee(decoder.close())
-            return Outcome.DONE
-        rest = self._rewritten(decoder.close())
-        if not self.tee_failed and self.assembler.complete:
-            await self._hold()
-        if rest:
-            await self._send(send, rest)
+        else:
+            rest = self._rewritten(decoder.close())
+            if not self.tee_failed and self.assembler.complete:
+                await self._hold()
+            if rest:
+                await self._send(send, rest)
+        if self._ended_early():
+            return await self._broke_off(send, None)
+        if self.tail:  # a complete answer whose last event had no blank line after it
+            await self._send(send, self.tail)
         return Outcome.DONE
+
+    def _ended_early(self) -> bool:
+        """A body that ends where its connection closes (no length, not chunked) cannot
+        tell a cut from its end: an answer without its last event was cut."""
+        return self.close_delimited and not self.tee_failed and not self.assembler.complete
+
+    async def _broke_off(self, send: Send, exc: UpstreamError | None) -> Outcome:
+        """Tell the client, in its wire format, that the answer is not whole."""
+        reason = "timed out" if isinstance(exc, UpstreamTimeout) else "broke off"
+        frame = self.error_frame(f"the upstream stream {reason} before the answer was complete")
+        await self._settle(Outcome.CUT)  # the failure is recorded before the client hears of it
+        await send({"type": "http.response.body", "body": frame, "more_body": True})
+        return Outcome.CUT
 
     async def _send(self, send: Send, chunk: bytes) -> None:
         await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -208,6 +227,22 @@ class RelayResponse(Response):
         finally:
             if self.release is not None:
                 self.release()
+
+
+def close_delimited(headers: Mapping[str, str]) -> bool:
+    """Whether a response's body has no length and no chunking: it ends at the close."""
+    lowered = {name.lower(): value for name, value in headers.items()}
+    chunked = "chunked" in lowered.get("transfer-encoding", "").lower()
+    return "content-length" not in lowered and not chunked
+
+
+EVENT_ENDS = (b"\r\n\r\n", b"\n\n", b"\r\r")
+
+
+def whole_events(data: bytes) -> tuple[bytes, bytes]:
+    """`data` split after its last complete SSE event: what may be relayed, what waits."""
+    end = max((data.rfind(mark) + len(mark) if mark in data else 0) for mark in EVENT_ENDS)
+    return data[:end], data[end:]
 
 
 async def _watch_disconnect(receive: Receive, scope: Any) -> None:

@@ -25,6 +25,7 @@ import uvicorn
 
 from memlane.config import Settings
 from memlane.config.core import is_loopback
+from memlane.config.private import NotPrivateError, make_home_private
 from memlane.engine.runtime import Runtime
 from memlane.files import admin_token
 from memlane.files.locks import CROSS_PROCESS
@@ -263,7 +264,9 @@ def run(
     if loop is not None:
         raise ServeError(loop)
     try:
-        settings.home_path.mkdir(parents=True, exist_ok=True)
+        make_home_private(settings.home_path)
+    except NotPrivateError as exc:
+        raise ServeError(str(exc)) from None
     except OSError as exc:
         home = settings.home_path
         raise ServeError(f"cannot create the data home {home}: {exc.strerror}") from None
@@ -286,7 +289,10 @@ def run(
         store.close()  # each worker opens its own
     try:
         configured = settings.admin_token.get_secret_value() if settings.admin_token else None
-        admin_token.ensure(settings.home_path, configured)  # generated once, for every worker
+        try:
+            admin_token.ensure(settings.home_path, configured)  # generated once, for every worker
+        except admin_token.AdminTokenError as exc:
+            raise ServeError(str(exc)) from None
         lines = report(settings, probes.openai, config_file=config_file, anthropic=probes.anthropic)
         for line in lines:
             announce(line)

@@ -36,6 +36,7 @@ from memlane.engine.turn import Answer, DirectAnswer, Prepared, Turn
 from memlane.engine.turnorder import Hold
 from memlane.proxy import headers as h
 from memlane.proxy.access import NAMESPACE_STATE, SESSION_STATE
+from memlane.proxy.body_limit import DRAIN_FACTOR, too_large
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError, upstream_refusal
 from memlane.proxy.forward import (
@@ -64,10 +65,6 @@ from memlane.text.llm import REQUEST_KEY, REQUEST_ROUTE, LentKey, LLMRoute
 
 log = logging.getLogger("memlane.proxy")
 
-DRAIN_FACTOR = 4
-"""A body over the limit is read and dropped up to this many times the limit, so the client
-gets its 413 instead of a broken pipe; beyond that the connection is cut."""
-
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body, or a 413 when it is over `limit` bytes."""
@@ -87,7 +84,7 @@ async def read_body(request: Request, limit: int) -> bytes:
     if over:
         raise ProxyError(
             413,
-            f"request body is larger than the limit of {limit} bytes (MEMLANE_MAX_BODY_BYTES)",
+            too_large(limit),
             code="request_too_large",
         )
     return b"".join(chunks)
@@ -306,7 +303,8 @@ def transport_error(state: ProxyState, upstream: Upstream, exc: UpstreamError) -
     if isinstance(exc, UpstreamTimeout):
         return ProxyError(
             504,
-            f"the upstream did not answer within {state.settings.upstream_timeout:g} s",
+            f"the upstream did not answer within {state.settings.upstream_timeout:g} s "
+            f"(or finish within {state.settings.upstream_deadline:g} s)",
             type="upstream_error",
             code="upstream_timeout",
         )

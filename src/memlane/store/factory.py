@@ -5,11 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from memlane.config import Settings
+from memlane.config.private import NotPrivateError, make_home_private
 from memlane.store.base import Store, StoreError
 from memlane.store.urls import SQLITE_SCHEME, store_kind
 
 
 def open_store(settings: Settings) -> Store:
+    """The configured store, opened after the home is made private (`config.private`):
+    every face that writes the home opens the store first, so each sets the umask here."""
+    try:
+        make_home_private(settings.home_path)
+    except NotPrivateError as exc:
+        raise StoreError(str(exc)) from None
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create the data home {settings.home_path}: {exc.strerror}"
+        ) from None
     url = settings.store_url
     kind = store_kind(url)
     if kind is None:

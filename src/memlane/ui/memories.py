@@ -177,8 +177,9 @@ async def confirm_forget(request: Request, who: Who, rt: Rt, memory_id: str) -> 
         who,
         "memories",
         heading="Forget this memory?",
-        detail=f"“{fact.text[:300]}” leaves recall and the index; its file moves under "
-        "deleted/ and the change is committed to the memory's git history.",
+        detail=f"“{fact.text[:300]}” leaves recall and the index. Its text stays in the file "
+        "moved under deleted/ and in the memory's git history; `memlane memory forget "
+        f"{fact.id} --purge` removes every copy.",
         action=f"/ui/memories/{fact.id}/forget",
         button="Forget it",
     )

@@ -15,11 +15,12 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from memlane.engine import scaffold, threads
-from memlane.engine.governance.ledger import OutputNotFound, offloaded_output
+from memlane.engine.governance.ledger import OutputNotFound, offloaded_output, outputs_folder
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import lifecycle
 from memlane.engine.sessions.lifecycle import title_from_prompt
 from memlane.engine.tenancy import OPERATOR
+from memlane.files.git_purge import PurgeError
 from memlane.files.projects import display_name
 from memlane.store import StoreError
 from memlane.types import Fact, Session
@@ -282,7 +283,8 @@ async def confirm_delete(request: Request, who: Who, rt: Rt, session_id: str) ->
         "sessions",
         heading=f"Delete the session “{display_title(session)}”?",
         detail=f"Its {session.message_count} messages, events, todo, pinned text, offloaded "
-        "tool outputs and the memories extracted from it are removed for good.",
+        "tool outputs and the memories extracted from it are removed for good: from the "
+        "memory's git history too (rewritten) and from the database's files.",
         action=f"/ui/sessions/{session.id}/delete",
         button="Delete the session",
     )
@@ -295,7 +297,14 @@ async def delete(request: Request, who: Who, rt: Rt, session_id: str) -> Respons
     def write() -> None:
         session = find(rt, session_id)
         scaffold.forget_texts(rt, session)
-        lifecycle.delete(rt.store, rt.settings, session)
+        try:
+            lifecycle.delete(rt.store, rt.settings, session, purge=True)
+        except (PurgeError, StoreError) as exc:
+            raise UIError(
+                500,
+                f"the session is deleted, but not purged: {exc}; run "
+                f"`memlane sessions delete {session.id} --purge` once the cause is fixed",
+            ) from None
 
     await threads.to_thread(write)
     return redirect("/ui/sessions")
@@ -306,7 +315,10 @@ async def output(who: Who, rt: Rt, session_id: str, event_id: int) -> Response:
     """The full text of a tool output governance masked (offloaded to a file or the event)."""
 
     def read() -> str:
-        return offloaded_output(rt.store, find(rt, session_id).id, event_id)
+        session = find(rt, session_id)
+        return offloaded_output(
+            rt.store, session.id, event_id, folder=outputs_folder(rt.settings, session)
+        )
 
     try:
         text = await threads.to_thread(read)

@@ -58,7 +58,10 @@ async def test_offloaded_outputs_are_files_and_events_of_the_session(
         original = b.messages[event.payload["index"]]
         assert read(path) == original.text
     masked = [m for m in out if m.text.startswith("[memlane: tool output trimmed")]
-    assert all(str(folder) in m.text for m in masked)
+    relative = folder.relative_to(rt.settings.home_path).as_posix()
+    # the model sees where the output is from the home on, never the user's home path
+    assert all(f"$MEMLANE_HOME/{relative}/" in m.text for m in masked)
+    assert not any(str(rt.settings.home_path) in m.text for m in masked)
     dropped = sqlite_store.list_events(session_id, kind=EVENT_DROPPED)
     assert any("Next task number 4" in e.text for e in dropped)
     assert PLAN_STATE in sqlite_store.get_state(session_id)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memlane.config import Settings
-from memlane.engine.sessions import lifecycle
+from memlane.engine.sessions import importing, lifecycle
 from memlane.files.memory_files import MemoryFiles
 from memlane.files.paths import session_dir
 from memlane.store.sqlite import SQLiteStore
@@ -95,10 +95,10 @@ def test_import_is_all_or_nothing(sqlite_store: SQLiteStore) -> None:
     session = chat(sqlite_store, "k", ["a", "b"])
     lines = list(lifecycle.export_lines(sqlite_store, session))
     lines.append('{"type": "event", "kind": ""}')
-    with pytest.raises(lifecycle.ImportProblem, match="line 4"):
-        lifecycle.import_lines(sqlite_store, lines, key="copy")
+    with pytest.raises(importing.ImportProblem, match="line 4"):
+        importing.import_lines(sqlite_store, lines, key="copy")
     assert sqlite_store.find_session("copy") is None
-    with pytest.raises(lifecycle.ImportProblem, match="empty"):
-        lifecycle.import_lines(sqlite_store, ["", "  "])
-    with pytest.raises(lifecycle.ImportProblem, match="line 1 is not JSON"):
-        lifecycle.import_lines(sqlite_store, ["{"])
+    with pytest.raises(importing.ImportProblem, match="empty"):
+        importing.import_lines(sqlite_store, ["", "  "])
+    with pytest.raises(importing.ImportProblem, match="line 1 is not JSON"):
+        importing.import_lines(sqlite_store, ["{"])

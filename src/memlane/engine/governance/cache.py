@@ -258,7 +258,7 @@ class Governor:
         return snapshot
 
 
-PREVIEW_REFERENCE = "sessions/<session>/tool-outputs/<output>.txt"
+PREVIEW_REFERENCE = "$MEMLANE_HOME/sessions/<session>/tool-outputs/<output>.txt"
 """A reference as long as a real one, to price a preview before its output is offloaded."""
 
 

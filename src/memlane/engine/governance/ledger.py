@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Protocol
 
 from memlane.config import Settings
@@ -27,7 +27,7 @@ from memlane.files.paths import session_dir
 from memlane.store import MessageLog, NewEvent, SearchFilter, Store
 from memlane.store.analysis import query_terms, terms
 from memlane.store.documents import window_documents
-from memlane.types import Message
+from memlane.types import Message, Session
 
 PLAN_STATE = "governance.plan"
 """Name of the session state entry that holds the plan."""
@@ -43,6 +43,7 @@ EVENT_SUMMARY_FAILED = "governance.summary_failed"
 DROPPED_TEXT_CHARS = 2_000
 """Characters of one dropped item kept in its (indexed) event; full tool outputs are offloaded."""
 OUTPUTS_FOLDER = "tool-outputs"
+OUTPUT_SUFFIX = ".txt"
 
 
 class Ledger(Protocol):
@@ -83,7 +84,7 @@ def describe(message: Message) -> str:
 def output_name(message: Message) -> str:
     """A file name for an offloaded output: stable for the same output, never a path."""
     digest = hashlib.sha256(message.fingerprint().encode()).hexdigest()[:16]
-    return f"{digest}.txt"
+    return f"{digest}{OUTPUT_SUFFIX}"
 
 
 @dataclass(eq=False)
@@ -135,7 +136,7 @@ class StoreLedger:
             path = folder / output_name(message)
             _write_once(path, message.text)
             payload["path"] = str(path)
-            reference = str(path)
+            reference = home_relative(path, self.settings.home_path)
         else:
             payload["content"] = message.text
         text = describe(message)[:DROPPED_TEXT_CHARS]
@@ -312,15 +313,51 @@ def offloaded_outputs(store: MessageLog, session_id: str) -> list[dict[str, Any]
     ]
 
 
-def offloaded_output(store: MessageLog, session_id: str, event_id: int) -> str:
-    """The full text of one offloaded tool output: from its file, or from the event itself."""
+def home_relative(path: Path, home: Path) -> str:
+    """`path` as the model may see it: from the data home on (`$MEMLANE_HOME/sessions/…`),
+    never the absolute home, whose path names the user and the machine's layout."""
+    try:
+        return f"$MEMLANE_HOME/{path.relative_to(home).as_posix()}"
+    except ValueError:
+        return path.name
+
+
+def outputs_folder(settings: Settings, session: Session) -> Path:
+    """The one folder a session's offloaded tool outputs are written to and read from."""
+    return session_dir(settings.sessions_path, session.key, session.tenant) / OUTPUTS_FOLDER
+
+
+def offloaded_output(store: MessageLog, session_id: str, event_id: int, *, folder: Path) -> str:
+    """The full text of one offloaded tool output: from its file, or from the event itself.
+
+    The file is looked up by its name in the session's own `folder`, never at the path the
+    event holds: an event can come from an imported file, and a path in it
+    (`/etc/shadow`, `../other-session/…`) must not make memlane read anything else."""
     for event in store.list_events(session_id, kind=EVENT_OFFLOADED):
         if event.id != event_id:
             continue
         if "content" in event.payload:
             return str(event.payload["content"])
+        path = confined_output(folder, event.payload.get("path"))
+        if path is None:
+            raise OutputNotFound(
+                f"the output file of event {event_id} is not in this session's folder {folder}: "
+                "memlane reads offloaded outputs from there only"
+            )
         try:
-            return Path(str(event.payload["path"])).read_text(encoding="utf-8")
-        except (OSError, KeyError) as exc:
+            return path.read_text(encoding="utf-8")
+        except OSError as exc:
             raise OutputNotFound(f"the output file of event {event_id} is gone: {exc}") from None
     raise OutputNotFound(f"no offloaded tool output {event_id} in session {session_id}")
+
+
+def confined_output(folder: Path, recorded: object) -> Path | None:
+    """The file named by `recorded`'s last part inside `folder`, or None when that name
+    cannot be a file there (empty, `.`/`..`, or a link that leads out of it)."""
+    name = PurePath(str(recorded)).name if isinstance(recorded, str) else ""
+    if name in ("", ".", "..") or not name.endswith(OUTPUT_SUFFIX):
+        return None
+    path = folder / name
+    if path.resolve().parent != folder.resolve():
+        return None
+    return path

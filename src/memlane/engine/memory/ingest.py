@@ -59,6 +59,13 @@ REFUSED_HINT = (
 )
 
 
+EVENT_TRUNCATED = "memory.truncated"
+TRUNCATED_MARKER = (
+    "\n\n[memlane: {left} more characters of this message are left out of memory "
+    "(memory_message_chars = {limit}); the session's transcript keeps it whole]"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class TurnInput:
     """What the write path needs from one finished turn (copied: the turn object moves on)."""
@@ -75,6 +82,8 @@ class TurnInput:
     assistant_text: str = ""
     said_at: datetime | None = None
     """When the user's message was written (stored); None: now. Facts are valid from it."""
+    cut: tuple[tuple[str, int], ...] = ()
+    """(role, full length) of each text cut to `memory_message_chars`."""
 
 
 def schedule_ingest(rt: Runtime, turn: Turn, answer: Answer) -> None:
@@ -139,16 +148,22 @@ def turn_input(rt: Runtime, turn: Turn, answer: Answer) -> TurnInput | None:
     )
     if not user_text and not assistant:
         return None
+    limit = settings.memory_message_chars
     return TurnInput(
         session_id=turn.session.id,
         namespace=turn.namespace,
         model=rt.memory_model(turn.model),
         tenant=turn.session.tenant,
         route=REQUEST_ROUTE.get(),
-        user_text=user_text,
+        user_text=bounded(user_text, limit),
         user_message_id=user_id,
-        assistant_text=assistant,
+        assistant_text=bounded(assistant, limit),
         said_at=said_at,
+        cut=tuple(
+            (role, len(text))
+            for role, text in (("user", user_text), ("assistant", assistant))
+            if len(text) > limit
+        ),
     )
 
 
@@ -180,6 +195,7 @@ async def ingest_turns(rt: Runtime, items: Sequence[TurnInput]) -> IngestReport:
     report = IngestReport()
     items = [item if item.said_at else replace(item, said_at=now_utc()) for item in items]
     first = items[0]
+    await _record_cuts(rt, items)
     conversation = scopes.conversation_scope(first.session_id, first.tenant)
     said_in: list[tuple[str, ...]] = [() for _ in items]
     if settings.memory_store_turns:
@@ -256,6 +272,28 @@ async def _reconcile_into(
         await apply_plan(
             book, plan, existing, scope=scope, source=sources[-1], report=report, sources=by_text
         )
+
+
+def bounded(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, with a marker saying how much was left out: one
+    30 MB message would otherwise go whole to the extraction model, into its turn file and
+    into git."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + TRUNCATED_MARKER.format(left=len(text) - limit, limit=limit)
+
+
+async def _record_cuts(rt: Runtime, items: Sequence[TurnInput]) -> None:
+    """One `memory.truncated` event per cut message, in its session's event log."""
+    for item in items:
+        for role, chars in item.cut:
+            payload = {"role": role, "chars": chars, "kept": rt.settings.memory_message_chars}
+            text = (
+                f"memory kept the first {payload['kept']} of {chars} characters of a {role} message"
+            )
+            await threads.to_thread(
+                rt.store.add_event, item.session_id, EVENT_TRUNCATED, payload, text=text
+            )
 
 
 def _provenance(item: TurnInput, turns: tuple[str, ...] = ()) -> Provenance:

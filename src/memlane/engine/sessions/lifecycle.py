@@ -1,12 +1,13 @@
 """A session's life outside a turn: title, fork, delete, export and import.
 
 Export is JSON lines: one `session` line, then every message (superseded ones
-too, with their status), event and state entry of the session. Import reads
-the whole file and validates it before writing anything, so a bad file
-changes nothing; it recreates the session under its key (or a new one), with
-new ids and the same content. `delete` removes everything of the session: its
-rows (messages, events, state, facts, index), its folder (todo, pinned,
-summary, offloaded outputs, meta.json) and the memory files it produced.
+too, with their status), event and state entry of the session. Import
+(`engine.sessions.importing`) checks every line as it writes it, in one
+transaction, so a bad file changes nothing; it recreates the session under its
+key (or a new one), with new ids and the same content. `delete` removes
+everything of the session: its rows (messages, events, state, facts, index),
+its folder (todo, pinned, summary, offloaded outputs, meta.json) and the
+memory files it produced.
 """
 
 from __future__ import annotations
@@ -14,31 +15,28 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from typing import Any
 
 from memlane.config import Settings
 from memlane.engine.governance.ledger import RECALL_MEMO
 from memlane.engine.sessions.asked import first_asked
+from memlane.engine.sessions.importing import EXPORT_FORMAT, EXPORT_VERSION
 from memlane.engine.sessions.lookup import session_name
 from memlane.files.git import commit_now
 from memlane.files.git_purge import purge_history
 from memlane.files.locks import GIT_LOCK, MEMORY_LOCK, HomeLock
 from memlane.files.memory_files import MemoryFiles
 from memlane.files.paths import session_dir
-from memlane.store import NewMessage, Store
-from memlane.store.codec import message_from_json, message_to_json
+from memlane.store import Store
+from memlane.store.codec import message_to_json
 from memlane.text import tokens
 from memlane.types import Session
 from memlane.types.messages import forget_fingerprints
 
 TITLE_CHARS = 100
-EXPORT_FORMAT = "memlane-session"
-EXPORT_VERSION = 1
 
 
 # --- titles -----------------------------------------------------------------------
@@ -148,60 +146,6 @@ def delete(store: Store, settings: Settings, session: Session, *, purge: bool = 
 # --- export and import --------------------------------------------------------------
 
 
-class _SessionLine(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    type: Literal["session"]
-    format: Literal["memlane-session"]
-    version: int = Field(ge=1, le=EXPORT_VERSION)
-    id: str
-    key: str = Field(min_length=1)
-    namespace: str
-    title: str | None = None
-    parent_id: str | None = None
-    summary: str = ""
-    summarized_count: int = Field(default=0, ge=0)
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    prompt_tokens: int = Field(default=0, ge=0)
-    completion_tokens: int = Field(default=0, ge=0)
-    cost_usd: float = Field(default=0.0, ge=0)
-    created_at: str | None = None
-    updated_at: str | None = None
-
-
-class _MessageLine(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    type: Literal["message"]
-    position: int = Field(ge=0)
-    status: Literal["ok", "failed", "superseded"] = "ok"
-    token_count: int = Field(default=0, ge=0)
-    created_at: str | None = None
-    message: dict[str, Any]
-
-
-class _EventLine(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    type: Literal["event"]
-    kind: str = Field(min_length=1)
-    payload: dict[str, Any] = Field(default_factory=dict)
-    text: str = ""
-    created_at: str | None = None
-
-
-class _StateLine(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    type: Literal["state"]
-    name: str = Field(min_length=1)
-    value: str
-
-
-_Line = Annotated[_MessageLine | _EventLine | _StateLine, Field(discriminator="type")]
-_LINE = TypeAdapter(_Line)
-
-
-class ImportProblem(ValueError):
-    """The file cannot be imported; the message names the line and what is wrong."""
-
-
 def export_lines(store: Store, session: Session) -> Iterator[str]:
     """The session as JSON lines (see the module docstring)."""
     head = {
@@ -248,106 +192,5 @@ def export_lines(store: Store, session: Session) -> Iterator[str]:
         yield _dumps({"type": "state", "name": name, "value": value})
 
 
-def import_lines(
-    store: Store, lines: Iterable[str], *, key: str | None = None, tenant: str = ""
-) -> Session:
-    """Recreate an exported session (under `key` if given) in `tenant`. Validates
-    everything first."""
-    head, body = _parse(lines)
-    new_key = key or head.key
-    if store.find_session(new_key, tenant=tenant) is not None:
-        raise ImportProblem(
-            f"a session with key {new_key!r} already exists: delete it first, "
-            "or import under another key with --key"
-        )
-    session = store.ensure_session(new_key, namespace=head.namespace, tenant=tenant)
-    try:
-        _write(store, session, head, body)
-    except BaseException:
-        store.delete_session(session.id)
-        raise
-    created = store.get_session(session.id)
-    assert created is not None
-    return created
-
-
-def _parse(
-    lines: Iterable[str],
-) -> tuple[_SessionLine, list[_MessageLine | _EventLine | _StateLine]]:
-    head: _SessionLine | None = None
-    body: list[_MessageLine | _EventLine | _StateLine] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ImportProblem(f"line {number} is not JSON ({exc.msg})") from None
-        try:
-            if head is None:
-                head = _SessionLine.model_validate(data)
-                continue
-            item = _LINE.validate_python(data)
-            if isinstance(item, _MessageLine):
-                message_from_json(item.message)
-        except (ValidationError, KeyError, TypeError, ValueError) as exc:
-            what = "the session header" if head is None else "an entry"
-            raise ImportProblem(
-                f"line {number} is not {what} of a memlane export: {_short(exc)}"
-            ) from None
-        body.append(item)
-    if head is None:
-        raise ImportProblem("the file is empty: expected a memlane session export (JSON lines)")
-    positions = [item.position for item in body if isinstance(item, _MessageLine)]
-    if positions != sorted(set(positions)):
-        raise ImportProblem("message positions are not strictly increasing")
-    return head, body
-
-
-def _write(
-    store: Store,
-    session: Session,
-    head: _SessionLine,
-    body: list[_MessageLine | _EventLine | _StateLine],
-) -> None:
-    messages = [item for item in body if isinstance(item, _MessageLine)]
-    stored = store.append_messages(
-        session.id,
-        [NewMessage(message_from_json(m.message), m.token_count) for m in messages],
-    )
-    for line, item in zip(messages, stored, strict=True):
-        if line.status != "ok":
-            store.set_message_status(item.id, line.status)
-    for entry in body:
-        if isinstance(entry, _EventLine):
-            store.add_event(session.id, entry.kind, entry.payload, text=entry.text)
-        elif isinstance(entry, _StateLine):
-            store.set_state(session.id, entry.name, entry.value)
-    metadata = {**head.metadata, "imported_from": head.id}
-    if head.parent_id:
-        metadata["imported_parent_id"] = head.parent_id
-    store.update_session(
-        session.id,
-        title=head.title,
-        summary=head.summary,
-        summarized_count=head.summarized_count,
-        metadata=metadata,
-    )
-    store.add_usage(
-        session.id,
-        prompt_tokens=head.prompt_tokens,
-        completion_tokens=head.completion_tokens,
-        cost_usd=head.cost_usd,
-    )
-
-
 def _dumps(value: dict[str, Any]) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _short(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "line"
-        return f"{where}: {first['msg']}"
-    return str(exc) or type(exc).__name__
