@@ -140,3 +140,11 @@ def test_the_fact_ranks_above_the_turns_that_echo_it(settings: Settings) -> None
             "ack 1: I prefer tabs.",
         ]
         assert hits[0].score >= hits[1].score
+
+
+def test_the_same_text_in_two_scopes_comes_once_per_scope(settings: Settings) -> None:
+    with Memory(settings) as memory:
+        mine = memory.add("The user prefers tabs")
+        repo = memory.add("The user prefers tabs", scope="ns:api")
+        hits = memory.search("prefers tabs")
+        assert {(h.id, h.scope) for h in hits} == {(mine, "global"), (repo, "ns:api")}

@@ -198,9 +198,10 @@ class AsyncMemory:
         as_of: datetime | None = None,
     ) -> list[MemoryHit]:
         """Memories for `query`: those true now, or at `as_of`, from `scopes` (default:
-        every scope, as `memlane memory search` does; `["global"]` for one)."""
+        every scope, as `memlane memory search` does; `["global"]` for one). A text kept
+        in several scopes comes once per scope, each hit naming its own."""
         wanted = [_scope(s) for s in scopes] if scopes is not None else None
-        found = await recall(self.runtime, query, scopes=wanted, as_of=as_of)
+        found = await recall(self.runtime, query, scopes=wanted, as_of=as_of, distinct=False)
         limit = top_k or self.runtime.settings.memory_top_k
         return [
             MemoryHit(
