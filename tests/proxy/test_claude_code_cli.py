@@ -28,6 +28,7 @@ import pytest
 
 from memlane.engine.memory.extract import FACT_PROMPT
 from memlane.proxy.wire.base import dumps
+from memlane.text.llm import OWN_CALL_HEADER
 from tests.proxy.conftest import stored
 from tests.proxy.test_codex_cli import NetworkTrap, trap  # noqa: F401 (the fixture)
 from tests.support.anthropic_upstream import AnthropicProxy, ScriptedAnthropic, Turn, signature
@@ -236,13 +237,17 @@ FACT = "We deploy the shop to blue-kestrel-7"
 
 
 def project_facts(request: RecordedRequest) -> Reply | None:
-    """memlane's own fact extraction (its FACT_PROMPT, on the OpenAI upstream by default),
-    answered with the fact the user said; the rest of its calls change nothing."""
+    """memlane's own calls (marked `OWN_CALL_HEADER`; for a Claude Code turn they go where
+    the turn went, Messages calls to the Anthropic upstream): its fact extraction answered
+    with the fact the user said, the rest with nothing. None for Claude Code's own
+    requests, which the script answers in order."""
+    if OWN_CALL_HEADER.lower() not in request.headers:
+        return None
+    if request.json.get("system") != FACT_PROMPT:
+        return Reply(text="[]")
     messages = request.json.get("messages") or []
-    if messages and messages[0].get("content") == FACT_PROMPT:
-        said = "blue-kestrel-7" in str(messages[-1].get("content"))
-        return Reply(text=json.dumps([FACT] if said else []))
-    return Reply(text="[]")
+    said = "blue-kestrel-7" in str(messages[-1].get("content")) if messages else False
+    return Reply(text=json.dumps([FACT] if said else []))
 
 
 def claude_in(claude: ClaudeCode, folder: Path, prompt: str) -> str:
@@ -278,7 +283,7 @@ def test_a_new_claude_code_conversation_in_the_same_repository_recalls_an_earlie
     for repo in (shop, garden):
         (repo / ".git").mkdir(parents=True)
     (shop / "src").mkdir()
-    upstream.respond_with(project_facts)
+    anthropic_upstream.respond_with(project_facts)
     anthropic_upstream.script(
         Turn(text="Noted."), Turn(text="To blue-kestrel-7."), Turn(text="No idea.")
     )
@@ -293,7 +298,11 @@ def test_a_new_claude_code_conversation_in_the_same_repository_recalls_an_earlie
     proxy.drain()
     assert trap.attempts == []
 
-    asked = [r for r in anthropic_upstream.message_requests if question in json.dumps(r.json)]
+    asked = [
+        r
+        for r in anthropic_upstream.message_requests
+        if question in json.dumps(r.json) and OWN_CALL_HEADER not in r.headers
+    ]
     same_project, other_project = asked
     assert "blue-kestrel-7" in json.dumps(same_project.json["messages"])
     assert "blue-kestrel-7" not in json.dumps(other_project.json["messages"])

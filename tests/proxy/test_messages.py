@@ -425,9 +425,11 @@ def test_the_anthropic_upstream_key_is_used_only_when_the_client_sends_none(
         assert leaked == []
 
 
-def test_memlanes_own_calls_never_borrow_the_clients_anthropic_key(
+def test_the_clients_anthropic_key_is_lent_to_the_anthropic_upstream_only(
     proxy_factory: Any, anthropic_upstream: ScriptedAnthropic, upstream: ScriptedUpstream
 ) -> None:
+    """memlane's own calls for a Messages turn go where the turn went, with its key (held in
+    memory only): never to the OpenAI-compatible upstream, never into the home."""
     proxy = proxy_factory(anthropic_upstream_url=anthropic_upstream.base)
     anthropic_upstream.script(Turn(text="Noted."))
     client(proxy).messages.create(
@@ -437,10 +439,16 @@ def test_memlanes_own_calls_never_borrow_the_clients_anthropic_key(
     )
     proxy.drain()
 
-    own_calls = [r for r in upstream.requests if r.path.endswith("/chat/completions")]
-    assert own_calls  # fact extraction ran, against the OpenAI-compatible upstream
-    assert all(KEY not in " ".join(r.headers.values()) for r in own_calls)
-    assert all(KEY.encode() not in r.body for r in own_calls)
+    sent, *own_calls = anthropic_upstream.message_requests
+    assert own_calls  # fact extraction ran, against the Anthropic upstream
+    credential = {k: v for k, v in sent.headers.items() if k in ("x-api-key", "authorization")}
+    assert KEY in " ".join(credential.values())
+    for call in own_calls:  # the key as the client sent it
+        assert {k: call.headers.get(k) for k in credential} == credential
+    assert all(KEY not in " ".join(r.headers.values()) for r in upstream.requests)
+    assert all(KEY.encode() not in r.body for r in upstream.requests)
+    home = Path(proxy.settings.home_path)
+    assert [p for p in home.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()] == []
 
 
 def test_an_upstream_prompt_too_long_teaches_memlane_the_window(
