@@ -298,14 +298,14 @@ class ToolLoop:
     async def read_whole(self, upstream: UpstreamResponse) -> WholeRound:
         from memlane.proxy.turns import _response_headers
 
-        headers = await _response_headers(self.turn, upstream.headers)
+        headers = await _response_headers(self.state, self.turn, upstream.headers)
         return WholeRound(self.adapter, self.wire, upstream.content, upstream.status_code, headers)
 
     async def read_stream(self, upstream: UpstreamResponse) -> StreamedRound | Response:
         """The round read to its end, or, when it starts with text, relayed from there on."""
         from memlane.proxy.turns import _fail, _response_headers, transport_error
 
-        headers = await _response_headers(self.turn, upstream.headers)
+        headers = await _response_headers(self.state, self.turn, upstream.headers)
         read = StreamedRound(
             self.adapter, self.wire, upstream.aiter_bytes(), upstream.status_code, headers
         )

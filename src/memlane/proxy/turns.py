@@ -27,7 +27,7 @@ from fastapi import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from memlane.engine import pipeline
+from memlane.engine import pipeline, waits
 from memlane.engine.governance import ContextOverflow, counted
 from memlane.engine.governance.budget import learn_from_upstream_error
 from memlane.engine.sessions.history import chained_session_key
@@ -245,9 +245,11 @@ async def _chained_key(state: ProxyState, parsed: ParsedRequest, tenant: str) ->
     previous = parsed.body.get(PREVIOUS_RESPONSE) if parsed.continued else None
     if not isinstance(previous, str) or not previous:
         return None
-    await state.runtime.turn_order.settled()  # the answer it names may be being stored
+    rt = state.runtime
+    await rt.turn_order.settled()  # the answer it names may be being stored
     try:
-        return await asyncio.to_thread(chained_session_key, state.runtime, previous, tenant)
+        found = asyncio.to_thread(chained_session_key, rt, previous, tenant)
+        return await waits.within(rt, None, f"looking up {PREVIOUS_RESPONSE}", found, None)
     except StoreError as exc:
         log.warning("could not look up %s %s: %s", PREVIOUS_RESPONSE, previous, exc)
         return None
@@ -329,7 +331,7 @@ async def _complete(state: ProxyState, turn: Turn, adapter: WireAdapter, call: C
     )
     if isinstance(upstream, Response):
         return upstream
-    headers = await _response_headers(turn, upstream.headers)
+    headers = await _response_headers(state, turn, upstream.headers)
     status = upstream.status_code
     if not turn.answer_resent:  # the next request will not bring it: stored first
         await _finish(state, turn, read_answer(adapter, upstream.content))
@@ -447,10 +449,13 @@ class StoredAfter(Response):
                 await self.store()
 
 
-async def _response_headers(turn: Turn, upstream: Any) -> dict[str, str]:
+async def _response_headers(state: ProxyState, turn: Turn, upstream: Any) -> dict[str, str]:
     """The upstream's headers worth relaying, plus what governance did with this request
-    (its token count, which may be finishing beside the upstream call)."""
-    await counted(turn)
+    (its token count, which may be finishing beside the upstream call: not waited for past
+    the request's bound, `engine.waits`)."""
+    if turn.counting is not None:
+        rt = state.runtime
+        await waits.within(rt, turn, "counting the request's tokens", counted(turn), None)
     out = relayed_headers(upstream)
     if turn.context is not None:
         out[h.CONTEXT] = h.context_value(*turn.context)
@@ -534,6 +539,6 @@ async def _stream(state: ProxyState, turn: Turn, adapter: WireAdapter, call: Cal
         adapter.assembler(),
         settle=settle,
         error_frame=lambda message: adapter.stream_error(message, code="upstream_stream_error"),
-        headers=await _response_headers(turn, upstream.headers),
+        headers=await _response_headers(state, turn, upstream.headers),
         hold=answer_hold(state, turn),
     )
