@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from memlane.engine import failopen, scaffold, threads, turnlog, waits
 from memlane.engine.failopen import best_effort
 from memlane.engine.governance import counted, govern_turn
+from memlane.engine.memory import marks
 from memlane.engine.memory.ingest import schedule_ingest
 from memlane.engine.memory.recall import Ahead, recall_for_turn, search_ahead
 from memlane.engine.runtime import Runtime
@@ -341,12 +343,17 @@ def store_incoming(rt: Runtime, turn: Turn) -> None:
     if turn.server_history:
         client = [m for m in client if m.role not in ("system", "developer")]
     counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in client]
-    if turn.continued or turn.server_history:
-        added = store.append_messages(turn.session.id, counted)
-        end = added[-1].position + 1 if added else None
-        turn.synced = SyncResult(matched=0, added=tuple(added), superseded=0, next_position=end)
-    else:
-        turn.synced = store.sync_messages(turn.session.id, counted)
+    state = turn.stored_state(store) if marks.wanted(rt.settings) else {marks.MARK: ""}
+    first_mark = marks.MARK not in state  # set in the commit of the messages it is about
+    with store.transaction() if first_mark else contextlib.nullcontext():
+        if turn.continued or turn.server_history:
+            added = store.append_messages(turn.session.id, counted)
+            end = added[-1].position + 1 if added else None
+            turn.synced = SyncResult(matched=0, added=tuple(added), superseded=0, next_position=end)
+        else:
+            turn.synced = store.sync_messages(turn.session.id, counted)
+        first = turn.synced.added[0].position if turn.synced.added else None
+        marks.note_first_turn(store, turn.session.id, state, first)
     if turn.server_history:
         turn.messages = history.with_server_history(rt, turn)
 

@@ -17,9 +17,10 @@ at a time (`schedule_ingest`: the turns wait until the session is quiet for
 
 Each step logs and carries on when the LLM or the embedder fails; the turns are
 written first, so a failure later never loses what was said. A turn waiting in a
-batch lives in memory only (the session's messages are stored before the response,
-so a crash loses no message, but the turns of the batch waiting or in flight are
-not remembered as memory).
+batch lives in memory, but its work is durable: the session's messages are stored
+before the response, and the session's mark (`engine.memory.marks`) moves past a
+turn only once its batch is done, so the work of every turn a stop or a crash left
+undone is queued again at the next start (`engine.memory.resume`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from datetime import datetime, timedelta
 from memlane.engine import threads
 from memlane.engine.background import session_policy
 from memlane.engine.failopen import record_for
-from memlane.engine.memory import scopes
+from memlane.engine.memory import marks, scopes
 from memlane.engine.memory.apply import IngestReport, Provenance, apply_plan, neighbourhood
 from memlane.engine.memory.book import MemoryBook
 from memlane.engine.memory.entries import new_fact
@@ -69,6 +70,12 @@ class TurnInput:
     assistant_text: str = ""
     said_at: datetime | None = None
     """When the user's message was written (stored); None: now. Facts are valid from it."""
+    user_position: int | None = None
+    """The user's message's position in its session: the session's mark moves past it
+    once the turn is remembered (`engine.memory.marks`)."""
+    entry_ids: tuple[str, ...] = ()
+    """The user's turn entries already written (a turn resumed after a stop that came
+    between its entries and its facts): not written again."""
 
 
 def schedule_ingest(rt: Runtime, turn: Turn, answer: Answer) -> None:
@@ -78,6 +85,11 @@ def schedule_ingest(rt: Runtime, turn: Turn, answer: Answer) -> None:
         return
     if item.said_at is None:  # when it was said, not when its batch runs
         item = replace(item, said_at=now_utc())
+    queue(rt, item)
+
+
+def queue(rt: Runtime, item: TurnInput) -> None:
+    """Add `item` to its session's batch (a finished turn, or one resumed at start-up)."""
     name = f"memory-ingest:{item.session_id}"
     run = functools.partial(_recorded, rt)
     rt.background.batch(name, item, run, session_policy(rt.settings), name=name)
@@ -103,6 +115,9 @@ async def _recorded(rt: Runtime, items: list[TurnInput]) -> None:
         if report.reason:
             detail += f" ({report.reason})"
         rt.activity.extraction(ok=True, detail=detail, session_id=session_id)
+        positions = [item.user_position for item in group if item.user_position is not None]
+        if positions:  # these turns are remembered: not resumed after a restart
+            await threads.to_thread(marks.advance, rt.store, session_id, max(positions) + 1)
 
 
 def _same_group(a: TurnInput, b: TurnInput) -> bool:
@@ -121,7 +136,7 @@ def turn_input(rt: Runtime, turn: Turn, answer: Answer) -> TurnInput | None:
         return None
     if not (settings.memory_store_turns or settings.memory_extract_facts):
         return None  # no kind of memory is written: nothing to run at all
-    user_text, user_id, said_at = _new_user_message(turn)
+    user_text, user_id, said_at, position = _new_user_message(turn)
     if not settings.memory_store_turns and not user_text.strip():
         return None  # facts come from a new user message only: nothing to extract from
     assistant = "\n\n".join(
@@ -140,19 +155,20 @@ def turn_input(rt: Runtime, turn: Turn, answer: Answer) -> TurnInput | None:
         user_message_id=user_id,
         assistant_text=assistant,
         said_at=said_at,
+        user_position=position,
     )
 
 
-def _new_user_message(turn: Turn) -> tuple[str, int | None, datetime | None]:
+def _new_user_message(turn: Turn) -> tuple[str, int | None, datetime | None, int | None]:
     """The latest user message if this request added it (a resent history adds nothing),
-    with its id and when it was stored."""
+    with its id, when it was stored and its position."""
     if turn.synced is None:
-        return turn.user_text, None, None
+        return turn.user_text, None, None, None
     for stored in reversed(turn.synced.added):
         message = stored.message
         if message.role == "user" and message.kind == "message" and message.origin == "client":
-            return message.text, stored.id, stored.created_at
-    return "", None, None
+            return message.text, stored.id, stored.created_at, stored.position
+    return "", None, None, None
 
 
 async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
@@ -174,12 +190,15 @@ async def ingest_turns(rt: Runtime, items: Sequence[TurnInput]) -> IngestReport:
     conversation = scopes.conversation_scope(first.session_id, first.tenant)
     said_in: list[tuple[str, ...]] = [() for _ in items]
     if settings.memory_store_turns:
-        entries = [_turn_entries(item, conversation) for item in items]
+        entries = [[] if item.entry_ids else _turn_entries(item, conversation) for item in items]
         written = [entry for per_turn in entries for entry in per_turn]
         await book.write(puts=written, new={entry.id for entry in written})
         report.turns = len(written)
         # facts come from the user's message only: its turn is where they were said
-        said_in = [tuple(t.id for t in per_turn if t.role == "user") for per_turn in entries]
+        said_in = [
+            item.entry_ids or tuple(t.id for t in per_turn if t.role == "user")
+            for item, per_turn in zip(items, entries, strict=True)
+        ]
     found: list[tuple[int, str]] = []
     said = [Said(item.user_text, _said(item)) for item in items]
     if settings.memory_extract_facts and any(m.text.strip() for m in said):
