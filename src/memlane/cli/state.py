@@ -26,7 +26,7 @@ class CliState:
 
     def loaded(self) -> LoadedSettings:
         if self._loaded is None:
-            from memlane.cli.context import err_console, fail
+            from memlane.cli.output import err_console, fail
             from memlane.config import ConfigError, load_settings
 
             try:
