@@ -34,3 +34,17 @@ def test_doctor_groups_failures_and_says_what_to_do(tmp_path: Path) -> None:
     table = runner.invoke(app, ["--home", str(tmp_path), "doctor"]).stdout
     assert "recall failed 2×" in table
     assert "fix:" in table
+
+
+def test_a_request_that_went_on_without_memlanes_work_is_explained(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "memlane.db")
+    session = store.ensure_session("s")
+    store.add_event(
+        session.id,
+        EVENT,
+        {"stage": "wait", "type": "TimeoutError", "error": "storing the answer took too long"},
+    )
+    store.close()
+    result = CliRunner().invoke(app, ["--home", str(tmp_path), "doctor", "--json"])
+    (problem,) = json.loads(result.stdout)["problems"]
+    assert "MEMLANE_REQUEST_WAIT_SECONDS" in problem["advice"]
