@@ -48,7 +48,7 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
     ahead = None
     if has_references(turn.messages):
         await _settled(rt, turn)
-        stored_now = threads.to_thread(store_incoming, rt, turn)
+        stored_now = threads.to_thread(_stored_incoming, rt, turn)
         if not await waits.within(rt, turn, "storing the turn's messages", stored_now, False):
             turn.lost = True
         resolved = await resolve_references(rt, turn, list(turn.messages))
@@ -356,6 +356,12 @@ def store_incoming(rt: Runtime, turn: Turn) -> None:
         marks.note_first_turn(store, turn.session.id, state, first)
     if turn.server_history:
         turn.messages = history.with_server_history(rt, turn)
+
+
+def _stored_incoming(rt: Runtime, turn: Turn) -> bool:
+    """`store_incoming`, True once done (a late one is told apart: `engine.waits`)."""
+    store_incoming(rt, turn)
+    return True
 
 
 def remember_identity(rt: Runtime, turn: Turn) -> None:
