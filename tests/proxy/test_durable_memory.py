@@ -1,10 +1,11 @@
 """Memory work queued for answered turns survives SIGKILL and SIGTERM: a restart completes it.
 
-A real `memlane serve` process (SQLite home, memory on, fact extraction off so every
-model call is a client's turn) answers turns whose memory work waits in its batches
-(`memory_batch_quiet_seconds` at its longest). The process is killed (or stopped with
-no time to drain); started again, it finds the turns past each session's mark and
-remembers them: one user entry and one assistant entry per answered turn.
+A real `memlane serve` process (on SQLite, and on PostgreSQL; memory on, fact
+extraction off so every model call is a client's turn) answers turns whose memory work
+waits in its batches (`memory_batch_quiet_seconds` at its longest). The process is
+killed (or stopped with no time to drain); started again, it finds the turns past each
+session's mark and remembers them: one user entry and one assistant entry per answered
+turn.
 """
 
 from __future__ import annotations
@@ -84,14 +85,30 @@ def stored_turns(store: Store) -> dict[str, tuple[int, int]]:
 def test_a_restart_completes_the_memory_work_of_every_answered_turn(
     tmp_path: Path, upstream: ScriptedUpstream, stop: signal.Signals
 ) -> None:
-    home = tmp_path / "home"
-    replica = start_replica(home, "", upstream.url, env_overrides=HELD)
+    stopped_and_resumed(tmp_path / "home", "", upstream, stop)
+
+
+def test_on_postgresql_a_restart_after_sigkill_completes_it_too(
+    tmp_path: Path, upstream: ScriptedUpstream, pg_url: str
+) -> None:
+    stopped_and_resumed(tmp_path / "home", pg_url, upstream, signal.SIGKILL)
+
+
+def stopped_and_resumed(
+    home: Path, store_url: str, upstream: ScriptedUpstream, stop: signal.Signals
+) -> None:
+    """Turns answered, the process stopped by `stop` before their memory work, then started
+    again: every stored turn gets its entries, and a later start finds nothing left."""
+    settings = Settings(
+        home=home, store_url=store_url or None, embedding_backend="hashing", memory_enabled=True
+    )
+    replica = start_replica(home, store_url, upstream.url, env_overrides=HELD)
     try:
         converse(replica)
     finally:
         replica.process.send_signal(stop)
         replica.process.wait(30)
-    store = open_store(Settings(home=home, embedding_backend="hashing"))
+    store = open_store(settings)
     try:
         assert set(entries(store).values()) == {(0, 0)}  # nothing was remembered before
         answered = stored_turns(store)
@@ -100,9 +117,8 @@ def test_a_restart_completes_the_memory_work_of_every_answered_turn(
         store.close()
 
     again = {**MEMORY, "MEMLANE_MEMORY_BATCH_QUIET_SECONDS": "0", "MEMLANE_LOG_LEVEL": "info"}
-    restarted = start_replica(home, "", upstream.url, env_overrides=again)
+    restarted = start_replica(home, store_url, upstream.url, env_overrides=again)
     try:
-        settings = Settings(home=home, embedding_backend="hashing", memory_enabled=True)
         store = open_store(settings)
         deadline = time.monotonic() + 60
         while (done := entries(store)) != answered:
