@@ -37,11 +37,11 @@ async def within(rt: Runtime, turn: Turn | None, what: str, work: Awaitable[T], 
     when the caller is)."""
     future = asyncio.ensure_future(work)
     if not future.done():
+        keep_running(future)  # its caller may be cancelled: the work still ends
         await asyncio.wait([future], timeout=rt.settings.request_wait_seconds)
     if future.done():
         return future.result()
     future.add_done_callback(lambda done: _late_failure(what, done))
-    keep_running(future)
     overran(rt, turn, what)
     return late
 
