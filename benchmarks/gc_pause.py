@@ -1,5 +1,5 @@
 """How long Python's full garbage collection stops a started proxy, before and after
-`memlane serve` freezes its start-up heap (`proxy.server.freeze_heap`).
+`memlane serve` freezes its start-up heap (`proxy.serving.freeze_heap`).
 
 Run: .venv/bin/python benchmarks/gc_pause.py [--runs 7]
 
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from memlane.config import Settings  # noqa: E402
 from memlane.proxy.app import create_app  # noqa: E402
-from memlane.proxy.server import collect_garbage, freeze_heap  # noqa: E402
+from memlane.proxy.serving import collect_garbage, freeze_heap  # noqa: E402
 
 WARM_SECONDS = 2.0
 """Time for the app's background warm-up (search caches) to finish before timing."""

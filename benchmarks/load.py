@@ -1,7 +1,7 @@
 """Load and soak: many streaming clients, each in its own growing session, for a fixed time.
 
 Run: .venv/bin/python benchmarks/load.py [--clients 200] [--seconds 60] [--warmup 15]
-        [--variant defaults|memory-off|quiet] [--workers N] [--soak] [--direct]
+        [--variant defaults|memory-off|quiet] [--workers N] [--soak] [--direct] [--compare]
 
 A scripted OpenAI-compatible upstream and `memlane serve` run as their own
 processes on loopback (as in `proxy_overhead.py`); the clients run in
@@ -16,8 +16,13 @@ between: the ceiling of the rig itself on this machine (clients and upstream
 share its cores with the proxy).
 
 Printed: requests/s, p50/p99 latency (request sent to last byte), errors (any
-non-200, broken stream or stream without its end), and the proxy's resident
-memory (RSS, all its processes) at start, after warm-up and at the end;
+non-200, broken stream or stream without its end), the proxy's CPU milliseconds per
+request (user + system time of its whole process tree, workers and the git or other
+helpers it ran included, over the measured time, divided by the requests answered in
+it), and the proxy's resident memory (RSS, all its processes) at start, after
+warm-up and at the end; `--compare` runs, in one invocation against one upstream,
+straight to the upstream, then memlane with the defaults, with memory off and with
+`--workers 2`, and prints one table (requests/s side by side);
 `--soak` (5 minutes after a 60-second warm-up unless told otherwise) also
 prints RSS every `--sample` seconds. The machine's load average is printed
 with the figures: on a shared machine they say as much about the neighbours as
@@ -51,6 +56,17 @@ from benchmarks.proxy_overhead import (  # noqa: E402  (after the path is set)
 )
 
 QUESTION = "Which file should I look at next, and why? Keep it short."
+
+
+@dataclass
+class Cell:
+    """One configuration measured: what `report` prints a row of."""
+
+    label: str
+    tallies: list[Tally]
+    samples: list[tuple[float, float]]
+    cpu_seconds: float | None
+    """CPU time of the proxy's process tree over the measured time (None: no /proc)."""
 
 
 @dataclass
@@ -167,6 +183,19 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def cpu_tree_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process and its children, live or reaped (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    try:
+        for each in [pid, *_children(pid)]:
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(fields[i]) for i in (11, 12, 13, 14))  # utime stime cutime cstime
+    except (OSError, IndexError, ValueError):
+        return None if not total else total / tick
+    return total / tick
+
+
 def loadavg() -> str:
     try:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -192,6 +221,11 @@ def main() -> None:
     parser.add_argument("--soak", action="store_true", help="5 minutes, RSS every --sample s")
     parser.add_argument("--sample", type=float, default=30.0)
     parser.add_argument("--direct", action="store_true", help="no memlane: the rig's ceiling")
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="direct, defaults, memory off and --workers 2 in one run, one table",
+    )
     args = parser.parse_args()
     seconds = args.seconds or (300.0 if args.soak else 60.0)
     warmup = args.warmup if args.warmup is not None else (60.0 if args.soak else 15.0)
@@ -202,32 +236,64 @@ def main() -> None:
     )
     upstream.start()
     upstream_url = ready.get(timeout=60)
-    if args.direct:
-        try:
-            assert upstream.pid is not None
-            tallies, samples = drive(args, upstream_url, upstream.pid, seconds, warmup)
-        finally:
-            upstream.terminate()
-        report(args, seconds, warmup, tallies, samples)
-        return
-    extra = ("--workers", str(args.workers)) if args.workers > 1 else ()
+    try:
+        if args.compare:
+            cells = [
+                measure(args, upstream_url, upstream.pid, seconds, warmup, direct=True),
+                measure(args, upstream_url, upstream.pid, seconds, warmup, variant="defaults"),
+                measure(args, upstream_url, upstream.pid, seconds, warmup, variant="memory-off"),
+                measure(args, upstream_url, upstream.pid, seconds, warmup, workers=2),
+            ]
+        else:
+            cells = [
+                measure(
+                    args,
+                    upstream_url,
+                    upstream.pid,
+                    seconds,
+                    warmup,
+                    direct=args.direct,
+                    variant=args.variant,
+                    workers=args.workers,
+                )
+            ]
+    finally:
+        upstream.terminate()
+    report(args, seconds, warmup, cells)
+
+
+def measure(
+    args: argparse.Namespace,
+    upstream_url: str,
+    upstream_pid: int | None,
+    seconds: float,
+    warmup: float,
+    *,
+    direct: bool = False,
+    variant: str = "defaults",
+    workers: int = 1,
+) -> Cell:
+    """One configuration: its clients run, its figures taken."""
+    if direct:
+        assert upstream_pid is not None
+        tallies, samples, cpu = drive(args, upstream_url, upstream_pid, seconds, warmup)
+        return Cell("straight to the upstream (no memlane)", tallies, samples, None)
+    extra = ("--workers", str(workers)) if workers > 1 else ()
+    label = f"memlane, {variant}" + (f", --workers {workers}" if workers > 1 else "")
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as home:
-        proxy, url = start_proxy(upstream_url, Path(home), variant=args.variant, serve_args=extra)
+        proxy, url = start_proxy(upstream_url, Path(home), variant=variant, serve_args=extra)
         try:
-            tallies, samples = drive(args, url, proxy.pid, seconds, warmup)
+            tallies, samples, cpu = drive(args, url, proxy.pid, seconds, warmup)
             background = background_work(url, Path(home))
-            # printed before the proxy stops: with defaults it remembers what waits in its
-            # batches on the way out, which can outlast the wait below
-            report(args, seconds, warmup, tallies, samples)
-            print(f"\nbackground work at the end: {background}", flush=True)
+            print(f"{label}: background work at the end: {background}", flush=True)
         finally:
             proxy.terminate()
-            upstream.terminate()
             try:
                 proxy.wait(SHUTDOWN_SECONDS)
             except subprocess.TimeoutExpired:
                 proxy.kill()
                 proxy.wait()
+    return Cell(label, tallies, samples, cpu)
 
 
 SHUTDOWN_SECONDS = 60
@@ -248,8 +314,9 @@ def background_work(url: str, home: Path) -> str:
 
 def drive(
     args: argparse.Namespace, url: str, pid: int, seconds: float, warmup: float
-) -> tuple[list[Tally], list[tuple[float, float]]]:
-    """Run the clients; sample the proxy's RSS meanwhile: (seconds since start, MB)."""
+) -> tuple[list[Tally], list[tuple[float, float]], float | None]:
+    """Run the clients; sample the proxy's RSS meanwhile: (seconds since start, MB); and
+    its process tree's CPU seconds over the measured time."""
     names = [f"load-{os.getpid()}-{i}" for i in range(args.clients)]
     shares = [names[i :: args.client_processes] for i in range(args.client_processes)]
     out: multiprocessing.Queue[Tally] = multiprocessing.Queue()
@@ -269,14 +336,20 @@ def drive(
     time.sleep(max(0.0, start_at - time.time()))
     begin = time.monotonic()
     marks = [warmup, *(warmup + t for t in _steps(seconds, args.sample if args.soak else 0))]
+    cpu_from: float | None = None
     for mark in marks:
         time.sleep(max(0.0, begin + mark - time.monotonic()))
         samples.append((mark, rss_mb(pid)))
+        if cpu_from is None:
+            cpu_from = cpu_tree_seconds(pid)
+    time.sleep(max(0.0, begin + warmup + seconds - time.monotonic()))
+    cpu_to = cpu_tree_seconds(pid)
     tallies = [out.get(timeout=seconds + warmup + 300) for _ in processes]
     samples.append((time.monotonic() - begin, rss_mb(pid)))
     for process in processes:
         process.join(10)
-    return tallies, samples
+    cpu = cpu_to - cpu_from if cpu_from is not None and cpu_to is not None else None
+    return tallies, samples, cpu
 
 
 def _steps(seconds: float, every: float) -> list[float]:
@@ -289,47 +362,47 @@ def _steps(seconds: float, every: float) -> list[float]:
     return steps
 
 
-def report(
-    args: argparse.Namespace,
-    seconds: float,
-    warmup: float,
-    tallies: list[Tally],
-    samples: list[tuple[float, float]],
-) -> None:
-    latencies = [x for t in tallies for x in t.latencies]
-    errors = sum(t.errors for t in tallies)
-    kinds: dict[str, int] = {}
-    for t in tallies:
-        for kind, n in t.error_kinds.items():
-            kinds[kind] = kinds.get(kind, 0) + n
-    start, warm, end = samples[0][1], samples[1][1], samples[-1][1]
-    through = (
-        "straight to the upstream (no memlane; RSS: the upstream's)"
-        if args.direct
-        else (f"variant {args.variant}, {args.workers} worker(s)")
-    )
+def report(args: argparse.Namespace, seconds: float, warmup: float, cells: list[Cell]) -> None:
     print(
-        f"\nmemlane under load: {args.clients} streaming clients, {through}, "
+        f"\nmemlane under load: {args.clients} streaming clients, "
         f"{seconds:g} s measured after {warmup:g} s of warm-up, "
         f"upstream answering after {args.upstream_ms:g} ms; {os.cpu_count()} cores, "
         f"load average {loadavg()} at the end\n"
     )
     print(
-        "| clients | requests | req/s | p50 ms | p99 ms | errors | RSS start MB "
-        "| RSS after warm-up MB | RSS end MB |"
+        "| through | requests | req/s | p50 ms | p99 ms | errors | proxy CPU ms/request "
+        "| RSS start MB | RSS after warm-up MB | RSS end MB |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    print(
-        f"| {args.clients} | {len(latencies)} | {len(latencies) / seconds:.1f} "
-        f"| {pct(latencies, 0.5):.0f} | {pct(latencies, 0.99):.0f} | {errors} "
-        f"| {start:.0f} | {warm:.0f} | {end:.0f} |"
-    )
-    if kinds:
-        print("\nerrors: " + ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items())))
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for cell in cells:
+        latencies = [x for t in cell.tallies for x in t.latencies]
+        errors = sum(t.errors for t in cell.tallies)
+        answered = len(latencies) + errors
+        cpu = (
+            f"{cell.cpu_seconds * 1000 / answered:.2f}"
+            if cell.cpu_seconds is not None and answered
+            else "-"
+        )
+        start, warm, end = cell.samples[0][1], cell.samples[1][1], cell.samples[-1][1]
+        print(
+            f"| {cell.label} | {len(latencies)} | {len(latencies) / seconds:.1f} "
+            f"| {pct(latencies, 0.5):.0f} | {pct(latencies, 0.99):.0f} | {errors} | {cpu} "
+            f"| {start:.0f} | {warm:.0f} | {end:.0f} |"
+        )
+    for cell in cells:
+        kinds: dict[str, int] = {}
+        for t in cell.tallies:
+            for kind, n in t.error_kinds.items():
+                kinds[kind] = kinds.get(kind, 0) + n
+        if kinds:
+            print(f"\nerrors ({cell.label}): " + ", ".join(f"{k}: {n}" for k, n in kinds.items()))
     if args.soak:
-        print("\n| seconds | RSS MB | change since warm-up MB |\n| --- | --- | --- |")
-        for at, mb in samples[1:]:
-            print(f"| {at:.0f} | {mb:.0f} | {mb - warm:+.0f} |")
+        for cell in cells:
+            warm = cell.samples[1][1]
+            print(f"\n{cell.label}\n\n| seconds | RSS MB | change since warm-up MB |")
+            print("| --- | --- | --- |")
+            for at, mb in cell.samples[1:]:
+                print(f"| {at:.0f} | {mb:.0f} | {mb - warm:+.0f} |")
 
 
 if __name__ == "__main__":

@@ -107,3 +107,19 @@ def test_doctor_reads_upstream_errors_and_windows_of_recent_turns_from_the_store
     assert "abcdefghijklmnop" not in result.stdout  # the echoed key is redacted
     unknown = [p for p in report["problems"] if p["type"] == "unknown window"]
     assert "governance_context_windows someones-finetune=TOKENS" in unknown[0]["advice"]
+
+
+def test_a_request_that_went_on_without_memlanes_work_is_explained(
+    tmp_path: Path, runner: CliRunner
+) -> None:
+    store = SQLiteStore(tmp_path / "memlane.db")
+    session = store.ensure_session("s")
+    store.add_event(
+        session.id,
+        EVENT,
+        {"stage": "wait", "type": "TimeoutError", "error": "storing the answer took too long"},
+    )
+    store.close()
+    result = runner.invoke(app, ["--home", str(tmp_path), "doctor", "--json"])
+    (problem,) = json.loads(result.stdout)["problems"]
+    assert "MEMLANE_REQUEST_WAIT_SECONDS" in problem["advice"]

@@ -122,7 +122,8 @@ async def test_a_new_sessions_row_messages_state_and_first_plan_are_one_commit(
     texts = [m.message.text for m in sqlite_store.list_messages(session.id)]
     assert texts[:2] == ["You are a coding agent.", "start the ledger"]
     assert "<todo>\n1. ship it\n</todo>" in texts[2]  # the state block it was sent with
-    assert set(state) == {"state_blocks", "governance.plan"}
+    # the session's memory mark too: its turns' memory work resumes after a stop
+    assert set(state) == {"state_blocks", "governance.plan", "memory.remembered"}
 
 
 async def test_messages_that_fail_to_store_leave_the_new_sessions_row_and_its_failure_record(

@@ -64,13 +64,24 @@ async def test_two_answers_of_one_session_are_both_waited_for() -> None:
 
 
 async def test_a_hold_never_released_delays_the_next_turn_once(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr(turnorder, "MAX_WAIT_SECONDS", 0.05)
-    order = TurnOrder()
+    order = TurnOrder(limit=0.05)
     order.hold("a")
-    await asyncio.wait_for(order.settled("a"), 1)
-    assert "was not stored within" in caplog.text
+    assert order.holding == 1
+    assert await asyncio.wait_for(order.settled("a"), 1) is False  # the wait gave up
+    await asyncio.sleep(0.1)  # and the hold itself has expired
+    assert order.holding == 0
+    assert order.expired == 1
+    assert "without releasing it; released" in caplog.text
+    assert await asyncio.wait_for(order.settled("a"), 1) is True  # later turns do not wait
+
+
+async def test_a_hold_released_in_time_does_not_expire() -> None:
+    order = TurnOrder(limit=0.05)
+    order.hold("a")()
+    await asyncio.sleep(0.1)
+    assert order.expired == 0
 
 
 def held_answer(monkeypatch: pytest.MonkeyPatch, grace: float) -> tuple[TurnOrder, Hold]:

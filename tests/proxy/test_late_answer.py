@@ -19,7 +19,7 @@ import pytest
 
 from memlane.engine import turnorder
 from memlane.engine.turn import Answer
-from memlane.proxy import turns
+from memlane.proxy import answers, turns
 from memlane.proxy.wire import WireAdapter
 from tests.support.upstream import Reply, RunningProxy, ScriptedUpstream
 
@@ -128,14 +128,14 @@ def test_a_slow_answer_is_stored_once_the_next_request_has_gone_upstream(
 ) -> None:
     """Storing it while the next request is shaped would slow that request down."""
     monkeypatch.setattr(turnorder, "ANSWER_GRACE_SECONDS", 30)  # only a turn asks for it
-    monkeypatch.setattr(turns, "SENT_SECONDS", 0.3)
-    slow = turns.PUT_OFF_AFTER_MS / 1000 * 2
+    monkeypatch.setattr(answers, "SENT_SECONDS", 0.3)
+    slow = answers.PUT_OFF_AFTER_MS / 1000 * 2
     seen_upstream: list[list[str]] = []
 
     def answer(request: object) -> Reply:
         seen_upstream.append(stored_texts(mproxy))  # when the next request arrives
         # answered once the put-off answer is asked for (as a real model's would be)
-        return Reply(text=f"answer {len(seen_upstream)}", latency=turns.SENT_SECONDS + 0.3)
+        return Reply(text=f"answer {len(seen_upstream)}", latency=answers.SENT_SECONDS + 0.3)
 
     upstream.script(Reply(text="answer 0", latency=slow))
     history = [{"role": "user", "content": "question 0"}]
@@ -154,7 +154,7 @@ def test_a_slow_answer_is_stored_within_the_grace_or_when_the_admin_api_reads_it
     mproxy: RunningProxy, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(turnorder, "ANSWER_GRACE_SECONDS", 0.5)
-    slow = Reply(text="answer 0", latency=turns.PUT_OFF_AFTER_MS / 1000 * 2)
+    slow = Reply(text="answer 0", latency=answers.PUT_OFF_AFTER_MS / 1000 * 2)
     upstream.script(slow)
     ask(mproxy, [{"role": "user", "content": "question 0"}], stream=False)
     assert stored_texts(mproxy) == ["question 0"]
@@ -198,7 +198,7 @@ def test_an_answer_is_stored_at_once_while_another_is_put_off(
 ) -> None:
     """Under load put-off stores would only queue up: one at a time."""
     monkeypatch.setattr(turnorder, "ANSWER_GRACE_SECONDS", 30)
-    slow = turns.PUT_OFF_AFTER_MS / 1000 * 2
+    slow = answers.PUT_OFF_AFTER_MS / 1000 * 2
     upstream.script(Reply(text="answer 0", latency=slow), Reply(text="answer 1", latency=slow))
     ask(mproxy, [{"role": "user", "content": "question 0"}], stream=False)
     ask(mproxy, [{"role": "user", "content": "question 1"}], stream=True, key="other")

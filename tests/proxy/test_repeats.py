@@ -7,7 +7,7 @@ import logging
 
 from memlane.config import Settings
 from memlane.proxy.repeats import RepeatedWarnings
-from memlane.proxy.server import configure_logging
+from memlane.proxy.serving import configure_logging
 
 
 def record(name: str, level: int, msg: str, *args: object) -> logging.LogRecord:

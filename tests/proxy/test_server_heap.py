@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from memlane.proxy.server import MemlaneServer
+from memlane.proxy.serving import MemlaneServer
 from tests.support.loopback import loopback_socket
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 import httpx
 import pytest
 
 from memlane.engine.turn import Turn
-from memlane.proxy.turns import _response_headers
+from memlane.proxy.answers import _response_headers
 from tests.proxy.conftest import QUIET
 from tests.support.upstream import ProxyFactory, Reply, ScriptedUpstream
 
@@ -46,7 +49,9 @@ def test_an_answer_carries_memlanes_stages_after_the_upstreams_own(
 async def test_the_upstreams_own_metrics_come_first() -> None:
     turn = Turn(key="k", namespace="", model="m", wire="chat", messages=[])
     turn.clock.mark("shape")
-    relayed = await _response_headers(turn, {"Server-Timing": "gpu;dur=12.5", "x-request-id": "r1"})
+    state: Any = SimpleNamespace(runtime=None)  # nothing is being counted: not read
+    upstream = {"Server-Timing": "gpu;dur=12.5", "x-request-id": "r1"}
+    relayed = await _response_headers(state, turn, upstream)
     assert relayed["Server-Timing"].startswith("gpu;dur=12.5, memlane-shape;dur=")
     assert "server-timing" not in relayed  # one header, not two
     assert relayed["x-request-id"] == "r1"

@@ -23,11 +23,11 @@ from memlane.store.sqlite import SQLiteStore
 from memlane.store.sqlite.index import index_terms
 from memlane.store.sqlite.schema import (
     MIGRATIONS,
-    doc_tags,
     m001_initial,
     m011_keyword_index_in_process,
     m012_client_history_index,
 )
+from memlane.store.sqlite.tags import doc_tags
 from memlane.types import Fact, Message
 from tests.store.fts5_reference import fts5_reference
 from tests.store.old_schema import sqlite_before

@@ -7,12 +7,12 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from memlane.cli.output import console, err_console, fail
 from memlane.cli.state import CliState, state
 from memlane.config import Settings
 from memlane.store import Store, StoreError, open_store
@@ -21,9 +21,6 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from memlane.engine.runtime import Runtime
-
-console = Console()
-err_console = Console(stderr=True)
 
 __all__ = [
     "SHORT_ID",
@@ -40,12 +37,6 @@ __all__ = [
     "state",
     "table_with_ids",
 ]
-
-
-def fail(message: str, *, code: int = 1) -> NoReturn:
-    """Print a one-line error (no traceback: this is a user's mistake or the machine's state)."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 @contextmanager

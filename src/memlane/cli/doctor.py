@@ -36,6 +36,9 @@ ADVICE: dict[tuple[str, str], str] = {
     ("extraction", "refused"): "the LLM refused the key of memlane's own calls: set "
     "MEMLANE_LLM_API_KEY (or MEMLANE_UPSTREAM_API_KEY), or let clients send their key; "
     "`memlane serve` says which key its own calls use",
+    ("wait", "*"): "memlane's own work for a request (storing the turn, counting its tokens) "
+    "outlasted MEMLANE_REQUEST_WAIT_SECONDS and the request went on without it: the store is "
+    "slow or locked (another process, a full disk); `memlane store info` says which",
     ("extraction", "*"): "fact extraction failed: memlane's own LLM calls need a model and a "
     "key (MEMLANE_LLM_MODEL, MEMLANE_LLM_API_KEY or the client's key)",
 }

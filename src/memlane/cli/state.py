@@ -30,7 +30,7 @@ class CliState:
         """The settings every command reads. `lenient`: a bad key or value in the file or
         environment is left out and reported, not fatal (`memlane config show`)."""
         if self._loaded is None:
-            from memlane.cli.context import err_console, fail
+            from memlane.cli.output import err_console, fail
             from memlane.config import ConfigError, load_settings
 
             try:

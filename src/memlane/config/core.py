@@ -79,6 +79,15 @@ class CoreSettings(SettingsPart):
     """Seconds one upstream request may take in all, however steadily it sends (an SSE comment every
     few seconds would otherwise hold it open for ever)."""
 
+    request_wait_seconds: PositiveFloat = 10.0
+    """Longest memlane waits on its own work for one request (its session's earlier turns, a
+    store write, a token count); past it the request goes on without that work, answered as
+    usual, and the overrun is logged and recorded. The upstream has its own timeout."""
+
+    shutdown_drain_seconds: Annotated[float, Field(ge=0)] = 5.0
+    """Seconds a graceful stop gives queued memory work to finish; what is left is resumed
+    from the store at the next start."""
+
     store_url: str | None = None
     """postgresql://… selects PostgreSQL; empty means the SQLite file in home."""
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from memlane.engine import failopen, scaffold, threads, turnlog
+from memlane.engine import failopen, scaffold, threads, turnlog, waits
 from memlane.engine.failopen import best_effort
 from memlane.engine.governance import counted, govern_turn
+from memlane.engine.memory import marks
 from memlane.engine.memory.ingest import schedule_ingest
 from memlane.engine.memory.recall import Ahead, recall_for_turn, search_ahead
 from memlane.engine.runtime import Runtime
@@ -45,8 +47,10 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
     rt.client_pace.arrived(turn.key)
     ahead = None
     if has_references(turn.messages):
-        await rt.turn_order.settled(turn.key)
-        await threads.to_thread(store_incoming, rt, turn)
+        await _settled(rt, turn)
+        stored_now = threads.to_thread(_stored_incoming, rt, turn)
+        if not await waits.within(rt, turn, "storing the turn's messages", stored_now, False):
+            turn.lost = True
         resolved = await resolve_references(rt, turn, list(turn.messages))
         if isinstance(resolved, DirectAnswer):
             return resolved
@@ -86,12 +90,16 @@ async def _shape(
     trip or, where reading is cheaper than the trip, right here (`reads_here`)."""
     then = None if search is None else (lambda shaped: search(shaped[0]))
     if stored_first(rt, turn):
-        await rt.turn_order.settled(turn.key)
+        await _settled(rt, turn)
         stored, ahead = threads.one_trip(lambda: (store_and_scaffold(rt, turn), []), then)
-        return (await stored)[0], ahead
+        done = await waits.within(rt, turn, "storing and shaping the request", stored, None)
+        if done is None:  # forwarded as sent; its answer is not stored after it
+            turn.lost = True
+            return list(turn.messages), None
+        return done[0], ahead
     incoming = rt.turn_order.incoming(turn.key)
-    if incoming is not None:  # the turn before was answered before its messages were stored
-        await incoming
+    if incoming is not None and not await incoming:  # the turn before was answered first
+        waits.overran(rt, turn, "storing the session's previous turn")
     # the session's turns before this one; an answer among them whose storing waits for
     # this request to go upstream is asked for then (`proxy.turns.send_upstream`)
     earlier = rt.turn_order.behind(turn.key, hurry=False)
@@ -99,17 +107,33 @@ async def _shape(
     try:
         trip = threads.here if reads_here(rt) and _found_here(rt, turn) else threads.one_trip
         shaped, ahead = trip(lambda: shape(rt, turn), then)
-        messages, writes = await shaped
-    except BaseException:
+        done = await waits.within(rt, turn, "shaping the request", shaped, None)
+        if done is None:  # forwarded as sent, stored from the client's next request
+            raise _Late
+        messages, writes = done
+    except BaseException as exc:
         earlier.close()
         release()
         if turn.made_ahead is not None:  # no row will be written for it
             rt.sessions_ahead.forget(turn.made_ahead)
-        raise
+        if not isinstance(exc, _Late):
+            raise
+        turn.lost = True
+        return list(turn.messages), None
     turn.writes_behind = []  # governance's plan and anchor join the messages' commit
     turn.storing = keep(asyncio.ensure_future(_store_behind(rt, turn, earlier, writes)))
     _release_once_stored(turn, release)
     return messages, ahead
+
+
+class _Late(Exception):
+    """Shaping the request outlasted the request's wait (`engine.waits`)."""
+
+
+async def _settled(rt: Runtime, turn: Turn) -> None:
+    """Once the session's earlier turns are stored, or the wait for them gave up."""
+    if not await rt.turn_order.settled(turn.key):
+        waits.overran(rt, turn, "storing the session's earlier turns")
 
 
 def _found_here(rt: Runtime, turn: Turn) -> bool:
@@ -186,13 +210,14 @@ def _release_once_stored(turn: Turn, release: Callable[[], None]) -> None:
 
 
 async def _store_behind(
-    rt: Runtime, turn: Turn, earlier: Coroutine[Any, Any, None], writes: scaffold.Writes
+    rt: Runtime, turn: Turn, earlier: Coroutine[Any, Any, bool], writes: scaffold.Writes
 ) -> None:
     """Store the turn's messages, then what its scaffold keeps, once the session's
     earlier turns are stored; a failure is recorded, never raised (the request has
     gone upstream: it gets its answer, and its client's next request resends them)."""
     try:
-        await earlier
+        if not await earlier:  # the session's next turn is not held up further by them
+            waits.overran(rt, turn, "storing the session's earlier turns")
         await threads.to_thread(_store_with, rt, turn, writes, writes_behind(turn))
     except Exception as exc:
         turn.lost = True
@@ -253,11 +278,17 @@ async def stored(rt: Runtime, turn: Turn) -> None:
     Never raises."""
     storing = turn.storing
     if storing is None or storing.done():
+        if storing is not None and storing.cancelled():
+            turn.lost = True
         return
     rt.turn_order.hurry(turn.key)  # they are stored after the session's answers before them
+    if not await waits.within(rt, turn, "storing the turn's messages", _stored(storing), False):
+        turn.lost = True  # its answer is not stored after them: the next request brings it
+
+
+async def _stored(storing: asyncio.Future[None]) -> bool:
     await asyncio.wait([storing])
-    if storing.cancelled():
-        turn.lost = True
+    return not storing.cancelled()
 
 
 def store_and_scaffold(rt: Runtime, turn: Turn) -> list[Message]:
@@ -278,7 +309,14 @@ def _scaffold_failed(rt: Runtime, turn: Turn, exc: Exception) -> None:
 async def finish(rt: Runtime, turn: Turn, answer: Answer) -> None:
     """Persist the assistant's answer and usage; everything slow goes to the background."""
     await stored(rt, turn)
-    await counted(turn)  # for the turn's record
+    if turn.counting is not None:  # for the turn's record
+        await waits.within(rt, turn, "counting the request's tokens", counted(turn), None)
+    await waits.within(rt, turn, "storing the answer", _store_answer_then(rt, turn, answer), None)
+
+
+async def _store_answer_then(rt: Runtime, turn: Turn, answer: Answer) -> None:
+    """The answer stored, then the turn's background work queued: late (`engine.waits`),
+    both still happen, after the client has its answer."""
     await threads.to_thread(store_answer, rt, turn, answer)
     if turn.session is None or turn.lost or answer.failed:
         return
@@ -305,14 +343,25 @@ def store_incoming(rt: Runtime, turn: Turn) -> None:
     if turn.server_history:
         client = [m for m in client if m.role not in ("system", "developer")]
     counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in client]
-    if turn.continued or turn.server_history:
-        added = store.append_messages(turn.session.id, counted)
-        end = added[-1].position + 1 if added else None
-        turn.synced = SyncResult(matched=0, added=tuple(added), superseded=0, next_position=end)
-    else:
-        turn.synced = store.sync_messages(turn.session.id, counted)
+    state = turn.stored_state(store) if marks.wanted(rt.settings) else {marks.MARK: ""}
+    first_mark = marks.MARK not in state  # set in the commit of the messages it is about
+    with store.transaction() if first_mark else contextlib.nullcontext():
+        if turn.continued or turn.server_history:
+            added = store.append_messages(turn.session.id, counted)
+            end = added[-1].position + 1 if added else None
+            turn.synced = SyncResult(matched=0, added=tuple(added), superseded=0, next_position=end)
+        else:
+            turn.synced = store.sync_messages(turn.session.id, counted)
+        first = turn.synced.added[0].position if turn.synced.added else None
+        marks.note_first_turn(store, turn.session.id, state, first)
     if turn.server_history:
         turn.messages = history.with_server_history(rt, turn)
+
+
+def _stored_incoming(rt: Runtime, turn: Turn) -> bool:
+    """`store_incoming`, True once done (a late one is told apart: `engine.waits`)."""
+    store_incoming(rt, turn)
+    return True
 
 
 def remember_identity(rt: Runtime, turn: Turn) -> None:

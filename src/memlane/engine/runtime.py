@@ -68,6 +68,9 @@ class Runtime:
     but the first; those write under the home's locks like the CLI beside a proxy."""
     _memory_book: MemoryBook | None = field(default=None, init=False, repr=False)
 
+    def __post_init__(self) -> None:
+        self.turn_order.limit = self.settings.request_wait_seconds
+
     @cached_property
     def serves_alone(self) -> bool:
         """Whether every turn of this store's sessions is taken by this process: one worker

@@ -22,16 +22,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 from memlane.engine import threads
 from memlane.engine.turn import Turn
 
-_KEPT: set[asyncio.Future[None]] = set()
+T = TypeVar("T")
+
+_KEPT: set[asyncio.Future[Any]] = set()
 """Writes under way, held until they are done (the loop keeps only weak references to its
 tasks)."""
 
 
-def keep(task: asyncio.Future[None]) -> asyncio.Future[None]:
+def keep(task: asyncio.Future[T]) -> asyncio.Future[T]:
     _KEPT.add(task)
     task.add_done_callback(_KEPT.discard)
     return task

@@ -38,10 +38,13 @@ needs it (`settled` asks for it), or after `ANSWER_GRACE_SECONDS`:
 
     await release.wanted_within()            # put off; then stored as above
 
-A wait is bounded (`MAX_WAIT_SECONDS`): a hold that is never released (a bug) slows
-the session's next turn once; it never stops it. A crash between the answer and its
-storing loses that turn alone: the turn in flight (a client that resends its history
-brings the answer back with its next request).
+A wait is bounded (`TurnOrder.limit`, `request_wait_seconds`), and so is a hold: one
+that is not released within the limit (its release was skipped on some error or
+cancellation path) is released then, logged once, so it slows the session's next turn
+once at most; it never stops it, nor every later turn of the session.
+
+A crash between the answer and its storing loses that turn alone: the turn in flight
+(a client that resends its history brings the answer back with its next request).
 """
 
 from __future__ import annotations
@@ -55,9 +58,10 @@ from typing import Any
 
 log = logging.getLogger("memlane.turns")
 
-MAX_WAIT_SECONDS = 5.0
+MAX_WAIT_SECONDS = 10.0
 """How long a turn waits for its session's earlier answers to be stored before it goes
-on without them (storing one takes milliseconds)."""
+on without them (storing one takes milliseconds), and how long a hold lasts at most,
+unless the runtime sets its own (`request_wait_seconds`)."""
 
 ANSWER_GRACE_SECONDS = 0.1
 """The longest an answer whose client resends it waits before it is stored, unless a turn
@@ -72,7 +76,7 @@ class Hold:
     whose storing was put off (`wanted_within`) is then stored at once.
     """
 
-    __slots__ = ("_release", "done", "messages", "wanted")
+    __slots__ = ("_expiry", "_release", "done", "messages", "wanted")
 
     def __init__(self, release: Callable[[Hold], None], *, messages: bool = False) -> None:
         self._release = release
@@ -80,11 +84,14 @@ class Hold:
         """A turn's own messages, not an answer."""
         self.done = asyncio.Event()
         self.wanted = asyncio.Event()
+        self._expiry: asyncio.TimerHandle | None = None
 
     def __call__(self) -> None:
         """Stored (or given up on): the turns waiting for it go on. Again: a no-op."""
         if not self.done.is_set():
             self.done.set()
+            if self._expiry is not None:
+                self._expiry.cancel()
             self._release(self)
 
     def hurry(self) -> None:
@@ -110,14 +117,19 @@ class Hold:
 class TurnOrder:
     """The answers being stored, per session key, in one process (its event loop)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: float = MAX_WAIT_SECONDS) -> None:
         self._held: defaultdict[str, set[Hold]] = defaultdict(set)
         self.holding = 0
         """How many answers are waiting to be stored (turns' own messages are not counted)."""
+        self.limit = limit
+        """Seconds a wait lasts at most, and a hold."""
+        self.expired = 0
+        """Holds released by their expiry, not by their owner (each one a bug's trace)."""
 
     def hold(self, key: str, *, messages: bool = False) -> Hold:
         """Mark `key`'s answer (`messages`: a turn's own messages) as not stored yet; call
-        the result once it is (again: a no-op)."""
+        the result once it is (again: a no-op). Not called within `limit`, it is called
+        then (`Hold` says why)."""
         held = self._held[key]
         counted = 0 if messages else 1
         self.holding += counted
@@ -130,9 +142,24 @@ class TurnOrder:
 
         hold = Hold(release, messages=messages)
         held.add(hold)
+        hold._expiry = asyncio.get_running_loop().call_later(self.limit, self._expire, key, hold)
         return hold
 
-    def incoming(self, key: str) -> Coroutine[Any, Any, None] | None:
+    def _expire(self, key: str, hold: Hold) -> None:
+        if hold.done.is_set():
+            return
+        self.expired += 1
+        what = "its messages" if hold.messages else "its answer"
+        log.warning(
+            "a turn of session %s held its session for %s for %.0f s without releasing it; "
+            "released",
+            key[:8],
+            what,
+            self.limit,
+        )
+        hold()
+
+    def incoming(self, key: str) -> Coroutine[Any, Any, bool] | None:
         """Once the messages of `key`'s turns in hand are stored, or None when none are
         being stored (nothing to await: the usual case). The answers they are stored
         behind are asked for; answers held after them are not waited for."""
@@ -149,11 +176,12 @@ class TurnOrder:
         for hold in self._holds(key):
             hold.hurry()
 
-    async def settled(self, key: str | None = None) -> None:
-        """Once the answers held for `key` (None: for every session) are stored."""
-        await self.behind(key)
+    async def settled(self, key: str | None = None) -> bool:
+        """Once the answers held for `key` (None: for every session) are stored; False when
+        the wait gave up on them (`limit`)."""
+        return await self.behind(key)
 
-    def behind(self, key: str | None = None, *, hurry: bool = True) -> Coroutine[Any, Any, None]:
+    def behind(self, key: str | None = None, *, hurry: bool = True) -> Coroutine[Any, Any, bool]:
         """`settled`, for the holds taken so far only: a turn that holds its session
         itself waits for the turns before it, never for itself. Without `hurry`, an
         answer whose storing was put off is not asked for (the caller asks later)."""
@@ -168,16 +196,16 @@ class TurnOrder:
             return [hold for held in self._held.values() for hold in held]
         return list(self._held.get(key, ()))
 
-    async def _wait(self, waiting: list[asyncio.Event], key: str | None) -> None:
+    async def _wait(self, waiting: list[asyncio.Event], key: str | None) -> bool:
+        """True once every event is set; False when `limit` passed first (a request's
+        caller records that: `engine.waits`)."""
         if not waiting:
-            return
+            return True
         try:
-            async with asyncio.timeout(MAX_WAIT_SECONDS):
+            async with asyncio.timeout(self.limit):
                 for event in waiting:
                     await event.wait()
         except TimeoutError:
-            log.warning(
-                "an earlier answer of session %s was not stored within %.0f s; going on",
-                (key or "*")[:8],
-                MAX_WAIT_SECONDS,
-            )
+            log.debug("an earlier turn of session %s was not stored in time", (key or "*")[:8])
+            return False
+        return True

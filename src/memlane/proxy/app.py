@@ -38,9 +38,6 @@ from memlane.text.tokens import EncodingName, get_tokenizer
 
 log = logging.getLogger("memlane.proxy")
 
-SHUTDOWN_DRAIN_SECONDS = 5.0
-"""How long stopping waits for background work (fact extraction, summaries) to finish."""
-
 
 def load_tokenizers(rt: Runtime) -> None:
     """The runtime's tokenizer, and with `tokenizer = auto` every encoding a request's model
@@ -102,12 +99,17 @@ def create_app(
             async with mcp_running():
                 yield
         finally:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(SHUTDOWN_DRAIN_SECONDS):
+            with contextlib.suppress(TimeoutError):  # what is left resumes at the next start
+                async with asyncio.timeout(settings.shutdown_drain_seconds):
                     await rt.background.drain()
             cancelled = await rt.background.cancel_all()  # never under a closing store
             if cancelled:
-                log.warning("stopped %d background task(s) still running at shutdown", cancelled)
+                log.warning(
+                    "stopped %d background job(s) after %g s (MEMLANE_SHUTDOWN_DRAIN_SECONDS); "
+                    "the memory work of their turns resumes at the next start",
+                    cancelled,
+                    settings.shutdown_drain_seconds,
+                )
             await stop_memory(rt)  # commits what is queued
             await upstream.aclose()
             await anthropic.aclose()

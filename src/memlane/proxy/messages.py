@@ -18,18 +18,12 @@ from fastapi import Request
 from starlette.responses import Response
 
 from memlane.engine.governance.budget import LONG_CONTEXT_TAG
+from memlane.proxy.answers import error_response, transport_error
 from memlane.proxy.errors import ProxyError
 from memlane.proxy.forward import UpstreamError, relayed_headers
 from memlane.proxy.relay import Outcome, RelayResponse
 from memlane.proxy.state import ProxyState
-from memlane.proxy.turns import (
-    decode_json,
-    error_response,
-    read_body,
-    read_request,
-    serve_parsed,
-    transport_error,
-)
+from memlane.proxy.turns import decode_json, read_body, read_request, serve_parsed
 from memlane.proxy.wire import MESSAGES
 from memlane.proxy.wire.anthropic import PREFIX, fixed_text, parse_messages, side_request
 from memlane.proxy.wire.base import StreamAssembler, WireError

@@ -8,20 +8,12 @@ or an address this machine does not have is one line and no "listening" claim. W
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import gc
 import ipaddress
-import logging
-import signal
 import socket
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
-
-import uvicorn
 
 from memlane.config import Settings
 from memlane.config.core import is_loopback
@@ -30,42 +22,7 @@ from memlane.engine.runtime import Runtime
 from memlane.files import admin_token
 from memlane.files.locks import CROSS_PROCESS
 from memlane.proxy.guard import self_pointing
-from memlane.proxy.repeats import RepeatedWarnings
-from memlane.proxy.state import WorkerInfo
-
-GIL_SWITCH_SECONDS = 0.0005
-"""How long a thread may hold the GIL while another waits for it (Python's default: 5 ms).
-
-Background work (turn files, index documents, session metadata) runs Python code in
-threads of its own; each time the event loop wakes for a request while such a thread
-runs, it waits up to this long for the GIL, and a request wakes the loop several
-times. At 5 ms that is what background work added to a request; at 0.5 ms the loop
-gets the GIL back ten times sooner, for a few more switches while both are busy."""
-
-
-CLIENT_IDLE_SECONDS = 30
-"""How long a client's idle connection is kept open. Clients' pools (httpx and the SDKs
-built on it: 5 s) drop theirs first, so none sends a request on a connection memlane is
-closing at that moment (uvicorn's own default is the same 5 s)."""
-
-
-def collect_garbage() -> None:
-    """A full collection while nothing is served yet: the garbage start-up left is freed
-    before the heap is frozen (`freeze_heap`), not kept for good."""
-    gc.collect()
-
-
-def freeze_heap() -> None:
-    """Move every object alive now (modules, classes, the runtime, the tokenizers: about
-    150k of them) out of the garbage collector's sight, for good.
-
-    Python's full collection walks every object it tracks, and holds the GIL throughout:
-    in a started proxy that took 65 to 96 ms, twice in six minutes of benchmark traffic,
-    and a request in flight then waited for all of it. What start-up built lives as long
-    as the process, so scanning it again finds nothing; with it frozen a full collection
-    takes well under a millisecond (`benchmarks/gc_pause.py`). Objects made later are
-    collected as before."""
-    gc.freeze()
+from memlane.proxy.serving import configure_logging, serve_here
 
 
 class ServeError(Exception):
@@ -141,22 +98,6 @@ def bind_workers(settings: Settings) -> list[socket.socket]:
     return sockets
 
 
-def configure_logging(settings: Settings, *, worker: int | None = None) -> None:
-    """memlane's own lines (requests, upstream errors, background failures) on stderr; a
-    warning repeated within 10 s is printed once (`proxy.repeats`); with several workers,
-    each line names the worker that wrote it."""
-    tag = f"[worker {worker}] " if worker is not None else ""
-    handler = logging.StreamHandler()
-    handler.setFormatter(
-        logging.Formatter(f"%(asctime)s %(levelname)s {tag}%(message)s", "%H:%M:%S")
-    )
-    handler.addFilter(RepeatedWarnings())
-    root = logging.getLogger("memlane")
-    root.handlers[:] = [handler]
-    root.setLevel(settings.log_level.upper())
-    root.propagate = False
-
-
 def check_bind(settings: Settings) -> None:
     """Anyone who can reach a non-loopback address could read every session: require a token
     of its owner's choosing there, and refuse a weak one anywhere."""
@@ -171,74 +112,6 @@ def check_bind(settings: Settings) -> None:
             f"refusing to listen on {settings.host}, which is not a loopback address, without "
             "an admin token: set MEMLANE_ADMIN_TOKEN, or bind 127.0.0.1"
         )
-
-
-Started = Callable[[], object] | None
-"""Called once the server accepts connections (a worker tells its supervisor)."""
-
-
-class MemlaneServer(uvicorn.Server):
-    """uvicorn's server, ending like any function once it has shut down gracefully.
-
-    uvicorn re-raises the signal that stopped it after shutting down, which kills the
-    process before `run`'s cleanup (`serve.json`, the store). A worker of several also
-    leaves Ctrl-C to its supervisor, which stops every worker with one SIGTERM: a second
-    signal would make uvicorn skip the drain; and it tells the supervisor once it serves.
-    """
-
-    def __init__(
-        self, config: uvicorn.Config, *, worker: bool = False, on_started: Started = None
-    ) -> None:
-        super().__init__(config)
-        self.worker = worker
-        self.on_started = on_started
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        collect_garbage()
-        await super().startup(sockets)  # the app's lifespan, then the sockets served
-        freeze_heap()
-        if self.started and self.on_started is not None:
-            self.on_started()
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        handled = (signal.SIGINT, signal.SIGTERM)
-        original = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
-        try:
-            yield
-        finally:
-            for sig, handler in original.items():
-                signal.signal(sig, handler)
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self.worker and sig == signal.SIGINT:
-            return  # the terminal's Ctrl-C reaches every worker: the supervisor decides
-        super().handle_exit(sig, frame)
-
-
-def serve_here(
-    settings: Settings,
-    runtime: Runtime,
-    sock: socket.socket,
-    *,
-    worker: WorkerInfo | None = None,
-    on_started: Started = None,
-) -> None:
-    """Serve the proxy on `sock` in this process until SIGTERM or Ctrl-C, then drain."""
-    from memlane.proxy.app import create_app
-
-    app = create_app(settings, runtime=runtime, worker=worker)
-    config = uvicorn.Config(
-        app,
-        log_level="debug" if settings.log_level == "debug" else "warning",
-        access_log=False,
-        timeout_keep_alive=CLIENT_IDLE_SECONDS,
-    )
-    sys.setswitchinterval(GIL_SWITCH_SECONDS)
-    MemlaneServer(config, worker=worker is not None, on_started=on_started).run(sockets=[sock])
 
 
 def run(

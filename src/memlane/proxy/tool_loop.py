@@ -35,6 +35,14 @@ from memlane.engine import pipeline, threads
 from memlane.engine.fence import DATA_NOTE, fenced
 from memlane.engine.turn import Answer, Turn
 from memlane.engine.turnlog import turn_cost
+from memlane.proxy.answers import (
+    _fail,
+    _finish,
+    _response_headers,
+    answer_hold,
+    send_upstream,
+    transport_error,
+)
 from memlane.proxy.direct import direct_response
 from memlane.proxy.errors import ProxyError
 from memlane.proxy.forward import Upstream, UpstreamError, UpstreamResponse
@@ -247,7 +255,6 @@ class ToolLoop:
     async def send(self, messages: list[Message], *, stream: bool) -> UpstreamResponse | Response:
         """One round's request upstream, or the client's error when it failed
         (`turns.send_upstream`)."""
-        from memlane.proxy.turns import send_upstream
 
         content = self.payload(messages)
         return await send_upstream(
@@ -271,7 +278,6 @@ class ToolLoop:
     async def respond(self, messages: list[Message], *, stream: bool) -> Response:
         """Ask the upstream until a round is for the client: one that answers, or calls the
         client's tools; memlane answers a round that calls only its own and asks again."""
-        from memlane.proxy.turns import _finish
 
         while True:
             upstream = await self.send(messages, stream=stream)
@@ -296,16 +302,14 @@ class ToolLoop:
             messages = [*messages, *answer.messages, *results]
 
     async def read_whole(self, upstream: UpstreamResponse) -> WholeRound:
-        from memlane.proxy.turns import _response_headers
 
-        headers = await _response_headers(self.turn, upstream.headers)
+        headers = await _response_headers(self.state, self.turn, upstream.headers)
         return WholeRound(self.adapter, self.wire, upstream.content, upstream.status_code, headers)
 
     async def read_stream(self, upstream: UpstreamResponse) -> StreamedRound | Response:
         """The round read to its end, or, when it starts with text, relayed from there on."""
-        from memlane.proxy.turns import _fail, _response_headers, transport_error
 
-        headers = await _response_headers(self.turn, upstream.headers)
+        headers = await _response_headers(self.state, self.turn, upstream.headers)
         read = StreamedRound(
             self.adapter, self.wire, upstream.aiter_bytes(), upstream.status_code, headers
         )
@@ -330,7 +334,6 @@ class ToolLoop:
     async def stop(self, answer: Answer, *, stream: bool) -> Response:
         """The round limit: one more call to memlane's tools is not answered; the client
         gets a clear final answer instead (stored as the turn's answer)."""
-        from memlane.proxy.turns import _finish
 
         await self.record(
             [
@@ -349,7 +352,6 @@ class ToolLoop:
         """A round that started with text, relayed as it arrives. A call to memlane's tools
         later in it is taken out of what the client sees (it cannot answer it); memlane
         answers it in the background and hands the result to the model's next request."""
-        from memlane.proxy.turns import answer_hold
 
         stripper = self.wire.stripper(self.names)
         whole = read.assembler  # every event, memlane's calls included
@@ -391,7 +393,6 @@ class ToolLoop:
         )
 
     async def _settle(self, outcome: Outcome, assembler: StreamAssembler) -> None:
-        from memlane.proxy.turns import _finish
 
         answer = Answer([], failed=True)
         if outcome is Outcome.DONE:

@@ -244,7 +244,7 @@ def worker_main(
 ) -> None:
     """One worker: its own store connections, runtime and event loop, serving `sock`."""
     from memlane.engine.runtime import Runtime
-    from memlane.proxy.server import configure_logging, serve_here
+    from memlane.proxy.serving import configure_logging, serve_here
     from memlane.store import open_store
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle

@@ -92,6 +92,7 @@ async def test_a_second_turn_before_the_row_is_written_joins_the_same_session(
     rt: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     go = held_writes(rt, monkeypatch)
+    rt.turn_order.limit = 1.0  # the second turn's wait for the first gives up before the row
     first, second = turn_for("twice", "first"), turn_for("twice", "second")
     with alone():
         await pipeline.prepare(rt, first)

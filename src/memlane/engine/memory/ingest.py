@@ -19,9 +19,10 @@ at a time (`schedule_ingest`: the turns wait until the session is quiet for
 
 Each step logs and carries on when the LLM or the embedder fails; the turns are
 written first, so a failure later never loses what was said. A turn waiting in a
-batch lives in memory only (the session's messages are stored before the response,
-so a crash loses no message, but the turns of the batch waiting or in flight are
-not remembered as memory).
+batch lives in memory, but its work is durable: the session's messages are stored
+before the response, and the session's mark (`engine.memory.marks`) moves past a
+turn only once its batch is done, so the work of every turn a stop or a crash left
+undone is queued again at the next start (`engine.memory.resume`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from datetime import datetime, timedelta
 from memlane.engine import threads
 from memlane.engine.background import session_policy
 from memlane.engine.failopen import record_for
-from memlane.engine.memory import cites, scopes
+from memlane.engine.memory import cites, marks, scopes
 from memlane.engine.memory.apply import IngestReport, Provenance, apply_plan, neighbourhood
 from memlane.engine.memory.book import MemoryBook
 from memlane.engine.memory.entries import new_fact
@@ -84,6 +85,12 @@ class TurnInput:
     """When the user's message was written (stored); None: now. Facts are valid from it."""
     cut: tuple[tuple[str, int], ...] = ()
     """(role, full length) of each text cut to `memory_message_chars`."""
+    user_position: int | None = None
+    """The user's message's position in its session: the session's mark moves past it
+    once the turn is remembered (`engine.memory.marks`)."""
+    entry_ids: tuple[str, ...] = ()
+    """The user's turn entries already written (a turn resumed after a stop that came
+    between its entries and its facts): not written again."""
 
 
 def schedule_ingest(rt: Runtime, turn: Turn, answer: Answer) -> None:
@@ -93,6 +100,11 @@ def schedule_ingest(rt: Runtime, turn: Turn, answer: Answer) -> None:
         return
     if item.said_at is None:  # when it was said, not when its batch runs
         item = replace(item, said_at=now_utc())
+    queue(rt, item)
+
+
+def queue(rt: Runtime, item: TurnInput) -> None:
+    """Add `item` to its session's batch (a finished turn, or one resumed at start-up)."""
     name = f"memory-ingest:{item.session_id}"
     run = functools.partial(_recorded, rt)
     rt.background.batch(name, item, run, session_policy(rt.settings), name=name)
@@ -119,6 +131,9 @@ async def _recorded(rt: Runtime, items: list[TurnInput]) -> None:
         if report.reason:
             detail += f" ({report.reason})"
         rt.activity.extraction(ok=True, detail=detail, session_id=session_id)
+        positions = [item.user_position for item in group if item.user_position is not None]
+        if positions:  # these turns are remembered: not resumed after a restart
+            await threads.to_thread(marks.advance, rt.store, session_id, max(positions) + 1)
 
 
 def _same_group(a: TurnInput, b: TurnInput) -> bool:
@@ -138,7 +153,7 @@ def turn_input(rt: Runtime, turn: Turn, answer: Answer) -> TurnInput | None:
         return None
     if not (settings.memory_store_turns or settings.memory_extract_facts):
         return None  # no kind of memory is written: nothing to run at all
-    user_text, user_id, said_at = _new_user_message(turn)
+    user_text, user_id, said_at, position = _new_user_message(turn)
     if not settings.memory_store_turns and not user_text.strip():
         return None  # facts come from a new user message only: nothing to extract from
     assistant = "\n\n".join(
@@ -148,35 +163,31 @@ def turn_input(rt: Runtime, turn: Turn, answer: Answer) -> TurnInput | None:
     )
     if not user_text and not assistant:
         return None
-    limit = settings.memory_message_chars
-    return TurnInput(
+    item = TurnInput(
         session_id=turn.session.id,
         namespace=turn.namespace,
         model=rt.memory_model(turn.model),
         tenant=turn.session.tenant,
         route=REQUEST_ROUTE.get(),
-        user_text=bounded(user_text, limit),
+        user_text=user_text,
         user_message_id=user_id,
-        assistant_text=bounded(assistant, limit),
+        assistant_text=assistant,
         said_at=said_at,
-        cut=tuple(
-            (role, len(text))
-            for role, text in (("user", user_text), ("assistant", assistant))
-            if len(text) > limit
-        ),
+        user_position=position,
     )
+    return within_ceiling(item, settings.memory_message_chars)
 
 
-def _new_user_message(turn: Turn) -> tuple[str, int | None, datetime | None]:
+def _new_user_message(turn: Turn) -> tuple[str, int | None, datetime | None, int | None]:
     """The latest user message if this request added it (a resent history adds nothing),
-    with its id and when it was stored."""
+    with its id, when it was stored and its position."""
     if turn.synced is None:
-        return turn.user_text, None, None
+        return turn.user_text, None, None, None
     for stored in reversed(turn.synced.added):
         message = stored.message
         if message.role == "user" and message.kind == "message" and message.origin == "client":
-            return message.text, stored.id, stored.created_at
-    return "", None, None
+            return message.text, stored.id, stored.created_at, stored.position
+    return "", None, None, None
 
 
 async def ingest_turn(rt: Runtime, item: TurnInput) -> IngestReport:
@@ -199,14 +210,17 @@ async def ingest_turns(rt: Runtime, items: Sequence[TurnInput]) -> IngestReport:
     conversation = scopes.conversation_scope(first.session_id, first.tenant)
     said_in: list[tuple[str, ...]] = [() for _ in items]
     if settings.memory_store_turns:
-        entries = [_turn_entries(item, conversation) for item in items]
+        entries = [[] if item.entry_ids else _turn_entries(item, conversation) for item in items]
         if settings.memory_cites:
             entries = await threads.to_thread(_noted_turns, entries, conversation, first.namespace)
         written = [entry for per_turn in entries for entry in per_turn]
         await book.write(puts=written, new={entry.id for entry in written})
         report.turns = len(written)
         # facts come from the user's message only: its turn is where they were said
-        said_in = [tuple(t.id for t in per_turn if t.role == "user") for per_turn in entries]
+        said_in = [
+            item.entry_ids or tuple(t.id for t in per_turn if t.role == "user")
+            for item, per_turn in zip(items, entries, strict=True)
+        ]
     found: list[Extracted] = []
     said = [Said(item.user_text, _said(item)) for item in items]
     if settings.memory_extract_facts and any(m.text.strip() for m in said):
@@ -272,6 +286,21 @@ async def _reconcile_into(
         await apply_plan(
             book, plan, existing, scope=scope, source=sources[-1], report=report, sources=by_text
         )
+
+
+def within_ceiling(item: TurnInput, limit: int) -> TurnInput:
+    """`item` with each text cut to `limit` (`bounded`) and what was cut recorded: every
+    turn memory work takes in, from a request or resumed after a restart, passes here."""
+    texts = (("user", item.user_text), ("assistant", item.assistant_text))
+    cut = tuple((role, len(text)) for role, text in texts if len(text) > limit)
+    if not cut:
+        return item
+    return replace(
+        item,
+        user_text=bounded(item.user_text, limit),
+        assistant_text=bounded(item.assistant_text, limit),
+        cut=cut,
+    )
 
 
 def bounded(text: str, limit: int) -> str:

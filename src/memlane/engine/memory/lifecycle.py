@@ -1,7 +1,9 @@
 """Start and stop long-term memory with the process that serves it.
 
 `start_memory` catches the index up with the files (edits made while memlane
-was stopped; in the background, so the proxy starts at once) and, when
+was stopped; in the background, so the proxy starts at once), queues again the
+memory work of the turns a stop or a crash left unremembered
+(`engine.memory.resume`), and, when
 `memory_watch` is on, follows hand edits while running; of several workers, only the
 primary does either (`Runtime.primary`). `stop_memory` ends the watcher. Both are
 no-ops with memory disabled or in PostgreSQL mode.
@@ -9,6 +11,7 @@ no-ops with memory disabled or in PostgreSQL mode.
 
 from __future__ import annotations
 
+from memlane.engine.memory.resume import resume
 from memlane.engine.runtime import Runtime
 
 
@@ -17,6 +20,7 @@ async def start_memory(rt: Runtime) -> None:
         return
     book = rt.memory_book
     rt.background.spawn(book.ready(), name="memory-startup-sync")
+    rt.background.spawn(resume(rt), name="memory-resume")
     if rt.settings.memory_watch and rt.primary:  # one watcher per home
         await book.start_watching()
 

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from memlane.engine.runtime import Runtime
 from memlane.text.embeddings import EmbeddingError
 from memlane.types import DocKind
+
+if TYPE_CHECKING:  # the runtime opens the book: imported back only for its type
+    from memlane.engine.runtime import Runtime
 
 log = logging.getLogger("memlane.memory")
 

@@ -11,7 +11,7 @@ The row is written first among the turn's writes, while the request is upstream
 (`TurnOrder.incoming`).
 
 A second turn of the new session in this process reads it once that store is done;
-should its wait give up (`turnorder.MAX_WAIT_SECONDS`), the two share the session made
+should its wait give up (`TurnOrder.limit`), the two share the session made
 ahead until its row is written: the entry is forgotten on the event loop once the row is
 there, so a turn that found no row (it reads on the loop too) finds the entry instead. Another
 process that creates the same key first wins: the turn adopts that row (`write`), and

@@ -8,23 +8,20 @@ pool becomes a `StoreError` naming the store (without its password).
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from typing import Any, cast
 
 import psycopg
-from psycopg.rows import dict_row, tuple_row
-from psycopg.types.json import Jsonb
+from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memlane.store.base import StoreError
 from memlane.store.postgres import storable
+from memlane.store.postgres.db import PostgresDb
 from memlane.store.postgres.schema import migrate
-from memlane.store.rows import Row
-from memlane.store.sql import SqlStore, Statement
+from memlane.store.sql import SqlStore
 from memlane.store.urls import redact
 
 Conn = psycopg.Connection[dict[str, Any]]
@@ -135,60 +132,6 @@ class PostgresConnection(SqlStore["PostgresDb"]):
             return
         with self._writing() as db:
             yield db
-
-
-class PostgresDb:
-    """`store.sql.Db` over one PostgreSQL connection: `?` marks bound as `%s`."""
-
-    seq = "seq"
-    lock = " FOR NO KEY UPDATE"
-    """Holds a session's row against other writers of its history; `NO KEY UPDATE`
-    still lets other transactions add rows (events) that reference it."""
-
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self.conn = conn
-
-    def time(self, value: datetime) -> datetime:
-        return value
-
-    def json(self, value: Any) -> Jsonb:
-        return Jsonb(value)
-
-    def one(self, sql: str, *params: Any) -> Row | None:
-        with self.conn.cursor(row_factory=dict_row) as cur:
-            return cur.execute(bind(sql), params).fetchone()
-
-    def all(self, sql: str, *params: Any) -> list[Row]:
-        with self.conn.cursor(row_factory=dict_row) as cur:
-            return list(cur.execute(bind(sql), params).fetchall())
-
-    def column(self, sql: str, *params: Any) -> list[Any]:
-        with self.conn.cursor(row_factory=tuple_row) as cur:
-            return [row[0] for row in cur.execute(bind(sql), params).fetchall()]
-
-    def run(self, sql: str, *params: Any) -> int:
-        with self.conn.cursor() as cur:
-            return cur.execute(bind(sql), params).rowcount
-
-    def insert(self, sql: str, *params: Any) -> int:
-        row = self.one(sql + " RETURNING id", *params)
-        assert row is not None
-        return int(row["id"])
-
-    def reads(self, *statements: Statement) -> list[list[Row]]:
-        """Pipelined: sent together, answered in one round trip."""
-        with self.conn.pipeline():
-            cursors = [
-                self.conn.cursor(row_factory=dict_row).execute(bind(sql), params)
-                for sql, params in statements
-            ]
-        return [list(cur.fetchall()) for cur in cursors]
-
-
-@functools.lru_cache(maxsize=1024)
-def bind(sql: str) -> str:
-    """Shared SQL's `?` marks as psycopg's `%s` (a literal `%` doubled)."""
-    return sql.replace("%", "%%").replace("?", "%s")
 
 
 def _configure(conn: Conn) -> None:

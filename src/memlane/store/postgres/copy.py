@@ -18,7 +18,7 @@ from psycopg.types.json import Jsonb
 from memlane.store import codec
 from memlane.store.base import StoreError, check_table
 from memlane.store.facts import fact_doc, rebuild_turns
-from memlane.store.postgres.connection import PostgresDb
+from memlane.store.postgres.db import PostgresDb
 from memlane.store.postgres.index import (
     ensure_vector_index,
     group_vectors,

@@ -17,9 +17,9 @@ from memlane.store import analysis
 from memlane.store.base import Vector
 from memlane.store.documents import Doc
 from memlane.store.facts import SqlFacts, rebuild_turns
-from memlane.store.postgres.connection import PostgresDb
+from memlane.store.postgres.advisory import LOCK_CLASS, VECTOR_INDEX_LOCK
+from memlane.store.postgres.db import PostgresDb
 from memlane.store.postgres.keywords import tsvector_literal
-from memlane.store.postgres.schema import LOCK_CLASS, VECTOR_INDEX_LOCK
 from memlane.store.sessions import index_summaries
 
 Conn = psycopg.Connection[dict[str, Any]]

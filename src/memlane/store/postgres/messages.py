@@ -9,7 +9,7 @@ from psycopg.types.json import Jsonb
 from memlane.store import analysis, codec
 from memlane.store.base import NewMessage
 from memlane.store.message_log import History, SqlMessageLog, appended
-from memlane.store.postgres.connection import PostgresDb
+from memlane.store.postgres.db import PostgresDb
 from memlane.store.postgres.keywords import tsvector_literal
 from memlane.types import StoredMessage
 

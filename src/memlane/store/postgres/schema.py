@@ -15,11 +15,7 @@ from typing import cast
 import psycopg
 
 from memlane.store.base import StoreError
-
-# Advisory lock keys (two-int form, so they never meet the per-session bigint locks).
-LOCK_CLASS = 0x6D6C  # "ml"
-MIGRATION_LOCK = 1
-VECTOR_INDEX_LOCK = 2
+from memlane.store.postgres.advisory import LOCK_CLASS, MIGRATION_LOCK
 
 Migration = Callable[[psycopg.Connection[tuple[object, ...]]], None]
 

@@ -16,7 +16,7 @@ import numpy as np
 from memlane.store import analysis, codec
 from memlane.store.base import SearchFilter, Vector
 from memlane.store.filters import conditions, validity_sql
-from memlane.store.postgres.connection import PostgresDb
+from memlane.store.postgres.db import PostgresDb
 from memlane.store.postgres.index import ensure_vector_index, insert_vectors
 from memlane.store.postgres.keywords import (
     BM25_B,

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from memlane.store.postgres.connection import PostgresDb
+from memlane.store.postgres.db import PostgresDb
 from memlane.store.sessions import SqlSessions
 
 

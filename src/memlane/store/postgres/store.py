@@ -22,8 +22,9 @@ answer comes from the database.
 from __future__ import annotations
 
 from memlane.store.pages import SqlPages
-from memlane.store.postgres.connection import POOL_MAX, PostgresConnection, PostgresDb
+from memlane.store.postgres.connection import POOL_MAX, PostgresConnection
 from memlane.store.postgres.copy import PostgresCopy
+from memlane.store.postgres.db import PostgresDb
 from memlane.store.postgres.index import PostgresFacts
 from memlane.store.postgres.messages import PostgresMessages
 from memlane.store.postgres.search import PostgresSearch

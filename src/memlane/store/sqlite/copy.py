@@ -23,7 +23,7 @@ from memlane.store.facts import loaded_documents
 from memlane.store.rows import Row, decoded, fact_from_row
 from memlane.store.sessions import index_summaries
 from memlane.store.sql import marks
-from memlane.store.sqlite.connection import SQLiteDb
+from memlane.store.sqlite.db import SQLiteDb
 from memlane.store.sqlite.index import doc_row, insert_docs, put_doc, retext_turn
 from memlane.store.tables import SqlTables, loaded_docs, message_active
 

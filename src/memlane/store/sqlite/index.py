@@ -3,7 +3,7 @@
 The documents are derived from the stored rows (messages, events, facts). Their
 `terms` are the shared analyser's terms (`store.analysis`), joined by spaces: the
 in-process keyword index (`sqlite.keyword_index`) reads them. `tags`
-(`schema.doc_tags`) only count in a document's length.
+(`tags.doc_tags`) only count in a document's length.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from memlane.store.codec import ts_to_text
 from memlane.store.documents import Doc
 from memlane.store.facts import SqlFacts, rebuild_turns
 from memlane.store.sessions import index_summaries
-from memlane.store.sqlite.connection import SQLiteDb
-from memlane.store.sqlite.schema import doc_tags
+from memlane.store.sqlite.db import SQLiteDb
+from memlane.store.sqlite.tags import doc_tags
 
 _INSERT_DOC = """INSERT INTO docs
     (rowid, kind, ref, scope, session_id, role, text, terms, created_at, active, tags)

@@ -8,9 +8,9 @@ from typing import Any
 from memlane.store.base import NewMessage
 from memlane.store.codec import dumps, message_to_json, now, ts_to_text
 from memlane.store.message_log import History, SqlMessageLog, appended
-from memlane.store.sqlite.connection import SQLiteDb
+from memlane.store.sqlite.db import SQLiteDb
 from memlane.store.sqlite.index import index_terms, insert_docs, next_id
-from memlane.store.sqlite.schema import doc_tags
+from memlane.store.sqlite.tags import doc_tags
 from memlane.types import StoredMessage
 
 _INSERT_MESSAGE = """INSERT INTO messages (id, session_id, position, role, kind, origin, wire,

@@ -7,11 +7,11 @@ a database written by a newer memlane is recognised and left alone.
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from collections.abc import Callable
 
 from memlane.store.codec import now, ts_to_text
+from memlane.store.sqlite.tags import doc_tags
 
 # Characters the analyser keeps inside a term (`src/app.py`, `snake_case`, `a:b`, `#12`, `c++`);
 # FTS5's tokenizer in the migrations that kept an FTS5 index (m001-m010, dropped by m011).
@@ -147,24 +147,6 @@ def m001_initial(conn: sqlite3.Connection) -> None:
     ]
     for statement in statements:
         conn.execute(statement)
-
-
-def doc_tags(kind: str, scope: str, session_id: str | None) -> str:
-    """Filter tokens stored beside a document's terms: `k<kind> s<scope hash> u<session hash>`.
-
-    They made a scope or session filter part of the FTS5 match while FTS5 was the
-    keyword index (m002-m010). The in-process index filters on the real columns, and
-    counts these three tokens in a document's length so its BM25 stays FTS5's.
-    """
-    return f"k{kind} {scope_tag(scope)} {session_tag(session_id)}"
-
-
-def scope_tag(scope: str) -> str:
-    return "s" + hashlib.blake2b(scope.encode("utf-8"), digest_size=8).hexdigest()
-
-
-def session_tag(session_id: str | None) -> str:
-    return "u" + hashlib.blake2b((session_id or "").encode("utf-8"), digest_size=8).hexdigest()
 
 
 def m002_fts_filter_tags(conn: sqlite3.Connection) -> None:

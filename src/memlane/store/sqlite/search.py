@@ -22,7 +22,7 @@ from memlane.store.filters import conditions, validity_sql
 from memlane.store.rare_terms import Holders, RareQuery, SqlRareTerms, rarest
 from memlane.store.rows import Row, hit_from_row
 from memlane.store.sql import marks
-from memlane.store.sqlite.connection import SQLiteDb
+from memlane.store.sqlite.db import SQLiteDb
 from memlane.store.sqlite.keyword_index import KeywordIndex
 from memlane.store.sqlite.vector_index import VectorCache
 from memlane.types import DocKind, Hit

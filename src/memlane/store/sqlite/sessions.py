@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memlane.store.rows import MESSAGE_COLUMNS
 from memlane.store.sessions import SqlSessions
-from memlane.store.sqlite.connection import SQLiteDb
+from memlane.store.sqlite.db import SQLiteDb
 from memlane.store.sqlite.index import copy_doc
 
 _COPY_MESSAGE = f"""INSERT INTO messages ({MESSAGE_COLUMNS})

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Literal
 
 from memlane.store.pages import SqlPages
-from memlane.store.sqlite.connection import SQLiteConnection, SQLiteDb
+from memlane.store.sqlite.connection import SQLiteConnection
 from memlane.store.sqlite.copy import SQLiteCopy
+from memlane.store.sqlite.db import SQLiteDb
 from memlane.store.sqlite.index import SQLiteFacts
 from memlane.store.sqlite.messages import SQLiteMessages
 from memlane.store.sqlite.search import SQLiteSearch

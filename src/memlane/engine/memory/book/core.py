@@ -14,6 +14,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memlane.engine import threads, turnlog
 from memlane.engine.memory.book import reindex, writes
@@ -21,12 +22,14 @@ from memlane.engine.memory.book.history import CommitQueue
 from memlane.engine.memory.book.reindex import SyncReport
 from memlane.engine.memory.book.tree import Tree
 from memlane.engine.memory.vectors import Progress, embed_missing
-from memlane.engine.runtime import Runtime
 from memlane.files.git import GitRepo
 from memlane.files.locks import MEMORY_LOCK, SCOPE_LOCKS, HomeLock
 from memlane.files.memory_files import MemoryFiles
 from memlane.files.watcher import watch
 from memlane.types import Fact
+
+if TYPE_CHECKING:  # the runtime opens the book: imported back only for its type
+    from memlane.engine.runtime import Runtime
 
 log = logging.getLogger("memlane.memory")
 

@@ -1,0 +1,91 @@
+"""The turns a stop left unremembered, re-derived from the store: answered ones only, once."""
+
+from __future__ import annotations
+
+from memlane.config import Settings
+from memlane.engine.memory import marks
+from memlane.engine.memory.ingest import ingest_turns
+from memlane.engine.memory.resume import pending_turns
+from memlane.engine.runtime import Runtime
+from memlane.store import NewMessage
+from memlane.store.sqlite import SQLiteStore
+from memlane.types import Message
+
+
+def conversation(rt: Runtime, *messages: Message) -> str:
+    session = rt.store.ensure_session("k", namespace="repo")
+    rt.store.append_messages(session.id, [NewMessage(m, 1) for m in messages])
+    return session.id
+
+
+def runtime(settings: Settings, store: SQLiteStore) -> Runtime:
+    return Runtime(settings.model_copy(update={"memory_extract_facts": False}), store)
+
+
+async def test_answered_turns_past_the_mark_are_pending_and_none_after_they_are_done(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    rt = runtime(settings, sqlite_store)
+    session_id = conversation(
+        rt,
+        Message("system", "be brief"),
+        Message("user", "remembered before"),
+        Message("assistant", "yes"),
+        Message("user", "first"),
+        Message("assistant", "", kind="tool_call"),
+        Message("tool", "ls output", kind="tool_result"),
+        Message("assistant", "one"),
+        Message("user", "second"),
+        Message("assistant", "two"),
+        Message("user", "not answered yet"),
+    )
+    sqlite_store.set_state(session_id, marks.MARK, "3")  # "remembered before" is done
+
+    pending = pending_turns(rt)
+    assert [(t.user_text, t.assistant_text, t.user_position) for t in pending] == [
+        ("first", "one", 3),
+        ("second", "two", 7),
+    ]
+    await ingest_turns(rt, pending)
+    marks.advance(sqlite_store, session_id, 8)
+    assert pending_turns(rt) == []
+    marks.advance(sqlite_store, session_id, 4)  # a mark never moves back
+    assert sqlite_store.get_state(session_id)[marks.MARK] == "8"
+
+
+async def test_a_turn_whose_entries_were_written_keeps_them(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    rt = runtime(settings, sqlite_store)
+    session_id = conversation(rt, Message("user", "first"), Message("assistant", "one"))
+    sqlite_store.set_state(session_id, marks.MARK, "0")
+    await ingest_turns(rt, pending_turns(rt))  # stopped before its mark moved
+    (again,) = pending_turns(rt)
+    assert again.entry_ids
+    await ingest_turns(rt, [again])
+    entries = sqlite_store.list_facts(conversation_id=session_id, roles=("user", "assistant"))
+    assert sorted(e.role for e in entries) == ["assistant", "user"]  # not written twice
+
+
+def test_a_session_without_a_mark_is_not_remembered_again(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    """A session from before marks: its history was never this process's to remember."""
+    rt = runtime(settings, sqlite_store)
+    conversation(rt, Message("user", "old"), Message("assistant", "history"))
+    assert pending_turns(rt) == []
+
+
+def test_a_resumed_turn_is_cut_to_the_memory_ceiling_like_a_live_one(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    rt = Runtime(settings.model_copy(update={"memory_message_chars": 100}), sqlite_store)
+    session_id = conversation(
+        rt, Message("user", "x" * 5_000), Message("assistant", "ok"), Message("user", "next")
+    )
+    sqlite_store.set_state(session_id, marks.MARK, "0")
+    (pending,) = pending_turns(rt)
+    assert pending.user_text.startswith("x" * 100)
+    assert len(pending.user_text) < 300  # the ceiling and its marker, not 5,000 characters
+    assert pending.cut == (("user", 5_000),)
+    assert pending.assistant_text == "ok"
