@@ -9,13 +9,12 @@ its wire format and the route never runs.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Container
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memlane.proxy.errors import error_payload
+from memlane.proxy.errors import error_payload, send_json
 
 DRAIN_FACTOR = 4
 """A body over the limit is read and dropped up to this many times the limit, so the client
@@ -93,16 +92,4 @@ async def _refuse(send: Send, path: str, limit: int) -> None:
         code="request_too_large",
         param=None,
     )
-    body = json.dumps(payload).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 413,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await send_json(send, 413, payload, [(b"connection", b"close")])

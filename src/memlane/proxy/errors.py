@@ -6,10 +6,15 @@ OpenAI's, whichever part of memlane refused the request.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.types import Send
 
 from memlane.proxy.wire.anthropic import PREFIX as ANTHROPIC_PREFIX
 from memlane.proxy.wire.anthropic import anthropic_error, error_type
@@ -103,3 +108,17 @@ def upstream_refusal(base: str, status: int, content: bytes) -> str:
     anything that looks like a secret redacted (an upstream may echo the key it refused)."""
     text = " ".join(content[:4_000].decode("utf-8", errors="replace").split())
     return redact(f"{base} answered {status}: {text}")[:UPSTREAM_ERROR_CHARS]
+
+
+async def send_json(
+    send: Send,
+    status: int,
+    payload: Mapping[str, Any],
+    headers: Sequence[tuple[bytes, bytes]] = (),
+) -> None:
+    """A whole JSON answer sent through raw ASGI: for the middlewares and mounted apps that
+    refuse a request before FastAPI (and its `JSONResponse`) sees it."""
+    body = json.dumps(payload).encode()
+    start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": [*start, *headers]})
+    await send({"type": "http.response.body", "body": body})

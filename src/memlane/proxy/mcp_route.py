@@ -15,7 +15,6 @@ request's: `X-Memlane-Repo` (or its fallbacks), else the namespace of the sessio
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -26,6 +25,7 @@ from memlane.config.core import LOOPBACK_NAMES
 from memlane.engine.runtime import Runtime
 from memlane.engine.tenancy import NO_TENANT
 from memlane.proxy import headers as h
+from memlane.proxy.errors import send_json
 from memlane.proxy.guard import WILDCARD_BINDS
 from memlane.proxy.identity import bounded, header_text
 from memlane.proxy.state import Access
@@ -136,26 +136,13 @@ class MCPRoute:
 
 
 async def _refuse(send: Send) -> None:
-    body = json.dumps(
-        {
-            "error": {
-                "message": "memlane's MCP server needs Authorization: Bearer <token>: "
-                "MEMLANE_ADMIN_TOKEN, or the token in $MEMLANE_HOME/admin_token",
-                "type": "authentication_error",
-                "param": None,
-                "code": "invalid_admin_token",
-            }
+    payload = {
+        "error": {
+            "message": "memlane's MCP server needs Authorization: Bearer <token>: "
+            "MEMLANE_ADMIN_TOKEN, or the token in $MEMLANE_HOME/admin_token",
+            "type": "authentication_error",
+            "param": None,
+            "code": "invalid_admin_token",
         }
-    ).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"www-authenticate", b"Bearer"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    }
+    await send_json(send, 401, payload, [(b"www-authenticate", b"Bearer")])
