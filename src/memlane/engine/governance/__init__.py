@@ -15,12 +15,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from memlane.engine import threads
+from memlane.engine import storing, threads
 from memlane.engine.governance.budget import learn_window
 from memlane.engine.governance.counting import Counting
 from memlane.engine.governance.errors import ContextOverflow
 from memlane.engine.runtime import Runtime
-from memlane.engine.storing import after_storing
 from memlane.engine.turn import Turn
 from memlane.types import Message
 
@@ -141,4 +140,4 @@ def _behind(rt: Runtime, turn: Turn, what: str, write: Callable[[], None]) -> No
             rt.activity.failure("governance", f"{what}: {type(exc).__name__}: {exc}")
             log.warning("could not %s of %s: %r", what, turn.key[:8], exc)
 
-    after_storing(turn, guarded)
+    storing.queue(rt, turn, guarded)
