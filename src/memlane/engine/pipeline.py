@@ -53,7 +53,7 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
         waits.overran(rt, turn, "storing the session's earlier turns")
     ahead = None
     if has_references(turn.messages):
-        stored_now = storing.queue(rt, turn, lambda: _stored_incoming(rt, turn))
+        stored_now = storing.queue(rt, turn, lambda: _stored_incoming(rt, turn), messages=True)
         if not await waits.within(rt, turn, "storing the turn's messages", stored_now, False):
             turn.lost = True
         resolved = await resolve_references(rt, turn, list(turn.messages))
@@ -96,7 +96,7 @@ async def _shape(
     """The shaped request and the recall `search` ran on it. Its messages are queued to be
     stored (or, where the request depends on them, stored first)."""
     if stored_first(rt, turn):
-        stored = storing.queue(rt, turn, lambda: store_and_scaffold(rt, turn))
+        stored = storing.queue(rt, turn, lambda: store_and_scaffold(rt, turn), messages=True)
         messages = await waits.within(rt, turn, "storing and shaping the request", stored, None)
         if messages is None:  # forwarded as sent; its answer is not stored after it
             turn.lost = True
@@ -118,7 +118,7 @@ async def _shape(
         turn.lost = True
         return list(turn.messages), None
     messages, writes, ahead = shaped
-    storing.queue(rt, turn, lambda: _store_with(rt, turn, writes))
+    storing.queue(rt, turn, lambda: _store_with(rt, turn, writes), messages=True)
     return messages, (None if ahead is None else _outcome(*ahead))
 
 
@@ -264,8 +264,13 @@ def _scaffold_failed(rt: Runtime, turn: Turn, exc: Exception) -> None:
 async def finish(rt: Runtime, turn: Turn, answer: Answer | Callable[[], Answer]) -> None:
     """Queue the assistant's answer, its usage and the turn's record to be stored (`answer`
     may be read there, off the event loop); its background work follows once it is.
-    Awaited only when the client will not resend it (`Turn.answer_resent`): then it is
-    durable before the client has the whole answer."""
+
+    Awaited (with the turn's messages before it) when the client will not resend it
+    (`Turn.answer_resent`), or when another process may take the session's next turn
+    (`Runtime.serves_alone`): then the turn is durable before the client has the whole
+    answer. Otherwise the session's next turn in this process waits for it instead
+    (`engine.writes`), and a crash meanwhile loses only the turn in flight, which the
+    client's next request brings back."""
     if turn.counting is not None:  # for the turn's record
         await waits.within(rt, turn, "counting the request's tokens", counted(turn), None)
     read_answer = answer if callable(answer) else (lambda: answer)
@@ -277,7 +282,7 @@ async def finish(rt: Runtime, turn: Turn, answer: Answer | Callable[[], Answer])
 
     stored_answer = storing.queue(rt, turn, write)
     stored_answer.add_done_callback(lambda done: _after(rt, turn, done))
-    if not turn.answer_resent:
+    if not (turn.answer_resent and rt.serves_alone):
         await waits.within(rt, turn, "storing the answer", stored_answer, None)
 
 

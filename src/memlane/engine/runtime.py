@@ -73,6 +73,15 @@ class Runtime:
         return Writes(self.store, limit=self.settings.request_wait_seconds)
 
     @cached_property
+    def serves_alone(self) -> bool:
+        """Whether every turn of this store's sessions is taken by this process: one worker
+        on SQLite. Then the order of its write queue (`engine.writes`) is the sessions'
+        order, and a client that resends its history may have an answer before its turn
+        is stored. Another process (`serve --workers`, a replica on PostgreSQL) may take a
+        session's next turn from the store alone: it must find the turn there."""
+        return self.store_kind == "sqlite" and self.settings.workers == 1
+
+    @cached_property
     def store_kind(self) -> StoreKind:
         """`sqlite` (memories and scaffold texts as files) or `postgres` (all in the database)."""
         return store_kind(self.settings.store_url) or "sqlite"

@@ -29,9 +29,14 @@ def keep(task: asyncio.Future[T]) -> asyncio.Future[T]:
     return task
 
 
-def queue(rt: Runtime, turn: Turn, write: Callable[[], T]) -> asyncio.Future[T]:
+def queue(
+    rt: Runtime, turn: Turn, write: Callable[[], T], *, messages: bool = False
+) -> asyncio.Future[T]:
     """Queue `write`, one of the turn's writes; its outcome arrives in the future, which
-    need not be awaited (an error nobody awaits is logged where it matters)."""
-    future = rt.writes.queue(turn.session_of, write)
+    need not be awaited (an error nobody awaits is logged where it matters). `messages`:
+    it stores the client's messages, so when it does not commit the turn is lost (its
+    answer, queued behind it, is not stored either: the next request resends both)."""
+    failed = (lambda: setattr(turn, "lost", True)) if messages else None
+    future = rt.writes.queue(turn.session_of, write, failed=failed)
     turn.storing = future
     return future

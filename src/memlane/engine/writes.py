@@ -46,14 +46,24 @@ class Writes:
         self._last: dict[SessionOf, asyncio.Future[Any]] = {}
         self._latest: asyncio.Future[Any] | None = None
 
-    def queue(self, session: SessionOf | None, write: Callable[[], T]) -> asyncio.Future[T]:
+    def queue(
+        self,
+        session: SessionOf | None,
+        write: Callable[[], T],
+        *,
+        failed: Callable[[], None] | None = None,
+    ) -> asyncio.Future[T]:
         """Queue `write`; its result (or error) arrives in the returned future, which
-        need not be awaited. `session`'s next turn waits for it before it reads."""
+        need not be awaited. `session`'s next turn waits for it before it reads.
+        `failed` is called in the writer when the write did not commit (before any later
+        write runs: one that depends on it reads what it says)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         future.add_done_callback(_retrieved)
 
         def done(value: Any, error: BaseException | None) -> None:
+            if error is not None and failed is not None:
+                failed()
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(_settle, future, value, error)
 

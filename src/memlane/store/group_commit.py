@@ -128,7 +128,7 @@ class GroupCommit:
     def _commit(self, batch: list[_Write]) -> None:
         outcomes: list[tuple[Any, BaseException | None]] = []
         try:
-            with self._store.transaction():
+            with self._store.batch():
                 for item in batch:
                     outcomes.append(self._one(item))
         except BaseException as exc:  # the commit failed: nothing of the batch is stored
