@@ -353,21 +353,26 @@ def remember_identity(rt: Runtime, turn: Turn) -> None:
     """
     session = turn.session
     assert session is not None
-    metadata = dict(session.metadata)
+    known: dict[str, object] = {}
     if turn.model:
-        metadata["model"] = turn.model
+        known["model"] = turn.model
     if turn.client:
-        metadata["client"] = turn.client
+        known["client"] = turn.client
     if turn.server_history:
-        metadata[history.META] = "server"
+        known[history.META] = "server"
     if turn.managed:
-        metadata[scaffold.META] = "on"
+        known[scaffold.META] = "on"
     title = None
     if not session.title:
         prompt = first_asked(turn.messages)
         title = title_from_prompt(prompt) if prompt else None
-    if metadata != session.metadata or title is not None:
-        turn.session = rt.store.update_session(session.id, title=title, metadata=metadata)
+    if all(session.metadata.get(k) == v for k, v in known.items()) and title is None:
+        return
+    # the row as it is now: the turn read it before it was shaped, and background work
+    # (a session's index) may have written its metadata since
+    fresh = rt.store.get_session(session.id) or session
+    metadata = {**fresh.metadata, **known}
+    turn.session = rt.store.update_session(session.id, title=title, metadata=metadata)
 
 
 def store_answer(rt: Runtime, turn: Turn, answer: Answer) -> None:

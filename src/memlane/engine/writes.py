@@ -78,7 +78,10 @@ class Writes:
         """Once the writes queued so far for `session` (None: for every session) are
         committed or failed; False when that took longer than `limit`."""
         last = self._latest if session is None else self._last.get(session)
-        if last is None or last.done():
+        if last is None:
+            return True
+        if last.done():  # its callbacks (the turn's background work) are queued: they go first
+            await asyncio.sleep(0)
             return True
         done, _ = await asyncio.wait([last], timeout=self.limit)
         return bool(done)
