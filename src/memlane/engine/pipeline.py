@@ -53,7 +53,9 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
         waits.overran(rt, turn, "storing the session's earlier turns")
     ahead = None
     if has_references(turn.messages):
-        stored_now = storing.queue(rt, turn, lambda: _stored_incoming(rt, turn), messages=True)
+        stored_now = storing.queue(
+            rt, turn, lambda: _stored_incoming(rt, turn), messages=True, awaited=True
+        )
         if not await waits.within(rt, turn, "storing the turn's messages", stored_now, False):
             turn.lost = True
         resolved = await resolve_references(rt, turn, list(turn.messages))
@@ -96,7 +98,9 @@ async def _shape(
     """The shaped request and the recall `search` ran on it. Its messages are queued to be
     stored (or, where the request depends on them, stored first)."""
     if stored_first(rt, turn):
-        stored = storing.queue(rt, turn, lambda: store_and_scaffold(rt, turn), messages=True)
+        stored = storing.queue(
+            rt, turn, lambda: store_and_scaffold(rt, turn), messages=True, awaited=True
+        )
         messages = await waits.within(rt, turn, "storing and shaping the request", stored, None)
         if messages is None:  # forwarded as sent; its answer is not stored after it
             turn.lost = True
@@ -106,7 +110,7 @@ async def _shape(
         turn.lost = True
         return list(turn.messages), None
     if turn.session is None:  # a subagent's first call: its session forks its parent's
-        opened = storing.queue(rt, turn, lambda: _open(rt, turn))
+        opened = storing.queue(rt, turn, lambda: _open(rt, turn), awaited=True)
         turn.session = await waits.within(rt, turn, "opening the subagent's session", opened, None)
         if turn.session is None:
             turn.lost = True
@@ -118,7 +122,7 @@ async def _shape(
         turn.lost = True
         return list(turn.messages), None
     messages, writes, ahead = shaped
-    storing.queue(rt, turn, lambda: _store_with(rt, turn, writes), messages=True)
+    storing.queue(rt, turn, lambda: _store_with(rt, turn, writes), messages=True, linger=True)
     return messages, (None if ahead is None else _outcome(*ahead))
 
 
@@ -280,9 +284,10 @@ async def finish(rt: Runtime, turn: Turn, answer: Answer | Callable[[], Answer])
         store_answer(rt, turn, got)
         return got
 
-    stored_answer = storing.queue(rt, turn, write)
+    durable_first = not (turn.answer_resent and rt.serves_alone)
+    stored_answer = storing.queue(rt, turn, write, awaited=durable_first)
     stored_answer.add_done_callback(lambda done: _after(rt, turn, done))
-    if not (turn.answer_resent and rt.serves_alone):
+    if durable_first:
         await waits.within(rt, turn, "storing the answer", stored_answer, None)
 
 

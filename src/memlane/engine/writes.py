@@ -52,22 +52,40 @@ class Writes:
         write: Callable[[], T],
         *,
         failed: Callable[[], None] | None = None,
+        awaited: bool = False,
+        linger: bool = False,
     ) -> asyncio.Future[T]:
         """Queue `write`; its result (or error) arrives in the returned future, which
         need not be awaited. `session`'s next turn waits for it before it reads.
         `failed` is called in the writer when the write did not commit (before any later
-        write runs: one that depends on it reads what it says)."""
+        write runs: one that depends on it reads what it says). `awaited`: the caller
+        waits for it, so its batch starts now (`GroupCommit.hurry`); `linger`: queued while
+        its request is still being prepared, so its batch may wait a moment."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         future.add_done_callback(_retrieved)
 
+        told = False
+
+        def guarded() -> T:
+            nonlocal told
+            try:
+                return write()
+            except BaseException:
+                if failed is not None:  # at once: a later write of its batch reads it
+                    told = True
+                    failed()
+                raise
+
         def done(value: Any, error: BaseException | None) -> None:
-            if error is not None and failed is not None:
+            if error is not None and failed is not None and not told:  # its commit failed
                 failed()
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(_settle, future, value, error)
 
-        self.writer.submit(write, done)
+        self.writer.submit(guarded if failed is not None else write, done, linger=linger)
+        if awaited:
+            self.writer.hurry()
         self._latest = future
         if session is not None:
             self._last[session] = future
@@ -83,6 +101,7 @@ class Writes:
         if last.done():  # its callbacks (the turn's background work) are queued: they go first
             await asyncio.sleep(0)
             return True
+        self.writer.hurry()
         done, _ = await asyncio.wait([last], timeout=self.limit)
         return bool(done)
 

@@ -15,6 +15,12 @@ must know its write is durable waits for that, and nobody else waits at all.
 
 Writes run in the order they were queued, so two writes of one session queued one after
 the other are committed in that order, in one batch or in two.
+
+A batch whose first write was queued with `linger` starts `LINGER_SECONDS` later, unless
+a caller waits for it first (`hurry`): a request queues its messages while it is still
+being prepared, and starting their transaction at once made it share the GIL with the
+rest of the request's work (governance 0.35 -> 1.03 ms p50, `next_turn_ab.py`); the
+writes that arrive meanwhile join the batch.
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ MAX_BATCH = 256
 """Writes committed together at most: a commit is not put off indefinitely under a
 stream of writes, and one batch's failure is bounded."""
 
+LINGER_SECONDS = 0.002
+"""How long a batch waits for more writes before it starts, unless hurried."""
+
 Done = Callable[[Any, BaseException | None], None]
 """Called with a write's result, or the error that undid it, once its batch is over."""
 
@@ -42,6 +51,7 @@ Done = Callable[[Any, BaseException | None], None]
 class _Write:
     write: Callable[[], Any]
     done: Done
+    linger: bool
 
 
 _STOP = object()
@@ -63,18 +73,24 @@ class GroupCommit:
         self._queue: queue.SimpleQueue[_Write | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._hurried = threading.Event()
         self._closed = False
         self.batches = 0
         """Batches committed so far (what a test or benchmark reads to see the grouping)."""
 
-    def submit(self, write: Callable[[], Any], done: Done) -> None:
-        """Queue `write` for the next batch; `done` gets its outcome after the commit."""
+    def submit(self, write: Callable[[], Any], done: Done, *, linger: bool = False) -> None:
+        """Queue `write` for the next batch; `done` gets its outcome after the commit.
+        `linger`: nobody needs it soon, so the batch may wait a moment for more."""
         if self._thread is None:
             self._start()
         if self._closed:
             done(None, RuntimeError("the store's writer has stopped"))
             return
-        self._queue.put(_Write(write, done))
+        self._queue.put(_Write(write, done, linger))
+
+    def hurry(self) -> None:
+        """Start the next batch now: someone waits for it."""
+        self._hurried.set()
 
     def close(self, timeout: float | None = None) -> bool:
         """Commit what is queued, then stop; False when the writer did not finish in time."""
@@ -86,6 +102,7 @@ class GroupCommit:
         if thread is None:
             return True
         self._queue.put(_STOP)
+        self._hurried.set()
         thread.join(timeout)
         return not thread.is_alive()
 
@@ -113,6 +130,9 @@ class GroupCommit:
         if first is _STOP:
             return [], True
         assert isinstance(first, _Write)
+        if first.linger:
+            self._hurried.wait(LINGER_SECONDS)
+        self._hurried.clear()
         batch = [first]
         while len(batch) < MAX_BATCH:
             try:
