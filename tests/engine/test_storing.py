@@ -66,11 +66,6 @@ async def test_a_write_of_the_messages_that_fails_marks_the_turn_lost(rt: Runtim
     assert turn.lost
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src bug: GroupCommit hands a write's outcome to `done` only after its whole "
-    "batch commits, so `failed` runs after the later writes of the same batch",
-)
 async def test_a_write_queued_behind_messages_that_failed_in_its_batch_sees_the_turn_lost(
     rt: Runtime,
 ) -> None:
@@ -229,11 +224,6 @@ async def test_a_scaffold_write_that_fails_undoes_itself_and_the_rest_of_the_tur
     assert "scaffold" in rt.activity.snapshot()["failures"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src bug: GroupCommit hands a write's outcome to `done` only after its whole "
-    "batch commits, so `failed` runs after the later writes of the same batch",
-)
 async def test_a_new_sessions_answer_is_not_stored_when_its_row_could_not_be_written(
     rt: Runtime, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -161,11 +161,6 @@ async def test_failed_runs_before_the_next_batch_runs(writes: Writes) -> None:
     assert seen == [True]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src bug: GroupCommit hands a write's outcome to `done` only after its whole "
-    "batch commits, so `failed` runs after the later writes of the same batch",
-)
 async def test_failed_runs_before_the_next_write_of_the_same_batch_runs(writes: Writes) -> None:
     failed_first = threading.Event()
     seen: list[bool] = []
