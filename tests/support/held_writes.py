@@ -18,20 +18,20 @@ from memlane.engine.runtime import Runtime
 class HeldWrites:
     def __init__(self, submit: Callable[..., None]) -> None:
         self.submit = submit
-        self.held: list[tuple[Any, ...]] = []
+        self.held: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
         self.holding = True
 
-    def __call__(self, *args: Any) -> None:
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
         if self.holding:
-            self.held.append(args)
+            self.held.append((args, kwargs))
         else:
-            self.submit(*args)
+            self.submit(*args, **kwargs)
 
     def release(self) -> None:
         self.holding = False
         held, self.held = self.held, []
-        for args in held:
-            self.submit(*args)
+        for args, kwargs in held:
+            self.submit(*args, **kwargs)
 
 
 def held_writes(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> HeldWrites:
