@@ -13,7 +13,8 @@ its `[DONE]`). Then:
   are few and clients pause, its question with it), so a kill in that moment leaves
   the turn to the client's resend;
 - started again, each client resends its history with the question the kill cut off,
-  then asks one more: every session holds every turn once, in order.
+  then asks one more: every session holds every turn once, in order (an answer the
+  kill committed but kept from its client is superseded by the one the client got).
 """
 
 from __future__ import annotations
@@ -183,6 +184,8 @@ def test_sigkill_during_16_clients_loses_no_acknowledged_turn(
     try:
         for client in clients:
             assert transcript(store, client.key) == expected(client.key, client.acknowledged)
-            assert stored_client_items(store, client.key) == 2 * client.acknowledged
+            # at most the answer the kill kept from its client is superseded by the answer
+            # to the resent question; nothing else is stored twice
+            assert stored_client_items(store, client.key) <= 2 * client.acknowledged + 1
     finally:
         store.close()
