@@ -111,12 +111,14 @@ def test_sse_decoder_whatever_the_chunk_boundaries(step: int) -> None:
         b"event: a\r\ndata: one\r\n\r\n"
         b"data: two\ndata: lines\n\n"
         b"event: b\rdata:no-space\r\r"
+        b"data\ndata:  two spaces\n\n"
         b"data: unterminated"
     )
     assert feed_all(SSEDecoder(), stream, step) == [
         ("a", "one"),
         (None, "two\nlines"),
         ("b", "no-space"),
+        (None, "\n two spaces"),
         (None, "unterminated"),
     ]
 
