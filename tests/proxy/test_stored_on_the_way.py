@@ -141,7 +141,8 @@ def test_the_answer_waits_for_the_turn_where_another_process_may_take_the_next(
     where: str,
 ) -> None:
     """Another process reads the session from the store alone (`Runtime.serves_alone`):
-    the turn is stored before its client has the whole answer."""
+    what the client sent is stored before it has the whole answer (the answer follows; a
+    process that takes the next turn first stores it from the client's resend)."""
     if where == "postgresql":
         proxy = proxy_factory(store_url=request.getfixturevalue("pg_url"), **QUIET)
     else:
@@ -151,6 +152,8 @@ def test_the_answer_waits_for_the_turn_where_another_process_may_take_the_next(
 
     ask(proxy, KEY, [{"role": "user", "content": "hello"}], stream=stream)
 
+    assert client_messages(proxy)[:1] == [("user", "hello")]
+    proxy.settled()
     assert client_messages(proxy) == [("user", "hello"), ("assistant", "stored first")]
 
 

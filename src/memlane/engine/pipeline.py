@@ -270,9 +270,11 @@ async def finish(rt: Runtime, turn: Turn, answer: Answer | Callable[[], Answer])
     may be read there, off the event loop); its background work follows once it is.
 
     Awaited (with the turn's messages before it) when the client will not resend it
-    (`Turn.answer_resent`), or when another process may take the session's next turn
-    (`Runtime.serves_alone`): then the turn is durable before the client has the whole
-    answer. Otherwise the session's next turn in this process waits for it instead
+    (`Turn.answer_resent`): then the turn is durable before the client has the whole
+    answer. Where another process may take the session's next turn (`Runtime.
+    serves_alone`), the client's own messages are durable before it has the answer: the
+    other process stores the answer from the client's resend, and this one's late write
+    finds it stored. Otherwise the session's next turn in this process waits for it
     (`engine.writes`), and a crash meanwhile loses only the turn in flight, which the
     client's next request brings back."""
     if turn.counting is not None:  # for the turn's record
@@ -284,10 +286,11 @@ async def finish(rt: Runtime, turn: Turn, answer: Answer | Callable[[], Answer])
         store_answer(rt, turn, got)
         return got
 
-    durable_first = not (turn.answer_resent and rt.serves_alone)
-    stored_answer = storing.queue(rt, turn, write, awaited=durable_first)
+    if turn.answer_resent and not rt.serves_alone:
+        await stored(rt, turn)
+    stored_answer = storing.queue(rt, turn, write, awaited=not turn.answer_resent)
     stored_answer.add_done_callback(lambda done: _after(rt, turn, done))
-    if durable_first:
+    if not turn.answer_resent:
         await waits.within(rt, turn, "storing the answer", stored_answer, None)
 
 
