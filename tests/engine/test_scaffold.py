@@ -193,6 +193,7 @@ async def test_a_block_shaped_before_its_turn_is_stored_is_stored_with_it(rt: Ru
         answer = assistant(f"re: u{turn}")
         await pipeline.finish(quiet, t, Answer([answer]))
         history.append(answer)
+    assert await quiet.writes.settled()
 
     for earlier, later in itertools.pairwise(sent):
         assert later[: len(earlier)] == earlier
@@ -217,11 +218,11 @@ async def test_a_next_turn_reads_its_sessions_state_once(
     rt: Runtime, monkeypatch: pytest.MonkeyPatch, on_the_loop: bool
 ) -> None:
     """The scaffold's blocks (and its texts, when the store keeps them) and governance's
-    plan come from one read of the session's state, in front of the request: on the loop
-    it comes with the session's row, in a worker thread on its own."""
+    plan come from one read of the session's state, with the session's row, in front of
+    the request: on the loop or in a worker thread."""
     from memlane.engine import pipeline
 
-    monkeypatch.setattr(pipeline, "reads_here", lambda rt: on_the_loop)
+    monkeypatch.setattr(pipeline, "reads_on_the_loop", lambda rt: on_the_loop)
     history = [user("u0")]
     first = Turn(key="s", namespace="s", model="m", wire="chat", messages=list(history))
     first.flags = {"todo": "- [ ] a"}
@@ -251,4 +252,4 @@ async def test_a_next_turn_reads_its_sessions_state_once(
 
     assert isinstance(prepared, Forward)
     assert [m.origin for m in prepared.messages] == ["client", "state", "client", "client"]
-    assert reads == (["find_session_state"] if on_the_loop else ["get_state"])
+    assert reads == ["find_session_state"]

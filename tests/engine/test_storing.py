@@ -1,86 +1,105 @@
-"""Writes queued behind a turn's own store (`engine.storing`)."""
+"""A turn's writes, queued to the store's writer in the order the turn makes them
+(`engine.storing`), committed in batches with every other request's (`engine.writes`)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import AsyncIterator
 
 import pytest
 
 from memlane.config import Settings
-from memlane.engine import failopen, pipeline, threads
+from memlane.engine import failopen, pipeline, storing, threads
 from memlane.engine.runtime import Runtime
-from memlane.engine.storing import after_storing
-from memlane.engine.turn import Turn
+from memlane.engine.turn import Answer, Turn
 from memlane.store import StoreError
 from memlane.store.sqlite import SQLiteStore
 from memlane.types import Message
+
+
+@pytest.fixture
+async def rt(settings: Settings, sqlite_store: SQLiteStore) -> AsyncIterator[Runtime]:
+    runtime = Runtime(settings, sqlite_store)
+    yield runtime
+    runtime.writes.close(timeout=10)
 
 
 def _turn() -> Turn:
     return Turn(key="s1", namespace="s1", model="m", wire="chat", messages=[])
 
 
-def _storing_with_a_write(done: list[str]) -> tuple[Turn, asyncio.Future[None]]:
-    """A turn whose messages are being stored, with one write queued behind them."""
+async def test_a_turns_writes_run_in_the_order_it_queued_them(rt: Runtime) -> None:
     turn = _turn()
-    store: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    turn.storing = store
-    after_storing(turn, lambda: done.append("first"))
-    return turn, store
+    ran: list[str] = []
+    for name in ("messages", "scaffold", "plan", "answer"):
+        storing.queue(rt, turn, lambda name=name: ran.append(name))  # type: ignore[misc]
+    last = turn.storing
+    assert last is not None
+    await asyncio.wait_for(last, 10)  # the last one queued: the others ran before it
+    assert ran == ["messages", "scaffold", "plan", "answer"]
 
 
-async def test_queued_writes_run_in_order_once_the_store_before_them_is_done() -> None:
-    done: list[str] = []
-    turn, store = _storing_with_a_write(done)
-    after_storing(turn, lambda: done.append("second"))
-    await asyncio.sleep(0.05)
-    assert done == []
-    store.set_result(None)
-    await turn.storing
-    assert done == ["first", "second"]
-
-
-async def test_a_write_behind_a_cancelled_store_is_not_run_and_the_turn_sees_it_cancelled() -> None:
-    done: list[str] = []
-    turn, store = _storing_with_a_write(done)
-    store.cancel()
-    queued = turn.storing
-    assert queued is not None
-    await asyncio.wait([queued])
-    assert queued.cancelled()
-    assert done == []
-
-
-def test_a_write_needs_a_store_to_queue_behind() -> None:
-    with pytest.raises(ValueError, match="no store under way"):
-        after_storing(_turn(), lambda: None)
-
-
-async def test_the_next_turn_reads_once_the_writes_queued_behind_the_turn_are_stored(
-    settings: Settings, sqlite_store: SQLiteStore
-) -> None:
-    """Governance's plan and anchor are queued behind the turn's messages: the session's
-    next turn reads them, so it waits for them too (`TurnOrder.incoming`)."""
-    rt = Runtime(settings, sqlite_store)
+async def test_the_turns_last_write_is_the_one_the_next_turn_waits_for(rt: Runtime) -> None:
+    turn = _turn()
     go = threading.Event()
-    turn = Turn(key="s1", namespace="s1", model="m", wire="chat", messages=[Message("user", "hi")])
-    await pipeline.prepare(rt, turn)
-    after_storing(turn, lambda: go.wait(10) and None)
-    await asyncio.sleep(0.05)  # the messages are stored by now; the queued write waits
-
-    incoming = rt.turn_order.incoming("s1")
-    assert incoming is not None
-    waiting = asyncio.ensure_future(incoming)
+    storing.queue(rt, turn, lambda: None)
+    held = storing.queue(rt, turn, lambda: go.wait(10))
+    assert turn.storing is held
+    waiting = asyncio.ensure_future(rt.writes.settled(turn.session_of))
     await asyncio.sleep(0.05)
     assert not waiting.done()
     go.set()
-    await asyncio.wait_for(waiting, 5)
-    assert rt.turn_order.incoming("s1") is None
+    assert await asyncio.wait_for(waiting, 10)
+    assert held.done()
+
+
+async def test_a_write_of_the_messages_that_fails_marks_the_turn_lost(rt: Runtime) -> None:
+    turn = _turn()
+
+    def refused() -> None:
+        raise StoreError("disk I/O error")
+
+    failed = storing.queue(rt, turn, refused, messages=True)
+    with pytest.raises(StoreError, match="disk I/O error"):
+        await asyncio.wait_for(failed, 10)
+    assert turn.lost
+
+
+async def test_a_write_queued_behind_messages_that_failed_in_its_batch_sees_the_turn_lost(
+    rt: Runtime,
+) -> None:
+    """The answer's write reads `Turn.lost` when it runs: queued in the same batch as
+    messages that failed, it must see them failed (or it stores an answer to nothing)."""
+    turn = _turn()
+
+    def refused() -> None:
+        raise StoreError("disk I/O error")
+
+    seen_lost: list[bool] = []
+    go = await _writer_held(rt)
+    storing.queue(rt, turn, refused, messages=True)
+    behind = storing.queue(rt, turn, lambda: seen_lost.append(turn.lost))
+    go.set()
+    await asyncio.wait_for(behind, 10)
+    assert turn.lost
+    assert seen_lost == [True]
+
+
+async def test_another_write_that_fails_leaves_the_turn_as_it_was(rt: Runtime) -> None:
+    turn = _turn()
+
+    def refused() -> None:
+        raise StoreError("constraint failed")
+
+    failed = storing.queue(rt, turn, refused)
+    with pytest.raises(StoreError, match="constraint failed"):
+        await asyncio.wait_for(failed, 10)
+    assert not turn.lost
 
 
 def _commits(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the store's commits: each takes the write lock and catches the indexes up."""
+    """Counts the store's commits (each is one transaction of this process)."""
     made: list[int] = []
     committed = store._committed
 
@@ -105,20 +124,44 @@ def _new_session_turn(key: str, todo: str = "1. ship it") -> Turn:
     )
 
 
-async def test_a_new_sessions_row_messages_state_and_first_plan_are_one_commit(
-    settings: Settings, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    rt = Runtime(settings, sqlite_store)
-    turn = _new_session_turn("one-commit")
-    commits = _commits(sqlite_store, monkeypatch)
+async def _writer_held(rt: Runtime) -> threading.Event:
+    """The writer busy committing another session's write until the returned event is set:
+    everything queued meanwhile goes into its next batch."""
+    started, go = threading.Event(), threading.Event()
+
+    def held() -> None:
+        started.set()
+        assert go.wait(10)
+
+    rt.writes.queue(("", "someone-else"), held)
+    assert await asyncio.to_thread(started.wait, 10)
+    return go
+
+
+async def _prepared_behind_a_held_batch(rt: Runtime, turn: Turn) -> None:
+    """`turn` prepared while the writer commits another batch."""
+    go = await _writer_held(rt)
     with threads.TRAFFIC.serving():
         await pipeline.prepare(rt, turn)
-    await pipeline.stored(rt, turn)
+    go.set()
+    await asyncio.wait_for(rt.writes.settled(), 10)
 
-    assert len(commits) == 1
-    found = sqlite_store.find_session_state("one-commit")
+
+async def test_a_new_sessions_row_messages_state_and_first_plan_are_one_batch(
+    rt: Runtime, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    turn = _new_session_turn("one-batch")
+    commits = _commits(sqlite_store, monkeypatch)
+    assert sqlite_store.find_session("one-batch") is None
+    await _prepared_behind_a_held_batch(rt, turn)
+
+    assert rt.writes.writer.batches == 2  # the held one, then all of the turn's
+    assert len(commits) == 2  # nothing of the turn was committed outside the writer
+    found = sqlite_store.find_session_state("one-batch")
     assert found is not None
     session, state = found
+    assert turn.session is not None
+    assert session.id == turn.session.id
     texts = [m.message.text for m in sqlite_store.list_messages(session.id)]
     assert texts[:2] == ["You are a coding agent.", "start the ledger"]
     assert "<todo>\n1. ship it\n</todo>" in texts[2]  # the state block it was sent with
@@ -127,11 +170,10 @@ async def test_a_new_sessions_row_messages_state_and_first_plan_are_one_commit(
 
 
 async def test_messages_that_fail_to_store_leave_the_new_sessions_row_and_its_failure_record(
-    settings: Settings, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+    rt: Runtime, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The row, the messages and the plan share one commit, but messages that fail undo
+    """The row, the messages and the plan share one batch, but messages that fail undo
     only themselves: the row stays, and with it the record of what failed."""
-    rt = Runtime(settings, sqlite_store)
 
     def refused(*args: object, **kwargs: object) -> None:
         raise StoreError("disk I/O error")
@@ -141,8 +183,7 @@ async def test_messages_that_fail_to_store_leave_the_new_sessions_row_and_its_fa
     with threads.TRAFFIC.serving():
         await pipeline.prepare(rt, turn)
     await pipeline.stored(rt, turn)
-    assert turn.storing is not None
-    await turn.storing  # the failure's record, queued behind the store that failed
+    await asyncio.wait_for(rt.writes.settled(), 10)  # the failure's record, queued behind
 
     assert turn.lost
     session = sqlite_store.find_session("refused")
@@ -154,9 +195,8 @@ async def test_messages_that_fail_to_store_leave_the_new_sessions_row_and_its_fa
 
 
 async def test_a_scaffold_write_that_fails_undoes_itself_and_the_rest_of_the_turn_is_kept(
-    settings: Settings, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+    rt: Runtime, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rt = Runtime(settings, sqlite_store)
     set_state = sqlite_store.set_state
     calls: list[str] = []
 
@@ -182,3 +222,34 @@ async def test_a_scaffold_write_that_fails_undoes_itself_and_the_rest_of_the_tur
     assert "governance.plan" in state  # queued behind, still kept
     assert len(sqlite_store.list_messages(session.id)) >= 2
     assert "scaffold" in rt.activity.snapshot()["failures"]
+
+
+async def test_a_new_sessions_answer_is_not_stored_when_its_row_could_not_be_written(
+    rt: Runtime, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The row is written by the turn's messages' write; when that fails, the answer's
+    write behind it in the same batch must not store an answer to nothing."""
+    ensure = sqlite_store.ensure_session
+    refusals = iter([StoreError("database or disk is full")])
+
+    def once_refused(*args: object, **kwargs: object) -> object:
+        refusal = next(refusals, None)
+        if refusal is not None:
+            raise refusal
+        return ensure(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sqlite_store, "ensure_session", once_refused)
+    turn = Turn(
+        key="no-row", namespace="no-row", model="m", wire="chat", messages=[Message("user", "hi")]
+    )
+    go = await _writer_held(rt)
+    with threads.TRAFFIC.serving():
+        await pipeline.prepare(rt, turn)
+    await pipeline.finish(rt, turn, Answer([Message("assistant", "hello")]))
+    go.set()
+    await asyncio.wait_for(rt.writes.settled(), 10)
+
+    assert turn.lost
+    session = sqlite_store.find_session("no-row")
+    stored = [] if session is None else sqlite_store.list_messages(session.id)
+    assert [m.message.text for m in stored] == []  # the client's next request resends both

@@ -47,15 +47,15 @@ async def test_a_blocking_step_of_running_background_work_waits_for_a_new_reques
     assert log == ["started", "blocking step"]
 
 
-async def test_an_answer_being_stored_holds_background_work_but_not_an_arrival() -> None:
+async def test_alone_means_at_most_the_callers_own_request_in_hand() -> None:
     traffic = RequestTraffic()
-    with traffic.finishing():
-        assert traffic.busy  # background work waits for the answer to be stored…
+    assert traffic.alone
+    with traffic.serving():
+        assert traffic.alone  # the caller's own request
         with traffic.serving():
-            assert traffic.alone  # …and a request arriving meanwhile is still alone
-            with traffic.serving():
-                assert not traffic.alone
-    assert not traffic.busy
+            assert not traffic.alone  # another one waits on the loop
+        with traffic.waiting():
+            assert traffic.alone
     assert traffic.alone
 
 

@@ -1,4 +1,5 @@
-"""`memlane serve` frees start-up's garbage, then freezes what start-up built (`proxy.server`)."""
+"""`memlane serve` frees start-up's garbage, freezes what start-up built, then collects the
+young generation less often (`proxy.serving`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from memlane.proxy.serving import MemlaneServer
+from memlane.proxy.serving import YOUNG_COLLECTION_THRESHOLD, MemlaneServer
 from tests.support.loopback import loopback_socket
 
 
@@ -32,9 +33,11 @@ def collector_idle() -> Iterator[None]:
     no object of this process left frozen after it."""
     gc.unfreeze()
     gc.disable()
+    thresholds = gc.get_threshold()
     try:
         yield
     finally:
+        gc.set_threshold(*thresholds)
         gc.enable()
         gc.unfreeze()
 
@@ -67,6 +70,16 @@ def test_serving_frees_start_up_garbage_and_freezes_the_rest(collector_idle: Non
         assert not _is_seen_by_collector(built_before)
         built_after = [["a request's state"]]
         assert _is_seen_by_collector(built_after)  # what comes later is collected as before
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_serving_collects_the_young_generation_less_often(collector_idle: None) -> None:
+    gc.set_threshold(700, 10, 10)  # Python's defaults
+    server, thread = _serve_in_thread()
+    try:
+        assert gc.get_threshold() == (YOUNG_COLLECTION_THRESHOLD, 10, 10)
     finally:
         server.should_exit = True
         thread.join(timeout=10)

@@ -3,8 +3,8 @@
 Fixed-prompt, growing-history, streamed and new-session clients run at once for
 `SECONDS` against a proxy with the defaults (memory on, its own LLM calls answered by
 the same scripted upstream). Each request must be answered within `DEADLINE` (far
-past memlane's own bound, `request_wait_seconds`); no hold on a session may be left
-for its expiry to release; the background work the traffic caused drains.
+past memlane's own bound, `request_wait_seconds`); no wait on memlane's own work may
+reach that bound; the background work the traffic caused drains.
 `benchmarks/soak.py` runs the same traffic for ten minutes against `memlane serve`.
 """
 
@@ -34,5 +34,5 @@ def test_mixed_traffic_for_a_while_leaves_no_request_unanswered(
     assert report.errors == []
     assert report.requests >= len(KINDS) * 2 * 3  # every client got through several turns
     proxy.drain(timeout=60)
-    order = proxy.runtime.turn_order
-    assert (order.holding, order.expired) == (0, 0)  # every hold was released by its owner
+    # no wait on memlane's own work (a session's earlier writes, a store) reached its bound
+    assert "wait" not in proxy.runtime.activity.snapshot()["failures"]

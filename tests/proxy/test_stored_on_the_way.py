@@ -1,16 +1,16 @@
 """A turn's messages are stored while the request is on its way upstream, never in front of it.
 
-What a turn forwards depends only on what earlier turns stored, so storing its own
-messages runs beside the upstream call, and a client that resends its history may have
-the answer first (a quick upstream): the session's next turn is shaped once they are
-stored. A store that fails to keep the turn fails open: the client gets its answer, the
-failure is recorded, and the client's next request (which resends its history) stores
-what was missed.
+What a turn forwards depends only on what earlier turns stored, so its own messages are
+queued to the store's writer (`engine.writes`) and stored beside the upstream call. On
+SQLite with one worker, a client that resends its history may have the answer first: the
+session's next turn waits for the turn's writes before it reads (`Writes.settled`). A
+store that fails to keep the turn fails open: the client gets its answer, the failure is
+recorded, and the client's next request (which resends its history) stores what was
+missed.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from memlane.engine import pace, pipeline
+from memlane.engine import pipeline
 from memlane.engine.failopen import EVENT
-from memlane.engine.threads import TRAFFIC
 from memlane.engine.turn import Turn
 from memlane.store import StoreError
 from tests.proxy.conftest import QUIET, ask
@@ -80,34 +79,51 @@ def slow_store(monkeypatch: pytest.MonkeyPatch, upstream: ScriptedUpstream, text
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_the_answer_does_not_wait_for_the_turn_to_be_stored_and_the_next_turn_does(
-    mproxy: RunningProxy,
+    proxy_factory: ProxyFactory,
     upstream: ScriptedUpstream,
     monkeypatch: pytest.MonkeyPatch,
     stream: bool,
 ) -> None:
-    monkeypatch.setattr(pace, "UNHURRIED_MS", 60_000.0)  # this test's pauses count as quick
-    slow_store(monkeypatch, upstream, "stored on the way")
+    """SQLite, one worker (`Runtime.serves_alone`): the first turn's store is held until the
+    client has its answer; an answer that waited for it would hold it past its 10 s."""
+    proxy = proxy_factory(request_wait_seconds=30, **QUIET)
+    store, released = pipeline.store_incoming, threading.Event()
+    held_until: list[bool] = []
+
+    def store_once_released(rt: Any, turn: Turn) -> None:
+        if not held_until:
+            held_until.append(released.wait(10))
+        store(rt, turn)
+
+    monkeypatch.setattr(pipeline, "store_incoming", store_once_released)
+    upstream.respond_with(lambda request: Reply(text="stored on the way"))
     scaffolded = {"user-agent": "codex_cli_rs/0.169.0"}
     history = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
 
-    first = ask(mproxy, KEY, history, stream=stream, **scaffolded, **{"x-memlane-todo": "kept"})
+    first = ask(proxy, KEY, history, stream=stream, **scaffolded, **{"x-memlane-todo": "kept"})
 
     assert first.rstrip().endswith("[DONE]") if stream else first == "stored on the way"
-    assert client_messages(mproxy) == []  # the client resends it: its answer did not wait
+    assert client_messages(proxy) == []  # the client resends it: its answer did not wait
     history += [
         {"role": "assistant", "content": "stored on the way"},
         {"role": "user", "content": "and then?"},
     ]
-    ask(mproxy, KEY, history, stream=stream, **scaffolded)
-    # a client that came back at once (`engine.pace`): its answer waited for its turn
-    assert ("user", "and then?") in client_messages(mproxy)
+    second = threading.Thread(
+        target=ask, args=(proxy, KEY, history), kwargs={"stream": stream, **scaffolded}
+    )
+    second.start()  # the next turn, sent at once: it waits for the first's writes
+    time.sleep(0.2)
+    released.set()
+    second.join(30)
+    assert not second.is_alive()
+    assert held_until == [True]
 
     # shaped from what the first turn kept (its todo), once that was stored
     before, after = (request.json["messages"] for request in upstream.model_requests)
     assert after[: len(before)] == before
     assert any("<todo>\nkept\n</todo>" in message["content"] for message in before)
-    mproxy.settled()
-    assert [text for role, text in client_messages(mproxy) if role != "assistant"] == [
+    proxy.settled()
+    assert [text for role, text in client_messages(proxy) if role != "assistant"] == [
         "be brief",
         "hello",
         "and then?",
@@ -115,35 +131,38 @@ def test_the_answer_does_not_wait_for_the_turn_to_be_stored_and_the_next_turn_do
 
 
 @pytest.mark.parametrize("stream", [False, True])
-@pytest.mark.parametrize("why", ["another process may take the next turn", "under load"])
-def test_the_answer_waits_for_the_turn(
+@pytest.mark.parametrize("where", ["sqlite with two workers", "postgresql"])
+def test_the_answer_waits_for_the_turn_where_another_process_may_take_the_next(
     proxy_factory: ProxyFactory,
     upstream: ScriptedUpstream,
     monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
     stream: bool,
-    why: str,
+    where: str,
 ) -> None:
-    """Another process reads the session from the store alone (`Runtime.serves_alone`);
-    under load, answers that came back sooner would only wait in front of their next turn
-    behind a deeper queue of stores."""
-    under_load = why == "under load"
-    proxy = proxy_factory(**QUIET) if under_load else proxy_factory(workers=2, **QUIET)
+    """Another process reads the session from the store alone (`Runtime.serves_alone`):
+    what the client sent is stored before it has the whole answer (the answer follows; a
+    process that takes the next turn first stores it from the client's resend)."""
+    if where == "postgresql":
+        proxy = proxy_factory(store_url=request.getfixturevalue("pg_url"), **QUIET)
+    else:
+        proxy = proxy_factory(workers=2, **QUIET)
+    assert not proxy.runtime.serves_alone
     slow_store(monkeypatch, upstream, "stored first")
 
-    with contextlib.ExitStack() as others:
-        for _ in range(2 if under_load else 0):  # other requests in memlane's hands
-            others.enter_context(TRAFFIC.serving())
-        ask(proxy, KEY, [{"role": "user", "content": "hello"}], stream=stream)
+    ask(proxy, KEY, [{"role": "user", "content": "hello"}], stream=stream)
 
     assert client_messages(proxy)[:1] == [("user", "hello")]
+    proxy.settled()
+    assert client_messages(proxy) == [("user", "hello"), ("assistant", "stored first")]
 
 
 def test_a_new_sessions_row_is_written_while_its_first_request_is_upstream(
     mproxy: RunningProxy, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Not in front of it (`engine.sessions.ahead`): first among the turn's writes."""
+    """Not in front of it (`engine.sessions.ahead`): first among the turn's writes, in the
+    store's writer, with the id the request was shaped with."""
     reached = threading.Event()
-    ahead = mproxy.runtime.sessions_ahead
     rows_upstream_saw: list[object] = []
 
     def answer(request: RecordedRequest) -> Reply:
@@ -151,15 +170,16 @@ def test_a_new_sessions_row_is_written_while_its_first_request_is_upstream(
         reached.set()
         return Reply(text="a new session")
 
-    monkeypatch.setattr(ahead, "write", held(reached, ahead.write, "the row was written"))
+    monkeypatch.setattr(
+        pipeline, "write_made", held(reached, pipeline.write_made, "the row was written")
+    )
     upstream.respond_with(answer)
 
     ask(mproxy, KEY, [{"role": "user", "content": "hello"}], stream=True)
 
     assert rows_upstream_saw == [None]
     mproxy.settled()
-    assert client_messages(mproxy)[:1] == [("user", "hello")]
-    assert len(ahead) == 0
+    assert client_messages(mproxy) == [("user", "hello"), ("assistant", "a new session")]
 
 
 def test_a_turn_the_store_cannot_keep_still_gets_its_answer_and_the_next_turn_stores_it(

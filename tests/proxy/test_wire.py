@@ -111,12 +111,14 @@ def test_sse_decoder_whatever_the_chunk_boundaries(step: int) -> None:
         b"event: a\r\ndata: one\r\n\r\n"
         b"data: two\ndata: lines\n\n"
         b"event: b\rdata:no-space\r\r"
+        b"data\ndata:  two spaces\n\n"
         b"data: unterminated"
     )
     assert feed_all(SSEDecoder(), stream, step) == [
         ("a", "one"),
         (None, "two\nlines"),
         ("b", "no-space"),
+        (None, "\n two spaces"),
         (None, "unterminated"),
     ]
 
@@ -132,6 +134,23 @@ def test_chat_stream_assembles_to_what_the_client_resends() -> None:
     assert answer.prompt_tokens == 11
     resent = CHAT.parse({"messages": [json.loads(json.dumps(answer.messages[0].raw))]})
     assert resent.messages[0].fingerprint() == answer.messages[0].fingerprint()
+
+
+def test_chat_stream_events_json_refuses_strictly_still_assemble() -> None:
+    """A lone surrogate escape (a client or model that cut an emoji) and a NaN are read as
+    `loads` reads them: the text keeps U+FFFD, the event is not dropped."""
+    chunks = chat_chunks(Reply(text="ab"), "m", include_usage=True)
+    cut = [json.loads(data) for data in chunks if data != "[DONE]"]
+    cut[1]["choices"][0]["delta"]["content"] = "a\ud83d"
+    cut[3]["x-score"] = float("nan")  # the usage event
+    assembler = CHAT.assembler()
+    for event in cut:
+        assembler.feed(None, json.dumps(event))
+    assembler.feed(None, "[DONE]")
+    answer = assembler.answer()
+    assert not answer.failed
+    assert answer.messages[0].text == "a\ufffd"
+    assert answer.prompt_tokens == 11
 
 
 def test_chat_stream_without_an_end_is_a_failed_answer() -> None:

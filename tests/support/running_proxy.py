@@ -75,7 +75,7 @@ class RunningProxy:
             if asyncio.get_running_loop() is self.loop:
                 return
         if self.loop.is_running():
-            self.call(self.runtime.turn_order.settled)
+            self.call(self.runtime.writes.settled)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -107,7 +107,7 @@ class RunningProxy:
 
         async def drain() -> None:
             async with asyncio.timeout(timeout):
-                await self.runtime.turn_order.settled()  # storing an answer queues work
+                await self.runtime.writes.settled()  # storing an answer queues work
                 await self.runtime.background.drain()
 
         self.call(drain, timeout + 5)

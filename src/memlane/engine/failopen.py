@@ -19,7 +19,6 @@ from typing import TypeVar
 from memlane.engine import threads, turnlog
 from memlane.engine.governance.errors import ContextOverflow
 from memlane.engine.runtime import Runtime
-from memlane.engine.storing import after_storing
 from memlane.engine.turn import Turn
 
 log = logging.getLogger("memlane.failopen")
@@ -68,15 +67,22 @@ def _kept(rt: Runtime, session_id: str | None, payload: dict[str, str]) -> None:
 
 
 async def record(rt: Runtime, turn: Turn | None, stage: str, reason: str, kind: str) -> None:
-    """Log, count and (for a stored session) record one failure; never raises itself. A new
-    session's record waits for its row, written behind the request (`engine.sessions.ahead`)."""
-    if turn is None or not _row_pending(turn):
-        session_id = turn.session.id if turn is not None and turn.session is not None else None
-        await record_for(rt, session_id, stage, reason, kind)
+    """Log, count and (for a stored session) record one failure; never raises, never waits:
+    the record is queued to the store's writer behind the turn's own writes (a new
+    session's row first: the record reads the session's id when it is written)."""
+    session_id = turn.session.id if turn is not None and turn.session is not None else None
+    payload = _noted(rt, session_id or "-", stage, reason, kind)
+    if turn is None:
+        rt.writes.queue(None, lambda: _kept(rt, None, payload))
         return
-    payload = _noted(rt, turn.session.id if turn.session is not None else "-", stage, reason, kind)
-    # the session's id once its row is written: the row another process wrote, if it won
-    after_storing(turn, lambda: _kept(rt, turn.session.id if turn.session else None, payload))
+    rt.writes.queue(
+        turn.session_of, lambda: _kept(rt, turn.session.id if turn.session else None, payload)
+    )
+
+
+def record_here(rt: Runtime, session_id: str | None, stage: str, reason: str, kind: str) -> None:
+    """`record`, from inside one of the store's writes (it is written with them)."""
+    _kept(rt, session_id, _noted(rt, session_id or "-", stage, reason, kind))
 
 
 async def record_for(
@@ -92,8 +98,3 @@ def _noted(rt: Runtime, session: str, stage: str, reason: str, kind: str) -> dic
     log.warning("%s skipped for session %s: %s (%s)", stage, session[:8], reason[:300], kind)
     rt.activity.failure(stage, f"{kind}: {reason[:300]}")
     return {"stage": stage, "error": reason[:2000], "type": kind}
-
-
-def _row_pending(turn: Turn) -> bool:
-    storing = turn.storing
-    return turn.made_ahead is not None and storing is not None and not storing.done()

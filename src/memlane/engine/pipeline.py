@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
-from memlane.engine import failopen, scaffold, threads, turnlog, waits
+from memlane.engine import failopen, scaffold, storing, threads, turnlog, waits
 from memlane.engine.failopen import best_effort
 from memlane.engine.governance import counted, govern_turn
 from memlane.engine.memory import marks
@@ -16,39 +16,46 @@ from memlane.engine.memory.ingest import schedule_ingest
 from memlane.engine.memory.recall import Ahead, recall_for_turn, search_ahead
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import history
+from memlane.engine.sessions.ahead import made_session, write_made
 from memlane.engine.sessions.asked import first_asked
 from memlane.engine.sessions.children import open_session
 from memlane.engine.sessions.indexing import schedule_index
 from memlane.engine.sessions.lifecycle import title_from_prompt
 from memlane.engine.sessions.references import has_references, resolve_references
-from memlane.engine.storing import keep, writes_behind
 from memlane.engine.turn import Answer, DirectAnswer, Forward, Prepared, Turn
 from memlane.store import NewMessage, SyncResult
 from memlane.types import Message, Session
 
 log = logging.getLogger("memlane.pipeline")
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
 EVENT_CACHE_USAGE = "usage.cache"
 """Per answer, the prompt tokens the upstream read from and wrote to its prompt cache."""
 
 
 async def prepare(rt: Runtime, turn: Turn) -> Prepared:
-    """Decide: forward these messages, or answer directly; the client's turn is stored.
+    """Decide: forward these messages, or answer directly; the client's turn is queued to
+    be stored.
 
-    What a turn forwards depends only on what earlier turns stored, so the client's
-    new messages (and what the scaffold keeps) are stored while the request is on
-    its way upstream (`store_behind`). Where the request depends on its own messages
-    being stored (an `@@` reference, server-side history, a continued Responses
-    conversation) they are stored first. Storing is memlane's own work, so it fails
-    open like every stage after it (`engine.failopen`): the request goes on without
-    it. An `@@` reference that names no session is the one thing the user is
-    answered about directly (`DirectAnswer`): forwarding would hide the typo.
+    The turn first waits for its session's earlier writes (`engine.writes`), then reads
+    what they stored and shapes the request from it; its new messages (and what the
+    scaffold keeps) are queued to the store's writer while the request goes upstream.
+    Where the request depends on its own messages being stored (an `@@` reference,
+    server-side history, a continued Responses conversation) they are stored first.
+    Storing is memlane's own work, so it fails open like every stage after it
+    (`engine.failopen`): the request goes on without it. An `@@` reference that names no
+    session is the one thing the user is answered about directly (`DirectAnswer`):
+    forwarding would hide the typo.
     """
-    rt.client_pace.arrived(turn.key)
+    if not await rt.writes.settled(turn.session_of):
+        waits.overran(rt, turn, "storing the session's earlier turns")
     ahead = None
     if has_references(turn.messages):
-        await _settled(rt, turn)
-        stored_now = threads.to_thread(_stored_incoming, rt, turn)
+        stored_now = storing.queue(
+            rt, turn, lambda: _stored_incoming(rt, turn), messages=True, awaited=True
+        )
         if not await waits.within(rt, turn, "storing the turn's messages", stored_now, False):
             turn.lost = True
         resolved = await resolve_references(rt, turn, list(turn.messages))
@@ -57,8 +64,7 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
         messages = await best_effort(
             rt, turn, "scaffold", scaffold.add_state_block(rt, turn, resolved), resolved
         )
-    else:  # one worker-thread trip (or none: `reads_here`) shapes the request, storing it
-        # first where it must, then runs recall on it while governance works on the loop
+    else:  # shaped from what earlier turns stored, and recall searched on it, in one read
         messages, ahead = await _shape(rt, turn, search_ahead(rt, turn))
     turn.clock.mark("shape")
     messages = await best_effort(rt, turn, "governance", govern_turn(rt, turn, messages), messages)
@@ -83,98 +89,106 @@ def stored_first(rt: Runtime, turn: Turn) -> bool:
     return turn.ephemeral or turn.continued or history.asked(rt, turn)
 
 
+Search = Callable[[list[Message]], Ahead]
+
+
 async def _shape(
-    rt: Runtime, turn: Turn, search: Callable[[list[Message]], Ahead] | None
+    rt: Runtime, turn: Turn, search: Search | None
 ) -> tuple[list[Message], asyncio.Future[Ahead] | None]:
-    """The shaped request, and the recall `search` runs on it next, in the same worker-thread
-    trip or, where reading is cheaper than the trip, right here (`reads_here`)."""
-    then = None if search is None else (lambda shaped: search(shaped[0]))
+    """The shaped request and the recall `search` ran on it. Its messages are queued to be
+    stored (or, where the request depends on them, stored first)."""
     if stored_first(rt, turn):
-        await _settled(rt, turn)
-        stored, ahead = threads.one_trip(lambda: (store_and_scaffold(rt, turn), []), then)
-        done = await waits.within(rt, turn, "storing and shaping the request", stored, None)
-        if done is None:  # forwarded as sent; its answer is not stored after it
+        stored = storing.queue(
+            rt, turn, lambda: store_and_scaffold(rt, turn), messages=True, awaited=True
+        )
+        messages = await waits.within(rt, turn, "storing and shaping the request", stored, None)
+        if messages is None:  # forwarded as sent; its answer is not stored after it
             turn.lost = True
             return list(turn.messages), None
-        return done[0], ahead
-    incoming = rt.turn_order.incoming(turn.key)
-    if incoming is not None and not await incoming:  # the turn before was answered first
-        waits.overran(rt, turn, "storing the session's previous turn")
-    # the session's turns before this one; an answer among them whose storing waits for
-    # this request to go upstream is asked for then (`proxy.turns.send_upstream`)
-    earlier = rt.turn_order.behind(turn.key, hurry=False)
-    release = rt.turn_order.hold(turn.key, messages=True)  # the next turn waits for this one
-    try:
-        trip = threads.here if reads_here(rt) and _found_here(rt, turn) else threads.one_trip
-        shaped, ahead = trip(lambda: shape(rt, turn), then)
-        done = await waits.within(rt, turn, "shaping the request", shaped, None)
-        if done is None:  # forwarded as sent, stored from the client's next request
-            raise _Late
-        messages, writes = done
-    except BaseException as exc:
-        earlier.close()
-        release()
-        if turn.made_ahead is not None:  # no row will be written for it
-            rt.sessions_ahead.forget(turn.made_ahead)
-        if not isinstance(exc, _Late):
-            raise
+        return messages, (None if search is None else _settled_read(rt, search, messages))
+    if not await waits.within(rt, turn, "reading the session", read(rt, _found, rt, turn), False):
         turn.lost = True
         return list(turn.messages), None
-    turn.writes_behind = []  # governance's plan and anchor join the messages' commit
-    turn.storing = keep(asyncio.ensure_future(_store_behind(rt, turn, earlier, writes)))
-    _release_once_stored(turn, release)
-    return messages, ahead
+    if turn.session is None:  # a subagent's first call: its session forks its parent's
+        opened = storing.queue(rt, turn, lambda: _open(rt, turn), awaited=True)
+        turn.session = await waits.within(rt, turn, "opening the subagent's session", opened, None)
+        if turn.session is None:
+            turn.lost = True
+            return list(turn.messages), None
+    shaped = await waits.within(
+        rt, turn, "shaping the request", read(rt, _shaped, rt, turn, search), None
+    )
+    if shaped is None:  # forwarded as sent, stored from the client's next request
+        turn.lost = True
+        return list(turn.messages), None
+    messages, writes, ahead = shaped
+    storing.queue(rt, turn, lambda: _store_with(rt, turn, writes), messages=True, linger=True)
+    return messages, (None if ahead is None else _outcome(*ahead))
 
 
-class _Late(Exception):
-    """Shaping the request outlasted the request's wait (`engine.waits`)."""
+def reads_on_the_loop(rt: Runtime) -> bool:
+    """Whether the request path reads the store on the event loop itself, not in a worker
+    thread: on SQLite, when recall embeds nothing. SQLite reads come from this machine's
+    page cache in tens of microseconds; handing them to a worker thread cost more than the
+    reads (the sleeping thread is woken, then the loop again with the result: 0.2 to
+    0.9 ms each way on a 2-core machine). PostgreSQL's reads are network round trips, and
+    embedding a query is model inference: those go to a worker thread."""
+    return rt.store_kind == "sqlite" and not rt.settings.dense_retrieval
 
 
-async def _settled(rt: Runtime, turn: Turn) -> None:
-    """Once the session's earlier turns are stored, or the wait for them gave up."""
-    if not await rt.turn_order.settled(turn.key):
-        waits.overran(rt, turn, "storing the session's earlier turns")
+async def read(rt: Runtime, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """`fn(*args)`, a read of the store: here or in a worker thread (`reads_on_the_loop`)."""
+    if reads_on_the_loop(rt):
+        return fn(*args, **kwargs)
+    return await threads.to_thread(fn, *args, **kwargs)
 
 
-def _found_here(rt: Runtime, turn: Turn) -> bool:
-    """Whether the turn's session is read (or, new, made ahead of its row) here, so that
-    shaping it only reads. A subagent's new session is made in a worker thread, under its
-    parent's."""
+def _settled_read(rt: Runtime, search: Search, messages: list[Message]) -> asyncio.Future[Ahead]:
+    return asyncio.ensure_future(read(rt, search, messages))
+
+
+def _outcome(value: T | None, error: Exception | None) -> asyncio.Future[T]:
+    """A settled future of `value`, or of `error` (recall's own stage fails open on it)."""
+    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)  # type: ignore[arg-type]
+    return future
+
+
+def _found(rt: Runtime, turn: Turn) -> bool:
+    """The turn's session and its state, read; a new one made in memory, its row written
+    first among the turn's writes (`_store_with`). A subagent's new session is left to
+    be opened under its parent's (`_shape`)."""
     found = rt.store.find_session_state(turn.key, tenant=turn.tenant)
     if found is not None:
         turn.session, turn.state = found
     elif turn.parent_key is None:
-        made = rt.sessions_ahead.made(turn.key, namespace=turn.namespace, tenant=turn.tenant)
-        turn.session, turn.state, turn.made_ahead = made, {}, made
-    return turn.session is not None
+        turn.session = turn.made_ahead = made_session(turn.key, turn.namespace, turn.tenant)
+        turn.state = {}
+    return True
 
 
-def reads_here(rt: Runtime) -> bool:
-    """Whether a turn whose shaping only reads (its session exists, or is new and made
-    ahead of its row: `engine.sessions.ahead`) is shaped, and its recall searched, on the
-    event loop itself, not in a worker thread: on SQLite, when
-    recall embeds nothing (no model, no embeddings call), and while no other request is in
-    memlane's hands (answers being stored do not count: they wait on a worker thread).
-
-    SQLite reads come from this machine's page cache in tens of microseconds; handing them
-    to a worker thread cost more than the reads: the sleeping thread is woken, and the
-    loop is woken again with the result (0.2 to 0.9 ms each way on the 2-core development
-    machine, traced per stage). Both hold the GIL for their Python part either way.
-    PostgreSQL's reads are network round trips: those stay on a worker thread (where a
-    new session's row is written in front of the request), as does a recall that embeds
-    its query. So do all requests while others are in hand: under 200 streaming
-    clients, shaping every arrival on the loop stretched p99 (7–11 s to 15 s, `load.py`)
-    as streams already under way waited behind it."""
-    return rt.store_kind == "sqlite" and not rt.settings.dense_retrieval and threads.TRAFFIC.alone
+def _shaped(
+    rt: Runtime, turn: Turn, search: Search | None
+) -> tuple[list[Message], scaffold.Writes, tuple[Ahead | None, Exception | None] | None]:
+    """The shaped request, what its scaffold keeps, and recall's search on it (its result
+    or its error: recall fails open on its own, the shape stands)."""
+    messages, writes = shape(rt, turn)
+    if search is None:
+        return messages, writes, None
+    try:
+        return messages, writes, (search(messages), None)
+    except Exception as exc:
+        return messages, writes, (None, exc)
 
 
 def shape(rt: Runtime, turn: Turn) -> tuple[list[Message], scaffold.Writes]:
-    """The request with its scaffold, from what earlier turns stored (read only, but for
-    a new session's row), and what the scaffold keeps once the turn is stored."""
-    if turn.session is None:
-        turn.session = _open(rt, turn)
+    """The request with its scaffold, from what earlier turns stored (it only reads), and
+    what the scaffold keeps once the turn is stored."""
     messages = list(turn.messages)
-    if not scaffold.applies(rt, turn):
+    if turn.session is None or not scaffold.applies(rt, turn):
         return messages, []
     session_id = turn.session.id
     client = [m for m in turn.messages if m.origin == "client"]
@@ -193,63 +207,28 @@ def _open(rt: Runtime, turn: Turn) -> Session:
     )
 
 
-def _release_once_stored(turn: Turn, release: Callable[[], None]) -> None:
-    """Call `release` once the turn's messages and every write queued behind them
-    (`storing.after_storing`: governance's plan and anchor) are stored: the session's
-    next turn reads all of them."""
-    storing = turn.storing
-    assert storing is not None
-
-    def done(_: object) -> None:
-        if turn.storing is storing or turn.storing is None:
-            release()
-        else:  # a write was queued behind it meanwhile
-            _release_once_stored(turn, release)
-
-    storing.add_done_callback(done)
-
-
-async def _store_behind(
-    rt: Runtime, turn: Turn, earlier: Coroutine[Any, Any, bool], writes: scaffold.Writes
-) -> None:
-    """Store the turn's messages, then what its scaffold keeps, once the session's
-    earlier turns are stored; a failure is recorded, never raised (the request has
-    gone upstream: it gets its answer, and its client's next request resends them)."""
+def _store_with(rt: Runtime, turn: Turn, writes: scaffold.Writes) -> None:
+    """In the store's writer: a new session's row, the turn's messages with its identity,
+    and what its scaffold keeps. Messages that fail to store undo only themselves (a
+    savepoint) and mark the turn lost (its answer is not stored after them: the client's
+    next request resends both); the row stays for the failure's record."""
+    _row(rt, turn)
     try:
-        if not await earlier:  # the session's next turn is not held up further by them
-            waits.overran(rt, turn, "storing the session's earlier turns")
-        await threads.to_thread(_store_with, rt, turn, writes, writes_behind(turn))
+        with rt.store.transaction():
+            store_incoming(rt, turn)
     except Exception as exc:
         turn.lost = True
-        await failopen.record(rt, turn, "store", str(exc) or type(exc).__name__, type(exc).__name__)
-    finally:
-        if turn.made_ahead is not None:
-            rt.sessions_ahead.forget(turn.made_ahead)
+        session_id = turn.session.id if turn.session else None
+        failopen.record_here(rt, session_id, "store", str(exc), type(exc).__name__)
+        return
+    _keep_scaffold(rt, turn, writes)
 
 
-def _store_with(
-    rt: Runtime, turn: Turn, writes: scaffold.Writes, behind: list[Callable[[], None]]
-) -> None:
-    """A new session's row, the turn's messages with its identity, what its scaffold keeps
-    and the writes queued behind them (each handles its own failure): one commit, so the
-    write lock is taken, and the search indexes catch up, once per turn. Messages that
-    fail to store undo only themselves (a savepoint), and raise once the rest is
-    committed: the row stays for the failure's record."""
-    failed: Exception | None = None
-    with rt.store.transaction():
-        if turn.made_ahead is not None:
-            turn.session = rt.sessions_ahead.write(rt.store, turn.made_ahead)
-        try:
-            with rt.store.transaction():
-                store_incoming(rt, turn)
-        except Exception as exc:
-            failed = exc
-        else:
-            _keep_scaffold(rt, turn, writes)
-        for write in behind:
-            _queued(rt, write)
-    if failed is not None:
-        raise failed
+def _row(rt: Runtime, turn: Turn) -> None:
+    """A new session's row, written by the first of the turn's writes that runs (the row
+    another turn or process wrote first, if one did)."""
+    if turn.made_ahead is not None:
+        turn.session = write_made(rt.store, turn.made_ahead)
 
 
 def _keep_scaffold(rt: Runtime, turn: Turn, writes: scaffold.Writes) -> None:
@@ -262,33 +241,13 @@ def _keep_scaffold(rt: Runtime, turn: Turn, writes: scaffold.Writes) -> None:
             return
 
 
-def _queued(rt: Runtime, write: Callable[[], None]) -> None:
-    """A write queued behind the turn handles its own failure; one that does not still
-    undoes only itself, never the turn's commit."""
-    try:
-        with rt.store.transaction():
-            write()
-    except Exception:
-        log.exception("a write queued behind a turn's messages failed")
-
-
 async def stored(rt: Runtime, turn: Turn) -> None:
-    """Once the turn's own messages are stored, or could not be: before its answer is
-    stored, and, for a client that will not resend them, before it has the whole answer.
-    Never raises."""
-    storing = turn.storing
-    if storing is None or storing.done():
-        if storing is not None and storing.cancelled():
-            turn.lost = True
-        return
-    rt.turn_order.hurry(turn.key)  # they are stored after the session's answers before them
-    if not await waits.within(rt, turn, "storing the turn's messages", _stored(storing), False):
-        turn.lost = True  # its answer is not stored after them: the next request brings it
-
-
-async def _stored(storing: asyncio.Future[None]) -> bool:
-    await asyncio.wait([storing])
-    return not storing.cancelled()
+    """Once the writes the turn queued so far are committed, or failed, or the wait gave
+    up (then the turn is lost: its answer is not stored after them). Never raises."""
+    if not await waits.within(
+        rt, turn, "storing the turn's messages", rt.writes.settled(turn.session_of), False
+    ):
+        turn.lost = True
 
 
 def store_and_scaffold(rt: Runtime, turn: Turn) -> list[Message]:
@@ -306,18 +265,44 @@ def _scaffold_failed(rt: Runtime, turn: Turn, exc: Exception) -> None:
     log.warning("scaffold skipped for session %s: %r", turn.key[:8], exc)
 
 
-async def finish(rt: Runtime, turn: Turn, answer: Answer) -> None:
-    """Persist the assistant's answer and usage; everything slow goes to the background."""
-    await stored(rt, turn)
+async def finish(rt: Runtime, turn: Turn, answer: Answer | Callable[[], Answer]) -> None:
+    """Queue the assistant's answer, its usage and the turn's record to be stored (`answer`
+    may be read there, off the event loop); its background work follows once it is.
+
+    Awaited (with the turn's messages before it) when the client will not resend it
+    (`Turn.answer_resent`): then the turn is durable before the client has the whole
+    answer. Where another process may take the session's next turn (`Runtime.
+    serves_alone`), the client's own messages are durable before it has the answer: the
+    other process stores the answer from the client's resend, and this one's late write
+    finds it stored. Otherwise the session's next turn in this process waits for it
+    (`engine.writes`), and a crash meanwhile loses only the turn in flight, which the
+    client's next request brings back."""
     if turn.counting is not None:  # for the turn's record
         await waits.within(rt, turn, "counting the request's tokens", counted(turn), None)
-    await waits.within(rt, turn, "storing the answer", _store_answer_then(rt, turn, answer), None)
+    read_answer = answer if callable(answer) else (lambda: answer)
+
+    def write() -> Answer:
+        got = read_answer()
+        store_answer(rt, turn, got)
+        return got
+
+    if turn.answer_resent and not rt.serves_alone:
+        await stored(rt, turn)
+    stored_answer = storing.queue(rt, turn, write, awaited=not turn.answer_resent)
+    stored_answer.add_done_callback(lambda done: _after(rt, turn, done))
+    if not turn.answer_resent:
+        await waits.within(rt, turn, "storing the answer", stored_answer, None)
 
 
-async def _store_answer_then(rt: Runtime, turn: Turn, answer: Answer) -> None:
-    """The answer stored, then the turn's background work queued: late (`engine.waits`),
-    both still happen, after the client has its answer."""
-    await threads.to_thread(store_answer, rt, turn, answer)
+def _after(rt: Runtime, turn: Turn, done: asyncio.Future[Answer]) -> None:
+    """The turn's background work, once its answer is stored."""
+    if done.cancelled():
+        return
+    error = done.exception()
+    if error is not None:
+        log.warning("the answer of session %s was not stored: %r", turn.key[:8], error)
+        return
+    answer = done.result()
     if turn.session is None or turn.lost or answer.failed:
         return
     schedule_ingest(rt, turn, answer)
@@ -376,21 +361,26 @@ def remember_identity(rt: Runtime, turn: Turn) -> None:
     """
     session = turn.session
     assert session is not None
-    metadata = dict(session.metadata)
+    known: dict[str, object] = {}
     if turn.model:
-        metadata["model"] = turn.model
+        known["model"] = turn.model
     if turn.client:
-        metadata["client"] = turn.client
+        known["client"] = turn.client
     if turn.server_history:
-        metadata[history.META] = "server"
+        known[history.META] = "server"
     if turn.managed:
-        metadata[scaffold.META] = "on"
+        known[scaffold.META] = "on"
     title = None
     if not session.title:
         prompt = first_asked(turn.messages)
         title = title_from_prompt(prompt) if prompt else None
-    if metadata != session.metadata or title is not None:
-        turn.session = rt.store.update_session(session.id, title=title, metadata=metadata)
+    if all(session.metadata.get(k) == v for k, v in known.items()) and title is None:
+        return
+    # the row as it is now: the turn read it before it was shaped, and background work
+    # (a session's index) may have written its metadata since
+    fresh = rt.store.get_session(session.id) or session
+    metadata = {**fresh.metadata, **known}
+    turn.session = rt.store.update_session(session.id, title=title, metadata=metadata)
 
 
 def store_answer(rt: Runtime, turn: Turn, answer: Answer) -> None:
@@ -398,6 +388,7 @@ def store_answer(rt: Runtime, turn: Turn, answer: Answer) -> None:
     when the client's own messages could not be stored (it would answer nothing stored)."""
     if turn.session is None or turn.lost:
         return
+    _row(rt, turn)  # a new session's turn that failed before its messages were queued
     counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in answer.messages]
     with rt.store.transaction():
         _store_answer(rt, turn, answer, counted)

@@ -26,8 +26,6 @@ from typing import TYPE_CHECKING
 from memlane.config import Settings
 from memlane.engine.activity import Activity
 from memlane.engine.background import Background
-from memlane.engine.pace import ClientPace
-from memlane.engine.turnorder import TurnOrder
 from memlane.store import Store
 from memlane.store.urls import StoreKind, store_kind
 from memlane.text.embeddings import Embedder
@@ -38,7 +36,7 @@ if TYPE_CHECKING:
     from memlane.engine.governance.budget import WindowMemo
     from memlane.engine.memory.book import MemoryBook
     from memlane.engine.memory.stale import ProjectChecks
-    from memlane.engine.sessions.ahead import SessionsAhead
+    from memlane.engine.writes import Writes
 
 
 @dataclass
@@ -54,8 +52,6 @@ class Runtime:
     store: Store
     background: Background = field(default_factory=Background)
     activity: Activity = field(default_factory=Activity)
-    turn_order: TurnOrder = field(default_factory=TurnOrder)
-    client_pace: ClientPace = field(default_factory=ClientPace)
     _tokenizer: Tokenizer | None = None
     _embedder: Embedder | None = None
     _llm: LLM | None = None
@@ -68,16 +64,21 @@ class Runtime:
     but the first; those write under the home's locks like the CLI beside a proxy."""
     _memory_book: MemoryBook | None = field(default=None, init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        self.turn_order.limit = self.settings.request_wait_seconds
+    @cached_property
+    def writes(self) -> Writes:
+        """The request path's write queue: one writer thread for the store, committing
+        every request's writes in batches (`engine.writes`)."""
+        from memlane.engine.writes import Writes
+
+        return Writes(self.store, limit=self.settings.request_wait_seconds)
 
     @cached_property
     def serves_alone(self) -> bool:
         """Whether every turn of this store's sessions is taken by this process: one worker
-        on SQLite. Then its own order (`engine.turnorder`) is the sessions' order, and a
-        client that resends its history may have an answer before its turn is stored.
-        Another process (`serve --workers`, a replica on PostgreSQL) may take a session's
-        next turn from the store alone: it must find the turn there."""
+        on SQLite. Then the order of its write queue (`engine.writes`) is the sessions'
+        order, and a client that resends its history may have an answer before its turn
+        is stored. Another process (`serve --workers`, a replica on PostgreSQL) may take a
+        session's next turn from the store alone: it must find the turn there."""
         return self.store_kind == "sqlite" and self.settings.workers == 1
 
     @cached_property
@@ -148,14 +149,6 @@ class Runtime:
         return WindowMemo(self.store)
 
     @cached_property
-    def sessions_ahead(self) -> SessionsAhead:
-        """New sessions whose rows are written behind their first request
-        (`engine.sessions.ahead`)."""
-        from memlane.engine.sessions.ahead import SessionsAhead
-
-        return SessionsAhead()
-
-    @cached_property
     def project_checks(self) -> ProjectChecks:
         """The cache of cited project files recall checks (`engine.memory.stale`)."""
         from memlane.engine.memory.stale import ProjectChecks
@@ -185,4 +178,7 @@ class Runtime:
         return self._memory_book
 
     def close(self) -> None:
+        """Commit the writes queued so far, then close the store."""
+        if "writes" in self.__dict__:
+            self.writes.close(timeout=self.settings.request_wait_seconds)
         self.store.close()

@@ -1,21 +1,10 @@
-"""A turn's writes while its request is on its way upstream, and the ones queued behind them.
+"""A turn's writes, queued to the store's writer behind the ones it queued before.
 
-`pipeline.prepare` starts storing the client's messages as the request is forwarded
-(`Turn.storing`); a new session's row is written first (`engine.sessions.ahead`). A write
-that must come after them, and that the forwarded request does not depend on
-(governance's first plan for a session, a new anchor, a new session's failure record),
-is queued behind that store (`after_storing`): it is off the request's path too, where it
-waited for a worker thread and, under background writes, for SQLite's write lock
-(`next_turn_ab.py --new-sessions`: a new session's governance stage 2.46 → 1.35 ms p50,
-its request +10.70 → +7.59 ms p90).
-`pipeline.stored` (what storing the answer, and a client that will not resend its
-history, wait for) waits for the queued writes as well.
-
-A write queued before the store's worker-thread job began joins that job's commit
-(`Turn.writes_behind`): a new session's row, messages, state blocks and first plan were
-five commits, each taking the write lock and catching the search indexes up after it;
-under a client sending new sessions back to back, the next request's own writes queued
-behind them (`proxy_overhead.py`, instant upstream).
+Every write a turn makes (its messages, what its scaffold keeps, governance's plan and
+anchor, a failure's record, its answer) is queued to the store's writer
+(`engine.writes`) under its session, in the order the turn makes it: the writer commits
+them in that order, batched with other requests' writes, while the request goes on.
+`Turn.storing` is the last one queued.
 """
 
 from __future__ import annotations
@@ -24,13 +13,13 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from memlane.engine import threads
+from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Turn
 
 T = TypeVar("T")
 
 _KEPT: set[asyncio.Future[Any]] = set()
-"""Writes under way, held until they are done (the loop keeps only weak references to its
+"""Work under way, held until it is done (the loop keeps only weak references to its
 tasks)."""
 
 
@@ -40,28 +29,22 @@ def keep(task: asyncio.Future[T]) -> asyncio.Future[T]:
     return task
 
 
-def after_storing(turn: Turn, write: Callable[[], None]) -> None:
-    """Run `write` on a worker thread once the turn's messages, and the writes queued before
-    this one, are stored; `turn.storing` covers it from now on. `write` handles its own
-    failures (it is best effort); it is not run when the store before it was cancelled."""
-    before = turn.storing
-    if before is None:
-        raise ValueError("the turn has no store under way to queue a write behind")
-    if turn.writes_behind is not None:  # its store has not begun: one commit with it
-        turn.writes_behind.append(write)
-        return
-
-    async def queued() -> None:
-        await asyncio.wait([before])
-        if before.cancelled():
-            raise asyncio.CancelledError
-        await threads.to_thread(write)
-
-    turn.storing = keep(asyncio.ensure_future(queued()))
-
-
-def writes_behind(turn: Turn) -> list[Callable[[], None]]:
-    """The writes queued so far to join the turn's store, which begins now: a write
-    queued from here on waits for it to be done (`after_storing`)."""
-    queued, turn.writes_behind = turn.writes_behind or [], None
-    return queued
+def queue(
+    rt: Runtime,
+    turn: Turn,
+    write: Callable[[], T],
+    *,
+    messages: bool = False,
+    awaited: bool = False,
+    linger: bool = False,
+) -> asyncio.Future[T]:
+    """Queue `write`, one of the turn's writes; its outcome arrives in the future, which
+    need not be awaited (an error nobody awaits is logged where it matters). `messages`:
+    it stores the client's messages, so when it does not commit the turn is lost (its
+    answer, queued behind it, is not stored either: the next request resends both).
+    `awaited`: the request waits for it; `linger`: queued while the request is still
+    being prepared (`GroupCommit`)."""
+    failed = (lambda: setattr(turn, "lost", True)) if messages else None
+    future = rt.writes.queue(turn.session_of, write, failed=failed, awaited=awaited, linger=linger)
+    turn.storing = future
+    return future

@@ -149,7 +149,7 @@ class RequestTraffic:
     """Whether a request is in this process's hands now, so background work waits its turn.
 
     A request is "in hand" from its arrival until it is forwarded, and again while its
-    answer is stored: time the client waits on memlane itself. While it waits on the
+    answer is relayed: time the client waits on memlane itself. While it waits on the
     upstream (most of a real model call) it is not. Background work (`Background.spawn`,
     and every blocking hop it takes through `to_thread`) starts a step only when no
     request is in hand, or after `YIELD_LIMIT_SECONDS`. A step already running is not
@@ -159,7 +159,6 @@ class RequestTraffic:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._in_hand = 0
-        self._finishing = 0
         self._waiters: list[asyncio.Future[None]] = []
 
     @property
@@ -168,12 +167,8 @@ class RequestTraffic:
 
     @property
     def alone(self) -> bool:
-        """At most one request in hand (the caller's own) besides answers being stored:
-        nothing else waits on the loop. An answer being stored (`finishing`) waits on a
-        worker thread's write, not on the loop; an agent sends its next request the
-        moment it has an answer, so that request nearly always arrives while the answer
-        before it is being stored."""
-        return self._in_hand - self._finishing <= 1
+        """At most one request in hand (the caller's own): nothing else waits on the loop."""
+        return self._in_hand <= 1
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[None]:
@@ -183,19 +178,6 @@ class RequestTraffic:
             yield
         finally:
             self._add(-1)
-
-    @contextlib.contextmanager
-    def finishing(self) -> Iterator[None]:
-        """Around storing an answer its client already has: background work still waits
-        for it, but it does not make an arriving request less `alone`."""
-        with self.serving():
-            with self._lock:
-                self._finishing += 1
-            try:
-                yield
-            finally:
-                with self._lock:
-                    self._finishing -= 1
 
     @contextlib.contextmanager
     def waiting(self) -> Iterator[None]:
@@ -252,72 +234,12 @@ async def to_thread(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) ->
     return await loop.run_in_executor(_background_pool(), call)
 
 
-U = TypeVar("U")
-
-
-def one_trip(
-    first: Callable[[], T], then: Callable[[T], U] | None
-) -> tuple[asyncio.Future[T], asyncio.Future[U] | None]:
-    """`first()` then `then(first's result)` in one worker thread (one wake-up, no second
-    thread contending for the GIL), each result delivered as soon as it is ready: the
-    caller goes on with the first while the second is still running. Request path only
-    (the request threads). An unawaited second result is still retrieved."""
-    loop = asyncio.get_running_loop()
-    got_first, got_then = _results(loop, then)
-
-    def post(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
-        _post(loop, future, value, error)
-
-    run = functools.partial(_both, first, then, got_first, got_then, post)
-    _request_threads.submit(functools.partial(contextvars.copy_context().run, run))
-    return got_first, got_then
-
-
-def here(
-    first: Callable[[], T], then: Callable[[T], U] | None
-) -> tuple[asyncio.Future[T], asyncio.Future[U] | None]:
-    """`one_trip` without the trip: `first()` then `then(its result)` in the calling
-    thread, each outcome delivered as a settled future (a caller that would wait on the
-    thread hop longer than on the calls themselves)."""
-    got_first, got_then = _results(asyncio.get_running_loop(), then)
-    _both(first, then, got_first, got_then, _settle)
-    return got_first, got_then
-
-
-def _results(
-    loop: asyncio.AbstractEventLoop, then: Callable[[T], U] | None
-) -> tuple[asyncio.Future[T], asyncio.Future[U] | None]:
-    got_first: asyncio.Future[T] = loop.create_future()
-    if then is None:
-        return got_first, None
-    got_then: asyncio.Future[U] = loop.create_future()
-    got_then.add_done_callback(_retrieved)
-    return got_first, got_then
-
-
-def _both(
-    first: Callable[[], T],
-    then: Callable[[T], U] | None,
-    got_first: asyncio.Future[T],
-    got_then: asyncio.Future[U] | None,
-    settle: Callable[[asyncio.Future[Any], Any, BaseException | None], None],
-) -> None:
-    """Run the two steps, settling each result as it is known; a failed first step
-    cancels the second."""
-    try:
-        value = first()
-    except BaseException as exc:
-        settle(got_first, None, exc)
-        if got_then is not None:
-            settle(got_then, None, asyncio.CancelledError())
-        return
-    settle(got_first, value, None)
-    if then is None or got_then is None:
-        return
-    try:
-        settle(got_then, then(value), None)
-    except BaseException as exc:
-        settle(got_then, None, exc)
+def in_a_request_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
+    """`fn()` on one of the request path's threads, started now; its outcome arrives in
+    the returned future (which need not be awaited: its error is still retrieved)."""
+    future = run_on(_request_threads, fn)
+    future.add_done_callback(_retrieved)
+    return future
 
 
 def _post(

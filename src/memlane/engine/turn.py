@@ -4,9 +4,9 @@
               summarise, re-inject)  ->  long-term recall
               =>  Forward(messages), or DirectAnswer(text) when the turn must not
                   go upstream (an `@@` reference that names no session);
-              what is new is stored meanwhile, while the request goes upstream
-              (first, where the turn depends on it: references, server history)
-    finish:   store the assistant turn and usage  ->  schedule background work
+              what is new is queued to the store's writer meanwhile (stored first,
+              where the turn depends on it: references, server history)
+    finish:   queue the assistant turn and usage  ->  schedule background work
               (fact extraction, session summary and index, git commit)
 
 Each stage is a function owned by its own module; this file only orders them.
@@ -15,9 +15,9 @@ Each stage is a function owned by its own module; this file only orders them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memlane.engine.stages import StageClock
 from memlane.store import SessionStore, SyncResult
@@ -84,19 +84,16 @@ class Turn:
     stored conversation goes in front of the new items, whatever the upstream keeps."""
     synced: SyncResult | None = None
     """What storing the client's messages did, once they are stored."""
-    storing: asyncio.Future[None] | None = None
-    """The client's messages being stored while the request is on its way upstream
-    (`pipeline.prepare`), then the writes queued behind them (`engine.storing`);
-    `pipeline.finish` waits for it. It never raises."""
-    writes_behind: list[Callable[[], None]] | None = None
-    """Writes queued behind the turn's messages before their store began: they join its
-    commit (`engine.storing`). None once it began (a later write waits for it instead)."""
+    storing: asyncio.Future[Any] | None = None
+    """The last of the turn's writes queued to the store's writer (`engine.storing`); None
+    while it queued none."""
     made_ahead: Session | None = None
     """The session as made ahead of its row (`engine.sessions.ahead`), for a new session's
-    turn: the row is written first among the turn's writes on their way."""
+    turn: the row is written first among the turn's writes."""
     lost: bool = False
     """The client's messages could not be stored: nor is the answer (the client's next
-    request resends both)."""
+    request resends both). Set on the event loop, or by the turn's own write in the
+    store's writer, which every later write of the turn follows."""
     trimmed: bool = False
     """Set by governance when the request had to be cut to fit."""
     counting: Counting | None = None
@@ -132,17 +129,22 @@ class Turn:
     def stored_state(self, store: SessionStore) -> dict[str, str]:
         """The session's state as the turn found it, read on first use. Nothing of the turn
         writes to it before the turn is forwarded: the scaffold's writes and governance's
-        plan wait until the turn's messages are stored (`pipeline._store_behind`,
-        `engine.storing`)."""
+        plan are queued behind the turn's messages (`engine.storing`)."""
         if self.state is None:
             self.state = store.get_state(self.session.id) if self.session is not None else {}
         return self.state
 
     @property
+    def session_of(self) -> tuple[str, str]:
+        """The session as the store's write queue knows it (`engine.writes`)."""
+        return (self.tenant, self.key)
+
+    @property
     def answer_resent(self) -> bool:
         """Whether the client's next request carries this turn's answer (it resends its
-        whole history): then the answer may be stored after the client has it, since a
-        process that takes the next turn first stores it from there (`engine.turnorder`)."""
+        whole history): then its store need not be done before the client has the whole
+        answer, since a crash meanwhile loses only that turn, which the next request
+        brings back (and a process that takes the next turn first stores it from there)."""
         return not (self.continued or self.server_history or self.chained)
 
     @property

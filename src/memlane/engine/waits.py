@@ -1,14 +1,15 @@
 """Every wait memlane makes on a request's behalf ends: no client waits on memlane forever.
 
 Between a request's arrival and its answer, memlane awaits its own work: the session's
-earlier turns (`engine.turnorder`), the turn's messages being stored on a worker thread
-(`pipeline.stored`), shaping the request there, the answer's store, a deferred token
-count. Each is awaited through `within`, bounded by `request_wait_seconds`
-(`MEMLANE_REQUEST_WAIT_SECONDS`). Past it the request goes on without that work, like
-any best-effort stage (`engine.failopen`): the client is answered, the overrun is
-logged once and recorded as a `stage.failed` event of stage `wait`, and the work itself
-is not cancelled: it finishes on its own, its failure logged then. The upstream's own
-time is bounded separately (`upstream_timeout`).
+earlier writes (`engine.writes`), the turn's messages where the request depends on them
+(`pipeline.stored`), reading and shaping the request in a worker thread, the answer's
+store where it must be durable first, a deferred token count. Each is awaited through
+`within`, bounded by `request_wait_seconds` (`MEMLANE_REQUEST_WAIT_SECONDS`). Past it
+the request goes on without that work, like any best-effort stage (`engine.failopen`):
+the client is answered, the overrun is logged once and recorded as a `stage.failed`
+event of stage `wait`, and the work itself is not cancelled: it finishes on its own,
+its failure logged then. The upstream's own time is bounded separately
+(`upstream_timeout`).
 """
 
 from __future__ import annotations

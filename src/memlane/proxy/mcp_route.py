@@ -124,7 +124,7 @@ class MCPRoute:
             return
         # as the admin API: a tool reads what a client of the proxy was answered, and an
         # answer is stored just after its client has it
-        await self.runtime_of().turn_order.settled()
+        await self.runtime_of().writes.settled()
         await self.manager.handle_request(scope, receive, send)
 
     def _authorized(self, scope: Scope) -> bool:

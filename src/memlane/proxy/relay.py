@@ -7,12 +7,11 @@ that disconnects cancels the upstream read at once (a watcher task listens for
 happens, `settle` runs exactly once, shielded from cancellation: after the end
 of a complete stream (storing the answer never delays it), and before the error
 frame of a broken one (the failure is recorded before the client hears of it).
-`hold` is called as the complete answer's last event is about to be relayed
-(many clients stop reading there and send their next turn at once): what it
-returns is called after `settle`, so the session's next turn waits for the
-answer to be stored (`engine.turnorder`). Without `hold`, a complete answer is
-settled there instead, before its last event: durable before the client sees
-the end (a client that does not resend its history needs it stored first).
+A complete answer is settled as its last event is about to be relayed (many
+clients stop reading there and send their next turn at once): its store is
+queued then, ahead of anything the client's next request queues
+(`engine.writes`), and awaited there only when the client will not resend it
+(`pipeline.finish`).
 """
 
 from __future__ import annotations
@@ -27,8 +26,6 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from memlane.engine.threads import TRAFFIC
-from memlane.engine.turnorder import Hold
 from memlane.proxy.forward import UpstreamError, UpstreamResponse, UpstreamTimeout
 from memlane.proxy.wire.base import StreamAssembler
 from memlane.text.sse import SSEDecoder, encode
@@ -46,7 +43,6 @@ class Outcome(enum.Enum):
 
 
 Settle = Callable[[Outcome, StreamAssembler], Awaitable[None]]
-HoldSession = Callable[[], Awaitable[Hold]]
 Event = tuple[str | None, str]
 Rewrite = Callable[[list[Event]], list[Event]]
 
@@ -64,7 +60,6 @@ class RelayResponse(Response):
         rest: AsyncIterator[bytes] | None = None,
         decoder: SSEDecoder | None = None,
         rewrite: Rewrite | None = None,
-        hold: HoldSession | None = None,
     ) -> None:
         """`head`: chunks already read from `upstream` (and fed to `assembler` through
         `decoder`), relayed first; `rest` is the same read going on. `rewrite` changes the
@@ -81,8 +76,6 @@ class RelayResponse(Response):
         self.rest = rest
         self.decoder = decoder or SSEDecoder()
         self.rewrite = rewrite
-        self.hold = hold
-        self.release: Hold | None = None
         self.settled = False
         self.tee_failed = False
         """The assembler raised on an event: relaying goes on, the copy stops."""
@@ -129,7 +122,7 @@ class RelayResponse(Response):
         decoder = self.decoder
         for chunk in self.head:
             if self.assembler.complete:
-                await self._hold()
+                await self._settle(Outcome.DONE)
             await self._send(send, chunk)
         try:
             async for chunk in self.rest or self.upstream.aiter_bytes():
@@ -138,7 +131,7 @@ class RelayResponse(Response):
                 else:
                     self._tee(decoder.feed(chunk))
                 if not self.tee_failed and self.assembler.complete:
-                    await self._hold()
+                    await self._settle(Outcome.DONE)
                 if self.close_delimited and self.rewrite is None:
                     chunk, self.tail = whole_events(self.tail + chunk)
                 if chunk:
@@ -150,7 +143,7 @@ class RelayResponse(Response):
         else:
             rest = self._rewritten(decoder.close())
             if not self.tee_failed and self.assembler.complete:
-                await self._hold()
+                await self._settle(Outcome.DONE)
             if rest:
                 await self._send(send, rest)
         if self._ended_early():
@@ -200,13 +193,6 @@ class RelayResponse(Response):
             self.tee_failed = True
             log.warning("could not read an upstream stream event; relaying it as is", exc_info=True)
 
-    async def _hold(self) -> None:
-        """The answer is complete: hold the session until it is stored, or store it now."""
-        if self.hold is None:
-            await self._settle(Outcome.DONE)
-        elif self.release is None:
-            self.release = await self.hold()
-
     async def _settle(self, outcome: Outcome) -> None:
         if self.settled:
             return
@@ -214,19 +200,10 @@ class RelayResponse(Response):
         if self.tee_failed and outcome is Outcome.DONE:
             outcome = Outcome.CUT  # nothing trustworthy to store: the turn is marked failed
         with anyio.CancelScope(shield=True):
-            if self.release is not None and outcome is Outcome.DONE:
-                await self.release.wanted_within()
-            with TRAFFIC.finishing():
-                await self._store(outcome)
-
-    async def _store(self, outcome: Outcome) -> None:
-        try:
-            await self.settle(outcome, self.assembler)
-        except Exception:
-            log.exception("recording the streamed turn failed; the client got its answer")
-        finally:
-            if self.release is not None:
-                self.release()
+            try:
+                await self.settle(outcome, self.assembler)
+            except Exception:
+                log.exception("recording the streamed turn failed; the client got its answer")
 
 
 def close_delimited(headers: Mapping[str, str]) -> bool:

@@ -45,6 +45,26 @@ def collect_garbage() -> None:
     gc.collect()
 
 
+YOUNG_COLLECTION_THRESHOLD = 10_000
+"""Objects allocated (net) between two collections of the youngest generation, once the
+proxy serves (Python's default: 700).
+
+Under load hundreds of requests are in flight at once, each alive for a second or more,
+so at 700 a young collection ran every millisecond or so and found nearly everything
+still alive: it scanned it, moved it to the next generation, which was scanned again ten
+collections later. Waiting for 10,000 lets most of a request's objects be freed by their
+reference counts before any collection looks at them: the collector's CPU fell from
+0.52 s to 0.23 s per 20 s (`load.py`, 200 streaming clients, memory off; the time is the
+collector's own, read from `gc.callbacks`). Cycles still go at the next young collection,
+a few milliseconds later."""
+
+
+def tune_collector() -> None:
+    """Collect the youngest generation less often (`YOUNG_COLLECTION_THRESHOLD`)."""
+    _, middle, oldest = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, middle, oldest)
+
+
 def freeze_heap() -> None:
     """Move every object alive now (modules, classes, the runtime, the tokenizers: about
     150k of them) out of the garbage collector's sight, for good.
@@ -98,6 +118,7 @@ class MemlaneServer(uvicorn.Server):
         collect_garbage()
         await super().startup(sockets)  # the app's lifespan, then the sockets served
         freeze_heap()
+        tune_collector()
         if self.started and self.on_started is not None:
             self.on_started()
 

@@ -133,7 +133,7 @@ async def require_admin(request: Request) -> Access:
     access = state.access(request.headers)
     if access is None:
         raise _bad_token()
-    await state.runtime.turn_order.settled()  # what a client was answered is readable
+    await state.runtime.writes.settled()  # what a client was answered is readable
     return access
 
 

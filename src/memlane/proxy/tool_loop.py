@@ -39,7 +39,6 @@ from memlane.proxy.answers import (
     _fail,
     _finish,
     _response_headers,
-    answer_hold,
     send_upstream,
     transport_error,
 )
@@ -389,7 +388,6 @@ class ToolLoop:
             rest=read.chunks,
             decoder=read.decoder,
             rewrite=rewrite,
-            hold=answer_hold(self.state, self.turn),
         )
 
     async def _settle(self, outcome: Outcome, assembler: StreamAssembler) -> None:

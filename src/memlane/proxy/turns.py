@@ -1,10 +1,10 @@
 """One model request through the proxy: read, identify, prepare, forward, relay, finish.
 
-    body -> adapter.parse -> identity -> Turn -> pipeline.prepare (the user turn is
-    stored from here, beside the upstream call) -> adapter.render -> upstream -> the
-    client (streamed as it comes; its last byte once the user turn is durable)
-    -> pipeline.finish (the assistant turn, then background work), once the client
-    has the answer; the session's next turn waits for it (`engine.turnorder`)
+    body -> adapter.parse -> identity -> Turn -> pipeline.prepare (waits for the
+    session's earlier writes, reads and shapes; the user turn is queued to the store's
+    writer) -> adapter.render -> upstream -> the client (streamed as it comes)
+    -> pipeline.finish (the assistant turn queued before the client's last byte, then
+    background work once it is stored)
 
 When `prepare` decides on a direct answer (an `@@` reference that names no
 session), the client gets it in its wire format and nothing goes upstream.
@@ -32,13 +32,9 @@ from memlane.engine.turn import Answer, DirectAnswer, Prepared, Turn
 from memlane.proxy import headers as h
 from memlane.proxy.access import NAMESPACE_STATE, SESSION_STATE
 from memlane.proxy.answers import (
-    StoredAfter,
     _fail,
     _finish,
     _response_headers,
-    _sent_stored,
-    answer_hold,
-    finish_later,
     send_upstream,
 )
 from memlane.proxy.body_limit import DRAIN_FACTOR, too_large
@@ -253,7 +249,7 @@ async def _chained_key(state: ProxyState, parsed: ParsedRequest, tenant: str) ->
     if not isinstance(previous, str) or not previous:
         return None
     rt = state.runtime
-    await rt.turn_order.settled()  # the answer it names may be being stored
+    await rt.writes.settled()  # the answer it names may be queued to be stored
     try:
         found = asyncio.to_thread(chained_session_key, rt, previous, tenant)
         return await waits.within(rt, None, f"looking up {PREVIOUS_RESPONSE}", found, None)
@@ -292,13 +288,9 @@ async def _complete(state: ProxyState, turn: Turn, adapter: WireAdapter, call: C
     if isinstance(upstream, Response):
         return upstream
     headers = await _response_headers(state, turn, upstream.headers)
-    status = upstream.status_code
-    if not turn.answer_resent:  # the next request will not bring it: stored first
-        await _finish(state, turn, read_answer(adapter, upstream.content))
-        return Response(upstream.content, status_code=status, headers=headers)
-    await _sent_stored(state, turn)
-    store = finish_later(state, turn, lambda: read_answer(adapter, upstream.content))
-    return StoredAfter(upstream.content, status_code=status, headers=headers, store=store)
+    # read and stored in the store's writer, off the loop
+    await _finish(state, turn, lambda: read_answer(adapter, upstream.content))
+    return Response(upstream.content, status_code=upstream.status_code, headers=headers)
 
 
 def read_answer(adapter: WireAdapter, content: bytes) -> Answer:
@@ -340,5 +332,4 @@ async def _stream(state: ProxyState, turn: Turn, adapter: WireAdapter, call: Cal
         settle=settle,
         error_frame=lambda message: adapter.stream_error(message, code="upstream_stream_error"),
         headers=await _response_headers(state, turn, upstream.headers),
-        hold=answer_hold(state, turn),
     )

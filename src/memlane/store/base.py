@@ -417,4 +417,10 @@ class Store(
         that fails undoes only itself (a savepoint). What one turn stores is one commit."""
         ...
 
+    def batch(self) -> AbstractContextManager[None]:
+        """`transaction`, for a batch of many sessions' writes (`store.group_commit`): on
+        PostgreSQL one replica's batch at a time, so that two batches never wait on each
+        other's rows."""
+        ...
+
     def close(self) -> None: ...

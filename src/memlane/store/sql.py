@@ -86,6 +86,10 @@ class SqlStore(ABC, Generic[D]):
         with self._writing():
             yield
 
+    def batch(self) -> AbstractContextManager[None]:
+        """`transaction` (one writer at a time already, on a backend with a write lock)."""
+        return self.transaction()
+
     @abstractmethod
     def _put_doc(self, db: D, doc: Doc, document: str | None = None) -> None:
         """Insert or refresh one search document (`document`: what the keyword index

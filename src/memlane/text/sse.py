@@ -22,28 +22,34 @@ class SSEDecoder:
         self._data: list[str] = []
 
     def feed(self, chunk: bytes) -> list[tuple[str | None, str]]:
-        self._buffer += chunk
+        buffer = self._buffer + chunk if self._buffer else chunk
+        held = b""
+        if b"\r" in buffer:  # CRLF and a lone CR break lines as LF does
+            if buffer.endswith(b"\r"):  # may be the first half of a CRLF
+                buffer, held = buffer[:-1], b"\r"
+            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        # One split per chunk: the lines in order, the last one unfinished. (Cutting one
+        # line at a time rescanned and copied what followed it, for every line.)
+        lines = buffer.split(b"\n")
+        self._buffer = lines.pop() + held if held else lines.pop()
         out: list[tuple[str | None, str]] = []
-        while True:
-            cut = _line_end(self._buffer)
-            if cut is None:
-                return out
-            end, after = cut
-            line = self._buffer[:end].decode("utf-8", errors="replace")
-            self._buffer = self._buffer[after:]
-            if not line:
-                if self._data:
-                    out.append((self._event, "\n".join(self._data)))
-                self._event, self._data = None, []
-            elif line.startswith(":"):
-                continue
-            else:
-                name, _, value = line.partition(":")
-                value = value.removeprefix(" ")
-                if name == "data":
-                    self._data.append(value)
-                elif name == "event":
-                    self._event = value
+        data = self._data
+        for raw in lines:
+            if raw.startswith(b"data:"):  # most lines: the prefix is ASCII, so cut before decoding
+                value = raw[6:] if raw.startswith(b" ", 5) else raw[5:]
+                data.append(value.decode("utf-8", errors="replace"))
+            elif not raw:
+                if data:
+                    out.append((self._event, "\n".join(data)))
+                    self._data = data = []
+                self._event = None
+            elif not raw.startswith(b":"):
+                name, _, text = raw.decode("utf-8", errors="replace").partition(":")
+                if name == "event":
+                    self._event = text.removeprefix(" ")
+                elif name == "data":  # a bare `data` line: an empty one
+                    data.append(text.removeprefix(" "))
+        return out
 
     def close(self) -> list[tuple[str | None, str]]:
         """Events left when the stream ends without a final blank line."""
@@ -59,16 +65,3 @@ def encode(events: Iterable[tuple[str | None, str]]) -> bytes:
         lines = "".join(f"data: {line}\n" for line in data.split("\n"))
         out.append(f"{head}{lines}\n".encode())
     return b"".join(out)
-
-
-def _line_end(buffer: bytes) -> tuple[int, int] | None:
-    """(end of line, start of next) for the first line break (LF, CRLF or CR)."""
-    lf = buffer.find(b"\n")
-    cr = buffer.find(b"\r")
-    if cr == -1 and lf == -1:
-        return None
-    if cr == -1 or (lf != -1 and lf < cr):
-        return lf, lf + 1
-    if cr + 1 == len(buffer):
-        return None  # a CR at the very end may be the first half of CRLF
-    return (cr, cr + 2) if buffer[cr + 1 : cr + 2] == b"\n" else (cr, cr + 1)

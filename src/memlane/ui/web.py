@@ -74,7 +74,7 @@ async def rt_dep(request: Request) -> Runtime:
     """The engine, once the answers its clients were given are stored (they are stored
     just after the client has them: a page shows what a client was answered)."""
     rt = runtime_of(request)
-    await rt.turn_order.settled()
+    await rt.writes.settled()
     return rt
 
 

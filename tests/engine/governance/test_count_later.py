@@ -6,7 +6,6 @@ while the request is upstream (`governance.counting`).
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from memlane.engine.governance import counted, govern_turn
 from memlane.engine.governance.cache import Governor
 from memlane.engine.governance.flow import govern
 from memlane.engine.runtime import Runtime
+from memlane.engine.sessions.ahead import made_session, write_made
 from memlane.engine.turn import Turn
 from memlane.store.sqlite import SQLiteStore
 from memlane.types import Message, ToolCall
@@ -87,7 +87,7 @@ async def test_a_loop_note_is_counted_in_front() -> None:
 def turn_of(rt: Runtime, messages: list[Message], *, new: bool) -> Turn:
     """A new session's turn (made ahead of its row), or a turn of a session that exists."""
     if new:
-        session = rt.sessions_ahead.made("counted-later", namespace="counted-later", tenant="")
+        session = made_session("counted-later", "counted-later", "")
     else:
         session = rt.store.ensure_session("counted-later")
     return Turn(
@@ -112,9 +112,7 @@ async def test_the_turns_counts_arrive_once_counted(
     messages = chat(6)
     turn = turn_of(rt, messages, new=new)
     if turn.made_ahead is not None:  # as the turn's store does while the request is upstream
-        rt.sessions_ahead.write(rt.store, turn.made_ahead)
-    turn.storing = asyncio.get_running_loop().create_future()
-    turn.storing.set_result(None)
+        write_made(rt.store, turn.made_ahead)
     out = await govern_turn(rt, turn, messages)
     assert out == messages
     assert (turn.counting is not None) is new
@@ -125,5 +123,5 @@ async def test_the_turns_counts_arrive_once_counted(
     limit = governor(rt.settings).budget.limit
     assert turn.context == (tokens, limit, False)
     assert turn.governed_tokens == (tokens, tokens)
-    await turn.storing  # the plan, saved behind
+    assert await rt.writes.settled(turn.session_of)  # the plan, saved behind
     assert "governance" not in rt.activity.snapshot()["failures"]

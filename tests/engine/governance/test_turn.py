@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
+import threading
 from pathlib import Path
 
 import pytest
 
 from memlane.config import Settings
+from memlane.engine import storing
 from memlane.engine.governance import ContextOverflow, govern_turn
 from memlane.engine.governance.ledger import (
     EVENT_DROPPED,
@@ -15,11 +16,13 @@ from memlane.engine.governance.ledger import (
     PLAN_STATE,
 )
 from memlane.engine.runtime import Runtime
+from memlane.engine.sessions.ahead import made_session
 from memlane.engine.turn import Turn
 from memlane.files.paths import session_dir
 from memlane.store.sqlite import SQLiteStore
 from memlane.types import Message
 from tests.engine.governance.helpers import MODEL, Builder, agentic, noise, settings_for
+from tests.support.held_writes import held_writes
 from tests.support.text import ScriptedLLM
 
 SNAPSHOT = "<state_snapshot>goal: set up the project</state_snapshot>"
@@ -226,16 +229,16 @@ async def test_a_changed_plan_is_saved_once_the_turns_messages_are_stored(
     while the request is upstream, and the turn's `storing` covers it."""
     rt = runtime(tmp_path, sqlite_store, ScriptedLLM())
     turn = turn_for(rt, [Message(role="user", text="a new session's first request")])
-    messages_stored = asyncio.get_running_loop().create_future()
-    turn.storing = messages_stored
+    release = threading.Event()
+    messages_write = storing.queue(rt, turn, lambda: release.wait(10), messages=True)
     session_id = turn.session.id if turn.session else ""
 
     await govern_turn(rt, turn, turn.messages)
     assert PLAN_STATE not in sqlite_store.get_state(session_id)
-    assert turn.storing is not messages_stored
+    assert turn.storing is not messages_write  # the plan's write is queued behind it
 
-    messages_stored.set_result(None)
-    await turn.storing
+    release.set()
+    assert await rt.writes.settled(turn.session_of)
     assert PLAN_STATE in sqlite_store.get_state(session_id)
 
 
@@ -244,21 +247,20 @@ async def test_a_plan_that_cannot_be_saved_is_recorded_and_the_turn_goes_on(
 ) -> None:
     rt = runtime(tmp_path, sqlite_store, ScriptedLLM())
     turn = turn_for(rt, [Message(role="user", text="hello")])
-    turn.storing = asyncio.get_running_loop().create_future()
-    turn.storing.set_result(None)
+    storing.queue(rt, turn, lambda: None, messages=True)  # the turn's messages
 
     def refused(*args: object) -> None:
         raise OSError("disk full")
 
     monkeypatch.setattr(sqlite_store, "set_state", refused)
     out = await govern_turn(rt, turn, turn.messages)
-    await turn.storing  # raises nothing
+    assert await rt.writes.settled(turn.session_of)  # the failed write raised nothing
     assert out == turn.messages
     assert "disk full" in rt.activity.snapshot()["failures"]["governance"]["last"]
 
 
 async def test_a_new_sessions_first_request_writes_its_row_before_it_keeps_what_it_cut(
-    tmp_path: Path, sqlite_store: SQLiteStore
+    tmp_path: Path, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A new session is made ahead of its row (`engine.sessions.ahead`); an oversized first
     request offloads and drops in front of the request, so its ledger writes the row first.
@@ -266,7 +268,7 @@ async def test_a_new_sessions_first_request_writes_its_row_before_it_keeps_what_
     from memlane.engine import scaffold
 
     rt = runtime(tmp_path, sqlite_store, ScriptedLLM(default=SNAPSHOT))
-    made = rt.sessions_ahead.made("fresh", namespace="fresh", tenant="")
+    made = made_session("fresh", "fresh", "")
     turn = Turn(
         key="fresh",
         namespace="fresh",
@@ -277,8 +279,8 @@ async def test_a_new_sessions_first_request_writes_its_row_before_it_keeps_what_
         state={},
         made_ahead=made,
     )
-    messages_stored = asyncio.get_running_loop().create_future()
-    turn.storing = messages_stored
+    held = held_writes(rt, monkeypatch)
+    storing.queue(rt, turn, lambda: None, messages=True)  # the turn's messages, held
 
     await govern_turn(rt, turn, turn.messages)
     row = sqlite_store.find_session("fresh")
@@ -289,8 +291,8 @@ async def test_a_new_sessions_first_request_writes_its_row_before_it_keeps_what_
     assert PLAN_STATE not in sqlite_store.get_state(made.id)
     assert scaffold.read_texts(rt, made).get("summary", "") == ""
 
-    messages_stored.set_result(None)
-    await turn.storing
+    held.release()
+    assert await rt.writes.settled(turn.session_of)
     assert PLAN_STATE in sqlite_store.get_state(made.id)
     assert scaffold.read_texts(rt, made)["summary"] == "goal: set up the project"
     assert "governance" not in rt.activity.snapshot()["failures"]

@@ -2,9 +2,9 @@
 
 Each trip costs a thread wake-up and the GIL on the way back; with no reranker
 configured the search, the entries it found (and the turns their facts came from) and
-the conversation's summary are all read in the same one. On SQLite, a session's next
-turn is shaped and searched on the event loop itself (`pipeline.reads_here`): the trip
-cost more than the reads.
+the conversation's summary are all read in the same one, the one that shapes the request.
+On SQLite, unless recall embeds its query, a turn is shaped and searched on the event
+loop itself (`pipeline.reads_on_the_loop`): the trip cost more than the reads.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from memlane.config import Settings
 from memlane.engine import pipeline, threads
 from memlane.engine.memory import recall as recall_module
 from memlane.engine.memory import scopes
@@ -98,54 +99,56 @@ async def test_an_operator_search_is_one_trip_too(rt: Runtime, trips: list[str])
     assert len(trips) == 1, trips
 
 
-async def test_the_recall_runs_while_governance_works_on_the_shaped_request(
-    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+async def test_shaping_and_recall_share_one_worker_thread_trip(
+    rt: Runtime, trips: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The search waits until governance has started: were they one after the other, it
-    would wait in vain. Shaping and recall share one worker-thread trip (where reads are
-    not done on the loop: PostgreSQL, an embedded query)."""
+    """Where reads are not done on the loop (PostgreSQL, an embedded query), the session
+    is read in one trip, and the request is shaped and searched in the next: recall adds
+    none of its own."""
     remembered(rt)
-    monkeypatch.setattr(pipeline, "reads_here", lambda rt: False)
-    governing = threading.Event()
-    govern, rank, one_trip = pipeline.govern_turn, recall_module.ranked, threads.one_trip
-    trips: list[str] = []
+    monkeypatch.setattr(pipeline, "reads_on_the_loop", lambda rt: False)
+    shape, rank = pipeline.shape, recall_module.ranked
+    ran: dict[str, str] = {}
 
-    async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[Message]:
-        governing.set()
-        return await govern(rt, turn, messages)
+    def shaped(rt: Runtime, turn: Turn) -> Any:
+        ran["shape"] = threading.current_thread().name
+        return shape(rt, turn)
 
     def ranked(rt: Runtime, asked: Any) -> Any:
-        assert governing.wait(10), "the recall ran in front of governance"
+        ran["search"] = threading.current_thread().name
         return rank(rt, asked)
 
-    def counted(first: Any, then: Any) -> Any:
-        trips.append("one_trip")
-        return one_trip(first, then)
-
-    monkeypatch.setattr(pipeline, "govern_turn", govern_turn)
+    monkeypatch.setattr(pipeline, "shape", shaped)
     monkeypatch.setattr(recall_module, "ranked", ranked)
-    monkeypatch.setattr(threads, "one_trip", counted)
     question = Message("user", "Which database does the ledger service use?")
     turn = Turn(key="key-1", namespace="", model="m", wire="chat", messages=[question])
     prepared = await pipeline.prepare(rt, turn)
+    await pipeline.stored(rt, turn)
 
     assert isinstance(prepared, Forward)
     block = next(m.text for m in prepared.messages if m.origin == "recall")
     assert "The ledger service runs on PostgreSQL" in block
     assert "Building the ledger service." in block  # the summary of the stored session
-    assert trips == ["one_trip"]
+    assert trips == ["_found", "_shaped"]
+    assert ran["shape"] == ran["search"] != threading.current_thread().name
+
+
+def test_reads_stay_off_the_loop_on_postgresql(settings: Settings, sqlite_store: Any) -> None:
+    """PostgreSQL's reads are network round trips: a worker thread waits for them."""
+    on_pg = settings.model_copy(update={"store_url": "postgresql://memlane@127.0.0.1/memlane"})
+    assert not pipeline.reads_on_the_loop(Runtime(on_pg, sqlite_store))
+    assert pipeline.reads_on_the_loop(Runtime(settings, sqlite_store))
 
 
 @pytest.mark.parametrize(
-    ("session", "dense", "others", "finishing", "where"),
+    ("session", "dense", "others", "where"),
     [
-        pytest.param("existing", "off", 0, 0, "loop", id="next-turn"),
-        pytest.param("existing", "off", 0, 2, "loop", id="while-answers-are-stored"),
-        pytest.param("new", "off", 0, 0, "loop", id="new-session-made-ahead"),
-        pytest.param("child", "off", 0, 0, "worker", id="new-subagent-session-a-write"),
-        pytest.param("existing", "on", 0, 0, "worker", id="an-embedded-query"),
-        pytest.param("existing", "off", 1, 0, "worker", id="another-request-in-hand"),
-        pytest.param("existing", "off", 1, 1, "worker", id="another-request-and-an-answer"),
+        pytest.param("existing", "off", 0, "loop", id="next-turn"),
+        pytest.param("existing", "off", 2, "loop", id="other-requests-in-hand"),
+        pytest.param("new", "off", 0, "loop", id="new-session-made-ahead"),
+        pytest.param("child", "off", 0, "loop", id="new-subagent-session-opened-by-the-writer"),
+        pytest.param("existing", "on", 0, "worker", id="an-embedded-query"),
+        pytest.param("new", "on", 0, "worker", id="an-embedded-query-new-session"),
     ],
 )
 async def test_where_a_request_is_shaped_and_searched(
@@ -154,16 +157,14 @@ async def test_where_a_request_is_shaped_and_searched(
     session: str,
     dense: str,
     others: int,
-    finishing: int,
     where: str,
 ) -> None:
-    """A next turn on SQLite reads on the loop: no thread is woken before it is forwarded,
-    also while earlier answers are being stored (an agent's next request arrives while
-    its last answer is), and so does a new session's first (its row is written behind it,
-    `engine.sessions.ahead`). A subagent's new session (made under its parent, writes that
-    may wait for the lock), a recall that embeds its query, and any request while another
-    is in memlane's hands still go to a worker thread."""
+    """On SQLite a turn reads on the loop: no thread is woken before it is forwarded,
+    whatever else is in memlane's hands, for a next turn, a new session's first (its row
+    is written behind it, `engine.sessions.ahead`) and a subagent's new session (opened
+    by the store's writer). A recall that embeds its query goes to a worker thread."""
     rt.settings = rt.settings.model_copy(update={"memory_dense": dense})
+    assert pipeline.reads_on_the_loop(rt) is (where == "loop")
     remembered(rt)
     shape, rank = pipeline.shape, recall_module.ranked
     ran: dict[str, str] = {}
@@ -185,8 +186,6 @@ async def test_where_a_request_is_shaped_and_searched(
         key=key, namespace="", model="m", wire="chat", messages=[question], parent_key=parent
     )
     with contextlib.ExitStack() as in_hand:
-        for _ in range(finishing):
-            in_hand.enter_context(threads.TRAFFIC.finishing())
         for _ in range(others + 1):  # this request, and the others
             in_hand.enter_context(threads.TRAFFIC.serving())
         prepared = await pipeline.prepare(rt, turn)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from memlane.config import Settings
 from memlane.engine.memory import marks
 from memlane.engine.memory.ingest import ingest_turns
-from memlane.engine.memory.resume import pending_turns
+from memlane.engine.memory.resume import pending_turns, resume
 from memlane.engine.runtime import Runtime
 from memlane.store import NewMessage
 from memlane.store.sqlite import SQLiteStore
@@ -65,6 +67,67 @@ async def test_a_turn_whose_entries_were_written_keeps_them(
     await ingest_turns(rt, [again])
     entries = sqlite_store.list_facts(conversation_id=session_id, roles=("user", "assistant"))
     assert sorted(e.role for e in entries) == ["assistant", "user"]  # not written twice
+
+
+async def test_a_turn_stopped_between_its_two_entries_gets_the_answers_alone(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    """Each entry is its own write: a stop after the user's leaves the answer's to do."""
+    rt = runtime(settings, sqlite_store)
+    session_id = conversation(rt, Message("user", "first"), Message("assistant", "one"))
+    sqlite_store.set_state(session_id, marks.MARK, "0")
+    (turn,) = pending_turns(rt)
+    await ingest_turns(rt, [replace(turn, assistant_text="")])  # the user's entry alone
+    (again,) = pending_turns(rt)
+    assert again.entry_ids
+    await ingest_turns(rt, [again])
+    entries = sqlite_store.list_facts(conversation_id=session_id, roles=("user", "assistant"))
+    assert sorted((e.role, e.text) for e in entries) == [("assistant", "one"), ("user", "first")]
+    (done,) = pending_turns(rt)  # its mark did not move: found whole a next time
+    assert done.answer_entry_ids
+
+
+async def test_an_answer_entry_is_found_for_its_own_turn_only(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    """Messages stored together share a time: the next turn's answer is not taken for
+    written because the first's is."""
+    rt = runtime(settings, sqlite_store)
+    session_id = conversation(
+        rt,
+        Message("user", "first"),
+        Message("assistant", "one"),
+        Message("user", "second"),
+        Message("assistant", "two"),
+    )
+    sqlite_store.set_state(session_id, marks.MARK, "0")
+    first, _ = pending_turns(rt)
+    await ingest_turns(rt, [first])  # stopped before the second turn's work
+    done, second = pending_turns(rt)
+    assert (bool(done.answer_entry_ids), second.answer_entry_ids) == (True, ())
+    await ingest_turns(rt, [done, second])
+    entries = sqlite_store.list_facts(conversation_id=session_id, roles=("user", "assistant"))
+    assert sorted(e.text for e in entries) == ["first", "one", "second", "two"]
+
+
+async def test_resuming_waits_for_the_entries_a_stop_left_in_their_files_alone(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    """A stop between an entry's file and its row: the start-up catch-up indexes the file,
+    and resuming reads the index after it, so the turn is not written twice."""
+    rt = runtime(settings, sqlite_store)
+    session_id = conversation(rt, Message("user", "first"), Message("assistant", "one"))
+    sqlite_store.set_state(session_id, marks.MARK, "0")
+    await ingest_turns(rt, pending_turns(rt))
+    written = sqlite_store.list_facts(conversation_id=session_id, roles=("user", "assistant"))
+    for entry in written:
+        sqlite_store.purge_fact(entry.id)  # the files are written, their rows are not
+    restarted = runtime(settings, sqlite_store)
+    assert await resume(restarted) == 1
+    await restarted.background.drain()
+    entries = sqlite_store.list_facts(conversation_id=session_id, roles=("user", "assistant"))
+    assert sorted(e.id for e in entries) == sorted(e.id for e in written)
+    assert pending_turns(restarted) == []
 
 
 def test_a_session_without_a_mark_is_not_remembered_again(

@@ -1,16 +1,18 @@
-"""A new session is made ahead of its row; the row is written behind its first request."""
+"""A new session is made ahead of its row (`made_session`); the row is written first among
+the turn's writes, in the store's writer (`write_made`), with the id the request was
+shaped with, or the row another writer made first."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from memlane.engine import pipeline, threads
 from memlane.engine.runtime import Runtime
-from memlane.engine.sessions.ahead import SessionsAhead
+from memlane.engine.sessions.ahead import made_session, write_made
 from memlane.engine.turn import Forward, Turn
 from memlane.store import Store
 from memlane.types import Message, Session
@@ -20,58 +22,62 @@ def turn_for(key: str, text: str = "start the ledger service") -> Turn:
     return Turn(key=key, namespace="repo", model="m", wire="chat", messages=[Message("user", text)])
 
 
-@contextlib.contextmanager
-def alone() -> Iterator[None]:
-    """This request is the one in memlane's hands (it is shaped on the loop)."""
-    with threads.TRAFFIC.serving():
-        yield
+@pytest.fixture
+def rt(make_rt: Any) -> Iterator[Runtime]:
+    runtime: Runtime = make_rt()
+    yield runtime
+    runtime.writes.close(timeout=10)
 
 
-def held_writes(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
-    """Rows are written only once the returned event is set."""
+def held_rows(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """New sessions' rows are written (in the store's writer) only once the returned event
+    is set."""
     go = threading.Event()
 
     def write(store: Store, session: Session) -> Session:
         assert go.wait(10), "the test never let the row be written"
-        return SessionsAhead.write(store, session)
+        return write_made(store, session)
 
-    monkeypatch.setattr(rt.sessions_ahead, "write", write)
+    monkeypatch.setattr(pipeline, "write_made", write)
     return go
 
 
-def test_turns_of_one_new_session_share_what_was_made_until_it_is_forgotten() -> None:
-    ahead = SessionsAhead()
-    first = ahead.made("k", namespace="repo", tenant="")
-    assert ahead.made("k", namespace="other", tenant="") is first
-    assert ahead.made("k", namespace="repo", tenant="t2").id != first.id  # tenants apart
-    assert (first.key, first.namespace, first.tenant) == ("k", "repo", "")
-
-    ahead.forget(first)
-    again = ahead.made("k", namespace="repo", tenant="")
-    assert again.id != first.id
-    ahead.forget(first)  # a stale session does not drop the one made since
-    assert ahead.made("k", namespace="repo", tenant="") is again
+def test_a_made_session_is_new_and_in_memory_only(rt: Runtime) -> None:
+    made = made_session("k", "repo", "t2")
+    assert (made.key, made.namespace, made.tenant) == ("k", "repo", "t2")
+    assert made_session("k", "repo", "t2").id != made.id  # each turn's own, until written
+    assert rt.store.find_session("k", tenant="t2") is None
 
 
-def test_the_row_gets_the_id_made_ahead_unless_another_writer_made_it_first(
-    rt: Runtime,
-) -> None:
-    ahead = SessionsAhead()
-    made = ahead.made("new", namespace="repo", tenant="")
-    assert SessionsAhead.write(rt.store, made).id == made.id
-    assert rt.store.find_session("new") is not None
+def test_the_row_gets_the_id_made_ahead(rt: Runtime) -> None:
+    made = made_session("new", "repo", "")
+    row = write_made(rt.store, made)
+    assert row.id == made.id
+    found = rt.store.find_session("new")
+    assert found is not None
+    assert (found.id, found.namespace) == (made.id, "repo")
 
+
+def test_a_row_another_writer_made_first_is_adopted(rt: Runtime) -> None:
     theirs = rt.store.ensure_session("raced", namespace="repo")
-    mine = ahead.made("raced", namespace="repo", tenant="")
-    assert SessionsAhead.write(rt.store, mine).id == theirs.id
+    mine = made_session("raced", "repo", "")
+    assert write_made(rt.store, mine).id == theirs.id
+    assert [s.id for s in rt.store.list_sessions() if s.key == "raced"] == [theirs.id]
+
+
+def test_tenants_keep_their_own_rows_for_one_key(rt: Runtime) -> None:
+    theirs = rt.store.ensure_session("shared-key", namespace="repo", tenant="t1")
+    mine = write_made(rt.store, made_session("shared-key", "repo", "t2"))
+    assert mine.id != theirs.id
+    assert mine.tenant == "t2"
 
 
 async def test_a_new_sessions_row_is_written_behind_its_request_with_the_id_it_was_shaped_with(
     rt: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    go = held_writes(rt, monkeypatch)
+    go = held_rows(monkeypatch)
     turn = turn_for("brand-new")
-    with alone():
+    with threads.TRAFFIC.serving():
         prepared = await pipeline.prepare(rt, turn)
     assert isinstance(prepared, Forward)
     assert turn.session is not None
@@ -85,38 +91,28 @@ async def test_a_new_sessions_row_is_written_behind_its_request_with_the_id_it_w
     assert row.id == shaped_with == turn.session.id
     assert row.namespace == "repo"
     assert [m.message.text for m in rt.store.list_messages(row.id)] == ["start the ledger service"]
-    assert len(rt.sessions_ahead) == 0
 
 
-async def test_a_second_turn_before_the_row_is_written_joins_the_same_session(
+async def test_a_turn_that_went_on_without_its_sessions_stuck_row_joins_that_row(
     rt: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    go = held_writes(rt, monkeypatch)
-    rt.turn_order.limit = 1.0  # the second turn's wait for the first gives up before the row
+    """The second turn's wait for the first's writes gives up before the row is written:
+    it is shaped from a session of its own made ahead, and its writes, queued behind the
+    first's, adopt the first's row."""
+    go = held_rows(monkeypatch)
+    rt.writes.limit = 0.2
     first, second = turn_for("twice", "first"), turn_for("twice", "second")
-    with alone():
+    with threads.TRAFFIC.serving():
         await pipeline.prepare(rt, first)
-    with alone():
+    with threads.TRAFFIC.serving():
         await pipeline.prepare(rt, second)
     assert first.session is not None
     assert second.session is not None
-    assert first.session.id == second.session.id
+    assert first.session.id != second.session.id  # each made its own, ahead
 
     go.set()
-    await pipeline.stored(rt, first)
-    await pipeline.stored(rt, second)
-    sessions = rt.store.list_sessions()
-    assert [s.id for s in sessions if s.key == "twice"] == [first.session.id]
-
-
-async def test_a_new_session_whose_request_is_never_shaped_is_forgotten(
-    rt: Runtime, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def broken(rt: Runtime, turn: Turn) -> object:
-        raise RuntimeError("shaping failed")
-
-    monkeypatch.setattr(pipeline, "shape", broken)
-    with alone(), pytest.raises(RuntimeError):
-        await pipeline.prepare(rt, turn_for("never-shaped"))
-    assert len(rt.sessions_ahead) == 0
-    assert rt.store.find_session("never-shaped") is None
+    rt.writes.limit = 10
+    assert await rt.writes.settled()
+    rows = [s.id for s in rt.store.list_sessions() if s.key == "twice"]
+    assert rows == [first.session.id]
+    assert second.session.id == first.session.id  # the writes behind read the adopted row

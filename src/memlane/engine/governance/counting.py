@@ -68,7 +68,7 @@ class Counting:
             return
         self._started = True
         if not (here and self._small):
-            self._thread, _ = threads.one_trip(self._count, None)
+            self._thread = threads.in_a_request_thread(self._count)
             self._thread.add_done_callback(self._counted)
             return
         try:

@@ -10,6 +10,7 @@ from memlane.engine.governance.cache import Governor
 from memlane.engine.governance.ledger import Ledger, MemoryLedger, StoreLedger
 from memlane.engine.governance.summarise import Summariser
 from memlane.engine.runtime import Runtime
+from memlane.engine.sessions.ahead import write_made
 from memlane.engine.turn import Turn
 from memlane.store import MetaStore
 from memlane.text.llm import LLM
@@ -111,7 +112,7 @@ def governor_for_turn(rt: Runtime, turn: Turn) -> Governor:
         ledger = store_ledger(rt, turn.session, state=turn.state)
         made = turn.made_ahead
         if made is not None:
-            ledger.row = lambda: rt.sessions_ahead.write(rt.store, made)
+            ledger.row = lambda: write_made(rt.store, made)
         llm = rt.summary_llm
     summary_model = rt.summary_model(turn.model)
     gov = make_governor(

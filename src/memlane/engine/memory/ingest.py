@@ -60,6 +60,10 @@ REFUSED_HINT = (
 )
 
 
+ANSWER_AFTER = timedelta(microseconds=1)
+"""How long after the user's turn entry its answer's is dated: their order is kept, and
+a resumed turn finds the answer's entry by it (`engine.memory.resume`)."""
+
 EVENT_TRUNCATED = "memory.truncated"
 TRUNCATED_MARKER = (
     "\n\n[memlane: {left} more characters of this message are left out of memory "
@@ -91,6 +95,9 @@ class TurnInput:
     entry_ids: tuple[str, ...] = ()
     """The user's turn entries already written (a turn resumed after a stop that came
     between its entries and its facts): not written again."""
+    answer_entry_ids: tuple[str, ...] = ()
+    """The answer's turn entries already written, likewise: a stop may also come between
+    the user's entry and the answer's (each is its own write)."""
 
 
 def schedule_ingest(rt: Runtime, turn: Turn, answer: Answer) -> None:
@@ -210,7 +217,7 @@ async def ingest_turns(rt: Runtime, items: Sequence[TurnInput]) -> IngestReport:
     conversation = scopes.conversation_scope(first.session_id, first.tenant)
     said_in: list[tuple[str, ...]] = [() for _ in items]
     if settings.memory_store_turns:
-        entries = [[] if item.entry_ids else _turn_entries(item, conversation) for item in items]
+        entries = [_entries_left(item, conversation) for item in items]
         if settings.memory_cites:
             entries = await threads.to_thread(_noted_turns, entries, conversation, first.namespace)
         written = [entry for per_turn in entries for entry in per_turn]
@@ -336,13 +343,20 @@ def _said(item: TurnInput) -> datetime:
     return item.said_at or now_utc()
 
 
+def _entries_left(item: TurnInput, scope: str) -> list[Fact]:
+    """The turn's entries not written yet: both, or, for a turn resumed after a stop, those
+    the stop left unwritten."""
+    written = {"user": bool(item.entry_ids), "assistant": bool(item.answer_entry_ids)}
+    return [entry for entry in _turn_entries(item, scope) if not written[entry.role]]
+
+
 def _turn_entries(item: TurnInput, scope: str) -> list[Fact]:
     """The exchange as turn entries, dated when the user's message was written (the
-    answer a microsecond on, so their order is kept)."""
+    answer `ANSWER_AFTER` on, so their order is kept)."""
     said = _said(item)
     turns: list[tuple[FactRole, str, int | None, datetime]] = [
         ("user", item.user_text, item.user_message_id, said),
-        ("assistant", item.assistant_text, None, said + timedelta(microseconds=1)),
+        ("assistant", item.assistant_text, None, said + ANSWER_AFTER),
     ]
     return [
         new_fact(

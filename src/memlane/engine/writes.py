@@ -1,0 +1,130 @@
+"""The request path's writes: queued to the store's writer, in order, per session.
+
+A turn reads what its session's earlier turns stored (their messages, the scaffold's
+state, governance's plan), so before it reads it waits for the last write queued for
+its session (`settled`): usually committed long before, since an agent's next request
+follows the answer the write was queued with. Everything else is a queue: a turn's
+messages, what its scaffold and governance keep, its answer and its record are queued
+to one writer thread per store (`store.group_commit`), in the order the turn makes
+them, and committed in batches with every other request's. Only a caller that needs to
+know a write is durable (an answer its client will not resend) awaits it.
+
+    await rt.writes.settled(turn.key, turn.tenant)  # before the turn reads its session
+    turn.storing = rt.writes.queue(turn.session_of, store_the_messages)
+    ...
+    stored = rt.writes.queue(turn.session_of, store_the_answer)   # awaited when it must be
+
+A wait is bounded (`limit`, `request_wait_seconds`): a turn whose session's writes are
+stuck goes on without them, and says so (`engine.waits`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from memlane.engine.signals import leave_signals_to_the_main_thread
+from memlane.store import Store
+from memlane.store.group_commit import GroupCommit
+
+T = TypeVar("T")
+
+SessionOf = tuple[str, str]
+"""A session as the write queue knows it: (tenant, key)."""
+
+DEFAULT_LIMIT_SECONDS = 10.0
+
+
+class Writes:
+    """One store's write queue, as the event loop sees it."""
+
+    def __init__(self, store: Store, *, limit: float = DEFAULT_LIMIT_SECONDS) -> None:
+        self.limit = limit
+        self.writer = GroupCommit(store, initializer=leave_signals_to_the_main_thread)
+        self._last: dict[SessionOf, asyncio.Future[Any]] = {}
+        self._latest: asyncio.Future[Any] | None = None
+
+    def queue(
+        self,
+        session: SessionOf | None,
+        write: Callable[[], T],
+        *,
+        failed: Callable[[], None] | None = None,
+        awaited: bool = False,
+        linger: bool = False,
+    ) -> asyncio.Future[T]:
+        """Queue `write`; its result (or error) arrives in the returned future, which
+        need not be awaited. `session`'s next turn waits for it before it reads.
+        `failed` is called in the writer when the write did not commit (before any later
+        write runs: one that depends on it reads what it says). `awaited`: the caller
+        waits for it, so its batch starts now (`GroupCommit.hurry`); `linger`: queued while
+        its request is still being prepared, so its batch may wait a moment."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        future.add_done_callback(_retrieved)
+
+        told = False
+
+        def guarded() -> T:
+            nonlocal told
+            try:
+                return write()
+            except BaseException:
+                if failed is not None:  # at once: a later write of its batch reads it
+                    told = True
+                    failed()
+                raise
+
+        def done(value: Any, error: BaseException | None) -> None:
+            if error is not None and failed is not None and not told:  # its commit failed
+                failed()
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(_settle, future, value, error)
+
+        self.writer.submit(guarded if failed is not None else write, done, linger=linger)
+        if awaited:
+            self.writer.hurry()
+        self._latest = future
+        if session is not None:
+            self._last[session] = future
+            future.add_done_callback(lambda f: self._forget(session, f))
+        return future
+
+    async def settled(self, session: SessionOf | None = None) -> bool:
+        """Once the writes queued so far for `session` (None: for every session) are
+        committed or failed; False when that took longer than `limit`."""
+        last = self._latest if session is None else self._last.get(session)
+        if last is None:
+            return True
+        if last.done():  # its callbacks (the turn's background work) are queued: they go first
+            await asyncio.sleep(0)
+            return True
+        self.writer.hurry()
+        done, _ = await asyncio.wait([last], timeout=self.limit)
+        return bool(done)
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Commit what is queued, then stop the writer (a graceful stop)."""
+        return self.writer.close(timeout)
+
+    def _forget(self, session: SessionOf, future: asyncio.Future[Any]) -> None:
+        if self._last.get(session) is future:
+            del self._last[session]
+
+
+def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """A write nobody awaits still has its error retrieved (it was handled where it
+    mattered: `engine.pipeline` records a lost turn)."""
+    if not future.cancelled():
+        future.exception()
