@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from memlane.config import Settings
@@ -10,6 +11,7 @@ from memlane.engine.memory.ingest import ingest_turns
 from memlane.engine.memory.resume import pending_turns, resume
 from memlane.engine.runtime import Runtime
 from memlane.store import NewMessage
+from memlane.store.codec import now
 from memlane.store.sqlite import SQLiteStore
 from memlane.types import Message
 
@@ -152,3 +154,22 @@ def test_a_resumed_turn_is_cut_to_the_memory_ceiling_like_a_live_one(
     assert len(pending.user_text) < 300  # the ceiling and its marker, not 5,000 characters
     assert pending.cut == (("user", 5_000),)
     assert pending.assistant_text == "ok"
+
+
+def test_a_turn_stored_since_this_process_started_is_left_to_its_own_request(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    """Its request remembers it (`pipeline.finish`): resuming it too did its work twice
+    (two extraction calls for one turn when a request beat the start-up catch-up)."""
+    rt = runtime(settings, sqlite_store)
+    session_id = conversation(rt, Message("user", "before the start"), Message("assistant", "a"))
+    started = now()
+    time.sleep(0.002)  # the clock moves on between the start and the next turn
+    rt.store.append_messages(
+        session_id,
+        [NewMessage(Message("user", "after it"), 1), NewMessage(Message("assistant", "b"), 1)],
+    )
+    sqlite_store.set_state(session_id, marks.MARK, "0")
+
+    assert [t.user_text for t in pending_turns(rt)] == ["before the start", "after it"]
+    assert [t.user_text for t in pending_turns(rt, started)] == ["before the start"]

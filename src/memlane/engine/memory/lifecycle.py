@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from memlane.engine.memory.resume import resume
 from memlane.engine.runtime import Runtime
+from memlane.store.codec import now
 
 
 async def start_memory(rt: Runtime) -> None:
@@ -20,7 +21,8 @@ async def start_memory(rt: Runtime) -> None:
         return
     book = rt.memory_book
     rt.background.spawn(book.ready(), name="memory-startup-sync")
-    rt.background.spawn(resume(rt), name="memory-resume")
+    # the turns stored before now: what this process stores from here it remembers itself
+    rt.background.spawn(resume(rt, before=now()), name="memory-resume")
     if rt.settings.memory_watch and rt.primary:  # one watcher per home
         await book.start_watching()
 

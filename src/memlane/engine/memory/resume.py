@@ -27,15 +27,17 @@ from memlane.types import Session, StoredMessage
 log = logging.getLogger("memlane.memory")
 
 
-async def resume(rt: Runtime) -> int:
+async def resume(rt: Runtime, *, before: datetime | None = None) -> int:
     """Queue the memory work of every stored turn not remembered yet; how many turns.
-    Once per home (the primary process)."""
+    Once per home (the primary process). `before`: when this process started; a turn
+    it stored since is remembered by its own request (`pipeline.finish`), and resuming
+    it too would do its work twice."""
     if not marks.wanted(rt.settings) or not rt.primary:
         return 0
     # Entries a stop left in their files alone are indexed by the start-up catch-up:
     # read before it, their turns would look unwritten and be written twice.
     await rt.memory_book.ready()
-    items = await threads.to_thread(pending_turns, rt)
+    items = await threads.to_thread(pending_turns, rt, before)
     for item in items:
         queue(rt, item)
     if items:
@@ -44,8 +46,9 @@ async def resume(rt: Runtime) -> int:
     return len(items)
 
 
-def pending_turns(rt: Runtime) -> list[TurnInput]:
-    """The turns past their session's mark, oldest first per session."""
+def pending_turns(rt: Runtime, before: datetime | None = None) -> list[TurnInput]:
+    """The turns past their session's mark, oldest first per session (asked `before`
+    that moment, when given)."""
     store = rt.store
     found: list[TurnInput] = []
     for row in store.dump("session_state"):
@@ -57,7 +60,11 @@ def pending_turns(rt: Runtime) -> list[TurnInput]:
         if mark is None or session is None:
             continue
         messages = store.list_messages(session_id, since_position=mark)
-        turns = list(_answered_turns(rt, session, messages))
+        turns = [
+            turn
+            for turn in _answered_turns(rt, session, messages)
+            if before is None or turn.said_at is None or turn.said_at < before
+        ]
         if turns and rt.settings.memory_store_turns:
             turns = _with_written_entries(rt, session_id, turns)
         found.extend(turns)
