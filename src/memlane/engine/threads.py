@@ -102,9 +102,9 @@ def run_on(threads: RequestThreads, fn: Callable[[], T]) -> asyncio.Future[T]:
         try:
             value = context.run(fn)
         except BaseException as exc:
-            _post(loop, future, None, exc)
+            post(loop, future, None, exc)
         else:
-            _post(loop, future, value, None)
+            post(loop, future, value, None)
 
     threads.submit(job)
     return future
@@ -238,11 +238,11 @@ def in_a_request_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
     """`fn()` on one of the request path's threads, started now; its outcome arrives in
     the returned future (which need not be awaited: its error is still retrieved)."""
     future = run_on(_request_threads, fn)
-    future.add_done_callback(_retrieved)
+    future.add_done_callback(retrieved)
     return future
 
 
-def _post(
+def post(
     loop: asyncio.AbstractEventLoop,
     future: asyncio.Future[Any],
     value: Any,
@@ -264,6 +264,8 @@ def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None
         future.set_result(value)
 
 
-def _retrieved(future: asyncio.Future[Any]) -> None:
+def retrieved(future: asyncio.Future[Any]) -> None:
+    """A done callback: a future nobody awaits still has its error retrieved (asyncio
+    would log it as never retrieved)."""
     if not future.cancelled():
         future.exception()

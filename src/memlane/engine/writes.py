@@ -21,10 +21,10 @@ stuck goes on without them, and says so (`engine.waits`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from memlane.engine import threads
 from memlane.engine.signals import leave_signals_to_the_main_thread
 from memlane.store import Store
 from memlane.store.group_commit import GroupCommit
@@ -63,7 +63,7 @@ class Writes:
         its request is still being prepared, so its batch may wait a moment."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        future.add_done_callback(_retrieved)
+        future.add_done_callback(threads.retrieved)
 
         told = False
 
@@ -80,8 +80,7 @@ class Writes:
         def done(value: Any, error: BaseException | None) -> None:
             if error is not None and failed is not None and not told:  # its commit failed
                 failed()
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(_settle, future, value, error)
+            threads.post(loop, future, value, error)
 
         self.writer.submit(guarded if failed is not None else write, done, linger=linger)
         if awaited:
@@ -112,19 +111,3 @@ class Writes:
     def _forget(self, session: SessionOf, future: asyncio.Future[Any]) -> None:
         if self._last.get(session) is future:
             del self._last[session]
-
-
-def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(value)
-
-
-def _retrieved(future: asyncio.Future[Any]) -> None:
-    """A write nobody awaits still has its error retrieved (it was handled where it
-    mattered: `engine.pipeline` records a lost turn)."""
-    if not future.cancelled():
-        future.exception()
