@@ -52,6 +52,7 @@ from benchmarks.proxy_overhead import (  # noqa: E402  (after the path is set)
     HEADERS,
     VARIANTS,
     run_upstream,
+    start_bare_proxy,
     start_proxy,
 )
 
@@ -129,6 +130,15 @@ async def _client(
         session += 1
 
 
+async def _own_client(
+    url: str, name: str, turns: int, counting_from: float, until: float, tally: Tally
+) -> None:
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    timeout = httpx.Timeout(120.0, connect=30.0)
+    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+        await _client(client, url, name, turns, counting_from, until, tally)
+
+
 def run_clients(
     url: str,
     names: list[str],
@@ -138,21 +148,21 @@ def run_clients(
     seconds: float,
     out: multiprocessing.Queue[Tally],
 ) -> None:
-    """One client process: its share of the clients, all on one event loop."""
+    """One client process: its share of the clients, all on one event loop. Each client
+    has an HTTP client (one connection) of its own, as separate agents do: one pool shared
+    by a hundred clients costs httpx a scan of every connection per request, and that
+    scan, not the proxy, was what the figures measured."""
 
     async def main() -> Tally:
         tally = Tally()
-        limits = httpx.Limits(max_connections=len(names), max_keepalive_connections=len(names))
-        timeout = httpx.Timeout(120.0, connect=30.0)
-        async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
-            await asyncio.sleep(max(0.0, start_at - time.time()))
-            begin = time.monotonic()
-            await asyncio.gather(
-                *(
-                    _client(client, url, n, turns, begin + warmup, begin + warmup + seconds, tally)
-                    for n in names
-                )
+        await asyncio.sleep(max(0.0, start_at - time.time()))
+        begin = time.monotonic()
+        await asyncio.gather(
+            *(
+                _own_client(url, n, turns, begin + warmup, begin + warmup + seconds, tally)
+                for n in names
             )
+        )
         return tally
 
     out.put(asyncio.run(main()))
@@ -222,6 +232,11 @@ def main() -> None:
     parser.add_argument("--sample", type=float, default=30.0)
     parser.add_argument("--direct", action="store_true", help="no memlane: the rig's ceiling")
     parser.add_argument(
+        "--no-engine",
+        action="store_true",
+        help="memlane with the engine's stages as no-ops: what its HTTP face alone costs",
+    )
+    parser.add_argument(
         "--compare",
         action="store_true",
         help="direct, defaults, memory off and --workers 2 in one run, one table",
@@ -236,6 +251,7 @@ def main() -> None:
     )
     upstream.start()
     upstream_url = ready.get(timeout=60)
+    anthropic_url = ready.get(timeout=60)
     try:
         if args.compare:
             cells = [
@@ -253,6 +269,7 @@ def main() -> None:
                     seconds,
                     warmup,
                     direct=args.direct,
+                    bare=anthropic_url if args.no_engine else None,
                     variant=args.variant,
                     workers=args.workers,
                 )
@@ -270,14 +287,25 @@ def measure(
     warmup: float,
     *,
     direct: bool = False,
+    bare: str | None = None,
     variant: str = "defaults",
     workers: int = 1,
 ) -> Cell:
-    """One configuration: its clients run, its figures taken."""
+    """One configuration: its clients run, its figures taken. `bare` (the Anthropic
+    upstream's URL) runs the proxy with the engine's stages as no-ops."""
     if direct:
         assert upstream_pid is not None
         tallies, samples, cpu = drive(args, upstream_url, upstream_pid, seconds, warmup)
         return Cell("straight to the upstream (no memlane)", tallies, samples, None)
+    if bare is not None:
+        with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as home:
+            process, url = start_bare_proxy(upstream_url, bare, Path(home))
+            try:
+                assert process.pid is not None
+                tallies, samples, cpu = drive(args, url, process.pid, seconds, warmup)
+            finally:
+                process.kill()
+        return Cell("memlane's HTTP face alone (engine stages no-ops)", tallies, samples, cpu)
     extra = ("--workers", str(workers)) if workers > 1 else ()
     label = f"memlane, {variant}" + (f", --workers {workers}" if workers > 1 else "")
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as home:
