@@ -178,12 +178,28 @@ def _is_ip(name: str) -> bool:
     return True
 
 
+CHECKED_HEADERS = frozenset({"host", "origin", "via", "content-type", OWN_CALL_HEADER})
+"""The request headers `Guard.refusal` reads; the others are not decoded."""
+KNOWN_HOSTS = 64
+
+
 class Guard:
     """Pure ASGI middleware applying the checks above to every HTTP request."""
 
     def __init__(self, app: App, settings: Settings) -> None:
         self.app = app
         self.settings = settings
+        self.hosts: dict[str, bool] = {}
+        """`host_allowed` per Host header seen, up to `KNOWN_HOSTS` of them: a client sends
+        the same one every time."""
+
+    def host_allowed(self, host: str) -> bool:
+        known = self.hosts.get(host)
+        if known is None:
+            known = host_allowed(self.settings, host)
+            if len(self.hosts) < KNOWN_HOSTS:
+                self.hosts[host] = known
+        return known
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -212,9 +228,13 @@ class Guard:
         await send({"type": "http.response.body", "body": body})
 
     def refusal(self, scope: Scope) -> tuple[int, str, str] | None:
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = {
+            name: value.decode("latin-1")
+            for raw, value in scope["headers"]
+            if (name := raw.decode("latin-1").lower()) in CHECKED_HEADERS
+        }
         host = headers.get("host", "")
-        if not host_allowed(self.settings, host):
+        if not self.host_allowed(host):
             return (
                 403,
                 "host_not_allowed",

@@ -21,6 +21,7 @@ from memlane.store.base import StoreError
 from memlane.store.sql import SqlStore
 from memlane.store.sqlite.checkpoint import Checkpointer
 from memlane.store.sqlite.db import SQLiteDb
+from memlane.store.sqlite.process_lock import ProcessLock
 from memlane.store.sqlite.schema import ForeignDatabase, NewerSchema, check, migrate
 from memlane.store.write_gate import WriteGate
 
@@ -41,6 +42,7 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
         self._local = threading.local()
         self._lock = threading.Lock()
         self._write_lock = WriteGate()
+        self._process_lock = ProcessLock(self.path)
         self._savepoints = itertools.count()  # a request's write goes before background ones
         self._connections: list[sqlite3.Connection] = []
         self.checkpointer = Checkpointer(self.path, self._conn)
@@ -123,6 +125,7 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
             connections, self._connections = self._connections, []
         for conn in connections:
             conn.close()
+        self._process_lock.close()
         self._local = threading.local()
 
     @contextmanager
@@ -196,7 +199,7 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
         polls with sleeps of up to 100 ms, so a writer waiting on another thread of
         the same proxy would otherwise sleep (and poll) long after the lock is free.
         The lock lets a request's write go before waiting background writes
-        (`store.write_gate`). Other processes still wait through the busy timeout. The
+        (`store.write_gate`). Other processes queue on a file lock (`process_lock`). The
         WAL is checkpointed by a background thread (`sqlite.checkpoint`), never by the
         committing write.
         """
@@ -213,6 +216,7 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
                 f"{BUSY_TIMEOUT_MS // 1000} s; retry"
             )
         try:
+            self._process_lock.acquire()
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.DatabaseError as exc:
@@ -228,6 +232,7 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
                 conn.execute("ROLLBACK")
                 raise StoreError(explain(self.path, exc)) from None
         finally:
+            self._process_lock.release()
             self._write_lock.release()
 
     def _committed(self) -> None:
