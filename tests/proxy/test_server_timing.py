@@ -13,7 +13,7 @@ from memlane.proxy.answers import _response_headers
 from tests.proxy.conftest import QUIET
 from tests.support.upstream import ProxyFactory, Reply, ScriptedUpstream
 
-STAGES = ["shape", "governance", "recall", "render", "upstream"]
+STAGES = ["wait", "shape", "governance", "recall", "render", "upstream"]
 UPSTREAM_SECONDS = 0.2
 
 

@@ -51,6 +51,7 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
     """
     if not await rt.writes.settled(turn.session_of):
         waits.overran(rt, turn, "storing the session's earlier turns")
+    turn.clock.mark("wait")
     ahead = None
     if has_references(turn.messages):
         stored_now = storing.queue(

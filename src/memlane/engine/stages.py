@@ -2,7 +2,7 @@
 
 The proxy sends the stages back as a `Server-Timing` header, so a user (or a browser's
 network panel, or `curl -i`) sees memlane's own cost on every answer without a profiler:
-`memlane-shape;dur=0.91, memlane-governance;dur=0.48, …, memlane-upstream;dur=301.20`.
+`memlane-wait;dur=0.02, memlane-shape;dur=0.91, …, memlane-upstream;dur=301.20`.
 """
 
 from __future__ import annotations

@@ -112,6 +112,10 @@ class UpstreamResponse:
     async def aclose(self) -> None:
         self._raw.release()
 
+    def abort(self) -> None:
+        """Drop the connection now: a read of the body waiting on it fails at once."""
+        self._raw.close()
+
 
 Provider = Literal["openai", "anthropic"]
 

@@ -108,7 +108,7 @@ TIMING_PREFIX = "memlane-"
 
 
 def timing_value(stages: Iterable[tuple[str, float]]) -> str:
-    """`memlane-shape;dur=0.91, memlane-governance;dur=0.48, …` (milliseconds)."""
+    """`memlane-wait;dur=0.02, memlane-shape;dur=0.91, …` (milliseconds)."""
     return ", ".join(f"{TIMING_PREFIX}{name};dur={ms:.2f}" for name, ms in stages)
 
 

@@ -182,7 +182,15 @@ def loads(raw: bytes | str) -> Any:
     Only bodies that contain such an escape pay for the second pass. Bytes must be
     UTF-8 (`json.loads` alone would let encoded surrogates through): anything else
     raises `UnicodeDecodeError`, a `ValueError`.
+
+    orjson reads it first (every request's body: the stdlib's parser cost about 3% of
+    the HTTP face's CPU); it refuses lone surrogates, NaN and integers past 64 bits, and
+    what it refuses takes the stdlib's path, which accepts or rejects as it always did.
     """
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
     text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
     data = json.loads(text)
     probe = raw if isinstance(raw, bytes) else raw.encode("utf-8", errors="surrogatepass")
