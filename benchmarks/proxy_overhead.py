@@ -242,7 +242,8 @@ def start_proxy(
 ) -> tuple[Process, str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMLANE_", "OPENAI_"))}
-    env |= {"MEMLANE_LOG_LEVEL": "warning", **VARIANTS[variant], **(extra or {})}
+    # the log level as shipped (info: an access line per request), as a new user runs it
+    env |= {**VARIANTS[variant], **(extra or {})}
     command = [
         str(ROOT / ".venv/bin/memlane"),
         "--home",
