@@ -177,7 +177,7 @@ class KeywordIndex:
         self._live -= 1
         self._total -= float(docs.length[index])
         self._dead += 1
-        self._filter.changed()
+        self._filter.killed(index)
 
     def _read_new(self, conn: sqlite3.Connection) -> None:
         """Index the documents above the high-water mark, a chunk of rows at a time, and
@@ -339,10 +339,11 @@ class KeywordIndex:
         with self._lock:
             if query.max_df <= 0 or self._live == 0:
                 return {}
-            mask = self._filter.mask(query.flt)
-            if mask is None:
+            passing = self._filter.passing(query.flt)
+            if passing is None:
                 return {}
-            max_df = rare_bound(query.max_df, query.max_share, int(np.count_nonzero(mask)))
+            mask = passing.mask
+            max_df = rare_bound(query.max_df, query.max_share, passing.count)
             if max_df < 2:
                 return {}  # a word only its seed holds links nothing
             out: dict[str, list[int]] = {}
