@@ -49,3 +49,13 @@ def test_stem_leaves_short_words_names_and_double_s_alone() -> None:
 
 def test_query_and_document_agree_on_identifier_case() -> None:
     assert set(query_terms("LoadUserProfile")) <= set(terms("call loadUserProfile() now"))
+
+
+def test_a_memoised_querys_terms_are_the_callers_own() -> None:
+    """A query asked again gets its terms from the memo: a caller changing its list must
+    not change the next caller's, and a query too long to memoise gets the same terms."""
+    first = query_terms("heron nest heron")
+    first.append("changed")
+    assert query_terms("heron nest heron") == ["heron", "nest"]
+    long = "heron nest " * 1_000
+    assert query_terms(long) == ["heron", "nest"]
