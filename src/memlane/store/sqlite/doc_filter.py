@@ -83,10 +83,12 @@ class Passing:
         self.mask = np.concatenate([self.mask, fresh])
         self.count += int(np.count_nonzero(fresh))
 
-    def kill(self, index: int) -> None:
-        if index < self.mask.shape[0] and self.mask[index]:
-            self.mask[index] = False
-            self.count -= 1
+    def kill(self, indexes: IntArray) -> None:
+        """Documents (distinct) died: they no longer pass."""
+        inside = indexes[indexes < self.mask.shape[0]]
+        passed = inside[self.mask[inside]]
+        self.mask[passed] = False
+        self.count -= passed.shape[0]
 
 
 class DocFilter:
@@ -109,11 +111,11 @@ class DocFilter:
         docs.session[base:end] = self.sessions.encode(columns[2])
         docs.role[base:end] = self.roles.encode(columns[3])
 
-    def killed(self, index: int) -> None:
-        """The document at `index` died: it passes no cached mask any more (a dead document
-        passes no filter, so clearing its place keeps every cached mask exact)."""
+    def killed(self, indexes: IntArray) -> None:
+        """The documents at `indexes` (distinct) died: they pass no cached mask any more (a
+        dead document passes no filter, so clearing its place keeps every mask exact)."""
         for passing in self._masks.values():
-            passing.kill(index)
+            passing.kill(indexes)
 
     def mask(self, flt: SearchFilter) -> Mask | None:
         """Documents passing `flt`; None when no document can."""

@@ -114,6 +114,7 @@ class KeywordIndex:
         self._tail: dict[int, tuple[list[int], list[int]]] = {}
         self._tail_docs = 0
         self._tail_arrays: dict[int, tuple[Int32Array, Int32Array]] = {}
+        self._where = np.full(0, -1, np.int32)  # a rowid's latest document, -1: none
 
     @property
     def loaded(self) -> bool:
@@ -156,10 +157,9 @@ class KeywordIndex:
         if not changed:
             return
         ids = np.fromiter((r[0] for r in changed), np.int64, len(changed))
-        docs = self._docs
-        stale = np.flatnonzero(np.isin(docs.rowid[: docs.n], ids) & docs.alive[: docs.n])
-        for index in stale:
-            self._kill(int(index))
+        places = self._where[ids[ids < self._where.shape[0]]].astype(np.int64)
+        places = places[places >= 0]
+        self._kill(places[self._docs.alive[places]])
         rows: list[tuple[Any, ...]] = []
         wanted = sorted(int(i) for i in ids)
         for first in range(0, len(wanted), 500):  # SQLite bounds the parameters of a statement
@@ -171,13 +171,16 @@ class KeywordIndex:
             ).fetchall()
         self._add(rows)
 
-    def _kill(self, index: int) -> None:
+    def _kill(self, indexes: IntArray) -> None:
+        """The documents at `indexes` (alive, distinct) died: a change or a deletion."""
+        if not indexes.shape[0]:
+            return
         docs = self._docs
-        docs.alive[index] = False
-        self._live -= 1
-        self._total -= float(docs.length[index])
-        self._dead += 1
-        self._filter.killed(index)
+        docs.alive[indexes] = False
+        self._live -= indexes.shape[0]
+        self._total -= float(docs.length[indexes].sum())  # whole numbers: exact in any order
+        self._dead += indexes.shape[0]
+        self._filter.killed(indexes)
 
     def _read_new(self, conn: sqlite3.Connection) -> None:
         """Index the documents above the high-water mark, a chunk of rows at a time, and
@@ -226,11 +229,23 @@ class KeywordIndex:
         docs.active[base:end] = columns[5]
         docs.alive[base:end] = True
         docs.n = end
+        self._place(docs.rowid[base:end], base)
         self._live += count
         self._total += float(docs.length[base:end].sum())
 
         keys, tfs = np.unique(term_ids * count + local, return_counts=True)
         return keys // count, keys % count + base, tfs
+
+    def _place(self, rowids: IntArray, base: int) -> None:
+        """Remember where each rowid's document now is (documents from `base`), so a change
+        finds the documents it kills without a pass over every document. One int32 per
+        rowid handed out: `docs` rowids are AUTOINCREMENT, dense."""
+        top = int(rowids.max()) + 1
+        if top > self._where.shape[0]:
+            grown = np.full(max(top, 2 * self._where.shape[0], 1024), -1, np.int32)
+            grown[: self._where.shape[0]] = self._where
+            self._where = grown
+        self._where[rowids] = np.arange(base, base + rowids.shape[0], dtype=np.int32)
 
     def _post(self, batches: list[Postings], count: int) -> None:
         """Put new postings in the tail, or merge them into the arrays when the tail is full."""
