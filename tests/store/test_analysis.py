@@ -51,11 +51,19 @@ def test_query_and_document_agree_on_identifier_case() -> None:
     assert set(query_terms("LoadUserProfile")) <= set(terms("call loadUserProfile() now"))
 
 
-def test_a_memoised_querys_terms_are_the_callers_own() -> None:
-    """A query asked again gets its terms from the memo: a caller changing its list must
-    not change the next caller's, and a query too long to memoise gets the same terms."""
-    first = query_terms("heron nest heron")
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Which file should I look at next, and why? Keep it short.",
+        "bug fix bug LoadUserProfile src/app/main.py E1234 v2.3.1",
+        "tabs\tand\u00a0no-break\u2003spaces, café naïve  running runs",
+        "",
+    ],
+)
+def test_query_terms_are_the_analysers_distinct_terms(text: str) -> None:
+    """`query_terms` goes through the per-chunk memo: the same terms as the analyser, each
+    once, in first occurrence order, and a list of the caller's own."""
+    first = query_terms(text)
+    assert first == list(dict.fromkeys(terms(text)))
     first.append("changed")
-    assert query_terms("heron nest heron") == ["heron", "nest"]
-    long = "heron nest " * 1_000
-    assert query_terms(long) == ["heron", "nest"]
+    assert query_terms(text) == list(dict.fromkeys(terms(text)))

@@ -80,25 +80,10 @@ def might_say(lowered: str, term: str) -> bool:
     return term in lowered or (term.endswith("y") and term[:-1] in lowered)
 
 
-QUERY_MEMO_CHARS = 4_096
-"""Queries up to this long have their terms memoised (`query_terms`)."""
-
-
 def query_terms(text: str) -> list[str]:
-    """Distinct terms of a query, first occurrence order; memoised for a short query: an
-    agent's tool loop asks with the same prompt at every step."""
-    if len(text) > QUERY_MEMO_CHARS:
-        return _distinct_terms(text)
-    return list(_memo_terms(text))
-
-
-def _distinct_terms(text: str) -> list[str]:
-    return list(dict.fromkeys(terms(text)))
-
-
-@functools.lru_cache(maxsize=256)
-def _memo_terms(text: str) -> tuple[str, ...]:
-    return tuple(_distinct_terms(text))
+    """Distinct terms of a query, first occurrence order; through `term_string`'s memo of
+    each whitespace-separated chunk (a user turn's words are mostly words seen before)."""
+    return list(dict.fromkeys(term_string(text).split()))
 
 
 def _split(token: str) -> list[str]:
