@@ -72,21 +72,22 @@ HELD_CHUNK = 4_096
 common (more holders than asked for) after a chunk or two, not after all of them."""
 
 
-def _held(postings: IntArray, mask: npt.NDArray[np.bool_], most: int) -> IntArray | None:
-    """The postings that pass `mask`, or None when more than `most` do."""
-    if postings.shape[0] <= HELD_CHUNK:  # a rare word's: one look
-        passing = postings[mask[postings]]
-        return None if passing.shape[0] > most else passing
-    found: list[IntArray] = []
+def _held(parts: Sequence[Int32Array], mask: npt.NDArray[np.bool_], most: int) -> Int32Array | None:
+    """The postings (a word's, in parts: the arrays' and the tail's) that pass `mask`, or
+    None when more than `most` do."""
+    found: list[Int32Array] = []
     count = 0
-    for start in range(0, postings.shape[0], HELD_CHUNK):
-        chunk = postings[start : start + HELD_CHUNK]
-        passing = chunk[mask[chunk]]
-        count += passing.shape[0]
-        if count > most:
-            return None
-        found.append(passing)
-    return np.concatenate(found) if found else postings[:0]
+    for postings in parts:
+        for start in range(0, postings.shape[0], HELD_CHUNK):
+            chunk = postings[start : start + HELD_CHUNK]
+            passing = chunk[mask[chunk]]
+            count += passing.shape[0]
+            if count > most:
+                return None
+            found.append(passing)
+    if len(found) == 1:
+        return found[0]
+    return np.concatenate(found) if found else np.zeros(0, np.int32)
 
 
 class KeywordIndex:
@@ -367,8 +368,7 @@ class KeywordIndex:
                 term = vocab.get(word)
                 if term is None:
                     continue
-                postings, _ = self._postings(term)
-                chosen = _held(postings, mask, max_df)
+                chosen = _held(self._posting_parts(term), mask, max_df)
                 if chosen is not None and chosen.shape[0]:
                     out[word] = np.sort(rowid[chosen]).tolist()
             return out
@@ -387,6 +387,16 @@ class KeywordIndex:
             docs = np.concatenate([docs, tail_docs])
             tfs = np.concatenate([tfs, tail_tfs])
         return docs, tfs
+
+    def _posting_parts(self, term: int) -> list[Int32Array]:
+        """A term's documents as the arrays and the tail hold them (no copy into one)."""
+        parts: list[Int32Array] = []
+        if term + 1 < self._off.shape[0]:
+            parts.append(self._pdoc[int(self._off[term]) : int(self._off[term + 1])])
+        tail = self._tail.get(term)
+        if tail is not None:
+            parts.append(self._tail_array(term, tail)[0])
+        return parts
 
     def _tail_array(
         self, term: int, tail: tuple[list[int], list[int]]
