@@ -1,7 +1,7 @@
 """One request's recall search, over an empty, a tiny and a few-thousand-entry memory.
 
 Run: .venv/bin/python benchmarks/recall_search.py [--entries 4000] [--sessions 200]
-        [--searches 400] [--writes 2]
+        [--searches 400] [--writes 2] [--changes 1]
 
 What a proxy request runs in front of its answer with the default settings (no
 reranker, no embeddings): `retrieval.search.ranked` over the conversation's scope,
@@ -10,10 +10,11 @@ The memory is an embedded SQLite store holding `--entries` remembered turns
 (user / assistant, Zipf-distributed words plus identifiers) spread over
 `--sessions` conversations, plus one fact in ten in the namespace. Each search
 asks as a different conversation (round robin), as 200 clients do, and
-`--writes` new turns are committed before each one (the keyword index catches
-up in the writer's thread, as a proxy's write batch does: that time is printed
-apart). Printed: the median and p95 CPU milliseconds (this thread's) of one search,
-and the median of one write batch with its catch-up, for each memory size.
+`--writes` new turns are committed before each one and `--changes` of them
+rewritten (a remembered turn's document takes in its next turn's words); the
+keyword index catches up in the writing thread, as after a proxy's write batch,
+and that time is printed apart. Printed: the median and p95 CPU milliseconds (this
+thread's) of one search, and the median of one catch-up, for each memory size.
 """
 
 from __future__ import annotations
@@ -58,6 +59,13 @@ class Memory:
         self.corpus = Corpus.make()
         self.sessions = [f"session-{i}" for i in range(sessions)]
         self.count = 0
+        self.catch_ups: list[float] = []
+        catch_up = self.store._catch_up
+
+        def timed_catch_up() -> None:
+            self.catch_ups.append(timed(catch_up))
+
+        self.store._catch_up = timed_catch_up  # type: ignore[method-assign]
 
     def add(self, entries: int) -> None:
         with self.store.batch():
@@ -71,6 +79,17 @@ class Memory:
                     scope = scopes.conversation_scope(session, "")
                     role = "user" if self.count % 2 else "assistant"
                 self.store.put_fact(entry(self.count, scope, role, self.corpus.sentence()))
+
+    def change(self, entries: int) -> None:
+        """Rewrite the `entries` latest entries (a turn's document takes its next turn's
+        words when that turn is remembered): the index kills and re-reads them."""
+        with self.store.batch():
+            for number in range(self.count - entries + 1, self.count + 1):
+                session = self.sessions[number % len(self.sessions)]
+                scope = scopes.conversation_scope(session, "")
+                role = "user" if number % 2 else "assistant"
+                text = f"{self.corpus.sentence()} {self.corpus.sentence()}"
+                self.store.put_fact(entry(number, scope, role, text))
 
     def search(self, number: int) -> int:
         session = self.sessions[number % len(self.sessions)]
@@ -88,15 +107,16 @@ def timed(work: Callable[[], object]) -> float:
     return (time.thread_time() - started) * 1000
 
 
-def measure(memory: Memory, searches: int, writes: int) -> tuple[list[float], list[float]]:
+def measure(memory: Memory, searches: int, writes: int, changes: int) -> list[float]:
     memory.search(0)  # the first search loads the index
+    memory.catch_ups.clear()
     search_ms: list[float] = []
-    write_ms: list[float] = []
     for number in range(searches):
         if writes:
-            write_ms.append(timed(lambda: memory.add(writes)))
+            memory.add(writes)
+            memory.change(changes)
         search_ms.append(timed(lambda n=number: memory.search(n)))
-    return search_ms, write_ms
+    return search_ms
 
 
 def p95(samples: list[float]) -> float:
@@ -109,16 +129,19 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--searches", type=int, default=400)
     parser.add_argument("--writes", type=int, default=2)
+    parser.add_argument("--changes", type=int, default=1)
     args = parser.parse_args()
-    print("| memory | search p50 ms | search p95 ms | write batch p50 ms (with catch-up) |")
+    print("| memory | search p50 ms | search p95 ms | catch-up p50 ms |")
     print("| --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as folder:
         memory = Memory(Path(folder), args.sessions)
         for size, label in ((0, "empty"), (20, "tiny (20 entries)"), (args.entries, "")):
             memory.add(size - memory.count)
             name = label or f"{memory.count} entries, {args.sessions} conversations"
-            searches, writes = measure(memory, args.searches, args.writes if label == "" else 0)
-            median = statistics.median(writes) if writes else 0.0
+            writes_now = args.writes if label == "" else 0
+            searches = measure(memory, args.searches, writes_now, args.changes)
+            catch_ups = memory.catch_ups if writes_now else []
+            median = statistics.median(catch_ups) if catch_ups else 0.0
             print(
                 f"| {name} | {statistics.median(searches):.3f} | {p95(searches):.3f} "
                 f"| {median:.3f} |"

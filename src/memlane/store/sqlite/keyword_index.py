@@ -373,7 +373,7 @@ class KeywordIndex:
                     out[word] = np.sort(rowid[chosen]).tolist()
             return out
 
-    def _postings(self, term: int) -> tuple[IntArray, IntArray]:
+    def _postings(self, term: int) -> tuple[Int32Array, Int32Array]:
         docs: Any
         tfs: Any
         if term + 1 < self._off.shape[0]:
@@ -382,11 +382,12 @@ class KeywordIndex:
         else:
             docs, tfs = self._pdoc[:0], self._ptf[:0]
         tail = self._tail.get(term)
-        if tail is not None:
-            tail_docs, tail_tfs = self._tail_array(term, tail)
-            docs = np.concatenate([docs, tail_docs])
-            tfs = np.concatenate([tfs, tail_tfs])
-        return docs, tfs
+        if tail is None:
+            return docs, tfs
+        tail_docs, tail_tfs = self._tail_array(term, tail)
+        if not docs.shape[0]:  # a word only new documents say: no copy
+            return tail_docs, tail_tfs
+        return np.concatenate([docs, tail_docs]), np.concatenate([tfs, tail_tfs])
 
     def _posting_parts(self, term: int) -> list[Int32Array]:
         """A term's documents as the arrays and the tail hold them (no copy into one)."""
