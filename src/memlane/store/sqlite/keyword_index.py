@@ -134,14 +134,15 @@ class KeywordIndex:
                     "SELECT coalesce((SELECT min(seq) FROM doc_changes), 0), "
                     "coalesce((SELECT max(seq) FROM doc_changes), 0)"
                 ).fetchone()
+                changed: list[tuple[Any, ...]] = []
                 if self._loaded and last > self._seq:
                     if self._seq < first - 1 or last - self._seq > RELOAD_CHANGES:
                         self._reset()  # the log was pruned past us, or too much changed
                     else:
-                        self._apply_changes(conn, last)
+                        changed = self._apply_changes(conn, last)
                 if not self._loaded:
                     self._seq = int(last)
-                self._read_new(conn)
+                self._read_new(conn, changed)
                 self._loaded = True
             except BaseException:
                 self._reset()  # half an update is worse than none: the next query reloads
@@ -149,14 +150,15 @@ class KeywordIndex:
             finally:
                 conn.execute("COMMIT")
 
-    def _apply_changes(self, conn: sqlite3.Connection, last: int) -> None:
+    def _apply_changes(self, conn: sqlite3.Connection, last: int) -> list[tuple[Any, ...]]:
+        """Kill the documents changed since; return their current rows, to index again."""
         changed = conn.execute(
             "SELECT DISTINCT doc_id FROM doc_changes WHERE seq > ? AND doc_id <= ?",
             (self._seq, self._hwm),
         ).fetchall()
         self._seq = int(last)
         if not changed:
-            return
+            return []
         ids = np.fromiter((r[0] for r in changed), np.int64, len(changed))
         places = self._where[ids[ids < self._where.shape[0]]].astype(np.int64)
         places = places[places >= 0]
@@ -170,7 +172,7 @@ class KeywordIndex:
                 f"WHERE rowid IN ({', '.join('?' for _ in chunk)}) ORDER BY rowid",
                 chunk,
             ).fetchall()
-        self._add(rows)
+        return rows
 
     def _kill(self, indexes: IntArray) -> None:
         """The documents at `indexes` (alive, distinct) died: a change or a deletion."""
@@ -183,25 +185,25 @@ class KeywordIndex:
         self._dead += indexes.shape[0]
         self._filter.killed(indexes)
 
-    def _read_new(self, conn: sqlite3.Connection) -> None:
-        """Index the documents above the high-water mark, a chunk of rows at a time, and
-        post them together (one merge, not one per chunk)."""
+    def _read_new(self, conn: sqlite3.Connection, changed: list[tuple[Any, ...]]) -> None:
+        """Index the `changed` rows again and the documents above the high-water mark, a
+        chunk of rows at a time, and post them together (one merge, not one per chunk;
+        after a write, one batch: each costs a few dozen vector operations however small)."""
         batches: list[Postings] = []
         count = 0
+        rows = changed
         while True:
-            rows = conn.execute(_DOC_ROWS, (self._hwm, LOAD_CHUNK)).fetchall()
+            new = conn.execute(_DOC_ROWS, (self._hwm, LOAD_CHUNK)).fetchall()
+            if new:
+                self._hwm = max(self._hwm, int(new[-1][0]))
+            rows = rows + new if rows else new
             if rows:
                 batches.append(self._register(rows))
                 count += len(rows)
-                self._hwm = max(self._hwm, int(rows[-1][0]))
-            if len(rows) < LOAD_CHUNK:
+                rows = []
+            if len(new) < LOAD_CHUNK:
                 break
         self._post(batches, count)
-
-    def _add(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Index rows of `_DOC_ROWS` as new documents."""
-        if rows:
-            self._post([self._register(rows)], len(rows))
 
     def _register(self, rows: Sequence[tuple[Any, ...]]) -> Postings:
         """Add rows of `_DOC_ROWS` as new documents; return their postings as (term,
