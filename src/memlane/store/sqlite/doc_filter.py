@@ -106,8 +106,9 @@ class DocFilter:
         """Code the filter columns (kind, scope, session, role) of the documents from `base`."""
         docs, end = self.docs, base + len(columns[0])
         docs.kind[base:end] = self.kinds.encode(columns[0])
-        docs.scope[base:end] = self.scopes.encode(columns[1])
-        self._index_scopes(docs.scope[base:end], base)
+        scopes = self.scopes.encode(columns[1])
+        docs.scope[base:end] = scopes
+        self._index_scopes(scopes, base)
         docs.session[base:end] = self.sessions.encode(columns[2])
         docs.role[base:end] = self.roles.encode(columns[3])
 
@@ -197,12 +198,19 @@ class DocFilter:
         self._tables[key] = table
         return table
 
-    def _index_scopes(self, scopes: npt.NDArray[np.int32], base: int) -> None:
-        """Add new documents (positions from `base`) to their scopes' lists."""
-        order = np.argsort(scopes, kind="stable")
-        codes, starts = np.unique(scopes[order], return_index=True)
-        for code, part in zip(codes.tolist(), np.split(order + base, starts[1:]), strict=True):
-            self._scope_docs[code].append(part.astype(np.int64))
+    def _index_scopes(self, scopes: list[int], base: int) -> None:
+        """Add new documents (positions from `base`, their scope codes) to their scopes'
+        lists: grouped in Python, as a write brings a handful (a sort and a split of a
+        few values cost more than the documents themselves)."""
+        groups: dict[int, list[int]] = {}
+        for position, code in enumerate(scopes, base):
+            found = groups.get(code)
+            if found is None:
+                groups[code] = [position]
+            else:
+                found.append(position)
+        for code, positions in groups.items():
+            self._scope_docs[code].append(np.array(positions, np.int64))
 
     def _in_scopes(self, codes: Sequence[int], lo: int) -> IntArray:
         """Positions from `lo` of the documents of these scopes (each scope's ascending)."""
