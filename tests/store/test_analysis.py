@@ -49,3 +49,21 @@ def test_stem_leaves_short_words_names_and_double_s_alone() -> None:
 
 def test_query_and_document_agree_on_identifier_case() -> None:
     assert set(query_terms("LoadUserProfile")) <= set(terms("call loadUserProfile() now"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Which file should I look at next, and why? Keep it short.",
+        "bug fix bug LoadUserProfile src/app/main.py E1234 v2.3.1",
+        "tabs\tand\u00a0no-break\u2003spaces, café naïve  running runs",
+        "",
+    ],
+)
+def test_query_terms_are_the_analysers_distinct_terms(text: str) -> None:
+    """`query_terms` goes through the per-chunk memo: the same terms as the analyser, each
+    once, in first occurrence order, and a list of the caller's own."""
+    first = query_terms(text)
+    assert first == list(dict.fromkeys(terms(text)))
+    first.append("changed")
+    assert query_terms(text) == list(dict.fromkeys(terms(text)))

@@ -14,6 +14,7 @@ import pytest
 
 from memlane.store import NewMessage, SearchFilter
 from memlane.store.sqlite import SQLiteStore
+from memlane.store.sqlite.doc_filter import MASKS_KEPT
 from memlane.store.sqlite.keyword_index import TAIL_MIN, KeywordIndex
 from memlane.store.sqlite.schema import DOC_CHANGES_KEPT
 from memlane.types import Fact, FactRole, Message
@@ -329,4 +330,54 @@ def test_a_words_tail_is_converted_once_and_extended_by_what_is_new(tmp_path: Pa
     assert docs.shape[0] == 51
     assert (docs[:50] == first[0]).all()
     assert (tfs[:50] == first[1]).all()
+    store.close()
+
+
+def test_a_cached_filter_drops_a_document_that_moved_to_another_scope(tmp_path: Path) -> None:
+    """The index's own answer: a filter's cached mask forgets a document whose scope (its
+    namespace) changed, or that was deleted, and counts only what passes."""
+    store = SQLiteStore(tmp_path / "memlane.db")
+    raw = sqlite3.connect(store.path, isolation_level=None)
+    index = KeywordIndex()
+
+    def refs(flt: SearchFilter) -> list[str]:
+        index.refresh(raw)
+        found = [hit.rowid for hit in index.search(["heron"], flt, 50)]
+        by_rowid = dict(raw.execute("SELECT rowid, ref FROM docs").fetchall())
+        return sorted(by_rowid[rowid] for rowid in found)
+
+    in_a = SearchFilter(kinds=("fact",), scopes=("ns-a",))
+    in_b = SearchFilter(kinds=("fact",), scopes=("ns-b",))
+    everywhere = SearchFilter(kinds=("fact",))
+    for name in "abc":
+        store.put_fact(fact(name, f"heron {name}", scope="ns-a"))
+    assert refs(in_a) == ["a", "b", "c"]
+    assert refs(in_b) == []
+    assert refs(everywhere) == ["a", "b", "c"]
+    store.put_fact(fact("b", "heron b", scope="ns-b"))  # the same entry, another namespace
+    store.delete_fact("c")
+    assert refs(in_a) == ["a"]
+    assert refs(in_b) == ["b"]
+    assert refs(everywhere) == ["a", "b"]
+    with index._lock:
+        for flt, count in ((in_a, 1), (in_b, 1), (everywhere, 2)):
+            passing = index._filter.passing(flt)
+            assert passing is not None
+            assert passing.count == count
+    raw.close()
+    store.close()
+
+
+def test_more_filters_than_are_cached_each_keep_their_own_answer(tmp_path: Path) -> None:
+    """Two hundred conversations asking in turn: each filter's answer stays its own when
+    its cached mask has been dropped for others' and is computed again."""
+    store = SQLiteStore(tmp_path / "memlane.db")
+    conversations = [f"conv:{i}" for i in range(MASKS_KEPT * 3)]
+    for round_ in range(2):
+        for i, scope in enumerate(conversations):
+            store.put_fact(fact(f"{scope}-{round_}", f"heron {i} round {round_}", scope=scope))
+        for scope in conversations:
+            flt = SearchFilter(kinds=("fact",), scopes=(scope, "ns"))
+            found = {h.ref for h in store.keyword_search("heron", flt, limit=50)}
+            assert found == {f"{scope}-{r}" for r in range(round_ + 1)}
     store.close()

@@ -81,8 +81,9 @@ def might_say(lowered: str, term: str) -> bool:
 
 
 def query_terms(text: str) -> list[str]:
-    """Distinct terms of a query, first occurrence order."""
-    return list(dict.fromkeys(terms(text)))
+    """Distinct terms of a query, first occurrence order; through `term_string`'s memo of
+    each whitespace-separated chunk (a user turn's words are mostly words seen before)."""
+    return list(dict.fromkeys(term_string(text).split()))
 
 
 def _split(token: str) -> list[str]:

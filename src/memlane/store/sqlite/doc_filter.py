@@ -3,13 +3,14 @@
 A document is a position in `Docs` (growable numpy columns); the strings a filter
 compares (kinds, scopes, sessions, roles) are small integer codes (`Codes`).
 `DocFilter` answers a `SearchFilter` as a boolean mask over the documents,
-cached per filter and extended over documents added since; a filter by scope
-looks at its scopes' own documents, not at every document's scope.
+cached per filter, extended over documents added since and cleared in place where
+a document dies; a filter by scope looks at its scopes' own documents, not at
+every document's scope.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -69,6 +70,27 @@ def _encoder(codes: dict[Any, int], values: Sequence[Any]) -> Callable[[Any], in
     return codes.__getitem__
 
 
+class Passing:
+    """A filter's cached mask over the documents, and how many of them pass."""
+
+    __slots__ = ("count", "mask")
+
+    def __init__(self, mask: Mask) -> None:
+        self.mask = mask
+        self.count = int(np.count_nonzero(mask))
+
+    def extend(self, fresh: Mask) -> None:
+        self.mask = np.concatenate([self.mask, fresh])
+        self.count += int(np.count_nonzero(fresh))
+
+    def kill(self, indexes: IntArray) -> None:
+        """Documents (distinct) died: they no longer pass."""
+        inside = indexes[indexes < self.mask.shape[0]]
+        passed = inside[self.mask[inside]]
+        self.mask[passed] = False
+        self.count -= passed.shape[0]
+
+
 class DocFilter:
     """Which documents pass a search filter (alive and active too), over `docs`."""
 
@@ -77,82 +99,121 @@ class DocFilter:
         self.scopes, self.sessions, self.kinds, self.roles = (Codes() for _ in range(4))
         # each scope's documents (positions, ascending), in chunks merged when read
         self._scope_docs: dict[int, list[IntArray]] = defaultdict(list)
-        self._masks: dict[tuple[Any, ...], Mask] = {}
+        self._masks: OrderedDict[tuple[Any, ...], Passing] = OrderedDict()
+        self._tables: dict[tuple[Any, ...], Mask] = {}
 
     def register(self, base: int, columns: Sequence[Sequence[Any]]) -> None:
         """Code the filter columns (kind, scope, session, role) of the documents from `base`."""
         docs, end = self.docs, base + len(columns[0])
         docs.kind[base:end] = self.kinds.encode(columns[0])
-        docs.scope[base:end] = self.scopes.encode(columns[1])
-        self._index_scopes(docs.scope[base:end], base)
+        scopes = self.scopes.encode(columns[1])
+        docs.scope[base:end] = scopes
+        self._index_scopes(scopes, base)
         docs.session[base:end] = self.sessions.encode(columns[2])
         docs.role[base:end] = self.roles.encode(columns[3])
 
-    def changed(self) -> None:
-        """A document died: the cached masks no longer hold."""
-        self._masks.clear()
+    def killed(self, indexes: IntArray) -> None:
+        """The documents at `indexes` (distinct) died: they pass no cached mask any more (a
+        dead document passes no filter, so clearing its place keeps every mask exact)."""
+        for passing in self._masks.values():
+            passing.kill(indexes)
 
     def mask(self, flt: SearchFilter) -> Mask | None:
-        """Documents passing `flt`; None when no document can.
+        """Documents passing `flt`; None when no document can."""
+        passing = self.passing(flt)
+        return None if passing is None else passing.mask
 
-        Cached per filter and extended over documents added since, so a write
-        between two queries costs only its own rows.
+    def passing(self, flt: SearchFilter) -> Passing | None:
+        """Documents passing `flt` and their count; None when no document can.
+
+        Cached per filter (the last `MASKS_KEPT` used) and extended over documents
+        added since, so a write between two queries costs only its own rows; a
+        document that dies is cleared in place. A filter not cached costs its
+        scopes' documents, not every document's.
         """
         key = (flt.kinds, flt.scopes, flt.session_id, flt.fact_roles)
         n = self.docs.n
         cached = self._masks.get(key)
-        if cached is not None and cached.shape[0] == n:
-            return cached
-        done = 0 if cached is None else cached.shape[0]
-        fresh = self._mask_rows(flt, done, n)
+        if cached is not None:
+            self._masks.move_to_end(key)
+            if cached.mask.shape[0] < n:
+                fresh = self._mask_rows(flt, cached.mask.shape[0], n)
+                if fresh is None:
+                    return None
+                cached.extend(fresh)
+            return cached if cached.count else None
+        fresh = self._mask_rows(flt, 0, n)
         if fresh is None:
             return None
-        mask = fresh if cached is None else np.concatenate([cached, fresh])
-        if len(self._masks) >= MASKS_KEPT:
-            self._masks.clear()
-        self._masks[key] = mask
-        return mask if mask.any() else None
+        passing = self._masks[key] = Passing(fresh)
+        while len(self._masks) > MASKS_KEPT:
+            self._masks.popitem(last=False)
+        return passing if passing.count else None
 
     def _mask_rows(self, flt: SearchFilter, lo: int, hi: int) -> Mask | None:
         """The mask over documents [lo, hi). With scopes, computed over those scopes'
         documents only: a request asks for a few scopes of many, and a pass over every
         document costs milliseconds at 100k and tens of them at 1M."""
         docs = self.docs
-        kinds = self.kinds.known(list(flt.kinds))
-        if not kinds:
+        table = self._table(flt.kinds, flt.fact_roles)
+        if table is None:
             return None
         rows: IntArray | slice = slice(lo, hi)
         if flt.scopes is not None:
             scopes = self.scopes.known(list(flt.scopes))
             if not scopes:
                 return None
-            rows = self._in_scopes(scopes, lo, hi)
-        keep = docs.alive[rows] & docs.active[rows]
-        if len(kinds) < len(self.kinds.codes):
-            keep &= np.isin(docs.kind[rows], kinds)
+            rows = self._in_scopes(scopes, lo)
+        keep = docs.alive[rows] & docs.active[rows] & table[docs.kind[rows], docs.role[rows]]
         if flt.session_id is not None:
             if flt.session_id not in self.sessions.codes:
                 return None
             keep &= docs.session[rows] == self.sessions.codes[flt.session_id]
-        if flt.fact_roles is not None and "fact" in self.kinds.codes:
-            roles = self.roles.known(list(flt.fact_roles))
-            is_fact = docs.kind[rows] == self.kinds.codes["fact"]
-            keep &= ~is_fact | np.isin(docs.role[rows], roles)
         if isinstance(rows, slice):
             return keep
         mask = np.zeros(hi - lo, np.bool_)
         mask[rows[keep] - lo] = True
         return mask
 
-    def _index_scopes(self, scopes: npt.NDArray[np.int32], base: int) -> None:
-        """Add new documents (positions from `base`) to their scopes' lists."""
-        order = np.argsort(scopes, kind="stable")
-        codes, starts = np.unique(scopes[order], return_index=True)
-        for code, part in zip(codes.tolist(), np.split(order + base, starts[1:]), strict=True):
-            self._scope_docs[code].append(part.astype(np.int64))
+    def _table(self, kinds: Sequence[str], fact_roles: Sequence[str] | None) -> Mask | None:
+        """Which (kind code, role code) pairs pass: one of `kinds`, and a fact only in one of
+        `fact_roles` (None: any). One lookup per document instead of a set test per
+        column; rebuilt when a kind or role is first seen. None when no kind is known."""
+        kind_codes, role_codes = self.kinds.codes, self.roles.codes
+        key = (tuple(kinds), fact_roles, len(kind_codes), len(role_codes))
+        table = self._tables.get(key)
+        if table is not None:
+            return table
+        wanted = self.kinds.known(list(kinds))
+        if not wanted:
+            return None
+        table = np.zeros((len(kind_codes), max(len(role_codes), 1)), np.bool_)
+        table[wanted, :] = True
+        fact = kind_codes.get("fact")
+        if fact_roles is not None and fact is not None and fact in wanted:
+            table[fact, :] = False
+            table[fact, self.roles.known(list(fact_roles))] = True
+        if len(self._tables) >= MASKS_KEPT:
+            self._tables.clear()
+        self._tables[key] = table
+        return table
 
-    def _in_scopes(self, codes: Sequence[int], lo: int, hi: int) -> IntArray:
-        """Positions in [lo, hi) of the documents of these scopes, ascending."""
+    def _index_scopes(self, scopes: list[int], base: int) -> None:
+        """Add new documents (positions from `base`, their scope codes) to their scopes'
+        lists: grouped in Python, as a write brings a handful (a sort and a split of a
+        few values cost more than the documents themselves)."""
+        groups: dict[int, list[int]] = {}
+        for position, code in enumerate(scopes, base):
+            found = groups.get(code)
+            if found is None:
+                groups[code] = [position]
+            else:
+                found.append(position)
+        for code, positions in groups.items():
+            self._scope_docs[code].append(np.array(positions, np.int64))
+
+    def _in_scopes(self, codes: Sequence[int], lo: int) -> IntArray:
+        """Positions from `lo` of the documents of these scopes (each scope's ascending)."""
         found = []
         for code in codes:
             chunks = self._scope_docs.get(code)
@@ -160,8 +221,8 @@ class DocFilter:
                 continue
             if len(chunks) > 1:
                 chunks[:] = [np.concatenate(chunks)]
-            found.append(chunks[0])
+            positions = chunks[0]
+            found.append(positions[np.searchsorted(positions, lo) :] if lo else positions)
         if not found:
             return np.zeros(0, np.int64)
-        merged = np.sort(np.concatenate(found)) if len(found) > 1 else found[0]
-        return merged[(merged >= lo) & (merged < hi)]
+        return np.concatenate(found) if len(found) > 1 else found[0]

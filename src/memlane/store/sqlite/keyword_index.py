@@ -72,21 +72,22 @@ HELD_CHUNK = 4_096
 common (more holders than asked for) after a chunk or two, not after all of them."""
 
 
-def _held(postings: IntArray, mask: npt.NDArray[np.bool_], most: int) -> IntArray | None:
-    """The postings that pass `mask`, or None when more than `most` do."""
-    if postings.shape[0] <= HELD_CHUNK:  # a rare word's: one look
-        passing = postings[mask[postings]]
-        return None if passing.shape[0] > most else passing
-    found: list[IntArray] = []
+def _held(parts: Sequence[Int32Array], mask: npt.NDArray[np.bool_], most: int) -> Int32Array | None:
+    """The postings (a word's, in parts: the arrays' and the tail's) that pass `mask`, or
+    None when more than `most` do."""
+    found: list[Int32Array] = []
     count = 0
-    for start in range(0, postings.shape[0], HELD_CHUNK):
-        chunk = postings[start : start + HELD_CHUNK]
-        passing = chunk[mask[chunk]]
-        count += passing.shape[0]
-        if count > most:
-            return None
-        found.append(passing)
-    return np.concatenate(found) if found else postings[:0]
+    for postings in parts:
+        for start in range(0, postings.shape[0], HELD_CHUNK):
+            chunk = postings[start : start + HELD_CHUNK]
+            passing = chunk[mask[chunk]]
+            count += passing.shape[0]
+            if count > most:
+                return None
+            found.append(passing)
+    if len(found) == 1:
+        return found[0]
+    return np.concatenate(found) if found else np.zeros(0, np.int32)
 
 
 class KeywordIndex:
@@ -114,6 +115,7 @@ class KeywordIndex:
         self._tail: dict[int, tuple[list[int], list[int]]] = {}
         self._tail_docs = 0
         self._tail_arrays: dict[int, tuple[Int32Array, Int32Array]] = {}
+        self._where = np.full(0, -1, np.int32)  # a rowid's latest document, -1: none
 
     @property
     def loaded(self) -> bool:
@@ -132,14 +134,15 @@ class KeywordIndex:
                     "SELECT coalesce((SELECT min(seq) FROM doc_changes), 0), "
                     "coalesce((SELECT max(seq) FROM doc_changes), 0)"
                 ).fetchone()
+                changed: list[tuple[Any, ...]] = []
                 if self._loaded and last > self._seq:
                     if self._seq < first - 1 or last - self._seq > RELOAD_CHANGES:
                         self._reset()  # the log was pruned past us, or too much changed
                     else:
-                        self._apply_changes(conn, last)
+                        changed = self._apply_changes(conn, last)
                 if not self._loaded:
                     self._seq = int(last)
-                self._read_new(conn)
+                self._read_new(conn, changed)
                 self._loaded = True
             except BaseException:
                 self._reset()  # half an update is worse than none: the next query reloads
@@ -147,19 +150,19 @@ class KeywordIndex:
             finally:
                 conn.execute("COMMIT")
 
-    def _apply_changes(self, conn: sqlite3.Connection, last: int) -> None:
+    def _apply_changes(self, conn: sqlite3.Connection, last: int) -> list[tuple[Any, ...]]:
+        """Kill the documents changed since; return their current rows, to index again."""
         changed = conn.execute(
             "SELECT DISTINCT doc_id FROM doc_changes WHERE seq > ? AND doc_id <= ?",
             (self._seq, self._hwm),
         ).fetchall()
         self._seq = int(last)
         if not changed:
-            return
+            return []
         ids = np.fromiter((r[0] for r in changed), np.int64, len(changed))
-        docs = self._docs
-        stale = np.flatnonzero(np.isin(docs.rowid[: docs.n], ids) & docs.alive[: docs.n])
-        for index in stale:
-            self._kill(int(index))
+        places = self._where[ids[ids < self._where.shape[0]]].astype(np.int64)
+        places = places[places >= 0]
+        self._kill(places[self._docs.alive[places]])
         rows: list[tuple[Any, ...]] = []
         wanted = sorted(int(i) for i in ids)
         for first in range(0, len(wanted), 500):  # SQLite bounds the parameters of a statement
@@ -169,35 +172,38 @@ class KeywordIndex:
                 f"WHERE rowid IN ({', '.join('?' for _ in chunk)}) ORDER BY rowid",
                 chunk,
             ).fetchall()
-        self._add(rows)
+        return rows
 
-    def _kill(self, index: int) -> None:
+    def _kill(self, indexes: IntArray) -> None:
+        """The documents at `indexes` (alive, distinct) died: a change or a deletion."""
+        if not indexes.shape[0]:
+            return
         docs = self._docs
-        docs.alive[index] = False
-        self._live -= 1
-        self._total -= float(docs.length[index])
-        self._dead += 1
-        self._filter.changed()
+        docs.alive[indexes] = False
+        self._live -= indexes.shape[0]
+        self._total -= float(docs.length[indexes].sum())  # whole numbers: exact in any order
+        self._dead += indexes.shape[0]
+        self._filter.killed(indexes)
 
-    def _read_new(self, conn: sqlite3.Connection) -> None:
-        """Index the documents above the high-water mark, a chunk of rows at a time, and
-        post them together (one merge, not one per chunk)."""
+    def _read_new(self, conn: sqlite3.Connection, changed: list[tuple[Any, ...]]) -> None:
+        """Index the `changed` rows again and the documents above the high-water mark, a
+        chunk of rows at a time, and post them together (one merge, not one per chunk;
+        after a write, one batch: each costs a few dozen vector operations however small)."""
         batches: list[Postings] = []
         count = 0
+        rows = changed
         while True:
-            rows = conn.execute(_DOC_ROWS, (self._hwm, LOAD_CHUNK)).fetchall()
+            new = conn.execute(_DOC_ROWS, (self._hwm, LOAD_CHUNK)).fetchall()
+            if new:
+                self._hwm = max(self._hwm, int(new[-1][0]))
+            rows = rows + new if rows else new
             if rows:
                 batches.append(self._register(rows))
                 count += len(rows)
-                self._hwm = max(self._hwm, int(rows[-1][0]))
-            if len(rows) < LOAD_CHUNK:
+                rows = []
+            if len(new) < LOAD_CHUNK:
                 break
         self._post(batches, count)
-
-    def _add(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Index rows of `_DOC_ROWS` as new documents."""
-        if rows:
-            self._post([self._register(rows)], len(rows))
 
     def _register(self, rows: Sequence[tuple[Any, ...]]) -> Postings:
         """Add rows of `_DOC_ROWS` as new documents; return their postings as (term,
@@ -226,11 +232,23 @@ class KeywordIndex:
         docs.active[base:end] = columns[5]
         docs.alive[base:end] = True
         docs.n = end
+        self._place(docs.rowid[base:end], base)
         self._live += count
         self._total += float(docs.length[base:end].sum())
 
         keys, tfs = np.unique(term_ids * count + local, return_counts=True)
         return keys // count, keys % count + base, tfs
+
+    def _place(self, rowids: IntArray, base: int) -> None:
+        """Remember where each rowid's document now is (documents from `base`), so a change
+        finds the documents it kills without a pass over every document. One int32 per
+        rowid handed out: `docs` rowids are AUTOINCREMENT, dense."""
+        top = int(rowids.max()) + 1
+        if top > self._where.shape[0]:
+            grown = np.full(max(top, 2 * self._where.shape[0], 1024), -1, np.int32)
+            grown[: self._where.shape[0]] = self._where
+            self._where = grown
+        self._where[rowids] = np.arange(base, base + rowids.shape[0], dtype=np.int32)
 
     def _post(self, batches: list[Postings], count: int) -> None:
         """Put new postings in the tail, or merge them into the arrays when the tail is full."""
@@ -339,10 +357,11 @@ class KeywordIndex:
         with self._lock:
             if query.max_df <= 0 or self._live == 0:
                 return {}
-            mask = self._filter.mask(query.flt)
-            if mask is None:
+            passing = self._filter.passing(query.flt)
+            if passing is None:
                 return {}
-            max_df = rare_bound(query.max_df, query.max_share, int(np.count_nonzero(mask)))
+            mask = passing.mask
+            max_df = rare_bound(query.max_df, query.max_share, passing.count)
             if max_df < 2:
                 return {}  # a word only its seed holds links nothing
             out: dict[str, list[int]] = {}
@@ -351,13 +370,12 @@ class KeywordIndex:
                 term = vocab.get(word)
                 if term is None:
                     continue
-                postings, _ = self._postings(term)
-                chosen = _held(postings, mask, max_df)
+                chosen = _held(self._posting_parts(term), mask, max_df)
                 if chosen is not None and chosen.shape[0]:
                     out[word] = np.sort(rowid[chosen]).tolist()
             return out
 
-    def _postings(self, term: int) -> tuple[IntArray, IntArray]:
+    def _postings(self, term: int) -> tuple[Int32Array, Int32Array]:
         docs: Any
         tfs: Any
         if term + 1 < self._off.shape[0]:
@@ -366,11 +384,22 @@ class KeywordIndex:
         else:
             docs, tfs = self._pdoc[:0], self._ptf[:0]
         tail = self._tail.get(term)
+        if tail is None:
+            return docs, tfs
+        tail_docs, tail_tfs = self._tail_array(term, tail)
+        if not docs.shape[0]:  # a word only new documents say: no copy
+            return tail_docs, tail_tfs
+        return np.concatenate([docs, tail_docs]), np.concatenate([tfs, tail_tfs])
+
+    def _posting_parts(self, term: int) -> list[Int32Array]:
+        """A term's documents as the arrays and the tail hold them (no copy into one)."""
+        parts: list[Int32Array] = []
+        if term + 1 < self._off.shape[0]:
+            parts.append(self._pdoc[int(self._off[term]) : int(self._off[term + 1])])
+        tail = self._tail.get(term)
         if tail is not None:
-            tail_docs, tail_tfs = self._tail_array(term, tail)
-            docs = np.concatenate([docs, tail_docs])
-            tfs = np.concatenate([tfs, tail_tfs])
-        return docs, tfs
+            parts.append(self._tail_array(term, tail)[0])
+        return parts
 
     def _tail_array(
         self, term: int, tail: tuple[list[int], list[int]]

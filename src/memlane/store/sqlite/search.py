@@ -13,6 +13,7 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from memlane.store import analysis
@@ -25,7 +26,7 @@ from memlane.store.sql import marks
 from memlane.store.sqlite.db import SQLiteDb
 from memlane.store.sqlite.keyword_index import KeywordIndex
 from memlane.store.sqlite.vector_index import VectorCache
-from memlane.types import DocKind, Hit
+from memlane.types import DocKind, FactRole, Hit
 
 log = logging.getLogger("memlane.store")
 
@@ -34,18 +35,38 @@ _ROWS_PER_READ = 500  # rowids bound in one statement
 
 
 def filter_sql(flt: SearchFilter) -> tuple[str, list[Any]]:
-    """The filter as SQL over `docs d`. The unary `+` keeps the planner on the rowid the
+    """The filter as SQL over `docs` d. The unary `+` keeps the planner on the rowid the
     caller drives with (keyword or vector candidates) instead of a (kind, ref) index scan."""
+    where, fixed = _fixed_sql(
+        tuple(flt.kinds),
+        None if flt.scopes is None else tuple(flt.scopes),
+        flt.session_id,
+        None if flt.fact_roles is None else tuple(flt.fact_roles),
+    )
+    params = list(fixed)
+    if flt.valid_at is not None:
+        where += " AND " + validity_sql("d", "?")
+        params.extend([ts_to_text(flt.valid_at)] * 2)
+    return where, params
+
+
+@lru_cache(maxsize=256)
+def _fixed_sql(
+    kinds: tuple[DocKind, ...],
+    scopes: tuple[str, ...] | None,
+    session_id: str | None,
+    fact_roles: tuple[FactRole, ...] | None,
+) -> tuple[str, tuple[Any, ...]]:
+    """The filter's SQL but for the moment, once per filter: a proxy asks with the same
+    few again and again, with a new moment each time."""
+    flt = SearchFilter(kinds=kinds, scopes=scopes, session_id=session_id, fact_roles=fact_roles)
     where = ["+d.active = 1"]
     params: list[Any] = []
     for condition in conditions(flt):
         clause = f"+d.{condition.column} IN ({marks(condition.values) or 'NULL'})"
         where.append(f"(+d.kind != 'fact' OR {clause})" if condition.facts_only else clause)
         params.extend(condition.values)
-    if flt.valid_at is not None:
-        where.append(validity_sql("d", "?"))
-        params.extend([ts_to_text(flt.valid_at)] * 2)
-    return " AND ".join(where), params
+    return " AND ".join(where), tuple(params)
 
 
 class SQLiteSearch(SqlRareTerms[SQLiteDb]):
