@@ -18,8 +18,9 @@ share its cores with the proxy).
 Printed: requests/s, p50/p99 latency (request sent to last byte), errors (any
 non-200, broken stream or stream without its end), the proxy's CPU milliseconds per
 request (user + system time of its whole process tree, workers and the git or other
-helpers it ran included, over the measured time, divided by the requests answered in
-it), and the proxy's resident memory (RSS, all its processes) at start, after
+helpers it ran included, from the end of the warm-up until the background work the
+clients' requests queued is done, divided by the requests answered in the measured
+time: memory work a run leaves pending would otherwise go uncounted), and the proxy's resident memory (RSS, all its processes) at start, after
 warm-up and at the end; `--compare` runs, in one invocation against one upstream,
 straight to the upstream, then memlane with the defaults, with memory off and with
 `--workers 2`, and prints one table (requests/s side by side);
@@ -33,12 +34,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import multiprocessing
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -311,9 +314,8 @@ def measure(
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as home:
         proxy, url = start_proxy(upstream_url, Path(home), variant=variant, serve_args=extra)
         try:
-            tallies, samples, cpu = drive(args, url, proxy.pid, seconds, warmup)
-            background = background_work(url, Path(home))
-            print(f"{label}: background work at the end: {background}", flush=True)
+            drained = functools.partial(wait_drained, url, Path(home), label)
+            tallies, samples, cpu = drive(args, url, proxy.pid, seconds, warmup, drained)
         finally:
             proxy.terminate()
             try:
@@ -328,23 +330,51 @@ SHUTDOWN_SECONDS = 60
 """How long the proxy gets to finish its background work once told to stop."""
 
 
-def background_work(url: str, home: Path) -> str:
-    """What the proxy's background queue holds and has dropped (back-pressure) by now."""
+DRAIN_SECONDS = 300
+"""How long the background work the measured requests queued may take to finish once
+the clients stopped; its CPU counts toward theirs."""
+
+
+def wait_drained(url: str, home: Path, label: str) -> None:
+    """Wait until the proxy's background queue is empty (its CPU belongs to the requests
+    that queued it: a run that ends with work pending would leave it uncounted); say
+    what it held when the clients stopped and how long it took."""
     from memlane.files import admin_token
 
     headers = {"authorization": f"Bearer {admin_token.read(home)}"}
-    try:
-        status = httpx.get(f"{url}/memlane/status", headers=headers, timeout=30).json()
-        return f"{status['background_pending']} pending, {status['background_dropped']} dropped"
-    except (httpx.HTTPError, ValueError, KeyError) as exc:
-        return f"n/a ({exc!r})"
+    started = time.monotonic()
+    first: str | None = None
+    while True:
+        try:
+            status = httpx.get(f"{url}/memlane/status", headers=headers, timeout=30).json()
+            pending, dropped = status["background_pending"], status["background_dropped"]
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            print(f"{label}: background work: n/a ({exc!r})", flush=True)
+            return
+        first = first or f"{pending} pending, {dropped} dropped"
+        waited = time.monotonic() - started
+        if not pending or waited > DRAIN_SECONDS:
+            done = "done" if not pending else f"{pending} still pending"
+            print(
+                f"{label}: background work when the clients stopped: {first}; "
+                f"{done} after {waited:.1f} s (its CPU is counted)",
+                flush=True,
+            )
+            return
+        time.sleep(0.5)
 
 
 def drive(
-    args: argparse.Namespace, url: str, pid: int, seconds: float, warmup: float
+    args: argparse.Namespace,
+    url: str,
+    pid: int,
+    seconds: float,
+    warmup: float,
+    drain: Callable[[], None] | None = None,
 ) -> tuple[list[Tally], list[tuple[float, float]], float | None]:
     """Run the clients; sample the proxy's RSS meanwhile: (seconds since start, MB); and
-    its process tree's CPU seconds over the measured time."""
+    its process tree's CPU seconds from the end of the warm-up until the clients are
+    done and `drain` returned (the background work their requests queued is done)."""
     names = [f"load-{os.getpid()}-{i}" for i in range(args.clients)]
     shares = [names[i :: args.client_processes] for i in range(args.client_processes)]
     out: multiprocessing.Queue[Tally] = multiprocessing.Queue()
@@ -370,10 +400,11 @@ def drive(
         samples.append((mark, rss_mb(pid)))
         if cpu_from is None:
             cpu_from = cpu_tree_seconds(pid)
-    time.sleep(max(0.0, begin + warmup + seconds - time.monotonic()))
-    cpu_to = cpu_tree_seconds(pid)
     tallies = [out.get(timeout=seconds + warmup + 300) for _ in processes]
     samples.append((time.monotonic() - begin, rss_mb(pid)))
+    if drain is not None:
+        drain()
+    cpu_to = cpu_tree_seconds(pid)
     for process in processes:
         process.join(10)
     cpu = cpu_to - cpu_from if cpu_from is not None and cpu_to is not None else None
