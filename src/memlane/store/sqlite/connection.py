@@ -8,7 +8,6 @@ process crash; `full` also survives power loss.
 
 from __future__ import annotations
 
-import itertools
 import sqlite3
 import threading
 import time
@@ -41,7 +40,6 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
         self._local = threading.local()
         self._lock = threading.Lock()
         self._write_lock = WriteGate()
-        self._savepoints = itertools.count()  # a request's write goes before background ones
         self._connections: list[sqlite3.Connection] = []
         self.checkpointer = Checkpointer(self.path, self._conn)
         self._closed = False
@@ -177,16 +175,22 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
                 finally:
                     self._local.held = None
             return
-        # Inside `transaction()`: a write that fails undoes itself, not the others.
-        name = f"w{next(self._savepoints)}"
-        held.conn.execute(f"SAVEPOINT {name}")
+        # Inside `transaction()`: a write that fails undoes itself, not the others. Named
+        # by depth, the savepoints of every write are the same few statements, which the
+        # connection prepares once; a name per write evicted the statements it had cached.
+        depth: int = getattr(self._local, "depth", 0)
+        self._local.depth = depth + 1
         try:
-            yield held
-        except BaseException:
-            held.conn.execute(f"ROLLBACK TO {name}")
-            held.conn.execute(f"RELEASE {name}")
-            raise
-        held.conn.execute(f"RELEASE {name}")
+            held.conn.execute(f"SAVEPOINT w{depth}")
+            try:
+                yield held
+            except BaseException:
+                held.conn.execute(f"ROLLBACK TO w{depth}")
+                held.conn.execute(f"RELEASE w{depth}")
+                raise
+            held.conn.execute(f"RELEASE w{depth}")
+        finally:
+            self._local.depth = depth
 
     @contextmanager
     def _transaction(self) -> Iterator[SQLiteDb]:
