@@ -38,6 +38,11 @@ CLIENT_HISTORY = f"SELECT id, content_hash {_CLIENT_ROWS} ORDER BY position"
 """The stored client messages a resent history is matched against (`plan_sync`)."""
 CLIENT_HASHES = f"SELECT content_hash {_CLIENT_ROWS} ORDER BY position"
 """Their fingerprints alone, in order: what `edit_point` compares, from the same index."""
+STORED_FROM = (
+    "SELECT 1 AS found FROM messages WHERE session_id = ? AND position >= ? "
+    "AND origin = 'client' AND status = 'ok' AND content_hash = ? LIMIT 1"
+)
+"""Whether a client stored a message (its content hash) at a position or later."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +55,24 @@ class History:
     """The next free position; it stays free until the transaction ends."""
     stored: list[tuple[int, str]]
     """(id, content hash) of the stored client messages in `ok` status, in order."""
+    found: bool = False
+    """Whether the message `hold_history` was asked about (`unless`) is stored."""
 
 
-def hold_history(db: Db, session_id: str, *, with_stored: bool = False) -> History:
+def hold_history(
+    db: Db,
+    session_id: str,
+    *,
+    with_stored: bool = False,
+    unless: tuple[int, str] | None = None,
+) -> History:
     """Take the session's row for this transaction: one writer of its history at a time.
 
     The reads are separate statements after the locking one, because a
     statement's snapshot predates its wait for the lock; sent together, they
-    still cost one round trip where the backend can pipeline them.
+    still cost one round trip where the backend can pipeline them. `unless`
+    (position, content hash): also read whether a client stored that message (in `ok`
+    status) at that position or later (`History.found`).
     """
     statements: list[tuple[str, Sequence[Any]]] = [
         (f"SELECT namespace FROM sessions WHERE id = ?{db.lock}", [session_id]),
@@ -68,27 +83,28 @@ def hold_history(db: Db, session_id: str, *, with_stored: bool = False) -> Histo
     ]
     if with_stored:
         statements.append((CLIENT_HISTORY, [session_id]))
-    session, position, *stored = db.reads(*statements)
+    if unless is not None:
+        statements.append((STORED_FROM, [session_id, *unless]))
+    session, position, *more = db.reads(*statements)
     if not session:
         raise SessionNotFound(f"no session with id {session_id}")
     return History(
         session_id=session_id,
         namespace=str(session[0]["namespace"]),
         next_position=int(position[0]["next"]),
-        stored=[(int(r["id"]), r["content_hash"]) for r in stored[0]] if stored else [],
+        stored=[(int(r["id"]), r["content_hash"]) for r in more[0]] if with_stored else [],
+        found=bool(more[-1]) if unless is not None else False,
     )
 
 
-def _stored_from(db: Db, session_id: str, position: int, content_hash: str) -> bool:
-    """Whether a client stored this message (in `ok` status) at `position` or later."""
-    row = db.one(
-        "SELECT 1 AS found FROM messages WHERE session_id = ? AND position >= ? "
-        "AND origin = 'client' AND status = 'ok' AND content_hash = ? LIMIT 1",
-        session_id,
-        position,
-        content_hash,
+def _touch_session(db: Db, session_id: str, stamp: Any) -> str:
+    """Mark the session active at `stamp`; its namespace, or `SessionNotFound`."""
+    found = db.all(
+        "UPDATE sessions SET updated_at = ? WHERE id = ? RETURNING namespace", stamp, session_id
     )
-    return row is not None
+    if not found:
+        raise SessionNotFound(f"no session with id {session_id}")
+    return str(found[0]["namespace"])
 
 
 def change_status(db: Db, ids: Sequence[int], status: str) -> int:
@@ -173,11 +189,10 @@ class SqlMessageLog(SqlStore[D]):
         self, session_id: str, messages: Sequence[NewMessage], *, unless_from: int | None = None
     ) -> list[StoredMessage]:
         hashes = [item.message.fingerprint() for item in messages]
+        unless = (unless_from, hashes[0]) if unless_from is not None and messages else None
         with self._writing() as db:
-            history = hold_history(db, session_id)
-            if not messages or (
-                unless_from is not None and _stored_from(db, session_id, unless_from, hashes[0])
-            ):
+            history = hold_history(db, session_id, unless=unless)
+            if not messages or history.found:
                 return []
             return self._append(db, history, messages, hashes)
 
@@ -216,8 +231,9 @@ class SqlMessageLog(SqlStore[D]):
         stamp = now()
         out: list[Event] = []
         with self._writing() as db:
-            # Events do not wait for a history's writer: they only reference the session.
-            namespace = hold_session(db, session_id, lock=False)
+            # Events take no history's lock, only mark the session active; that one
+            # statement also finds the session and its namespace (for their documents).
+            namespace = _touch_session(db, session_id, db.time(stamp))
             for event in events:
                 payload = dict(event.payload)
                 created = event.at or stamp
@@ -235,7 +251,6 @@ class SqlMessageLog(SqlStore[D]):
                     doc = Doc("event", str(event_id), namespace, session_id, None, text, created)
                     self._put_doc(db, doc, event.document)
                 out.append(Event(event_id, session_id, event.kind, payload, event.text, created))
-            db.run("UPDATE sessions SET updated_at = ? WHERE id = ?", db.time(stamp), session_id)
         return out
 
     def list_events(
