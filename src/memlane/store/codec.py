@@ -37,9 +37,12 @@ def now() -> datetime:
 
 def ts_to_text(value: datetime) -> str:
     """ISO-8601 in UTC with microseconds: sorts as text in time order."""
-    if value.tzinfo is None:
+    zone = value.tzinfo
+    if zone is None:
         value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).isoformat(timespec="microseconds")
+    elif zone is not UTC:  # every stamp `now` makes is in UTC already: no conversion
+        value = value.astimezone(UTC)
+    return value.isoformat(timespec="microseconds")
 
 
 def ts_from_text(value: str) -> datetime:
