@@ -118,7 +118,7 @@ def main() -> None:
             for turn in range(args.turns):
                 one_round(rt, sessions, turn, {})
             seconds: dict[str, float] = {}
-            profile = cProfile.Profile() if args.profile else None
+            profile = cProfile.Profile(time.thread_time) if args.profile else None
             for turn in range(args.turns, args.turns + args.measure):
                 if profile is not None:
                     profile.enable()

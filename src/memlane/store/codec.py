@@ -55,9 +55,13 @@ def moment(value: str | datetime) -> datetime:
     return ts_from_text(value) if isinstance(value, str) else value
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""`json.dumps` with options builds an encoder per call; every stored message is dumped."""
+
+
 def dumps(value: Any) -> str:
     """Compact JSON that keeps non-ASCII text readable."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _COMPACT.encode(value)
 
 
 def message_to_json(message: Message) -> dict[str, Any]:

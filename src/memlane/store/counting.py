@@ -11,7 +11,7 @@ ones it takes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import overload
 
 from memlane.store.base import NewMessage
@@ -29,6 +29,10 @@ class CountWhenStored(Sequence[NewMessage]):
 
     def __len__(self) -> int:
         return len(self.messages)
+
+    def __iter__(self) -> Iterator[NewMessage]:
+        count = self._count
+        return (NewMessage(message, count(message)) for message in self.messages)
 
     @overload
     def __getitem__(self, index: int) -> NewMessage: ...

@@ -12,7 +12,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -163,34 +163,22 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
             "stop it (memlane serve?) and purge again"
         )
 
-    @contextmanager
-    def _writing(self) -> Iterator[SQLiteDb]:
+    def _writing(self) -> AbstractContextManager[SQLiteDb]:
         """One IMMEDIATE transaction, or a savepoint inside the one this thread holds."""
         held: SQLiteDb | None = getattr(self._local, "held", None)
         if held is None:
-            with self._transaction() as db:
-                self._local.held = db
-                try:
-                    yield db
-                finally:
-                    self._local.held = None
-            return
-        # Inside `transaction()`: a write that fails undoes itself, not the others. Named
-        # by depth, the savepoints of every write are the same few statements, which the
-        # connection prepares once; a name per write evicted the statements it had cached.
-        depth: int = getattr(self._local, "depth", 0)
-        self._local.depth = depth + 1
-        try:
-            held.conn.execute(f"SAVEPOINT w{depth}")
+            return self._holding()
+        # Inside `transaction()`: a write that fails undoes itself, not the others.
+        return _Savepoint(self._local, held)
+
+    @contextmanager
+    def _holding(self) -> Iterator[SQLiteDb]:
+        with self._transaction() as db:
+            self._local.held = db
             try:
-                yield held
-            except BaseException:
-                held.conn.execute(f"ROLLBACK TO w{depth}")
-                held.conn.execute(f"RELEASE w{depth}")
-                raise
-            held.conn.execute(f"RELEASE w{depth}")
-        finally:
-            self._local.depth = depth
+                yield db
+            finally:
+                self._local.held = None
 
     @contextmanager
     def _transaction(self) -> Iterator[SQLiteDb]:
@@ -246,6 +234,38 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
                 yield SQLiteDb(self._conn())
             except sqlite3.DatabaseError as exc:
                 raise StoreError(explain(self.path, exc)) from None
+
+
+class _Savepoint:
+    """One write inside the transaction this thread holds, undone alone when it fails.
+
+    Named by their depth, the savepoints of every write are the same few statements,
+    which the connection prepares once (a name per write evicted the statements it had
+    cached); a class rather than a generator, as every write of a batch enters one.
+    """
+
+    __slots__ = ("_db", "_depth", "_local")
+
+    def __init__(self, local: threading.local, db: SQLiteDb) -> None:
+        self._local = local
+        self._db = db
+        self._depth = 0
+
+    def __enter__(self) -> SQLiteDb:
+        depth: int = getattr(self._local, "depth", 0)
+        self._db.conn.execute(f"SAVEPOINT w{depth}")
+        self._depth = depth
+        self._local.depth = depth + 1
+        return self._db
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        depth = self._depth
+        try:
+            if kind is not None:
+                self._db.conn.execute(f"ROLLBACK TO w{depth}")
+            self._db.conn.execute(f"RELEASE w{depth}")
+        finally:
+            self._local.depth = depth
 
 
 def explain(path: Path, exc: sqlite3.DatabaseError) -> str:
