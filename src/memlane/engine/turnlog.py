@@ -49,7 +49,7 @@ COST_MICRO_USD = "cost_micro_usd"
 
 def today(now: datetime | None = None) -> str:
     """The counters' day: the UTC date, `YYYY-MM-DD`."""
-    return (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%d")
+    return (now or datetime.now(UTC)).astimezone(UTC).date().isoformat()
 
 
 def turn_cost(settings: Settings, prompt_tokens: int, completion_tokens: int) -> float:

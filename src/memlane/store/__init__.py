@@ -17,10 +17,12 @@ from memlane.store.base import (
     SyncResult,
     Vector,
 )
+from memlane.store.counting import CountWhenStored
 from memlane.store.factory import open_store
 
 __all__ = [
     "TABLES",
+    "CountWhenStored",
     "FactStore",
     "MessageLog",
     "MetaStore",

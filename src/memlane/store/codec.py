@@ -37,9 +37,12 @@ def now() -> datetime:
 
 def ts_to_text(value: datetime) -> str:
     """ISO-8601 in UTC with microseconds: sorts as text in time order."""
-    if value.tzinfo is None:
+    zone = value.tzinfo
+    if zone is None:
         value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).isoformat(timespec="microseconds")
+    elif zone is not UTC:  # every stamp `now` makes is in UTC already: no conversion
+        value = value.astimezone(UTC)
+    return value.isoformat(timespec="microseconds")
 
 
 def ts_from_text(value: str) -> datetime:
@@ -52,9 +55,13 @@ def moment(value: str | datetime) -> datetime:
     return ts_from_text(value) if isinstance(value, str) else value
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""`json.dumps` with options builds an encoder per call; every stored message is dumped."""
+
+
 def dumps(value: Any) -> str:
     """Compact JSON that keeps non-ASCII text readable."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _COMPACT.encode(value)
 
 
 def message_to_json(message: Message) -> dict[str, Any]:

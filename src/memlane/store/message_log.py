@@ -24,6 +24,7 @@ from memlane.store.base import (
     check_one_of,
 )
 from memlane.store.codec import now
+from memlane.store.counting import messages_of
 from memlane.store.documents import Doc
 from memlane.store.rows import EVENT_COLUMNS, MESSAGE_COLUMNS, event_from_row, message_from_row
 from memlane.store.sessions import hold_session
@@ -38,6 +39,12 @@ CLIENT_HISTORY = f"SELECT id, content_hash {_CLIENT_ROWS} ORDER BY position"
 """The stored client messages a resent history is matched against (`plan_sync`)."""
 CLIENT_HASHES = f"SELECT content_hash {_CLIENT_ROWS} ORDER BY position"
 """Their fingerprints alone, in order: what `edit_point` compares, from the same index."""
+_NEXT = "(SELECT coalesce(max(position) + 1, 0) FROM messages WHERE session_id = ?) AS next"
+STORED_FROM = (
+    "SELECT 1 AS found FROM messages WHERE session_id = ? AND position >= ? "
+    "AND origin = 'client' AND status = 'ok' AND content_hash = ? LIMIT 1"
+)
+"""Whether a client stored a message (its content hash) at a position or later."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,45 +57,60 @@ class History:
     """The next free position; it stays free until the transaction ends."""
     stored: list[tuple[int, str]]
     """(id, content hash) of the stored client messages in `ok` status, in order."""
+    found: bool = False
+    """Whether the message `hold_history` was asked about (`unless`) is stored."""
 
 
-def hold_history(db: Db, session_id: str, *, with_stored: bool = False) -> History:
+def hold_history(
+    db: Db,
+    session_id: str,
+    *,
+    with_stored: bool = False,
+    unless: tuple[int, str] | None = None,
+) -> History:
     """Take the session's row for this transaction: one writer of its history at a time.
 
-    The reads are separate statements after the locking one, because a
-    statement's snapshot predates its wait for the lock; sent together, they
-    still cost one round trip where the backend can pipeline them.
+    Where the row is locked (`db.lock`), the reads are separate statements after the
+    locking one, because a statement's snapshot predates its wait for the lock; sent
+    together, they still cost one round trip where the backend can pipeline them. Where
+    the transaction holds the whole store since it began (SQLite), one statement reads
+    the session and its next position. `unless` (position, content hash): also read
+    whether a client stored that message (in `ok` status) at that position or later
+    (`History.found`).
     """
-    statements: list[tuple[str, Sequence[Any]]] = [
-        (f"SELECT namespace FROM sessions WHERE id = ?{db.lock}", [session_id]),
-        (
-            "SELECT coalesce(max(position) + 1, 0) AS next FROM messages WHERE session_id = ?",
-            [session_id],
-        ),
-    ]
+    statements: list[tuple[str, Sequence[Any]]]
+    if db.lock:
+        statements = [
+            (f"SELECT namespace FROM sessions WHERE id = ?{db.lock}", [session_id]),
+            (f"SELECT {_NEXT}", [session_id]),
+        ]
+    else:
+        statements = [(f"SELECT namespace, {_NEXT} FROM sessions WHERE id = ?", [session_id] * 2)]
     if with_stored:
         statements.append((CLIENT_HISTORY, [session_id]))
-    session, position, *stored = db.reads(*statements)
+    if unless is not None:
+        statements.append((STORED_FROM, [session_id, *unless]))
+    session, *more = db.reads(*statements)
     if not session:
         raise SessionNotFound(f"no session with id {session_id}")
+    position = (more.pop(0) if db.lock else session)[0]["next"]
     return History(
         session_id=session_id,
         namespace=str(session[0]["namespace"]),
-        next_position=int(position[0]["next"]),
-        stored=[(int(r["id"]), r["content_hash"]) for r in stored[0]] if stored else [],
+        next_position=int(position),
+        stored=[(int(r["id"]), r["content_hash"]) for r in more[0]] if with_stored else [],
+        found=bool(more[-1]) if unless is not None else False,
     )
 
 
-def _stored_from(db: Db, session_id: str, position: int, content_hash: str) -> bool:
-    """Whether a client stored this message (in `ok` status) at `position` or later."""
-    row = db.one(
-        "SELECT 1 AS found FROM messages WHERE session_id = ? AND position >= ? "
-        "AND origin = 'client' AND status = 'ok' AND content_hash = ? LIMIT 1",
-        session_id,
-        position,
-        content_hash,
+def _touch_session(db: Db, session_id: str, stamp: Any) -> str:
+    """Mark the session active at `stamp`; its namespace, or `SessionNotFound`."""
+    found = db.all(
+        "UPDATE sessions SET updated_at = ? WHERE id = ? RETURNING namespace", stamp, session_id
     )
-    return row is not None
+    if not found:
+        raise SessionNotFound(f"no session with id {session_id}")
+    return str(found[0]["namespace"])
 
 
 def change_status(db: Db, ids: Sequence[int], status: str) -> int:
@@ -149,7 +171,7 @@ class SqlMessageLog(SqlStore[D]):
         from `history.next_position` on, indexed for search, and count them on the session."""
 
     def sync_messages(self, session_id: str, incoming: Sequence[NewMessage]) -> SyncResult:
-        hashes = [item.message.fingerprint() for item in incoming]
+        hashes = [message.fingerprint() for message in messages_of(incoming)]
         with self._writing() as db:
             # Writers take turns: the second sees what the first stored.
             history = hold_history(db, session_id, with_stored=True)
@@ -158,7 +180,7 @@ class SqlMessageLog(SqlStore[D]):
             if plan.supersede_from is not None:
                 stale = [message_id for message_id, _ in history.stored[plan.supersede_from :]]
                 superseded = change_status(db, stale, "superseded")
-            new = incoming[plan.matched :]
+            new = list(incoming[plan.matched :])  # counted here, once (`CountWhenStored`)
             added = self._append(db, history, new, hashes[plan.matched :]) if new else []
         end = added[-1].position + 1 if added else history.next_position
         return SyncResult(plan.matched, tuple(added), superseded, next_position=end)
@@ -172,14 +194,13 @@ class SqlMessageLog(SqlStore[D]):
     def append_messages(
         self, session_id: str, messages: Sequence[NewMessage], *, unless_from: int | None = None
     ) -> list[StoredMessage]:
-        hashes = [item.message.fingerprint() for item in messages]
+        hashes = [message.fingerprint() for message in messages_of(messages)]
+        unless = (unless_from, hashes[0]) if unless_from is not None and messages else None
         with self._writing() as db:
-            history = hold_history(db, session_id)
-            if not messages or (
-                unless_from is not None and _stored_from(db, session_id, unless_from, hashes[0])
-            ):
+            history = hold_history(db, session_id, unless=unless)
+            if not messages or history.found:
                 return []
-            return self._append(db, history, messages, hashes)
+            return self._append(db, history, list(messages), hashes)
 
     def list_messages(self, session_id: str, **query: Unpack[MessageQuery]) -> list[StoredMessage]:
         status = "" if query.get("include_superseded", False) else " AND status != 'superseded'"
@@ -216,8 +237,9 @@ class SqlMessageLog(SqlStore[D]):
         stamp = now()
         out: list[Event] = []
         with self._writing() as db:
-            # Events do not wait for a history's writer: they only reference the session.
-            namespace = hold_session(db, session_id, lock=False)
+            # Events take no history's lock, only mark the session active; that one
+            # statement also finds the session and its namespace (for their documents).
+            namespace = _touch_session(db, session_id, db.time(stamp))
             for event in events:
                 payload = dict(event.payload)
                 created = event.at or stamp
@@ -235,7 +257,6 @@ class SqlMessageLog(SqlStore[D]):
                     doc = Doc("event", str(event_id), namespace, session_id, None, text, created)
                     self._put_doc(db, doc, event.document)
                 out.append(Event(event_id, session_id, event.kind, payload, event.text, created))
-            db.run("UPDATE sessions SET updated_at = ? WHERE id = ?", db.time(stamp), session_id)
         return out
 
     def list_events(

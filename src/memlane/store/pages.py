@@ -120,16 +120,13 @@ class SqlPages(SqlStore[D]):
         items = [(name, int(value)) for name, value in counts.items() if value]
         if not items:
             return
+        rows = ", ".join(["(?, ?, ?)"] * len(items))  # one statement for the turn's counters
         with self._writing() as db:
-            for name, value in items:
-                db.run(
-                    "INSERT INTO daily_counts (day, name, value) VALUES (?, ?, ?) "
-                    "ON CONFLICT (day, name) DO UPDATE "
-                    "SET value = daily_counts.value + excluded.value",
-                    day,
-                    name,
-                    value,
-                )
+            db.run(
+                f"INSERT INTO daily_counts (day, name, value) VALUES {rows} "
+                "ON CONFLICT (day, name) DO UPDATE SET value = daily_counts.value + excluded.value",
+                *[part for name, value in items for part in (day, name, value)],
+            )
 
     def daily_counts(self, *, since: str) -> dict[str, dict[str, int]]:
         with self._reading() as db:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,11 +23,9 @@ def plan_sync(stored: Sequence[str], incoming: Sequence[str]) -> SyncPlan:
     regenerated a turn: the stored rest is superseded and the incoming rest is new.
     A request that repeats a prefix of what is stored (a retry) adds nothing.
     """
-    matched = 0
-    for have, got in zip(stored, incoming, strict=False):
-        if have != got:
-            break
-        matched += 1
+    # compared in C: a resent history is matched on every turn, whole
+    differs = list(map(operator.ne, stored, incoming))
+    matched = differs.index(True) if True in differs else len(differs)
     if matched < len(stored) and matched < len(incoming):
         return SyncPlan(matched, matched)
     return SyncPlan(matched, None)

@@ -85,10 +85,12 @@ class Message:
         # Clients resend their whole history: every request parses new `Message`s for
         # the same turns, and encoding and hashing each again was most of what finding
         # a turn's edit point cost. A content-keyed memo finds them in a dict lookup.
-        size = len(self.text) + sum(len(c.arguments) for c in self.tool_calls)
-        if size <= FINGERPRINT_MEMO_MAX_CHARS:
-            return _remembered(self.role, self.kind, self.text, self.tool_calls, self.call_id)
-        return _content_digest(self.role, self.kind, self.text, self.tool_calls, self.call_id)
+        # Taken for every message of every request: a message without calls (most) is
+        # sized without a generator.
+        calls = self.tool_calls
+        size = len(self.text) + (sum(len(c.arguments) for c in calls) if calls else 0)
+        digest = _remembered if size <= FINGERPRINT_MEMO_MAX_CHARS else _content_digest
+        return digest(self.role, self.kind, self.text, calls, self.call_id)
 
     def with_text(self, text: str) -> Message:
         """A copy with new text; the wire item is dropped because it no longer matches."""

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memlane.store import (
+    CountWhenStored,
     MessageLog,
     NewEvent,
     NewMessage,
@@ -98,6 +99,30 @@ def test_an_answer_stored_late_is_stored_when_nobody_stored_it(store: Store) -> 
     late = store.append_messages(session.id, [assistant("hello!")], unless_from=asked.next_position)
     assert [m.position for m in late] == [2]
     assert texts(store, session.id) == ["hi", "other", "hello!"]
+
+
+def test_a_resent_history_counts_only_the_messages_it_stores(store: Store) -> None:
+    session = store.ensure_session("s")
+    counted: list[str] = []
+
+    def count(message: Message) -> int:
+        counted.append(message.text)
+        return len(message.text)
+
+    history = [Message("user", "hello"), Message("assistant", "hi"), Message("user", "again")]
+    store.sync_messages(session.id, CountWhenStored(history[:2], count))
+    result = store.sync_messages(session.id, CountWhenStored(history, count))
+    assert counted == ["hello", "hi", "again"]  # each once: the resent two are not counted
+    assert [(m.message.text, m.token_count) for m in result.added] == [("again", 5)]
+    stored = store.list_messages(session.id)
+    assert [(m.message.text, m.token_count) for m in stored] == [
+        ("hello", 5),
+        ("hi", 2),
+        ("again", 5),
+    ]
+    late = store.append_messages(session.id, CountWhenStored([Message("assistant", "ok")], count))
+    assert [(m.position, m.token_count) for m in late] == [(3, 2)]
+    assert counted[3:] == ["ok"]
 
 
 def test_sync_keeps_a_message_said_twice(store: Store) -> None:

@@ -8,12 +8,11 @@ process crash; `full` also survives power loss.
 
 from __future__ import annotations
 
-import itertools
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -43,7 +42,6 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
         self._lock = threading.Lock()
         self._write_lock = WriteGate()
         self._process_lock = ProcessLock(self.path)
-        self._savepoints = itertools.count()  # a request's write goes before background ones
         self._connections: list[sqlite3.Connection] = []
         self.checkpointer = Checkpointer(self.path, self._conn)
         self._closed = False
@@ -168,28 +166,22 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
             "stop it (memlane serve?) and purge again"
         )
 
-    @contextmanager
-    def _writing(self) -> Iterator[SQLiteDb]:
+    def _writing(self) -> AbstractContextManager[SQLiteDb]:
         """One IMMEDIATE transaction, or a savepoint inside the one this thread holds."""
         held: SQLiteDb | None = getattr(self._local, "held", None)
         if held is None:
-            with self._transaction() as db:
-                self._local.held = db
-                try:
-                    yield db
-                finally:
-                    self._local.held = None
-            return
+            return self._holding()
         # Inside `transaction()`: a write that fails undoes itself, not the others.
-        name = f"w{next(self._savepoints)}"
-        held.conn.execute(f"SAVEPOINT {name}")
-        try:
-            yield held
-        except BaseException:
-            held.conn.execute(f"ROLLBACK TO {name}")
-            held.conn.execute(f"RELEASE {name}")
-            raise
-        held.conn.execute(f"RELEASE {name}")
+        return _Savepoint(self._local, held)
+
+    @contextmanager
+    def _holding(self) -> Iterator[SQLiteDb]:
+        with self._transaction() as db:
+            self._local.held = db
+            try:
+                yield db
+            finally:
+                self._local.held = None
 
     @contextmanager
     def _transaction(self) -> Iterator[SQLiteDb]:
@@ -247,6 +239,38 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
                 yield SQLiteDb(self._conn())
             except sqlite3.DatabaseError as exc:
                 raise StoreError(explain(self.path, exc)) from None
+
+
+class _Savepoint:
+    """One write inside the transaction this thread holds, undone alone when it fails.
+
+    Named by their depth, the savepoints of every write are the same few statements,
+    which the connection prepares once (a name per write evicted the statements it had
+    cached); a class rather than a generator, as every write of a batch enters one.
+    """
+
+    __slots__ = ("_db", "_depth", "_local")
+
+    def __init__(self, local: threading.local, db: SQLiteDb) -> None:
+        self._local = local
+        self._db = db
+        self._depth = 0
+
+    def __enter__(self) -> SQLiteDb:
+        depth: int = getattr(self._local, "depth", 0)
+        self._db.conn.execute(f"SAVEPOINT w{depth}")
+        self._depth = depth
+        self._local.depth = depth + 1
+        return self._db
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        depth = self._depth
+        try:
+            if kind is not None:
+                self._db.conn.execute(f"ROLLBACK TO w{depth}")
+            self._db.conn.execute(f"RELEASE w{depth}")
+        finally:
+            self._local.depth = depth
 
 
 def explain(path: Path, exc: sqlite3.DatabaseError) -> str:

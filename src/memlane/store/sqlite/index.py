@@ -29,28 +29,38 @@ index_terms = analysis.term_string
 """`analysis.terms(text)` joined by spaces (memoised per chunk: `analysis.term_string`)."""
 
 
-def insert_docs(conn: sqlite3.Connection, docs: Sequence[tuple[Any, ...]]) -> list[int]:
+def insert_docs(
+    conn: sqlite3.Connection, docs: Sequence[tuple[Any, ...]], *, last: int | None = None
+) -> list[int]:
     """Insert new documents; return their rowids.
 
     Rows are (kind, ref, scope, session_id, role, text, terms, created_at,
     active, tags). Called inside a write transaction, so the next AUTOINCREMENT
-    ids are ours to hand out (and `doc_vectors` rows can be written beside).
+    ids are ours to hand out (and `doc_vectors` rows can be written beside);
+    `last`: the last one handed out, when the caller read it already (`last_ids`).
     """
     if not docs:
         return []
-    first = next_id(conn, "docs") + 1
+    first = (next_id(conn, "docs") if last is None else last) + 1
     rowids = list(range(first, first + len(docs)))
     conn.executemany(_INSERT_DOC, [(rowid, *doc) for rowid, doc in zip(rowids, docs, strict=True)])
     return rowids
 
 
+def _last_id(table: str) -> str:
+    return f"""max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = '{table}'), 0),
+            coalesce((SELECT max(rowid) FROM {table}), 0))"""
+
+
 def next_id(conn: sqlite3.Connection, table: str) -> int:
     """The last id an AUTOINCREMENT table handed out (the next one is this + 1)."""
-    row = conn.execute(
-        f"""SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = '{table}'), 0),
-            coalesce((SELECT max(rowid) FROM {table}), 0))"""
-    ).fetchone()
-    return int(row[0])
+    return last_ids(conn, table)[0]
+
+
+def last_ids(conn: sqlite3.Connection, *tables: str) -> tuple[int, ...]:
+    """`next_id` of each table, in one statement."""
+    row = conn.execute(f"SELECT {', '.join(_last_id(table) for table in tables)}").fetchone()
+    return tuple(int(value) for value in row)
 
 
 def doc_row(doc: Doc, document: str | None = None) -> tuple[Any, ...]:

@@ -9,7 +9,7 @@ from memlane.store.base import NewMessage
 from memlane.store.codec import dumps, message_to_json, now, ts_to_text
 from memlane.store.message_log import History, SqlMessageLog, appended
 from memlane.store.sqlite.db import SQLiteDb
-from memlane.store.sqlite.index import index_terms, insert_docs, next_id
+from memlane.store.sqlite.index import index_terms, insert_docs, last_ids
 from memlane.store.sqlite.tags import doc_tags
 from memlane.types import StoredMessage
 
@@ -24,7 +24,8 @@ class SQLiteMessages(SqlMessageLog[SQLiteDb]):
     ) -> list[StoredMessage]:
         # The write lock is held, so the next AUTOINCREMENT ids are ours to hand out:
         # one executemany instead of a statement per message.
-        first = next_id(db.conn, "messages") + 1
+        last, last_doc = last_ids(db.conn, "messages", "docs")
+        first = last + 1
         ids = list(range(first, first + len(items)))
         created = now()
         stamp = ts_to_text(created)
@@ -66,7 +67,7 @@ class SQLiteMessages(SqlMessageLog[SQLiteDb]):
                 )
         session_id = history.session_id
         db.conn.executemany(_INSERT_MESSAGE, rows)
-        insert_docs(db.conn, docs)
+        insert_docs(db.conn, docs, last=last_doc)
         db.conn.execute(
             "UPDATE sessions SET message_count = message_count + ?, updated_at = ? WHERE id = ?",
             (len(items), stamp, session_id),

@@ -6,9 +6,11 @@ them now (`sqlite.index`, `sqlite.messages`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 
+@functools.lru_cache(maxsize=4_096)  # a session's every message has the same three
 def doc_tags(kind: str, scope: str, session_id: str | None) -> str:
     """Filter tokens stored beside a document's terms: `k<kind> s<scope hash> u<session hash>`.
 
