@@ -23,7 +23,7 @@ from memlane.engine.sessions.indexing import schedule_index
 from memlane.engine.sessions.lifecycle import title_from_prompt
 from memlane.engine.sessions.references import has_references, resolve_references
 from memlane.engine.turn import Answer, DirectAnswer, Forward, Prepared, Turn
-from memlane.store import NewMessage, SyncResult
+from memlane.store import CountWhenStored, NewMessage, SyncResult
 from memlane.types import Message, Session
 
 log = logging.getLogger("memlane.pipeline")
@@ -328,7 +328,7 @@ def store_incoming(rt: Runtime, turn: Turn) -> None:
     remember_identity(rt, turn)
     if turn.server_history:
         client = [m for m in client if m.role not in ("system", "developer")]
-    counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in client]
+    counted = CountWhenStored(client, rt.tokenizer.count_message)  # the new ones only
     state = turn.stored_state(store) if marks.wanted(rt.settings) else {marks.MARK: ""}
     first_mark = marks.MARK not in state  # set in the commit of the messages it is about
     with store.transaction() if first_mark else contextlib.nullcontext():
