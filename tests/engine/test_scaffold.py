@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -253,3 +254,34 @@ async def test_a_next_turn_reads_its_sessions_state_once(
     assert isinstance(prepared, Forward)
     assert [m.origin for m in prepared.messages] == ["client", "state", "client", "client"]
     assert reads == ["find_session_state"]
+
+
+async def test_a_todo_from_the_header_is_kept_without_a_sync_and_one_the_user_sets_with_one(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The header's TODO comes again with every request: writing its file with fsyncs held
+    the store's writer (and each batch behind it) for every new session."""
+    from memlane.engine import pipeline
+
+    quiet = Runtime(rt.settings.model_copy(update={"memory_enabled": False}), rt.store)
+    synced: list[int] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    t = Turn(
+        key="t", namespace="t", model="m", wire="chat", messages=[user("go")], flags={"todo": "a"}
+    )
+    assert isinstance(await pipeline.prepare(quiet, t), Forward)
+    await pipeline.finish(quiet, t, Answer([assistant("ok")]))
+    assert await quiet.writes.settled()
+    session = rt.store.find_session("t")
+    assert session is not None
+    assert scaffold.read_texts(rt, session)["todo"] == "a"
+    assert synced == []
+    scaffold.set_text(rt, session, "todo", "b")
+    if rt.settings.scaffold_store == "files":  # the store's commit is its own matter
+        assert synced  # what the user sets is synced

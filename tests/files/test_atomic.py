@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import stat
 from pathlib import Path
 
@@ -67,3 +68,23 @@ def test_every_file_memlane_replaces_goes_through_write_atomic() -> None:
         for call in _replacing_calls(path)
     ]
     assert offenders == []
+
+
+def test_a_write_that_need_not_be_durable_syncs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    target = tmp_path / "todo.md"
+    write_atomic(target, "- [ ] again next request", durable=False)
+    assert target.read_text(encoding="utf-8") == "- [ ] again next request"
+    assert synced == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["todo.md"]
+    write_atomic(target, "- [x] set by the user")
+    assert len(synced) == 2  # the file, then its folder

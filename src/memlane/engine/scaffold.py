@@ -79,8 +79,9 @@ class StateTexts(Protocol):
         state, when the caller has read it already."""
         ...
 
-    def write(self, ref: SessionRef, name: str, value: str | None) -> None:
-        """Set one text (normalised); None or empty removes it."""
+    def write(self, ref: SessionRef, name: str, value: str | None, *, durable: bool = True) -> None:
+        """Set one text (normalised); None or empty removes it. `durable=False`: the text
+        comes again with the next request, so a crash of the machine may lose it."""
         ...
 
     def remove(self, ref: SessionRef) -> None:
@@ -97,8 +98,8 @@ class FileStateTexts:
     def read(self, ref: SessionRef, state: Mapping[str, str] | None = None) -> dict[str, str]:
         return self.files.read(ref.key, ref.tenant)
 
-    def write(self, ref: SessionRef, name: str, value: str | None) -> None:
-        self.files.write(ref.key, name, value, ref.tenant)
+    def write(self, ref: SessionRef, name: str, value: str | None, *, durable: bool = True) -> None:
+        self.files.write(ref.key, name, value, ref.tenant, durable=durable)
 
     def remove(self, ref: SessionRef) -> None:
         self.files.remove(ref.key, ref.tenant)
@@ -117,7 +118,8 @@ class StoreStateTexts:
             state = self.store.get_state(ref.id)
         return {k: normalize_escapes(v) for k, v in state.items() if k in STATE_NAMES}
 
-    def write(self, ref: SessionRef, name: str, value: str | None) -> None:
+    def write(self, ref: SessionRef, name: str, value: str | None, *, durable: bool = True) -> None:
+        # `durable` is the store's commit's matter here
         if ref.id is None:
             return
         self.store.set_state(ref.id, name, normalize_escapes(value) if value else None)
@@ -335,7 +337,10 @@ def state_block(
     if header_todo is not None and settings.todo_enabled:
         todo = _cap(normalize_escapes(header_todo.strip()), settings.todo_max_chars)
         if not turn.ephemeral and texts.get("todo", "") != todo:
-            writes.append(functools.partial(texts_store.write, ref, "todo", todo or None))
+            # from the header, which the client sends with every request: not synced (two
+            # fsyncs held the store's writer, and every batch behind it, for a new session)
+            keep = functools.partial(texts_store.write, ref, "todo", todo or None, durable=False)
+            writes.append(keep)
         texts["todo"] = todo
     block = block_for(settings, texts, spec_mode=settings.spec_mode or _spec_header(turn))
     role: Role = "developer" if turn.wire == "responses" else "system"

@@ -21,12 +21,16 @@ import secrets
 from pathlib import Path
 
 
-def write_atomic(path: Path, data: bytes | str, *, mode: int = 0o666, sync: bool = True) -> None:
+def write_atomic(
+    path: Path, data: bytes | str, *, mode: int = 0o666, sync: bool = True, durable: bool = True
+) -> None:
     """Replace `path` with `data` (text is written as UTF-8); creates the folder if needed.
 
     `mode` is the new file's permission bits before the umask, as for any new file
     (0o600 keeps a secret to its owner from the first byte). `sync=False` leaves step 3
     to the caller, who writes several files in a folder and syncs it once.
+    `durable=False` syncs nothing: the file is whole or absent after a crash of the
+    process, and a crash of the machine may lose it; for what its source sends again.
     """
     payload = data.encode("utf-8") if isinstance(data, str) else data
     folder = path.parent
@@ -37,12 +41,13 @@ def write_atomic(path: Path, data: bytes | str, *, mode: int = 0o666, sync: bool
         with os.fdopen(descriptor, "wb") as handle:
             handle.write(payload)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    if sync:
+    if sync and durable:
         sync_folder(folder)
 
 

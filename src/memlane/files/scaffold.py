@@ -89,8 +89,11 @@ class FileTexts:
             out["spec_approved"] = "1"
         return out
 
-    def write(self, key: str, name: str, value: str | None, tenant: str = "") -> None:
-        """Write one state text atomically (None or empty removes the file)."""
+    def write(
+        self, key: str, name: str, value: str | None, tenant: str = "", *, durable: bool = True
+    ) -> None:
+        """Write one state text atomically (None or empty removes the file); `durable=False`
+        leaves syncing it to the OS (`write_atomic`)."""
         folder = self.folder(key, tenant)
         if name == "spec_approved":
             path = folder / SPEC_APPROVED_FILE
@@ -101,7 +104,7 @@ class FileTexts:
         if value is None:
             path.unlink(missing_ok=True)
             return
-        write_atomic(path, value)
+        write_atomic(path, value, durable=durable)
 
     def remove(self, key: str, tenant: str = "") -> None:
         """Forget the session's folder and every file in it."""
