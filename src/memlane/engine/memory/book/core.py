@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memlane.engine import threads, turnlog
+from memlane.engine import threads
 from memlane.engine.memory.book import reindex, writes
 from memlane.engine.memory.book.history import CommitQueue
 from memlane.engine.memory.book.reindex import SyncReport
@@ -149,11 +149,10 @@ class MemoryBook:
         self, puts: Sequence[Fact], tombstones: writes.Tombstones, new: Collection[str]
     ) -> None:
         store = self.rt.store
-        counts = writes.write_entries(self.tree, store, puts, tombstones, new)
+        writes.write_entries(self.tree, store, puts, tombstones, new)
         # The snapshot (every file's digest) is rewritten whole: once per commit, not per
         # write. One lost in a crash only makes the next start re-read those files.
         self._snapshot_dirty = True
-        turnlog.count(store, counts)
 
     async def erase(self, facts: Sequence[Fact]) -> None:
         """Remove entries entirely (`--purge`): their files, active or deleted, and rows."""

@@ -1,0 +1,44 @@
+"""The book's group of waiting writes: files flushed together, the index a few rows a
+store transaction."""
+
+from __future__ import annotations
+
+import pytest
+
+from memlane.engine.memory.book import MemoryBook, writes
+from memlane.engine.memory.entries import new_fact
+from memlane.engine.turnlog import TURNS_REMEMBERED, today
+from memlane.files.memory_files import new_id
+from memlane.store.sqlite import SQLiteStore
+from memlane.types import Fact
+from tests.engine.memory.conftest import agree
+
+
+def entry(text: str) -> Fact:
+    return new_fact(scope="c", conversation_id="c", role="user", text=text, fact_id=new_id())
+
+
+async def test_a_group_of_entries_is_indexed_a_few_rows_a_store_transaction(
+    book: MemoryBook, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A background writer waits at the store's write gate while requests write: its
+    group's rows and counters go `ROWS_PER_TRANSACTION` a transaction, not one each."""
+    old = [entry(f"old {n}") for n in range(2)]
+    await book.write(puts=old, new={f.id for f in old})
+    commits: list[int] = []
+    committed = sqlite_store._committed
+
+    def counted() -> None:
+        commits.append(1)
+        committed()
+
+    monkeypatch.setattr(sqlite_store, "_committed", counted)
+    monkeypatch.setattr(writes, "ROWS_PER_TRANSACTION", 5)
+    puts = [entry(f"new {n}") for n in range(10)]
+    await book.write(puts=puts, tombstones=[(f, None) for f in old], new={f.id for f in puts})
+    assert len(commits) == 3  # 10 puts, 2 tombstones and the day's counters
+    on_disk = agree(book)
+    assert sorted(t for t, deleted in on_disk.values() if not deleted) == sorted(
+        f"new {n}" for n in range(10)
+    )
+    assert sqlite_store.daily_counts(since=today())[today()][TURNS_REMEMBERED] == 12
