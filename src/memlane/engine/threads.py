@@ -226,9 +226,25 @@ TRAFFIC = RequestTraffic()
 async def to_thread(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
     """`asyncio.to_thread`, in the background pool when called from background work
     (after letting the requests in hand go first)."""
+    await let_requests_go_first()
+    return await to_thread_at_once(fn, *args, **kwargs)
+
+
+async def let_requests_go_first() -> None:
+    """From background work, wait for the requests in hand (`RequestTraffic`); at once
+    from a request."""
+    if _in_background.get():
+        await TRAFFIC.yield_to_requests()
+
+
+async def to_thread_at_once(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """`to_thread` without waiting for the requests in hand: for a step that runs under a
+    lock other background work waits for (the memory book's writer), whose caller let
+    the requests go first before it took the lock (`let_requests_go_first`). Waiting
+    under the lock would hold it idle: under a steady stream of requests, for
+    `YIELD_LIMIT_SECONDS` a step, the writer's throughput halved."""
     if not _in_background.get():
         return await run_on(_request_threads, functools.partial(fn, *args, **kwargs))
-    await TRAFFIC.yield_to_requests()
     loop = asyncio.get_running_loop()
     call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
     return await loop.run_in_executor(_background_pool(), call)

@@ -3,8 +3,11 @@ store transaction."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from memlane.engine import threads
 from memlane.engine.memory.book import MemoryBook, writes
 from memlane.engine.memory.entries import new_fact
 from memlane.engine.turnlog import TURNS_REMEMBERED, today
@@ -42,3 +45,18 @@ async def test_a_group_of_entries_is_indexed_a_few_rows_a_store_transaction(
         f"new {n}" for n in range(10)
     )
     assert sqlite_store.daily_counts(since=today())[today()][TURNS_REMEMBERED] == 12
+
+
+async def test_the_writer_lets_requests_go_first_before_it_takes_the_books_lock(
+    book: MemoryBook,
+) -> None:
+    """Background work waits for the requests in hand; the writer does so before it takes
+    the book's lock, which every session's batch waits for, never while holding it."""
+    with threads.TRAFFIC.serving():  # a request in memlane's hands
+        writing = asyncio.get_running_loop().create_task(
+            book.write(puts=[entry("later")]), context=threads.background_context()
+        )
+        await asyncio.sleep(0.05)
+        assert not book.lock.locked()
+    await writing  # the request went: the write goes on
+    assert [f.text for f in book.rt.store.list_facts(roles=("user",))] == ["later"]

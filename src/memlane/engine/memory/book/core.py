@@ -132,13 +132,16 @@ class MemoryBook:
         loop = asyncio.get_running_loop()
         mine = writes.PendingWrite(puts, tombstones, new, loop.create_future())
         self._waiting_writes.append(mine)
+        await threads.let_requests_go_first()  # before the lock: never holding it idle
         async with self.writing():
             if not mine.done.done():  # nobody took it with theirs
                 group, self._waiting_writes = writes.take_group(self._waiting_writes, mine)
                 try:
-                    outcomes = await threads.to_thread(writes.write_group, group, self._write_sync)
+                    outcomes = await threads.to_thread_at_once(
+                        writes.write_group, group, self._write_sync
+                    )
                     if self.rt.settings.dense_retrieval:
-                        await threads.to_thread(self._embed_missing_sync)
+                        await threads.to_thread_at_once(self._embed_missing_sync)
                 except BaseException as exc:  # cancelled (shutdown): the others are told
                     writes.abandon(group, mine, exc)
                     raise
