@@ -223,3 +223,21 @@ async def test_cancel_all_counts_the_items_still_waiting() -> None:
     background.batch("b", 2, run, POLICY, name="b")
     assert await background.cancel_all() == 2
     assert (background.pending, ran) == (0, [])
+
+
+async def test_after_cancel_all_a_cancelled_job_plans_nothing_of_what_waited() -> None:
+    background = Background()
+    gate = asyncio.Event()
+    runs: list[list[int]] = []
+    policy = BatchPolicy(quiet=3600, size=2, most=2)
+
+    async def run(items: list[int]) -> None:
+        runs.append(items)
+        await gate.wait()
+
+    for n in range(4):
+        background.batch("a", n, run, policy, name="a")
+    await asyncio.sleep(0.1)  # the job began with two; two wait for it
+    assert await background.cancel_all() == 3
+    await asyncio.sleep(0.1)
+    assert (runs, background.batched, background.pending) == ([[0, 1]], 0, 0)

@@ -304,6 +304,7 @@ class Background:
         for found in self._batches.values():
             if found.timer is not None:
                 found.timer.cancel()
+            found.items, found.stand_in, found.spilled = [], None, 0  # a job ending plans none
         self._batches.clear()
         self._batched = self._spilled = 0
         jobs = list(self._tasks)
