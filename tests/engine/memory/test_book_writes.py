@@ -4,6 +4,7 @@ store transaction."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -60,3 +61,30 @@ async def test_the_writer_lets_requests_go_first_before_it_takes_the_books_lock(
         assert not book.lock.locked()
     await writing  # the request went: the write goes on
     assert [f.text for f in book.rt.store.list_facts(roles=("user",))] == ["later"]
+
+
+async def test_the_writer_never_queues_behind_the_background_pools_other_steps(
+    book: MemoryBook,
+) -> None:
+    """Every background step shares a small pool; the book's writer, which every session's
+    batch waits for, has a thread of its own: busy pool threads do not hold it back."""
+    release = threading.Event()
+
+    async def blocked() -> None:
+        await threads.to_thread(release.wait, 30)
+
+    loop = asyncio.get_running_loop()
+    busy = [
+        loop.create_task(blocked(), context=threads.background_context())
+        for _ in range(threads.BACKGROUND_THREADS)
+    ]
+    try:
+        await asyncio.sleep(0.05)  # every pool thread waits on `release`
+        writing = loop.create_task(
+            book.write(puts=[entry("written")]), context=threads.background_context()
+        )
+        await asyncio.wait_for(writing, 20)
+    finally:
+        release.set()
+        await asyncio.gather(*busy)
+    assert [f.text for f in book.rt.store.list_facts(roles=("user",))] == ["written"]
