@@ -151,7 +151,7 @@ def _writer_pool() -> ThreadPoolExecutor:
     with _pool_lock:
         if _writer is None:
             _writer = ThreadPoolExecutor(
-                1, thread_name_prefix="memlane-writer", initializer=_start_background_thread
+                1, thread_name_prefix="memlane-book", initializer=_start_background_thread
             )
         return _writer
 

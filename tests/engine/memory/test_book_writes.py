@@ -4,6 +4,7 @@ store transaction."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 
 import pytest
@@ -88,3 +89,21 @@ async def test_the_writer_never_queues_behind_the_background_pools_other_steps(
         release.set()
         await asyncio.gather(*busy)
     assert [f.text for f in book.rt.store.list_facts(roles=("user",))] == ["written"]
+
+
+async def test_writes_waiting_together_take_the_books_lock_once_per_group(
+    book: MemoryBook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each caller waits for its own write, not for the lock: many sessions' batches
+    queued on it woke one by one through a busy event loop, seconds a group."""
+    taken: list[int] = []
+    writing = book.writing
+
+    def counted() -> contextlib.AbstractAsyncContextManager[None]:
+        taken.append(1)
+        return writing()
+
+    monkeypatch.setattr(book, "writing", counted)
+    await asyncio.gather(*(book.write(puts=[entry(f"session {n}")]) for n in range(50)))
+    assert len(taken) == 1
+    assert len(book.rt.store.list_facts(roles=("user",))) == 50

@@ -52,20 +52,17 @@ class PendingWrite:
         return len(self.puts) + len(self.tombstones)
 
 
-def take_group(
-    waiting: Sequence[PendingWrite], mine: PendingWrite
-) -> tuple[list[PendingWrite], list[PendingWrite]]:
-    """This caller's write and those waiting, oldest first, up to `GROUP_ENTRIES` entries
-    (at least its own), and the writes left waiting: one thread hop stays short; the rest
-    wait for the next holder of the lock."""
-    others = [w for w in waiting if not w.done.done() and w is not mine]
-    group, size = [mine], mine.size
-    for each in others:
+def take_group(waiting: Sequence[PendingWrite]) -> tuple[list[PendingWrite], list[PendingWrite]]:
+    """The writes waiting, oldest first, up to `GROUP_ENTRIES` entries (at least one), and
+    the writes left waiting: one thread hop stays short; the rest go in the next group."""
+    group: list[PendingWrite] = []
+    size = 0
+    for index, each in enumerate(waiting):
         size += each.size
-        if size > GROUP_ENTRIES:
-            break
+        if group and size > GROUP_ENTRIES:
+            return group, list(waiting[index:])
         group.append(each)
-    return group, [w for w in others if w not in group]
+    return group, []
 
 
 def write_group(group: Sequence[PendingWrite], apply: Apply) -> list[BaseException | None]:
@@ -92,11 +89,11 @@ def settle(group: Sequence[PendingWrite], outcomes: Sequence[BaseException | Non
             each.done.set_exception(failure)
 
 
-def abandon(group: Sequence[PendingWrite], mine: PendingWrite, exc: BaseException) -> None:
-    """The holder of the lock was stopped (cancelled at shutdown): the others of its group
-    are told their writes are not confirmed."""
+def abandon(group: Sequence[PendingWrite], exc: BaseException) -> None:
+    """The writer was stopped (cancelled at shutdown) or failed past the writes: every
+    caller of its group is told its write is not confirmed."""
     for each in group:
-        if each is not mine and not each.done.done():
+        if not each.done.done():
             each.done.set_exception(RuntimeError(f"memory write not confirmed: {exc!r}"))
 
 
