@@ -56,8 +56,9 @@ def write_atomic_many(files: Sequence[tuple[Path, bytes]]) -> None:
     written: list[tuple[Path, Path, int]] = []
     renamed = 0
     try:
+        for folder in {path.parent for path, _ in files}:  # once each, not once a file
+            folder.mkdir(parents=True, exist_ok=True)
         for path, payload in files:
-            path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
             descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             written.append((path, tmp, descriptor))

@@ -249,8 +249,9 @@ class MemoryFiles:
         (`write_atomic_many`); the caller syncs `folders` (`sync_folders`). Each comes
         back with the file that held it before, if any."""
         planned: list[tuple[Path, Fact, bytes, Path | None]] = []
+        for scope in {fact.scope for fact, _ in facts}:  # a stat each, not one per entry
+            self._ensure_scope(scope)
         for fact, new in facts:
-            self._ensure_scope(fact.scope)
             path = self.path_for(fact)
             stale = None if new else self.find(fact)
             planned.append((path, fact, render(fact).encode("utf-8"), stale))
