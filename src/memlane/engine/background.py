@@ -326,7 +326,7 @@ class Background:
                 self.flush_batches()
                 if self._tasks:
                     await asyncio.gather(*list(self._tasks), return_exceptions=True)
-                else:
-                    await asyncio.sleep(0)
+                else:  # batches due, and (with no room for a job) waiting for it
+                    await asyncio.sleep(0 if self.max_pending else FULL_RETRY_SECONDS)
         finally:
             self._draining = False
