@@ -126,20 +126,75 @@ async def test_a_full_batch_starts_at_once_and_one_job_per_key_runs_at_a_time() 
     background = Background()
     gate = asyncio.Event()
     runs: list[list[int]] = []
+    policy = BatchPolicy(quiet=3600, size=3, most=3)
 
     async def run(items: list[int]) -> None:
         runs.append(items)
         await gate.wait()
 
     for n in range(5):
-        background.batch("a", n, run, POLICY, name="a")
+        background.batch("a", n, run, policy, name="a")
     await asyncio.sleep(0.1)  # the job's start delay
     assert runs == [[0, 1, 2]]  # three made it full; the rest wait for the running job
     for n in range(5, 7):
-        background.batch("a", n, run, POLICY, name="a")
+        background.batch("a", n, run, policy, name="a")
     gate.set()
     await background.drain()
     assert runs == [[0, 1, 2], [3, 4, 5], [6]]
+
+
+async def test_a_job_takes_what_came_while_it_waited_to_begin() -> None:
+    """A full batch plans its job at once, but the job takes its items when it begins: the
+    turns that came meanwhile go with it (up to `most`), not into a job of their own."""
+    background = Background()
+    runs: list[list[int]] = []
+
+    async def run(items: list[int]) -> None:
+        runs.append(items)
+
+    for n in range(7):  # the third makes it full; four more come before the job begins
+        background.batch("a", n, run, POLICY, name="a")
+    await background.drain()
+    assert runs == [[0, 1, 2, 3, 4, 5, 6]]
+
+
+async def test_past_its_bound_a_key_waits_as_its_stand_in_only() -> None:
+    """Over `max_batched`, an item is not kept: its key's stand-in is, once, and the job
+    that takes it gets it (to re-read the rest); nothing is dropped, pending counts all."""
+    background = Background(max_batched=2)
+    runs: list[list[str]] = []
+    policy = BatchPolicy(quiet=3600, size=10)
+
+    async def run(items: list[str]) -> None:
+        runs.append(items)
+
+    for n in range(5):
+        assert background.batch("a", f"turn {n}", run, policy, name="a", stand_in="reread a")
+    assert background.batch("b", "turn 0", run, policy, name="b", stand_in="reread b")
+    assert (background.batched, background.spilled, background.pending) == (2, 4, 6)
+    assert not background.batch("c", "turn 0", run, policy, name="c")  # no stand-in: dropped
+    assert background.dropped == 1
+    await background.drain()
+    assert sorted(runs) == [["reread b"], ["turn 0", "turn 1", "reread a"]]
+    assert (background.batched, background.spilled, background.pending) == (0, 0, 0)
+
+
+async def test_a_due_batch_waits_for_room_instead_of_being_dropped() -> None:
+    background = Background(max_pending=1)
+    gate = asyncio.Event()
+    runs: list[list[int]] = []
+
+    async def run(items: list[int]) -> None:
+        runs.append(items)
+        await gate.wait()
+
+    for key in ("a", "b"):
+        background.batch(key, 1, run, BatchPolicy(quiet=3600, size=1), name=key)
+    await asyncio.sleep(0.1)
+    assert (runs, background.pending) == ([[1]], 2)  # one job in flight, b's item waits
+    gate.set()
+    await background.drain()
+    assert (runs, background.dropped) == ([[1], [1]], 0)
 
 
 async def test_a_batch_runs_in_the_context_of_its_latest_item() -> None:
@@ -168,3 +223,21 @@ async def test_cancel_all_counts_the_items_still_waiting() -> None:
     background.batch("b", 2, run, POLICY, name="b")
     assert await background.cancel_all() == 2
     assert (background.pending, ran) == (0, [])
+
+
+async def test_after_cancel_all_a_cancelled_job_plans_nothing_of_what_waited() -> None:
+    background = Background()
+    gate = asyncio.Event()
+    runs: list[list[int]] = []
+    policy = BatchPolicy(quiet=3600, size=2, most=2)
+
+    async def run(items: list[int]) -> None:
+        runs.append(items)
+        await gate.wait()
+
+    for n in range(4):
+        background.batch("a", n, run, policy, name="a")
+    await asyncio.sleep(0.1)  # the job began with two; two wait for it
+    assert await background.cancel_all() == 3
+    await asyncio.sleep(0.1)
+    assert (runs, background.batched, background.pending) == ([[0, 1]], 0, 0)

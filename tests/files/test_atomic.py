@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memlane.files.atomic import write_atomic
+from memlane.files.atomic import write_atomic, write_atomic_many
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "memlane"
 
@@ -30,6 +30,27 @@ def test_a_failed_replace_keeps_the_old_content_and_cleans_up(tmp_path: Path) ->
         write_atomic(target, "new")
     assert (target / "inside").read_text(encoding="utf-8") == "kept"
     assert [p.name for p in tmp_path.iterdir()] == ["taken"]
+
+
+def test_many_files_are_replaced_together_and_leave_no_temporary_file(tmp_path: Path) -> None:
+    first, second = tmp_path / "a" / "one.md", tmp_path / "b" / "two.md"
+    write_atomic(first, "old")
+    write_atomic_many([(first, b"new one"), (second, b"new two")])
+    assert (first.read_bytes(), second.read_bytes()) == (b"new one", b"new two")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["a", "b", "one.md", "two.md"]
+
+
+def test_many_files_failing_midway_keep_every_old_content_and_clean_up(tmp_path: Path) -> None:
+    """A rename that fails leaves its file and every later one as they were, and no
+    temporary file behind (those before it are in place: each is whole)."""
+    first, taken, third = tmp_path / "one.md", tmp_path / "taken", tmp_path / "three.md"
+    write_atomic(third, "old three")
+    taken.mkdir()  # a folder where the file should go: its rename fails
+    with pytest.raises(IsADirectoryError):
+        write_atomic_many([(first, b"one"), (taken, b"two"), (third, b"new three")])
+    assert first.read_bytes() == b"one"
+    assert third.read_bytes() == b"old three"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.md", "taken", "three.md"]
 
 
 def test_mode_applies_before_the_file_has_its_name(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
 from memlane.engine.memory.extract import FACT_PROMPT
@@ -46,13 +47,17 @@ def answer_like_a_model(upstream: ScriptedUpstream) -> None:
     upstream.respond_with(answer)
 
 
-def chat(proxy: Any, session: str, prompts: list[str]) -> None:
+def chat(
+    proxy: Any, session: str, prompts: list[str], messages: list[dict[str, str]] | None = None
+) -> list[dict[str, str]]:
+    """The prompts as turns of `session` (after `messages`, its history so far): the history."""
     client = sdk(proxy, session)
-    messages: list[dict[str, str]] = []
+    messages = [] if messages is None else messages
     for prompt in prompts:
         messages.append({"role": "user", "content": prompt})
         answer = client.chat.completions.create(model="m", messages=messages)  # type: ignore[arg-type]
         messages.append({"role": "assistant", "content": answer.choices[0].message.content or ""})
+    return messages
 
 
 def memories(runtime: Runtime) -> dict[str, tuple[int | None, str | None]]:
@@ -93,7 +98,11 @@ def test_a_full_batch_starts_without_waiting_for_quiet(
 ) -> None:
     answer_like_a_model(upstream)
     proxy = proxy_factory(memory_batch_turns=2, **QUIET_FOR_A_MINUTE)
-    chat(proxy, "full", PROMPTS)
+    messages = chat(proxy, "full", PROMPTS[:2])
+    deadline = time.monotonic() + 30
+    while not extraction_calls(upstream) and time.monotonic() < deadline:
+        time.sleep(0.05)  # turns 1-2 go as soon as two wait, the session never quiet
+    chat(proxy, "full", PROMPTS[2:], messages)
     proxy.drain()
     calls = extraction_calls(upstream)
     assert len(calls) == 2  # turns 1-2 as soon as two waited, turn 3 at the drain

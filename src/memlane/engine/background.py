@@ -4,15 +4,21 @@ Background work runs in `threads.background_context()`, so its blocking calls us
 thread pool of their own and never queue in front of a request's, and it starts a job
 or a blocking step only when no request is in memlane's hands
 (`threads.RequestTraffic`). The number of
-tasks in flight is bounded: past `MAX_PENDING`, new background work is dropped
-(counted and logged once a minute), never a request.
+tasks in flight is bounded: past `MAX_PENDING`, new work spawned is dropped (counted
+and logged once a minute), never a request, and a due batch waits for room.
 
 Work a turn causes is batched per session (`Background.batch`): items wait under a
 key until the key has been quiet for a while, or enough of them wait, or the oldest
-has waited long enough, and then one job takes them all. A busy session costs one job
-per batch, not one per turn; `drain` (tests, shutdown) starts every waiting batch at
-once. Waiting items are bounded too (`MAX_BATCHED`): past it, new items are dropped
-and counted like refused jobs.
+has waited long enough, and then one job takes them all: what waits when the job
+begins, not when it was planned, so the turns that came while it waited for its turn
+(`_after_requests`) go with it. A busy session costs one job per batch, not one per
+turn; `drain` (tests, shutdown) starts every waiting batch at once.
+
+Waiting items are bounded (`MAX_BATCHED`, all keys together). Past the bound, an item
+whose work can be found again elsewhere (an answered turn's memory work, re-derived
+from the store) is kept as its key only: the caller's `stand_in`, held once per key
+however many items it stands for, which tells the key's next job to re-read them. An
+item with no stand-in is dropped and counted like a refused job.
 """
 
 from __future__ import annotations
@@ -31,8 +37,10 @@ from memlane.engine.threads import TRAFFIC, background_context
 log = logging.getLogger("memlane.background")
 
 MAX_PENDING = 512
-MAX_BATCHED = 20_000
-"""Items waiting in batches, all keys together: past this, new items are dropped."""
+MAX_BATCHED = 8_192
+"""Items waiting in batches, all keys together: past this, new items wait as their key's
+stand-in only (or, with none, are dropped). A remembered turn's item holds its texts (a
+few kilobytes, `memory_message_chars` at most), so this bounds what waiting costs."""
 DROP_LOG_SECONDS = 60.0
 START_DELAY_SECONDS = 0.02
 """How long a job waits before it starts. An agent's next request usually follows the
@@ -41,11 +49,20 @@ later lets that request be prepared and forwarded first, and the job runs while 
 request waits on the upstream."""
 
 
+FULL_RETRY_SECONDS = 1.0
+"""How long a due batch waits for room when `MAX_PENDING` jobs are in flight: it stays
+whole (bounded by `MAX_BATCHED`), never dropped for want of a job."""
+
 BATCH_MAX_WAIT_SECONDS = 60.0
 """The longest the oldest item of a batch waits, however busy its key stays."""
 
 Runner = Callable[[list[Any]], Coroutine[Any, Any, Any]]
 """What a batch's job runs: the waiting items, oldest first."""
+
+
+BATCH_MOST = 64
+"""The most items one job of a session takes: a job that fell behind catches up in one go
+(one write, one extraction call per `extract.MAX_BATCH_CHARS`), not `size` at a time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,14 +72,25 @@ class BatchPolicy:
     quiet: float
     """Seconds without a new item."""
     size: int
-    """Items that start a job at once (and the most one job takes)."""
+    """Items that start a job at once."""
     wait: float = BATCH_MAX_WAIT_SECONDS
     """Seconds the oldest item waits at most."""
+    most: int = BATCH_MOST
+    """The most items one job takes (at least `size`): the rest wait for the next."""
 
 
 def session_policy(settings: Settings) -> BatchPolicy:
     """How a session's per-turn work (memory, index, running summary) is batched."""
-    return BatchPolicy(quiet=settings.memory_batch_quiet_seconds, size=settings.memory_batch_turns)
+    size = settings.memory_batch_turns
+    quiet = settings.memory_batch_quiet_seconds
+    return BatchPolicy(quiet=quiet, size=size, most=max(size, BATCH_MOST))
+
+
+@dataclass(eq=False)
+class _StandIn:
+    """The caller's stand-in as queued: found by identity, whatever it holds."""
+
+    item: Any
 
 
 @dataclass(eq=False)
@@ -79,6 +107,10 @@ class _Batch:
     client lent for memlane's own calls, `text.llm.REQUEST_KEY`, in memory only)."""
     timer: asyncio.TimerHandle | None = None
     task: asyncio.Task[Any] | None = None
+    stand_in: _StandIn | None = None
+    """What stands for the items left out past the bound (`Background.batch`), if any."""
+    spilled: int = 0
+    """How many items it stands for."""
 
 
 async def _after_requests(coro: Coroutine[Any, Any, Any]) -> Any:
@@ -92,7 +124,7 @@ async def _after_requests(coro: Coroutine[Any, Any, Any]) -> Any:
 class Background:
     """A set of running tasks. Fire-and-forget loses errors; this keeps and logs them."""
 
-    def __init__(self, max_pending: int = MAX_PENDING) -> None:
+    def __init__(self, max_pending: int = MAX_PENDING, max_batched: int = MAX_BATCHED) -> None:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._services: set[asyncio.Task[Any]] = set()
         self.max_pending = max_pending
@@ -100,7 +132,9 @@ class Background:
         """Background jobs refused because `max_pending` were already in flight."""
         self._dropped_logged_at = 0.0
         self._batches: dict[str, _Batch] = {}
+        self.max_batched = max_batched
         self._batched = 0
+        self._spilled = 0
         self._draining = False
 
     def _drop(self, name: str, count: int = 1) -> None:
@@ -140,10 +174,21 @@ class Background:
         return task
 
     # --- batches -----------------------------------------------------------------
-    def batch(self, key: str, item: Any, run: Runner, policy: BatchPolicy, *, name: str) -> bool:
+    def batch(
+        self,
+        key: str,
+        item: Any,
+        run: Runner,
+        policy: BatchPolicy,
+        *,
+        name: str,
+        stand_in: Any = None,
+    ) -> bool:
         """Add `item` to `key`'s batch; `run(items)` takes the batch in one job, when `policy`
-        says, never two jobs of one key at once. False (the item dropped) when full."""
-        if self._batched >= MAX_BATCHED:
+        says, never two jobs of one key at once. Past `max_batched`, `stand_in` (when given)
+        is queued in its place, once per key, and the job that takes it re-reads the items
+        it stands for; without one, the item is dropped and False returned."""
+        if self._batched >= self.max_batched and stand_in is None:
             self._drop(name)
             return False
         found = self._batches.get(key)
@@ -152,18 +197,30 @@ class Background:
         now = time.monotonic()
         if not found.items:
             found.oldest = now
-        found.items.append(item)
+        if self._batched < self.max_batched:
+            found.items.append(item)
+            self._batched += 1
+        else:  # over the bound: the key only, not the payload
+            self._spilled += 1
+            found.spilled += 1
+            if found.stand_in is None:
+                found.stand_in = _StandIn(stand_in)
+                found.items.append(found.stand_in)
         found.latest = now
         found.run, found.policy, found.name = run, policy, name
         found.context = contextvars.copy_context()
-        self._batched += 1
         self._plan(found)
         return True
 
     @property
     def batched(self) -> int:
-        """Items waiting in batches (not yet taken by a job)."""
+        """Items waiting in batches (not yet taken by a job), stand-ins not counted."""
         return self._batched
+
+    @property
+    def spilled(self) -> int:
+        """Items past the bound, waiting as their key's stand-in only."""
+        return self._spilled
 
     def flush_batches(self) -> None:
         """Start every waiting batch now (its key's running job, if any, takes it next)."""
@@ -190,17 +247,31 @@ class Background:
         found.timer = None
         if found.task is not None or not found.items:
             return
-        size = found.policy.size
-        items, found.items = found.items[:size], found.items[size:]
-        self._batched -= len(items)
-        context = found.context or contextvars.copy_context()
-        task = context.run(self.spawn, found.run(items), name=found.name)
-        if task is None:  # the queue is full: these items are dropped (spawn counted one)
-            self.dropped += len(items) - 1
-            self._plan(found)
+        if len(self._tasks) >= self.max_pending:  # no room for a job: the batch waits on
+            loop = asyncio.get_running_loop()
+            found.timer = loop.call_later(FULL_RETRY_SECONDS, self._start, found)
             return
+        context = found.context or contextvars.copy_context()
+        task = context.run(self.spawn, self._run(found), name=found.name)
+        assert task is not None  # there was room
         found.task = task
         task.add_done_callback(lambda _: self._ended(found))
+
+    async def _run(self, found: _Batch) -> None:
+        """The job: it takes its items when it begins, so those that came while it waited
+        for its turn go with it."""
+        items = self._take(found, max(found.policy.most, found.policy.size))
+        if items:
+            await found.run(items)
+
+    def _take(self, found: _Batch, most: int) -> list[Any]:
+        items, found.items = found.items[:most], found.items[most:]
+        if found.stand_in is not None and found.stand_in in items:
+            self._batched += 1  # the stand-in was never counted as an item
+            self._spilled -= found.spilled
+            found.stand_in, found.spilled = None, 0
+        self._batched -= len(items)
+        return [each.item if isinstance(each, _StandIn) else each for each in items]
 
     def _ended(self, found: _Batch) -> None:
         found.task = None
@@ -222,19 +293,20 @@ class Background:
 
     @property
     def pending(self) -> int:
-        """Jobs in flight plus items waiting in batches: work not done yet."""
-        return len(self._tasks) + self._batched
+        """Jobs in flight plus items waiting in batches or as a stand-in: work not done yet."""
+        return len(self._tasks) + self._batched + self._spilled
 
     async def cancel_all(self) -> int:
         """Cancel what is still running (shutdown, after a bounded drain) and the services,
         and wait for them; the number of unfinished jobs and never-started batch items (not
         services) is returned."""
-        waiting = self._batched
+        waiting = self._batched + self._spilled
         for found in self._batches.values():
             if found.timer is not None:
                 found.timer.cancel()
+            found.items, found.stand_in, found.spilled = [], None, 0  # a job ending plans none
         self._batches.clear()
-        self._batched = 0
+        self._batched = self._spilled = 0
         jobs = list(self._tasks)
         tasks = [*jobs, *self._services]
         for task in tasks:
@@ -250,11 +322,11 @@ class Background:
         """
         self._draining = True
         try:
-            while self._tasks or self._batched:
+            while self._tasks or self._batched or self._spilled:
                 self.flush_batches()
                 if self._tasks:
                     await asyncio.gather(*list(self._tasks), return_exceptions=True)
-                else:
-                    await asyncio.sleep(0)
+                else:  # batches due, and (with no room for a job) waiting for it
+                    await asyncio.sleep(0 if self.max_pending else FULL_RETRY_SECONDS)
         finally:
             self._draining = False

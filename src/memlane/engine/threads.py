@@ -38,6 +38,7 @@ _in_background: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "memlane_background", default=False
 )
 _pool: ThreadPoolExecutor | None = None
+_writer: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 REQUEST_THREADS = min(32, (os.cpu_count() or 1) + 4)  # what asyncio's default pool would have
@@ -145,6 +146,16 @@ def _background_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+def _writer_pool() -> ThreadPoolExecutor:
+    global _writer
+    with _pool_lock:
+        if _writer is None:
+            _writer = ThreadPoolExecutor(
+                1, thread_name_prefix="memlane-book", initializer=_start_background_thread
+            )
+        return _writer
+
+
 class RequestTraffic:
     """Whether a request is in this process's hands now, so background work waits its turn.
 
@@ -226,12 +237,36 @@ TRAFFIC = RequestTraffic()
 async def to_thread(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
     """`asyncio.to_thread`, in the background pool when called from background work
     (after letting the requests in hand go first)."""
+    await let_requests_go_first()
+    return await _run_in(_background_pool, fn, *args, **kwargs)
+
+
+async def let_requests_go_first() -> None:
+    """From background work, wait for the requests in hand (`RequestTraffic`); at once
+    from a request."""
+    if _in_background.get():
+        await TRAFFIC.yield_to_requests()
+
+
+async def to_thread_at_once(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """`to_thread` for the memory book's writer: from background work, on a thread of its
+    own, without waiting for the requests in hand; its caller let them go first before
+    it took the book's lock (`let_requests_go_first`). Every session's batch waits for
+    that lock: waiting under it for the requests (up to `YIELD_LIMIT_SECONDS` a step
+    under a steady stream of them), or behind the background pool's queue of other
+    jobs' steps, held it idle while the writer fell behind the turns."""
+    return await _run_in(_writer_pool, fn, *args, **kwargs)
+
+
+async def _run_in(
+    pool: Callable[[], ThreadPoolExecutor], fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+) -> T:
+    """`fn` on the request path's threads, or from background work on `pool()`'s."""
     if not _in_background.get():
         return await run_on(_request_threads, functools.partial(fn, *args, **kwargs))
-    await TRAFFIC.yield_to_requests()
     loop = asyncio.get_running_loop()
     call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
-    return await loop.run_in_executor(_background_pool(), call)
+    return await loop.run_in_executor(pool(), call)
 
 
 def in_a_request_thread(fn: Callable[[], T]) -> asyncio.Future[T]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from memlane.files.atomic import sync_folder, write_atomic
+from memlane.files.atomic import sync_folder, write_atomic, write_atomic_many
 from memlane.files.paths import safe_key
 from memlane.store.codec import cites_from_json, cites_to_json
 from memlane.types import Fact, FactRole
@@ -241,6 +241,29 @@ class MemoryFiles:
         if stale is not None and stale != path:
             stale.unlink(missing_ok=True)
         return EntryFile(path, fact, digest_bytes(data))
+
+    def write_many(
+        self, facts: Sequence[tuple[Fact, bool]], folders: set[Path]
+    ) -> list[tuple[EntryFile, Path | None]]:
+        """`write` for several entries (each with its `new`), their files flushed together
+        (`write_atomic_many`); the caller syncs `folders` (`sync_folders`). Each comes
+        back with the file that held it before, if any."""
+        planned: list[tuple[Path, Fact, bytes, Path | None]] = []
+        for scope in {fact.scope for fact, _ in facts}:  # a stat each, not one per entry
+            self._ensure_scope(scope)
+        for fact, new in facts:
+            path = self.path_for(fact)
+            stale = None if new else self.find(fact)
+            planned.append((path, fact, render(fact).encode("utf-8"), stale))
+        write_atomic_many([(path, data) for path, _, data, _ in planned])
+        for path, _, _, stale in planned:
+            folders.add(path.parent)
+            if stale is not None and stale != path:
+                stale.unlink(missing_ok=True)
+        return [
+            (EntryFile(path, fact, digest_bytes(data)), stale)
+            for path, fact, data, stale in planned
+        ]
 
     @staticmethod
     def sync_folders(folders: set[Path]) -> None:

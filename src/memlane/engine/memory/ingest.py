@@ -30,8 +30,8 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from dataclasses import replace
+from datetime import datetime
 
 from memlane.engine import threads
 from memlane.engine.background import session_policy
@@ -43,13 +43,35 @@ from memlane.engine.memory.entries import new_fact
 from memlane.engine.memory.evict import choose_evictions
 from memlane.engine.memory.extract import Extracted, Said, extract_batch
 from memlane.engine.memory.reconcile import reconcile
+from memlane.engine.memory.rederive import mark_of, session_turns
 from memlane.engine.memory.summary import SUMMARY_KIND, summary_id, update_summary
+from memlane.engine.memory.turn_input import (
+    ANSWER_AFTER,
+    TRUNCATED_MARKER,
+    Reread,
+    TurnInput,
+    bounded,
+    within_ceiling,
+)
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Answer, Turn
 from memlane.files.memory_files import new_id, now_utc
-from memlane.text.llm import REQUEST_ROUTE, LLMError, LLMRoute
+from memlane.text.llm import REQUEST_ROUTE, LLMError
 from memlane.text.llm_route import following
 from memlane.types import Fact, FactRole
+
+__all__ = [
+    "ANSWER_AFTER",
+    "TRUNCATED_MARKER",
+    "TurnInput",
+    "bounded",
+    "ingest_turn",
+    "ingest_turns",
+    "queue",
+    "schedule_ingest",
+    "turn_input",
+    "within_ceiling",
+]
 
 log = logging.getLogger("memlane.memory")
 
@@ -60,44 +82,7 @@ REFUSED_HINT = (
 )
 
 
-ANSWER_AFTER = timedelta(microseconds=1)
-"""How long after the user's turn entry its answer's is dated: their order is kept, and
-a resumed turn finds the answer's entry by it (`engine.memory.resume`)."""
-
 EVENT_TRUNCATED = "memory.truncated"
-TRUNCATED_MARKER = (
-    "\n\n[memlane: {left} more characters of this message are left out of memory "
-    "(memory_message_chars = {limit}); the session's transcript keeps it whole]"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class TurnInput:
-    """What the write path needs from one finished turn (copied: the turn object moves on)."""
-
-    session_id: str
-    namespace: str
-    model: str | None
-    tenant: str = ""
-    route: LLMRoute | None = None
-    """Where the turn's request went, which memlane's own calls for it follow
-    (`text.llm_route`). No credential: safe to keep with queued work."""
-    user_text: str = ""
-    user_message_id: int | None = None
-    assistant_text: str = ""
-    said_at: datetime | None = None
-    """When the user's message was written (stored); None: now. Facts are valid from it."""
-    cut: tuple[tuple[str, int], ...] = ()
-    """(role, full length) of each text cut to `memory_message_chars`."""
-    user_position: int | None = None
-    """The user's message's position in its session: the session's mark moves past it
-    once the turn is remembered (`engine.memory.marks`)."""
-    entry_ids: tuple[str, ...] = ()
-    """The user's turn entries already written (a turn resumed after a stop that came
-    between its entries and its facts): not written again."""
-    answer_entry_ids: tuple[str, ...] = ()
-    """The answer's turn entries already written, likewise: a stop may also come between
-    the user's entry and the answer's (each is its own write)."""
 
 
 def schedule_ingest(rt: Runtime, turn: Turn, answer: Answer) -> None:
@@ -110,18 +95,21 @@ def schedule_ingest(rt: Runtime, turn: Turn, answer: Answer) -> None:
     queue(rt, item)
 
 
-def queue(rt: Runtime, item: TurnInput) -> None:
-    """Add `item` to its session's batch (a finished turn, or one resumed at start-up)."""
+def queue(rt: Runtime, item: TurnInput | Reread) -> None:
+    """Add `item` to its session's batch (a finished turn, or one resumed at start-up).
+    Past the queue's bound the session is kept as a `Reread` only: no turn's text waits
+    in memory then, and its job finds the turns in the store."""
     name = f"memory-ingest:{item.session_id}"
     run = functools.partial(_recorded, rt)
-    rt.background.batch(name, item, run, session_policy(rt.settings), name=name)
+    stand_in = Reread(item.session_id, item.route)
+    rt.background.batch(name, item, run, session_policy(rt.settings), name=name, stand_in=stand_in)
 
 
-async def _recorded(rt: Runtime, items: list[TurnInput]) -> None:
+async def _recorded(rt: Runtime, items: list[TurnInput | Reread]) -> None:
     """The write path for a batch, with its outcome kept for `memlane status`: one
     `ingest_turns` per run of turns sharing a namespace, tenant, model and route."""
     groups: list[list[TurnInput]] = []
-    for item in items:
+    for item in await _still_to_do(rt, items):
         if groups and _same_group(groups[-1][-1], item):
             groups[-1].append(item)
         else:
@@ -141,6 +129,38 @@ async def _recorded(rt: Runtime, items: list[TurnInput]) -> None:
         positions = [item.user_position for item in group if item.user_position is not None]
         if positions:  # these turns are remembered: not resumed after a restart
             await threads.to_thread(marks.advance, rt.store, session_id, max(positions) + 1)
+
+
+async def _still_to_do(rt: Runtime, items: Sequence[TurnInput | Reread]) -> list[TurnInput]:
+    """The batch's turns, with those a `Reread` stands for read from the store, oldest
+    first: none twice, and none the session's mark has passed (an earlier job re-read
+    and remembered it while its own item was on its way)."""
+    turns = [item for item in items if isinstance(item, TurnInput)]
+    reread = next((item for item in reversed(items) if isinstance(item, Reread)), None)
+    mark, found = await threads.to_thread(_from_store, rt, items[0].session_id, reread)
+    if reread is not None:
+        live = {turn.user_position for turn in turns}
+        turns += [replace(t, route=reread.route) for t in found if t.user_position not in live]
+        turns.sort(key=lambda turn: -1 if turn.user_position is None else turn.user_position)
+    merged = [turn for turn in turns if not _passed(turn, mark)]
+    most = session_policy(rt.settings).most
+    if reread is not None and len(merged) > most:  # the rest in a job of their own
+        merged = merged[:most]
+        queue(rt, reread)
+    return merged
+
+
+def _passed(turn: TurnInput, mark: int | None) -> bool:
+    position = turn.user_position
+    return mark is not None and position is not None and position < mark
+
+
+def _from_store(
+    rt: Runtime, session_id: str, reread: Reread | None
+) -> tuple[int | None, list[TurnInput]]:
+    """The session's mark now, and (for a `Reread`) its answered turns past it."""
+    mark = mark_of(rt, session_id)
+    return mark, session_turns(rt, session_id, mark) if reread is not None else []
 
 
 def _same_group(a: TurnInput, b: TurnInput) -> bool:
@@ -293,30 +313,6 @@ async def _reconcile_into(
         await apply_plan(
             book, plan, existing, scope=scope, source=sources[-1], report=report, sources=by_text
         )
-
-
-def within_ceiling(item: TurnInput, limit: int) -> TurnInput:
-    """`item` with each text cut to `limit` (`bounded`) and what was cut recorded: every
-    turn memory work takes in, from a request or resumed after a restart, passes here."""
-    texts = (("user", item.user_text), ("assistant", item.assistant_text))
-    cut = tuple((role, len(text)) for role, text in texts if len(text) > limit)
-    if not cut:
-        return item
-    return replace(
-        item,
-        user_text=bounded(item.user_text, limit),
-        assistant_text=bounded(item.assistant_text, limit),
-        cut=cut,
-    )
-
-
-def bounded(text: str, limit: int) -> str:
-    """`text` cut to `limit` characters, with a marker saying how much was left out: one
-    30 MB message would otherwise go whole to the extraction model, into its turn file and
-    into git."""
-    if len(text) <= limit:
-        return text
-    return text[:limit] + TRUNCATED_MARKER.format(left=len(text) - limit, limit=limit)
 
 
 async def _record_cuts(rt: Runtime, items: Sequence[TurnInput]) -> None:

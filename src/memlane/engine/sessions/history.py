@@ -101,7 +101,9 @@ def schedule_summary(rt: Runtime, turn: Turn) -> None:
         return
     key = f"session-summary:{turn.session.id}"
     run = functools.partial(_fold_batch, rt, turn.session.id)
-    rt.background.batch(key, turn.model or None, run, session_policy(rt.settings), name=key)
+    model, policy = turn.model or None, session_policy(rt.settings)
+    # past the queue's bound the key alone waits: its job folds what the store holds
+    rt.background.batch(key, model, run, policy, name=key, stand_in=model)
 
 
 async def _fold_batch(rt: Runtime, session_id: str, models: list[str | None]) -> None:

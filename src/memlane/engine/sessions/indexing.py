@@ -188,7 +188,9 @@ def schedule_index(rt: Runtime, turn: Turn) -> None:
         return
     key = f"index {session.id}"
     run = functools.partial(_after_turns, rt, session.id, indexing=indexing)
-    rt.background.batch(key, turn.model, run, session_policy(rt.settings), name=key)
+    policy = session_policy(rt.settings)
+    # past the queue's bound the key alone waits: its job reads what is new from the store
+    rt.background.batch(key, turn.model, run, policy, name=key, stand_in=turn.model)
 
 
 async def _after_turns(rt: Runtime, session_id: str, models: list[str], *, indexing: bool) -> None:

@@ -16,12 +16,13 @@ from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memlane.engine import threads, turnlog
+from memlane.engine import threads
 from memlane.engine.memory.book import reindex, writes
 from memlane.engine.memory.book.history import CommitQueue
 from memlane.engine.memory.book.reindex import SyncReport
 from memlane.engine.memory.book.tree import Tree
 from memlane.engine.memory.vectors import Progress, embed_missing
+from memlane.engine.threads import background_context
 from memlane.files.git import GitRepo
 from memlane.files.locks import MEMORY_LOCK, SCOPE_LOCKS, HomeLock
 from memlane.files.memory_files import MemoryFiles
@@ -57,6 +58,7 @@ class MemoryBook:
         self.watch_task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._waiting_writes: list[writes.PendingWrite] = []
+        self._writer: asyncio.Task[None] | None = None
         self._snapshot_dirty = False
         self.entry_counts: dict[str, int] = {}
         """Entries each conversation is known to hold (`ingest.evict_conversation`): an
@@ -124,36 +126,53 @@ class MemoryBook:
         """Write new or changed entries and tombstone others, then embed what is new.
         `new`: ids of puts just minted (`new_id`), whose files need no looking for.
 
-        Group commit: writes that wait for the book's lock meanwhile (other sessions'
-        batches) are written with this one, in one thread hop, and each caller returns
-        once its own entries are written (or raises what they raised)."""
+        Group commit: the write waits with the others (other sessions' batches) for the
+        book's one writer (`_write_waiting`), which writes what waits in groups, one thread
+        hop each; each caller returns once its own entries are written (or raises what
+        they raised). The callers wait for their own write, not for the lock: 200 of them
+        queued on it woke one by one through a busy event loop, seconds a group."""
         if not puts and not tombstones:
             return
         loop = asyncio.get_running_loop()
         mine = writes.PendingWrite(puts, tombstones, new, loop.create_future())
+        mine.done.add_done_callback(threads.retrieved)  # its caller may have gone
         self._waiting_writes.append(mine)
-        async with self.writing():
-            if not mine.done.done():  # nobody took it with theirs
-                group, self._waiting_writes = writes.take_group(self._waiting_writes, mine)
+        if self._writer is None or self._writer.done():
+            self._writer = loop.create_task(
+                self._write_waiting(), name="memory-book-writer", context=background_context()
+            )
+        await asyncio.shield(mine.done)  # a caller cancelled leaves its write to the writer
+
+    async def _write_waiting(self) -> None:
+        """The book's writer: while writes wait, a group of them at a time, under the lock
+        (in this process and across them)."""
+        while self._waiting_writes:
+            await threads.let_requests_go_first()  # before the lock: never holding it idle
+            async with self.writing():
+                group, self._waiting_writes = writes.take_group(self._waiting_writes)
+                if not group:
+                    continue
                 try:
-                    outcomes = await threads.to_thread(writes.write_group, group, self._write_sync)
+                    outcomes = await threads.to_thread_at_once(
+                        writes.write_group, group, self._write_sync
+                    )
                     if self.rt.settings.dense_retrieval:
-                        await threads.to_thread(self._embed_missing_sync)
-                except BaseException as exc:  # cancelled (shutdown): the others are told
-                    writes.abandon(group, mine, exc)
+                        await threads.to_thread_at_once(self._embed_missing_sync)
+                except BaseException as exc:  # stopped (shutdown), or embedding failed
+                    writes.abandon(group, exc)
+                    if isinstance(exc, Exception):
+                        continue  # its callers were told
                     raise
                 writes.settle(group, outcomes)
-        await mine.done
 
     def _write_sync(
         self, puts: Sequence[Fact], tombstones: writes.Tombstones, new: Collection[str]
     ) -> None:
         store = self.rt.store
-        counts = writes.write_entries(self.tree, store, puts, tombstones, new)
+        writes.write_entries(self.tree, store, puts, tombstones, new)
         # The snapshot (every file's digest) is rewritten whole: once per commit, not per
         # write. One lost in a crash only makes the next start re-read those files.
         self._snapshot_dirty = True
-        turnlog.count(store, counts)
 
     async def erase(self, facts: Sequence[Fact]) -> None:
         """Remove entries entirely (`--purge`): their files, active or deleted, and rows."""

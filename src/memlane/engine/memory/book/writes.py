@@ -10,8 +10,10 @@ one thread hop; one that fails is retried alone, so only its caller sees the fai
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 
 from memlane.engine import turnlog
@@ -21,8 +23,14 @@ from memlane.store import Store
 from memlane.text.redact import redact
 from memlane.types import Fact
 
-GROUP_ENTRIES = 256
-"""The most entries one group of waiting writes puts in one thread hop."""
+GROUP_ENTRIES = 1024
+"""The most entries one group of waiting writes puts in one thread hop: under load every
+session's batch waits for the book's lock, and a group that took few would leave the
+writer behind the turns (each hop also waits for the requests in hand)."""
+ROWS_PER_TRANSACTION = 64
+"""Index rows written per store transaction: one per entry queued each alone at the
+store's write gate behind every request's writes; one for a thousand would hold the
+requests' writes back while it runs."""
 
 Tombstones = Sequence[tuple[Fact, str | None]]
 """Entries to tombstone, each with the id of the entry that replaced it (or None)."""
@@ -44,20 +52,17 @@ class PendingWrite:
         return len(self.puts) + len(self.tombstones)
 
 
-def take_group(
-    waiting: Sequence[PendingWrite], mine: PendingWrite
-) -> tuple[list[PendingWrite], list[PendingWrite]]:
-    """This caller's write and those waiting, oldest first, up to `GROUP_ENTRIES` entries
-    (at least its own), and the writes left waiting: one thread hop stays short; the rest
-    wait for the next holder of the lock."""
-    others = [w for w in waiting if not w.done.done() and w is not mine]
-    group, size = [mine], mine.size
-    for each in others:
+def take_group(waiting: Sequence[PendingWrite]) -> tuple[list[PendingWrite], list[PendingWrite]]:
+    """The writes waiting, oldest first, up to `GROUP_ENTRIES` entries (at least one), and
+    the writes left waiting: one thread hop stays short; the rest go in the next group."""
+    group: list[PendingWrite] = []
+    size = 0
+    for index, each in enumerate(waiting):
         size += each.size
-        if size > GROUP_ENTRIES:
-            break
+        if group and size > GROUP_ENTRIES:
+            return group, list(waiting[index:])
         group.append(each)
-    return group, [w for w in others if w not in group]
+    return group, []
 
 
 def write_group(group: Sequence[PendingWrite], apply: Apply) -> list[BaseException | None]:
@@ -84,11 +89,11 @@ def settle(group: Sequence[PendingWrite], outcomes: Sequence[BaseException | Non
             each.done.set_exception(failure)
 
 
-def abandon(group: Sequence[PendingWrite], mine: PendingWrite, exc: BaseException) -> None:
-    """The holder of the lock was stopped (cancelled at shutdown): the others of its group
-    are told their writes are not confirmed."""
+def abandon(group: Sequence[PendingWrite], exc: BaseException) -> None:
+    """The writer was stopped (cancelled at shutdown) or failed past the writes: every
+    caller of its group is told its write is not confirmed."""
     for each in group:
-        if each is not mine and not each.done.done():
+        if not each.done.done():
             each.done.set_exception(RuntimeError(f"memory write not confirmed: {exc!r}"))
 
 
@@ -99,33 +104,62 @@ def write_entries(
     tombstones: Tombstones,
     new: Collection[str] = (),
 ) -> dict[str, int]:
-    """Write new or changed entries and tombstone others: each file first (embedded mode),
-    then the index. Returns what the write adds to the day's counters (`write_counts`)."""
+    """Write new or changed entries and tombstone others: every file first (embedded mode),
+    then the index, `ROWS_PER_TRANSACTION` rows a transaction, and the day's counters
+    (`write_counts`, returned).
+
+    Not one transaction per entry: a background writer waits at the store's write gate
+    until no request writes (`store.write_gate`), so under load each of a group's
+    hundreds of entries queued there on its own. A crash between the files and the
+    index loses nothing: the files are the truth, and the next start indexes what they
+    hold (`book.reindex`)."""
     counts = write_counts(store, puts, tombstones)
-    folders: set[Path] = set()
-    for fact in puts:
-        # whatever a memory came from, a credential in it is never kept (file, git, index)
-        fact = replace(fact, text=redact(fact.text))
-        if tree is not None:
-            fresh = fact.id in new
-            old = None if fresh else tree.files.find(fact)
-            written = tree.files.write(fact, new=fresh, folders=folders)
-            tree.forget(old)
-            tree.remember(written.path, written.digest, fact.id)
-        store.put_fact(fact)
-    MemoryFiles.sync_folders(folders)
-    for fact, replaced_by in tombstones:
-        # deleted means no longer true: from the moment given (a message's), else now
-        fact = replace(fact, valid_to=fact.valid_to or max(now_utc(), fact.since))
-        deleted_at = None
-        if tree is not None:
-            old = tree.files.find(replace(fact, deleted=False))
-            written = tree.files.move_to_deleted(fact, replaced_by=replaced_by)
-            tree.forget(old)
-            tree.remember(written.path, written.digest, fact.id)
-            deleted_at = written.fact.updated_at  # the file and the index say the same
-        store.delete_fact(fact.id, replaced_by=replaced_by, at=fact.valid_to, updated_at=deleted_at)
+    # whatever a memory came from, a credential in it is never kept (file, git, index)
+    puts = [replace(fact, text=redact(fact.text)) for fact in puts]
+    # deleted means no longer true: from the moment given (a message's), else now
+    tombstones = [
+        (replace(fact, valid_to=fact.valid_to or max(now_utc(), fact.since)), by)
+        for fact, by in tombstones
+    ]
+    deleted_at = _write_files(tree, puts, tombstones, new) if tree is not None else {}
+    rows: list[Callable[[], object]] = [functools.partial(store.put_fact, fact) for fact in puts]
+    rows += [
+        functools.partial(
+            store.delete_fact,
+            fact.id,
+            replaced_by=replaced_by,
+            at=fact.valid_to,
+            updated_at=deleted_at.get(fact.id),
+        )
+        for fact, replaced_by in tombstones
+    ]
+    rows.append(functools.partial(turnlog.count, store, counts))
+    for start in range(0, len(rows), ROWS_PER_TRANSACTION):
+        with store.transaction():
+            for row in rows[start : start + ROWS_PER_TRANSACTION]:
+                row()
     return counts
+
+
+def _write_files(
+    tree: Tree, puts: Sequence[Fact], tombstones: Tombstones, new: Collection[str]
+) -> dict[str, datetime | None]:
+    """The entries' files written (flushed together) and noted in the snapshot, their
+    folders synced once; returns each tombstoned entry's deletion time as its file says
+    it (the index says the same)."""
+    folders: set[Path] = set()
+    for written, old in tree.files.write_many([(f, f.id in new) for f in puts], folders):
+        tree.forget(old)
+        tree.remember(written.path, written.digest, written.fact.id)
+    MemoryFiles.sync_folders(folders)
+    deleted_at: dict[str, datetime | None] = {}
+    for fact, replaced_by in tombstones:
+        old = tree.files.find(replace(fact, deleted=False))
+        written = tree.files.move_to_deleted(fact, replaced_by=replaced_by)
+        tree.forget(old)
+        tree.remember(written.path, written.digest, fact.id)
+        deleted_at[fact.id] = written.fact.updated_at
+    return deleted_at
 
 
 def erase_entries(tree: Tree | None, store: Store, facts: Sequence[Fact]) -> None:

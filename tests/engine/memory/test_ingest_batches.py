@@ -1,0 +1,108 @@
+"""A session's queued turns cost one job and one book write, and past the background
+queue's bound they wait as their session's key only, none lost."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from memlane.config import Settings
+from memlane.engine.memory import marks
+from memlane.engine.memory.book import MemoryBook
+from memlane.engine.memory.ingest import queue
+from memlane.engine.memory.resume import pending_turns
+from memlane.engine.runtime import Runtime
+from memlane.store import NewMessage
+from memlane.store.sqlite import SQLiteStore
+from memlane.types import Message
+
+TURNS = 20
+
+
+def runtime(settings: Settings, store: SQLiteStore) -> Runtime:
+    """Turn entries only (no extraction: no model), batches that only fill or drain."""
+    update = {"memory_extract_facts": False, "memory_batch_quiet_seconds": 60}
+    return Runtime(settings.model_copy(update=update), store)
+
+
+def stored_conversation(rt: Runtime, turns: int) -> str:
+    """A session with `turns` answered turns stored, none remembered yet (its mark at 0)."""
+    session = rt.store.ensure_session("k", namespace="repo")
+    messages = []
+    for n in range(turns):
+        messages += [Message("user", f"question {n}"), Message("assistant", f"answer {n}")]
+    rt.store.append_messages(session.id, [NewMessage(m, 1) for m in messages])
+    rt.store.set_state(session.id, marks.MARK, "0")
+    return session.id
+
+
+def counted_writes(book: MemoryBook, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many entries each `book.write` call that writes any carried."""
+    made: list[int] = []
+    write = book.write
+
+    async def counted(puts: Sequence[Any] = (), tombstones: Sequence[Any] = (), **kw: Any) -> None:
+        if puts or tombstones:
+            made.append(len(puts) + len(tombstones))
+        await write(puts, tombstones, **kw)
+
+    monkeypatch.setattr(book, "write", counted)
+    return made
+
+
+def remembered(rt: Runtime, session_id: str) -> list[str]:
+    entries = rt.store.list_facts(conversation_id=session_id, roles=("user", "assistant"))
+    return sorted(e.text for e in entries)
+
+
+def everything_said(turns: int) -> list[str]:
+    return sorted([f"question {n}" for n in range(turns)] + [f"answer {n}" for n in range(turns)])
+
+
+async def test_turns_that_wait_for_their_sessions_job_make_one_book_write(
+    settings: Settings, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More turns than `memory_batch_turns` queued before the session's job begins: the
+    job takes them all, one write of every entry, not a job and a write per eight."""
+    rt = runtime(settings, sqlite_store)
+    session_id = stored_conversation(rt, TURNS)
+    writes = counted_writes(rt.memory_book, monkeypatch)
+    for item in pending_turns(rt):
+        queue(rt, item)
+    await rt.background.drain()
+    assert writes == [2 * TURNS]
+    assert remembered(rt, session_id) == everything_said(TURNS)
+    assert pending_turns(rt) == []  # the mark moved past them all
+
+
+async def test_past_the_bound_every_turns_work_is_done_from_the_store_once(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    """Over the queue's bound, a turn's texts are not kept: its session waits as a key, and
+    the job re-reads the turns from the store. Every turn is remembered, each once."""
+    rt = runtime(settings, sqlite_store)
+    rt.background.max_batched = 3
+    session_id = stored_conversation(rt, TURNS)
+    for item in pending_turns(rt):
+        queue(rt, item)
+    assert (rt.background.batched, rt.background.spilled) == (3, TURNS - 3)
+    await rt.background.drain()
+    assert remembered(rt, session_id) == everything_said(TURNS)
+    assert pending_turns(rt) == []
+    assert rt.background.pending == 0
+
+
+async def test_a_turn_the_mark_has_passed_is_not_remembered_again(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    """A turn re-read by an earlier job, whose own item came after: its job skips it."""
+    rt = runtime(settings, sqlite_store)
+    session_id = stored_conversation(rt, 2)
+    first, second = pending_turns(rt)
+    queue(rt, second)
+    await rt.background.drain()  # the mark is past both turns now
+    queue(rt, first)
+    await rt.background.drain()
+    assert remembered(rt, session_id) == ["answer 1", "question 1"]
