@@ -15,15 +15,16 @@ realistic size). Requests in the first `--warmup` seconds are not counted.
 between: the ceiling of the rig itself on this machine (clients and upstream
 share its cores with the proxy).
 
-Printed: requests/s, p50/p99 latency (request sent to last byte), errors (any
-non-200, broken stream or stream without its end), the proxy's CPU milliseconds per
-request (user + system time of its whole process tree, workers and the git or other
-helpers it ran included, from the end of the warm-up until the background work the
-clients' requests queued is done, divided by the requests answered in the measured
-time: memory work a run leaves pending would otherwise go uncounted), and the proxy's resident memory (RSS, all its processes) at start, after
-warm-up and at the end; `--compare` runs, in one invocation against one upstream,
-straight to the upstream, then memlane with the defaults, with memory off and with
-`--workers 2`, and prints one table (requests/s side by side);
+Printed: requests/s, p50/p99 latency (request sent to last byte), errors (any non-200,
+broken stream or stream without its end), the proxy's CPU milliseconds per request (user
++ system time of its whole process tree, workers and the git or other helpers it ran
+included, from the end of the warm-up until the background work the clients' requests
+queued is done, divided by the requests answered in the measured time: memory work a run
+leaves pending would otherwise go uncounted), and the proxy's resident memory (RSS, all
+its processes) at start, after warm-up and at the end; `--compare` runs, in one
+invocation against one upstream, straight to the upstream, then memlane with the
+defaults, with memory off and with `--workers 2`, and prints one table (requests/s side
+by side);
 `--soak` (5 minutes after a 60-second warm-up unless told otherwise) also
 prints RSS every `--sample` seconds. The machine's load average is printed
 with the figures: on a shared machine they say as much about the neighbours as
