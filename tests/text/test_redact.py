@@ -86,3 +86,28 @@ def test_the_shapes_secret_scanners_know_are_redacted(text: str, expected: str) 
 )
 def test_urls_times_and_hashes_are_not_credentials(text: str) -> None:
     assert redact(text) == text
+
+
+def test_a_text_redacted_again_is_not_scanned_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn's text is redacted for its memory entry, its extraction prompt and the
+    session index's prompts within seconds; the detectors (~0.2 ms for a short turn)
+    run once for it."""
+    from memlane.text import redact as module
+
+    scans: list[str] = []
+    real = module._redact
+
+    def counted(text: str) -> str:
+        scans.append(text)
+        return real(text)
+
+    monkeypatch.setattr(module, "_redact", counted)
+    module._remembered.cache_clear()
+    text = "deploy with OPENAI_API_KEY=sk-proj-" + "a1B2c3D4" * 6 + " tonight"
+    first, again = redact(text), redact(text)
+    assert first == again == real(text)
+    assert "[redacted" in first
+    assert scans == [text]
+    long = text + " " + "x" * module.REMEMBERED_CHARS  # too long to keep: scanned each time
+    assert redact(long) == redact(long)
+    assert scans == [text, long, long]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -181,8 +182,27 @@ ASSIGNMENT_TRIGGERS = ("secret", "pass", "credential", "token", "key", "pwd", "a
 """What every credential name `CREDENTIAL_NAME` accepts contains."""
 
 
+REMEMBERED_CHARS = 8_192
+"""Texts up to this long are redacted once and remembered (`_remembered`)."""
+
+
 def redact(text: str) -> str:
-    """`text` with every credential-shaped span replaced by `[redacted <kind>]`."""
+    """`text` with every credential-shaped span replaced by `[redacted <kind>]`.
+
+    A turn's text is redacted several times within seconds (its memory entry, the
+    extraction prompt, the session index's prompt, which repeats the latest turns): a
+    short text's answer is remembered, in this process's memory only."""
+    if len(text) <= REMEMBERED_CHARS:
+        return _remembered(text)
+    return _redact(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _remembered(text: str) -> str:
+    return _redact(text)
+
+
+def _redact(text: str) -> str:
     lowered = text.lower()
     for rule in RULES:
         text = rule.redact(text, lowered)
