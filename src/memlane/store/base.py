@@ -258,6 +258,11 @@ class FactStore(Protocol):
         """Insert or replace the entry with this id, and re-index its text."""
         ...
 
+    def put_facts(self, facts: Sequence[Fact]) -> None:
+        """`put_fact` for several, in one transaction: each is indexed once, with the
+        neighbours it has once they are all written."""
+        ...
+
     def get_fact(self, fact_id: str) -> Fact | None: ...
 
     def list_facts(self, **query: Unpack[FactQuery]) -> list[Fact]:

@@ -84,6 +84,29 @@ def index_fact(
     put(db, fact_doc(fact), document)
 
 
+def index_facts(db: D, facts: Sequence[Fact], put: Callable[[D, Doc, str | None], None]) -> None:
+    """`index_fact` for entries written together, once their rows are all in: each is
+    indexed once with the neighbours it has then, and each turn whose neighbourhood now
+    holds one of them is indexed again once (one by one, the turns of a conversation
+    re-indexed each other as each next one came: twice the reads and documents)."""
+    written = {fact.id for fact in facts}
+    again: dict[str, Fact] = {}
+    for fact in facts:
+        document = None
+        if is_turn(fact):
+            before = live_turns(db, fact, "<", BEFORE)
+            after = live_turns(db, fact, ">", BEFORE)
+            document = turn_document(
+                fact, [t.text for t in reversed(before)], [t.text for t in after[:AFTER]]
+            )
+            for other in (*before[:AFTER], *after[:BEFORE]):
+                if other.id not in written:
+                    again.setdefault(other.id, other)
+        put(db, fact_doc(fact), document)
+    for other in again.values():
+        index_fact(db, other, put, neighbours=False)
+
+
 def rebuild_turns(
     db: D,
     retext: Callable[[D, str, str], int],
@@ -153,13 +176,17 @@ class SqlFacts(SqlStore[D]):
         """Replace the indexed words of a turn's document; 1 if they changed, else 0."""
 
     def put_fact(self, fact: Fact) -> None:
-        row = fact_to_row(fact)
+        self.put_facts([fact])
+
+    def put_facts(self, facts: Sequence[Fact]) -> None:
         with self._writing() as db:
-            for name in FACT_TIMES:
-                moment = getattr(fact, name)
-                row[name] = None if moment is None else db.time(moment)
-            db.run(_UPSERT, *[row[c] for c in FACT_COLUMNS])
-            index_fact(db, fact, self._put_doc)
+            for fact in facts:
+                row = fact_to_row(fact)
+                for name in FACT_TIMES:
+                    moment = getattr(fact, name)
+                    row[name] = None if moment is None else db.time(moment)
+                db.run(_UPSERT, *[row[c] for c in FACT_COLUMNS])
+            index_facts(db, facts, self._put_doc)
 
     def reindex_turns(self, progress: Progress | None = None) -> int:
         with self._writing() as db:

@@ -112,6 +112,26 @@ def test_a_turn_that_arrives_late_joins_its_neighbours_documents(store: Store) -
     assert {h.ref for h in store.keyword_search("marathon", flt)} == {"a", "b", "c"}
 
 
+def test_turns_written_together_get_the_documents_written_one_by_one_would(
+    store: Store,
+) -> None:
+    """`put_facts` indexes each turn once, with the neighbours it has once all are in,
+    and the turns before them again once: what a full rebuild makes, nothing stale."""
+    store.put_fact(turn("a", "we planned the trip", 0))
+    store.put_facts(
+        [
+            turn("d", "the ferry leaves at nine", 3),
+            turn("b", "to the island of Hydra", 1),  # earlier than "d": out of order
+            turn("c", "what should we pack", 2, role="assistant"),
+            turn("e", "sunscreen, mostly", 4, role="assistant"),
+        ]
+    )
+    assert store.reindex_turns() == 0  # every document already as a rebuild makes it
+    flt = SearchFilter(kinds=("fact",))
+    assert {h.ref for h in store.keyword_search("Hydra", flt)} == {"a", "b", "c", "d"}
+    assert {h.ref for h in store.keyword_search("sunscreen", flt)} == {"d", "e"}
+
+
 def test_reindex_turns_rebuilds_documents_and_is_idempotent(store: Store) -> None:
     store.put_fact(turn("a", "we booked the ferry", 0))
     store.put_fact(turn("b", "for Tuesday", 1))

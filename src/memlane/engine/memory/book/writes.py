@@ -122,8 +122,9 @@ def write_entries(
         for fact, by in tombstones
     ]
     deleted_at = _write_files(tree, puts, tombstones, new) if tree is not None else {}
-    rows: list[Callable[[], object]] = [functools.partial(store.put_fact, fact) for fact in puts]
-    rows += [
+    for start in range(0, len(puts), ROWS_PER_TRANSACTION):  # a transaction each
+        store.put_facts(puts[start : start + ROWS_PER_TRANSACTION])
+    rows: list[Callable[[], object]] = [
         functools.partial(
             store.delete_fact,
             fact.id,
