@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import functools
 import logging
+import weakref
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
 from memlane.engine import threads
-from memlane.engine.background import session_policy
+from memlane.engine.background import Background, session_policy
 from memlane.engine.failopen import record_for
 from memlane.engine.memory import cites, marks, scopes
 from memlane.engine.memory.apply import IngestReport, Provenance, apply_plan, neighbourhood
@@ -133,26 +134,43 @@ async def _recorded(rt: Runtime, items: list[TurnInput | Reread]) -> None:
 
 async def _still_to_do(rt: Runtime, items: Sequence[TurnInput | Reread]) -> list[TurnInput]:
     """The batch's turns, with those a `Reread` stands for read from the store, oldest
-    first: none twice, and none the session's mark has passed (an earlier job re-read
-    and remembered it while its own item was on its way)."""
+    first: none twice, and none a job of this process already re-read from the store
+    while its own item was on its way.
+
+    Not the session's mark: with `--workers`, another process's job moves it past turns
+    this one has yet to remember (each worker takes some of a session's turns), and a
+    live turn skipped for it was never remembered."""
+    session_id = items[0].session_id
     turns = [item for item in items if isinstance(item, TurnInput)]
     reread = next((item for item in reversed(items) if isinstance(item, Reread)), None)
-    mark, found = await threads.to_thread(_from_store, rt, items[0].session_id, reread)
+    done_here = _REREAD_THROUGH.setdefault(rt.background, {})
+    through = done_here.get(session_id)
+    turns = [turn for turn in turns if not _passed(turn, through)]
     if reread is not None:
+        _, found = await threads.to_thread(_from_store, rt, session_id, reread)
         live = {turn.user_position for turn in turns}
         turns += [replace(t, route=reread.route) for t in found if t.user_position not in live]
         turns.sort(key=lambda turn: -1 if turn.user_position is None else turn.user_position)
-    merged = [turn for turn in turns if not _passed(turn, mark)]
     most = session_policy(rt.settings).most
-    if reread is not None and len(merged) > most:  # the rest in a job of their own
-        merged = merged[:most]
+    if reread is not None and len(turns) > most:  # the rest in a job of their own
+        turns = turns[:most]
         queue(rt, reread)
-    return merged
+    if reread is not None:
+        positions = [t.user_position for t in turns if t.user_position is not None]
+        if positions:
+            done_here[session_id] = max(max(positions) + 1, through or 0)
+    return turns
 
 
-def _passed(turn: TurnInput, mark: int | None) -> bool:
+_REREAD_THROUGH: weakref.WeakKeyDictionary[Background, dict[str, int]] = weakref.WeakKeyDictionary()
+"""Per runtime (its background queue), per session: the position up to which a job of
+this process re-read its turns from the store (a `Reread`): their own items, still on
+their way, are skipped."""
+
+
+def _passed(turn: TurnInput, through: int | None) -> bool:
     position = turn.user_position
-    return mark is not None and position is not None and position < mark
+    return through is not None and position is not None and position < through
 
 
 def _from_store(
