@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from memlane.files.scaffold import normalize_escapes
 from memlane.store import NewMessage, SessionNotFound
 from memlane.store.sqlite import SQLiteStore
 from memlane.types import Message
+from tests.support.fsyncs import counted_fsyncs
 
 
 @pytest.mark.parametrize(
@@ -264,14 +264,7 @@ async def test_a_todo_from_the_header_is_kept_without_a_sync_and_one_the_user_se
     from memlane.engine import pipeline
 
     quiet = Runtime(rt.settings.model_copy(update={"memory_enabled": False}), rt.store)
-    synced: list[int] = []
-    real = os.fsync
-
-    def fsync(fd: int) -> None:
-        synced.append(fd)
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
+    synced = counted_fsyncs(monkeypatch)
     t = Turn(
         key="t", namespace="t", model="m", wire="chat", messages=[user("go")], flags={"todo": "a"}
     )

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import ast
-import os
 import stat
 from pathlib import Path
 
 import pytest
 
 from memlane.files.atomic import write_atomic, write_atomic_many
+from tests.support.fsyncs import counted_fsyncs
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "memlane"
 
@@ -94,14 +94,7 @@ def test_every_file_memlane_replaces_goes_through_write_atomic() -> None:
 def test_a_write_that_need_not_be_durable_syncs_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    synced: list[int] = []
-    real = os.fsync
-
-    def fsync(fd: int) -> None:
-        synced.append(fd)
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
+    synced = counted_fsyncs(monkeypatch)
     target = tmp_path / "todo.md"
     write_atomic(target, "- [ ] again next request", durable=False)
     assert target.read_text(encoding="utf-8") == "- [ ] again next request"

@@ -12,7 +12,7 @@ import pytest
 
 from memlane.config import Settings
 from memlane.proxy.forward import Upstream, UpstreamResponse
-from memlane.proxy.relay import Outcome, RelayResponse
+from memlane.proxy.relay import Outcome, RelayResponse, Settle
 from memlane.proxy.wire.base import StreamAssembler
 from memlane.proxy.wire.chat import ChatAdapter
 from tests.support.upstream import Reply, ScriptedUpstream
@@ -34,6 +34,17 @@ async def streamed(client: Upstream) -> UpstreamResponse:
         json.dumps(BODY).encode(),
         {"content-type": "application/json"},
         stream=True,
+    )
+
+
+async def relay_of(client: Upstream, settle: Settle) -> RelayResponse:
+    """A relay of a streamed Chat Completions answer from the scripted upstream."""
+    return RelayResponse(
+        await streamed(client),
+        ChatAdapter().assembler(),
+        settle=settle,
+        error_frame=lambda message: b"",
+        headers={},
     )
 
 
@@ -69,13 +80,7 @@ async def test_a_client_leaving_while_the_answer_settles_does_not_cut_the_settle
         await asyncio.sleep(0.1)  # the watcher sees the disconnect meanwhile
         settled.append("end")
 
-    relay = RelayResponse(
-        await streamed(client_of),
-        ChatAdapter().assembler(),
-        settle=settle,
-        error_frame=lambda message: b"",
-        headers={},
-    )
+    relay = await relay_of(client_of, settle)
     await relay({"type": "http"}, client.receive, client.send)
     assert settled == ["start done", "end"]
     assert relay.gone
@@ -91,13 +96,7 @@ async def test_a_cancel_from_outside_is_not_taken_for_the_client_leaving(
     async def settle(outcome: Outcome, assembler: StreamAssembler) -> None:
         outcomes.append(outcome)
 
-    relay = RelayResponse(
-        await streamed(client_of),
-        ChatAdapter().assembler(),
-        settle=settle,
-        error_frame=lambda message: b"",
-        headers={},
-    )
+    relay = await relay_of(client_of, settle)
     task = asyncio.create_task(relay({"type": "http"}, client.receive, client.send))
     await client.flowing.wait()
     task.cancel()

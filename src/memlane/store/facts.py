@@ -62,49 +62,43 @@ def live_turns(db: D, fact: Fact, direction: str, limit: int) -> list[Fact]:
     return [fact_from_row(r) for r in rows]
 
 
-def index_fact(
-    db: D,
-    fact: Fact,
-    put: Callable[[D, Doc, str | None], None],
-    *,
-    neighbours: bool = True,
-) -> None:
-    """Index an entry: a turn with its neighbours; the turns whose neighbourhood now holds
-    this one are indexed again (the one before it; those after it, when it came late)."""
-    document = None
-    if is_turn(fact):
-        before = live_turns(db, fact, "<", BEFORE)
-        after = live_turns(db, fact, ">", BEFORE)
-        document = turn_document(
-            fact, [t.text for t in reversed(before)], [t.text for t in after[:AFTER]]
-        )
-        if neighbours:
-            for other in (*before[:AFTER], *after[:BEFORE]):
-                index_fact(db, other, put, neighbours=False)
-    put(db, fact_doc(fact), document)
+Put = Callable[[D, Doc, str | None], None]
 
 
-def index_facts(db: D, facts: Sequence[Fact], put: Callable[[D, Doc, str | None], None]) -> None:
-    """`index_fact` for entries written together, once their rows are all in: each is
-    indexed once with the neighbours it has then, and each turn whose neighbourhood now
-    holds one of them is indexed again once (one by one, the turns of a conversation
-    re-indexed each other as each next one came: twice the reads and documents)."""
+def index_fact(db: D, fact: Fact, put: Put[D]) -> None:
+    """Index one entry as its conversation stands: a turn with its neighbours' words (the
+    neighbours are not indexed again; `index_facts` does that)."""
+    put(db, fact_doc(fact), _neighbourhood(db, fact)[0])
+
+
+def index_facts(db: D, facts: Sequence[Fact], put: Put[D]) -> None:
+    """Index entries written together, once their rows are all in: each is indexed once
+    with the neighbours it has then, and each turn whose neighbourhood now holds one of
+    them is indexed again once (one by one, the turns of a conversation re-indexed each
+    other as each next one came: twice the reads and documents)."""
     written = {fact.id for fact in facts}
     again: dict[str, Fact] = {}
     for fact in facts:
-        document = None
-        if is_turn(fact):
-            before = live_turns(db, fact, "<", BEFORE)
-            after = live_turns(db, fact, ">", BEFORE)
-            document = turn_document(
-                fact, [t.text for t in reversed(before)], [t.text for t in after[:AFTER]]
-            )
-            for other in (*before[:AFTER], *after[:BEFORE]):
-                if other.id not in written:
-                    again.setdefault(other.id, other)
+        document, near = _neighbourhood(db, fact)
+        for other in near:
+            if other.id not in written:
+                again.setdefault(other.id, other)
         put(db, fact_doc(fact), document)
     for other in again.values():
-        index_fact(db, other, put, neighbours=False)
+        index_fact(db, other, put)
+
+
+def _neighbourhood(db: D, fact: Fact) -> tuple[str | None, list[Fact]]:
+    """A turn's document, and the turns whose documents hold its words (the one before
+    it; those after it, when it came late); None and none for any other entry."""
+    if not is_turn(fact):
+        return None, []
+    before = live_turns(db, fact, "<", BEFORE)
+    after = live_turns(db, fact, ">", BEFORE)
+    document = turn_document(
+        fact, [t.text for t in reversed(before)], [t.text for t in after[:AFTER]]
+    )
+    return document, [*before[:AFTER], *after[:BEFORE]]
 
 
 def rebuild_turns(
@@ -248,4 +242,4 @@ class SqlFacts(SqlStore[D]):
         """The turns whose documents held `gone`'s words as a neighbour's, indexed again
         without them: a deleted turn must not stay findable through the turns beside it."""
         for other in (*live_turns(db, gone, "<", AFTER), *live_turns(db, gone, ">", BEFORE)):
-            index_fact(db, other, self._put_doc, neighbours=False)
+            index_fact(db, other, self._put_doc)
