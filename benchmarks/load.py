@@ -230,6 +230,13 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=30, help="turns before a client starts over")
     parser.add_argument("--variant", choices=sorted(VARIANTS), default="defaults")
     parser.add_argument("--workers", type=int, default=1, help="memlane serve --workers")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="MEMLANE_NAME=VALUE",
+        help="a setting for the proxy on top of the variant (repeat for more)",
+    )
     parser.add_argument("--upstream-ms", type=float, default=0.0, help="the model's latency")
     parser.add_argument("--client-processes", type=int, default=2)
     parser.add_argument("--soak", action="store_true", help="5 minutes, RSS every --sample s")
@@ -312,8 +319,12 @@ def measure(
         return Cell("memlane's HTTP face alone (engine stages no-ops)", tallies, samples, cpu)
     extra = ("--workers", str(workers)) if workers > 1 else ()
     label = f"memlane, {variant}" + (f", --workers {workers}" if workers > 1 else "")
+    settings = dict(pair.split("=", 1) for pair in args.set)
+    label += "".join(f", {name}={value}" for name, value in settings.items())
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as home:
-        proxy, url = start_proxy(upstream_url, Path(home), variant=variant, serve_args=extra)
+        proxy, url = start_proxy(
+            upstream_url, Path(home), variant=variant, extra=settings, serve_args=extra
+        )
         try:
             drained = functools.partial(wait_drained, url, Path(home), label)
             tallies, samples, cpu = drive(args, url, proxy.pid, seconds, warmup, drained)
