@@ -108,3 +108,33 @@ async def test_a_turn_whose_item_comes_after_a_later_turns_job_is_still_remember
     queue(rt, first)
     await rt.background.drain()
     assert remembered(rt, session_id) == ["answer 0", "answer 1", "question 0", "question 1"]
+
+
+async def test_under_workers_a_later_turn_done_first_leaves_the_earlier_one_to_a_restart(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    """With `--workers`, one process may remember a session's later turn while another
+    still works on an earlier one. Should that other process crash, a restart must find
+    the earlier turn, and only it: the mark stops before it, the later one is kept done."""
+    rt = Runtime(
+        settings.model_copy(
+            update={"memory_extract_facts": False, "memory_batch_quiet_seconds": 60, "workers": 2}
+        ),
+        sqlite_store,
+    )
+    session_id = stored_conversation(rt, 3)
+    first, second, third = pending_turns(rt)
+    queue(rt, third)  # this process's turn; the others are another process's, still at work
+    await rt.background.drain()
+    assert [t.user_text for t in pending_turns(rt)] == ["question 0", "question 1"]
+    assert sqlite_store.get_state(session_id)[marks.DONE] == str(third.user_position)
+
+    queue(rt, first)
+    await rt.background.drain()
+    assert [t.user_text for t in pending_turns(rt)] == ["question 1"]
+    queue(rt, second)
+    await rt.background.drain()
+    assert pending_turns(rt) == []
+    state = sqlite_store.get_state(session_id)
+    assert state[marks.MARK] == str(third.user_position + 1)  # past every turn, none kept
+    assert marks.DONE not in state

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import replace
 
 from memlane.config import Settings
 from memlane.engine.memory import marks
 from memlane.engine.memory.ingest import ingest_turns
+from memlane.engine.memory.rederive import answered_positions
 from memlane.engine.memory.resume import pending_turns, resume
 from memlane.engine.runtime import Runtime
 from memlane.store import NewMessage
@@ -173,3 +175,33 @@ def test_a_turn_stored_since_this_process_started_is_left_to_its_own_request(
 
     assert [t.user_text for t in pending_turns(rt)] == ["before the start", "after it"]
     assert [t.user_text for t in pending_turns(rt, started)] == ["before the start"]
+
+
+def test_a_mark_recorded_out_of_order_moves_only_past_turns_all_done(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    rt = runtime(settings, sqlite_store)
+    session_id = conversation(
+        rt,
+        Message("user", "a"),
+        Message("assistant", "1"),
+        Message("user", "b"),
+        Message("assistant", "2"),
+        Message("user", "failed"),  # never answered: no memory work to wait for
+        Message("user", "c"),
+        Message("assistant", "3"),
+    )
+    sqlite_store.set_state(session_id, marks.MARK, "0")
+    answered = functools.partial(answered_positions, rt, session_id)
+
+    marks.record_done(sqlite_store, session_id, [5], answered)
+    state = sqlite_store.get_state(session_id)
+    assert (state[marks.MARK], marks.read_done(state)) == ("0", {5})
+    marks.record_done(sqlite_store, session_id, [0], answered)
+    state = sqlite_store.get_state(session_id)
+    assert (state[marks.MARK], marks.read_done(state)) == ("1", {5})
+    marks.record_done(sqlite_store, session_id, [2], answered)
+    state = sqlite_store.get_state(session_id)
+    assert state[marks.MARK] == "6"  # past the failed turn too: it has nothing to do
+    assert marks.DONE not in state
+    assert pending_turns(rt) == []

@@ -44,7 +44,7 @@ from memlane.engine.memory.entries import new_fact
 from memlane.engine.memory.evict import choose_evictions
 from memlane.engine.memory.extract import Extracted, Said, extract_batch
 from memlane.engine.memory.reconcile import reconcile
-from memlane.engine.memory.rederive import mark_of, session_turns
+from memlane.engine.memory.rederive import answered_positions, session_turns
 from memlane.engine.memory.summary import SUMMARY_KIND, summary_id, update_summary
 from memlane.engine.memory.turn_input import (
     ANSWER_AFTER,
@@ -129,7 +129,18 @@ async def _recorded(rt: Runtime, items: list[TurnInput | Reread]) -> None:
         rt.activity.extraction(ok=True, detail=detail, session_id=session_id)
         positions = [item.user_position for item in group if item.user_position is not None]
         if positions:  # these turns are remembered: not resumed after a restart
-            await threads.to_thread(marks.advance, rt.store, session_id, max(positions) + 1)
+            await threads.to_thread(_remembered, rt, session_id, positions)
+
+
+def _remembered(rt: Runtime, session_id: str, positions: list[int]) -> None:
+    """Move the session's mark past the turns at `positions`, now remembered. Where
+    another process may take some of the session's turns, not past one of its turns
+    still at work there (`marks.record_done`)."""
+    if rt.serves_alone:  # every turn of the session is this process's, taken in order
+        marks.advance(rt.store, session_id, max(positions) + 1)
+        return
+    answered = functools.partial(answered_positions, rt, session_id)
+    marks.record_done(rt.store, session_id, positions, answered)
 
 
 async def _still_to_do(rt: Runtime, items: Sequence[TurnInput | Reread]) -> list[TurnInput]:
@@ -147,7 +158,7 @@ async def _still_to_do(rt: Runtime, items: Sequence[TurnInput | Reread]) -> list
     through = done_here.get(session_id)
     turns = [turn for turn in turns if not _passed(turn, through)]
     if reread is not None:
-        _, found = await threads.to_thread(_from_store, rt, session_id, reread)
+        found = await threads.to_thread(_from_store, rt, session_id)
         live = {turn.user_position for turn in turns}
         turns += [replace(t, route=reread.route) for t in found if t.user_position not in live]
         turns.sort(key=lambda turn: -1 if turn.user_position is None else turn.user_position)
@@ -173,12 +184,9 @@ def _passed(turn: TurnInput, through: int | None) -> bool:
     return through is not None and position is not None and position < through
 
 
-def _from_store(
-    rt: Runtime, session_id: str, reread: Reread | None
-) -> tuple[int | None, list[TurnInput]]:
-    """The session's mark now, and (for a `Reread`) its answered turns past it."""
-    mark = mark_of(rt, session_id)
-    return mark, session_turns(rt, session_id, mark) if reread is not None else []
+def _from_store(rt: Runtime, session_id: str) -> list[TurnInput]:
+    """The session's answered turns not remembered yet, as the store has them now."""
+    return session_turns(rt, session_id, rt.store.get_state(session_id))
 
 
 def _same_group(a: TurnInput, b: TurnInput) -> bool:

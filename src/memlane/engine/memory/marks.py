@@ -13,9 +13,16 @@ per session, the position up to which its turns are remembered (the session stat
   is not remembered again from its start).
 - A batch's job moves it past the turns it remembered (`advance`), once their work is
   done; a job that is stopped midway leaves it where it was.
+- Where several processes take a session's turns (`serve --workers`, replicas on
+  PostgreSQL), one may finish a later turn while another still works on an earlier one.
+  There the job records the turns it did (`record_done`): the mark moves only past
+  answered turns that are all done, and the done ones beyond it are kept (`DONE`), so a
+  crash of the other process leaves its turn to the next start, and only that one.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
 
 from memlane.config import Settings
 from memlane.store import Store
@@ -23,6 +30,9 @@ from memlane.store import Store
 MARK = "memory.remembered"
 """Session state: the message position from which the session's turns are not remembered
 yet (a decimal number)."""
+DONE = "memory.remembered.past"
+"""Session state: the positions past the mark whose turns are remembered already (decimal
+numbers, space-separated), where another process still works on a turn before them."""
 
 
 def wanted(settings: Settings) -> bool:
@@ -59,3 +69,38 @@ def advance(store: Store, session_id: str, past: int) -> None:
         current = read(store.get_state(session_id))
         if current is None or past > current:
             store.set_state(session_id, MARK, str(past))
+
+
+def read_done(state: dict[str, str]) -> frozenset[int]:
+    """The positions past the mark already remembered (`DONE`); unreadable ones are left out
+    (their turns are only done again)."""
+    return frozenset(int(word) for word in state.get(DONE, "").split() if word.isdigit())
+
+
+def record_done(
+    store: Store,
+    session_id: str,
+    positions: Collection[int],
+    answered: Callable[[int], Sequence[int]],
+) -> None:
+    """The turns at `positions` are remembered, where other processes take some of the
+    session's turns: the mark moves past the answered turns (`answered(mark)`: their
+    positions at or past it, ascending) up to the first one not remembered yet, and the
+    remembered ones beyond it are kept in `DONE`. One session's record at a time across
+    processes (`Store.batch`)."""
+    with store.batch():
+        state = store.get_state(session_id)
+        current = read(state)
+        if current is None:
+            return
+        done = read_done(state) | set(positions)
+        mark = current
+        for position in answered(current):
+            if position not in done:
+                break
+            mark = position + 1
+        left = " ".join(str(p) for p in sorted(done) if p >= mark)
+        if mark > current:
+            store.set_state(session_id, MARK, str(mark))
+        if left != state.get(DONE, ""):
+            store.set_state(session_id, DONE, left or None)

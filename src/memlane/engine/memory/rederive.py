@@ -28,29 +28,35 @@ from memlane.types import Session, StoredMessage
 def pending_turns(rt: Runtime, before: datetime | None = None) -> list[TurnInput]:
     """The turns past their session's mark, oldest first per session (asked `before`
     that moment, when given)."""
-    found: list[TurnInput] = []
+    states: dict[str, dict[str, str]] = {}
     for row in rt.store.dump("session_state"):
-        if row.get("name") != marks.MARK:
-            continue
-        mark = marks.read({marks.MARK: str(row.get("value"))})
-        found.extend(session_turns(rt, str(row["session_id"]), mark, before))
+        if row.get("name") in (marks.MARK, marks.DONE):
+            state = states.setdefault(str(row["session_id"]), {})
+            state[str(row["name"])] = str(row.get("value"))
+    found: list[TurnInput] = []
+    for session_id, state in states.items():
+        found.extend(session_turns(rt, session_id, state, before))
     return found
 
 
 def session_turns(
-    rt: Runtime, session_id: str, mark: int | None, before: datetime | None = None
+    rt: Runtime, session_id: str, state: dict[str, str], before: datetime | None = None
 ) -> list[TurnInput]:
-    """One session's answered turns at or past `mark` (its mark as read), oldest first;
-    none when it has no mark."""
+    """One session's answered turns at or past its mark, oldest first, but those already
+    remembered past it (`marks.DONE`); none when it has no mark (`state`: the session's
+    state as read)."""
     store = rt.store
+    mark = marks.read(state)
     session = store.get_session(session_id)
     if mark is None or session is None:
         return []
+    done = marks.read_done(state)
     messages = store.list_messages(session_id, since_position=mark)
     turns = [
         turn
         for turn in _answered_turns(rt, session, messages)
-        if before is None or turn.said_at is None or turn.said_at < before
+        if turn.user_position not in done
+        and (before is None or turn.said_at is None or turn.said_at < before)
     ]
     if turns and rt.settings.memory_store_turns:
         turns = _with_written_entries(rt, session_id, turns)
@@ -117,6 +123,15 @@ def _with_written_entries(rt: Runtime, session_id: str, turns: list[TurnInput]) 
     return out
 
 
-def mark_of(rt: Runtime, session_id: str) -> int | None:
-    """The session's mark now: its turns before it are remembered."""
-    return marks.read(rt.store.get_state(session_id))
+def answered_positions(rt: Runtime, session_id: str, mark: int) -> list[int]:
+    """The positions of the session's answered turns at or past `mark`, ascending (what
+    `marks.record_done` moves the mark over)."""
+    session = rt.store.get_session(session_id)
+    if session is None:
+        return []
+    messages = rt.store.list_messages(session_id, since_position=mark)
+    return [
+        turn.user_position
+        for turn in _answered_turns(rt, session, messages)
+        if turn.user_position is not None
+    ]
