@@ -218,3 +218,15 @@ async def test_stream_failures_are_llm_errors(upstream: ScriptedUpstream) -> Non
     with pytest.raises(LLMError, match="broke off: ClientPayloadError"):
         await read_all()
     assert len(seen) == 3  # what came before the cut was handed on
+
+
+async def test_calls_go_through_the_proxy_the_environment_names(
+    upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", upstream.url.removesuffix("/v1"))  # it answers as a proxy
+    llm = OpenAICompatibleLLM("http://llm.invalid/v1", api_key=KEY, default_model="m")
+    upstream.script(Reply(text="through the proxy"))
+    assert (await llm.complete(HI)).text == "through the proxy"
+    assert upstream.last.headers["host"] == "llm.invalid"
