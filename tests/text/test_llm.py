@@ -1,28 +1,18 @@
-"""The OpenAI-compatible LLM client against an `httpx.MockTransport` we own, and its
-stream against the scripted upstream on loopback."""
+"""The OpenAI-compatible LLM client against the scripted upstream on loopback: what it
+sends, what it makes of each answer, and each failure as an `LLMError`."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-from collections.abc import Callable
+import socket
 
-import httpx
 import pytest
 
-from memlane.text.llm import (
-    REQUEST_KEY,
-    ClientPool,
-    Completion,
-    LentKey,
-    LLMError,
-    OpenAICompatibleLLM,
-)
-from tests.support.upstream import CutStream, Fail, Reply, ScriptedUpstream
+from memlane.text.llm import OWN_CALL_HEADER, Completion, LLMError, OpenAICompatibleLLM
+from tests.support.upstream import CutStream, Fail, Hang, Raw, Reply, ScriptedUpstream
 
 KEY = "sk-very-secret-key"
-Handler = Callable[[httpx.Request], httpx.Response]
+HI = [{"role": "user", "content": "Hi"}]
 
 
 def completion_body(text: str | None = "Hello there.", **extra: object) -> dict[str, object]:
@@ -36,46 +26,36 @@ def completion_body(text: str | None = "Hello there.", **extra: object) -> dict[
     }
 
 
-def client(handler: Handler, *, model: str | None = "small-model") -> OpenAICompatibleLLM:
+def client(
+    upstream: ScriptedUpstream, *, model: str | None = "small-model", timeout: float = 5
+) -> OpenAICompatibleLLM:
     return OpenAICompatibleLLM(
-        "http://llm.test/v1/",
-        api_key=KEY,
-        default_model=model,
-        timeout=5,
-        transport=httpx.MockTransport(handler),
+        upstream.url + "/", api_key=KEY, default_model=model, timeout=timeout
     )
 
 
-async def test_good_answer_returns_text_and_usage() -> None:
-    seen: list[httpx.Request] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return httpx.Response(200, json=completion_body())
-
-    result = await client(handler).complete([{"role": "user", "content": "Hi"}])
+async def test_good_answer_returns_text_and_usage(upstream: ScriptedUpstream) -> None:
+    upstream.script(Raw(body=completion_body()))
+    said = [{"role": "user", "content": "Hi, café ☕"}]
+    result = await client(upstream).complete(said)
     assert result == Completion("Hello there.", "small-model-2025", 12, 3)
-    request = seen[0]
-    assert request.method == "POST"
-    assert request.url == "http://llm.test/v1/chat/completions"
+    (request,) = upstream.requests
+    assert (request.method, request.path) == ("POST", "/v1/chat/completions")
     assert request.headers["authorization"] == f"Bearer {KEY}"
-    body = json.loads(request.content)
-    assert body == {
+    assert request.headers[OWN_CALL_HEADER] == "1"
+    assert request.headers["content-type"] == "application/json"
+    assert request.json == {
         "model": "small-model",
-        "messages": [{"role": "user", "content": "Hi"}],
+        "messages": said,
         "temperature": 0.0,
         "stream": False,
     }
+    assert "café ☕".encode() in request.body  # UTF-8 as it is, not \\u-escaped
 
 
-async def test_json_mode_model_and_max_tokens_are_sent() -> None:
-    bodies: list[dict[str, object]] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        bodies.append(json.loads(request.content))
-        return httpx.Response(200, json=completion_body('{"ok": true}'))
-
-    result = await client(handler).complete(
+async def test_json_mode_model_and_max_tokens_are_sent(upstream: ScriptedUpstream) -> None:
+    upstream.script(Raw(body=completion_body('{"ok": true}')))
+    result = await client(upstream).complete(
         [{"role": "user", "content": "JSON please"}],
         model="other-model",
         temperature=0.3,
@@ -83,73 +63,99 @@ async def test_json_mode_model_and_max_tokens_are_sent() -> None:
         json_mode=True,
     )
     assert result.text == '{"ok": true}'
-    assert bodies[0]["model"] == "other-model"
-    assert bodies[0]["temperature"] == 0.3
-    assert bodies[0]["max_tokens"] == 50
-    assert bodies[0]["response_format"] == {"type": "json_object"}
-    assert "tools" not in bodies[0]
+    sent = upstream.last.json
+    assert sent["model"] == "other-model"
+    assert sent["temperature"] == 0.3
+    assert sent["max_tokens"] == 50
+    assert sent["response_format"] == {"type": "json_object"}
+    assert "tools" not in sent
 
 
-async def test_missing_usage_and_null_content_are_tolerated() -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
-        body = completion_body(None)
-        del body["usage"]
-        del body["model"]
-        return httpx.Response(200, json=body)
-
-    result = await client(handler).complete([{"role": "user", "content": "Hi"}])
+async def test_missing_usage_and_null_content_are_tolerated(upstream: ScriptedUpstream) -> None:
+    body = completion_body(None)
+    del body["usage"]
+    del body["model"]
+    upstream.script(Raw(body=body))
+    result = await client(upstream).complete(HI)
     assert result == Completion("", "small-model", 0, 0)
 
 
-async def test_no_model_anywhere_is_an_llm_error() -> None:
-    def handler(request: httpx.Request) -> httpx.Response:  # pragma: no cover - never called
-        raise AssertionError("no request expected")
+async def test_a_completion_served_as_another_content_type_is_still_read(
+    upstream: ScriptedUpstream,
+) -> None:
+    upstream.script(Fail(200, raw_body=json.dumps(completion_body("plain"))))  # text/plain
+    assert (await client(upstream).complete(HI)).text == "plain"
 
+
+async def test_no_model_anywhere_is_an_llm_error(upstream: ScriptedUpstream) -> None:
     with pytest.raises(LLMError, match="no model"):
-        await client(handler, model=None).complete([{"role": "user", "content": "Hi"}])
+        await client(upstream, model=None).complete(HI)
+    assert upstream.requests == []
 
 
-async def test_server_error_is_an_llm_error_with_status_and_hint() -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(500, json={"error": {"message": "model overloaded"}})
+@pytest.mark.parametrize("status", [500, 503, 429])
+async def test_an_error_answer_is_an_llm_error_with_status_and_hint_and_no_retry(
+    upstream: ScriptedUpstream, status: int
+) -> None:
+    upstream.script(Fail(status, "model overloaded"), Reply(text="a second try"))
+    with pytest.raises(LLMError, match=f"HTTP {status}: model overloaded") as caught:
+        await client(upstream).complete(HI)
+    assert caught.value.status == status
+    assert not caught.value.refused
+    assert len(upstream.requests) == 1  # the caller takes its fallback: no second call
 
-    with pytest.raises(LLMError, match="HTTP 500: model overloaded"):
-        await client(handler).complete([{"role": "user", "content": "Hi"}])
 
-
-async def test_error_that_echoes_the_key_never_reveals_it() -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(401, json={"error": {"message": f"Incorrect API key {KEY}"}})
-
+@pytest.mark.parametrize("status", [401, 403])
+async def test_a_refusal_that_echoes_the_key_never_reveals_it(
+    upstream: ScriptedUpstream, status: int
+) -> None:
+    upstream.script(Fail(status, f"Incorrect API key {KEY}"))
     with pytest.raises(LLMError) as caught:
-        await client(handler).complete([{"role": "user", "content": "Hi"}])
-    assert "HTTP 401" in str(caught.value)
+        await client(upstream).complete(HI)
+    assert caught.value.refused
+    assert f"HTTP {status}: Incorrect API key ***" in str(caught.value)
     assert KEY not in str(caught.value)
 
 
-async def test_timeout_is_an_llm_error() -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
-        raise httpx.ReadTimeout("slow", request=request)
+@pytest.mark.parametrize("status", [502, 307])  # a redirect is no answer either
+async def test_an_error_answer_that_is_not_json_has_no_hint(
+    upstream: ScriptedUpstream, status: int
+) -> None:
+    upstream.script(Fail(status, raw_body="<html>bad gateway</html>"))
+    with pytest.raises(LLMError) as caught:
+        await client(upstream).complete(HI)
+    assert str(caught.value) == f"LLM answered HTTP {status}"
 
-    with pytest.raises(LLMError, match="timed out"):
-        await client(handler).complete([{"role": "user", "content": "Hi"}])
+
+async def test_an_upstream_silent_past_the_timeout_is_an_llm_error(
+    upstream: ScriptedUpstream,
+) -> None:
+    upstream.script(Hang(seconds=5))
+    with pytest.raises(LLMError, match=r"timed out after 0.3s") as caught:
+        await client(upstream, timeout=0.3).complete(HI)
+    assert caught.value.status is None
 
 
-async def test_unreachable_is_an_llm_error() -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("refused", request=request)
+async def test_an_answer_cut_midway_is_an_llm_error(upstream: ScriptedUpstream) -> None:
+    upstream.script(CutStream())  # a non-streamed answer: half its announced body, then closed
+    with pytest.raises(LLMError, match="broke off: ClientPayloadError"):
+        await client(upstream).complete(HI)
 
-    with pytest.raises(LLMError, match="unreachable") as caught:
-        await client(handler).complete([{"role": "user", "content": "Hi"}])
+
+async def test_a_refused_connection_is_an_llm_error_without_the_key() -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    llm = OpenAICompatibleLLM(f"http://127.0.0.1:{port}/v1", api_key=KEY, default_model="m")
+    with pytest.raises(LLMError, match=r"unreachable at http://127\.0\.0\.1") as caught:
+        await llm.complete(HI)
     assert KEY not in str(caught.value)
 
 
-async def test_body_that_is_not_json_is_an_llm_error() -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, text="<html>gateway</html>")
-
+async def test_body_that_is_not_json_is_an_llm_error(upstream: ScriptedUpstream) -> None:
+    upstream.script(Fail(200, raw_body="<html>gateway</html>"))
     with pytest.raises(LLMError, match="not JSON"):
-        await client(handler).complete([{"role": "user", "content": "Hi"}])
+        await client(upstream).complete(HI)
 
 
 @pytest.mark.parametrize(
@@ -162,98 +168,12 @@ async def test_body_that_is_not_json_is_an_llm_error() -> None:
         ["not", "an", "object"],
     ],
 )
-async def test_body_without_a_message_is_an_llm_error(body: object) -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json=body)
-
+async def test_body_without_a_message_is_an_llm_error(
+    upstream: ScriptedUpstream, body: object
+) -> None:
+    upstream.script(Raw(body=body))
     with pytest.raises(LLMError, match="LLM answered"):
-        await client(handler).complete([{"role": "user", "content": "Hi"}])
-
-
-async def test_real_loopback_connection_refused_is_an_llm_error() -> None:
-    import socket
-
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    llm = OpenAICompatibleLLM(f"http://127.0.0.1:{port}/v1", default_model="m", timeout=2)
-    with pytest.raises(LLMError, match="unreachable"):
-        await llm.complete([{"role": "user", "content": "Hi"}])
-
-
-class _CountingServer:
-    """A real HTTP/1.1 server on loopback that counts the connections it accepts and
-    answers every request with one completion, keeping the connection open."""
-
-    def __init__(self) -> None:
-        self.connections = 0
-        self.authorizations: list[str] = []
-        self.server: asyncio.Server | None = None
-        self.writers: list[asyncio.StreamWriter] = []
-
-    async def start(self) -> str:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        port = self.server.sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}/v1"
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        self.writers.append(writer)
-        body = json.dumps(completion_body()).encode()
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                lines = head.decode().split("\r\n")
-                headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
-                headers = {k.lower(): v for k, v in headers.items()}
-                await reader.readexactly(int(headers.get("content-length", "0")))
-                self.authorizations.append(headers.get("authorization", ""))
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                    + f"content-length: {len(body)}\r\n\r\n".encode()
-                    + body
-                )
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-
-    async def stop(self) -> None:
-        assert self.server is not None
-        self.server.close()
-        for writer in self.writers:
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
-        await self.server.wait_closed()
-
-
-async def test_a_client_pool_reuses_one_connection_and_still_sends_each_calls_key() -> None:
-    server = _CountingServer()
-    url = await server.start()
-    pool = ClientPool(timeout=5)
-    try:
-        pooled = OpenAICompatibleLLM(url, api_key=KEY, default_model="m", clients=pool)
-        for _ in range(3):
-            await pooled.complete([{"role": "user", "content": "Hi"}])
-        assert server.connections == 1
-        borrowing = OpenAICompatibleLLM(
-            url, default_model="m", borrow_request_key=True, clients=pool
-        )
-        token = REQUEST_KEY.set(LentKey("openai", {"authorization": "Bearer sk-client-key"}))
-        try:
-            await borrowing.complete([{"role": "user", "content": "Hi"}])
-        finally:
-            REQUEST_KEY.reset(token)
-        await borrowing.complete([{"role": "user", "content": "Hi"}])  # no key to borrow now
-        assert server.connections == 1
-        assert server.authorizations == [f"Bearer {KEY}"] * 3 + ["Bearer sk-client-key", ""]
-        single = OpenAICompatibleLLM(url, api_key=KEY, default_model="m")
-        for _ in range(2):
-            await single.complete([{"role": "user", "content": "Hi"}])
-        assert server.connections == 3  # without a pool, each call opens its own
-    finally:
-        await pool.aclose()
-        await server.stop()
+        await client(upstream).complete(HI)
 
 
 async def test_stream_yields_the_upstreams_events_as_they_come(upstream: ScriptedUpstream) -> None:
@@ -295,6 +215,18 @@ async def test_stream_failures_are_llm_errors(upstream: ScriptedUpstream) -> Non
     with pytest.raises(LLMError, match="HTTP 429: slow down"):
         await read_all()
     assert seen == []
-    with pytest.raises(LLMError, match="broke off: RemoteProtocolError"):
+    with pytest.raises(LLMError, match="broke off: ClientPayloadError"):
         await read_all()
     assert len(seen) == 3  # what came before the cut was handed on
+
+
+async def test_calls_go_through_the_proxy_the_environment_names(
+    upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", upstream.url.removesuffix("/v1"))  # it answers as a proxy
+    llm = OpenAICompatibleLLM("http://llm.invalid/v1", api_key=KEY, default_model="m")
+    upstream.script(Reply(text="through the proxy"))
+    assert (await llm.complete(HI)).text == "through the proxy"
+    assert upstream.last.headers["host"] == "llm.invalid"

@@ -56,8 +56,9 @@ class Runtime:
     _embedder: Embedder | None = None
     _llm: LLM | None = None
     llm_clients: ClientPool | None = None
-    """Open HTTP clients for memlane's own LLM calls, set by a long-running process (the
-    proxy) that closes them at its end; None: each call opens its own."""
+    """Open HTTP sessions (one per event loop) for memlane's own LLM calls, set by a
+    long-running process (the proxy) that closes them at its end; None: each call opens
+    its own."""
     primary: bool = True
     """Whether this process does the once-per-home work: catching the memory index up
     with the files at start and watching them. False in every `serve --workers` process

@@ -71,7 +71,7 @@ def create_app(
 
             rt = Runtime(settings, await asyncio.to_thread(open_store, settings))
         if rt.llm_clients is None:  # memlane's own LLM calls reuse one client, closed below
-            rt.llm_clients = ClientPool(settings.llm_timeout)
+            rt.llm_clients = ClientPool()
         clients = rt.llm_clients
         await asyncio.to_thread(load_tokenizers, rt)  # load once, never on a request
         if rt.primary:  # said once, however many workers serve

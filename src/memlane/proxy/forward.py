@@ -4,17 +4,16 @@ The upstream hop is on every model request, and in Python an HTTP client's own w
 is a large share of what the proxy adds to one: aiohttp (its parser and writer in C)
 costs about a quarter of the CPU httpx does per request, and a streamed answer is
 handed on as it is read, however many events one read brings, instead of one piece per
-chunk the upstream wrote. memlane's own LLM calls (background work) keep httpx.
+chunk the upstream wrote. memlane's own LLM calls (background work) go through aiohttp
+too, in sessions of their own (`text.http_session`).
 """
 
 from __future__ import annotations
 
 import io
 import os
-import urllib.request
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Literal
-from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -22,13 +21,8 @@ from memlane.config import Settings
 from memlane.proxy import headers as h
 from memlane.proxy.access import note_upstream
 from memlane.proxy.guard import with_via
+from memlane.text.http_session import IDLE_SECONDS, env_proxy
 from memlane.text.tls import ssl_context
-
-UPSTREAM_IDLE_SECONDS = 4.0
-"""An idle connection to the upstream is dropped after this long: before the 5 s after
-which uvicorn-served upstreams (vLLM, llama.cpp's Python servers) close theirs. With the
-same 5 s on both sides, a request sent on a connection the server is closing at that very
-moment fails, and the client would get a 502 for it."""
 
 CONNECT_SECONDS = 10.0
 
@@ -151,7 +145,7 @@ class Upstream:
         """The session, made on first use (inside the event loop that serves)."""
         if self._session is None:
             connector = aiohttp.TCPConnector(
-                limit=0, keepalive_timeout=UPSTREAM_IDLE_SECONDS, ssl=ssl_context()
+                limit=0, keepalive_timeout=IDLE_SECONDS, ssl=ssl_context()
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
@@ -217,19 +211,6 @@ class Upstream:
         if self._session is not None:
             await self._session.close()
             self._session = None
-
-
-def env_proxy(base: str) -> str | None:
-    """The proxy the environment names for `base` (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`,
-    minus `NO_PROXY`), if any."""
-    parts = urlsplit(base)
-    proxies = urllib.request.getproxies_environment()
-    proxy = proxies.get(parts.scheme) or proxies.get("all")
-    if not proxy or not parts.hostname:
-        return None
-    if urllib.request.proxy_bypass(parts.hostname):
-        return None
-    return proxy
 
 
 def relayed_headers(upstream: Mapping[str, str]) -> dict[str, str]:

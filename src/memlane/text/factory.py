@@ -67,7 +67,7 @@ def make_llm(
     then the provider's upstream (`upstream_url`, or `anthropic_upstream_url`). With no
     model configured, each call must name one (the proxy passes the request's).
     The key: `llm_api_key`, else `upstream_api_key`, else `$OPENAI_API_KEY`.
-    `clients`: a pool of open HTTP clients to reuse (a long-running process's).
+    `clients`: a pool of open HTTP sessions to reuse (a long-running process's).
     """
     env = os.environ if environ is None else environ
     summary = purpose == SUMMARY_PURPOSE

@@ -6,7 +6,9 @@ memlane's own calls never carry tools and never stream: one prompt in, one text 
 come, for a face to assemble with its wire format. Every failure (unreachable,
 timeout, non-2xx, a body that is not a completion) becomes `LLMError` with a short
 reason, so each caller can take its documented fallback. The API key is only ever
-sent as a header, never put in a message.
+sent as a header, never put in a message. The calls go through aiohttp
+(`text.http_session`): a long-running process keeps one session per event loop
+(`ClientPool`), others open one per call.
 """
 
 from __future__ import annotations
@@ -14,18 +16,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import weakref
+import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypedDict, Unpack
 
-import httpx
+import aiohttp
 
 from memlane.text import secret_detectors
+from memlane.text.http_session import env_proxy, open_session
 from memlane.text.redact import redact, redact_message
 from memlane.text.sse import SSEDecoder
-from memlane.text.tls import ssl_context
 
 OWN_CALL_HEADER = "x-memlane-own-call"
 """Sent with every call memlane makes to an LLM for itself (facts, summaries, session
@@ -118,45 +120,47 @@ inherited by the background work it starts, like `REQUEST_KEY`)."""
 
 
 class ClientPool:
-    """Open `httpx.AsyncClient`s for memlane's own LLM calls, one per event loop.
+    """Open aiohttp sessions for memlane's own LLM calls, one per event loop (made there on
+    first use: a session belongs to the loop it was made on).
 
     A long-running process (the proxy) makes several calls per turn (facts,
-    reconciliation, summaries, session metadata). Opening a client per call costs
-    event-loop time the requests share (a client, a connection, a TLS handshake
-    each time); a pool keeps one client per loop, its connections reused. Whoever
-    makes a pool closes it (`aclose`, from the loop that used it) when done.
+    reconciliation, summaries, session metadata). Opening a session per call costs
+    event-loop time the requests share (a session, a connection, a TLS handshake
+    each time); a pool keeps one session per loop, its connections reused. Whoever
+    makes a pool closes it (`aclose`, from each loop that used it) when done: the
+    runtime's is closed at the proxy's shutdown.
     """
 
-    def __init__(self, timeout: float, transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self._timeout = timeout
-        self._transport = transport
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]
-        self._clients = weakref.WeakKeyDictionary()
+    def __init__(self) -> None:
+        self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
 
-    def client(self) -> httpx.AsyncClient:
+    def session(self) -> aiohttp.ClientSession:
+        """The running loop's session, opened on first use (or again after `aclose`)."""
         loop = asyncio.get_running_loop()
-        found = self._clients.get(loop)
-        if found is None or found.is_closed:
-            found = self._clients[loop] = httpx.AsyncClient(
-                timeout=self._timeout, transport=self._transport, verify=ssl_context()
-            )
+        found = self._sessions.get(loop)
+        if found is None or found.closed:
+            found = self._sessions[loop] = open_session()
         return found
 
     async def aclose(self) -> None:
-        """Close the running loop's client (the others' loops are gone with their sockets)."""
-        found = self._clients.pop(asyncio.get_running_loop(), None)
+        """Close the running loop's session (one per loop: each loop closes its own)."""
+        found = self._sessions.pop(asyncio.get_running_loop(), None)
         if found is not None:
-            await found.aclose()
+            await found.close()
+
+
+FAILURES = (aiohttp.ClientError, TimeoutError, OSError)
+"""What aiohttp raises when the LLM is down, cuts the connection or goes silent."""
 
 
 class HTTPLLM(ABC):
-    """What memlane's HTTP LLM clients share: the pool or a client per call, the key
+    """What memlane's HTTP LLM clients share: the pool or a session per call, the key
     (its own, or the one the request lent), and failures as `LLMError`.
 
-    Without a `ClientPool`, each call opens its own `httpx.AsyncClient`: a client
-    bound to no event loop can be built at start-up and used from a CLI's
-    `asyncio.run` or a test's loop alike. The proxy passes a pool it closes at
-    shutdown, so its calls reuse one client and its connections.
+    Without a `ClientPool`, each call opens its own aiohttp session and closes it: a
+    client bound to no event loop can be built at start-up and used from a CLI's
+    `asyncio.run` or a test's loop alike. The proxy passes the runtime's pool, closed
+    at shutdown, so its calls reuse one session per loop and its connections.
     """
 
     provider: Provider = "openai"
@@ -168,7 +172,6 @@ class HTTPLLM(ABC):
         api_key: str | None = None,
         default_model: str | None = None,
         timeout: float = 120.0,
-        transport: httpx.AsyncBaseTransport | None = None,
         borrow_request_key: bool = False,
         clients: ClientPool | None = None,
     ) -> None:
@@ -181,7 +184,10 @@ class HTTPLLM(ABC):
         self._api_key = api_key
         self._headers = self._key_headers(api_key) if api_key else {}
         self._timeout = timeout
-        self._transport = transport
+        self._limits = aiohttp.ClientTimeout(connect=timeout, sock_read=timeout)
+        """Like a read or connect limit, not a total: a long answer that keeps coming is
+        never cut (a free connection is waited for within `connect`)."""
+        self._proxy = env_proxy(self.base_url)
         self._clients = clients
 
     def _key_headers(self, api_key: str) -> dict[str, str]:
@@ -198,15 +204,32 @@ class HTTPLLM(ABC):
         return self.base_url + self.path
 
     @contextlib.asynccontextmanager
-    async def _client(self) -> AsyncIterator[httpx.AsyncClient]:
-        """The pool's open client, or one for this call alone (closed after it)."""
+    async def _session(self) -> AsyncIterator[aiohttp.ClientSession]:
+        """The pool's open session, or one for this call alone (closed after it)."""
         if self._clients is not None:
-            yield self._clients.client()
+            yield self._clients.session()
             return
-        async with httpx.AsyncClient(
-            timeout=self._timeout, transport=self._transport, verify=ssl_context()
-        ) as client:
-            yield client
+        async with open_session() as session:
+            yield session
+
+    @contextlib.asynccontextmanager
+    async def _sent(
+        self, body: Mapping[str, Any], headers: Mapping[str, str]
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """The answer to `body` POSTed to the API, its headers read. A redirect is not
+        followed (the key would go with it): it is an answer like any other."""
+        async with (
+            self._session() as session,
+            session.post(
+                self._url,
+                data=_encoded(body),
+                headers={**headers, "content-type": "application/json"},
+                timeout=self._limits,
+                proxy=self._proxy,
+                allow_redirects=False,
+            ) as response,
+        ):
+            yield response
 
     def _borrowed(self) -> dict[str, str]:
         """The credential headers of the request whose work this is, when they may be used:
@@ -220,35 +243,28 @@ class HTTPLLM(ABC):
         """This call's key: our own, or the one borrowed from the request that caused it."""
         return self._borrowed() or dict(self._headers)
 
-    def _transport_error(self, exc: httpx.HTTPError) -> LLMError:
-        if isinstance(exc, httpx.TimeoutException):
+    def _transport_error(self, exc: BaseException) -> LLMError:
+        if isinstance(exc, TimeoutError):
             return LLMError(f"LLM timed out after {self._timeout:g}s ({self.base_url})")
         return LLMError(
             f"LLM unreachable at {self.base_url}, or it broke off: {type(exc).__name__}"
         )
 
-    def _refused(self, response: httpx.Response) -> LLMError:
+    def _refused(self, status: int, body: bytes) -> LLMError:
         keys = [v.partition(" ")[2].strip() or v for v in self._borrowed().values()]
-        hint = _error_hint(response, [*keys, self._api_key])  # an upstream may echo the key
-        return LLMError(
-            f"LLM answered HTTP {response.status_code}{hint}", status=response.status_code
-        )
+        hint = _error_hint(body, [*keys, self._api_key])  # an upstream may echo the key
+        return LLMError(f"LLM answered HTTP {status}{hint}", status=status)
 
     async def _post(self, body: Mapping[str, Any]) -> Any:
         try:
-            async with self._client() as client:
-                response = await client.post(
-                    self._url,
-                    json=body,
-                    headers={**self._call_headers(), OWN_CALL_HEADER: "1"},
-                    timeout=self._timeout,
-                )
-        except httpx.HTTPError as exc:
+            async with self._sent(body, {**self._call_headers(), OWN_CALL_HEADER: "1"}) as answer:
+                status, content = answer.status, await answer.read()
+        except FAILURES as exc:
             raise self._transport_error(exc) from exc
-        if not response.is_success:
-            raise self._refused(response)
+        if not _success(status):
+            raise self._refused(status, content)
         try:
-            return response.json()
+            return json.loads(content)
         except ValueError as exc:
             raise LLMError("LLM answered a body that is not JSON") from exc
 
@@ -278,7 +294,7 @@ class HTTPLLM(ABC):
 
 
 class OpenAICompatibleLLM(HTTPLLM):
-    """`POST {base_url}/chat/completions` with httpx."""
+    """`POST {base_url}/chat/completions`."""
 
     def _shaped(self, body: dict[str, Any], json_mode: bool) -> dict[str, Any]:
         shaped = {**body, "stream": False}
@@ -304,25 +320,15 @@ class OpenAICompatibleLLM(HTTPLLM):
         }
         decoder = SSEDecoder()
         try:
-            async with (
-                self._client() as client,
-                client.stream(
-                    "POST",
-                    self._url,
-                    json=body,
-                    headers=self._call_headers(),
-                    timeout=self._timeout,
-                ) as response,
-            ):
-                if not response.is_success:
-                    await response.aread()
-                    raise self._refused(response)
-                async for chunk in response.aiter_bytes():
+            async with self._sent(body, self._call_headers()) as response:
+                if not _success(response.status):
+                    raise self._refused(response.status, await response.read())
+                while chunk := await response.content.readany():
                     for event in decoder.feed(chunk):
                         yield event
             for event in decoder.close():
                 yield event
-        except httpx.HTTPError as exc:
+        except FAILURES as exc:
             raise self._transport_error(exc) from exc
 
 
@@ -379,10 +385,20 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def _error_hint(response: httpx.Response, keys: Sequence[str | None]) -> str:
+def _encoded(body: Mapping[str, Any]) -> bytes:
+    """`body` as compact JSON in UTF-8 (text in any script as it is, not escaped)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _success(status: int) -> bool:
+    """A 2xx: a redirect is no answer either."""
+    return 200 <= status < 300
+
+
+def _error_hint(body: bytes, keys: Sequence[str | None]) -> str:
     """The upstream's own error message, short, with the keys masked if one was echoed."""
     try:
-        error = response.json().get("error")
+        error = json.loads(body).get("error")
         message = error.get("message") if isinstance(error, dict) else error
     except (ValueError, AttributeError):
         return ""

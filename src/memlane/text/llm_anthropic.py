@@ -24,7 +24,7 @@ PROMPT_USAGE = ("input_tokens", "cache_read_input_tokens", "cache_creation_input
 
 
 class AnthropicLLM(HTTPLLM):
-    """`POST {base_url}/v1/messages` with httpx (`base_url` without `/v1`, as
+    """`POST {base_url}/v1/messages` (`base_url` without `/v1`, as
     `anthropic_upstream_url`)."""
 
     provider: Provider = "anthropic"

@@ -1,0 +1,43 @@
+"""The aiohttp sessions memlane's own HTTP calls go through, and what every one of them
+shares with the proxy's upstream client: the idle limit and the environment's proxy.
+
+aiohttp parses and writes HTTP in C: an own LLM call through it costs the event loop a
+fraction of what it cost through httpx and httpcore's connection-pool scan
+(`benchmarks/own_llm_calls.py`), and that loop is the one client requests are served on.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from memlane.text.tls import ssl_context
+
+IDLE_SECONDS = 4.0
+"""An idle connection is dropped after this long: before the 5 s after which
+uvicorn-served upstreams (vLLM, llama.cpp's Python servers) close theirs. With the same
+5 s on both sides, a request sent on a connection the server is closing at that very
+moment fails (and a client of the proxy would get a 502 for it)."""
+
+
+def open_session(*, limit: int = 100) -> aiohttp.ClientSession:
+    """A session for the running event loop: memlane's TLS context, connections kept for
+    `IDLE_SECONDS`, at most `limit` open at once (0: no limit), and no cookies (a session
+    serves every user's calls, so a cookie set for one must never travel with another's)."""
+    connector = aiohttp.TCPConnector(limit=limit, keepalive_timeout=IDLE_SECONDS, ssl=ssl_context())
+    return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar())
+
+
+def env_proxy(base: str) -> str | None:
+    """The proxy the environment names for `base` (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`,
+    minus `NO_PROXY`), if any: read once per client, not per request."""
+    parts = urlsplit(base)
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or not parts.hostname:
+        return None
+    if urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return proxy
