@@ -21,6 +21,9 @@ of them until it ends). Past the bound, an item whose work can be found again el
 the caller's `stand_in`, held once per key however many items it stands for, which
 tells the key's next job to re-read them. An item with no stand-in is dropped and
 counted like a refused job.
+
+When jobs end, the C heap's free memory is given back to the system now and then
+(`engine.heap`): their bursts would otherwise stay in the process's resident memory.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memlane.config import Settings
+from memlane.engine import threads
+from memlane.engine.heap import HeapTrim, glibc_trim
 from memlane.engine.threads import TRAFFIC, background_context
 
 log = logging.getLogger("memlane.background")
@@ -128,7 +133,15 @@ async def _after_requests(coro: Coroutine[Any, Any, Any]) -> Any:
 class Background:
     """A set of running tasks. Fire-and-forget loses errors; this keeps and logs them."""
 
-    def __init__(self, max_pending: int = MAX_PENDING, max_batched: int = MAX_BATCHED) -> None:
+    def __init__(
+        self,
+        max_pending: int = MAX_PENDING,
+        max_batched: int = MAX_BATCHED,
+        *,
+        heap: HeapTrim | None = None,
+    ) -> None:
+        self.heap = heap if heap is not None else HeapTrim(glibc_trim())
+        """Gives the heap's free memory back as jobs end (`engine.heap`)."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._services: set[asyncio.Task[Any]] = set()
         self.max_pending = max_pending
@@ -297,6 +310,8 @@ class Background:
     def _finished(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         self._services.discard(task)
+        if self.heap.due():
+            threads.in_a_background_thread(self.heap.run)
         if task.cancelled():
             return
         exc = task.exception()
