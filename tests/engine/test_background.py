@@ -179,6 +179,33 @@ async def test_past_its_bound_a_key_waits_as_its_stand_in_only() -> None:
     assert (background.batched, background.spilled, background.pending) == (0, 0, 0)
 
 
+async def test_items_a_running_job_holds_count_against_the_bound() -> None:
+    """A job keeps its items (and what it makes of them) until it ends: while it runs,
+    they count against `max_batched`, so work queued in memory stays within it however
+    many jobs have taken theirs and wait (on the book's writer, on the requests)."""
+    background = Background(max_batched=3)
+    gate = asyncio.Event()
+    runs: list[list[str]] = []
+
+    async def run(items: list[str]) -> None:
+        runs.append(items)
+        await gate.wait()
+
+    policy = BatchPolicy(quiet=3600, size=2)
+    for n in range(2):
+        background.batch("a", f"a{n}", run, policy, name="a", stand_in="reread a")
+    await asyncio.sleep(0.1)
+    assert runs == [["a0", "a1"]]  # taken, held until the job ends
+    for key in ("b", "c", "d"):
+        background.batch(key, f"{key}0", run, policy, name=key, stand_in=f"reread {key}")
+    assert (background.batched, background.spilled) == (1, 2)  # 2 held + 1 waiting: full
+    gate.set()
+    await background.drain()
+    assert sorted(runs[1:]) == [["b0"], ["reread c"], ["reread d"]]
+    background.batch("e", "e0", run, policy, name="e", stand_in="reread e")
+    assert (background.batched, background.spilled) == (1, 0)  # ended jobs hold nothing
+
+
 async def test_a_due_batch_waits_for_room_instead_of_being_dropped() -> None:
     background = Background(max_pending=1)
     gate = asyncio.Event()

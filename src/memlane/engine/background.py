@@ -14,11 +14,16 @@ begins, not when it was planned, so the turns that came while it waited for its 
 (`_after_requests`) go with it. A busy session costs one job per batch, not one per
 turn; `drain` (tests, shutdown) starts every waiting batch at once.
 
-Waiting items are bounded (`MAX_BATCHED`, all keys together). Past the bound, an item
-whose work can be found again elsewhere (an answered turn's memory work, re-derived
-from the store) is kept as its key only: the caller's `stand_in`, held once per key
-however many items it stands for, which tells the key's next job to re-read them. An
-item with no stand-in is dropped and counted like a refused job.
+Items in memory are bounded (`MAX_BATCHED`, all keys together: those waiting and those
+a job took and has not finished with, as a job holds its items' texts and what it makes
+of them until it ends). Past the bound, an item whose work can be found again elsewhere
+(an answered turn's memory work, re-derived from the store) is kept as its key only:
+the caller's `stand_in`, held once per key however many items it stands for, which
+tells the key's next job to re-read them. An item with no stand-in is dropped and
+counted like a refused job.
+
+When jobs end, the C heap's free memory is given back to the system now and then
+(`engine.heap`): their bursts would otherwise stay in the process's resident memory.
 """
 
 from __future__ import annotations
@@ -32,15 +37,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memlane.config import Settings
+from memlane.engine import threads
+from memlane.engine.heap import HeapTrim, glibc_trim
 from memlane.engine.threads import TRAFFIC, background_context
 
 log = logging.getLogger("memlane.background")
 
 MAX_PENDING = 512
 MAX_BATCHED = 8_192
-"""Items waiting in batches, all keys together: past this, new items wait as their key's
-stand-in only (or, with none, are dropped). A remembered turn's item holds its texts (a
-few kilobytes, `memory_message_chars` at most), so this bounds what waiting costs."""
+"""Items in memory, all keys together (waiting in batches, or taken by a job not yet
+ended): past this, new items wait as their key's stand-in only (or, with none, are
+dropped). A remembered turn's item holds its texts (a few kilobytes,
+`memory_message_chars` at most), and its job the entries made of them, so this bounds
+what queued work costs: about 3 KB a turn of the soak's (`benchmarks/load.py --soak`)."""
 DROP_LOG_SECONDS = 60.0
 START_DELAY_SECONDS = 0.02
 """How long a job waits before it starts. An agent's next request usually follows the
@@ -124,7 +133,15 @@ async def _after_requests(coro: Coroutine[Any, Any, Any]) -> Any:
 class Background:
     """A set of running tasks. Fire-and-forget loses errors; this keeps and logs them."""
 
-    def __init__(self, max_pending: int = MAX_PENDING, max_batched: int = MAX_BATCHED) -> None:
+    def __init__(
+        self,
+        max_pending: int = MAX_PENDING,
+        max_batched: int = MAX_BATCHED,
+        *,
+        heap: HeapTrim | None = None,
+    ) -> None:
+        self.heap = heap if heap is not None else HeapTrim(glibc_trim())
+        """Gives the heap's free memory back as jobs end (`engine.heap`)."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._services: set[asyncio.Task[Any]] = set()
         self.max_pending = max_pending
@@ -134,6 +151,8 @@ class Background:
         self._batches: dict[str, _Batch] = {}
         self.max_batched = max_batched
         self._batched = 0
+        self._held = 0
+        """Items taken by jobs that have not ended (counted against `max_batched` too)."""
         self._spilled = 0
         self._draining = False
 
@@ -188,7 +207,8 @@ class Background:
         says, never two jobs of one key at once. Past `max_batched`, `stand_in` (when given)
         is queued in its place, once per key, and the job that takes it re-reads the items
         it stands for; without one, the item is dropped and False returned."""
-        if self._batched >= self.max_batched and stand_in is None:
+        full = self._batched + self._held >= self.max_batched
+        if full and stand_in is None:
             self._drop(name)
             return False
         found = self._batches.get(key)
@@ -197,7 +217,7 @@ class Background:
         now = time.monotonic()
         if not found.items:
             found.oldest = now
-        if self._batched < self.max_batched:
+        if not full:
             found.items.append(item)
             self._batched += 1
         else:  # over the bound: the key only, not the payload
@@ -261,8 +281,13 @@ class Background:
         """The job: it takes its items when it begins, so those that came while it waited
         for its turn go with it."""
         items = self._take(found, max(found.policy.most, found.policy.size))
-        if items:
+        if not items:
+            return
+        self._held += len(items)
+        try:
             await found.run(items)
+        finally:
+            self._held -= len(items)
 
     def _take(self, found: _Batch, most: int) -> list[Any]:
         items, found.items = found.items[:most], found.items[most:]
@@ -285,6 +310,8 @@ class Background:
     def _finished(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         self._services.discard(task)
+        if self.heap.due():
+            threads.in_a_background_thread(self.heap.run)
         if task.cancelled():
             return
         exc = task.exception()

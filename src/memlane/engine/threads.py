@@ -277,6 +277,13 @@ def in_a_request_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
     return future
 
 
+def in_a_background_thread(fn: Callable[[], None]) -> None:
+    """`fn()` on a background thread when one is free; nothing waits for it, so `fn`
+    handles its own errors. Dropped once the pool has shut down (the process is ending)."""
+    with contextlib.suppress(RuntimeError):
+        _background_pool().submit(fn)
+
+
 def post(
     loop: asyncio.AbstractEventLoop,
     future: asyncio.Future[Any],

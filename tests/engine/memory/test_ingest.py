@@ -16,7 +16,7 @@ from memlane.config import Settings
 from memlane.engine.memory import scopes
 from memlane.engine.memory.book import MemoryBook
 from memlane.engine.memory.entries import new_fact
-from memlane.engine.memory.ingest import TurnInput, ingest_turn
+from memlane.engine.memory.ingest import TurnInput, evict_conversation, ingest_turn
 from memlane.engine.memory.summary import summary_id
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
@@ -294,6 +294,22 @@ async def test_a_conversation_under_its_limit_is_not_listed_after_every_turn(
         assert [f.text for f in store.list_facts()][:2] == ["question 1", "answer 1"]
     finally:
         store.close()
+
+
+async def test_the_entry_counts_a_process_keeps_stay_within_their_bound(
+    settings: Settings, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proxy serves new sessions as long as it runs: it remembers the entry counts of
+    the latest conversations only, and one forgotten is listed again (its count right)."""
+    monkeypatch.setattr("memlane.engine.memory.book.core.ENTRY_COUNTS_KEPT", 3)
+    rt = Runtime(settings, sqlite_store)
+    book = rt.memory_book
+    for n in range(5):
+        await evict_conversation(rt, book, f"conversation-{n}", added=2)
+    assert book.entry_counts == {"conversation-2": 0, "conversation-3": 0, "conversation-4": 0}
+    await evict_conversation(rt, book, "conversation-2", added=2)  # noted again: kept longest
+    await evict_conversation(rt, book, "conversation-5")
+    assert list(book.entry_counts) == ["conversation-4", "conversation-2", "conversation-5"]
 
 
 async def test_turns_are_committed_together_not_one_commit_each(

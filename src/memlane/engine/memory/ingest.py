@@ -434,7 +434,7 @@ async def evict_conversation(
     limit = rt.settings.memory_max_entries
     known = book.entry_counts.get(conversation_id)
     if known is not None and known + added <= limit:
-        book.entry_counts[conversation_id] = known + added
+        book.note_entry_count(conversation_id, known + added)
         return 0
     entries = await threads.to_thread(
         rt.store.list_facts,
@@ -443,7 +443,6 @@ async def evict_conversation(
     )
     evicted = choose_evictions(entries, limit)
     await book.write(tombstones=[(fact, None) for fact in evicted])
-    book.entry_counts[conversation_id] = sum(
-        not e.deleted and e.role != "summary" for e in entries
-    ) - len(evicted)
+    kept = sum(not e.deleted and e.role != "summary" for e in entries) - len(evicted)
+    book.note_entry_count(conversation_id, kept)
     return len(evicted)

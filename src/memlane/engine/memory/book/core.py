@@ -37,6 +37,10 @@ log = logging.getLogger("memlane.memory")
 WATCH_START_SECONDS = 5.0
 
 
+ENTRY_COUNTS_KEPT = 4_096
+"""Conversations whose entry count a process remembers (`MemoryBook.entry_counts`)."""
+
+
 class MemoryBook:
     """A home's memory entries, written to their truth (files or database) and indexed."""
 
@@ -63,7 +67,18 @@ class MemoryBook:
         self.entry_counts: dict[str, int] = {}
         """Entries each conversation is known to hold (`ingest.evict_conversation`): an
         upper bound kept by this process, so a conversation under its limit is not listed
-        again after every turn."""
+        again after every turn. The latest `ENTRY_COUNTS_KEPT` conversations only
+        (`note_entry_count`): one forgotten is listed once more."""
+
+    def note_entry_count(self, conversation_id: str, count: int) -> None:
+        """Remember how many entries a conversation holds; past `ENTRY_COUNTS_KEPT`
+        conversations, the one noted longest ago is forgotten (a process serves new
+        sessions for as long as it runs)."""
+        counts = self.entry_counts
+        counts.pop(conversation_id, None)
+        counts[conversation_id] = count
+        while len(counts) > ENTRY_COUNTS_KEPT:
+            del counts[next(iter(counts))]
 
     @property
     def files(self) -> MemoryFiles | None:
