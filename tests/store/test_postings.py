@@ -19,8 +19,9 @@ from tests.store.test_keyword_index import QUERIES, fact, sentences
 
 CONVERSATIONS = 40
 ASKING = range(0, CONVERSATIONS, 5)
-"""The conversations that search, round after round: fewer than `MASKS_KEPT`, so their
-cached answers are extended by new documents and lose the ones that die."""
+"""The conversations that search, round after round: with the filter over every scope,
+fewer than `MASKS_KEPT`, so their cached answers are extended by new documents and lose
+the ones that die."""
 LOOK_UP = 0  # `FEW` that looks every filter's documents up in the postings
 SCAN = 10**9  # `FEW` that masks every posting, as the index did before
 CHOSEN = postings.FEW  # each way where it is cheaper
@@ -68,8 +69,13 @@ def request_filter(conversation: int) -> SearchFilter:
     return SearchFilter(kinds=("fact",), scopes=scopes(conversation))
 
 
-def answers(index: KeywordIndex, conversation: int) -> list[object]:
-    flt = request_filter(conversation)
+FILTERS = [
+    *(request_filter(conversation) for conversation in ASKING),
+    SearchFilter(kinds=("fact",), fact_roles=("user",)),  # every scope: no list kept at first
+]
+
+
+def answers(index: KeywordIndex, flt: SearchFilter) -> list[object]:
     found: list[object] = []
     for query in QUERIES:
         words = query.split()
@@ -92,12 +98,12 @@ def test_a_search_over_few_documents_equals_the_scan_of_every_posting(
         index.refresh(raw)
         tails += bool(index._tail)
         dead += bool(index._dead.count)
-        for conversation in ASKING:
+        for flt in FILTERS:
             monkeypatch.setattr(postings, "FEW", SCAN)
-            scanned = answers(index, conversation)
+            scanned = answers(index, flt)
             for few in (LOOK_UP, CHOSEN):
                 monkeypatch.setattr(postings, "FEW", few)
-                assert answers(index, conversation) == scanned, (round_, conversation, few)
+                assert answers(index, flt) == scanned, (round_, flt, few)
             hits += sum(len(found) for found in scanned if isinstance(found, list))
             held += sum(len(found) for found in scanned if isinstance(found, dict))
     assert tails  # the rounds searched over a tail

@@ -74,19 +74,29 @@ def _encoder(codes: dict[Any, int], values: Sequence[Any]) -> Callable[[Any], in
 class Passing:
     """A filter's cached answer: a mask over the documents, the passing documents (ascending
     positions: a search over few of many documents looks them up in the postings), and
-    how many pass."""
+    how many pass. A filter over every scope keeps no list until one is asked for: a
+    search over most documents never needs it."""
 
-    __slots__ = ("count", "docs", "mask")
+    __slots__ = ("_docs", "count", "mask")
 
-    def __init__(self, mask: Mask, docs: Int32Array) -> None:
+    def __init__(self, mask: Mask, docs: Int32Array | None) -> None:
         self.mask = mask
-        self.docs = docs
-        self.count = int(docs.shape[0])
+        self._docs = docs
+        self.count = int(np.count_nonzero(mask) if docs is None else docs.shape[0])
 
-    def extend(self, fresh: Mask, docs: Int32Array) -> None:
+    @property
+    def docs(self) -> Int32Array:
+        if self._docs is None:
+            self._docs = np.flatnonzero(self.mask).astype(np.int32)
+        return self._docs
+
+    def extend(self, fresh: Mask, docs: Int32Array | None) -> None:
         """The answer over documents added since: their mask, and those that pass."""
+        if docs is None:
+            docs = (np.flatnonzero(fresh) + self.mask.shape[0]).astype(np.int32)
         self.mask = np.concatenate([self.mask, fresh])
-        self.docs = np.concatenate([self.docs, docs])
+        if self._docs is not None:
+            self._docs = np.concatenate([self._docs, docs])
         self.count += int(docs.shape[0])
 
     def kill(self, indexes: IntArray) -> None:
@@ -96,7 +106,8 @@ class Passing:
         if not passed.shape[0]:
             return
         self.mask[passed] = False
-        self.docs = self.docs[self.mask[self.docs]]
+        if self._docs is not None:
+            self._docs = self._docs[self.mask[self._docs]]
         self.count -= passed.shape[0]
 
 
@@ -154,11 +165,13 @@ class DocFilter:
             self._masks.popitem(last=False)
         return passing if passing.count else None
 
-    def _mask_rows(self, flt: SearchFilter, lo: int, hi: int) -> tuple[Mask, Int32Array] | None:
-        """The mask over documents [lo, hi) and the positions passing, ascending. With
-        scopes, computed over those scopes' documents only: a request asks for a few
-        scopes of many, and a pass over every document costs milliseconds at 100k and
-        tens of them at 1M."""
+    def _mask_rows(
+        self, flt: SearchFilter, lo: int, hi: int
+    ) -> tuple[Mask, Int32Array | None] | None:
+        """The mask over documents [lo, hi) and, with scopes, the positions passing,
+        ascending. With scopes, computed over those scopes' documents only: a request
+        asks for a few scopes of many, and a pass over every document costs milliseconds
+        at 100k and tens of them at 1M."""
         docs = self.docs
         table = self._table(flt.kinds, flt.fact_roles)
         if table is None:
@@ -175,7 +188,7 @@ class DocFilter:
                 return None
             keep &= docs.session[rows] == self.sessions.codes[flt.session_id]
         if isinstance(rows, slice):
-            return keep, (np.flatnonzero(keep) + lo).astype(np.int32)
+            return keep, None
         passed = np.sort(rows[keep]).astype(np.int32)  # each scope's are ascending, not all
         mask = np.zeros(hi - lo, np.bool_)
         mask[passed - lo] = True
