@@ -80,7 +80,8 @@ def answers(index: KeywordIndex, flt: SearchFilter) -> list[object]:
     for query in QUERIES:
         words = query.split()
         found.append(index.search(words, flt, 25))
-        found.append(index.holders(RareQuery(tuple(words), flt, 20, 0.5, None)))
+        for max_df, max_share in ((20, 0.5), (10**6, 1.0)):  # rare words, then every word
+            found.append(index.holders(RareQuery(tuple(words), flt, max_df, max_share, None)))
     return found
 
 
@@ -88,6 +89,8 @@ def test_a_search_over_few_documents_equals_the_scan_of_every_posting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(keyword_index, "TAIL_MIN", 60)  # merges, then a tail, every few rounds
+    monkeypatch.setattr(postings, "HELD_CHUNK", 64)  # holders found over many chunks
+    monkeypatch.setattr(postings, "LOOKUP_CHUNK", 16)
     memory = Memory(tmp_path / "memlane.db")
     raw = sqlite3.connect(memory.store.path, isolation_level=None)
     index = KeywordIndex()

@@ -17,7 +17,7 @@ since that term was last asked about.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +34,8 @@ against 1,250 passing documents cost the same both ways; against 60, a third).""
 
 HELD_CHUNK = 4_096
 """Postings of a word `held` masks at a time."""
+LOOKUP_CHUNK = 256
+"""Passing documents `held` looks up in a word's postings at a time (about as costly)."""
 
 _EMPTY = np.zeros(0, np.int32)
 
@@ -72,19 +74,11 @@ def passing_postings(parts: Sequence[Part], passing: Passing) -> Part:
 
 def held(parts: Sequence[Int32Array], passing: Passing, most: int) -> Int32Array | None:
     """The documents (a word's postings, in parts: the arrays' and the tail's) that pass,
-    or None when more than `most` do. Masked a chunk at a time: a common word is known to
-    be common after a chunk or two, not after all of its postings."""
+    or None when more than `most` do."""
     found: list[Int32Array] = []
     count = 0
     for docs in parts:
-        look_up = passing.count * FEW < docs.shape[0]
-        step = docs.shape[0] if look_up else HELD_CHUNK
-        for start in range(0, docs.shape[0], step):
-            chunk = docs[start : start + step]
-            if look_up:
-                passed = _found(chunk, _in_range(chunk, passing.docs))[0]
-            else:
-                passed = chunk[passing.mask[chunk]]
+        for passed in _passing_chunks(docs, passing):
             count += passed.shape[0]
             if count > most:
                 return None
@@ -92,6 +86,19 @@ def held(parts: Sequence[Int32Array], passing: Passing, most: int) -> Int32Array
     if len(found) == 1:
         return found[0]
     return np.concatenate(found) if found else _EMPTY
+
+
+def _passing_chunks(docs: Int32Array, passing: Passing) -> Iterator[Int32Array]:
+    """The documents of `docs` that pass, a chunk at a time, each way: a word common
+    among the passing documents is known to be common after a chunk or two."""
+    if passing.count * FEW < docs.shape[0]:
+        wanted = _in_range(docs, passing.docs)
+        for start in range(0, wanted.shape[0], LOOKUP_CHUNK):
+            yield _found(docs, wanted[start : start + LOOKUP_CHUNK])[0]
+    else:
+        for start in range(0, docs.shape[0], HELD_CHUNK):
+            chunk = docs[start : start + HELD_CHUNK]
+            yield chunk[passing.mask[chunk]]
 
 
 class DeadDocs:
