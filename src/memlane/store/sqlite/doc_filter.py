@@ -2,10 +2,10 @@
 
 A document is a position in `Docs` (growable numpy columns); the strings a filter
 compares (kinds, scopes, sessions, roles) are small integer codes (`Codes`).
-`DocFilter` answers a `SearchFilter` as a boolean mask over the documents,
-cached per filter, extended over documents added since and cleared in place where
-a document dies; a filter by scope looks at its scopes' own documents, not at
-every document's scope.
+`DocFilter` answers a `SearchFilter` as a boolean mask over the documents and
+the list of those that pass, cached per filter, extended over documents added
+since and cleared in place where a document dies; a filter by scope looks at
+its scopes' own documents, not at every document's scope.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import numpy.typing as npt
 from memlane.store.base import SearchFilter
 
 IntArray = npt.NDArray[np.int64]
+Int32Array = npt.NDArray[np.int32]
 Mask = npt.NDArray[np.bool_]
 MASKS_KEPT = 16  # filters whose masks are cached (a proxy asks with the same few again and again)
 
@@ -71,23 +72,42 @@ def _encoder(codes: dict[Any, int], values: Sequence[Any]) -> Callable[[Any], in
 
 
 class Passing:
-    """A filter's cached mask over the documents, and how many of them pass."""
+    """A filter's cached answer: a mask over the documents, the passing documents (ascending
+    positions: a search over few of many documents looks them up in the postings), and
+    how many pass. A filter over every scope keeps no list until one is asked for: a
+    search over most documents never needs it."""
 
-    __slots__ = ("count", "mask")
+    __slots__ = ("_docs", "count", "mask")
 
-    def __init__(self, mask: Mask) -> None:
+    def __init__(self, mask: Mask, docs: Int32Array | None) -> None:
         self.mask = mask
-        self.count = int(np.count_nonzero(mask))
+        self._docs = docs
+        self.count = int(np.count_nonzero(mask) if docs is None else docs.shape[0])
 
-    def extend(self, fresh: Mask) -> None:
+    @property
+    def docs(self) -> Int32Array:
+        if self._docs is None:
+            self._docs = np.flatnonzero(self.mask).astype(np.int32)
+        return self._docs
+
+    def extend(self, fresh: Mask, docs: Int32Array | None) -> None:
+        """The answer over documents added since: their mask, and those that pass."""
+        if docs is None:
+            docs = (np.flatnonzero(fresh) + self.mask.shape[0]).astype(np.int32)
         self.mask = np.concatenate([self.mask, fresh])
-        self.count += int(np.count_nonzero(fresh))
+        if self._docs is not None:
+            self._docs = np.concatenate([self._docs, docs])
+        self.count += int(docs.shape[0])
 
     def kill(self, indexes: IntArray) -> None:
         """Documents (distinct) died: they no longer pass."""
         inside = indexes[indexes < self.mask.shape[0]]
         passed = inside[self.mask[inside]]
+        if not passed.shape[0]:
+            return
         self.mask[passed] = False
+        if self._docs is not None:
+            self._docs = self._docs[self.mask[self._docs]]
         self.count -= passed.shape[0]
 
 
@@ -118,11 +138,6 @@ class DocFilter:
         for passing in self._masks.values():
             passing.kill(indexes)
 
-    def mask(self, flt: SearchFilter) -> Mask | None:
-        """Documents passing `flt`; None when no document can."""
-        passing = self.passing(flt)
-        return None if passing is None else passing.mask
-
     def passing(self, flt: SearchFilter) -> Passing | None:
         """Documents passing `flt` and their count; None when no document can.
 
@@ -140,20 +155,23 @@ class DocFilter:
                 fresh = self._mask_rows(flt, cached.mask.shape[0], n)
                 if fresh is None:
                     return None
-                cached.extend(fresh)
+                cached.extend(*fresh)
             return cached if cached.count else None
         fresh = self._mask_rows(flt, 0, n)
         if fresh is None:
             return None
-        passing = self._masks[key] = Passing(fresh)
+        passing = self._masks[key] = Passing(*fresh)
         while len(self._masks) > MASKS_KEPT:
             self._masks.popitem(last=False)
         return passing if passing.count else None
 
-    def _mask_rows(self, flt: SearchFilter, lo: int, hi: int) -> Mask | None:
-        """The mask over documents [lo, hi). With scopes, computed over those scopes'
-        documents only: a request asks for a few scopes of many, and a pass over every
-        document costs milliseconds at 100k and tens of them at 1M."""
+    def _mask_rows(
+        self, flt: SearchFilter, lo: int, hi: int
+    ) -> tuple[Mask, Int32Array | None] | None:
+        """The mask over documents [lo, hi) and, with scopes, the positions passing,
+        ascending. With scopes, computed over those scopes' documents only: a request
+        asks for a few scopes of many, and a pass over every document costs milliseconds
+        at 100k and tens of them at 1M."""
         docs = self.docs
         table = self._table(flt.kinds, flt.fact_roles)
         if table is None:
@@ -170,10 +188,11 @@ class DocFilter:
                 return None
             keep &= docs.session[rows] == self.sessions.codes[flt.session_id]
         if isinstance(rows, slice):
-            return keep
+            return keep, None
+        passed = np.sort(rows[keep]).astype(np.int32)  # each scope's are ascending, not all
         mask = np.zeros(hi - lo, np.bool_)
-        mask[rows[keep] - lo] = True
-        return mask
+        mask[passed - lo] = True
+        return mask, passed
 
     def _table(self, kinds: Sequence[str], fact_roles: Sequence[str] | None) -> Mask | None:
         """Which (kind code, role code) pairs pass: one of `kinds`, and a fact only in one of

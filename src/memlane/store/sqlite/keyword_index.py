@@ -5,7 +5,10 @@ from them (FTS5 was kept beside it until m011, unread). FTS5's `bm25()` scores
 every row that contains any query term, one row at a time, and chat words are
 common: at 100k documents a query touched tens of thousands of rows. Here the
 postings of a term are two numpy arrays (document, term frequency), so scoring
-is a handful of vector operations, and filters are a boolean mask per document.
+is a handful of vector operations, and a filter is a boolean mask per document
+and the list of the documents it passes: a search over a few of many documents
+looks those up in each term's postings instead of masking them all
+(`sqlite.postings`).
 
 The scores are FTS5's (the tests hold them to an FTS5 index built over the same
 rows): the same BM25 (k1 = 1.2, b = 0.75, an IDF floored at 1e-6), over the
@@ -41,6 +44,7 @@ import numpy.typing as npt
 from memlane.store.base import SearchFilter
 from memlane.store.rare_terms import RareQuery, rare_bound
 from memlane.store.sqlite.doc_filter import DocFilter, Docs, IntArray
+from memlane.store.sqlite.postings import DeadDocs, Int32Array, Part, held, passing_postings
 
 K1 = 1.2
 B = 0.75
@@ -56,7 +60,6 @@ _DOC_ROWS = f"SELECT {_COLUMNS} FROM docs WHERE rowid > ? ORDER BY rowid LIMIT ?
 
 _MARKER = "\x00"  # never a term: the analyser's terms are word characters
 
-Int32Array = npt.NDArray[np.int32]
 Postings = tuple[IntArray, IntArray, IntArray]  # (term, document, frequency), grouped by term
 FloatArray = npt.NDArray[np.float64]
 
@@ -65,29 +68,6 @@ FloatArray = npt.NDArray[np.float64]
 class KeywordHit:
     rowid: int
     score: float
-
-
-HELD_CHUNK = 4_096
-"""Postings of a word checked against a filter at a time: a common word is known to be
-common (more holders than asked for) after a chunk or two, not after all of them."""
-
-
-def _held(parts: Sequence[Int32Array], mask: npt.NDArray[np.bool_], most: int) -> Int32Array | None:
-    """The postings (a word's, in parts: the arrays' and the tail's) that pass `mask`, or
-    None when more than `most` do."""
-    found: list[Int32Array] = []
-    count = 0
-    for postings in parts:
-        for start in range(0, postings.shape[0], HELD_CHUNK):
-            chunk = postings[start : start + HELD_CHUNK]
-            passing = chunk[mask[chunk]]
-            count += passing.shape[0]
-            if count > most:
-                return None
-            found.append(passing)
-    if len(found) == 1:
-        return found[0]
-    return np.concatenate(found) if found else np.zeros(0, np.int32)
 
 
 class KeywordIndex:
@@ -107,7 +87,7 @@ class KeywordIndex:
         self._filter = DocFilter(self._docs)
         self._live = 0  # documents alive (FTS5's row count)
         self._total = 0.0  # tokens of the alive documents (FTS5's total size)
-        self._dead = 0
+        self._dead = DeadDocs()
         # postings: term t's are _pdoc/_ptf[_off[t]:_off[t + 1]], documents ascending
         self._off = np.zeros(1, np.int64)
         self._pdoc = np.zeros(0, np.int32)
@@ -182,7 +162,7 @@ class KeywordIndex:
         docs.alive[indexes] = False
         self._live -= indexes.shape[0]
         self._total -= float(docs.length[indexes].sum())  # whole numbers: exact in any order
-        self._dead += indexes.shape[0]
+        self._dead.add(indexes)
         self._filter.killed(indexes)
 
     def _read_new(self, conn: sqlite3.Connection, changed: list[tuple[Any, ...]]) -> None:
@@ -298,10 +278,10 @@ class KeywordIndex:
             )
             self._tail, self._tail_docs, self._tail_arrays = {}, 0, {}
         sources.extend(batches)
-        if self._dead:
+        if self._dead.count:
             alive = self._docs.alive
             sources = [(t[alive[d]], d[alive[d]], f[alive[d]]) for t, d, f in sources]
-            self._dead = 0
+            self._dead = DeadDocs()
         run_counts = [np.bincount(t, minlength=vocab_size) for t, _, _ in sources]
         off = np.zeros(vocab_size + 1, np.int64)
         np.cumsum(sum(run_counts), out=off[1:])
@@ -317,38 +297,47 @@ class KeywordIndex:
 
     # --- search -------------------------------------------------------------
     def search(self, words: Sequence[str], flt: SearchFilter, k: int) -> list[KeywordHit]:
-        """Up to `k` documents passing `flt`, best BM25 first (ties oldest first, as FTS5)."""
+        """Up to `k` documents passing `flt`, best BM25 first (ties oldest first, as FTS5).
+
+        Only the passing documents' postings are scored (`postings.passing_postings`);
+        the statistics are the whole table's."""
         with self._lock:
             if k <= 0 or self._live == 0:
                 return []
-            mask = self._filter.mask(flt)
-            if mask is None:
+            passing = self._filter.passing(flt)
+            if passing is None:
                 return []
-            docs = self._docs
-            avgdl = self._total / self._live
-            found_docs: list[IntArray] = []
-            found_scores: list[FloatArray] = []
+            found: list[Part] = []
+            weights: list[float] = []
             for word in dict.fromkeys(words):
                 term = self._vocab.get(word)
                 if term is None:
                     continue
-                postings, tfs = self._postings(term)
-                hits = int(np.count_nonzero(docs.alive[postings])) if self._dead else len(postings)
+                parts = self._parts(term)
+                hits = sum(d.shape[0] for d, _ in parts)
+                hits -= self._dead.holding(term, [d for d, _ in parts], self._docs.alive)
                 if hits == 0:
                     continue
-                idf = math.log((self._live - hits + 0.5) / (hits + 0.5))
-                keep = mask[postings]
-                chosen = postings[keep]
-                if chosen.shape[0] == 0:
+                chosen = passing_postings(parts, passing)
+                if chosen[0].shape[0] == 0:
                     continue
-                tf = tfs[keep].astype(np.float64)
-                norm = K1 * (1.0 - B + B * docs.length[chosen] / avgdl)
-                found_docs.append(chosen.astype(np.int64))
-                weight = idf if idf > 0 else IDF_FLOOR  # exactly FTS5's rule
-                found_scores.append(weight * tf * (K1 + 1.0) / (tf + norm))
-            if not found_docs:
+                found.append(chosen)
+                idf = math.log((self._live - hits + 0.5) / (hits + 0.5))
+                weights.append(idf if idf > 0 else IDF_FLOOR)  # exactly FTS5's rule
+            if not found:
                 return []
-            return self._best(np.concatenate(found_docs), np.concatenate(found_scores), k)
+            return self._best(*self._scores(found, weights), k)
+
+    def _scores(self, found: list[Part], weights: list[float]) -> tuple[IntArray, FloatArray]:
+        """Each found posting's BM25 score (a term's `weights`), all terms in one pass: the
+        same operations on each posting as one term at a time, so the same bits."""
+        counts = [d.shape[0] for d, _ in found]
+        doc_index = np.concatenate([d for d, _ in found]).astype(np.int64)
+        tf = np.concatenate([t for _, t in found]).astype(np.float64)
+        weight = np.repeat(np.asarray(weights, np.float64), counts)
+        avgdl = self._total / self._live
+        norm = K1 * (1.0 - B + B * self._docs.length[doc_index] / avgdl)
+        return doc_index, weight * tf * (K1 + 1.0) / (tf + norm)
 
     def holders(self, query: RareQuery) -> dict[str, list[int]]:
         """For each of the query's words that at most `max_df` documents passing its filter
@@ -360,7 +349,6 @@ class KeywordIndex:
             passing = self._filter.passing(query.flt)
             if passing is None:
                 return {}
-            mask = passing.mask
             max_df = rare_bound(query.max_df, query.max_share, passing.count)
             if max_df < 2:
                 return {}  # a word only its seed holds links nothing
@@ -370,35 +358,22 @@ class KeywordIndex:
                 term = vocab.get(word)
                 if term is None:
                     continue
-                chosen = _held(self._posting_parts(term), mask, max_df)
+                chosen = held([d for d, _ in self._parts(term)], passing, max_df)
                 if chosen is not None and chosen.shape[0]:
                     out[word] = np.sort(rowid[chosen]).tolist()
             return out
 
-    def _postings(self, term: int) -> tuple[Int32Array, Int32Array]:
-        docs: Any
-        tfs: Any
+    def _parts(self, term: int) -> list[Part]:
+        """A term's postings as the arrays and the tail hold them (no copy into one),
+        documents ascending in each and the tail's after the arrays'."""
+        parts: list[Part] = []
         if term + 1 < self._off.shape[0]:
             start, end = int(self._off[term]), int(self._off[term + 1])
-            docs, tfs = self._pdoc[start:end], self._ptf[start:end]
-        else:
-            docs, tfs = self._pdoc[:0], self._ptf[:0]
-        tail = self._tail.get(term)
-        if tail is None:
-            return docs, tfs
-        tail_docs, tail_tfs = self._tail_array(term, tail)
-        if not docs.shape[0]:  # a word only new documents say: no copy
-            return tail_docs, tail_tfs
-        return np.concatenate([docs, tail_docs]), np.concatenate([tfs, tail_tfs])
-
-    def _posting_parts(self, term: int) -> list[Int32Array]:
-        """A term's documents as the arrays and the tail hold them (no copy into one)."""
-        parts: list[Int32Array] = []
-        if term + 1 < self._off.shape[0]:
-            parts.append(self._pdoc[int(self._off[term]) : int(self._off[term + 1])])
+            if end > start:
+                parts.append((self._pdoc[start:end], self._ptf[start:end]))
         tail = self._tail.get(term)
         if tail is not None:
-            parts.append(self._tail_array(term, tail)[0])
+            parts.append(self._tail_array(term, tail))
         return parts
 
     def _tail_array(
