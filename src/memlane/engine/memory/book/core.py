@@ -170,8 +170,9 @@ class MemoryBook:
     ) -> None:
         store = self.rt.store
         writes.write_entries(self.tree, store, puts, tombstones, new)
-        # The snapshot (every file's digest) is rewritten whole: once per commit, not per
-        # write. One lost in a crash only makes the next start re-read those files.
+        # The snapshot's changes are appended to its file once per commit, not per write
+        # (`files.memory_snapshot`). One lost in a crash only makes the next start re-read
+        # those files.
         self._snapshot_dirty = True
 
     async def erase(self, facts: Sequence[Fact]) -> None:
