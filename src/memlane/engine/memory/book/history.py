@@ -55,9 +55,8 @@ class CommitQueue:
         self._note(await self._persist())
         if self.git is None:
             return False
-        committed = await commit_quietly(self.git, redact(message))
-        self._swept()
-        return committed
+        self._sweeping()
+        return await commit_quietly(self.git, redact(message))
 
     def later(self, message: str) -> None:
         """Queue a background change for the next coalesced commit."""
@@ -85,21 +84,20 @@ class CommitQueue:
         if not messages or self.git is None:
             return False
         sweep = sweep or self._swept_at is None or time.monotonic() - self._swept_at > SWEEP_SECONDS
-        paths = None if sweep else sorted(self._touched)
-        committed = await commit_quietly(self.git, combined_message(messages), paths)
         if sweep:
-            self._swept()
-        else:
-            self._touched.clear()  # staged (a failed commit is in the index for the next)
-        return committed
+            self._sweeping()
+            return await commit_quietly(self.git, combined_message(messages))
+        # taken before the commit runs: what is noted meanwhile waits for the next one
+        paths, self._touched = sorted(self._touched), set()
+        return await commit_quietly(self.git, combined_message(messages), paths)
 
     def _note(self, touched: Collection[str]) -> None:
         if self.git is not None:  # without git, nothing would ever take them
             self._touched.update(touched)
 
-    def _swept(self) -> None:
-        """After a commit of the whole tree: nothing written before it is left unstaged."""
-        self._touched.clear()
+    def _sweeping(self) -> None:
+        """A commit of the whole tree starts: it stages every path noted so far."""
+        self._touched = set()
         self._swept_at = time.monotonic()
 
 
