@@ -7,7 +7,9 @@ subprocess, serialised by a lock so two updates never race on the index (with a
 home given, the home's git lock: the workers of one proxy and the CLI commit one
 at a time; a commit may then carry files another process wrote, whose own commit
 finds nothing left to do); a failure (no git, a broken repository) is logged and
-the memory keeps working without history.
+the memory keeps working without history. A commit stages the whole tree, or only
+the paths given (what the memory book wrote, moved or removed since its last
+commit): git's work then follows the change, not the number of memory files.
 """
 
 from __future__ import annotations
