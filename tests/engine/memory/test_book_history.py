@@ -3,14 +3,19 @@ what a person changed by hand is still committed (the sweep at start, at stop)."
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 
+from memlane.engine.background import Background
 from memlane.engine.memory.book import MemoryBook
+from memlane.engine.memory.book.history import CommitQueue
 from memlane.engine.memory.entries import new_fact
 from memlane.engine.memory.lifecycle import stop_memory
 from memlane.engine.runtime import Runtime
+from memlane.files.git import GitRepo
 from memlane.files.memory_files import new_id
 from memlane.types import Fact
 
@@ -64,3 +69,49 @@ async def test_a_queued_commit_stages_what_the_book_touched_and_a_hand_edit_foll
     await stop_memory(rt)  # the flush at stop sweeps in what no watcher saw
     assert git(root, "status", "--porcelain") == ""
     assert f"M\t{rel(by_hand)}" in changed_in_head(root)
+
+
+class GatedRepo(GitRepo):
+    """A real repository whose commits wait for `gate`: a commit held while it runs."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.gate = asyncio.Event()
+        self.started = asyncio.Event()
+
+    async def commit(self, message: str, paths: Collection[str] | None = None) -> bool:
+        self.started.set()
+        await self.gate.wait()
+        return await super().commit(message, paths)
+
+
+async def test_paths_noted_while_a_commit_runs_wait_for_the_next_one(tmp_path: Path) -> None:
+    repo = GatedRepo(tmp_path)
+    noted: list[set[str]] = []
+
+    async def persist() -> set[str]:  # what the book wrote since the last save
+        return noted.pop(0) if noted else set()
+
+    queue = CommitQueue(repo, Background(), persist)
+
+    async def written(name: str, *, message: str | None) -> None:
+        (tmp_path / name).write_text(f"{name}\n")
+        noted.append({name})
+        if message is not None:
+            queue.later(message)
+
+    repo.gate.set()
+    await written("a.md", message="one")
+    assert await queue.flush()  # the first: the whole tree
+    repo.gate.clear()
+    repo.started.clear()
+    await written("b.md", message="two")
+    running = asyncio.create_task(queue.flush())
+    await repo.started.wait()  # b.md's commit runs...
+    await written("c.md", message=None)
+    assert not await queue.flush()  # ...while c.md is noted, with nothing queued to say
+    repo.gate.set()
+    assert await running
+    queue.later("three")
+    assert await queue.flush()  # c.md was kept for this one
+    assert sorted(git(tmp_path, "ls-files").split()) == [".gitignore", "a.md", "b.md", "c.md"]
