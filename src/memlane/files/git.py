@@ -7,7 +7,9 @@ subprocess, serialised by a lock so two updates never race on the index (with a
 home given, the home's git lock: the workers of one proxy and the CLI commit one
 at a time; a commit may then carry files another process wrote, whose own commit
 finds nothing left to do); a failure (no git, a broken repository) is logged and
-the memory keeps working without history.
+the memory keeps working without history. A commit stages the whole tree, or only
+the paths given (what the memory book wrote, moved or removed since its last
+commit): git's work then follows the change, not the number of memory files.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import logging
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,20 +117,50 @@ class GitRepo:
             write_atomic(ignore, GITIGNORE)
         self._ready = True
 
-    async def commit(self, message: str) -> bool:
-        """Stage everything under the root and commit it; False when nothing changed."""
+    async def commit(self, message: str, paths: Collection[str] | None = None) -> bool:
+        """Stage everything under the root, or only `paths` (relative to the root: files
+        written, moved or removed), and commit; False when nothing changed."""
         async with self._locked():
             if self.home_lock is None:
-                return await self._commit(message)
+                return await self._commit(message, paths)
             async with self.home_lock.hold():
-                return await self._commit(message)
+                return await self._commit(message, paths)
 
-    async def _commit(self, message: str) -> bool:
+    async def _commit(self, message: str, paths: Collection[str] | None) -> bool:
         await self.ensure()
+        if paths is not None:
+            return await self._commit_paths(message, paths)
         await self._git("add", "-A", ".")
         if await self._git_status("diff", "--cached", "--quiet") == 0:
             return False
         await self._git(*_IDENTITY, *_QUIET, "commit", "-q", "--no-verify", "-m", message)
+        return True
+
+    async def _commit_paths(self, message: str, paths: Collection[str]) -> bool:
+        """Stage these paths as they are on disk (gone: removed) and commit the index.
+
+        In git's plumbing: `add -A .` walks every file of the tree and `commit` refreshes
+        the whole index, work that grows with the memory; these steps touch the paths
+        given, the index and the folders' trees that changed."""
+        if not paths:
+            return False
+        listing = "".join(f"{path}\0" for path in sorted(paths))
+        await self._git("update-index", "--add", "--remove", "-z", "--stdin", stdin=listing)
+        tree = (await self._git("write-tree")).strip()
+        code, out, _ = await self._run("rev-parse", "HEAD", "HEAD^{tree}")  # fails: no commit yet
+        parent, parent_tree = out.split() if code == 0 else ("", "")
+        if tree == parent_tree:
+            return False
+        made = await self._git(
+            *_IDENTITY,
+            *_QUIET,
+            "commit-tree",
+            tree,
+            *(("-p", parent) if parent else ()),
+            stdin=message,
+        )
+        subject = message.splitlines()[0] if message else ""
+        await self._git("update-ref", "-m", f"commit: {subject}", "HEAD", made.strip(), parent)
         return True
 
     async def purge(self, fact_ids: Sequence[str], texts: Sequence[str]) -> PurgeReport:
@@ -185,8 +217,8 @@ class GitRepo:
             self._lock = asyncio.Lock()
         return self._lock
 
-    async def _git(self, *args: str) -> str:
-        code, out, err = await self._run(*args)
+    async def _git(self, *args: str, stdin: str | None = None) -> str:
+        code, out, err = await self._run(*args, stdin=stdin)
         if code != 0:
             command = next((a for a in args if a.isalpha()), "")
             raise GitError(f"git {command} failed: {err.strip() or out.strip()}")
@@ -196,7 +228,7 @@ class GitRepo:
         code, _, _ = await self._run(*args)
         return code
 
-    async def _run(self, *args: str) -> tuple[int, str, str]:
+    async def _run(self, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
         env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -204,19 +236,20 @@ class GitRepo:
                 *args,
                 cwd=self.root,
                 env=env,
+                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
             )
         except OSError as exc:
             raise GitError(f"cannot run git: {exc}") from None
-        out, err = await proc.communicate()
+        out, err = await proc.communicate(stdin.encode("utf-8") if stdin is not None else None)
         return proc.returncode or 0, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
-async def commit_quietly(repo: GitRepo, message: str) -> bool:
+async def commit_quietly(repo: GitRepo, message: str, paths: Collection[str] | None = None) -> bool:
     """Commit, logging instead of raising: history is a convenience, never a reason to fail."""
     try:
-        return await repo.commit(message)
+        return await repo.commit(message, paths)
     except GitError as exc:
         log.warning("memory not versioned this time: %s", exc)
         return False

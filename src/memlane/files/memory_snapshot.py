@@ -6,12 +6,22 @@ files on disk tells what a person created, edited or deleted while memlane was
 not looking, so the index can catch up at start without re-reading everything
 into the store.
 
+A busy proxy changes a few entries per turn in a memory of tens of thousands, so
+the file is a journal: its first line is the whole snapshot (a JSON object, path
+→ hash and id), each later line one save's changes (path → hash and id, or null
+for a path that went). `save` appends what changed since the last save, a cost
+that follows the change, not the memory; once the appended changes outnumber the
+entries, it writes the whole snapshot again as one line (atomically), so reading
+stays proportional to the memory too. A file of one JSON object (the layout before
+the journal) reads as a snapshot with nothing appended.
+
 Several processes may keep one home's snapshot (the workers of `serve --workers`,
-the CLI beside a proxy), each with its own copy in memory. So `save` writes only
-what this process changed since its last save onto the file as it is now
-(re-read when another process replaced it), and the caller saves under the
-memory lock (`files.locks`). The snapshot stays a hint either way: an entry it
-lacks or holds stale makes memlane read that file again, never index it wrong.
+the CLI beside a proxy), each with its own copy in memory, and save under the memory
+lock (`files.locks`). Appends never overwrite another process's changes; before its
+own, a save reads what others appended since (or the whole file, when another
+process rewrote it). The snapshot stays a hint either way: an entry it lacks or holds
+stale (a line torn by a crash is skipped, and the next save writes the file whole)
+makes memlane read that file again, never index it wrong.
 """
 
 from __future__ import annotations
@@ -19,13 +29,17 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from memlane.files.atomic import write_atomic
 
 SNAPSHOT_FILE = "memory_index.json"
+REWRITE_AT_LEAST = 1024
+"""Changes appended before the snapshot is written whole again, at the least: with
+few entries, rewriting after every few changes would cost more than it saves."""
 log = logging.getLogger("memlane.memory.files")
 
 
@@ -35,47 +49,43 @@ class Seen:
     fact_id: str
 
 
-Signature = tuple[int, int, int]
-"""(inode, size, mtime in ns) of the file: another process replaced it when this changes."""
+Changes = dict[str, Seen | None]
+"""Path → what it holds now, or None for a path that went."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Position:
+    """Where this process's copy stands in the file: which file (its inode) and how many
+    of its bytes it has taken in."""
+
+    inode: int
+    offset: int
+
+
+class SnapshotUnreadable(ValueError):
+    pass
 
 
 class Snapshot:
-    """Path → (hash, id), kept in memory; `save` merges this process's changes into the file."""
+    """Path → (hash, id), kept in memory; `save` appends this process's changes to the file."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._entries: dict[str, Seen] = {}
-        self._changed: dict[str, Seen] = {}
-        self._removed: set[str] = set()
-        self._signature: Signature | None = None
+        self._changed: Changes = {}
+        self._position: _Position | None = None
+        self._appended = 0
+        """Changes the file holds after its first line (what a rewrite would fold in)."""
+        self._rewrite = True
+        """The next save writes the file whole (none yet, an older layout, a torn line)."""
         self.loaded = False
 
     @classmethod
     def load(cls, root: Path) -> Snapshot:
         snap = cls(root / SNAPSHOT_FILE)
-        entries = snap._read()
-        if entries is not None:
-            snap._entries = entries
+        if snap._read_whole():
             snap.loaded = True
         return snap
-
-    def _read(self) -> dict[str, Seen] | None:
-        """The file's entries (None when there is none or it is unreadable)."""
-        try:
-            signature = _signature(self.path)
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            entries = {
-                str(rel): Seen(str(item["hash"]), str(item["id"])) for rel, item in data.items()
-            }
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-            log.warning(
-                "memory snapshot %s unreadable (%s): rebuilding it from the files", self.path, exc
-            )
-            return None
-        self._signature = signature
-        return entries
 
     def get(self, rel: str) -> Seen | None:
         return self._entries.get(rel)
@@ -84,11 +94,9 @@ class Snapshot:
         seen = Seen(digest, fact_id)
         self._entries[rel] = seen
         self._changed[rel] = seen
-        self._removed.discard(rel)
 
     def pop(self, rel: str) -> Seen | None:
-        self._changed.pop(rel, None)
-        self._removed.add(rel)
+        self._changed[rel] = None
         return self._entries.pop(rel, None)
 
     def paths(self) -> Iterator[str]:
@@ -101,25 +109,158 @@ class Snapshot:
         return len(self._entries)
 
     def save(self) -> None:
-        """Write this process's changes since its last save onto the file as it is now."""
-        if self._signature != _signature(self.path):  # another process saved since
-            on_disk = self._read()
-            if on_disk is not None:
-                for rel in self._removed:
-                    on_disk.pop(rel, None)
-                on_disk.update(self._changed)
-                self._entries = on_disk
-        entries = sorted(self._entries.items())
-        data = {rel: {"hash": seen.digest, "id": seen.fact_id} for rel, seen in entries}
-        write_atomic(self.path, json.dumps(data, indent=0, ensure_ascii=False))
-        self._changed.clear()
-        self._removed.clear()
-        self._signature = _signature(self.path)
+        """Append this process's changes since its last save to the file (after taking in
+        what other processes saved meanwhile), or write it whole when it is due."""
+        self._catch_up()
+        if not self._changed and not self._rewrite:
+            return
+        if self._rewrite or self._appended + len(self._changed) > max(
+            len(self._entries), REWRITE_AT_LEAST
+        ):
+            self._write_whole()
+        else:
+            self._append(self._changed)
+        self._changed = {}
+
+    # --- the file ----------------------------------------------------------------------
+    def _catch_up(self) -> None:
+        """Take in what other processes saved since this one last read or wrote the file,
+        keeping this process's own unsaved changes on top."""
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            self._rewrite = True  # gone: written whole from what this process holds
+            return
+        at = self._position
+        if at is not None and at.inode == stat.st_ino and at.offset == stat.st_size:
+            return  # nobody saved since
+        mine = self._changed
+        if at is not None and at.inode == stat.st_ino and at.offset < stat.st_size:
+            self._read_tail(at)
+        else:  # another process wrote it whole: read it all again
+            self._read_whole()
+        _apply(self._entries, mine)
+        self._changed = mine
+
+    def _read_whole(self) -> bool:
+        """Replace this copy with the file's; False when there is none or it is unreadable."""
+        try:
+            with open(self.path, "rb") as handle:
+                inode = os.fstat(handle.fileno()).st_ino
+                data = handle.read()
+            entries, appended, complete = _parse(data)
+        except FileNotFoundError:
+            return False
+        except (OSError, SnapshotUnreadable) as exc:
+            log.warning(
+                "memory snapshot %s unreadable (%s): rebuilding it from the files", self.path, exc
+            )
+            self._rewrite = True
+            return False
+        self._entries, self._appended = entries, appended
+        self._position = _Position(inode, len(data))
+        self._rewrite = not complete
+        return True
+
+    def _read_tail(self, at: _Position) -> None:
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(at.offset)
+                data = handle.read()
+        except OSError as exc:
+            log.warning("memory snapshot %s not re-read (%s)", self.path, exc)
+            self._rewrite = True
+            return
+        *lines, torn = data.split(b"\n")  # a line is whole once its newline is written
+        complete = not torn
+        for line in lines:
+            try:
+                changes = _changes(json.loads(line))
+            except (ValueError, SnapshotUnreadable):
+                complete = False  # torn by a crash: skipped
+                continue
+            _apply(self._entries, changes)
+            self._appended += len(changes)
+        self._position = _Position(at.inode, at.offset + len(data))
+        self._rewrite = self._rewrite or not complete
+
+    def _write_whole(self) -> None:
+        entries = {rel: _item(seen) for rel, seen in sorted(self._entries.items())}
+        line = json.dumps(entries, ensure_ascii=False, separators=(",", ":")) + "\n"
+        write_atomic(self.path, line)
+        self._position = _Position(os.stat(self.path).st_ino, len(line.encode("utf-8")))
+        self._appended = 0
+        self._rewrite = False
+
+    def _append(self, changes: Changes) -> None:
+        items = {rel: _item(seen) if seen else None for rel, seen in changes.items()}
+        line = (json.dumps(items, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        try:
+            inode = os.fstat(descriptor).st_ino
+            os.write(descriptor, line)
+            size = os.fstat(descriptor).st_size
+        finally:
+            os.close(descriptor)
+        self._position = _Position(inode, size)
+        self._appended += len(changes)
 
 
-def _signature(path: Path) -> Signature | None:
+def _parse(data: bytes) -> tuple[dict[str, Seen], int, bool]:
+    """The entries a snapshot file holds, how many changes follow its first line, and
+    whether it is whole in the journal layout (False: rewrite it at the next save)."""
     try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        whole = json.loads(data)  # one JSON object: a snapshot just rewritten, or the old layout
+    except ValueError:
+        pass
+    else:
+        return _base(whole), 0, data.endswith(b"\n") and data.count(b"\n") == 1
+    first, _, rest = data.partition(b"\n")
+    try:
+        entries = _base(json.loads(first))
+    except ValueError as exc:
+        raise SnapshotUnreadable(str(exc)) from None
+    appended = 0
+    complete = data.endswith(b"\n")
+    for line in rest.split(b"\n"):
+        if not line:
+            continue
+        try:
+            changes = _changes(json.loads(line))
+        except (ValueError, SnapshotUnreadable):
+            complete = False  # torn by a crash: skipped
+            continue
+        _apply(entries, changes)
+        appended += len(changes)
+    return entries, appended, complete
+
+
+def _base(data: Any) -> dict[str, Seen]:
+    changes = _changes(data)
+    if any(seen is None for seen in changes.values()):
+        raise SnapshotUnreadable("a removal in the snapshot's first line")
+    return {rel: seen for rel, seen in changes.items() if seen is not None}
+
+
+def _changes(data: Any) -> Changes:
+    if not isinstance(data, dict):
+        raise SnapshotUnreadable(f"expected an object, found {type(data).__name__}")
+    try:
+        return {
+            str(rel): None if item is None else Seen(str(item["hash"]), str(item["id"]))
+            for rel, item in data.items()
+        }
+    except (TypeError, KeyError) as exc:
+        raise SnapshotUnreadable(f"malformed entry: {exc!r}") from None
+
+
+def _apply(entries: dict[str, Seen], changes: Mapping[str, Seen | None]) -> None:
+    for rel, seen in changes.items():
+        if seen is None:
+            entries.pop(rel, None)
+        else:
+            entries[rel] = seen
+
+
+def _item(seen: Seen) -> dict[str, str]:
+    return {"hash": seen.digest, "id": seen.fact_id}

@@ -75,17 +75,61 @@ def index_facts(db: D, facts: Sequence[Fact], put: Put[D]) -> None:
     """Index entries written together, once their rows are all in: each is indexed once
     with the neighbours it has then, and each turn whose neighbourhood now holds one of
     them is indexed again once (one by one, the turns of a conversation re-indexed each
-    other as each next one came: twice the reads and documents)."""
+    other as each next one came: twice the reads and documents).
+
+    The turns' neighbours are read once per conversation (`_window`), not per entry: a
+    proxy's batch holds a user and an assistant turn of each of many conversations."""
     written = {fact.id for fact in facts}
+    documents: dict[str, str] = {}
     again: dict[str, Fact] = {}
+    for turns in _by_conversation(facts).values():
+        window = _window(db, turns)
+        built = documents_of_turns(window)
+        place = {turn.id: i for i, turn in enumerate(window)}
+        for turn in turns:
+            i = place[turn.id]
+            documents[turn.id] = built[turn.id]
+            for other in (*window[max(0, i - AFTER) : i], *window[i + 1 : i + 1 + BEFORE]):
+                if other.id not in written and other.id not in again:
+                    again[other.id] = other
+                    documents[other.id] = built[other.id]
     for fact in facts:
-        document, near = _neighbourhood(db, fact)
-        for other in near:
-            if other.id not in written:
-                again.setdefault(other.id, other)
-        put(db, fact_doc(fact), document)
+        put(db, fact_doc(fact), documents.get(fact.id))
     for other in again.values():
-        index_fact(db, other, put)
+        put(db, fact_doc(other), documents[other.id])
+
+
+def _by_conversation(facts: Sequence[Fact]) -> dict[tuple[str, str], list[Fact]]:
+    """The live turns among `facts`, by (scope, conversation)."""
+    groups: dict[tuple[str, str], list[Fact]] = {}
+    for fact in facts:
+        if is_turn(fact):
+            groups.setdefault((fact.scope, fact.conversation_id), []).append(fact)
+    return groups
+
+
+def _window(db: D, turns: Sequence[Fact]) -> list[Fact]:
+    """The live turns of one conversation in order, from before the earliest of `turns` to
+    after the latest, wide enough that every turn whose document holds one of them has
+    its own neighbours in it too (`BEFORE` + `AFTER` on each side)."""
+    first = min(turns, key=lambda t: t.created_at)
+    last = max(turns, key=lambda t: t.created_at)
+    between = db.all(
+        f"SELECT {_COLUMNS} FROM facts WHERE conversation_id = ? AND scope = ? "
+        f"AND deleted = ? AND {among('role', TURN_ROLES)} AND created_at >= ? "
+        f"AND created_at <= ? ORDER BY created_at, {db.seq}",
+        first.conversation_id,
+        first.scope,
+        False,
+        *TURN_ROLES,
+        db.time(first.created_at),
+        db.time(last.created_at),
+    )
+    return [
+        *reversed(live_turns(db, first, "<", BEFORE + AFTER)),
+        *(fact_from_row(r) for r in between),
+        *live_turns(db, last, ">", BEFORE + AFTER),
+    ]
 
 
 def _neighbourhood(db: D, fact: Fact) -> tuple[str | None, list[Fact]]:

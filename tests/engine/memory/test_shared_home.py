@@ -7,7 +7,6 @@ database.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -19,7 +18,7 @@ from memlane.engine.memory.entries import new_fact
 from memlane.engine.runtime import Runtime
 from memlane.files import admin_token
 from memlane.files.memory_files import new_id
-from memlane.files.memory_snapshot import SNAPSHOT_FILE, Snapshot
+from memlane.files.memory_snapshot import Snapshot
 from memlane.store.sqlite import SQLiteStore
 from memlane.types import Fact
 from tests.engine.memory.conftest import agree
@@ -114,8 +113,8 @@ async def test_each_process_saves_its_own_changes_into_one_snapshot(
     await second.memory_book.write(puts=[b])
     await first.memory_book.flush()
     await second.memory_book.flush()  # saved last: it must not drop the first's entry
-    saved = json.loads((first.settings.memory_path / SNAPSHOT_FILE).read_text())
-    assert {item["id"] for item in saved.values()} == {a.id, b.id}
+    saved = Snapshot.load(first.settings.memory_path)
+    assert {seen.fact_id for rel in saved.paths() if (seen := saved.get(rel))} == {a.id, b.id}
 
     await first.memory_book.write(tombstones=[(a, None)])  # a's file moves under deleted/
     await first.memory_book.flush()
@@ -123,9 +122,9 @@ async def test_each_process_saves_its_own_changes_into_one_snapshot(
     await second.memory_book.flush()  # second's stale copy must not bring back a's old path
     book = first.memory_book
     assert book.files is not None
-    saved = json.loads((first.settings.memory_path / SNAPSHOT_FILE).read_text())
+    saved = Snapshot.load(first.settings.memory_path)
     on_disk = {book.files.relative(p) for p in book.files.scan()}
-    assert set(saved) == on_disk
+    assert set(saved.paths()) == on_disk
 
 
 def test_a_snapshot_pop_is_not_undone_by_a_save_that_merges(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ from memlane.store import (
     SearchIndex,
     Store,
 )
+from memlane.store import facts as facts_module
+from memlane.store.facts import live_turns
 from memlane.types import Fact
 from tests.store.contract.support import MODEL, fact, unit, user
 
@@ -130,6 +132,45 @@ def test_turns_written_together_get_the_documents_written_one_by_one_would(
     flt = SearchFilter(kinds=("fact",))
     assert {h.ref for h in store.keyword_search("Hydra", flt)} == {"a", "b", "c", "d"}
     assert {h.ref for h in store.keyword_search("sunscreen", flt)} == {"d", "e"}
+
+
+def test_turns_written_together_read_their_neighbours_once_per_conversation(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proxy's batch holds an exchange of each of many conversations: the turns around
+    them are read once a conversation (before, between, after), not once an entry and
+    again for each neighbour indexed anew."""
+    for n, (role, text) in enumerate([("user", "we sail to Hydra"), ("assistant", "when?")]):
+        for c in ("c", "k"):
+            store.put_fact(
+                fact(f"{c}{n}", text, scope=f"conv:{c}", conversation_id=c, role=role, minutes=n)
+            )
+    reads: list[str] = []
+
+    def counted(db: object, of: Fact, direction: str, limit: int) -> list[Fact]:
+        reads.append(of.conversation_id)
+        return live_turns(db, of, direction, limit)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(facts_module, "live_turns", counted)
+    store.put_facts(
+        [
+            fact(f"{c}{n}", text, scope=f"conv:{c}", conversation_id=c, role=role, minutes=n)
+            for n, role, text in [(2, "user", "on Tuesday"), (3, "assistant", "pack light")]
+            for c in ("c", "k")
+        ]
+    )
+    assert sorted(reads) == ["c", "c", "k", "k"]
+    monkeypatch.undo()
+    assert store.reindex_turns() == 0  # every document as a rebuild makes it
+    flt = SearchFilter(kinds=("fact",))
+    assert {h.ref for h in store.keyword_search("Tuesday", flt)} == {
+        "c1",
+        "c2",
+        "c3",
+        "k1",
+        "k2",
+        "k3",
+    }
 
 
 def test_reindex_turns_rebuilds_documents_and_is_idempotent(store: Store) -> None:

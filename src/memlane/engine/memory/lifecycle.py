@@ -32,4 +32,4 @@ async def stop_memory(rt: Runtime) -> None:
     book = rt.opened_memory_book
     if book is not None:
         await book.stop_watching()
-        await book.flush()
+        await book.flush(sweep=True)  # hand edits no watcher saw go in too

@@ -185,8 +185,9 @@ class MemoryBook:
     ) -> None:
         store = self.rt.store
         writes.write_entries(self.tree, store, puts, tombstones, new)
-        # The snapshot (every file's digest) is rewritten whole: once per commit, not per
-        # write. One lost in a crash only makes the next start re-read those files.
+        # The snapshot's changes are appended to its file once per commit, not per write
+        # (`files.memory_snapshot`). One lost in a crash only makes the next start re-read
+        # those files.
         self._snapshot_dirty = True
 
     async def erase(self, facts: Sequence[Fact]) -> None:
@@ -209,10 +210,14 @@ class MemoryBook:
         if self.tree is not None:
             self.tree.save()
 
-    async def _persist_snapshot(self) -> None:
-        if self._snapshot_dirty:
-            async with self.writing():  # never while a write changes it, here or elsewhere
+    async def _persist_snapshot(self) -> Collection[str]:
+        """Save the snapshot; returns the paths the book touched since (`history.Persist`)."""
+        if self.tree is None or not (self._snapshot_dirty or self.tree.touched):
+            return ()
+        async with self.writing():  # never while a write changes it, here or elsewhere
+            if self._snapshot_dirty:
                 await threads.to_thread(self._save_snapshot)
+            return self.tree.take_touched()
 
     def _embed_missing_sync(self, progress: Progress | None = None) -> int:
         return embed_missing(self.rt, progress)
@@ -303,6 +308,7 @@ class MemoryBook:
         the file snapshot is saved then too (also without git)."""
         self.commits.later(message)
 
-    async def flush(self) -> bool:
-        """Commit every queued change now, as one commit; False when none was waiting."""
-        return await self.commits.flush()
+    async def flush(self, *, sweep: bool = False) -> bool:
+        """Commit every queued change now, as one commit; False when none was waiting.
+        `sweep`: stage the whole tree, not only the paths the book touched."""
+        return await self.commits.flush(sweep=sweep)

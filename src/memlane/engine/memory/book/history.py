@@ -5,12 +5,19 @@ A busy proxy changes memory on every turn; running git for each would cost more 
 the turn. Queued changes are committed once no new one came for
 `COMMIT_QUIET_SECONDS`, or at once when `COMMIT_MAX_PENDING` wait, and at shutdown
 (`flush`), as one commit whose message lists each change.
+
+A queued commit stages only the paths the book wrote, moved or removed since the last
+one (`Tree.touched`), so git's cost follows the turns, not the size of the memory. What
+a person changed by hand is committed whole: by the watcher's commit, by a person's
+own change (`commit`), and by a sweep of the whole tree on the first queued commit of
+a process, then at least every `SWEEP_SECONDS` and at shutdown.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Collection, Sequence
 
 from memlane.engine.background import Background
 from memlane.files.git import GitRepo, commit_quietly
@@ -20,6 +27,11 @@ COMMIT_QUIET_SECONDS = 5.0
 """Per-turn changes are committed together once no new change came for this long..."""
 COMMIT_MAX_PENDING = 100
 """...or once this many are waiting: git runs once per burst, never once per turn."""
+SWEEP_SECONDS = 600.0
+"""A queued commit stages the whole tree (hand edits no watcher saw) at most this often."""
+
+Persist = Callable[[], Awaitable[Collection[str]]]
+"""Saves the file snapshot; returns the paths written, moved or removed since its last call."""
 
 
 class CommitQueue:
@@ -27,23 +39,23 @@ class CommitQueue:
 
     `persist` saves the file snapshot; it runs before every commit, also without git."""
 
-    def __init__(
-        self,
-        git: GitRepo | None,
-        background: Background,
-        persist: Callable[[], Awaitable[None]],
-    ) -> None:
+    def __init__(self, git: GitRepo | None, background: Background, persist: Persist) -> None:
         self.git = git
         self._background = background
         self._persist = persist
         self.pending: list[str] = []
+        self._touched: set[str] = set()
+        """Paths written since the last commit that staged them."""
+        self._swept_at: float | None = None
         self._timer: asyncio.TimerHandle | None = None
 
     async def commit(self, message: str) -> bool:
-        """Commit now (a person's deliberate change: `memory add`, `edit`, `forget`)."""
-        await self._persist()
+        """Commit now, the whole tree (a person's deliberate change: `memory add`, `edit`,
+        `forget`, a hand edit the watcher saw)."""
+        self._note(await self._persist())
         if self.git is None:
             return False
+        self._sweeping()
         return await commit_quietly(self.git, redact(message))
 
     def later(self, message: str) -> None:
@@ -59,16 +71,34 @@ class CommitQueue:
         self._timer = None
         self._background.spawn(self.flush(), name="memory-git-commit")
 
-    async def flush(self) -> bool:
-        """Commit every queued change now, as one commit; False when none was waiting."""
+    async def flush(self, *, sweep: bool = False) -> bool:
+        """Commit every queued change now, as one commit; False when none was waiting.
+
+        It stages the paths written since the last commit, or the whole tree (`sweep`,
+        or when the last sweep is `SWEEP_SECONDS` old)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         messages, self.pending = self.pending, []
-        await self._persist()
+        self._note(await self._persist())
         if not messages or self.git is None:
             return False
-        return await commit_quietly(self.git, combined_message(messages))
+        sweep = sweep or self._swept_at is None or time.monotonic() - self._swept_at > SWEEP_SECONDS
+        if sweep:
+            self._sweeping()
+            return await commit_quietly(self.git, combined_message(messages))
+        # taken before the commit runs: what is noted meanwhile waits for the next one
+        paths, self._touched = sorted(self._touched), set()
+        return await commit_quietly(self.git, combined_message(messages), paths)
+
+    def _note(self, touched: Collection[str]) -> None:
+        if self.git is not None:  # without git, nothing would ever take them
+            self._touched.update(touched)
+
+    def _sweeping(self) -> None:
+        """A commit of the whole tree starts: it stages every path noted so far."""
+        self._touched = set()
+        self._swept_at = time.monotonic()
 
 
 def combined_message(messages: Sequence[str]) -> str:

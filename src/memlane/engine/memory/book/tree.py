@@ -1,16 +1,18 @@
 """The memory files with the snapshot of what the index was built from (embedded mode).
 
 Every file the book writes, moves or removes is noted in the snapshot here, so the
-next catch-up (`book.reindex`) knows which files changed behind memlane's back.
+next catch-up (`book.reindex`) knows which files changed behind memlane's back, and
+among the paths the next coalesced commit stages (`book.history`), so git looks at
+those files, not at the whole tree.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from memlane.files.memory_files import MemoryFiles
+from memlane.files.memory_files import SCOPE_FILE, MemoryFiles
 from memlane.files.memory_snapshot import Snapshot
 
 log = logging.getLogger("memlane.memory")
@@ -22,19 +24,36 @@ class Tree:
 
     files: MemoryFiles
     snapshot: Snapshot
+    touched: set[str] = field(default_factory=set)
+    """Paths (relative to the root) written, moved or removed since `take_touched`."""
 
     @classmethod
     def open(cls, root: Path) -> Tree:
         return cls(MemoryFiles(root), Snapshot.load(root))
 
     def remember(self, path: Path, digest: str, fact_id: str) -> None:
-        self.snapshot.set(self.files.relative(path), digest, fact_id)
+        rel = self.files.relative(path)
+        self.snapshot.set(rel, digest, fact_id)
+        self.touched.add(rel)
 
     def forget(self, path: Path | None) -> None:
         """A file that moved or went leaves the snapshot (one still on disk stays)."""
-        if path is None or path.exists():
+        if path is None:
             return
-        self.snapshot.pop(self.files.relative(path))
+        rel = self.files.relative(path)
+        self.touched.add(rel)
+        if not path.exists():
+            self.snapshot.pop(rel)
+
+    def touch_scope(self, scope: str) -> None:
+        """A scope written to: its folder's `.scope` file is new the first time."""
+        self.touched.add(self.files.relative(self.files.scope_dir(scope) / SCOPE_FILE))
+
+    def take_touched(self) -> set[str]:
+        """The paths touched since the last call (under the book's lock)."""
+        touched = set(self.touched)
+        self.touched.clear()
+        return touched
 
     def save(self) -> None:
         """Write the snapshot; one not saved only makes the next start re-read files."""

@@ -149,6 +149,8 @@ def _write_files(
     folders synced once; returns each tombstoned entry's deletion time as its file says
     it (the index says the same)."""
     folders: set[Path] = set()
+    for scope in {fact.scope for fact in puts} | {fact.scope for fact, _ in tombstones}:
+        tree.touch_scope(scope)
     for written, old in tree.files.write_many([(f, f.id in new) for f in puts], folders):
         tree.forget(old)
         tree.remember(written.path, written.digest, written.fact.id)

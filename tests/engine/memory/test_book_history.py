@@ -1,0 +1,117 @@
+"""The memory repository's commits: a queued commit stages the paths the book touched, and
+what a person changed by hand is still committed (the sweep at start, at stop)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import Collection
+from dataclasses import replace
+from pathlib import Path
+
+from memlane.engine.background import Background
+from memlane.engine.memory.book import MemoryBook
+from memlane.engine.memory.book.history import CommitQueue
+from memlane.engine.memory.entries import new_fact
+from memlane.engine.memory.lifecycle import stop_memory
+from memlane.engine.runtime import Runtime
+from memlane.files.git import GitRepo
+from memlane.files.memory_files import new_id
+from memlane.types import Fact
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def changed_in_head(root: Path) -> list[str]:
+    return git(root, "show", "--no-renames", "--name-status", "--format=", "HEAD").splitlines()
+
+
+def entry(text: str) -> Fact:
+    return new_fact(scope="global", conversation_id="c", role="user", text=text, fact_id=new_id())
+
+
+async def test_a_queued_commit_stages_what_the_book_touched_and_a_hand_edit_follows(
+    rt: Runtime, book: MemoryBook
+) -> None:
+    assert book.files is not None
+    root = book.files.root
+    first, gone = entry("first turn"), entry("soon replaced")
+    await book.write(puts=[first, gone])
+    book.commit_later("memory: two turns")
+    assert await book.flush()  # the first commit of the process: the whole tree
+    by_hand = book.files.find(first)
+    assert by_hand is not None
+    by_hand.write_text(by_hand.read_text().replace("first turn", "edited by a person"))
+
+    later = entry("a later turn")
+    await book.write(puts=[later], tombstones=[(gone, None)])
+    book.commit_later("memory: one more")
+    assert await book.flush()
+    later_path, tomb = book.files.find(later), book.files.find(replace(gone, deleted=True))
+    assert later_path is not None
+    assert tomb is not None
+    committed = changed_in_head(root)
+    rel = book.files.relative
+    assert sorted(committed) == sorted(
+        [
+            f"A\t{rel(later_path)}",
+            f"A\t{rel(tomb)}",  # the tombstone under deleted/, its active file removed
+            f"D\t{rel(tomb).replace('deleted/', '')}",
+        ]
+    )
+    assert git(root, "status", "--porcelain") == f" M {rel(by_hand)}\n"
+
+    book.commit_later("memory: at stop")
+    await stop_memory(rt)  # the flush at stop sweeps in what no watcher saw
+    assert git(root, "status", "--porcelain") == ""
+    assert f"M\t{rel(by_hand)}" in changed_in_head(root)
+
+
+class GatedRepo(GitRepo):
+    """A real repository whose commits wait for `gate`: a commit held while it runs."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.gate = asyncio.Event()
+        self.started = asyncio.Event()
+
+    async def commit(self, message: str, paths: Collection[str] | None = None) -> bool:
+        self.started.set()
+        await self.gate.wait()
+        return await super().commit(message, paths)
+
+
+async def test_paths_noted_while_a_commit_runs_wait_for_the_next_one(tmp_path: Path) -> None:
+    repo = GatedRepo(tmp_path)
+    noted: list[set[str]] = []
+
+    async def persist() -> set[str]:  # what the book wrote since the last save
+        return noted.pop(0) if noted else set()
+
+    queue = CommitQueue(repo, Background(), persist)
+
+    async def written(name: str, *, message: str | None) -> None:
+        (tmp_path / name).write_text(f"{name}\n")
+        noted.append({name})
+        if message is not None:
+            queue.later(message)
+
+    repo.gate.set()
+    await written("a.md", message="one")
+    assert await queue.flush()  # the first: the whole tree
+    repo.gate.clear()
+    repo.started.clear()
+    await written("b.md", message="two")
+    running = asyncio.create_task(queue.flush())
+    await repo.started.wait()  # b.md's commit runs...
+    await written("c.md", message=None)
+    assert not await queue.flush()  # ...while c.md is noted, with nothing queued to say
+    repo.gate.set()
+    assert await running
+    queue.later("three")
+    assert await queue.flush()  # c.md was kept for this one
+    assert sorted(git(tmp_path, "ls-files").split()) == [".gitignore", "a.md", "b.md", "c.md"]

@@ -1,0 +1,104 @@
+"""The snapshot journal: a save costs what changed, not the whole memory, and several
+processes saving one file keep each other's changes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from memlane.files import memory_snapshot
+from memlane.files.memory_snapshot import SNAPSHOT_FILE, Snapshot
+
+
+def lines(root: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (root / SNAPSHOT_FILE).read_bytes().splitlines()]
+
+
+def filled(root: Path, count: int) -> Snapshot:
+    snap = Snapshot.load(root)
+    for n in range(count):
+        snap.set(f"entries/global/turns/user/{n}.md", f"h{n}", f"id{n}")
+    snap.save()
+    return snap
+
+
+def test_a_save_appends_only_what_changed(tmp_path: Path) -> None:
+    snap = filled(tmp_path, 2000)
+    before = (tmp_path / SNAPSHOT_FILE).stat().st_size
+    snap.set("entries/global/turns/user/new.md", "hn", "new")
+    snap.pop("entries/global/turns/user/7.md")
+    snap.save()
+    written = lines(tmp_path)
+    assert len(written[0]) == 2000  # the whole snapshot, written once
+    assert written[1:] == [
+        {
+            "entries/global/turns/user/new.md": {"hash": "hn", "id": "new"},
+            "entries/global/turns/user/7.md": None,
+        }
+    ]
+    assert (tmp_path / SNAPSHOT_FILE).stat().st_size - before < 200
+    again = Snapshot.load(tmp_path)
+    assert len(again) == 2000
+    assert again.get("entries/global/turns/user/7.md") is None
+    seen = again.get("entries/global/turns/user/new.md")
+    assert seen is not None
+    assert (seen.digest, seen.fact_id) == ("hn", "new")
+
+
+def test_a_save_with_nothing_changed_writes_nothing(tmp_path: Path) -> None:
+    snap = filled(tmp_path, 3)
+    before = (tmp_path / SNAPSHOT_FILE).stat()
+    snap.save()
+    after = (tmp_path / SNAPSHOT_FILE).stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_the_journal_is_folded_in_once_it_outgrows_the_snapshot(tmp_path: Path) -> None:
+    snap = filled(tmp_path, 10)
+    for n in range(memory_snapshot.REWRITE_AT_LEAST + 1):
+        snap.set(f"entries/global/turns/user/{n % 10}.md", f"v{n}", f"id{n % 10}")
+        snap.save()
+    written = lines(tmp_path)
+    assert len(written) < memory_snapshot.REWRITE_AT_LEAST  # rewritten whole on the way
+    assert Snapshot.load(tmp_path).get("entries/global/turns/user/0.md") == snap.get(
+        "entries/global/turns/user/0.md"
+    )
+
+
+def test_processes_appending_keep_each_others_changes(tmp_path: Path) -> None:
+    one, two = Snapshot.load(tmp_path), Snapshot.load(tmp_path)
+    one.set("a.md", "h1", "a")
+    one.save()
+    two.set("b.md", "h2", "b")
+    two.save()  # after the first's whole write: appends
+    one.set("c.md", "h3", "c")
+    one.save()  # takes in the second's line first
+    assert len(lines(tmp_path)) == 3  # each save after the first appended its change
+    assert sorted(one.paths()) == ["a.md", "b.md", "c.md"]
+    assert sorted(Snapshot.load(tmp_path).paths()) == ["a.md", "b.md", "c.md"]
+
+
+def test_a_line_torn_by_a_crash_is_skipped_and_the_file_written_whole(tmp_path: Path) -> None:
+    snap = filled(tmp_path, 3)
+    snap.set("later.md", "hl", "later")
+    snap.save()
+    with open(tmp_path / SNAPSHOT_FILE, "ab") as handle:
+        handle.write(b'{"torn.md":{"hash":"h')  # the process died mid-write
+    reopened = Snapshot.load(tmp_path)
+    assert sorted(reopened.paths())[-1] == "later.md"
+    assert reopened.get("torn.md") is None
+    reopened.set("next.md", "hx", "next")
+    reopened.save()
+    assert len(lines(tmp_path)) == 1  # whole again: no append after a torn line
+    assert Snapshot.load(tmp_path).get("next.md") is not None
+
+
+def test_the_single_object_layout_still_reads(tmp_path: Path) -> None:
+    old = {"a.md": {"hash": "h1", "id": "a"}, "b.md": {"hash": "h2", "id": "b"}}
+    (tmp_path / SNAPSHOT_FILE).write_text(json.dumps(old, indent=0))
+    snap = Snapshot.load(tmp_path)
+    assert snap.loaded
+    assert sorted(snap.paths()) == ["a.md", "b.md"]
+    snap.set("c.md", "h3", "c")
+    snap.save()
+    assert lines(tmp_path) == [{**old, "c.md": {"hash": "h3", "id": "c"}}]
