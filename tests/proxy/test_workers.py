@@ -27,6 +27,7 @@ import httpx
 import pytest
 
 from memlane.files.memory_files import MemoryFiles
+from memlane.files.memory_snapshot import Snapshot
 from memlane.proxy.status import PUBLISH_SECONDS, pid_alive
 from memlane.store import Store, open_store
 from memlane.store.postgres import PostgresStore
@@ -209,8 +210,10 @@ def test_three_workers_on_sqlite_store_every_turn_once_and_keep_the_memory_files
         assert sorted(f.text for f in on_disk) == sorted(f.text for f in facts)
     finally:
         store.close()
-    snapshot = json.loads((served.home / "memory" / "memory_index.json").read_text())
-    assert {item["id"] for item in snapshot.values()} == {f.id for f in facts}
+    snapshot = Snapshot.load(served.home / "memory")
+    assert {seen.fact_id for seen in map(snapshot.get, snapshot.paths()) if seen} == {
+        f.id for f in facts
+    }
     git = ["git", "-C", str(served.home / "memory")]
     assert subprocess.run([*git, "status", "--porcelain"], capture_output=True).stdout == b""
     assert subprocess.run([*git, "log", "--oneline"], capture_output=True).stdout.strip()
