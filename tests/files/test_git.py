@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from memlane.files.git import GitRepo
-
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=root, capture_output=True, text=True, check=True
-    ).stdout
-
-
-def changed_in_head(root: Path) -> list[str]:
-    return git(root, "show", "--no-renames", "--name-status", "--format=", "HEAD").splitlines()
+from tests.support.gitrepo import changed_in_head
+from tests.support.gitrepo import git_output as git
 
 
 async def test_a_commit_of_paths_stages_those_paths_only(tmp_path: Path) -> None:

@@ -6,15 +6,25 @@ import subprocess
 from pathlib import Path
 
 
-def git(repo: Path, *args: str) -> str:
-    """Run git in `repo` with a fixed identity; its output, stripped."""
+def git_output(repo: Path, *args: str) -> str:
+    """Run git in `repo` with a fixed identity; its output as git wrote it."""
     done = subprocess.run(
         ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
         capture_output=True,
         text=True,
         check=True,
     )
-    return done.stdout.strip()
+    return done.stdout
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in `repo` with a fixed identity; its output, stripped."""
+    return git_output(repo, *args).strip()
+
+
+def changed_in_head(repo: Path) -> list[str]:
+    """What the last commit changed, a `status<TAB>path` line per file (renames apart)."""
+    return git(repo, "show", "--no-renames", "--name-status", "--format=", "HEAD").splitlines()
 
 
 def make_repo(folder: Path, files: dict[str, str]) -> Path:

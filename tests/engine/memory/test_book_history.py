@@ -4,7 +4,6 @@ what a person changed by hand is still committed (the sweep at start, at stop)."
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
@@ -18,16 +17,8 @@ from memlane.engine.runtime import Runtime
 from memlane.files.git import GitRepo
 from memlane.files.memory_files import new_id
 from memlane.types import Fact
-
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=root, capture_output=True, text=True, check=True
-    ).stdout
-
-
-def changed_in_head(root: Path) -> list[str]:
-    return git(root, "show", "--no-renames", "--name-status", "--format=", "HEAD").splitlines()
+from tests.support.gitrepo import changed_in_head
+from tests.support.gitrepo import git_output as git
 
 
 def entry(text: str) -> Fact:
