@@ -9,7 +9,9 @@ defaults a new user gets, behind one scripted upstream; each round sends the dir
 request, then for each build (in alternating order) a new session's first 18 messages
 and, at once, its next turn, as `proxy_overhead.py` does. Only the next turns are timed.
 `--new-sessions` times each session's first request instead (all its messages new, the
-session created), with nothing sent before it.
+session created), with nothing sent before it; `--growing` times every turn of one
+session per build whose history grows by the answer and a new question each round (up
+to `--messages`, then a new session), nothing sent between.
 
 On a shared machine latency drifts by a millisecond from one run to the next, more than
 most changes to the request path move it; two builds measured in one run, request by
@@ -73,8 +75,10 @@ async def rounds(
     length: int,
     gap: float,
     new_sessions: bool = False,
+    growing: bool = False,
 ) -> tuple[list[float], dict[str, list[float]], dict[str, dict[str, list[float]]]]:
     wire = po.WIRES["chat"]
+    grown = {name: po.Growing(length) for name in ["direct", *proxies]}
     direct_ms: list[float] = []
     added: dict[str, list[float]] = {name: [] for name in proxies}
     stages: dict[str, dict[str, list[float]]] = {name: {} for name in proxies}
@@ -88,6 +92,8 @@ async def rounds(
             body = wire.body([*messages[:-2], answer, asked], stream=False)
             if new_sessions:
                 body = wire.body(messages, stream=False)
+            if growing:
+                body = wire.body(grown["direct"].next_turn(tag), stream=False)
             started = time.perf_counter()
             (await client.post(direct + wire.path, json=body)).raise_for_status()
             took = (time.perf_counter() - started) * 1000
@@ -98,7 +104,10 @@ async def rounds(
             for name in names:
                 url = proxies[name] + wire.path
                 headers = {**wire.headers, wire.session_header: tag}
-                if not new_sessions:
+                if growing:
+                    body = wire.body(grown[name].next_turn(tag), stream=False)
+                    headers = {**wire.headers, wire.session_header: grown[name].key}
+                elif not new_sessions:
                     (await client.post(url, json=earlier, headers=headers)).raise_for_status()
                 if gap:
                     await asyncio.sleep(gap)
@@ -127,6 +136,11 @@ def main() -> None:
     parser.add_argument(
         "--new-sessions", action="store_true", help="time each session's first request instead"
     )
+    parser.add_argument(
+        "--growing",
+        action="store_true",
+        help="time the next turn of a session whose history grows each turn instead",
+    )
     parser.add_argument("--drain-s", type=float, default=20, help="quiet before reading CPU")
     args = parser.parse_args()
 
@@ -147,6 +161,7 @@ def main() -> None:
                 length=args.messages,
                 gap=args.gap_ms / 1000,
                 new_sessions=args.new_sessions,
+                growing=args.growing,
             )
         )
         time.sleep(args.drain_s)
@@ -157,6 +172,8 @@ def main() -> None:
         upstream.kill()
 
     timed = "new sessions' first requests" if args.new_sessions else "next turns"
+    if args.growing:
+        timed = "turns of growing histories"
     print(
         f"\n{args.messages}-message {timed}, {args.requests} per build, upstream answering "
         f"after {args.upstream_ms:g} ms; milliseconds added to the direct request\n"

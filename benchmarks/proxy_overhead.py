@@ -15,9 +15,11 @@ Reported: p50/p99 latency of non-streamed requests and time to first byte of
 streamed ones, at 1 and 32 concurrent clients, direct and through memlane:
 for a new session (all 20 messages are new and stored), and for the next turn
 of a session that already holds the first 18 (the common case of a client
-resending its history; the priming request is not timed). `--messages 200` makes
-each conversation that long: what a long agent session pays on every request for
-the history it resends.
+resending its history; the priming request is not timed), and for a history that
+grows each turn (each client keeps one session, resending it with the answer and a
+new question each time, from 3 messages up to `--messages`, then a new one; every
+request timed). `--messages 200` makes each conversation that long: what a long agent
+session pays on every request for the history it resends.
 
 `--variant defaults` (the default) runs memlane exactly as a new user gets it:
 memory on (turns stored, facts extracted by the upstream, recall), session
@@ -274,12 +276,16 @@ async def one_request(
     primed: bool,
     wire: Wire,
     length: int = MESSAGES,
+    grown: Growing | None = None,
 ) -> float:
-    """One timed request; `primed`: the session already holds all but the last 2 messages."""
+    """One timed request; `primed`: the session already holds all but the last 2 messages;
+    `grown`: the next turn of a session that grows by an answer and a question each time."""
     messages = conversation(tag, length)
     headers = {**wire.headers, wire.session_header: tag}
     endpoint = url + wire.path
-    if primed:
+    if grown is not None:
+        messages, headers = grown.next_turn(tag), {**wire.headers, wire.session_header: grown.key}
+    elif primed:
         earlier = wire.body(messages[:-2], stream=False)
         (await client.post(endpoint, json=earlier, headers=headers)).raise_for_status()
         answer = {"role": "assistant", "content": ANSWER}
@@ -298,6 +304,27 @@ async def one_request(
                 first = time.perf_counter() - started
         assert first is not None
         return first
+
+
+class Growing:
+    """One client's session whose history grows each turn: the answer, then a new question,
+    as an agent resends it; a new session once it holds `length` messages."""
+
+    def __init__(self, length: int = MESSAGES) -> None:
+        self.length = length
+        self.key = ""
+        self.messages: list[dict[str, str]] = []
+
+    def next_turn(self, tag: str) -> list[dict[str, str]]:
+        if not self.messages or len(self.messages) + 2 > self.length:
+            self.key = f"grow-{tag}"
+            self.messages = conversation(self.key, 3)
+        else:
+            self.messages += [
+                {"role": "assistant", "content": ANSWER},
+                {"role": "user", "content": f"{tag}: and then?"},
+            ]
+        return list(self.messages)
 
 
 SETTLE_SECONDS = 1.0
@@ -320,8 +347,10 @@ async def load(
     run: str,
     wire: Wire,
     length: int = MESSAGES,
+    growing: bool = False,
 ) -> list[float]:
     samples: list[float] = []
+    sessions = [Growing(length) if growing else None for _ in range(clients)]
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(limits=limits, timeout=60) as client:
         for i in range(min(clients, 8)):  # warm the connections and both servers
@@ -333,6 +362,7 @@ async def load(
                 primed=primed,
                 wire=wire,
                 length=length,
+                grown=sessions[i] if growing else None,
             )
         await asyncio.sleep(SETTLE_SECONDS)
         counter = iter(range(total))
@@ -350,6 +380,7 @@ async def load(
                             primed=primed,
                             wire=wire,
                             length=length,
+                            grown=sessions[n],
                         )
                     )
                 except httpx.HTTPStatusError as exc:
@@ -504,20 +535,21 @@ def measure(
     length: int = MESSAGES,
 ) -> list[str]:
     rows: list[str] = []
-    cases: list[tuple[str, bool, int, bool, Wire]] = []
+    cases: list[tuple[str, bool, int, bool, Wire, bool]] = []
     for wire in wires:
         prefix = "" if wire.name == "chat" else f"{wire.name}, "
         for clients in client_counts:
             cases += [
-                (f"{prefix}new session: latency", False, clients, False, wire),
-                (f"{prefix}new session: first byte", True, clients, False, wire),
-                (f"{prefix}next turn: latency", False, clients, True, wire),
-                (f"{prefix}next turn: first byte", True, clients, True, wire),
+                (f"{prefix}new session: latency", False, clients, False, wire, False),
+                (f"{prefix}new session: first byte", True, clients, False, wire, False),
+                (f"{prefix}next turn: latency", False, clients, True, wire, False),
+                (f"{prefix}next turn: first byte", True, clients, True, wire, False),
+                (f"{prefix}growing history: latency", False, clients, False, wire, True),
             ]
     print(HEADER, flush=True)
-    for name, stream, clients, primed, wire in cases:
+    for name, stream, clients, primed, wire, growing in cases:
         upstream_url = direct_urls[wire.name]
-        label = f"{wire.name}-{clients}-{stream:d}-{primed:d}"
+        label = f"{wire.name}-{clients}-{stream:d}-{primed:d}{'-g' if growing else ''}"
         direct: list[float] = []
         through: list[float] = []
         cpu = 0.0
@@ -534,6 +566,7 @@ def measure(
                 primed=primed,
                 wire=wire,
                 length=length,
+                growing=growing,
             )
             direct += asyncio.run(batch(upstream_url, run=f"d{label}-{n}"))
             before = cpu_seconds(proxy_pid)
