@@ -129,6 +129,37 @@ def test_a_filter_asked_again_sees_documents_written_since(tmp_path: Path) -> No
     store.close()
 
 
+def test_a_refresh_that_finds_nothing_new_is_one_statement(tmp_path: Path) -> None:
+    """The writer catches the index up after each batch: a search's refresh then asks
+    whether anything is new and reads nothing more; a write, a change and a deletion
+    since are each read."""
+    store = SQLiteStore(tmp_path / "memlane.db")
+    raw = sqlite3.connect(store.path, isolation_level=None)
+    ran: list[str] = []
+    raw.set_trace_callback(ran.append)
+    index = KeywordIndex()
+    flt = SearchFilter(kinds=("fact",))
+
+    def found() -> int:
+        index.refresh(raw)
+        return len(index.search(["heron"], flt, 50))
+
+    store.put_fact(fact("a", "heron one"))
+    assert found() == 1
+    ran.clear()
+    assert found() == 1
+    assert len(ran) == 1, ran
+    store.put_fact(fact("b", "heron two"))
+    assert found() == 2
+    store.put_fact(fact("b", "a kite now"))
+    assert found() == 1
+    store.put_fact(fact("c", "heron three"))
+    store.delete_fact("a")
+    assert found() == 1
+    raw.close()
+    store.close()
+
+
 def test_deleted_changed_and_purged_documents_leave_the_results_and_the_statistics(
     tmp_path: Path,
 ) -> None:

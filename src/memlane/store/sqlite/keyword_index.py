@@ -58,6 +58,10 @@ _COLUMNS = """rowid, kind, scope, session_id, role, active, terms,
     length(tags) - length(replace(tags, ' ', '')) + (tags != '')"""
 _DOC_ROWS = f"SELECT {_COLUMNS} FROM docs WHERE rowid > ? ORDER BY rowid LIMIT ?"
 
+_NEWEST = (
+    "SELECT coalesce((SELECT max(seq) FROM doc_changes), 0), "
+    "coalesce((SELECT max(rowid) FROM docs), 0)"
+)
 _MARKER = "\x00"  # never a term: the analyser's terms are word characters
 
 Postings = tuple[IntArray, IntArray, IntArray]  # (term, document, frequency), grouped by term
@@ -104,8 +108,15 @@ class KeywordIndex:
 
     # --- refresh ------------------------------------------------------------
     def refresh(self, conn: sqlite3.Connection) -> None:
-        """Bring the cache up to date with the file, inside one read snapshot."""
+        """Bring the cache up to date with the file, inside one read snapshot.
+
+        A loaded cache first asks whether anything is new, in one statement: in a proxy
+        the writer's thread catches the index up after each batch (`SQLiteSearch._catch_up`),
+        so the searches on a request's path find nothing to read, and a snapshot of four
+        statements cost more than the answer."""
         with self._lock:
+            if self._loaded and self._current(conn):
+                return
             conn.execute("BEGIN")
             try:
                 # two subqueries: SQLite reads one end of the key for a lone min() or max(),
@@ -129,6 +140,13 @@ class KeywordIndex:
                 raise
             finally:
                 conn.execute("COMMIT")
+
+    def _current(self, conn: sqlite3.Connection) -> bool:
+        """Whether no document was added and no change logged since the cache last read
+        (rowids and the log's sequence only grow: a change logs a row, a new document takes
+        a rowid above every one handed out)."""
+        last, top = conn.execute(_NEWEST).fetchone()
+        return bool(last == self._seq and top <= self._hwm)
 
     def _apply_changes(self, conn: sqlite3.Connection, last: int) -> list[tuple[Any, ...]]:
         """Kill the documents changed since; return their current rows, to index again."""
