@@ -104,16 +104,19 @@ async def test_a_commit_of_paths_on_a_detached_head_commits_the_tree(tmp_path: P
     assert git(tmp_path, "show", "HEAD:a.md") == "edited\n"
 
 
-async def test_a_commit_of_more_paths_than_are_named_lists_the_whole_parent(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(git_import, "LISTED_PATHS", 1)
+async def test_a_commit_that_changed_nothing_is_taken_back(tmp_path: Path) -> None:
     repo = GitRepo(tmp_path)
-    for name in ("kept.md", "edited.md", "gone.md"):
-        (tmp_path / name).write_text(f"{name}\n")
+    (tmp_path / "kept.md").write_text("kept\n")
     assert await repo.commit("start")
-    (tmp_path / "edited.md").write_text("edited\n")
-    (tmp_path / "gone.md").unlink()
-    assert await repo.commit("turns", ["edited.md", "gone.md", "kept.md"])
-    assert sorted(changed_in_head(tmp_path)) == ["D\tgone.md", "M\tedited.md"]
+    start = git(tmp_path, "rev-parse", "HEAD").strip()
+    (tmp_path / "kept.md").write_text("kept\n")  # written back as it was
+    (tmp_path / "brief.md").write_text("here a moment\n")
+    (tmp_path / "brief.md").unlink()
+    assert not await repo.commit("nothing", ["kept.md", "brief.md"])
+    assert git(tmp_path, "rev-parse", "HEAD").strip() == start
+
+    (tmp_path / "kept.md").write_text("edited\n")
+    assert await repo.commit("edit", ["kept.md"])
+    assert git(tmp_path, "log", "--format=%s").splitlines() == ["edit", "start"]
+    assert git(tmp_path, "rev-parse", "HEAD^").strip() == start
     assert git(tmp_path, "status", "--porcelain") == ""

@@ -143,36 +143,42 @@ class GitRepo:
         """Commit these paths as they are on disk (gone: removed), nothing else.
 
         `add -A .` walks every file of the tree and `commit` refreshes the whole index,
-        work that grows with the memory; here git lists the parent's entries at these
-        paths (`ls-tree`), the changed files go in as one `fast-import` stream (one pack,
-        no loose object per file; `git_import`) and the index is set to their blobs."""
+        work that grows with the memory; here the files go in as one `fast-import`
+        stream (one pack, no loose object per file; `git_import`), and the index is set
+        to their blobs. A commit that changed nothing (files written back as they were)
+        is taken back."""
         if not paths:
             return False
         branch = git_import.head_branch(self.root)
         if branch is None or not all(git_import.importable(p) for p in paths):
             return await self._commit(message, None)  # detached HEAD or odd names: all
-        # the parent's entries at these paths; past `LISTED_PATHS`, all (an argument list
-        # has a limit)
-        named = ("--", *paths) if len(paths) <= git_import.LISTED_PATHS else ()
-        code, out, _ = await self._run_bytes(
-            "--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", "HEAD", *named
-        )
-        parent = code == 0
-        if not parent and await self._git_status("rev-parse", "--verify", "-q", "HEAD") == 0:
-            raise GitError(f"git ls-tree failed: {out.decode('utf-8', 'replace').strip()}")
-        listing = git_import.parse_listing(out) if parent else {}
+        parent = await self._git_status("rev-parse", "--verify", "-q", branch) == 0
         found = await asyncio.to_thread(
-            git_import.changes, self.root, paths, listing, await self._object_format()
+            git_import.changes, self.root, paths, await self._object_format()
         )
-        if not found:
-            return False
+        if not parent and all(change.removed for change in found):
+            return False  # a first commit of nothing
         stream = git_import.import_stream(branch, parent, message, found)
         await self._git_bytes("fast-import", "--quiet", "--done", stdin=stream)
+        if parent and await self._took_back_if_empty(branch):
+            return False
         await self._git_bytes(
             "update-index", "-z", "--index-info", stdin=git_import.index_info(found)
         )
         if git_import.pack_count(self.root) > git_import.PACKS_BEFORE_REPACK:
             await self._repack()
+        return True
+
+    async def _took_back_if_empty(self, branch: str) -> bool:
+        """Whether the commit just made has its parent's tree; if so, the branch is moved
+        back to the parent (`git log` shows no empty commit)."""
+        out = await self._git(
+            "rev-parse", branch, f"{branch}^", f"{branch}^{{tree}}", f"{branch}^^{{tree}}"
+        )
+        made, parent, tree, parent_tree = out.split()
+        if tree != parent_tree:
+            return False
+        await self._git("update-ref", "-m", "memlane: nothing changed", branch, parent, made)
         return True
 
     async def _repack(self) -> None:

@@ -3,13 +3,11 @@
 Committing the paths a change touched through git's plumbing (`update-index`,
 `write-tree`, `commit-tree`, `update-ref`) cost five processes a commit, and
 `update-index` wrote each file as a loose object: a file created per blob, most of
-git's time for a burst of turns. `fast-import` takes the blobs of the changed files
-and the commit in one stream, writes them into one pack, builds the new trees from
-the parent's and moves the branch. Which paths changed is decided here first, from
-the parent commit's listing (`ls-tree`) and the blob ids of the files as they are
-on disk, so an unchanged path makes no commit; the index is then set to the new
-blobs (`update-index --index-info`, which reads no file), so `git status` in the
-memory folder shows the tree as clean as before.
+git's time for a burst of turns. `fast-import` takes the files as they are on disk
+and the commit in one stream, writes the blobs into one pack, builds the new trees
+from the parent's and moves the branch; the index is then set to the same blobs,
+whose ids are computed here (`update-index --index-info`, which reads no file), so
+`git status` in the memory folder shows the tree as clean as before.
 
 Every fast-import run leaves a pack; `PACKS_BEFORE_REPACK` of them are combined by
 a geometric repack, whose work follows the new objects, not the whole history.
@@ -28,12 +26,7 @@ from pathlib import Path
 PACKS_BEFORE_REPACK = 32
 """Packs in the repository past which a commit combines them (`git repack --geometric`):
 each fast-import run writes one, and git looks an object up in every pack."""
-LISTED_PATHS = 2_000
-"""Paths named to `ls-tree` at most; a commit of more lists the parent's whole tree."""
 IDENTITY = b"memlane <memlane@localhost>"
-
-Listing = dict[str, tuple[str, str]]
-"""What the parent commit holds at some paths: path -> (mode, blob id)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,19 +49,6 @@ def importable(path: str) -> bool:
     return bool(path) and not path.startswith('"') and "\n" not in path and "\0" not in path
 
 
-def parse_listing(out: bytes) -> Listing:
-    """`git ls-tree -r -z` output as path -> (mode, blob id); only blobs (files, links)."""
-    listing: Listing = {}
-    for record in out.split(b"\0"):
-        if not record:
-            continue
-        head, _, name = record.partition(b"\t")
-        mode, kind, oid = head.decode("ascii").split(" ")
-        if kind == "blob":
-            listing[name.decode("utf-8", "surrogateescape")] = (mode, oid)
-    return listing
-
-
 def blob_id(data: bytes, object_format: str) -> str:
     """The id git gives a blob of these bytes (`git hash-object`)."""
     digest = hashlib.new(object_format)
@@ -77,23 +57,18 @@ def blob_id(data: bytes, object_format: str) -> str:
     return digest.hexdigest()
 
 
-def changes(
-    root: Path, paths: Collection[str], listing: Listing, object_format: str
-) -> list[Change]:
-    """The paths whose file differs from the parent's (new, edited, mode changed) or that
-    the parent holds and the folder no longer does, in path order."""
+def changes(root: Path, paths: Collection[str], object_format: str) -> list[Change]:
+    """Each path as it is on disk, in path order: its file's mode, blob id and bytes, or
+    removed when no file is there."""
     found: list[Change] = []
+    none = "0" * hashlib.new(object_format).digest_size * 2
     for path in sorted(paths):
         read = _read(root / path)
-        old = listing.get(path)
         if read is None:
-            if old is not None:
-                found.append(Change(path, "0", "0" * len(old[1]), None))
-            continue
-        mode, data = read
-        blob = blob_id(data, object_format)
-        if old != (mode, blob):
-            found.append(Change(path, mode, blob, data))
+            found.append(Change(path, "0", none, None))
+        else:
+            mode, data = read
+            found.append(Change(path, mode, blob_id(data, object_format), data))
     return found
 
 
