@@ -1,7 +1,7 @@
 """The memory book's cost per turn in the background, in a memory that already holds many.
 
 Run: .venv/bin/python benchmarks/book_writes.py [--held 10000] [--turns 2000] [--no-git]
-        [--sessions 1]
+        [--sessions 1] [--per-conversation]
 
 A proxy turn hands the book two entries (turns/user, turns/assistant) and queues a
 commit (`MemoryBook.write`, `commit_later`): each becomes a Markdown file, index rows
@@ -16,7 +16,9 @@ snapshot, git scanning every file) show up as the difference between a small `--
 and a large one. `--sessions N` has N sessions write at once, as a proxy's
 clients do: their writes wait for the book together and go in groups
 (`book.writes`), so what a turn costs under load shows apart from what one
-exchange written alone costs.
+exchange written alone costs. `--per-conversation` gives each conversation its own
+scope, and so its own folder, as the proxy's turn entries have (one scope for all
+makes every commit rewrite a folder of thousands of files).
 """
 
 from __future__ import annotations
@@ -46,11 +48,16 @@ def cpu_seconds() -> tuple[float, float]:
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
+PER_CONVERSATION = False
+"""`--per-conversation`: each conversation its own scope (`conv:<id>`), as the proxy
+writes turn entries, so each has its own folder; else one scope holds every turn."""
+
+
 def exchange(number: int) -> list[Fact]:
     words = f"turn {number} about topic{number % 97} and item{number % 13}"
     return [
         new_fact(
-            scope="ns:bench",
+            scope=f"conv:c{number // 25}" if PER_CONVERSATION else "ns:bench",
             conversation_id=f"c{number // 25}",
             role=role,
             text=f"{role} says {words}",
@@ -76,7 +83,7 @@ async def run(held: int, turns: int, git: bool, sessions: int = 1) -> None:
                 await book.flush()
             # a proxy searches on every request: its keyword index is loaded, and each
             # write's catch-up (`SQLiteSearch._catch_up`) is part of what a turn costs
-            store.keyword_search("topic1 item2", SearchFilter(scopes=("ns:bench",)))
+            store.keyword_search("topic1 item2", SearchFilter(scopes=("ns:bench", "conv:c1")))
             began_cpu, began = cpu_seconds(), time.perf_counter()
 
             async def session(first: int) -> None:
@@ -106,7 +113,12 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=2_000, help="turns measured")
     parser.add_argument("--no-git", action="store_true", help="MEMLANE_MEMORY_GIT=false")
     parser.add_argument("--sessions", type=int, default=1, help="sessions writing at once")
+    parser.add_argument(
+        "--per-conversation", action="store_true", help="a scope (folder) per conversation"
+    )
     args = parser.parse_args()
+    global PER_CONVERSATION
+    PER_CONVERSATION = args.per_conversation
     asyncio.run(run(args.held, args.turns, not args.no_git, max(1, args.sessions)))
 
 
