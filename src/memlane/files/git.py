@@ -153,9 +153,12 @@ class GitRepo:
         if branch is None or not all(git_import.importable(p) for p in paths):
             return await self._commit(message, None)  # detached HEAD or odd names: all
         parent = await self._git_status("rev-parse", "--verify", "-q", branch) == 0
-        found = await asyncio.to_thread(
-            git_import.changes, self.root, paths, await self._object_format()
-        )
+        try:
+            found = await asyncio.to_thread(
+                git_import.changes, self.root, paths, await self._object_format()
+            )
+        except OSError as exc:  # a file that cannot be read: as git would have failed
+            raise GitError(f"cannot read a file to commit: {exc}") from None
         if not parent and all(change.removed for change in found):
             return False  # a first commit of nothing
         stream = git_import.import_stream(branch, parent, message, found)

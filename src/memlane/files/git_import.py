@@ -1,4 +1,4 @@
-"""A commit of some paths as one `git fast-import` stream: no loose objects, no index scan.
+"""A commit of some paths as one `git fast-import` stream: one pack, not a file per blob.
 
 Committing the paths a change touched through git's plumbing (`update-index`,
 `write-tree`, `commit-tree`, `update-ref`) cost five processes a commit, and
@@ -7,7 +7,9 @@ git's time for a burst of turns. `fast-import` takes the files as they are on di
 and the commit in one stream, writes the blobs into one pack, builds the new trees
 from the parent's and moves the branch; the index is then set to the same blobs,
 whose ids are computed here (`update-index --index-info`, which reads no file), so
-`git status` in the memory folder shows the tree as clean as before.
+`git status` in the memory folder shows the tree as clean as before. Those index
+entries carry no file times: the next whole-tree commit (`git add -A`, every ten
+minutes) reads those files once to see they are unchanged, writing nothing.
 
 Every fast-import run leaves a pack; `PACKS_BEFORE_REPACK` of them are combined by
 a geometric repack, whose work follows the new objects, not the whole history.
