@@ -3,8 +3,9 @@
 A remembered turn is indexed with its neighbours (`store.documents`): indexing
 one reads the live turns around it and indexes again those whose window now
 holds it. That walk, and rebuilding every turn's document, are the same on
-every backend; a backend supplies only how it writes a document (`_put_doc`)
-and how it replaces the terms of a turn's document (`_retext_turn`).
+every backend; a backend supplies only how it writes a document (`_put_doc`;
+`_put_docs` for a group, where it can do that in fewer statements) and how it
+replaces the terms of a turn's document (`_retext_turn`).
 """
 
 from __future__ import annotations
