@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from memlane.files import git_import
 from memlane.files.git import GitRepo
 from tests.support.gitrepo import changed_in_head
 from tests.support.gitrepo import git_output as git
@@ -42,3 +45,78 @@ async def test_paths_that_did_not_change_make_no_commit(tmp_path: Path) -> None:
     assert not await repo.commit("again", ["a.md", "never-written.md"])
     assert not await repo.commit("none", [])
     assert git(tmp_path, "rev-parse", "HEAD") == head
+
+
+def _loose_objects(repo: Path) -> int:
+    counts = dict(line.split(": ") for line in git(repo, "count-objects", "-v").splitlines())
+    return int(counts["count"])
+
+
+async def test_a_commit_of_many_paths_writes_one_pack_and_keeps_the_index_in_step(
+    tmp_path: Path,
+) -> None:
+    repo = GitRepo(tmp_path)
+    (tmp_path / "first.md").write_text("first\n")
+    assert await repo.commit("start")
+    loose = _loose_objects(tmp_path)
+    names = [f"turns/{n:03d}.md" for n in range(150)]
+    (tmp_path / "turns").mkdir()
+    for name in names:
+        (tmp_path / name).write_text(f"turn {name}\n")
+    (tmp_path / "turns" / "tool.sh").write_text("echo hi\n")
+    (tmp_path / "turns" / "tool.sh").chmod(0o755)
+
+    assert await repo.commit("turns", [*names, "turns/tool.sh"])
+    assert _loose_objects(tmp_path) == loose  # the blobs and trees went into a pack
+    assert len(changed_in_head(tmp_path)) == 151
+    assert git(tmp_path, "show", "HEAD:turns/007.md") == "turn turns/007.md\n"
+    assert git(tmp_path, "ls-tree", "HEAD", "turns/tool.sh").startswith("100755 ")
+    assert git(tmp_path, "log", "--format=%s", "-n2").splitlines() == ["turns", "start"]
+    assert git(tmp_path, "status", "--porcelain") == ""  # the index holds what was committed
+
+
+async def test_packs_left_by_commits_are_combined(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(git_import, "PACKS_BEFORE_REPACK", 2)
+    repo = GitRepo(tmp_path)
+    (tmp_path / "first.md").write_text("first\n")
+    assert await repo.commit("start")
+    for batch in range(4):
+        names = [f"b{batch}/{n:03d}.md" for n in range(120)]
+        (tmp_path / f"b{batch}").mkdir()
+        for name in names:
+            (tmp_path / name).write_text(f"{name}\n")
+        assert await repo.commit(f"batch {batch}", names)
+    assert 1 <= git_import.pack_count(tmp_path) <= 2
+    assert git(tmp_path, "fsck", "--no-progress") == ""
+    assert len(git(tmp_path, "ls-files").split()) == 482  # 480, first.md, .gitignore
+
+
+async def test_a_commit_of_paths_on_a_detached_head_commits_the_tree(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path)
+    (tmp_path / "a.md").write_text("a\n")
+    assert await repo.commit("start")
+    git(tmp_path, "checkout", "-q", "--detach")
+    (tmp_path / "a.md").write_text("edited\n")
+    assert await repo.commit("edit", ["a.md"])
+    assert git(tmp_path, "log", "--format=%s").splitlines() == ["edit", "start"]
+    assert git(tmp_path, "show", "HEAD:a.md") == "edited\n"
+
+
+async def test_a_commit_that_changed_nothing_is_taken_back(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path)
+    (tmp_path / "kept.md").write_text("kept\n")
+    assert await repo.commit("start")
+    start = git(tmp_path, "rev-parse", "HEAD").strip()
+    (tmp_path / "kept.md").write_text("kept\n")  # written back as it was
+    (tmp_path / "brief.md").write_text("here a moment\n")
+    (tmp_path / "brief.md").unlink()
+    assert not await repo.commit("nothing", ["kept.md", "brief.md"])
+    assert git(tmp_path, "rev-parse", "HEAD").strip() == start
+
+    (tmp_path / "kept.md").write_text("edited\n")
+    assert await repo.commit("edit", ["kept.md"])
+    assert git(tmp_path, "log", "--format=%s").splitlines() == ["edit", "start"]
+    assert git(tmp_path, "rev-parse", "HEAD^").strip() == start
+    assert git(tmp_path, "status", "--porcelain") == ""

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import yaml
 
 from memlane.files.memory_files import (
     MemoryFileError,
@@ -217,3 +218,49 @@ def test_cites_a_person_broke_is_a_clear_error() -> None:
             deleted=False,
             mtime=WHEN,
         )
+
+
+LOOK_ALIKES = [
+    "abc123", "1234", "123abc", "yes", "Yes", "NO", "on", "off", "null", "Null", "true",
+    "1e5", "1.5", "0x1F", "0o17", "1_000", "1:20", "190:20:30", "a:b", "conv:s1",
+    "t:acme:ns:repo", "abc:", "2024-05-08", "2024-05-08T13:56:00+00:00", "_x", "x-y",
+    "a/b", "http://x", "a@b", "x+y", ".inf", "a.b.c", "0", "00", "9" * 40,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", LOOK_ALIKES)
+def test_front_matter_is_what_yaml_writes_for_any_plain_value(value: str) -> None:
+    """The front matter is written without PyYAML's representer for plain values: the
+    bytes must be PyYAML's to the letter (quoted where a value would read as a number, a
+    time or a boolean), so files stay the same whoever wrote them."""
+    entry = fact(id=value, scope=value, conversation_id=value, source_session=value, role="user")
+    meta = {
+        "id": value,
+        "role": "user",
+        "scope": value,
+        "conversation_id": value,
+        "created_at": WHEN.isoformat(),
+        "updated_at": WHEN.isoformat(),
+        "source_session": value,
+        "source_message": 7,
+    }
+    head = yaml.dump(meta, Dumper=yaml.SafeDumper, sort_keys=False, allow_unicode=True)
+    assert render(entry) == f"---\n{head}---\n\nThe user's wife is named Anne\n"
+    assert (
+        parse(
+            render(entry),
+            path=Path("x.md"),
+            scope_hint=None,
+            role_hint=None,
+            deleted=False,
+            mtime=WHEN,
+        ).scope
+        == value
+    )
+
+
+@pytest.mark.parametrize("value", ["two words", "ünïcode", "it's", "a: b", "#tag", "-x", ""])
+def test_values_yaml_must_quote_or_escape_are_written_by_yaml(value: str) -> None:
+    text = render(fact(source_session=value or None, conversation_id=value or "s1"))
+    meta = yaml.safe_load(text.split("---\n")[1])
+    assert meta["conversation_id"] == (value or "s1")

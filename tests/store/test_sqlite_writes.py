@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from memlane.store import SessionNotFound
-from memlane.store.base import NewMessage
+from memlane.store.base import NewMessage, SearchFilter
 from memlane.store.sqlite import SQLiteStore
-from memlane.types import Message
+from memlane.types import Fact, Message
 
 
 @pytest.fixture
@@ -96,3 +97,40 @@ def test_appending_reads_both_next_ids_in_one_statement(store: SQLiteStore) -> N
     assert len([sql for sql in seen if "sqlite_sequence" in sql]) == 1
     assert [m.position for m in stored] == [0, 1]
     assert [m.id for m in stored] == [m.id for m in store.list_messages(session.id)]
+
+
+def _exchange(conversation: str, number: int) -> list[Fact]:
+    at = datetime(2026, 5, 1, 12, tzinfo=UTC) + timedelta(minutes=number)
+    return [
+        Fact(
+            id=f"{conversation}-{number}-{role}",
+            scope=f"session:{conversation}",
+            conversation_id=conversation,
+            role=role,
+            text=f"{role} turn {number} of {conversation} about topic{number}",
+            created_at=at + timedelta(seconds=index),
+            updated_at=at + timedelta(seconds=index),
+        )
+        for index, role in enumerate(("user", "assistant"))
+    ]
+
+
+def test_indexing_a_group_of_turn_entries_takes_a_few_statements_not_a_few_each(
+    store: SQLiteStore,
+) -> None:
+    for conversation in ("a", "b"):
+        store.put_facts(_exchange(conversation, 0))  # a turn before: its document is redone
+    group = [f for n in range(1, 9) for c in ("a", "b") for f in _exchange(c, n)]
+    with traced(store) as seen:
+        store.put_facts(group)
+    inserted = [sql for sql in seen if sql.startswith("INSERT INTO docs")]
+    others = {sql for sql in seen if " docs " in sql and sql not in inserted}  # once each
+    assert len(inserted) == 32  # a row each, in one `executemany`
+    # one read of the documents there, and the documents of the two turns before (whose
+    # next turn came) given their new words: not a read and an id look-up per document
+    assert len(others) == 3, sorted(others)
+    stored = {f.id for f in store.list_facts()}
+    assert {f.id for f in group} <= stored
+    hits = store.keyword_search("topic3", SearchFilter(scopes=("session:a",)))
+    assert {hit.ref for hit in hits} >= {"a-3-user", "a-3-assistant"}
+    assert store.reindex_turns() == 0  # every turn's document is what a rebuild makes

@@ -9,7 +9,8 @@ at a time; a commit may then carry files another process wrote, whose own commit
 finds nothing left to do); a failure (no git, a broken repository) is logged and
 the memory keeps working without history. A commit stages the whole tree, or only
 the paths given (what the memory book wrote, moved or removed since its last
-commit): git's work then follows the change, not the number of memory files.
+commit): git's work then follows the change, not the number of memory files, and
+those go in as one `fast-import` stream (`files.git_import`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from memlane.files import git_import
 from memlane.files.atomic import write_atomic
 from memlane.files.git_purge import PurgeError, PurgeReport, purge_history
 from memlane.files.locks import GIT_LOCK, HomeLock
@@ -100,6 +102,7 @@ class GitRepo:
         self.home_lock = HomeLock(home, GIT_LOCK) if home is not None else None
         self._lock: asyncio.Lock | None = None
         self._ready = False
+        self._format: str | None = None
 
     @staticmethod
     def available() -> bool:
@@ -137,31 +140,65 @@ class GitRepo:
         return True
 
     async def _commit_paths(self, message: str, paths: Collection[str]) -> bool:
-        """Stage these paths as they are on disk (gone: removed) and commit the index.
+        """Commit these paths as they are on disk (gone: removed), nothing else.
 
-        In git's plumbing: `add -A .` walks every file of the tree and `commit` refreshes
-        the whole index, work that grows with the memory; these steps touch the paths
-        given, the index and the folders' trees that changed."""
+        `add -A .` walks every file of the tree and `commit` refreshes the whole index,
+        work that grows with the memory; here the files go in as one `fast-import`
+        stream (one pack, no loose object per file; `git_import`), and the index is set
+        to their blobs. A commit that changed nothing (files written back as they were)
+        is taken back."""
         if not paths:
             return False
-        listing = "".join(f"{path}\0" for path in sorted(paths))
-        await self._git("update-index", "--add", "--remove", "-z", "--stdin", stdin=listing)
-        tree = (await self._git("write-tree")).strip()
-        code, out, _ = await self._run("rev-parse", "HEAD", "HEAD^{tree}")  # fails: no commit yet
-        parent, parent_tree = out.split() if code == 0 else ("", "")
-        if tree == parent_tree:
+        branch = git_import.head_branch(self.root)
+        if branch is None or not all(git_import.importable(p) for p in paths):
+            return await self._commit(message, None)  # detached HEAD or odd names: all
+        parent = await self._git_status("rev-parse", "--verify", "-q", branch) == 0
+        try:
+            found = await asyncio.to_thread(
+                git_import.changes, self.root, paths, await self._object_format()
+            )
+        except OSError as exc:  # a file that cannot be read: as git would have failed
+            raise GitError(f"cannot read a file to commit: {exc}") from None
+        if not parent and all(change.removed for change in found):
+            return False  # a first commit of nothing
+        stream = git_import.import_stream(branch, parent, message, found)
+        await self._git_bytes("fast-import", "--quiet", "--done", stdin=stream)
+        if parent and await self._took_back_if_empty(branch):
             return False
-        made = await self._git(
-            *_IDENTITY,
-            *_QUIET,
-            "commit-tree",
-            tree,
-            *(("-p", parent) if parent else ()),
-            stdin=message,
+        await self._git_bytes(
+            "update-index", "-z", "--index-info", stdin=git_import.index_info(found)
         )
-        subject = message.splitlines()[0] if message else ""
-        await self._git("update-ref", "-m", f"commit: {subject}", "HEAD", made.strip(), parent)
+        if git_import.pack_count(self.root) > git_import.PACKS_BEFORE_REPACK:
+            await self._repack()
         return True
+
+    async def _took_back_if_empty(self, branch: str) -> bool:
+        """Whether the commit just made has its parent's tree; if so, the branch is moved
+        back to the parent (`git log` shows no empty commit)."""
+        out = await self._git(
+            "rev-parse", branch, f"{branch}^", f"{branch}^{{tree}}", f"{branch}^^{{tree}}"
+        )
+        made, parent, tree, parent_tree = out.split()
+        if tree != parent_tree:
+            return False
+        await self._git("update-ref", "-m", "memlane: nothing changed", branch, parent, made)
+        return True
+
+    async def _repack(self) -> None:
+        """Combine the packs fast-import left (geometric: the small ones, not the history;
+        a git too old for it repacks all). The commit is made: a failure is only logged."""
+        for args in (("--geometric=2",), ("-a",)):
+            code, _, err = await self._run("repack", "-d", "-l", "-q", *args)
+            if code == 0:
+                return
+        log.warning("memory repository not repacked: %s", err.strip()[:300])
+
+    async def _object_format(self) -> str:
+        """The repository's hash (`sha1`, or `sha256` where it was made so); asked once."""
+        if self._format is None:
+            code, out, _ = await self._run("rev-parse", "--show-object-format")
+            self._format = out.strip() if code == 0 and out.strip() else "sha1"
+        return self._format
 
     async def purge(self, fact_ids: Sequence[str], texts: Sequence[str]) -> PurgeReport:
         """Rewrite the history without these entries' files and texts (`files.git_purge`)."""
@@ -220,8 +257,14 @@ class GitRepo:
     async def _git(self, *args: str, stdin: str | None = None) -> str:
         code, out, err = await self._run(*args, stdin=stdin)
         if code != 0:
-            command = next((a for a in args if a.isalpha()), "")
-            raise GitError(f"git {command} failed: {err.strip() or out.strip()}")
+            raise GitError(f"git {_command(args)} failed: {err.strip() or out.strip()}")
+        return out
+
+    async def _git_bytes(self, *args: str, stdin: bytes) -> bytes:
+        code, out, err = await self._run_bytes(*args, stdin=stdin)
+        if code != 0:
+            message = err.decode("utf-8", "replace").strip()
+            raise GitError(f"git {_command(args)} failed: {message}")
         return out
 
     async def _git_status(self, *args: str) -> int:
@@ -229,6 +272,12 @@ class GitRepo:
         return code
 
     async def _run(self, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
+        code, out, err = await self._run_bytes(
+            *args, stdin=stdin.encode("utf-8") if stdin is not None else None
+        )
+        return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+    async def _run_bytes(self, *args: str, stdin: bytes | None = None) -> tuple[int, bytes, bytes]:
         env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -242,8 +291,13 @@ class GitRepo:
             )
         except OSError as exc:
             raise GitError(f"cannot run git: {exc}") from None
-        out, err = await proc.communicate(stdin.encode("utf-8") if stdin is not None else None)
-        return proc.returncode or 0, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+        out, err = await proc.communicate(stdin)
+        return proc.returncode or 0, out, err
+
+
+def _command(args: Sequence[str]) -> str:
+    """The git command among a call's arguments (after `-c name=value` options)."""
+    return next((a for a in args if not a.startswith("-") and "=" not in a), "")
 
 
 async def commit_quietly(repo: GitRepo, message: str, paths: Collection[str] | None = None) -> bool:

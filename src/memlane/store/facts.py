@@ -3,8 +3,9 @@
 A remembered turn is indexed with its neighbours (`store.documents`): indexing
 one reads the live turns around it and indexes again those whose window now
 holds it. That walk, and rebuilding every turn's document, are the same on
-every backend; a backend supplies only how it writes a document (`_put_doc`)
-and how it replaces the terms of a turn's document (`_retext_turn`).
+every backend; a backend supplies only how it writes a document (`_put_doc`;
+`_put_docs` for a group, where it can do that in fewer statements) and how it
+replaces the terms of a turn's document (`_retext_turn`).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def live_turns(db: D, fact: Fact, direction: str, limit: int) -> list[Fact]:
 
 
 Put = Callable[[D, Doc, str | None], None]
+PutMany = Callable[[D, Sequence[tuple[Doc, str | None]]], None]
+"""Writes several documents (each with what the index reads, or None: its text)."""
 
 
 def index_fact(db: D, fact: Fact, put: Put[D]) -> None:
@@ -71,7 +74,7 @@ def index_fact(db: D, fact: Fact, put: Put[D]) -> None:
     put(db, fact_doc(fact), _neighbourhood(db, fact)[0])
 
 
-def index_facts(db: D, facts: Sequence[Fact], put: Put[D]) -> None:
+def index_facts(db: D, facts: Sequence[Fact], put: PutMany[D]) -> None:
     """Index entries written together, once their rows are all in: each is indexed once
     with the neighbours it has then, and each turn whose neighbourhood now holds one of
     them is indexed again once (one by one, the turns of a conversation re-indexed each
@@ -93,10 +96,13 @@ def index_facts(db: D, facts: Sequence[Fact], put: Put[D]) -> None:
                 if other.id not in written and other.id not in again:
                     again[other.id] = other
                     documents[other.id] = built[other.id]
-    for fact in facts:
-        put(db, fact_doc(fact), documents.get(fact.id))
-    for other in again.values():
-        put(db, fact_doc(other), documents[other.id])
+    put(
+        db,
+        [
+            *((fact_doc(fact), documents.get(fact.id)) for fact in facts),
+            *((fact_doc(other), documents[other.id]) for other in again.values()),
+        ],
+    )
 
 
 def _by_conversation(facts: Sequence[Fact]) -> dict[tuple[str, str], list[Fact]]:
@@ -213,6 +219,11 @@ class SqlFacts(SqlStore[D]):
     def _retext_turn(self, db: D, ref: str, document: str) -> int:
         """Replace the indexed words of a turn's document; 1 if they changed, else 0."""
 
+    def _put_docs(self, db: D, docs: Sequence[tuple[Doc, str | None]]) -> None:
+        """Write several documents; a backend that can do it in fewer statements does."""
+        for doc, document in docs:
+            self._put_doc(db, doc, document)
+
     def put_fact(self, fact: Fact) -> None:
         self.put_facts([fact])
 
@@ -224,7 +235,7 @@ class SqlFacts(SqlStore[D]):
                     moment = getattr(fact, name)
                     row[name] = None if moment is None else db.time(moment)
                 db.run(_UPSERT, *[row[c] for c in FACT_COLUMNS])
-            index_facts(db, facts, self._put_doc)
+            index_facts(db, facts, self._put_docs)
 
     def reindex_turns(self, progress: Progress | None = None) -> int:
         with self._writing() as db:

@@ -16,6 +16,7 @@ from memlane.store import analysis
 from memlane.store.codec import ts_to_text
 from memlane.store.documents import Doc
 from memlane.store.facts import SqlFacts, rebuild_turns
+from memlane.store.rows import Row
 from memlane.store.sessions import index_summaries
 from memlane.store.sqlite.db import SQLiteDb
 from memlane.store.sqlite.tags import doc_tags
@@ -81,31 +82,64 @@ def put_doc(db: SQLiteDb, doc: Doc, document: str | None = None) -> None:
     `document` is what the keyword index reads when it is more than the text (a
     turn with its neighbours); the text is still what a hit shows.
     """
-    old = db.one(
-        "SELECT rowid, text, terms, tags FROM docs WHERE kind = ? AND ref = ?", doc.kind, doc.ref
-    )
-    if old is None:
-        insert_docs(db.conn, [doc_row(doc, document)])
-        return
+    put_docs(db, [(doc, document)])
+
+
+def put_docs(db: SQLiteDb, docs: Sequence[tuple[Doc, str | None]]) -> None:
+    """`put_doc` for many documents at once: one read of those indexed already, one insert
+    of the new ones (a remembered exchange: a statement or three, not three a document).
+    A document given twice is put as its last."""
+    last: dict[tuple[str, str], tuple[Doc, str | None]] = {
+        (doc.kind, doc.ref): (doc, document) for doc, document in docs
+    }
+    indexed = _indexed(db, list(last))
+    new = [doc_row(doc, document) for key, (doc, document) in last.items() if key not in indexed]
+    insert_docs(db.conn, new)
+    for key, old in indexed.items():
+        _refresh(db, old, *last[key])
+
+
+_INDEXED = "SELECT rowid, kind, ref, scope, session_id, role, created_at, active, text, terms, tags"
+
+
+def _indexed(db: SQLiteDb, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Row]:
+    """The `docs` rows of these (kind, ref) keys that exist."""
+    found: dict[tuple[str, str], Row] = {}
+    refs: dict[str, list[str]] = {}
+    for kind, ref in keys:
+        refs.setdefault(kind, []).append(ref)
+    for kind, of_kind in refs.items():
+        for first in range(0, len(of_kind), 500):  # SQLite bounds a statement's parameters
+            chunk = of_kind[first : first + 500]
+            for row in db.all(
+                f"{_INDEXED} FROM docs WHERE kind = ? AND ref IN ({', '.join('?' * len(chunk))})",
+                kind,
+                *chunk,
+            ):
+                found[(row["kind"], row["ref"])] = row
+    return found
+
+
+def _refresh(db: SQLiteDb, old: Row, doc: Doc, document: str | None) -> None:
+    """Bring an indexed document in line with `doc`, writing only the columns that differ."""
     terms = index_terms(doc.text if document is None else document)
     tags = doc_tags(doc.kind, doc.scope, doc.session_id)
     stamp = ts_to_text(doc.created_at)
-    db.run(
-        "UPDATE docs SET scope = ?, session_id = ?, role = ?, created_at = ?, active = ? "
-        "WHERE rowid = ?",
-        doc.scope,
-        doc.session_id,
-        doc.role,
-        stamp,
-        int(doc.active),
-        old["rowid"],
-    )
+    where = old["rowid"]
+    placed = (doc.scope, doc.session_id, doc.role, stamp, int(doc.active))
+    if placed != (old["scope"], old["session_id"], old["role"], old["created_at"], old["active"]):
+        db.run(
+            "UPDATE docs SET scope = ?, session_id = ?, role = ?, created_at = ?, active = ? "
+            "WHERE rowid = ?",
+            *placed,
+            where,
+        )
     if old["tags"] != tags:
-        db.run("UPDATE docs SET tags = ? WHERE rowid = ?", tags, old["rowid"])
+        db.run("UPDATE docs SET tags = ? WHERE rowid = ?", tags, where)
     if old["text"] != doc.text or old["terms"] != terms:
-        db.run("UPDATE docs SET text = ?, terms = ? WHERE rowid = ?", doc.text, terms, old["rowid"])
+        db.run("UPDATE docs SET text = ?, terms = ? WHERE rowid = ?", doc.text, terms, where)
     if old["text"] != doc.text:
-        db.run("DELETE FROM vectors WHERE doc_id = ?", old["rowid"])
+        db.run("DELETE FROM vectors WHERE doc_id = ?", where)
 
 
 def retext_turn(db: SQLiteDb, ref: str, document: str) -> int:
@@ -168,4 +202,5 @@ class SQLiteFacts(SqlFacts[SQLiteDb]):
     """The facts role (`store.facts`) with this backend's documents."""
 
     _put_doc = staticmethod(put_doc)
+    _put_docs = staticmethod(put_docs)
     _retext_turn = staticmethod(retext_turn)
