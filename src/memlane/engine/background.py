@@ -58,7 +58,8 @@ MAX_BATCHED_BYTES = 32 * 1024 * 1024
 """Bytes the items in memory may hold, all keys together (each item's size as its caller
 counts it: a turn's texts). Past this, like past `MAX_BATCHED`, an item waits as its
 key's stand-in only. 32 MiB: above the soak's 8,192 turns of about 3 KB (the count bound
-is reached first there), about 130 turns of the largest."""
+is reached first there); 256 turns of two 64,000-character English texts, 64 of the
+largest (four bytes a character)."""
 DROP_LOG_SECONDS = 60.0
 START_DELAY_SECONDS = 0.02
 """How long a job waits before it starts. An agent's next request usually follows the
