@@ -33,6 +33,7 @@ import itertools
 import math
 import sqlite3
 import threading
+from array import array
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -95,7 +96,9 @@ class KeywordIndex:
         self._off = np.zeros(1, np.int64)
         self._pdoc = np.zeros(0, np.int32)
         self._ptf = np.zeros(0, np.int32)
-        self._tail: dict[int, tuple[list[int], list[int]]] = {}
+        # new postings, per term: (documents, frequencies) as C int arrays, 4 bytes a
+        # posting (a list of Python ints took 40: a tail of n / 16 documents was ~20 MB)
+        self._tail: dict[int, tuple[array[int], array[int]]] = {}
         self._tail_docs = 0
         self._tail_arrays: dict[int, tuple[Int32Array, Int32Array]] = {}
         self._where = np.full(0, -1, np.int32)  # a rowid's latest document, -1: none
@@ -249,7 +252,7 @@ class KeywordIndex:
         for term, doc, tf in zip(terms.tolist(), doc_index.tolist(), tfs.tolist(), strict=True):
             found = tail.get(term)
             if found is None:
-                found = tail[term] = ([], [])
+                found = tail[term] = (array("i"), array("i"))
             found[0].append(doc)
             found[1].append(tf)
 
@@ -296,12 +299,8 @@ class KeywordIndex:
             fresh.append(
                 (
                     np.repeat(terms, [len(self._tail[t][0]) for t in terms]),
-                    np.fromiter(
-                        itertools.chain.from_iterable(self._tail[t][0] for t in terms), np.int64
-                    ),
-                    np.fromiter(
-                        itertools.chain.from_iterable(self._tail[t][1] for t in terms), np.int64
-                    ),
+                    np.concatenate([np.frombuffer(self._tail[t][0], np.int32) for t in terms]),
+                    np.concatenate([np.frombuffer(self._tail[t][1], np.int32) for t in terms]),
                 )
             )
             self._tail, self._tail_docs, self._tail_arrays = {}, 0, {}
@@ -392,7 +391,7 @@ class KeywordIndex:
         return parts
 
     def _tail_array(
-        self, term: int, tail: tuple[list[int], list[int]]
+        self, term: int, tail: tuple[array[int], array[int]]
     ) -> tuple[Int32Array, Int32Array]:
         """A term's tail postings as arrays, converted once and extended as the tail grows
         (it only grows until a merge empties it). A common word's tail holds up to
@@ -401,8 +400,8 @@ class KeywordIndex:
         have = 0 if done is None else done[0].shape[0]
         if done is not None and have == len(tail[0]):
             return done
-        docs = np.asarray(tail[0][have:], np.int32)
-        tfs = np.asarray(tail[1][have:], np.int32)
+        docs = np.frombuffer(tail[0], np.int32)[have:].copy()  # the array may grow: a copy
+        tfs = np.frombuffer(tail[1], np.int32)[have:].copy()
         if done is not None:
             docs, tfs = np.concatenate([done[0], docs]), np.concatenate([done[1], tfs])
         self._tail_arrays[term] = (docs, tfs)
