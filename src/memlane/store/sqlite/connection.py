@@ -32,8 +32,9 @@ BUSY_TIMEOUT_MS = 10_000
 PAGE_CACHE_KIB = 2048
 """The page cache of each connection, in KiB (`PRAGMA cache_size`): set here rather than
 left to the library's build, which a distribution may raise. The proxy's threads that use
-the store (its request threads, background threads, the writer, the checkpointer) are a
-dozen, so its SQLite caches hold about 24 MiB at most however large the file grows:
+the store are its request threads (`min(32, cores + 4)`), two background threads, the
+writers and the checkpointer: 7 under the 200-client soak on two cores, so its SQLite
+caches held 2 to 10 MB there, and at most 2 MiB a thread however large the file grows:
 enough for the b-trees' inner pages, which every lookup reads; the rest comes from the
 operating system's file cache."""
 MMAP_SIZE = 0
