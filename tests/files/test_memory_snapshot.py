@@ -3,7 +3,9 @@ processes saving one file keep each other's changes."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import tracemalloc
 from pathlib import Path
 
 from memlane.files import memory_snapshot
@@ -102,3 +104,31 @@ def test_the_single_object_layout_still_reads(tmp_path: Path) -> None:
     snap.set("c.md", "h3", "c")
     snap.save()
     assert lines(tmp_path) == [{**old, "c.md": {"hash": "h3", "id": "c"}}]
+
+
+def test_an_entry_is_kept_compact_and_read_back_exactly(tmp_path: Path) -> None:
+    """A busy proxy keeps two entries a turn for good: each holds one bytes object (the
+    hash's 32 bytes and the id) in memory, not a `Seen` and two strings, and reads back,
+    saves and loads as it was given, a hash that is no SHA-256 hex digest included."""
+    paths = [f"entries/global/turns/user/{n:05}__{n:032x}.md" for n in range(2_000)]
+    snap = Snapshot.load(tmp_path)
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for n, rel in enumerate(paths):  # each file's hash made as the book makes it
+            snap.set(rel, hashlib.sha256(str(n).encode()).hexdigest(), f"{n:032x}")
+        snap.save()  # the changes saved: what stays is the copy in memory
+        held = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert held / len(paths) < 200  # a Seen and its two strings took 263 bytes
+    digests = [hashlib.sha256(str(n).encode()).hexdigest() for n in range(2_000)]
+    snap.set("entries/global/edited.md", "ABC", "é-id")  # not a lower-case digest: kept as is
+    assert snap.get(paths[7]) == memory_snapshot.Seen(digests[7], f"{7:032x}")
+    assert snap.get("entries/global/edited.md") == memory_snapshot.Seen("ABC", "é-id")
+    assert snap.paths_of(f"{9:032x}") == [paths[9]]
+    snap.save()
+    again = Snapshot.load(tmp_path)
+    assert again.get(paths[1_999]) == memory_snapshot.Seen(digests[1_999], f"{1_999:032x}")
+    assert again.get("entries/global/edited.md") == memory_snapshot.Seen("ABC", "é-id")
+    assert again.pop(paths[3]) == memory_snapshot.Seen(digests[3], f"{3:032x}")

@@ -52,6 +52,30 @@ class Seen:
 Changes = dict[str, Seen | None]
 """Path → what it holds now, or None for a path that went."""
 
+Packed = bytes | Seen
+"""What the copy in memory keeps of an entry: its hash's 32 bytes followed by its id's,
+one bytes object (118 B an entry against 263 for a `Seen` with its two strings: a busy
+proxy keeps two entries a turn for good); a `Seen` whose hash is not a lower-case
+SHA-256 hex digest (an edited snapshot) stays as it is."""
+Entries = dict[str, Packed]
+
+
+def _pack(seen: Seen) -> Packed:
+    digest = seen.digest
+    if len(digest) != 64:
+        return seen
+    try:
+        raw = bytes.fromhex(digest)
+    except ValueError:
+        return seen
+    return raw + seen.fact_id.encode() if raw.hex() == digest else seen
+
+
+def _unpack(packed: Packed) -> Seen:
+    if isinstance(packed, Seen):
+        return packed
+    return Seen(packed[:32].hex(), packed[32:].decode())
+
 
 @dataclass(frozen=True, slots=True)
 class _Position:
@@ -71,7 +95,7 @@ class Snapshot:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._entries: dict[str, Seen] = {}
+        self._entries: Entries = {}
         self._changed: Changes = {}
         self._position: _Position | None = None
         self._appended = 0
@@ -88,22 +112,24 @@ class Snapshot:
         return snap
 
     def get(self, rel: str) -> Seen | None:
-        return self._entries.get(rel)
+        packed = self._entries.get(rel)
+        return None if packed is None else _unpack(packed)
 
     def set(self, rel: str, digest: str, fact_id: str) -> None:
         seen = Seen(digest, fact_id)
-        self._entries[rel] = seen
+        self._entries[rel] = _pack(seen)
         self._changed[rel] = seen
 
     def pop(self, rel: str) -> Seen | None:
         self._changed[rel] = None
-        return self._entries.pop(rel, None)
+        packed = self._entries.pop(rel, None)
+        return None if packed is None else _unpack(packed)
 
     def paths(self) -> Iterator[str]:
         return iter(list(self._entries))
 
     def paths_of(self, fact_id: str) -> list[str]:
-        return [rel for rel, seen in self._entries.items() if seen.fact_id == fact_id]
+        return [rel for rel, packed in self._entries.items() if _unpack(packed).fact_id == fact_id]
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -185,7 +211,7 @@ class Snapshot:
         self._rewrite = self._rewrite or not complete
 
     def _write_whole(self) -> None:
-        entries = {rel: _item(seen) for rel, seen in sorted(self._entries.items())}
+        entries = {rel: _item(_unpack(packed)) for rel, packed in sorted(self._entries.items())}
         line = json.dumps(entries, ensure_ascii=False, separators=(",", ":")) + "\n"
         write_atomic(self.path, line)
         self._position = _Position(os.stat(self.path).st_ino, len(line.encode("utf-8")))
@@ -206,7 +232,7 @@ class Snapshot:
         self._appended += len(changes)
 
 
-def _parse(data: bytes) -> tuple[dict[str, Seen], int, bool]:
+def _parse(data: bytes) -> tuple[Entries, int, bool]:
     """The entries a snapshot file holds, how many changes follow its first line, and
     whether it is whole in the journal layout (False: rewrite it at the next save)."""
     try:
@@ -235,11 +261,11 @@ def _parse(data: bytes) -> tuple[dict[str, Seen], int, bool]:
     return entries, appended, complete
 
 
-def _base(data: Any) -> dict[str, Seen]:
+def _base(data: Any) -> Entries:
     changes = _changes(data)
     if any(seen is None for seen in changes.values()):
         raise SnapshotUnreadable("a removal in the snapshot's first line")
-    return {rel: seen for rel, seen in changes.items() if seen is not None}
+    return {rel: _pack(seen) for rel, seen in changes.items() if seen is not None}
 
 
 def _changes(data: Any) -> Changes:
@@ -254,12 +280,12 @@ def _changes(data: Any) -> Changes:
         raise SnapshotUnreadable(f"malformed entry: {exc!r}") from None
 
 
-def _apply(entries: dict[str, Seen], changes: Mapping[str, Seen | None]) -> None:
+def _apply(entries: Entries, changes: Mapping[str, Seen | None]) -> None:
     for rel, seen in changes.items():
         if seen is None:
             entries.pop(rel, None)
         else:
-            entries[rel] = seen
+            entries[rel] = _pack(seen)
 
 
 def _item(seen: Seen) -> dict[str, str]:
