@@ -127,6 +127,7 @@ def test_an_entry_is_kept_compact_and_read_back_exactly(tmp_path: Path) -> None:
     assert snap.get(paths[7]) == memory_snapshot.Seen(digests[7], f"{7:032x}")
     assert snap.get("entries/global/edited.md") == memory_snapshot.Seen("ABC", "é-id")
     assert snap.paths_of(f"{9:032x}") == [paths[9]]
+    assert snap.paths_of("é-id") == ["entries/global/edited.md"]
     snap.save()
     again = Snapshot.load(tmp_path)
     assert again.get(paths[1_999]) == memory_snapshot.Seen(digests[1_999], f"{1_999:032x}")

@@ -129,7 +129,12 @@ class Snapshot:
         return iter(list(self._entries))
 
     def paths_of(self, fact_id: str) -> list[str]:
-        return [rel for rel, packed in self._entries.items() if _unpack(packed).fact_id == fact_id]
+        tail = fact_id.encode()  # a packed entry ends with its id: no entry unpacked
+        return [
+            rel
+            for rel, packed in self._entries.items()
+            if (packed[32:] == tail if isinstance(packed, bytes) else packed.fact_id == fact_id)
+        ]
 
     def __len__(self) -> int:
         return len(self._entries)
