@@ -37,6 +37,8 @@ from typing import Any
 from memlane.files.atomic import write_atomic
 
 SNAPSHOT_FILE = "memory_index.json"
+WHOLE_CHUNK = 1024
+"""Entries a whole rewrite turns into JSON at a time."""
 REWRITE_AT_LEAST = 1024
 """Changes appended before the snapshot is written whole again, at the least: with
 few entries, rewriting after every few changes would cost more than it saves."""
@@ -216,10 +218,11 @@ class Snapshot:
         self._rewrite = self._rewrite or not complete
 
     def _write_whole(self) -> None:
-        entries = {rel: _item(_unpack(packed)) for rel, packed in sorted(self._entries.items())}
-        line = json.dumps(entries, ensure_ascii=False, separators=(",", ":")) + "\n"
-        write_atomic(self.path, line)
-        self._position = _Position(os.stat(self.path).st_ino, len(line.encode("utf-8")))
+        """The snapshot as one JSON line, written `WHOLE_CHUNK` entries at a time: built
+        whole it took about 850 B an entry at once (68 MB at 80,000 entries), a burst in
+        the proxy's resident memory at every rewrite."""
+        size = write_atomic(self.path, _whole(self._entries))
+        self._position = _Position(os.stat(self.path).st_ino, size)
         self._appended = 0
         self._rewrite = False
 
@@ -291,6 +294,24 @@ def _apply(entries: Entries, changes: Mapping[str, Seen | None]) -> None:
             entries.pop(rel, None)
         else:
             entries[rel] = _pack(seen)
+
+
+def _whole(entries: Entries) -> Iterator[bytes]:
+    """`entries` as the JSON object `json.dumps` writes (paths sorted, no spaces) and a
+    newline, in chunks of `WHOLE_CHUNK` entries."""
+    rels = sorted(entries)
+    yield b"{"
+    for start in range(0, len(rels), WHOLE_CHUNK):
+        part = ",".join(
+            _dumps(rel) + ":" + _dumps(_item(_unpack(entries[rel])))
+            for rel in rels[start : start + WHOLE_CHUNK]
+        )
+        yield (("," if start else "") + part).encode()
+    yield b"}\n"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _item(seen: Seen) -> dict[str, str]:
