@@ -179,6 +179,48 @@ async def test_past_its_bound_a_key_waits_as_its_stand_in_only() -> None:
     assert (background.batched, background.spilled, background.pending) == (0, 0, 0)
 
 
+async def test_past_its_byte_bound_a_key_waits_as_its_stand_in_only() -> None:
+    """The count alone does not bound memory (a turn may hold 64,000-character texts):
+    past `max_batched_bytes`, an item is not kept either, however few items wait; a job
+    holds its items' bytes until it ends, and gives them back then."""
+    background = Background(max_batched=100, max_batched_bytes=10)
+    gate = asyncio.Event()
+    runs: list[list[str]] = []
+
+    async def run(items: list[str]) -> None:
+        runs.append(items)
+        await gate.wait()
+
+    policy = BatchPolicy(quiet=3600, size=2)
+    for n in range(4):
+        background.batch("a", f"a{n}", run, policy, name="a", stand_in="reread a", size=4)
+    # a0 and a1 hold 8 bytes; a2 would pass 10: it and a3 wait as the stand-in only
+    assert (background.batched, background.spilled, background.batched_bytes) == (2, 2, 8)
+    await asyncio.sleep(0.1)
+    assert runs == [["a0", "a1", "reread a"]]  # taken, their bytes held until the job ends
+    assert (background.batched, background.spilled, background.batched_bytes) == (0, 0, 8)
+    assert not background.batch("b", "b0", run, policy, name="b", size=4)  # no stand-in
+    assert background.batch("c", "c0", run, policy, name="c", size=2)  # 10 bytes: room
+    assert background.batched_bytes == 10
+    gate.set()
+    await background.drain()
+    assert runs[1:] == [["c0"]]
+    assert background.dropped == 1
+    assert (background.batched, background.spilled, background.batched_bytes) == (0, 0, 0)
+
+
+async def test_cancelled_work_gives_its_bytes_back() -> None:
+    background = Background(max_batched_bytes=10)
+
+    async def run(items: list[str]) -> None:
+        raise AssertionError("never started")
+
+    background.batch("a", "a0", run, BatchPolicy(quiet=3600, size=10), name="a", size=7)
+    assert background.batched_bytes == 7
+    await background.cancel_all()
+    assert background.batched_bytes == 0
+
+
 async def test_items_a_running_job_holds_count_against_the_bound() -> None:
     """A job keeps its items (and what it makes of them) until it ends: while it runs,
     they count against `max_batched`, so work queued in memory stays within it however

@@ -5,7 +5,14 @@ from __future__ import annotations
 import threading
 
 from memlane.engine.background import Background
-from memlane.engine.heap import HeapTrim, glibc_trim
+from memlane.engine.heap import (
+    M_MMAP_THRESHOLD,
+    M_TRIM_THRESHOLD,
+    HeapTrim,
+    glibc_mallopt,
+    glibc_trim,
+    tune_allocator,
+)
 
 
 class _Clock:
@@ -75,3 +82,26 @@ def test_this_process_c_library_trims_its_heap() -> None:
     trim = glibc_trim()  # the test machines run glibc (Linux)
     assert trim is not None
     assert trim(0) in (0, 1)
+
+
+def test_the_allocators_thresholds_are_fixed_at_their_starting_values() -> None:
+    """glibc raises its mmap threshold each time a mapped block is freed, so megabyte
+    buffers end up in the arenas: the serving process fixes both thresholds instead."""
+    calls: list[tuple[int, int]] = []
+
+    def mallopt(param: int, value: int) -> int:
+        calls.append((param, value))
+        return 1
+
+    assert tune_allocator(mallopt)
+    assert calls == [(M_MMAP_THRESHOLD, 128 * 1024), (M_TRIM_THRESHOLD, 128 * 1024)]
+    assert not tune_allocator(None)  # no glibc: nothing to tune
+
+
+def test_the_real_mallopt_takes_the_thresholds() -> None:
+    mallopt = glibc_mallopt()
+    if glibc_trim() is None:  # not glibc: nothing is found, nothing tuned
+        assert mallopt is None
+        return
+    assert mallopt is not None
+    assert tune_allocator(mallopt)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,25 @@ def test_a_write_that_need_not_be_durable_syncs_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["todo.md"]
     write_atomic(target, "- [x] set by the user")
     assert len(synced) == 2  # the file, then its folder
+
+
+def test_chunks_are_written_in_turn_and_their_size_returned(tmp_path: Path) -> None:
+    target = tmp_path / "big.json"
+    target.write_text("old")
+    assert write_atomic(target, (b"%d," % n for n in range(1_000))) == 3_890
+    assert target.read_bytes() == b"".join(b"%d," % n for n in range(1_000))
+    assert write_atomic(target, "é") == 2  # text as UTF-8, as before
+
+
+def test_chunks_failing_midway_keep_the_old_content_and_clean_up(tmp_path: Path) -> None:
+    target = tmp_path / "big.json"
+    target.write_text("old")
+
+    def chunks() -> Iterator[bytes]:
+        yield b"half"
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        write_atomic(target, chunks())
+    assert target.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.json"]

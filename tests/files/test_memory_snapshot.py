@@ -3,7 +3,9 @@ processes saving one file keep each other's changes."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import tracemalloc
 from pathlib import Path
 
 from memlane.files import memory_snapshot
@@ -102,3 +104,65 @@ def test_the_single_object_layout_still_reads(tmp_path: Path) -> None:
     snap.set("c.md", "h3", "c")
     snap.save()
     assert lines(tmp_path) == [{**old, "c.md": {"hash": "h3", "id": "c"}}]
+
+
+def test_an_entry_is_kept_compact_and_read_back_exactly(tmp_path: Path) -> None:
+    """A busy proxy keeps two entries a turn for good: each holds one bytes object (the
+    hash's 32 bytes and the id) in memory, not a `Seen` and two strings, and reads back,
+    saves and loads as it was given, a hash that is no SHA-256 hex digest included."""
+    paths = [f"entries/global/turns/user/{n:05}__{n:032x}.md" for n in range(2_000)]
+    snap = Snapshot.load(tmp_path)
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for n, rel in enumerate(paths):  # each file's hash made as the book makes it
+            snap.set(rel, hashlib.sha256(str(n).encode()).hexdigest(), f"{n:032x}")
+        snap.save()  # the changes saved: what stays is the copy in memory
+        held = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert held / len(paths) < 200  # a Seen and its two strings took 263 bytes
+    digests = [hashlib.sha256(str(n).encode()).hexdigest() for n in range(2_000)]
+    snap.set("entries/global/edited.md", "ABC", "é-id")  # not a lower-case digest: kept as is
+    assert snap.get(paths[7]) == memory_snapshot.Seen(digests[7], f"{7:032x}")
+    assert snap.get("entries/global/edited.md") == memory_snapshot.Seen("ABC", "é-id")
+    assert snap.paths_of(f"{9:032x}") == [paths[9]]
+    assert snap.paths_of("é-id") == ["entries/global/edited.md"]
+    snap.save()
+    again = Snapshot.load(tmp_path)
+    assert again.get(paths[1_999]) == memory_snapshot.Seen(digests[1_999], f"{1_999:032x}")
+    assert again.get("entries/global/edited.md") == memory_snapshot.Seen("ABC", "é-id")
+    assert again.pop(paths[3]) == memory_snapshot.Seen(digests[3], f"{3:032x}")
+
+
+def test_a_whole_rewrite_is_written_a_chunk_at_a_time_as_one_json_object(
+    tmp_path: Path,
+) -> None:
+    """Built whole, the snapshot's line took about 850 B an entry at once (68 MB at 80,000
+    entries); written `WHOLE_CHUNK` entries at a time it is the same bytes."""
+    snap = Snapshot.load(tmp_path)
+    count = 20_000
+    for n in range(count):
+        snap.set(
+            f"entries/c/turns/user/{n:05}__{n:032x}.md",
+            hashlib.sha256(b"%d" % n).hexdigest(),
+            f"{n:032x}",
+        )
+    snap.set('entries/c/"odd" é.md', "h", "id é")
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        snap._write_whole()
+        peak = tracemalloc.get_traced_memory()[1] - start
+    finally:
+        tracemalloc.stop()
+    assert peak < 2_000_000  # a chunk's worth; built whole, about 17 MB here
+    expected = {
+        rel: {"hash": s.digest, "id": s.fact_id}
+        for rel in sorted(snap.paths())
+        if (s := snap.get(rel))
+    }
+    line = json.dumps(expected, ensure_ascii=False, separators=(",", ":")) + "\n"
+    assert (tmp_path / SNAPSHOT_FILE).read_bytes() == line.encode()
+    assert Snapshot.load(tmp_path).get('entries/c/"odd" é.md') == memory_snapshot.Seen("h", "id é")

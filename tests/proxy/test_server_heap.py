@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import uvicorn
 
+from memlane.engine.heap import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, MMAP_THRESHOLD, TRIM_THRESHOLD
+from memlane.proxy import serving
 from memlane.proxy.serving import YOUNG_COLLECTION_THRESHOLD, MemlaneServer
 from tests.support.loopback import loopback_socket
 
@@ -80,6 +82,26 @@ def test_serving_collects_the_young_generation_less_often(collector_idle: None) 
     server, thread = _serve_in_thread()
     try:
         assert gc.get_threshold() == (YOUNG_COLLECTION_THRESHOLD, 10, 10)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_serving_fixes_the_allocators_thresholds(
+    collector_idle: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The serving process, not a library user's: glibc's mmap and trim thresholds fixed
+    at their starting values (`engine.heap.tune_allocator`)."""
+    calls: list[tuple[int, int]] = []
+
+    def mallopt(param: int, value: int) -> int:
+        calls.append((param, value))
+        return 1
+
+    monkeypatch.setattr(serving, "glibc_mallopt", lambda: mallopt)
+    server, thread = _serve_in_thread()
+    try:
+        assert calls == [(M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_TRIM_THRESHOLD, TRIM_THRESHOLD)]
     finally:
         server.should_exit = True
         thread.join(timeout=10)

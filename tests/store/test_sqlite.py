@@ -20,6 +20,7 @@ import pytest
 from memlane.store import TABLES, NewMessage, SearchFilter, StoreError, analysis
 from memlane.store.message_log import CLIENT_HASHES, CLIENT_HISTORY
 from memlane.store.sqlite import SQLiteStore
+from memlane.store.sqlite.connection import PAGE_CACHE_KIB
 from memlane.store.sqlite.index import index_terms
 from memlane.store.sqlite.schema import (
     MIGRATIONS,
@@ -177,6 +178,40 @@ def test_threads_share_one_store(tmp_path: Path) -> None:
         thread.join()
     assert errors == []
     assert [m.position for m in store.list_messages(session.id)] == list(range(160))
+    store.close()
+
+
+def test_every_connection_has_a_bounded_page_cache_and_no_memory_map(tmp_path: Path) -> None:
+    """What SQLite holds in the proxy is at most `PAGE_CACHE_KIB` per thread that uses the
+    store, whatever the library's build sets: every thread's connection has it."""
+    store = SQLiteStore(tmp_path / "memlane.db")
+    seen: list[tuple[int, int]] = []
+
+    def pragmas() -> None:
+        with store._reading() as db:
+            cache = db.conn.execute("PRAGMA cache_size").fetchone()[0]
+            mmap = db.conn.execute("PRAGMA mmap_size").fetchone()[0]
+        seen.append((cache, mmap))
+
+    pragmas()
+    thread = threading.Thread(target=pragmas)
+    thread.start()
+    thread.join()
+    assert seen == [(-PAGE_CACHE_KIB, 0), (-PAGE_CACHE_KIB, 0)]
+    store.close()
+
+
+def test_a_connection_whose_thread_ended_is_closed_when_the_next_opens(tmp_path: Path) -> None:
+    """A thread pool that replaces its threads (AnyIO's ends those idle for 10 s) must not
+    leave a connection, and its page cache, open per thread it ever had."""
+    store = SQLiteStore(tmp_path / "memlane.db")
+    session = store.ensure_session("s")
+    for n in range(6):
+        thread = threading.Thread(target=store.append_messages, args=(session.id, [user(f"{n}")]))
+        thread.start()
+        thread.join()
+    assert store.open_connections == 2  # this thread's, and the last thread's until the next
+    assert len(store.list_messages(session.id)) == 6
     store.close()
 
 

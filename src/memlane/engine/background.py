@@ -14,9 +14,10 @@ begins, not when it was planned, so the turns that came while it waited for its 
 (`_after_requests`) go with it. A busy session costs one job per batch, not one per
 turn; `drain` (tests, shutdown) starts every waiting batch at once.
 
-Items in memory are bounded (`MAX_BATCHED`, all keys together: those waiting and those
-a job took and has not finished with, as a job holds its items' texts and what it makes
-of them until it ends). Past the bound, an item whose work can be found again elsewhere
+Items in memory are bounded in count (`MAX_BATCHED`) and in bytes (`MAX_BATCHED_BYTES`,
+the sizes their callers give), all keys together: those waiting and those a job took
+and has not finished with, as a job holds its items' texts and what it makes of them
+until it ends. Past either bound, an item whose work can be found again elsewhere
 (an answered turn's memory work, re-derived from the store) is kept as its key only:
 the caller's `stand_in`, held once per key however many items it stands for, which
 tells the key's next job to re-read them. An item with no stand-in is dropped and
@@ -49,7 +50,16 @@ MAX_BATCHED = 8_192
 ended): past this, new items wait as their key's stand-in only (or, with none, are
 dropped). A remembered turn's item holds its texts (a few kilobytes,
 `memory_message_chars` at most), and its job the entries made of them, so this bounds
-what queued work costs: about 3 KB a turn of the soak's (`benchmarks/load.py --soak`)."""
+what queued work costs: about 3 KB a turn of the soak's (`benchmarks/load.py --soak`).
+A count alone does not bound memory: a turn may hold two messages of
+`memory_message_chars` (64,000 characters, up to 256 KB as Python strings), so 8,192 of
+them could hold a gigabyte; hence `MAX_BATCHED_BYTES` too."""
+MAX_BATCHED_BYTES = 32 * 1024 * 1024
+"""Bytes the items in memory may hold, all keys together (each item's size as its caller
+counts it: a turn's texts). Past this, like past `MAX_BATCHED`, an item waits as its
+key's stand-in only. 32 MiB: above the soak's 8,192 turns of about 3 KB (the count bound
+is reached first there); 256 turns of two 64,000-character English texts, 64 of the
+largest (four bytes a character)."""
 DROP_LOG_SECONDS = 60.0
 START_DELAY_SECONDS = 0.02
 """How long a job waits before it starts. An agent's next request usually follows the
@@ -116,6 +126,8 @@ class _Batch:
     client lent for memlane's own calls, `text.llm.REQUEST_KEY`, in memory only)."""
     timer: asyncio.TimerHandle | None = None
     task: asyncio.Task[Any] | None = None
+    sizes: list[int] = field(default_factory=list)
+    """The bytes each of `items` holds (a stand-in: 0), in the same order."""
     stand_in: _StandIn | None = None
     """What stands for the items left out past the bound (`Background.batch`), if any."""
     spilled: int = 0
@@ -138,6 +150,7 @@ class Background:
         max_pending: int = MAX_PENDING,
         max_batched: int = MAX_BATCHED,
         *,
+        max_batched_bytes: int = MAX_BATCHED_BYTES,
         heap: HeapTrim | None = None,
     ) -> None:
         self.heap = heap if heap is not None else HeapTrim(glibc_trim())
@@ -153,6 +166,9 @@ class Background:
         self._batched = 0
         self._held = 0
         """Items taken by jobs that have not ended (counted against `max_batched` too)."""
+        self.max_batched_bytes = max_batched_bytes
+        self._bytes = 0
+        """Bytes of the items waiting in batches or held by jobs not ended."""
         self._spilled = 0
         self._draining = False
 
@@ -202,12 +218,17 @@ class Background:
         *,
         name: str,
         stand_in: Any = None,
+        size: int = 0,
     ) -> bool:
-        """Add `item` to `key`'s batch; `run(items)` takes the batch in one job, when `policy`
-        says, never two jobs of one key at once. Past `max_batched`, `stand_in` (when given)
-        is queued in its place, once per key, and the job that takes it re-reads the items
-        it stands for; without one, the item is dropped and False returned."""
-        full = self._batched + self._held >= self.max_batched
+        """Add `item` (holding `size` bytes) to `key`'s batch; `run(items)` takes the batch
+        in one job, when `policy` says, never two jobs of one key at once. Past
+        `max_batched` items or `max_batched_bytes`, `stand_in` (when given) is queued in its
+        place, once per key, and the job that takes it re-reads the items it stands for;
+        without one, the item is dropped and False returned."""
+        full = (
+            self._batched + self._held >= self.max_batched
+            or self._bytes + size > self.max_batched_bytes
+        )
         if full and stand_in is None:
             self._drop(name)
             return False
@@ -219,13 +240,16 @@ class Background:
             found.oldest = now
         if not full:
             found.items.append(item)
+            found.sizes.append(size)
             self._batched += 1
+            self._bytes += size
         else:  # over the bound: the key only, not the payload
             self._spilled += 1
             found.spilled += 1
             if found.stand_in is None:
                 found.stand_in = _StandIn(stand_in)
                 found.items.append(found.stand_in)
+                found.sizes.append(0)
         found.latest = now
         found.run, found.policy, found.name = run, policy, name
         found.context = contextvars.copy_context()
@@ -236,6 +260,11 @@ class Background:
     def batched(self) -> int:
         """Items waiting in batches (not yet taken by a job), stand-ins not counted."""
         return self._batched
+
+    @property
+    def batched_bytes(self) -> int:
+        """Bytes of the items in memory: waiting in batches, or held by jobs not ended."""
+        return self._bytes
 
     @property
     def spilled(self) -> int:
@@ -280,7 +309,7 @@ class Background:
     async def _run(self, found: _Batch) -> None:
         """The job: it takes its items when it begins, so those that came while it waited
         for its turn go with it."""
-        items = self._take(found, max(found.policy.most, found.policy.size))
+        items, size = self._take(found, max(found.policy.most, found.policy.size))
         if not items:
             return
         self._held += len(items)
@@ -288,15 +317,20 @@ class Background:
             await found.run(items)
         finally:
             self._held -= len(items)
+            self._bytes -= size
 
-    def _take(self, found: _Batch, most: int) -> list[Any]:
+    def _take(self, found: _Batch, most: int) -> tuple[list[Any], int]:
+        """The first `most` items of the batch, and the bytes they hold (held by the job
+        that takes them until it ends)."""
         items, found.items = found.items[:most], found.items[most:]
+        size = sum(found.sizes[:most])
+        del found.sizes[:most]
         if found.stand_in is not None and found.stand_in in items:
             self._batched += 1  # the stand-in was never counted as an item
             self._spilled -= found.spilled
             found.stand_in, found.spilled = None, 0
         self._batched -= len(items)
-        return [each.item if isinstance(each, _StandIn) else each for each in items]
+        return [each.item if isinstance(each, _StandIn) else each for each in items], size
 
     def _ended(self, found: _Batch) -> None:
         found.task = None
@@ -332,6 +366,8 @@ class Background:
             if found.timer is not None:
                 found.timer.cancel()
             found.items, found.stand_in, found.spilled = [], None, 0  # a job ending plans none
+            self._bytes -= sum(found.sizes)
+            found.sizes = []
         self._batches.clear()
         self._batched = self._spilled = 0
         jobs = list(self._tasks)

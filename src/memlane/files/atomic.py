@@ -18,14 +18,21 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 
 def write_atomic(
-    path: Path, data: bytes | str, *, mode: int = 0o666, sync: bool = True, durable: bool = True
-) -> None:
-    """Replace `path` with `data` (text is written as UTF-8); creates the folder if needed.
+    path: Path,
+    data: bytes | str | Iterable[bytes],
+    *,
+    mode: int = 0o666,
+    sync: bool = True,
+    durable: bool = True,
+) -> int:
+    """Replace `path` with `data` (text is written as UTF-8; an iterable of byte chunks a
+    chunk at a time, so a large file need not be held whole); creates the folder if
+    needed. Returns the bytes written.
 
     `mode` is the new file's permission bits before the umask, as for any new file
     (0o600 keeps a secret to its owner from the first byte). `sync=False` leaves step 3
@@ -33,14 +40,17 @@ def write_atomic(
     `durable=False` syncs nothing: the file is whole or absent after a crash of the
     process, and a crash of the machine may lose it; for what its source sends again.
     """
-    payload = data.encode("utf-8") if isinstance(data, str) else data
+    chunks = [data.encode("utf-8")] if isinstance(data, str) else data
+    chunks = [chunks] if isinstance(chunks, bytes) else chunks
+    written = 0
     folder = path.parent
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{path.name}.{secrets.token_hex(4)}.tmp"
     descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         with os.fdopen(descriptor, "wb") as handle:
-            handle.write(payload)
+            for chunk in chunks:
+                written += handle.write(chunk)
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())
@@ -50,6 +60,7 @@ def write_atomic(
         raise
     if sync and durable:
         sync_folder(folder)
+    return written
 
 
 def write_atomic_many(files: Sequence[tuple[Path, bytes]]) -> None:

@@ -19,6 +19,7 @@ from types import FrameType
 import uvicorn
 
 from memlane.config import Settings
+from memlane.engine.heap import glibc_mallopt, tune_allocator
 from memlane.engine.runtime import Runtime
 from memlane.proxy.repeats import RepeatedWarnings
 from memlane.proxy.state import WorkerInfo
@@ -119,6 +120,7 @@ class MemlaneServer(uvicorn.Server):
         await super().startup(sockets)  # the app's lifespan, then the sockets served
         freeze_heap()
         tune_collector()
+        tune_allocator(glibc_mallopt())
         if self.started and self.on_started is not None:
             self.on_started()
 

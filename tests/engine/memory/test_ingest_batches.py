@@ -13,6 +13,7 @@ from memlane.engine.memory import marks
 from memlane.engine.memory.book import MemoryBook
 from memlane.engine.memory.ingest import queue
 from memlane.engine.memory.resume import pending_turns
+from memlane.engine.memory.turn_input import Reread, TurnInput, held_bytes
 from memlane.engine.runtime import Runtime
 from memlane.store import NewMessage
 from memlane.store.sqlite import SQLiteStore
@@ -92,6 +93,30 @@ async def test_past_the_bound_every_turns_work_is_done_from_the_store_once(
     assert remembered(rt, session_id) == everything_said(TURNS)
     assert pending_turns(rt) == []
     assert rt.background.pending == 0
+
+
+async def test_past_the_byte_bound_long_turns_wait_as_their_session_only(
+    settings: Settings, sqlite_store: SQLiteStore
+) -> None:
+    """Few turns, long texts: the queue's byte bound, not its count, keeps their texts out
+    of memory (the session waits as a key), and every turn is still remembered once."""
+    rt = runtime(settings, sqlite_store)
+    session_id = stored_conversation(rt, TURNS)
+    items = pending_turns(rt)
+    rt.background.max_batched_bytes = sum(held_bytes(item) for item in items[:3])
+    for item in items:
+        queue(rt, item)
+    assert (rt.background.batched, rt.background.spilled) == (3, TURNS - 3)
+    assert rt.background.batched_bytes <= rt.background.max_batched_bytes
+    await rt.background.drain()
+    assert remembered(rt, session_id) == everything_said(TURNS)
+    assert rt.background.batched_bytes == 0
+
+
+def test_a_turn_holds_its_texts_bytes_and_a_reread_none() -> None:
+    item = TurnInput("s", "ns", None, user_text="ж" * 1_000, assistant_text="a" * 1_000)
+    assert held_bytes(item) >= 3_000  # two bytes a character for the first, one for the other
+    assert held_bytes(Reread("s")) == 0
 
 
 async def test_a_turn_whose_item_comes_after_a_later_turns_job_is_still_remembered(

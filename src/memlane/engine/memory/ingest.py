@@ -52,6 +52,7 @@ from memlane.engine.memory.turn_input import (
     Reread,
     TurnInput,
     bounded,
+    held_bytes,
     within_ceiling,
 )
 from memlane.engine.runtime import Runtime
@@ -98,12 +99,21 @@ def schedule_ingest(rt: Runtime, turn: Turn, answer: Answer) -> None:
 
 def queue(rt: Runtime, item: TurnInput | Reread) -> None:
     """Add `item` to its session's batch (a finished turn, or one resumed at start-up).
-    Past the queue's bound the session is kept as a `Reread` only: no turn's text waits
-    in memory then, and its job finds the turns in the store."""
+    Past the queue's bounds (items, and the bytes of their texts) the session is kept as
+    a `Reread` only: no turn's text waits in memory then, and its job finds the turns in
+    the store."""
     name = f"memory-ingest:{item.session_id}"
     run = functools.partial(_recorded, rt)
     stand_in = Reread(item.session_id, item.route)
-    rt.background.batch(name, item, run, session_policy(rt.settings), name=name, stand_in=stand_in)
+    rt.background.batch(
+        name,
+        item,
+        run,
+        session_policy(rt.settings),
+        name=name,
+        stand_in=stand_in,
+        size=held_bytes(item),
+    )
 
 
 async def _recorded(rt: Runtime, items: list[TurnInput | Reread]) -> None:

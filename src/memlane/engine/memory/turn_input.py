@@ -8,6 +8,7 @@ background queue's bound) build the same thing.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -61,6 +62,15 @@ class Reread:
     session_id: str
     route: LLMRoute | None = None
     """The way the latest of them went (`TurnInput.route`)."""
+
+
+def held_bytes(item: TurnInput | Reread) -> int:
+    """What an item waiting in the background queue holds, as the queue counts it against
+    its byte bound (`Background.batch`): a turn's two texts as Python strings (up to four
+    bytes a character), the rest a few hundred bytes whatever the turn; a `Reread` none."""
+    if isinstance(item, Reread):
+        return 0
+    return sys.getsizeof(item.user_text) + sys.getsizeof(item.assistant_text)
 
 
 def within_ceiling(item: TurnInput, limit: int) -> TurnInput:

@@ -1,6 +1,10 @@
 """Connections to the SQLite file: one per thread, every write one IMMEDIATE transaction.
 
-Each thread gets its own connection. Every write is one `BEGIN IMMEDIATE`
+Each thread gets its own connection, with a bounded page cache (`PAGE_CACHE_KIB`) and
+no memory map, so what SQLite holds is at most that many pages per thread that uses
+the store; a connection whose thread has ended is closed when the next one opens
+(a thread pool that replaces its threads would otherwise leave one open per thread it
+ever had). Every write is one `BEGIN IMMEDIATE`
 transaction, so a writer waits (busy timeout) instead of failing, and a crash
 loses at most the transaction in flight. `synchronous=normal` survives a
 process crash; `full` also survives power loss.
@@ -25,6 +29,17 @@ from memlane.store.sqlite.schema import ForeignDatabase, NewerSchema, check, mig
 from memlane.store.write_gate import WriteGate
 
 BUSY_TIMEOUT_MS = 10_000
+PAGE_CACHE_KIB = 2048
+"""The page cache of each connection, in KiB (`PRAGMA cache_size`): set here rather than
+left to the library's build, which a distribution may raise. The proxy's threads that use
+the store are its request threads (`min(32, cores + 4)`), two background threads, the
+writers and the checkpointer: 7 under the 200-client soak on two cores, so its SQLite
+caches held 2 to 10 MB there, and at most 2 MiB a thread however large the file grows:
+enough for the b-trees' inner pages, which every lookup reads; the rest comes from the
+operating system's file cache."""
+MMAP_SIZE = 0
+"""No memory-mapped reads (`PRAGMA mmap_size`): a map would count the file's pages it
+touched in the proxy's resident memory, up to the file's size."""
 PURGE_TRIES = 100
 """Attempts (0.1 s apart) to truncate the WAL while another process reads."""
 
@@ -42,7 +57,7 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
         self._lock = threading.Lock()
         self._write_lock = WriteGate()
         self._process_lock = ProcessLock(self.path)
-        self._connections: list[sqlite3.Connection] = []
+        self._connections: dict[threading.Thread, sqlite3.Connection] = {}
         self.checkpointer = Checkpointer(self.path, self._conn)
         self._closed = False
         self._in_flight = 0  # reads and transactions running now, in any thread
@@ -101,12 +116,25 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
             conn.execute("PRAGMA secure_delete = ON")  # deleted text is overwritten, not left
             conn.execute(f"PRAGMA synchronous = {self._synchronous.upper()}")
             conn.execute("PRAGMA wal_autocheckpoint = 0")  # `sqlite.checkpoint` does it
+            conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
+            conn.execute(f"PRAGMA mmap_size = {MMAP_SIZE}")
         except sqlite3.DatabaseError as exc:
             raise StoreError(explain(self.path, exc)) from None
         self._local.conn = conn
         with self._lock:
-            self._connections.append(conn)
+            ended = [t for t in self._connections if not t.is_alive()]
+            gone = [self._connections.pop(t) for t in ended]
+            self._connections[threading.current_thread()] = conn
+        for each in gone:  # their threads ended: nothing can be using them
+            each.close()
         return conn
+
+    @property
+    def open_connections(self) -> int:
+        """How many connections are open: one per live thread that used the store (at most
+        one more per thread that ended since the last connection was opened)."""
+        with self._lock:
+            return len(self._connections)
 
     def close(self) -> None:
         """Close every thread's connection, once the reads and writes running now are done.
@@ -120,7 +148,7 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
         with self._lock:
             self._closed = True
             self._idle.wait_for(lambda: not self._in_flight, timeout=BUSY_TIMEOUT_MS / 1000)
-            connections, self._connections = self._connections, []
+            connections, self._connections = list(self._connections.values()), {}
         for conn in connections:
             conn.close()
         self._process_lock.close()

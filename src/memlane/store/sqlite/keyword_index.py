@@ -33,6 +33,7 @@ import itertools
 import math
 import sqlite3
 import threading
+from array import array
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ import numpy.typing as npt
 
 from memlane.store.base import SearchFilter
 from memlane.store.rare_terms import RareQuery, rare_bound
-from memlane.store.sqlite.doc_filter import DocFilter, Docs, IntArray
+from memlane.store.sqlite.doc_filter import DocFilter, Docs, IntArray, Mask
 from memlane.store.sqlite.postings import DeadDocs, Int32Array, Part, held, passing_postings
 
 K1 = 1.2
@@ -52,6 +53,9 @@ IDF_FLOOR = 1e-6  # FTS5's IDF for a term in half the rows or more: it counts, a
 LOAD_CHUNK = 50_000  # documents read per query while loading
 TAIL_MIN = 2_000  # documents the tail may hold before a merge (or n / 16 if larger)
 RELOAD_CHANGES = 50_000  # more changed documents than this at once: reload instead
+MERGE_CHUNK = 1 << 16
+"""Postings of the arrays a merge places at a time: what it allocates beside the arrays
+(about 40 bytes a posting placed) stays near 10 MB however large the index grows."""
 
 # the tags column's token count: `doc_tags` joins its tags with single spaces
 _COLUMNS = """rowid, kind, scope, session_id, role, active, terms,
@@ -96,7 +100,9 @@ class KeywordIndex:
         self._off = np.zeros(1, np.int64)
         self._pdoc = np.zeros(0, np.int32)
         self._ptf = np.zeros(0, np.int32)
-        self._tail: dict[int, tuple[list[int], list[int]]] = {}
+        # new postings, per term: (documents, frequencies) as C int arrays, 4 bytes a
+        # posting (a list of Python ints took 40: a tail of n / 16 documents was ~20 MB)
+        self._tail: dict[int, tuple[array[int], array[int]]] = {}
         self._tail_docs = 0
         self._tail_arrays: dict[int, tuple[Int32Array, Int32Array]] = {}
         self._where = np.full(0, -1, np.int32)  # a rowid's latest document, -1: none
@@ -264,7 +270,7 @@ class KeywordIndex:
         for term, doc, tf in zip(terms.tolist(), doc_index.tolist(), tfs.tolist(), strict=True):
             found = tail.get(term)
             if found is None:
-                found = tail[term] = ([], [])
+                found = tail[term] = (array("i"), array("i"))
             found[0].append(doc)
             found[1].append(tf)
 
@@ -273,45 +279,53 @@ class KeywordIndex:
 
         Each source is grouped by term, so a posting's place is its term's offset plus
         what earlier sources hold of that term plus its rank in its own run: a few
-        vector operations per source, no sort of the whole index.
+        vector operations per source, no sort of the whole index. The arrays themselves
+        (most postings) are placed `MERGE_CHUNK` postings at a time, so what a merge
+        allocates beside the old and the new arrays stays the same however large the
+        index grows: placing them all at once took five times the arrays' own size.
         """
         vocab_size = len(self._vocab)
+        alive = self._docs.alive if self._dead.count else None
+        fresh = self._fresh(batches, alive)
+        self._dead = DeadDocs() if alive is not None else self._dead
+        old_off, pdoc, ptf = self._off, self._pdoc, self._ptf
+        keep = alive[pdoc] if alive is not None else None  # one byte a posting
         counts = np.zeros(vocab_size, np.int64)
-        counts[: self._off.shape[0] - 1] = np.diff(self._off)
-        sources: list[tuple[Any, Any, Any]] = [
-            (np.repeat(np.arange(vocab_size), counts), self._pdoc, self._ptf)
-        ]
+        counts[: old_off.shape[0] - 1] = _run_lengths(old_off, keep)
+        runs = [np.bincount(t, minlength=vocab_size) for t, _, _ in fresh]
+        off = np.zeros(vocab_size + 1, np.int64)
+        np.cumsum(counts + sum(runs), out=off[1:])
+        new_doc = np.empty(int(off[-1]), np.int32)
+        new_tf = np.empty(int(off[-1]), np.int32)
+        before = off[:-1].copy()  # where each term's next postings go
+        for first, last in _chunks(old_off, MERGE_CHUNK):
+            lo, hi = int(old_off[first]), int(old_off[last])
+            docs, tfs = pdoc[lo:hi], ptf[lo:hi]
+            if keep is not None:
+                docs, tfs = docs[keep[lo:hi]], tfs[keep[lo:hi]]
+            _place(new_doc, new_tf, before[first:last], counts[first:last], docs, tfs)
+        for (_, doc_index, frequencies), run in zip(fresh, runs, strict=True):
+            _place(new_doc, new_tf, before, run, doc_index, frequencies)
+        self._off, self._pdoc, self._ptf = off, new_doc, new_tf
+
+    def _fresh(self, batches: list[Postings], alive: Mask | None) -> list[Postings]:
+        """The tail's postings and `batches` (each grouped by term), the dead left out; the
+        tail emptied."""
+        fresh: list[Postings] = []
         if self._tail:
             terms = sorted(self._tail)
-            sources.append(
+            fresh.append(
                 (
                     np.repeat(terms, [len(self._tail[t][0]) for t in terms]),
-                    np.fromiter(
-                        itertools.chain.from_iterable(self._tail[t][0] for t in terms), np.int64
-                    ),
-                    np.fromiter(
-                        itertools.chain.from_iterable(self._tail[t][1] for t in terms), np.int64
-                    ),
+                    np.concatenate([np.frombuffer(self._tail[t][0], np.int32) for t in terms]),
+                    np.concatenate([np.frombuffer(self._tail[t][1], np.int32) for t in terms]),
                 )
             )
             self._tail, self._tail_docs, self._tail_arrays = {}, 0, {}
-        sources.extend(batches)
-        if self._dead.count:
-            alive = self._docs.alive
-            sources = [(t[alive[d]], d[alive[d]], f[alive[d]]) for t, d, f in sources]
-            self._dead = DeadDocs()
-        run_counts = [np.bincount(t, minlength=vocab_size) for t, _, _ in sources]
-        off = np.zeros(vocab_size + 1, np.int64)
-        np.cumsum(sum(run_counts), out=off[1:])
-        pdoc = np.empty(int(off[-1]), np.int32)
-        ptf = np.empty(int(off[-1]), np.int32)
-        before = off[:-1].copy()  # where each term's next postings go
-        for (_, doc_index, tfs), run in zip(sources, run_counts, strict=True):
-            first = np.cumsum(run) - run  # where each term's run starts in this source
-            place = np.arange(doc_index.shape[0]) + np.repeat(before - first, run)
-            pdoc[place], ptf[place] = doc_index, tfs
-            before += run
-        self._off, self._pdoc, self._ptf = off, pdoc, ptf
+        fresh.extend(batches)
+        if alive is None:
+            return fresh
+        return [(t[alive[d]], d[alive[d]], f[alive[d]]) for t, d, f in fresh]
 
     # --- search -------------------------------------------------------------
     def search(self, words: Sequence[str], flt: SearchFilter, k: int) -> list[KeywordHit]:
@@ -395,7 +409,7 @@ class KeywordIndex:
         return parts
 
     def _tail_array(
-        self, term: int, tail: tuple[list[int], list[int]]
+        self, term: int, tail: tuple[array[int], array[int]]
     ) -> tuple[Int32Array, Int32Array]:
         """A term's tail postings as arrays, converted once and extended as the tail grows
         (it only grows until a merge empties it). A common word's tail holds up to
@@ -404,8 +418,8 @@ class KeywordIndex:
         have = 0 if done is None else done[0].shape[0]
         if done is not None and have == len(tail[0]):
             return done
-        docs = np.asarray(tail[0][have:], np.int32)
-        tfs = np.asarray(tail[1][have:], np.int32)
+        docs = np.frombuffer(tail[0], np.int32)[have:].copy()  # the array may grow: a copy
+        tfs = np.frombuffer(tail[1], np.int32)[have:].copy()
         if done is not None:
             docs, tfs = np.concatenate([done[0], docs]), np.concatenate([done[1], tfs])
         self._tail_arrays[term] = (docs, tfs)
@@ -428,3 +442,43 @@ class KeywordIndex:
         rowids = docs.rowid[unique]
         order = np.lexsort((rowids, -totals))[:k]
         return [KeywordHit(int(rowids[i]), float(totals[i])) for i in order]
+
+
+def _run_lengths(off: IntArray, keep: Mask | None) -> IntArray:
+    """Each term's postings in arrays laid out by `off`, only those `keep` marks when given."""
+    lengths = np.diff(off)
+    if keep is None:
+        return lengths
+    held = lengths > 0
+    kept = np.zeros(lengths.shape[0], np.int64)
+    if keep.shape[0]:  # a segment's start where it is not empty: each ends at the next one's
+        kept[held] = np.add.reduceat(keep, off[:-1][held], dtype=np.int64)
+    return kept
+
+
+def _chunks(off: IntArray, size: int) -> list[tuple[int, int]]:
+    """Runs of whole terms [first, last) of arrays laid out by `off`, about `size` postings
+    each (a term with more is a run of its own)."""
+    terms = off.shape[0] - 1
+    if terms <= 0:
+        return []
+    marks = np.searchsorted(off, np.arange(size, int(off[-1]), size), side="right") - 1
+    bounds = sorted({0, terms, *(int(m) for m in marks if 0 < m < terms)})
+    return list(itertools.pairwise(bounds))
+
+
+def _place(
+    doc_out: Int32Array,
+    tf_out: Int32Array,
+    before: IntArray,
+    run: IntArray,
+    docs: npt.NDArray[Any],
+    tfs: npt.NDArray[Any],
+) -> None:
+    """Put postings grouped by term (`run` of each term, in order) where `before` says
+    each term's next ones go, and move `before` past them."""
+    first = np.cumsum(run) - run  # where each term's run starts among these postings
+    place = np.repeat(before - first, run)
+    place += np.arange(docs.shape[0])
+    doc_out[place], tf_out[place] = docs, tfs
+    before += run
