@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,19 @@ from memlane.store.write_gate import is_background_thread
 
 def _thread_name() -> str:
     return threading.current_thread().name
+
+
+class HeldRuns:
+    """A batch's job that records the items of each run and holds it until `gate` is set:
+    what a test needs to see what a job took, and what it holds while it runs."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.runs: list[list[Any]] = []
+
+    async def __call__(self, items: list[Any]) -> None:
+        self.runs.append(items)
+        await self.gate.wait()
 
 
 async def test_background_blocking_calls_never_use_the_request_pool() -> None:
@@ -124,13 +138,9 @@ async def test_a_batch_collects_a_keys_items_into_one_job() -> None:
 
 async def test_a_full_batch_starts_at_once_and_one_job_per_key_runs_at_a_time() -> None:
     background = Background()
-    gate = asyncio.Event()
-    runs: list[list[int]] = []
+    run = HeldRuns()
+    runs, gate = run.runs, run.gate
     policy = BatchPolicy(quiet=3600, size=3, most=3)
-
-    async def run(items: list[int]) -> None:
-        runs.append(items)
-        await gate.wait()
 
     for n in range(5):
         background.batch("a", n, run, policy, name="a")
@@ -184,12 +194,8 @@ async def test_past_its_byte_bound_a_key_waits_as_its_stand_in_only() -> None:
     past `max_batched_bytes`, an item is not kept either, however few items wait; a job
     holds its items' bytes until it ends, and gives them back then."""
     background = Background(max_batched=100, max_batched_bytes=10)
-    gate = asyncio.Event()
-    runs: list[list[str]] = []
-
-    async def run(items: list[str]) -> None:
-        runs.append(items)
-        await gate.wait()
+    run = HeldRuns()
+    runs, gate = run.runs, run.gate
 
     policy = BatchPolicy(quiet=3600, size=2)
     for n in range(4):
@@ -226,12 +232,8 @@ async def test_items_a_running_job_holds_count_against_the_bound() -> None:
     they count against `max_batched`, so work queued in memory stays within it however
     many jobs have taken theirs and wait (on the book's writer, on the requests)."""
     background = Background(max_batched=3)
-    gate = asyncio.Event()
-    runs: list[list[str]] = []
-
-    async def run(items: list[str]) -> None:
-        runs.append(items)
-        await gate.wait()
+    run = HeldRuns()
+    runs, gate = run.runs, run.gate
 
     policy = BatchPolicy(quiet=3600, size=2)
     for n in range(2):
@@ -250,12 +252,8 @@ async def test_items_a_running_job_holds_count_against_the_bound() -> None:
 
 async def test_a_due_batch_waits_for_room_instead_of_being_dropped() -> None:
     background = Background(max_pending=1)
-    gate = asyncio.Event()
-    runs: list[list[int]] = []
-
-    async def run(items: list[int]) -> None:
-        runs.append(items)
-        await gate.wait()
+    run = HeldRuns()
+    runs, gate = run.runs, run.gate
 
     for key in ("a", "b"):
         background.batch(key, 1, run, BatchPolicy(quiet=3600, size=1), name=key)
@@ -296,13 +294,9 @@ async def test_cancel_all_counts_the_items_still_waiting() -> None:
 
 async def test_after_cancel_all_a_cancelled_job_plans_nothing_of_what_waited() -> None:
     background = Background()
-    gate = asyncio.Event()
-    runs: list[list[int]] = []
+    run = HeldRuns()
+    runs = run.runs
     policy = BatchPolicy(quiet=3600, size=2, most=2)
-
-    async def run(items: list[int]) -> None:
-        runs.append(items)
-        await gate.wait()
 
     for n in range(4):
         background.batch("a", n, run, policy, name="a")
