@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from memlane.engine import failopen, scaffold, storing, threads, turnlog, waits
 from memlane.engine.failopen import best_effort
@@ -107,7 +107,7 @@ async def _shape(
             turn.lost = True
             return list(turn.messages), None
         return messages, (None if search is None else _settled_read(rt, search, messages))
-    if not await waits.within(rt, turn, "reading the session", read(rt, _found, rt, turn), False):
+    if not await read_within(rt, turn, "reading the session", False, _found, rt, turn):
         turn.lost = True
         return list(turn.messages), None
     if turn.session is None:  # a subagent's first call: its session forks its parent's
@@ -116,9 +116,7 @@ async def _shape(
         if turn.session is None:
             turn.lost = True
             return list(turn.messages), None
-    shaped = await waits.within(
-        rt, turn, "shaping the request", read(rt, _shaped, rt, turn, search), None
-    )
+    shaped = await read_within(rt, turn, "shaping the request", None, _shaped, rt, turn, search)
     if shaped is None:  # forwarded as sent, stored from the client's next request
         turn.lost = True
         return list(turn.messages), None
@@ -142,6 +140,18 @@ async def read(rt: Runtime, fn: Callable[P, T], *args: P.args, **kwargs: P.kwarg
     if reads_on_the_loop(rt):
         return fn(*args, **kwargs)
     return await threads.to_thread(fn, *args, **kwargs)
+
+
+async def read_within(
+    rt: Runtime, turn: Turn, what: str, late: T, fn: Callable[..., T], *args: Any
+) -> T:
+    """`fn(*args)`, a read of the store for the request, within its wait (`waits.within`):
+    in a worker thread, or here when reads run on the loop. A read here has nothing to
+    wait out (it is done when it returns), so it is called, not made a task and awaited:
+    that cost two turns of the loop and a timer."""
+    if reads_on_the_loop(rt):
+        return fn(*args)
+    return await waits.within(rt, turn, what, threads.to_thread(fn, *args), late)
 
 
 def _settled_read(rt: Runtime, search: Search, messages: list[Message]) -> asyncio.Future[Ahead]:

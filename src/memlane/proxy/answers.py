@@ -93,7 +93,7 @@ async def _response_headers(state: ProxyState, turn: Turn, upstream: Any) -> dic
     """The upstream's headers worth relaying, plus what governance did with this request
     (its token count, which may be finishing beside the upstream call: not waited for past
     the request's bound, `engine.waits`)."""
-    if turn.counting is not None:
+    if turn.counting is not None and not turn.counting.finished:
         rt = state.runtime
         await waits.within(rt, turn, "counting the request's tokens", counted(turn), None)
     out = relayed_headers(upstream)

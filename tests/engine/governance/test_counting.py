@@ -91,3 +91,22 @@ async def test_a_count_that_fails_is_left_out_and_never_raises(
     assert recorder.reported == []
     assert len(recorder.threads) == 1
     assert "could not count the tokens of session-" in caplog.text
+
+
+async def test_it_is_finished_once_counted_so_an_answer_need_not_wait_for_it() -> None:
+    """The answer's headers await the count only while it is still to come (an await of a
+    count already in cost the answer a task and two turns of the loop)."""
+    recorder = Recorder()
+    on_loop = recorder.counting()
+    assert not on_loop.finished  # not started
+    on_loop.soon()
+    await asyncio.sleep(AFTER_SECONDS * 5)
+    assert on_loop.finished
+
+    in_thread = recorder.counting(chars=ON_LOOP_CHARS + 1)
+    in_thread.soon()
+    await asyncio.sleep(AFTER_SECONDS * 2)
+    assert not in_thread.finished or recorder.reported == [42, 42]
+    await in_thread.done()
+    assert in_thread.finished
+    assert recorder.reported == [42, 42]

@@ -9,6 +9,7 @@ loop itself (`pipeline.reads_on_the_loop`): the trip cost more than the reads.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 from collections.abc import Callable
@@ -131,6 +132,33 @@ async def test_shaping_and_recall_share_one_worker_thread_trip(
     assert "Building the ledger service." in block  # the summary of the stored session
     assert trips == ["_found", "_shaped"]
     assert ran["shape"] == ran["search"] != threading.current_thread().name
+
+
+async def test_a_read_on_the_loop_is_called_not_made_a_task(rt: Runtime) -> None:
+    """A read on the loop is done when it returns: wrapping it in a task to bound its wait
+    (`waits.within`) cost the request two turns of the loop and a timer, and bounded
+    nothing."""
+    remembered(rt)
+    assert pipeline.reads_on_the_loop(rt)
+    loop = asyncio.get_running_loop()
+    made: list[str] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any) -> asyncio.Task[Any]:
+        made.append(coro.__qualname__)
+        return asyncio.Task(coro, loop=loop)
+
+    question = Message("user", "Which database does the ledger service use?")
+    turn = Turn(key="key-1", namespace="", model="m", wire="chat", messages=[question])
+    loop.set_task_factory(factory)
+    try:
+        prepared = await pipeline.prepare(rt, turn)
+    finally:
+        loop.set_task_factory(None)
+    await pipeline.stored(rt, turn)
+
+    assert isinstance(prepared, Forward)
+    assert any("PostgreSQL" in m.text for m in prepared.messages if m.origin == "recall")
+    assert "read" not in made, made
 
 
 def test_reads_stay_off_the_loop_on_postgresql(settings: Settings, sqlite_store: Any) -> None:

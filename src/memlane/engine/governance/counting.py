@@ -56,6 +56,11 @@ class Counting:
         loop = asyncio.get_running_loop()
         loop.call_later(AFTER_SECONDS, lambda: self._start(here=not threads.TRAFFIC.busy))
 
+    @property
+    def finished(self) -> bool:
+        """The count is in (or left out): nothing to wait for."""
+        return self._started and (self._thread is None or self._thread.done())
+
     async def done(self) -> None:
         """Once the count is in (or left out). Never raises. The caller's request is in
         memlane's hands: it counts here when no other is."""
