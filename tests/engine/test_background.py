@@ -81,6 +81,20 @@ async def test_past_its_bound_a_spawned_job_waits_for_room_and_is_not_dropped() 
     assert (ran, background.pending) == ([0, 1, 2, 3], 0)
 
 
+async def test_a_job_spawned_once_there_is_room_again_begins_after_those_that_waited() -> None:
+    background = Background(max_pending=0)
+    ran: list[int] = []
+
+    async def job(n: int) -> None:
+        ran.append(n)
+
+    background.spawn(job(0), name="job-0")  # no room: it waits
+    background.max_pending = 1  # room again (as a test of a full queue gives it back)
+    background.spawn(job(1), name="job-1")
+    await background.drain()
+    assert ran == [0, 1]
+
+
 async def test_past_both_bounds_a_spawned_job_is_dropped_not_the_caller() -> None:
     background = Background(max_pending=1, max_waiting=1)
     gate = asyncio.Event()

@@ -202,15 +202,12 @@ class Background:
     def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str) -> bool:
         """Run `coro` after the response; past `max_pending` jobs in flight it waits for
         one to end. False (and the work dropped) only past `max_waiting` waiting too."""
-        context = background_context()
-        if len(self._tasks) < self.max_pending:
-            self._begin(coro, name, context)
-        elif len(self._waiting) < self.max_waiting:
-            self._waiting.append((coro, name, context))
-        else:
+        if len(self._tasks) >= self.max_pending and len(self._waiting) >= self.max_waiting:
             coro.close()
             self._drop(name)
             return False
+        self._waiting.append((coro, name, background_context()))
+        self._begin_waiting()
         return True
 
     def _begin(
