@@ -70,10 +70,10 @@ class CommitQueue:
         self._timer = loop.call_later(delay, self._start_flush)
 
     def _start_flush(self) -> None:
-        """Spawn the commit of the changes queued so far. A busy background makes it wait
-        for room, never drops it for that: only this commit records them, and a queue that
-        stays busy would see one more flush per change (`COMMIT_MAX_PENDING` reached)
-        were they not one flush planned at a time."""
+        """Spawn the commit of the changes queued so far, one at a time. A busy background
+        makes it wait for room, never drops it (nothing else records these changes); the
+        changes queued while it waits join it, instead of each spawning one more (past
+        `COMMIT_MAX_PENDING`, every change asks for a commit at once)."""
         self._timer = None
         if not self._planned:
             self._planned = self._background.spawn(self._planned_flush(), name="memory-git-commit")
