@@ -3,7 +3,6 @@ on each backend (`store`: SQLite in a temporary folder, then PostgreSQL)."""
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -103,18 +102,18 @@ def test_writes_queued_while_a_batch_commits_go_into_one_next_batch(
     assert outcomes.of("row 7") == (7, None)
 
 
-class _Watched(queue.SimpleQueue[Any]):
-    """A writer's queue that sets `lingering` when the writer waits on it for more writes
-    to join a batch: what a test needs to see a write linger, with no clock."""
+class _Watched(threading.Event):
+    """A writer's hurry flag that sets `lingering` when the writer sleeps on it: a batch
+    waiting for company, seen with no clock."""
 
     def __init__(self, lingering: threading.Event) -> None:
         super().__init__()
         self.lingering = lingering
 
-    def get(self, block: bool = True, timeout: float | None = None) -> Any:
-        if timeout and self.empty():  # a batch waits for company
+    def wait(self, timeout: float | None = None) -> bool:
+        if not self.is_set():
             self.lingering.set()
-        return super().get(block, timeout)
+        return super().wait(timeout)
 
 
 def test_a_lingering_write_waits_for_a_hurry_made_after_it_not_for_one_made_before(
@@ -125,7 +124,7 @@ def test_a_lingering_write_waits_for_a_hurry_made_after_it_not_for_one_made_befo
     writes beside the rest of its work: they linger until a hurry made after them."""
     monkeypatch.setattr(group_commit, "LINGER_SECONDS", 30.0)
     moved = threading.Event()  # the writer lingers on the write, or commits it
-    writer._queue = _Watched(moved)  # before the writer's first write starts it
+    writer._hurried = _Watched(moved)  # before the writer's first write starts it
     outcomes = Outcomes()
     writer.submit(_insert(store, 1), outcomes.done("earlier"))
     outcomes.wait(1)

@@ -77,6 +77,8 @@ class GroupCommit:
         self._queue: queue.SimpleQueue[_Write | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._hurried = threading.Event()
+        """Wakes a lingering batch; what woke it is read from the queue (`_HURRY`)."""
         self._closed = False
         self.batches = 0
         """Batches committed so far (what a test or benchmark reads to see the grouping)."""
@@ -93,7 +95,8 @@ class GroupCommit:
 
     def hurry(self) -> None:
         """Start the writes queued so far now: someone waits for them."""
-        self._queue.put(_HURRY)
+        self._queue.put(_HURRY)  # before the flag: a batch it wakes finds it queued
+        self._hurried.set()
 
     def close(self, timeout: float | None = None) -> bool:
         """Commit what is queued, then stop; False when the writer did not finish in time."""
@@ -105,6 +108,7 @@ class GroupCommit:
         if thread is None:
             return True
         self._queue.put(_STOP)
+        self._hurried.set()
         thread.join(timeout)
         return not thread.is_alive()
 
@@ -129,7 +133,8 @@ class GroupCommit:
     def _next_batch(self) -> tuple[list[_Write], bool]:
         """The writes waiting now (at least one, or the stop), and whether to stop after.
         A batch whose first write lingers also takes those that come until a hurry queued
-        after that write, or `LINGER_SECONDS`."""
+        after that write, or `LINGER_SECONDS`; it sleeps meanwhile, woken by a hurry
+        only, not by each write that joins it."""
         first = self._queue.get()
         while first is _HURRY:  # made before any write now queued: nothing to hurry
             first = self._queue.get()
@@ -138,19 +143,31 @@ class GroupCommit:
         assert isinstance(first, _Write)
         batch = [first]
         until = time.monotonic() + LINGER_SECONDS if first.linger else 0.0
+        while True:
+            self._hurried.clear()  # before the queue is read: a later hurry wakes the wait
+            hurried, stopping = self._take_queued(batch)
+            left = until - time.monotonic()
+            if hurried or stopping or left <= 0 or len(batch) >= MAX_BATCH:
+                return batch, stopping
+            self._hurried.wait(left)
+
+    def _take_queued(self, batch: list[_Write]) -> tuple[bool, bool]:
+        """Move the writes queued now into `batch` (up to `MAX_BATCH`); whether a hurry,
+        and whether the stop, were among what it read."""
+        hurried = False
         while len(batch) < MAX_BATCH:
             try:
-                item = self._queue.get(timeout=max(0.0, until - time.monotonic()))
+                item = self._queue.get_nowait()
             except queue.Empty:
                 break
             if item is _STOP:
-                return batch, True
+                return hurried, True
             if item is _HURRY:
-                until = 0.0  # take what is queued now, without waiting for more
+                hurried = True
             else:
                 assert isinstance(item, _Write)
                 batch.append(item)
-        return batch, False
+        return hurried, False
 
     def _commit(self, batch: list[_Write]) -> None:
         outcomes: list[tuple[Any, BaseException | None]] = []
