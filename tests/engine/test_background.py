@@ -18,6 +18,9 @@ def _thread_name() -> str:
     return threading.current_thread().name
 
 
+WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
+
+
 class HeldRuns:
     """A batch's job that records the items of each run and holds it until `gate` is set:
     what a test needs to see what a job took, and what it holds while it runs."""
@@ -58,7 +61,10 @@ async def test_background_threads_are_marked_so_the_store_lets_requests_write_fi
     assert not await threads.to_thread(is_background_thread)
 
 
-async def test_a_full_queue_drops_background_work_not_the_caller() -> None:
+async def test_past_its_bound_a_spawned_job_waits_for_room_and_is_not_dropped() -> None:
+    """A spawned job's work may be found nowhere else (a commit of the memory's queued
+    changes, the results of memlane's own tool calls): a busy queue delays it, in the
+    order spawned, and never drops it."""
     background = Background(max_pending=2)
     gate = asyncio.Event()
     ran: list[int] = []
@@ -67,12 +73,78 @@ async def test_a_full_queue_drops_background_work_not_the_caller() -> None:
         await gate.wait()
         ran.append(n)
 
-    tasks = [background.spawn(job(n), name=f"job-{n}") for n in range(4)]
-    assert [t is not None for t in tasks] == [True, True, False, False]
-    assert background.dropped == 2
+    assert all(background.spawn(job(n), name=f"job-{n}") for n in range(4))
+    await asyncio.sleep(0.1)
+    assert (background.pending, background.dropped, ran) == (4, 0, [])
     gate.set()
     await background.drain()
-    assert sorted(ran) == [0, 1]
+    assert (ran, background.pending) == ([0, 1, 2, 3], 0)
+
+
+async def test_a_job_spawned_once_there_is_room_again_begins_after_those_that_waited() -> None:
+    background = Background(max_pending=0)
+    ran: list[int] = []
+
+    async def job(n: int) -> None:
+        ran.append(n)
+
+    background.spawn(job(0), name="job-0")  # no room: it waits
+    background.max_pending = 1  # room again (as a test of a full queue gives it back)
+    background.spawn(job(1), name="job-1")
+    await background.drain()
+    assert ran == [0, 1]
+
+
+async def test_past_both_bounds_a_spawned_job_is_dropped_not_the_caller() -> None:
+    background = Background(max_pending=1, max_waiting=1)
+    gate = asyncio.Event()
+    ran: list[int] = []
+
+    async def job(n: int) -> None:
+        await gate.wait()
+        ran.append(n)
+
+    assert [background.spawn(job(n), name=f"job-{n}") for n in range(3)] == [True, True, False]
+    assert background.dropped == 1
+    gate.set()
+    await background.drain()
+    assert ran == [0, 1]
+
+
+async def test_a_spawned_job_that_waited_runs_in_its_callers_context() -> None:
+    """What a job borrows from its request (the credential a client lent for memlane's
+    own calls) is the request's that spawned it, however long it waited for room."""
+    background = Background(max_pending=1)
+    gate = asyncio.Event()
+    seen: list[str] = []
+
+    async def job() -> None:
+        await gate.wait()
+        seen.append(WHO.get())
+
+    for who in ("first", "second"):
+        WHO.set(who)
+        background.spawn(job(), name=who)
+    WHO.set("nobody")
+    gate.set()
+    await background.drain()
+    assert seen == ["first", "second"]
+
+
+async def test_cancel_all_counts_the_spawned_jobs_that_waited_and_never_runs_them() -> None:
+    background = Background(max_pending=1)
+    ran: list[str] = []
+
+    async def job(name: str) -> None:
+        ran.append(name)
+        await asyncio.sleep(3600)
+
+    for name in ("running", "waiting"):
+        background.spawn(job(name), name=name)
+    await asyncio.sleep(0.1)
+    assert await background.cancel_all() == 2
+    await asyncio.sleep(0.1)
+    assert (ran, background.pending) == (["running"], 0)
 
 
 async def test_cancel_all_stops_what_is_still_running() -> None:
@@ -116,8 +188,6 @@ async def test_cancel_all_stops_services_and_counts_only_unfinished_jobs() -> No
 
 POLICY = BatchPolicy(quiet=3600, size=3)
 """Only a full batch or `drain` starts one: no timing in these tests."""
-
-WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
 
 
 async def test_a_batch_collects_a_keys_items_into_one_job() -> None:

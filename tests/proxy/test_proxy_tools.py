@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -391,3 +392,32 @@ def test_a_tool_call_searches_only_its_own_tenants_memory(
         )
         result = upstream.model_requests[-1].json["messages"][-1]["content"]
         assert (FACT in result) is sees, result
+
+
+def test_memlanes_calls_answered_aside_wait_for_a_busy_background_and_are_kept(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    """The results of memlane's calls in a relayed answer are made by a spawned job and
+    kept for the model's next request, and nothing else holds them: a background with
+    no room for a job delays it, and does not drop it."""
+    proxy = tools_proxy(proxy_factory)
+    background = proxy.runtime.background
+    background.max_pending = 0  # no room for a job
+    upstream.script(Reply(text="Let me look that up.", tool_calls=[SEARCH]))
+    chunks = client(proxy, "busy").chat.completions.create(
+        model="scripted-small",
+        messages=[{"role": "user", "content": "How do we deploy?"}],
+        stream=True,
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    proxy.settled()
+    waited = time.monotonic() + 10
+    while not (background.pending or background.dropped) and time.monotonic() < waited:
+        time.sleep(0.01)  # until the answer's end has spawned the job
+    status = httpx.get(f"{proxy.base}/v1/memlane/status", headers=proxy.admin).json()
+    assert (status["background_pending"], status["background_dropped"]) == (1, 0)
+    background.max_pending = 512  # room again
+    proxy.drain()
+    session = proxy.store.find_session("busy")
+    assert session is not None
+    assert FACT in proxy.store.get_state(session.id)["proxy_tools_pending"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memlane.store import Store, StoreError
+from memlane.store import Store, StoreError, group_commit
 from memlane.store.group_commit import MAX_BATCH, GroupCommit
 from memlane.store.postgres import PostgresStore
 from memlane.store.postgres.advisory import BATCH_LOCK, LOCK_CLASS
@@ -100,6 +100,63 @@ def test_writes_queued_while_a_batch_commits_go_into_one_next_batch(
     assert _stored(store) == list(range(50))
     assert all(error is None for _, _, error in outcomes.got)
     assert outcomes.of("row 7") == (7, None)
+
+
+class _Watched(threading.Event):
+    """A writer's hurry flag that sets `lingering` when the writer sleeps on it: a batch
+    waiting for company, seen with no clock."""
+
+    def __init__(self, lingering: threading.Event) -> None:
+        super().__init__()
+        self.lingering = lingering
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if not self.is_set():
+            self.lingering.set()
+        return super().wait(timeout)
+
+
+def test_a_lingering_write_waits_for_a_hurry_made_after_it_not_for_one_made_before(
+    store: Store, writer: GroupCommit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request hurries its writes when it waits for them. A hurry made while nothing
+    lingered (an earlier request's, its writes done) must not start the next request's
+    writes beside the rest of its work: they linger until a hurry made after them."""
+    monkeypatch.setattr(group_commit, "LINGER_SECONDS", 30.0)
+    moved = threading.Event()  # the writer lingers on the write, or commits it
+    writer._hurried = _Watched(moved)  # before the writer's first write starts it
+    outcomes = Outcomes()
+    writer.submit(_insert(store, 1), outcomes.done("earlier"))
+    outcomes.wait(1)
+    writer.hurry()  # nothing lingers: it hurries nothing to come
+
+    def lingering(value: Any, error: BaseException | None) -> None:
+        outcomes.done("lingering")(value, error)
+        moved.set()
+
+    writer.submit(_insert(store, 2), lingering, linger=True)
+    assert moved.wait(10)
+    assert _stored(store) == [1]  # it lingers: the hurry before it did not start it
+    writer.hurry()
+    outcomes.wait(2)
+    assert outcomes.of("lingering") == (2, None)
+    assert _stored(store) == [1, 2]
+
+
+def test_a_hurry_made_before_the_writer_takes_a_lingering_write_still_starts_it(
+    store: Store, writer: GroupCommit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer is busy with an earlier batch when a write is queued and hurried: the
+    hurry was made after the write, so the write does not linger once its turn comes."""
+    monkeypatch.setattr(group_commit, "LINGER_SECONDS", 30.0)
+    outcomes = Outcomes()
+    go = _held(writer, outcomes)
+    writer.submit(_insert(store, 1), outcomes.done("lingering"), linger=True)
+    writer.hurry()
+    go.set()
+    outcomes.wait(2)  # well before the linger's 30 s
+
+    assert outcomes.of("lingering") == (1, None)
 
 
 def test_a_batch_is_bounded(store: Store, writer: GroupCommit) -> None:

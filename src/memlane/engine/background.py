@@ -4,8 +4,12 @@ Background work runs in `threads.background_context()`, so its blocking calls us
 thread pool of their own and never queue in front of a request's, and it starts a job
 or a blocking step only when no request is in memlane's hands
 (`threads.RequestTraffic`). The number of
-tasks in flight is bounded: past `MAX_PENDING`, new work spawned is dropped (counted
-and logged once a minute), never a request, and a due batch waits for room.
+tasks in flight is bounded: past `MAX_PENDING`, a spawned job waits, not yet begun, for
+one to end, and a due batch waits for room. A busy queue delays work, never drops it:
+what a spawned job does is often found nowhere else (the commit of the memory's queued
+changes, the results of memlane's own tool calls kept for the model's next request).
+Only past `MAX_WAITING` spawned jobs waiting as well is one dropped (counted and logged
+once a minute), never a request.
 
 Work a turn causes is batched per session (`Background.batch`): items wait under a
 key until the key has been quiet for a while, or enough of them wait, or the oldest
@@ -33,6 +37,7 @@ import asyncio
 import contextvars
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +50,10 @@ from memlane.engine.threads import TRAFFIC, background_context
 log = logging.getLogger("memlane.background")
 
 MAX_PENDING = 512
+MAX_WAITING = 512
+"""Spawned jobs that wait for room past `MAX_PENDING`, not yet begun: each holds only its
+arguments, and the kinds that come often coalesce (one memory commit waits at a time),
+so this is a safety bound; past it a spawned job is dropped."""
 MAX_BATCHED = 8_192
 """Items in memory, all keys together (waiting in batches, or taken by a job not yet
 ended): past this, new items wait as their key's stand-in only (or, with none, are
@@ -150,6 +159,7 @@ class Background:
         max_pending: int = MAX_PENDING,
         max_batched: int = MAX_BATCHED,
         *,
+        max_waiting: int = MAX_WAITING,
         max_batched_bytes: int = MAX_BATCHED_BYTES,
         heap: HeapTrim | None = None,
     ) -> None:
@@ -158,8 +168,12 @@ class Background:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._services: set[asyncio.Task[Any]] = set()
         self.max_pending = max_pending
+        self.max_waiting = max_waiting
+        self._waiting: deque[tuple[Coroutine[Any, Any, Any], str, contextvars.Context]] = deque()
+        """Spawned jobs waiting for room, oldest first, each with its caller's context."""
         self.dropped = 0
-        """Background jobs refused because `max_pending` were already in flight."""
+        """Background jobs refused: past `max_waiting` spawns waiting, or batch items with
+        no stand-in past the batches' bounds."""
         self._dropped_logged_at = 0.0
         self._batches: dict[str, _Batch] = {}
         self.max_batched = max_batched
@@ -185,19 +199,32 @@ class Background:
                 self.dropped,
             )
 
-    def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any] | None:
-        """Run `coro` after the response; None (and the work dropped) when the queue is full."""
-        if len(self._tasks) >= self.max_pending:
+    def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str) -> bool:
+        """Run `coro` after the response; past `max_pending` jobs in flight it waits for
+        one to end. False (and the work dropped) only past `max_waiting` waiting too."""
+        if len(self._tasks) >= self.max_pending and len(self._waiting) >= self.max_waiting:
             coro.close()
             self._drop(name)
-            return None
+            return False
+        self._waiting.append((coro, name, background_context()))
+        self._begin_waiting()
+        return True
+
+    def _begin(
+        self, coro: Coroutine[Any, Any, Any], name: str, context: contextvars.Context
+    ) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(
-            _after_requests(coro), name=name, context=background_context()
+            _after_requests(coro), name=name, context=context
         )
         self._tasks.add(task)
         task.add_done_callback(self._finished)
         task.add_done_callback(lambda _: coro.close())  # cancelled before it began: never run
         return task
+
+    def _begin_waiting(self) -> None:
+        """Begin the spawned jobs that waited, oldest first, while there is room."""
+        while self._waiting and len(self._tasks) < self.max_pending:
+            self._begin(*self._waiting.popleft())
 
     def start_service(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
         """Run `coro` for the life of the process (the memory file watcher): tracked and
@@ -301,9 +328,9 @@ class Background:
             found.timer = loop.call_later(FULL_RETRY_SECONDS, self._start, found)
             return
         context = found.context or contextvars.copy_context()
-        task = context.run(self.spawn, self._run(found), name=found.name)
-        assert task is not None  # there was room
-        found.task = task
+        found.task = task = self._begin(
+            self._run(found), found.name, context.run(background_context)
+        )
         task.add_done_callback(lambda _: self._ended(found))
 
     async def _run(self, found: _Batch) -> None:
@@ -344,6 +371,7 @@ class Background:
     def _finished(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         self._services.discard(task)
+        self._begin_waiting()
         if self.heap.due():
             threads.in_a_background_thread(self.heap.run)
         if task.cancelled():
@@ -354,14 +382,17 @@ class Background:
 
     @property
     def pending(self) -> int:
-        """Jobs in flight plus items waiting in batches or as a stand-in: work not done yet."""
-        return len(self._tasks) + self._batched + self._spilled
+        """Jobs in flight or waiting for room, plus items waiting in batches or as a
+        stand-in: work not done yet."""
+        return len(self._tasks) + len(self._waiting) + self._batched + self._spilled
 
     async def cancel_all(self) -> int:
         """Cancel what is still running (shutdown, after a bounded drain) and the services,
         and wait for them; the number of unfinished jobs and never-started batch items (not
         services) is returned."""
-        waiting = self._batched + self._spilled
+        waiting = self._batched + self._spilled + len(self._waiting)
+        while self._waiting:
+            self._waiting.popleft()[0].close()
         for found in self._batches.values():
             if found.timer is not None:
                 found.timer.cancel()
@@ -385,7 +416,8 @@ class Background:
         """
         self._draining = True
         try:
-            while self._tasks or self._batched or self._spilled:
+            while self._tasks or self._waiting or self._batched or self._spilled:
+                self._begin_waiting()
                 self.flush_batches()
                 if self._tasks:
                     await asyncio.gather(*list(self._tasks), return_exceptions=True)

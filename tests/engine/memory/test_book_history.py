@@ -8,8 +8,10 @@ from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from memlane.engine.background import Background
-from memlane.engine.memory.book import MemoryBook
+from memlane.engine.memory.book import MemoryBook, history
 from memlane.engine.memory.book.history import CommitQueue
 from memlane.engine.memory.entries import new_fact
 from memlane.engine.memory.lifecycle import stop_memory
@@ -106,3 +108,54 @@ async def test_paths_noted_while_a_commit_runs_wait_for_the_next_one(tmp_path: P
     queue.later("three")
     assert await queue.flush()  # c.md was kept for this one
     assert sorted(git(tmp_path, "ls-files").split()) == [".gitignore", "a.md", "b.md", "c.md"]
+
+
+def _queue_on(root: Path, background: Background) -> CommitQueue:
+    """A commit queue over a real repository at `root` whose book wrote `a.md`."""
+    (root / "a.md").write_text("a turn\n")
+
+    async def persist() -> set[str]:
+        return {"a.md"}
+
+    return CommitQueue(GitRepo(root), background, persist)
+
+
+async def test_a_commit_due_while_the_background_is_full_waits_for_room_and_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under load every job slot can be taken when a commit falls due. Dropped, the
+    changes queued for it stayed uncommitted until a later change came (if any came):
+    the commit must wait for room instead."""
+    monkeypatch.setattr(history, "COMMIT_QUIET_SECONDS", 0.0)
+    background = Background(max_pending=1)
+    held = asyncio.Event()
+    background.spawn(held.wait(), name="held")  # the only slot
+    queue = _queue_on(tmp_path, background)
+
+    queue.later("memory: a turn")
+    await asyncio.sleep(0.05)  # the commit falls due while the slot is taken
+    assert (background.pending, background.dropped) == (2, 0)
+    held.set()
+    await background.drain()
+    assert git(tmp_path, "log", "--format=%s").splitlines() == ["memory: a turn"]
+    assert git(tmp_path, "status", "--porcelain") == ""
+
+
+async def test_changes_queued_while_a_commit_waits_to_begin_go_into_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `COMMIT_MAX_PENDING` every change asks for a commit at once; while one waits
+    for room, the next changes join it instead of each planning one more."""
+    monkeypatch.setattr(history, "COMMIT_MAX_PENDING", 1)
+    background = Background(max_pending=1)
+    held = asyncio.Event()
+    background.spawn(held.wait(), name="held")
+    queue = _queue_on(tmp_path, background)
+
+    for n in range(3):
+        queue.later(f"memory: turn {n}")
+        await asyncio.sleep(0.05)
+    assert background.pending == 2  # the held job, and one commit waiting for room
+    held.set()
+    await background.drain()
+    assert git(tmp_path, "log", "--format=%s").splitlines() == ["memory: 3 updates"]

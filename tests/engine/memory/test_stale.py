@@ -89,6 +89,24 @@ def test_a_renamed_file_is_followed_once_git_was_asked(tmp_path: Path) -> None:
     assert checks.fill_renames() == 0  # asked once per pair of commits
 
 
+def test_a_rename_whose_lookup_never_ran_is_asked_for_again(tmp_path: Path) -> None:
+    """Recall asks git for renames in a spawned job (`verify.renames_later`). A job that
+    never ran (dropped past the background's bounds, or cancelled at a stop) loses
+    nothing: the pair stays wanted, and the next check that needs it asks again."""
+    repo = make_repo(tmp_path / "api", {"conf/app.toml": "port = 1\nhost = x\n" * 5})
+    cited = noted(repo, "conf/app.toml")
+    git(repo, "mv", "conf/app.toml", "conf/main.toml")
+    git(repo, "commit", "-qm", "rename")
+    checks = ProjectChecks()
+    assert checks.check(cited).status == "deleted"
+    wanted = set(checks.wanted)
+    assert wanted  # the job that would ask git is spawned now; it never runs
+    assert checks.check(cited).status == "deleted"
+    assert checks.wanted == wanted  # asked for again by the next check
+    assert checks.fill_renames() == 1  # the next job that runs
+    assert checks.check(cited).status == "moved"
+
+
 def test_a_memory_is_never_checked_outside_its_own_folder(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "api", {"a.py": "a\n"})
     cited = noted(repo, "a.py")

@@ -48,6 +48,8 @@ class CommitQueue:
         """Paths written since the last commit that staged them."""
         self._swept_at: float | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._planned = False
+        """A flush is spawned and has not begun: it takes every change queued meanwhile."""
 
     async def commit(self, message: str) -> bool:
         """Commit now, the whole tree (a person's deliberate change: `memory add`, `edit`,
@@ -68,8 +70,17 @@ class CommitQueue:
         self._timer = loop.call_later(delay, self._start_flush)
 
     def _start_flush(self) -> None:
+        """Spawn the commit of the changes queued so far, one at a time. A busy background
+        makes it wait for room, never drops it (nothing else records these changes); the
+        changes queued while it waits join it, instead of each spawning one more (past
+        `COMMIT_MAX_PENDING`, every change asks for a commit at once)."""
         self._timer = None
-        self._background.spawn(self.flush(), name="memory-git-commit")
+        if not self._planned:
+            self._planned = self._background.spawn(self._planned_flush(), name="memory-git-commit")
+
+    async def _planned_flush(self) -> None:
+        self._planned = False  # what is queued from now on plans a flush of its own
+        await self.flush()
 
     async def flush(self, *, sweep: bool = False) -> bool:
         """Commit every queued change now, as one commit; False when none was waiting.
