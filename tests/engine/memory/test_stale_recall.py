@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from memlane.engine.memory import manage
 from memlane.engine.memory.book import MemoryBook
@@ -69,3 +70,30 @@ async def test_with_checks_off_a_memory_records_nothing(rt: Runtime, tmp_path: P
     rt.settings = rt.settings.model_copy(update={"memory_cites": False})
     off = await manage.add_memory(rt, "The test entry is a.py", scope=f"ns:{repo}")
     assert off.cites is None
+
+
+async def test_recalls_while_a_rename_is_wanted_plan_one_lookup_at_a_time(
+    rt: Runtime, book: MemoryBook, tmp_path: Path
+) -> None:
+    """Every recall while a moved file's pair is wanted asks for the lookup; one is planned
+    until it ends (a busy background held one job per recall, each asking git the same)."""
+    repo = make_repo(tmp_path / "api", {"conf/app.toml": "port = 1\nhost = x\n" * 5})
+    fact = cited(repo, "f1", "The service reads its port from conf/app.toml", age=1)
+    await book.write(puts=[fact], new={fact.id})
+    git(repo, "mv", "conf/app.toml", "conf/main.toml")
+    git(repo, "commit", "-qm", "rename")
+    spawned: list[str] = []
+    spawn = rt.background.spawn
+
+    def counted(coro: Any, *, name: str) -> bool:
+        spawned.append(name)
+        return spawn(coro, name=name)
+
+    rt.background.spawn = counted  # type: ignore[method-assign]
+    for _ in range(3):
+        await recall(rt, "which port does the service read", scopes=[fact.scope])
+    assert spawned == ["memory-cites-renames"]
+    await rt.background.drain()
+    found = await recall(rt, "which port does the service read", scopes=[fact.scope])
+    assert "conf/main.toml" in found[0].label  # the lookup ran: the move is followed
+    assert not rt.project_checks.lookup_planned

@@ -116,6 +116,9 @@ class ProjectChecks:
         self.wanted: set[tuple[str, str, str]] = set()
         """Pairs of commits (root, old, new) whose renames a check needed and nobody has
         asked git for yet: `fill_renames` (the background) does."""
+        self.lookup_planned = False
+        """A background lookup of the wanted renames is planned and has not ended
+        (`verify.renames_later`)."""
 
     def check(
         self, fact: Fact, *, budget: int | None = None, heads: Heads | None = None

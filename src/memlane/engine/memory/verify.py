@@ -17,7 +17,7 @@ from pathlib import Path
 
 from memlane.engine import threads
 from memlane.engine.memory.manage import get_memory
-from memlane.engine.memory.stale import Staleness
+from memlane.engine.memory.stale import ProjectChecks, Staleness
 from memlane.engine.runtime import Runtime
 from memlane.files import project
 from memlane.files.memory_files import now_utc
@@ -100,7 +100,19 @@ async def checked(
 
 def renames_later(rt: Runtime) -> None:
     """Ask git, in the background, for the renames a check needed (a missing cited file
-    may have moved): the next check shows the new path."""
-    if rt.settings.memory_cites and rt.project_checks.wanted:
-        checks = rt.project_checks
-        rt.background.spawn(threads.to_thread(checks.fill_renames), name="memory-cites-renames")
+    may have moved): the next check shows the new path. One lookup is planned at a time:
+    every recall while a pair is wanted calls this, and a busy background would otherwise
+    hold a job per recall, each asking for what the first one asks."""
+    checks = rt.project_checks
+    if not (rt.settings.memory_cites and checks.wanted) or checks.lookup_planned:
+        return
+    checks.lookup_planned = True
+    if not rt.background.spawn(_fill_renames(checks), name="memory-cites-renames"):
+        checks.lookup_planned = False  # dropped: the pair stays wanted, the next recall asks
+
+
+async def _fill_renames(checks: ProjectChecks) -> None:
+    try:
+        await threads.to_thread(checks.fill_renames)
+    finally:
+        checks.lookup_planned = False
