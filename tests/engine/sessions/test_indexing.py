@@ -324,3 +324,32 @@ async def test_after_a_turn_only_messages_after_the_last_index_are_read(
     await watched.background.drain()
     assert recording.reads == [last + 1]
     assert len(scripted_llm.calls) == 1  # two new prompts are not enough yet
+
+
+async def test_a_long_session_is_indexed_from_its_latest_messages_only(
+    make_rt: Any, sqlite_store: SQLiteStore, scripted_llm: ScriptedLLM
+) -> None:
+    """Indexing a long session again reads the new messages and the tail its prompt holds,
+    never the whole session, and the model reads the same text as from the whole."""
+    rt: Runtime = make_rt(index_max_input_chars=1_000)
+    scripted_llm.default = GOOD
+    add_exchanges(sqlite_store, "k", 300)
+    schedule_index(rt, turn_for(rt, "k"))
+    await rt.background.drain()
+    add_exchanges(sqlite_store, "k", 5)
+    recording = ReadRecordingStore(sqlite_store)
+    watched = Runtime(
+        rt.settings, cast(Store, recording), _llm=scripted_llm, _tokenizer=rt.tokenizer
+    )
+    schedule_index(watched, turn_for(watched, "k"))
+    await watched.background.drain()
+
+    assert len(scripted_llm.calls) == 2
+    assert 0 not in recording.reads
+    assert min(recording.reads) >= 610 - 4 * 64  # two steps back from the latest at most
+    session = sqlite_store.find_session("k")
+    assert session is not None
+    whole = keep_tail(serialize(sqlite_store.list_messages(session.id)), 1_000)
+    assert whole.startswith(OMITTED)
+    assert scripted_llm.prompts[1].endswith(whole)
+    assert session.metadata["last_indexed_position"] == 609

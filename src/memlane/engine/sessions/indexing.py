@@ -210,7 +210,8 @@ def _title_and_due(
     """Record the title if missing; when enough is new to index, the session and its
     messages (one thread hop), else None.
 
-    Only the messages after the last indexed one are read to decide: reading the whole
+    Only the messages after the last indexed one are read to decide, and, when it is due,
+    only the latest messages the prompt can hold (`conversation_tail`): reading the whole
     session after every batch of turns made it O(session length).
     """
     session = rt.store.get_session(session_id)
@@ -222,9 +223,37 @@ def _title_and_due(
         return None
     since = last_indexed_position(session)
     stored = rt.store.list_messages(session_id, since_position=since + 1)
-    if new_user_messages(stored, since) < _config(rt.settings).min_new_user_messages:
+    config = _config(rt.settings)
+    if new_user_messages(stored, since) < config.min_new_user_messages:
         return None
-    return session, rt.store.list_messages(session_id)
+    return session, conversation_tail(rt, session_id, stored, config.max_input_chars)
+
+
+TAIL_STEP = 64
+"""Positions a conversation's tail is first read back from its latest message; each
+further read goes back four times as far."""
+
+
+def conversation_tail(
+    rt: Runtime, session_id: str, latest: list[StoredMessage], max_chars: int
+) -> list[StoredMessage]:
+    """The session's latest messages, as many as `keep_tail(serialize(...), max_chars)`
+    needs to give what it gives for the whole session: every message from the first whose
+    text, with what follows it, is longer than `max_chars` (else all of them). `latest`:
+    the messages already read from some position to the end.
+
+    Read backwards in growing steps: a long session costs its prompt's worth of rows, not
+    all of its rows, each time it is indexed."""
+    stored = latest
+    span = TAIL_STEP
+    last = latest[-1].position if latest else -1
+    while not (stored and stored[0].position == 0) and len(serialize(stored)) <= max_chars:
+        start = max(0, last + 1 - span)
+        stored = rt.store.list_messages(session_id, since_position=start)
+        if start == 0:
+            break
+        span *= 4
+    return stored
 
 
 def last_indexed_position(session: Session) -> int:
