@@ -49,6 +49,31 @@ async def test_a_group_of_entries_is_indexed_a_few_rows_a_store_transaction(
     assert sqlite_store.daily_counts(since=today())[today()][TURNS_REMEMBERED] == 12
 
 
+async def test_a_turns_entries_and_the_days_counters_commit_once(
+    book: MemoryBook, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's write (its turn entries, a fact it replaces) is one store commit, the
+    day's counters with it: each commit also costs the keyword index's catch-up."""
+    old = [entry("old")]
+    await book.write(puts=old, new={f.id for f in old})
+    commits: list[int] = []
+    committed = sqlite_store._committed
+
+    def counted() -> None:
+        commits.append(1)
+        committed()
+
+    monkeypatch.setattr(sqlite_store, "_committed", counted)
+    puts = [entry("user says"), entry("assistant says")]
+    await book.write(puts=puts, tombstones=[(old[0], None)], new={f.id for f in puts})
+    assert len(commits) == 1
+    assert sorted(f.text for f in sqlite_store.list_facts(roles=("user",))) == [
+        "assistant says",
+        "user says",
+    ]
+    assert sqlite_store.daily_counts(since=today())[today()][TURNS_REMEMBERED] == 3
+
+
 async def test_the_writer_lets_requests_go_first_before_it_takes_the_books_lock(
     book: MemoryBook,
 ) -> None:

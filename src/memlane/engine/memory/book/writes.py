@@ -36,6 +36,8 @@ Tombstones = Sequence[tuple[Fact, str | None]]
 """Entries to tombstone, each with the id of the entry that replaced it (or None)."""
 Apply = Callable[[Sequence[Fact], Tombstones, Collection[str]], None]
 """Writes puts and tombstones (`new`: ids just minted) in the calling thread."""
+Row = tuple[int, Callable[[], object]]
+"""A store write of `write_entries`, with how many index rows it writes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +107,8 @@ def write_entries(
     new: Collection[str] = (),
 ) -> dict[str, int]:
     """Write new or changed entries and tombstone others: every file first (embedded mode),
-    then the index, `ROWS_PER_TRANSACTION` rows a transaction, and the day's counters
-    (`write_counts`, returned).
+    then the index and the day's counters (`write_counts`, returned), together,
+    `ROWS_PER_TRANSACTION` rows a transaction.
 
     Not one transaction per entry: a background writer waits at the store's write gate
     until no request writes (`store.write_gate`), so under load each of a group's
@@ -122,24 +124,44 @@ def write_entries(
         for fact, by in tombstones
     ]
     deleted_at = _write_files(tree, puts, tombstones, new) if tree is not None else {}
-    for start in range(0, len(puts), ROWS_PER_TRANSACTION):  # a transaction each
-        store.put_facts(puts[start : start + ROWS_PER_TRANSACTION])
-    rows: list[Callable[[], object]] = [
-        functools.partial(
-            store.delete_fact,
-            fact.id,
-            replaced_by=replaced_by,
-            at=fact.valid_to,
-            updated_at=deleted_at.get(fact.id),
+    chunks = [
+        puts[at : at + ROWS_PER_TRANSACTION] for at in range(0, len(puts), ROWS_PER_TRANSACTION)
+    ]
+    rows: list[Row] = [(len(chunk), functools.partial(store.put_facts, chunk)) for chunk in chunks]
+    rows += [
+        (
+            1,
+            functools.partial(
+                store.delete_fact,
+                fact.id,
+                replaced_by=replaced_by,
+                at=fact.valid_to,
+                updated_at=deleted_at.get(fact.id),
+            ),
         )
         for fact, replaced_by in tombstones
     ]
-    rows.append(functools.partial(turnlog.count, store, counts))
-    for start in range(0, len(rows), ROWS_PER_TRANSACTION):
+    rows.append((1, functools.partial(turnlog.count, store, counts)))
+    for group in _transactions(rows):
         with store.transaction():
-            for row in rows[start : start + ROWS_PER_TRANSACTION]:
+            for _, row in group:
                 row()
     return counts
+
+
+def _transactions(rows: Sequence[Row]) -> list[list[Row]]:
+    """`rows` (each with how many index rows it writes) in transactions of up to
+    `ROWS_PER_TRANSACTION` rows, in order: a turn's entries and the day's counters commit
+    once, not once each (a commit costs the keyword index's catch-up too)."""
+    groups: list[list[Row]] = []
+    size = 0
+    for row in rows:
+        if not groups or size + row[0] > ROWS_PER_TRANSACTION:
+            groups.append([])
+            size = 0
+        groups[-1].append(row)
+        size += row[0]
+    return groups
 
 
 def _write_files(
