@@ -353,3 +353,28 @@ async def test_a_long_session_is_indexed_from_its_latest_messages_only(
     assert whole.startswith(OMITTED)
     assert scripted_llm.prompts[1].endswith(whole)
     assert session.metadata["last_indexed_position"] == 609
+
+
+async def test_an_index_is_saved_in_one_commit(
+    rt: Runtime, sqlite_store: SQLiteStore, scripted_llm: ScriptedLLM, monkeypatch: Any
+) -> None:
+    """The successful attempt's event and the session's metadata are one store commit."""
+    scripted_llm.default = GOOD
+    session = chat(sqlite_store, "k", TEN)
+    commits: list[int] = []
+    committed = sqlite_store._committed
+
+    def counted() -> None:
+        commits.append(1)
+        committed()
+
+    monkeypatch.setattr(sqlite_store, "_committed", counted)
+    result = await index_session(rt, session.id)
+    assert result.ok
+    assert len(commits) == 1
+    saved = sqlite_store.get_session(session.id)
+    assert saved is not None
+    assert saved.metadata["name"] == "confirm-button-refactor"
+    assert [
+        e.payload["success"] for e in sqlite_store.list_events(session.id, kind=INDEX_EVENT)
+    ] == [True]

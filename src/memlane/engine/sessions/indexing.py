@@ -376,24 +376,25 @@ def _save(
     cost: float,
     event: dict[str, Any],
 ) -> None:
-    """The successful attempt's event, then the metadata (one thread hop)."""
+    """The successful attempt's event, then the metadata (one thread hop, one commit)."""
     store = rt.store
-    store.add_event(session_id, INDEX_EVENT, event)
-    session = store.get_session(session_id)
-    if session is None:  # deleted while the model was thinking
-        return
     now = datetime.now(UTC).isoformat(timespec="seconds")
     last = stored[-1].position if stored else -1
     fields = redact_fields(meta.model_dump())  # what the model wrote may quote a credential
-    metadata = {
-        **session.metadata,
-        **fields,
-        "indexed_model": model,
-        "indexed_at": now,
-        "last_indexed_position": last,
-        "index_cost_usd": round(float(session.metadata.get("index_cost_usd", 0.0)) + cost, 8),
-    }
-    store.update_session(session_id, metadata=metadata)
+    with store.transaction():
+        store.add_event(session_id, INDEX_EVENT, event)
+        session = store.get_session(session_id)
+        if session is None:  # deleted while the model was thinking
+            return
+        metadata = {
+            **session.metadata,
+            **fields,
+            "indexed_model": model,
+            "indexed_at": now,
+            "last_indexed_position": last,
+            "index_cost_usd": round(float(session.metadata.get("index_cost_usd", 0.0)) + cost, 8),
+        }
+        store.update_session(session_id, metadata=metadata)
     path = meta_path(rt.settings.sessions_path, session.key, session.tenant)
     read_meta(path)  # a corrupt file is reported (warning) before it is replaced
     write_meta(
