@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Required, TypedDict
 
-from memlane.types import FactRole
+from memlane.types import FactRole, Role
 
 
 class SessionQuery(TypedDict, total=False):
@@ -68,6 +68,9 @@ class MessageQuery(TypedDict, total=False):
     """Messages an edited or regenerated history replaced too (default False)."""
     since_position: int
     """From this position on (default 0)."""
+    roles: Sequence[Role]
+    """Only messages of these roles (default: every role): a reader that counts the
+    user's prompts reads none of the tool results between them."""
 
 
 class EventDetails(TypedDict, total=False):

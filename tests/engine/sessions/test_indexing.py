@@ -294,10 +294,17 @@ class ReadRecordingStore:
     def __init__(self, store: SQLiteStore) -> None:
         self.store = store
         self.reads: list[int] = []
+        self.rows = 0
+        """How many messages the reads returned."""
+        self.roles: list[object] = []
+        """The roles each read asked for (None: every role)."""
 
     def list_messages(self, session_id: str, **kwargs: Any) -> Any:
         self.reads.append(kwargs.get("since_position", 0))
-        return self.store.list_messages(session_id, **kwargs)
+        self.roles.append(kwargs.get("roles"))
+        found = self.store.list_messages(session_id, **kwargs)
+        self.rows += len(found)
+        return found
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -378,3 +385,31 @@ async def test_an_index_is_saved_in_one_commit(
     assert [
         e.payload["success"] for e in sqlite_store.list_events(session.id, kind=INDEX_EVENT)
     ] == [True]
+
+
+async def test_an_agents_tool_results_are_not_read_to_decide_whether_to_index(
+    rt: Runtime, sqlite_store: SQLiteStore, scripted_llm: ScriptedLLM
+) -> None:
+    """An agent's session holds a prompt, then hundreds of tool calls and results: its title
+    and whether it is due are read from the user's prompts only, not from everything since
+    the last index."""
+    scripted_llm.default = GOOD
+    session = sqlite_store.ensure_session("agent")
+    call = Message(
+        role="assistant", kind="tool_call", tool_calls=(ToolCall("c", "read_file", "{}"),)
+    )
+    output = Message(role="tool", kind="tool_result", text="x" * 2_000, call_id="c")
+    sqlite_store.append_messages(session.id, [NewMessage(Message(role="user", text="fix it"), 1)])
+    sqlite_store.append_messages(session.id, [NewMessage(m, 1) for m in [call, output] * 150])
+    recording = ReadRecordingStore(sqlite_store)
+    watched = Runtime(
+        rt.settings, cast(Store, recording), _llm=scripted_llm, _tokenizer=rt.tokenizer
+    )
+    schedule_index(watched, turn_for(watched, "agent"))
+    await watched.background.drain()
+    assert scripted_llm.calls == []  # one prompt: not due
+    assert recording.roles == [("user",), ("user",)]  # the title's, then the decision's
+    assert recording.rows == 2
+    titled = sqlite_store.get_session(session.id)
+    assert titled is not None
+    assert titled.title == "fix it"

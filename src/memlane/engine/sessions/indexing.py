@@ -210,7 +210,8 @@ def _title_and_due(
     """Record the title if missing; when enough is new to index, the session and its
     messages (one thread hop), else None.
 
-    Only the messages after the last indexed one are read to decide, and, when it is due,
+    Only the user's messages after the last indexed one are read to decide (an agent's
+    session holds hundreds of tool results between two prompts), and, when it is due,
     only the latest messages the prompt can hold (`conversation_tail`): reading the whole
     session after every batch of turns made it O(session length).
     """
@@ -222,38 +223,36 @@ def _title_and_due(
     if not indexing:
         return None
     since = last_indexed_position(session)
-    stored = rt.store.list_messages(session_id, since_position=since + 1)
+    prompts = rt.store.list_messages(session_id, since_position=since + 1, roles=("user",))
     config = _config(rt.settings)
-    if new_user_messages(stored, since) < config.min_new_user_messages:
+    if new_user_messages(prompts, since) < config.min_new_user_messages:
         return None
-    return session, conversation_tail(rt, session_id, stored, config.max_input_chars)
+    latest = prompts[-1].position
+    return session, conversation_tail(rt, session_id, latest, config.max_input_chars)
 
 
 TAIL_STEP = 64
-"""Positions a conversation's tail is first read back from its latest message; each
+"""Positions a conversation's tail is first read back from its latest user message; each
 further read goes back four times as far."""
 
 
 def conversation_tail(
-    rt: Runtime, session_id: str, latest: list[StoredMessage], max_chars: int
+    rt: Runtime, session_id: str, latest: int, max_chars: int
 ) -> list[StoredMessage]:
     """The session's latest messages, as many as `keep_tail(serialize(...), max_chars)`
     needs to give what it gives for the whole session: every message from the first whose
-    text, with what follows it, is longer than `max_chars` (else all of them). `latest`:
-    the messages already read from some position to the end.
+    text, with what follows it, is longer than `max_chars` (else all of them), read back
+    from position `latest` (each read runs to the session's end).
 
     Read backwards in growing steps: a long session costs its prompt's worth of rows, not
     all of its rows, each time it is indexed."""
-    stored = latest
     span = TAIL_STEP
-    last = latest[-1].position if latest else -1
-    while not (stored and stored[0].position == 0) and len(serialize(stored)) <= max_chars:
-        start = max(0, last + 1 - span)
+    while True:
+        start = max(0, latest + 1 - span)
         stored = rt.store.list_messages(session_id, since_position=start)
-        if start == 0:
-            break
+        if start == 0 or len(serialize(stored)) > max_chars:
+            return stored
         span *= 4
-    return stored
 
 
 def last_indexed_position(session: Session) -> int:
