@@ -68,6 +68,8 @@ class MessageQuery(TypedDict, total=False):
     """Messages an edited or regenerated history replaced too (default False)."""
     since_position: int
     """From this position on (default 0)."""
+    before_position: int
+    """Before this position only (default: to the last)."""
     roles: Sequence[Role]
     """Only messages of these roles (default: every role): a reader that counts the
     user's prompts reads none of the tool results between them."""

@@ -204,16 +204,21 @@ class SqlMessageLog(SqlStore[D]):
 
     def list_messages(self, session_id: str, **query: Unpack[MessageQuery]) -> list[StoredMessage]:
         only = "" if query.get("include_superseded", False) else " AND status != 'superseded'"
-        roles = list(query.get("roles", ()))
+        params: list[Any] = []
+        if "before_position" in query:
+            only += " AND position < ?"
+            params.append(query["before_position"])
         if "roles" in query:
+            roles = list(query["roles"])
             only += f" AND {among('role', roles)}"
+            params += roles
         with self._reading() as db:
             rows = db.all(
                 f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? "
                 f"AND position >= ?{only} ORDER BY position",
                 session_id,
                 query.get("since_position", 0),
-                *roles,
+                *params,
             )
         messages = [message_from_row(r) for r in rows]
         return [m for m in messages if m.transcript] if query.get("transcript_only") else messages

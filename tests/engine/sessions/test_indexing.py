@@ -353,7 +353,7 @@ async def test_a_long_session_is_indexed_from_its_latest_messages_only(
 
     assert len(scripted_llm.calls) == 2
     assert 0 not in recording.reads
-    assert min(recording.reads) >= 610 - 4 * 64  # two steps back from the latest at most
+    assert recording.rows < 610 // 3  # of the session's 610 messages
     session = sqlite_store.find_session("k")
     assert session is not None
     whole = keep_tail(serialize(sqlite_store.list_messages(session.id)), 1_000)

@@ -52,6 +52,8 @@ def test_append_and_read_back_in_order_with_every_field(store: Store) -> None:
     assert store.list_messages(session.id, since_position=2)[0].message == result
     assert [m.position for m in store.list_messages(session.id, roles=("user", "tool"))] == [0, 2]
     assert [m.position for m in store.list_messages(session.id, roles=())] == []
+    between = store.list_messages(session.id, since_position=1, before_position=3)
+    assert [m.position for m in between] == [1, 2]
     assert [
         m.message.text for m in store.list_messages(session.id, since_position=1, roles=("user",))
     ] == []

@@ -233,7 +233,7 @@ def _title_and_due(
 
 TAIL_STEP = 64
 """Positions a conversation's tail is first read back from its latest user message; each
-further read goes back four times as far."""
+further read goes back twice as far as the one before."""
 
 
 def conversation_tail(
@@ -242,17 +242,21 @@ def conversation_tail(
     """The session's latest messages, as many as `keep_tail(serialize(...), max_chars)`
     needs to give what it gives for the whole session: every message from the first whose
     text, with what follows it, is longer than `max_chars` (else all of them), read back
-    from position `latest` (each read runs to the session's end).
+    from position `latest` (the first read runs to the session's end).
 
-    Read backwards in growing steps: a long session costs its prompt's worth of rows, not
-    all of its rows, each time it is indexed."""
+    Read backwards, each step the positions before the last: a long session costs its
+    prompt's worth of rows, not all of its rows, each time it is indexed."""
     span = TAIL_STEP
-    while True:
-        start = max(0, latest + 1 - span)
-        stored = rt.store.list_messages(session_id, since_position=start)
-        if start == 0 or len(serialize(stored)) > max_chars:
-            return stored
-        span *= 4
+    start = max(0, latest + 1 - span)
+    stored = rt.store.list_messages(session_id, since_position=start)
+    while start > 0 and len(serialize(stored)) <= max_chars:
+        span *= 2
+        end, start = start, max(0, start - span)
+        stored = [
+            *rt.store.list_messages(session_id, since_position=start, before_position=end),
+            *stored,
+        ]
+    return stored
 
 
 def last_indexed_position(session: Session) -> int:
