@@ -115,7 +115,7 @@ def write_entries(
     hundreds of entries queued there on its own. A crash between the files and the
     index loses nothing: the files are the truth, and the next start indexes what they
     hold (`book.reindex`)."""
-    counts = write_counts(store, puts, tombstones)
+    counts = write_counts(store, puts, tombstones, new)
     # whatever a memory came from, a credential in it is never kept (file, git, index)
     puts = [replace(fact, text=redact(fact.text)) for fact in puts]
     # deleted means no longer true: from the moment given (a message's), else now
@@ -199,9 +199,12 @@ def erase_entries(tree: Tree | None, store: Store, facts: Sequence[Fact]) -> Non
         store.purge_fact(fact.id)
 
 
-def write_counts(store: Store, puts: Sequence[Fact], tombstones: Tombstones) -> dict[str, int]:
+def write_counts(
+    store: Store, puts: Sequence[Fact], tombstones: Tombstones, new: Collection[str] = ()
+) -> dict[str, int]:
     """What a write adds to the day's counters: memories added, updated and forgotten, and
-    turns remembered (summaries are bookkeeping, not counted)."""
+    turns remembered (summaries are bookkeeping, not counted). A memory in `new` (its id
+    just minted) is added without asking the store whether it holds it."""
     counts = {
         turnlog.MEMORIES_ADDED: 0,
         turnlog.MEMORIES_UPDATED: 0,
@@ -210,7 +213,7 @@ def write_counts(store: Store, puts: Sequence[Fact], tombstones: Tombstones) -> 
     }
     for fact in puts:
         if fact.role == "memory":
-            known = store.get_fact(fact.id) is not None
+            known = fact.id not in new and store.get_fact(fact.id) is not None
             counts[turnlog.MEMORIES_UPDATED if known else turnlog.MEMORIES_ADDED] += 1
         elif fact.role in ("user", "assistant"):
             counts[turnlog.TURNS_REMEMBERED] += 1
