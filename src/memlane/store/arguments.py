@@ -90,6 +90,8 @@ class FactQuery(TypedDict, total=False):
     scope: str | None
     conversation_id: str | None
     roles: Sequence[FactRole] | None
+    ids: Sequence[str] | None
+    """Only these entries (one read for many, where `get_fact` is one each)."""
     include_deleted: bool
     """Tombstones too (default False)."""
     limit: int | None
