@@ -111,3 +111,30 @@ def test_a_text_redacted_again_is_not_scanned_again(monkeypatch: pytest.MonkeyPa
     long = text + " " + "x" * module.REMEMBERED_CHARS  # too long to keep: scanned each time
     assert redact(long) == redact(long)
     assert scans == [text, long, long]
+
+
+def test_the_detectors_look_for_their_shared_triggers_once_a_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plugin's expressions share its triggers: where they may match in a text is looked
+    for once, not once per expression (most of what a long prompt's redaction cost), and
+    what is found is the same."""
+    from memlane.text import secret_detectors
+    from memlane.text.secret_detectors import Detector
+
+    text = (
+        "User: my key is in the vault, password='hunter2-horse-battery'\n\n"
+        "Assistant: the private key and the gl token stay out of the repo\n"
+    ) * 20
+    expected = sorted(secret_detectors.spans(text))
+    looked: list[tuple[str, ...]] = []
+    real = Detector.windows
+
+    def counted(self: Detector, text: str, lowered: str) -> object:
+        looked.append(self.triggers)
+        return real(self, text, lowered)
+
+    monkeypatch.setattr(Detector, "windows", counted)
+    assert sorted(secret_detectors.spans(text)) == expected
+    assert any(kind == "secret-keyword" for _, _, kind in expected)
+    assert sorted(looked) == sorted({d.triggers for d in secret_detectors.load()})

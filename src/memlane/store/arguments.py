@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Required, TypedDict
 
-from memlane.types import FactRole
+from memlane.types import FactRole, Role
 
 
 class SessionQuery(TypedDict, total=False):
@@ -68,6 +68,11 @@ class MessageQuery(TypedDict, total=False):
     """Messages an edited or regenerated history replaced too (default False)."""
     since_position: int
     """From this position on (default 0)."""
+    before_position: int
+    """Before this position only (default: to the last)."""
+    roles: Sequence[Role]
+    """Only messages of these roles (default: every role): a reader that counts the
+    user's prompts reads none of the tool results between them."""
 
 
 class EventDetails(TypedDict, total=False):
@@ -85,6 +90,8 @@ class FactQuery(TypedDict, total=False):
     scope: str | None
     conversation_id: str | None
     roles: Sequence[FactRole] | None
+    ids: Sequence[str] | None
+    """Only these entries (one read for many, where `get_fact` is one each)."""
     include_deleted: bool
     """Tombstones too (default False)."""
     limit: int | None

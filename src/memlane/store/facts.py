@@ -252,6 +252,9 @@ class SqlFacts(SqlStore[D]):
         roles = query.get("roles")
         if roles is not None:
             where.add(among("role", roles), *roles)
+        ids = query.get("ids")
+        if ids is not None:
+            where.add(among("id", ids), *ids)
         if not query.get("include_deleted", False):
             where.add("deleted = ?", False)
         with self._reading() as db:

@@ -28,7 +28,7 @@ from memlane.store.counting import messages_of
 from memlane.store.documents import Doc
 from memlane.store.rows import EVENT_COLUMNS, MESSAGE_COLUMNS, event_from_row, message_from_row
 from memlane.store.sessions import hold_session
-from memlane.store.sql import D, Db, SqlStore, Where, select
+from memlane.store.sql import D, Db, SqlStore, Where, among, select
 from memlane.store.transcript import plan_sync
 from memlane.types import Event, Message, StoredMessage
 
@@ -203,13 +203,22 @@ class SqlMessageLog(SqlStore[D]):
             return self._append(db, history, list(messages), hashes)
 
     def list_messages(self, session_id: str, **query: Unpack[MessageQuery]) -> list[StoredMessage]:
-        status = "" if query.get("include_superseded", False) else " AND status != 'superseded'"
+        only = "" if query.get("include_superseded", False) else " AND status != 'superseded'"
+        params: list[Any] = []
+        if "before_position" in query:
+            only += " AND position < ?"
+            params.append(query["before_position"])
+        if "roles" in query:
+            roles = list(query["roles"])
+            only += f" AND {among('role', roles)}"
+            params += roles
         with self._reading() as db:
             rows = db.all(
                 f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? "
-                f"AND position >= ?{status} ORDER BY position",
+                f"AND position >= ?{only} ORDER BY position",
                 session_id,
                 query.get("since_position", 0),
+                *params,
             )
         messages = [message_from_row(r) for r in rows]
         return [m for m in messages if m.transcript] if query.get("transcript_only") else messages

@@ -12,7 +12,7 @@ import pytest
 from memlane.engine import threads
 from memlane.engine.memory.book import MemoryBook, writes
 from memlane.engine.memory.entries import new_fact
-from memlane.engine.turnlog import TURNS_REMEMBERED, today
+from memlane.engine.turnlog import MEMORIES_ADDED, MEMORIES_UPDATED, TURNS_REMEMBERED, today
 from memlane.files.memory_files import new_id
 from memlane.store.sqlite import SQLiteStore
 from memlane.types import Fact
@@ -47,6 +47,58 @@ async def test_a_group_of_entries_is_indexed_a_few_rows_a_store_transaction(
         f"new {n}" for n in range(10)
     )
     assert sqlite_store.daily_counts(since=today())[today()][TURNS_REMEMBERED] == 12
+
+
+async def test_a_turns_entries_and_the_days_counters_commit_once(
+    book: MemoryBook, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's write (its turn entries, a fact it replaces) is one store commit, the
+    day's counters with it: each commit also costs the keyword index's catch-up."""
+    old = [entry("old")]
+    await book.write(puts=old, new={f.id for f in old})
+    commits: list[int] = []
+    committed = sqlite_store._committed
+
+    def counted() -> None:
+        commits.append(1)
+        committed()
+
+    monkeypatch.setattr(sqlite_store, "_committed", counted)
+    puts = [entry("user says"), entry("assistant says")]
+    await book.write(puts=puts, tombstones=[(old[0], None)], new={f.id for f in puts})
+    assert len(commits) == 1
+    assert sorted(f.text for f in sqlite_store.list_facts(roles=("user",))) == [
+        "assistant says",
+        "user says",
+    ]
+    assert sqlite_store.daily_counts(since=today())[today()][TURNS_REMEMBERED] == 3
+
+
+async def test_memories_just_minted_are_counted_as_added_without_a_lookup(
+    book: MemoryBook, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The day's counters tell added memories from updated ones; an id the write minted
+    (`new`) cannot be in the store yet, so only the others are looked up."""
+    old = new_fact(scope="c", conversation_id="c", role="memory", text="old", fact_id=new_id())
+    await book.write(puts=[old], new={old.id})
+    looked: list[str] = []
+    get_fact = sqlite_store.get_fact
+
+    def counted(fact_id: str) -> object:
+        looked.append(fact_id)
+        return get_fact(fact_id)
+
+    monkeypatch.setattr(sqlite_store, "get_fact", counted)
+    fresh = [
+        new_fact(scope="c", conversation_id="c", role="memory", text=f"fact {n}", fact_id=new_id())
+        for n in range(3)
+    ]
+    changed = new_fact(scope="c", conversation_id="c", role="memory", text="new", fact_id=old.id)
+    await book.write(puts=[*fresh, changed], new={f.id for f in fresh})
+    assert looked == [old.id]
+    counts = sqlite_store.daily_counts(since=today())[today()]
+    assert counts[MEMORIES_ADDED] == 4  # the first write's one, then three
+    assert counts[MEMORIES_UPDATED] == 1
 
 
 async def test_the_writer_lets_requests_go_first_before_it_takes_the_books_lock(

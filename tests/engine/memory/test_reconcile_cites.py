@@ -7,10 +7,14 @@ import json
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from memlane.engine.memory import manage
 from memlane.engine.memory.apply import Provenance, neighbourhood
 from memlane.engine.memory.reconcile import citing_first
+from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.types import Citations, CitedFile, Fact
 from tests.support.gitrepo import git, make_repo
@@ -69,3 +73,28 @@ async def test_an_update_about_the_file_replaces_the_stale_fact(
     assert written.cites is not None
     assert written.cites.head == git(repo, "rev-parse", "HEAD")
     assert written.cites.files[0].blob == "git:" + git(repo, "hash-object", "conf/app.toml")
+
+
+async def test_the_neighbourhood_is_read_in_one_store_read_in_the_searchs_order(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a reconciliation compares with is read in one store read, not one a fact (a
+    batch's forty neighbours were forty reads), and kept in the search's order."""
+    scope = "ns:x"
+    for n in range(6):
+        await manage.add_memory(rt, f"The port {n} of the api server is open", scope=scope)
+    new = "The port 3 of the api server is closed"
+    hits = await search(rt, new, scopes=(scope,), roles=("memory",), top_k=5)
+    reads: list[str] = []
+    monkeypatch.setattr(rt.store, "get_fact", lambda fact_id: reads.append(fact_id))
+    listed = rt.store.list_facts
+
+    def counted(**query: Any) -> list[Fact]:
+        reads.append("list_facts")
+        return listed(**query)
+
+    monkeypatch.setattr(rt.store, "list_facts", counted)
+    near = await neighbourhood(rt, [new], scope)
+    assert reads == ["list_facts"]
+    assert [f.id for f in near] == [hit.ref for hit in hits]
+    assert len(near) == 5

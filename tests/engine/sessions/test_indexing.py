@@ -294,10 +294,17 @@ class ReadRecordingStore:
     def __init__(self, store: SQLiteStore) -> None:
         self.store = store
         self.reads: list[int] = []
+        self.rows = 0
+        """How many messages the reads returned."""
+        self.roles: list[object] = []
+        """The roles each read asked for (None: every role)."""
 
     def list_messages(self, session_id: str, **kwargs: Any) -> Any:
         self.reads.append(kwargs.get("since_position", 0))
-        return self.store.list_messages(session_id, **kwargs)
+        self.roles.append(kwargs.get("roles"))
+        found = self.store.list_messages(session_id, **kwargs)
+        self.rows += len(found)
+        return found
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -324,3 +331,85 @@ async def test_after_a_turn_only_messages_after_the_last_index_are_read(
     await watched.background.drain()
     assert recording.reads == [last + 1]
     assert len(scripted_llm.calls) == 1  # two new prompts are not enough yet
+
+
+async def test_a_long_session_is_indexed_from_its_latest_messages_only(
+    make_rt: Any, sqlite_store: SQLiteStore, scripted_llm: ScriptedLLM
+) -> None:
+    """Indexing a long session again reads the new messages and the tail its prompt holds,
+    never the whole session, and the model reads the same text as from the whole."""
+    rt: Runtime = make_rt(index_max_input_chars=1_000)
+    scripted_llm.default = GOOD
+    add_exchanges(sqlite_store, "k", 300)
+    schedule_index(rt, turn_for(rt, "k"))
+    await rt.background.drain()
+    add_exchanges(sqlite_store, "k", 5)
+    recording = ReadRecordingStore(sqlite_store)
+    watched = Runtime(
+        rt.settings, cast(Store, recording), _llm=scripted_llm, _tokenizer=rt.tokenizer
+    )
+    schedule_index(watched, turn_for(watched, "k"))
+    await watched.background.drain()
+
+    assert len(scripted_llm.calls) == 2
+    assert 0 not in recording.reads
+    assert recording.rows < 610 // 3  # of the session's 610 messages
+    session = sqlite_store.find_session("k")
+    assert session is not None
+    whole = keep_tail(serialize(sqlite_store.list_messages(session.id)), 1_000)
+    assert whole.startswith(OMITTED)
+    assert scripted_llm.prompts[1].endswith(whole)
+    assert session.metadata["last_indexed_position"] == 609
+
+
+async def test_an_index_is_saved_in_one_commit(
+    rt: Runtime, sqlite_store: SQLiteStore, scripted_llm: ScriptedLLM, monkeypatch: Any
+) -> None:
+    """The successful attempt's event and the session's metadata are one store commit."""
+    scripted_llm.default = GOOD
+    session = chat(sqlite_store, "k", TEN)
+    commits: list[int] = []
+    committed = sqlite_store._committed
+
+    def counted() -> None:
+        commits.append(1)
+        committed()
+
+    monkeypatch.setattr(sqlite_store, "_committed", counted)
+    result = await index_session(rt, session.id)
+    assert result.ok
+    assert len(commits) == 1
+    saved = sqlite_store.get_session(session.id)
+    assert saved is not None
+    assert saved.metadata["name"] == "confirm-button-refactor"
+    assert [
+        e.payload["success"] for e in sqlite_store.list_events(session.id, kind=INDEX_EVENT)
+    ] == [True]
+
+
+async def test_an_agents_tool_results_are_not_read_to_decide_whether_to_index(
+    rt: Runtime, sqlite_store: SQLiteStore, scripted_llm: ScriptedLLM
+) -> None:
+    """An agent's session holds a prompt, then hundreds of tool calls and results: its title
+    and whether it is due are read from the user's prompts only, not from everything since
+    the last index."""
+    scripted_llm.default = GOOD
+    session = sqlite_store.ensure_session("agent")
+    call = Message(
+        role="assistant", kind="tool_call", tool_calls=(ToolCall("c", "read_file", "{}"),)
+    )
+    output = Message(role="tool", kind="tool_result", text="x" * 2_000, call_id="c")
+    sqlite_store.append_messages(session.id, [NewMessage(Message(role="user", text="fix it"), 1)])
+    sqlite_store.append_messages(session.id, [NewMessage(m, 1) for m in [call, output] * 150])
+    recording = ReadRecordingStore(sqlite_store)
+    watched = Runtime(
+        rt.settings, cast(Store, recording), _llm=scripted_llm, _tokenizer=rt.tokenizer
+    )
+    schedule_index(watched, turn_for(watched, "agent"))
+    await watched.background.drain()
+    assert scripted_llm.calls == []  # one prompt: not due
+    assert recording.roles == [("user",), ("user",)]  # the title's, then the decision's
+    assert recording.rows == 2
+    titled = sqlite_store.get_session(session.id)
+    assert titled is not None
+    assert titled.title == "fix it"

@@ -28,6 +28,8 @@ def test_facts_put_get_list_and_replace(store: Store) -> None:
     assert [f.id for f in store.list_facts(conversation_id="other")] == ["f3"]
     assert [f.id for f in store.list_facts(roles=["user"])] == ["f3"]
     assert [f.id for f in store.list_facts(limit=2)] == ["f1", "f2"]
+    assert [f.id for f in store.list_facts(ids=["f3", "f1", "none"])] == ["f1", "f3"]
+    assert store.list_facts(ids=[]) == []
     store.put_fact(fact("f1", "The user prefers spaces", minutes=1))
     assert store.get_fact("f1") == fact("f1", "The user prefers spaces", minutes=1)
     assert store.keyword_search("tabs", SearchFilter()) == []

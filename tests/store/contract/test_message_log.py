@@ -50,6 +50,13 @@ def test_append_and_read_back_in_order_with_every_field(store: Store) -> None:
     more = store.append_messages(session.id, [assistant("done")])
     assert more[0].position == 3
     assert store.list_messages(session.id, since_position=2)[0].message == result
+    assert [m.position for m in store.list_messages(session.id, roles=("user", "tool"))] == [0, 2]
+    assert [m.position for m in store.list_messages(session.id, roles=())] == []
+    between = store.list_messages(session.id, since_position=1, before_position=3)
+    assert [m.position for m in between] == [1, 2]
+    assert [
+        m.message.text for m in store.list_messages(session.id, since_position=1, roles=("user",))
+    ] == []
     assert texts(store, session.id, transcript_only=True) == ["first", "done"]
     got = store.get_session(session.id)
     assert got is not None

@@ -112,8 +112,9 @@ async def neighbourhood(rt: Runtime, facts: Sequence[str], scope: str) -> list[F
             found.setdefault(hit.ref)
     most = min(MAX_BATCH_NEIGHBOURS, max(MAX_NEIGHBOURS, NEIGHBOURS_PER_FACT * len(facts)))
     ids = list(found)
-    loaded = await threads.to_thread(lambda: [rt.store.get_fact(i) for i in ids])
-    live = [f for f in loaded if f is not None and not f.deleted and f.valid_to is None]
+    loaded = await threads.to_thread(rt.store.list_facts, ids=ids) if ids else []
+    by_id = {f.id: f for f in loaded}  # one read, the search's order kept
+    live = [by_id[i] for i in ids if i in by_id and by_id[i].valid_to is None]
     return citing_first(facts, live)[:most]
 
 

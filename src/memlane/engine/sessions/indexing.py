@@ -210,7 +210,9 @@ def _title_and_due(
     """Record the title if missing; when enough is new to index, the session and its
     messages (one thread hop), else None.
 
-    Only the messages after the last indexed one are read to decide: reading the whole
+    Only the user's messages after the last indexed one are read to decide (an agent's
+    session holds hundreds of tool results between two prompts), and, when it is due,
+    only the latest messages the prompt can hold (`conversation_tail`): reading the whole
     session after every batch of turns made it O(session length).
     """
     session = rt.store.get_session(session_id)
@@ -221,10 +223,40 @@ def _title_and_due(
     if not indexing:
         return None
     since = last_indexed_position(session)
-    stored = rt.store.list_messages(session_id, since_position=since + 1)
-    if new_user_messages(stored, since) < _config(rt.settings).min_new_user_messages:
+    prompts = rt.store.list_messages(session_id, since_position=since + 1, roles=("user",))
+    config = _config(rt.settings)
+    if new_user_messages(prompts, since) < config.min_new_user_messages:
         return None
-    return session, rt.store.list_messages(session_id)
+    latest = prompts[-1].position
+    return session, conversation_tail(rt, session_id, latest, config.max_input_chars)
+
+
+TAIL_STEP = 64
+"""Positions a conversation's tail is first read back from its latest user message; each
+further read goes back twice as far as the one before."""
+
+
+def conversation_tail(
+    rt: Runtime, session_id: str, latest: int, max_chars: int
+) -> list[StoredMessage]:
+    """The session's latest messages, as many as `keep_tail(serialize(...), max_chars)`
+    needs to give what it gives for the whole session: every message from the first whose
+    text, with what follows it, is longer than `max_chars` (else all of them), read back
+    from position `latest` (the first read runs to the session's end).
+
+    Read backwards, each step the positions before the last: a long session costs its
+    prompt's worth of rows, not all of its rows, each time it is indexed."""
+    span = TAIL_STEP
+    start = max(0, latest + 1 - span)
+    stored = rt.store.list_messages(session_id, since_position=start)
+    while start > 0 and len(serialize(stored)) <= max_chars:
+        span *= 2
+        end, start = start, max(0, start - span)
+        stored = [
+            *rt.store.list_messages(session_id, since_position=start, before_position=end),
+            *stored,
+        ]
+    return stored
 
 
 def last_indexed_position(session: Session) -> int:
@@ -347,24 +379,25 @@ def _save(
     cost: float,
     event: dict[str, Any],
 ) -> None:
-    """The successful attempt's event, then the metadata (one thread hop)."""
+    """The successful attempt's event, then the metadata (one thread hop, one commit)."""
     store = rt.store
-    store.add_event(session_id, INDEX_EVENT, event)
-    session = store.get_session(session_id)
-    if session is None:  # deleted while the model was thinking
-        return
     now = datetime.now(UTC).isoformat(timespec="seconds")
     last = stored[-1].position if stored else -1
     fields = redact_fields(meta.model_dump())  # what the model wrote may quote a credential
-    metadata = {
-        **session.metadata,
-        **fields,
-        "indexed_model": model,
-        "indexed_at": now,
-        "last_indexed_position": last,
-        "index_cost_usd": round(float(session.metadata.get("index_cost_usd", 0.0)) + cost, 8),
-    }
-    store.update_session(session_id, metadata=metadata)
+    with store.transaction():
+        store.add_event(session_id, INDEX_EVENT, event)
+        session = store.get_session(session_id)
+        if session is None:  # deleted while the model was thinking
+            return
+        metadata = {
+            **session.metadata,
+            **fields,
+            "indexed_model": model,
+            "indexed_at": now,
+            "last_indexed_position": last,
+            "index_cost_usd": round(float(session.metadata.get("index_cost_usd", 0.0)) + cost, 8),
+        }
+        store.update_session(session_id, metadata=metadata)
     path = meta_path(rt.settings.sessions_path, session.key, session.tenant)
     read_meta(path)  # a corrupt file is reported (warning) before it is replaced
     write_meta(

@@ -43,8 +43,9 @@ TITLE_CHARS = 100
 
 
 def first_prompt(store: Store, session_id: str) -> str | None:
-    """The first thing the user asked (not the client's scaffolding), or None."""
-    stored = store.list_messages(session_id, transcript_only=True)
+    """The first thing the user asked (not the client's scaffolding), or None: read from
+    the user's messages only, not the tool results of an agent's session."""
+    stored = store.list_messages(session_id, transcript_only=True, roles=("user",))
     return first_asked(item.message for item in stored) or None
 
 

@@ -36,6 +36,8 @@ Tombstones = Sequence[tuple[Fact, str | None]]
 """Entries to tombstone, each with the id of the entry that replaced it (or None)."""
 Apply = Callable[[Sequence[Fact], Tombstones, Collection[str]], None]
 """Writes puts and tombstones (`new`: ids just minted) in the calling thread."""
+Row = tuple[int, Callable[[], object]]
+"""A store write of `write_entries`, with how many index rows it writes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,15 +107,15 @@ def write_entries(
     new: Collection[str] = (),
 ) -> dict[str, int]:
     """Write new or changed entries and tombstone others: every file first (embedded mode),
-    then the index, `ROWS_PER_TRANSACTION` rows a transaction, and the day's counters
-    (`write_counts`, returned).
+    then the index and the day's counters (`write_counts`, returned), together,
+    `ROWS_PER_TRANSACTION` rows a transaction.
 
     Not one transaction per entry: a background writer waits at the store's write gate
     until no request writes (`store.write_gate`), so under load each of a group's
     hundreds of entries queued there on its own. A crash between the files and the
     index loses nothing: the files are the truth, and the next start indexes what they
     hold (`book.reindex`)."""
-    counts = write_counts(store, puts, tombstones)
+    counts = write_counts(store, puts, tombstones, new)
     # whatever a memory came from, a credential in it is never kept (file, git, index)
     puts = [replace(fact, text=redact(fact.text)) for fact in puts]
     # deleted means no longer true: from the moment given (a message's), else now
@@ -122,24 +124,44 @@ def write_entries(
         for fact, by in tombstones
     ]
     deleted_at = _write_files(tree, puts, tombstones, new) if tree is not None else {}
-    for start in range(0, len(puts), ROWS_PER_TRANSACTION):  # a transaction each
-        store.put_facts(puts[start : start + ROWS_PER_TRANSACTION])
-    rows: list[Callable[[], object]] = [
-        functools.partial(
-            store.delete_fact,
-            fact.id,
-            replaced_by=replaced_by,
-            at=fact.valid_to,
-            updated_at=deleted_at.get(fact.id),
+    chunks = [
+        puts[at : at + ROWS_PER_TRANSACTION] for at in range(0, len(puts), ROWS_PER_TRANSACTION)
+    ]
+    rows: list[Row] = [(len(chunk), functools.partial(store.put_facts, chunk)) for chunk in chunks]
+    rows += [
+        (
+            1,
+            functools.partial(
+                store.delete_fact,
+                fact.id,
+                replaced_by=replaced_by,
+                at=fact.valid_to,
+                updated_at=deleted_at.get(fact.id),
+            ),
         )
         for fact, replaced_by in tombstones
     ]
-    rows.append(functools.partial(turnlog.count, store, counts))
-    for start in range(0, len(rows), ROWS_PER_TRANSACTION):
+    rows.append((1, functools.partial(turnlog.count, store, counts)))
+    for group in _transactions(rows):
         with store.transaction():
-            for row in rows[start : start + ROWS_PER_TRANSACTION]:
+            for _, row in group:
                 row()
     return counts
+
+
+def _transactions(rows: Sequence[Row]) -> list[list[Row]]:
+    """`rows` (each with how many index rows it writes) in transactions of up to
+    `ROWS_PER_TRANSACTION` rows, in order: a turn's entries and the day's counters commit
+    once, not once each (a commit costs the keyword index's catch-up too)."""
+    groups: list[list[Row]] = []
+    size = 0
+    for row in rows:
+        if not groups or size + row[0] > ROWS_PER_TRANSACTION:
+            groups.append([])
+            size = 0
+        groups[-1].append(row)
+        size += row[0]
+    return groups
 
 
 def _write_files(
@@ -177,9 +199,12 @@ def erase_entries(tree: Tree | None, store: Store, facts: Sequence[Fact]) -> Non
         store.purge_fact(fact.id)
 
 
-def write_counts(store: Store, puts: Sequence[Fact], tombstones: Tombstones) -> dict[str, int]:
+def write_counts(
+    store: Store, puts: Sequence[Fact], tombstones: Tombstones, new: Collection[str] = ()
+) -> dict[str, int]:
     """What a write adds to the day's counters: memories added, updated and forgotten, and
-    turns remembered (summaries are bookkeeping, not counted)."""
+    turns remembered (summaries are bookkeeping, not counted). A memory in `new` (its id
+    just minted) is added without asking the store whether it holds it."""
     counts = {
         turnlog.MEMORIES_ADDED: 0,
         turnlog.MEMORIES_UPDATED: 0,
@@ -188,7 +213,7 @@ def write_counts(store: Store, puts: Sequence[Fact], tombstones: Tombstones) -> 
     }
     for fact in puts:
         if fact.role == "memory":
-            known = store.get_fact(fact.id) is not None
+            known = fact.id not in new and store.get_fact(fact.id) is not None
             counts[turnlog.MEMORIES_UPDATED if known else turnlog.MEMORIES_ADDED] += 1
         elif fact.role in ("user", "assistant"):
             counts[turnlog.TURNS_REMEMBERED] += 1
