@@ -16,6 +16,7 @@ from memlane.engine.turn import Answer, Turn
 from memlane.store import StoreError
 from memlane.store.sqlite import SQLiteStore
 from memlane.types import Message
+from tests.support.stores import count_commits
 
 
 @pytest.fixture
@@ -98,19 +99,6 @@ async def test_another_write_that_fails_leaves_the_turn_as_it_was(rt: Runtime) -
     assert not turn.lost
 
 
-def _commits(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the store's commits (each is one transaction of this process)."""
-    made: list[int] = []
-    committed = store._committed
-
-    def counted() -> None:
-        made.append(1)
-        committed()
-
-    monkeypatch.setattr(store, "_committed", counted)
-    return made
-
-
 def _new_session_turn(key: str, todo: str = "1. ship it") -> Turn:
     messages = [Message("system", "You are a coding agent."), Message("user", "start the ledger")]
     return Turn(
@@ -151,7 +139,7 @@ async def test_a_new_sessions_row_messages_state_and_first_plan_are_one_batch(
     rt: Runtime, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     turn = _new_session_turn("one-batch")
-    commits = _commits(sqlite_store, monkeypatch)
+    commits = count_commits(sqlite_store, monkeypatch)
     assert sqlite_store.find_session("one-batch") is None
     await _prepared_behind_a_held_batch(rt, turn)
 

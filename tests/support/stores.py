@@ -27,3 +27,17 @@ def sqlite_store(tmp_path: Path) -> Iterator[SQLiteStore]:
     store = SQLiteStore(tmp_path / "memlane.db")
     yield store
     store.close()
+
+
+def count_commits(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the store's commits (each is one transaction of this process): one item per
+    commit is appended to the returned list."""
+    made: list[int] = []
+    committed = store._committed
+
+    def counted() -> None:
+        made.append(1)
+        committed()
+
+    monkeypatch.setattr(store, "_committed", counted)
+    return made

@@ -17,6 +17,7 @@ from memlane.files.memory_files import new_id
 from memlane.store.sqlite import SQLiteStore
 from memlane.types import Fact
 from tests.engine.memory.conftest import agree
+from tests.support.stores import count_commits
 
 
 def entry(text: str) -> Fact:
@@ -30,14 +31,7 @@ async def test_a_group_of_entries_is_indexed_a_few_rows_a_store_transaction(
     group's rows and counters go `ROWS_PER_TRANSACTION` a transaction, not one each."""
     old = [entry(f"old {n}") for n in range(2)]
     await book.write(puts=old, new={f.id for f in old})
-    commits: list[int] = []
-    committed = sqlite_store._committed
-
-    def counted() -> None:
-        commits.append(1)
-        committed()
-
-    monkeypatch.setattr(sqlite_store, "_committed", counted)
+    commits = count_commits(sqlite_store, monkeypatch)
     monkeypatch.setattr(writes, "ROWS_PER_TRANSACTION", 5)
     puts = [entry(f"new {n}") for n in range(10)]
     await book.write(puts=puts, tombstones=[(f, None) for f in old], new={f.id for f in puts})
@@ -56,14 +50,7 @@ async def test_a_turns_entries_and_the_days_counters_commit_once(
     day's counters with it: each commit also costs the keyword index's catch-up."""
     old = [entry("old")]
     await book.write(puts=old, new={f.id for f in old})
-    commits: list[int] = []
-    committed = sqlite_store._committed
-
-    def counted() -> None:
-        commits.append(1)
-        committed()
-
-    monkeypatch.setattr(sqlite_store, "_committed", counted)
+    commits = count_commits(sqlite_store, monkeypatch)
     puts = [entry("user says"), entry("assistant says")]
     await book.write(puts=puts, tombstones=[(old[0], None)], new={f.id for f in puts})
     assert len(commits) == 1

@@ -26,6 +26,7 @@ from memlane.store.sqlite import SQLiteStore
 from memlane.text.llm import Completion, LLMError
 from memlane.types import Message, ToolCall
 from tests.engine.sessions.conftest import chat
+from tests.support.stores import count_commits
 from tests.support.text import ScriptedLLM
 
 GOOD = json.dumps(
@@ -368,14 +369,7 @@ async def test_an_index_is_saved_in_one_commit(
     """The successful attempt's event and the session's metadata are one store commit."""
     scripted_llm.default = GOOD
     session = chat(sqlite_store, "k", TEN)
-    commits: list[int] = []
-    committed = sqlite_store._committed
-
-    def counted() -> None:
-        commits.append(1)
-        committed()
-
-    monkeypatch.setattr(sqlite_store, "_committed", counted)
+    commits = count_commits(sqlite_store, monkeypatch)
     result = await index_session(rt, session.id)
     assert result.ok
     assert len(commits) == 1
