@@ -18,9 +18,11 @@ share its cores with the proxy).
 Printed: requests/s, p50/p99 latency (request sent to last byte), errors (any non-200,
 broken stream or stream without its end), the proxy's CPU milliseconds per request (user
 + system time of its whole process tree, workers and the git or other helpers it ran
-included, from the end of the warm-up until the background work the clients' requests
-queued is done, divided by the requests answered in the measured time: memory work a run
-leaves pending would otherwise go uncounted), and the proxy's resident memory (RSS, all
+included, from the clients' first request until the background work their requests
+queued is done, divided by every request answered in that time, the warm-up's included:
+memory work a run leaves pending would otherwise go uncounted, and the background work
+the warm-up's requests queue runs mostly after the warm-up, so counting from its end
+charged it to the measured requests), and the proxy's resident memory (RSS, all
 its processes) at start, after warm-up and at the end; `--compare` runs, in one
 invocation against one upstream, straight to the upstream, then memlane with the
 defaults, with memory off and with `--workers 2`, and prints one table (requests/s side
@@ -71,7 +73,8 @@ class Cell:
     tallies: list[Tally]
     samples: list[tuple[float, float]]
     cpu_seconds: float | None
-    """CPU time of the proxy's process tree over the measured time (None: no /proc)."""
+    """CPU time of the proxy's process tree over the run, warm-up and the background work
+    the requests queued included (None: no /proc)."""
 
 
 @dataclass
@@ -79,6 +82,8 @@ class Tally:
     """What one client process measured after the warm-up."""
 
     latencies: list[float] = field(default_factory=list)
+    warm: int = 0
+    """Requests answered in the warm-up: not timed, but their CPU is counted."""
     errors: int = 0
     error_kinds: dict[str, int] = field(default_factory=dict)
 
@@ -127,6 +132,8 @@ async def _client(
                     tally.latencies.append(time.monotonic() - started)
                 else:
                     tally.error(kind)
+            elif ok:
+                tally.warm += 1
             if not ok:
                 await asyncio.sleep(0.2)  # a failing proxy is not hammered in a tight loop
                 break  # start a fresh session
@@ -385,8 +392,8 @@ def drive(
     drain: Callable[[], None] | None = None,
 ) -> tuple[list[Tally], list[tuple[float, float]], float | None]:
     """Run the clients; sample the proxy's RSS meanwhile: (seconds since start, MB); and
-    its process tree's CPU seconds from the end of the warm-up until the clients are
-    done and `drain` returned (the background work their requests queued is done)."""
+    its process tree's CPU seconds from the clients' start until they are done and
+    `drain` returned (the background work their requests queued is done)."""
     names = [f"load-{os.getpid()}-{i}" for i in range(args.clients)]
     shares = [names[i :: args.client_processes] for i in range(args.client_processes)]
     out: multiprocessing.Queue[Tally] = multiprocessing.Queue()
@@ -404,14 +411,12 @@ def drive(
         process.start()
     samples = [(0.0, rss_mb(pid))]
     time.sleep(max(0.0, start_at - time.time()))
+    cpu_from = cpu_tree_seconds(pid)
     begin = time.monotonic()
     marks = [warmup, *(warmup + t for t in _steps(seconds, args.sample if args.soak else 0))]
-    cpu_from: float | None = None
     for mark in marks:
         time.sleep(max(0.0, begin + mark - time.monotonic()))
         samples.append((mark, rss_mb(pid)))
-        if cpu_from is None:
-            cpu_from = cpu_tree_seconds(pid)
     tallies = [out.get(timeout=seconds + warmup + 300) for _ in processes]
     samples.append((time.monotonic() - begin, rss_mb(pid)))
     if drain is not None:
@@ -448,7 +453,7 @@ def report(args: argparse.Namespace, seconds: float, warmup: float, cells: list[
     for cell in cells:
         latencies = [x for t in cell.tallies for x in t.latencies]
         errors = sum(t.errors for t in cell.tallies)
-        answered = len(latencies) + errors
+        answered = len(latencies) + errors + sum(t.warm for t in cell.tallies)
         cpu = (
             f"{cell.cpu_seconds * 1000 / answered:.2f}"
             if cell.cpu_seconds is not None and answered
