@@ -6,6 +6,7 @@ while the request is upstream (`governance.counting`).
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from memlane.engine.governance.cache import Governor
 from memlane.engine.governance.flow import govern
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.ahead import made_session, write_made
+from memlane.engine.threads import TRAFFIC
 from memlane.engine.turn import Turn
 from memlane.store.sqlite import SQLiteStore
 from memlane.types import Message, ToolCall
@@ -102,21 +104,27 @@ def turn_of(rt: Runtime, messages: list[Message], *, new: bool) -> Turn:
     )
 
 
-@pytest.mark.parametrize("new", [True, False])
+@pytest.mark.parametrize(("new", "others"), [(True, 0), (True, 1), (False, 0), (False, 1)])
 async def test_the_turns_counts_arrive_once_counted(
-    tmp_path: Path, sqlite_store: SQLiteStore, new: bool
+    tmp_path: Path, sqlite_store: SQLiteStore, new: bool, others: int
 ) -> None:
-    """A new session's unseen texts are counted beside the upstream call; a next turn's,
-    memoised but for its newest, are counted in front, where a thread trip cost more."""
+    """A new session's unseen texts are counted beside the upstream call. So are a next
+    turn's when no other request is in hand (the loop is free while it is upstream);
+    while `others` are, its texts, memoised but for its newest, are counted in front,
+    where a thread trip cost more."""
     rt = Runtime(settings_for(tmp_path), sqlite_store, _llm=ScriptedLLM())
     messages = chat(6)
     turn = turn_of(rt, messages, new=new)
     if turn.made_ahead is not None:  # as the turn's store does while the request is upstream
         write_made(rt.store, turn.made_ahead)
-    out = await govern_turn(rt, turn, messages)
+    later = new or not others
+    with contextlib.ExitStack() as in_hand:
+        for _ in range(1 + others):  # this request, and the others in memlane's hands
+            in_hand.enter_context(TRAFFIC.serving())
+        out = await govern_turn(rt, turn, messages)
     assert out == messages
-    assert (turn.counting is not None) is new
-    assert (turn.context is None) is new
+    assert (turn.counting is not None) is later
+    assert (turn.context is None) is later
 
     await counted(turn)
     tokens = governor(rt.settings).total(messages)

@@ -52,10 +52,12 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
     # at start-up) cost less than the thread hop, whose wake-up waits for a free core.
     gov = governor_for_turn(rt, turn)
     # A new session's texts are unseen: counted beside the upstream call. A next turn's are
-    # memoised but for its newest: counted here, where a thread trip cost more than it
-    # saved (`load.py`, 200 clients: 76-84 req/s fell to 58-67 with every count deferred,
-    # each answer's headers waiting in the pool's queue behind the stores).
-    later = turn.made_ahead is not None
+    # memoised but for its newest: counted beside it too when no other request is in hand
+    # (`Counting` then counts on the loop while the request is upstream), else here, where
+    # a thread trip cost more than it saved (`load.py`, 200 clients: 76-84 req/s fell to
+    # 58-67 with every count deferred, each answer's headers waiting in the pool's queue
+    # behind the stores).
+    later = turn.made_ahead is not None or threads.TRAFFIC.alone
     save = _saver(rt, turn, gov)
     governed = await govern(gov, messages, user_text=turn.user_text, save=save, count_later=later)
     elapsed = time.perf_counter() - started
