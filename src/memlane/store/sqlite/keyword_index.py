@@ -33,7 +33,6 @@ import itertools
 import math
 import sqlite3
 import threading
-from array import array
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,7 +44,14 @@ import numpy.typing as npt
 from memlane.store.base import SearchFilter
 from memlane.store.rare_terms import RareQuery, rare_bound
 from memlane.store.sqlite.doc_filter import DocFilter, Docs, IntArray, Mask
-from memlane.store.sqlite.postings import DeadDocs, Int32Array, Part, held, passing_postings
+from memlane.store.sqlite.postings import (
+    DeadDocs,
+    Int32Array,
+    Part,
+    Tail,
+    held,
+    passing_postings,
+)
 
 K1 = 1.2
 B = 0.75
@@ -100,11 +106,10 @@ class KeywordIndex:
         self._off = np.zeros(1, np.int64)
         self._pdoc = np.zeros(0, np.int32)
         self._ptf = np.zeros(0, np.int32)
-        # new postings, per term: (documents, frequencies) as C int arrays, 4 bytes a
-        # posting (a list of Python ints took 40: a tail of n / 16 documents was ~20 MB)
-        self._tail: dict[int, tuple[array[int], array[int]]] = {}
+        # new postings, per term, 4 bytes a posting (a list of Python ints took 40: a tail
+        # of n / 16 documents was ~20 MB)
+        self._tail: dict[int, Tail] = {}
         self._tail_docs = 0
-        self._tail_arrays: dict[int, tuple[Int32Array, Int32Array]] = {}
         self._where = np.full(0, -1, np.int32)  # a rowid's latest document, -1: none
 
     @property
@@ -270,9 +275,9 @@ class KeywordIndex:
         for term, doc, tf in zip(terms.tolist(), doc_index.tolist(), tfs.tolist(), strict=True):
             found = tail.get(term)
             if found is None:
-                found = tail[term] = (array("i"), array("i"))
-            found[0].append(doc)
-            found[1].append(tf)
+                found = tail[term] = Tail()
+            found.docs.append(doc)
+            found.tfs.append(tf)
 
     def _merge(self, batches: list[Postings]) -> None:
         """Rebuild the arrays from themselves, the tail and `batches`, dropping dead documents.
@@ -314,14 +319,15 @@ class KeywordIndex:
         fresh: list[Postings] = []
         if self._tail:
             terms = sorted(self._tail)
+            parts = [self._tail[t].part for t in terms]
             fresh.append(
                 (
-                    np.repeat(terms, [len(self._tail[t][0]) for t in terms]),
-                    np.concatenate([np.frombuffer(self._tail[t][0], np.int32) for t in terms]),
-                    np.concatenate([np.frombuffer(self._tail[t][1], np.int32) for t in terms]),
+                    np.repeat(terms, [d.shape[0] for d, _ in parts]),
+                    np.concatenate([d for d, _ in parts]),
+                    np.concatenate([f for _, f in parts]),
                 )
             )
-            self._tail, self._tail_docs, self._tail_arrays = {}, 0, {}
+            self._tail, self._tail_docs = {}, 0
         fresh.extend(batches)
         if alive is None:
             return fresh
@@ -405,25 +411,8 @@ class KeywordIndex:
                 parts.append((self._pdoc[start:end], self._ptf[start:end]))
         tail = self._tail.get(term)
         if tail is not None:
-            parts.append(self._tail_array(term, tail))
+            parts.append(tail.part)
         return parts
-
-    def _tail_array(
-        self, term: int, tail: tuple[array[int], array[int]]
-    ) -> tuple[Int32Array, Int32Array]:
-        """A term's tail postings as arrays, converted once and extended as the tail grows
-        (it only grows until a merge empties it). A common word's tail holds up to
-        `TAIL_MIN` documents: converting its lists on every search cost 40 µs a list."""
-        done = self._tail_arrays.get(term)
-        have = 0 if done is None else done[0].shape[0]
-        if done is not None and have == len(tail[0]):
-            return done
-        docs = np.frombuffer(tail[0], np.int32)[have:].copy()  # the array may grow: a copy
-        tfs = np.frombuffer(tail[1], np.int32)[have:].copy()
-        if done is not None:
-            docs, tfs = np.concatenate([done[0], docs]), np.concatenate([done[1], tfs])
-        self._tail_arrays[term] = (docs, tfs)
-        return docs, tfs
 
     def _best(self, doc_index: IntArray, scores: FloatArray, k: int) -> list[KeywordHit]:
         """Sum each document's scores over the terms; the top k, ties oldest first."""
