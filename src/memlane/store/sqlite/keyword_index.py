@@ -43,11 +43,12 @@ import numpy.typing as npt
 
 from memlane.store.base import SearchFilter
 from memlane.store.rare_terms import RareQuery, rare_bound
-from memlane.store.sqlite.doc_filter import DocFilter, Docs, IntArray, Mask
+from memlane.store.sqlite.doc_filter import DocFilter, Docs, IntArray, Mask, filter_key
 from memlane.store.sqlite.postings import (
     DeadDocs,
     Int32Array,
     Part,
+    Seen,
     Tail,
     held,
     passing_postings,
@@ -111,6 +112,7 @@ class KeywordIndex:
         self._tail: dict[int, Tail] = {}
         self._tail_docs = 0
         self._where = np.full(0, -1, np.int32)  # a rowid's latest document, -1: none
+        self._seen = Seen()  # what searches found, until the next change
 
     @property
     def loaded(self) -> bool:
@@ -128,6 +130,7 @@ class KeywordIndex:
         with self._lock:
             if self._loaded and self._current(conn):
                 return
+            self._seen.clear()  # the index may change: what searches found may not hold
             conn.execute("BEGIN")
             try:
                 # two subqueries: SQLite reads one end of the key for a lone min() or max(),
@@ -345,6 +348,7 @@ class KeywordIndex:
             passing = self._filter.passing(flt)
             if passing is None:
                 return []
+            key = filter_key(flt)
             found: list[Part] = []
             weights: list[float] = []
             for word in dict.fromkeys(words):
@@ -357,6 +361,7 @@ class KeywordIndex:
                 if hits == 0:
                     continue
                 chosen = passing_postings(parts, passing)
+                self._seen.note(key, term, chosen[0])
                 if chosen[0].shape[0] == 0:
                     continue
                 found.append(chosen)
@@ -391,12 +396,14 @@ class KeywordIndex:
             if max_df < 2:
                 return {}  # a word only its seed holds links nothing
             out: dict[str, list[int]] = {}
-            vocab, rowid = self._vocab, self._docs.rowid
+            vocab, rowid, key = self._vocab, self._docs.rowid, filter_key(query.flt)
             for word in query.words:
                 term = vocab.get(word)
                 if term is None:
                     continue
-                chosen = held([d for d, _ in self._parts(term)], passing, max_df)
+                chosen = self._seen.held(key, term, max_df)
+                if chosen is False:
+                    chosen = held([d for d, _ in self._parts(term)], passing, max_df)
                 if chosen is not None and chosen.shape[0]:
                     out[word] = np.sort(rowid[chosen]).tolist()
             return out

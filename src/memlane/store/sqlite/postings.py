@@ -18,7 +18,9 @@ since that term was last asked about.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Iterator, Sequence
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -37,6 +39,11 @@ HELD_CHUNK = 4_096
 """Postings of a word `held` masks at a time."""
 LOOKUP_CHUNK = 256
 """Passing documents `held` looks up in a word's postings at a time (about as costly)."""
+
+SEEN_FILTERS = 16
+"""Filters whose searches' findings `Seen` keeps (the proxy's requests interleave)."""
+SEEN_DOCS = 64
+"""Passing documents `Seen` keeps of a word, at most (a rare word has at most 20 of them)."""
 
 _EMPTY = np.zeros(0, np.int32)
 
@@ -137,6 +144,49 @@ class Tail:
             self._tfs[self._read : count] = np.frombuffer(self.tfs, np.int32)[self._read :]
             self._read = count
         return self._docs[:count], self._tfs[:count]
+
+
+class Seen:
+    """How many documents passing a filter hold each word a search asked about (and which,
+    when few), until the index changes.
+
+    A request's rare-word expansion asks which passing documents hold each word of its
+    best hits, and those hits say the question's words: the longest postings of the
+    question, just looked up by its keyword search with the same filter. What the
+    search found answers again, for the last `SEEN_FILTERS` filters searched; the index
+    forgets it all whenever a refresh reads a change, so an answer never outlives a
+    write, a deletion or a forget.
+    """
+
+    def __init__(self) -> None:
+        self._found: OrderedDict[Hashable, dict[int, tuple[int, Int32Array | None]]]
+        self._found = OrderedDict()
+
+    def clear(self) -> None:
+        self._found.clear()
+
+    def note(self, key: Hashable, term: int, docs: Int32Array) -> None:
+        """The passing documents (of the filter `key`) that hold `term`, all of them."""
+        found = self._found.get(key)
+        if found is None:
+            found = self._found[key] = {}
+            while len(self._found) > SEEN_FILTERS:
+                self._found.popitem(last=False)
+        else:
+            self._found.move_to_end(key)
+        found[term] = (docs.shape[0], docs if docs.shape[0] <= SEEN_DOCS else None)
+
+    def held(self, key: Hashable, term: int, most: int) -> Int32Array | Literal[False] | None:
+        """`held`'s answer for `term` when a search found it: None for more than `most`
+        documents, else those documents; False when not known."""
+        found = self._found.get(key)
+        known = None if found is None else found.get(term)
+        if known is None:
+            return False
+        count, docs = known
+        if count > most:
+            return None
+        return False if docs is None else docs
 
 
 class DeadDocs:
