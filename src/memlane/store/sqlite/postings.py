@@ -48,17 +48,14 @@ SEEN_DOCS = 64
 _EMPTY = np.zeros(0, np.int32)
 
 
-def _in_range(docs: Int32Array, passing: Int32Array) -> Int32Array:
-    """The passing documents between the first and the last of `docs` (not empty)."""
-    lo = int(passing.searchsorted(docs[0], side="left"))
-    hi = int(passing.searchsorted(docs[-1], side="right"))
-    return passing[lo:hi]
-
-
 def _found(docs: Int32Array, wanted: Int32Array) -> tuple[Int32Array, npt.NDArray[np.intp]]:
-    """Which of `wanted` (ascending, within `docs`' range) `docs` holds, and where."""
+    """Which of `wanted` (ascending) `docs` holds, and where: one binary search each, and
+    a clipped look at where each would be (a wanted document past the last is not there;
+    narrowing `wanted` to `docs`' range first cost more numpy calls than it saved)."""
+    if not docs.shape[0]:
+        return _EMPTY, np.zeros(0, np.intp)
     places = docs.searchsorted(wanted)
-    hit = docs[places] == wanted
+    hit = docs.take(places, mode="clip") == wanted
     return wanted[hit], places[hit]
 
 
@@ -68,7 +65,7 @@ def passing_postings(parts: Sequence[Part], passing: Passing) -> Part:
     found: list[Part] = []
     for docs, tfs in parts:
         if passing.count * FEW < docs.shape[0]:
-            chosen, places = _found(docs, _in_range(docs, passing.docs))
+            chosen, places = _found(docs, passing.docs)
             found.append((chosen, tfs[places]))
         else:
             keep = passing.mask[docs]
@@ -100,7 +97,7 @@ def _passing_chunks(docs: Int32Array, passing: Passing) -> Iterator[Int32Array]:
     """The documents of `docs` that pass, a chunk at a time, each way: a word common
     among the passing documents is known to be common after a chunk or two."""
     if passing.count * FEW < docs.shape[0]:
-        wanted = _in_range(docs, passing.docs)
+        wanted = passing.docs
         for start in range(0, wanted.shape[0], LOOKUP_CHUNK):
             yield _found(docs, wanted[start : start + LOOKUP_CHUNK])[0]
     else:
@@ -226,7 +223,7 @@ class DeadDocs:
             new = np.sort(new)
             for docs in parts:
                 if docs.shape[0]:
-                    holders += _found(docs, _in_range(docs, new))[0].shape[0]
+                    holders += _found(docs, new)[0].shape[0]
         else:  # count them all again: the postings not alive
             holders = total - sum(int(np.count_nonzero(alive[docs])) for docs in parts)
         self._seen[term] = (self.count, holders)
