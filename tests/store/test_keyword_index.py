@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from memlane.store import NewMessage, SearchFilter
@@ -341,26 +342,33 @@ def test_a_write_does_not_load_an_index_no_search_has_read(tmp_path: Path) -> No
     store.close()
 
 
-def test_a_words_tail_is_converted_once_and_extended_by_what_is_new(tmp_path: Path) -> None:
-    """A common word's tail postings (up to `TAIL_MIN` documents) are not converted to
-    arrays again on every search: only what was added since."""
+def test_a_words_tail_is_read_in_place_and_keeps_what_a_search_was_given(
+    tmp_path: Path,
+) -> None:
+    """A common word's tail postings (up to `TAIL_MIN` documents) are not copied on every
+    search: a search reads views of the tail's arrays, and postings added later go past
+    them, so what an earlier search was given keeps its values."""
     store = SQLiteStore(tmp_path / "memlane.db")
     session = store.ensure_session("s", namespace="ns")
     store.append_messages(session.id, [user(f"w0 note {i}") for i in range(50)])
     assert_same_as_fts5(store)
     index = store._keywords
-    term = index._vocab["w0"]
-    first = index._tail_arrays[term]
-    assert first[0].shape[0] == 50
-    assert_same_as_fts5(store)
-    assert index._tail_arrays[term] is first  # nothing new: the same arrays
+    tail = index._tail[index._vocab["w0"]]
+    docs, tfs = tail.part
+    assert docs.shape[0] == 50
+    before = (docs.copy(), tfs.copy())
+    again = tail.part
+    assert np.shares_memory(again[0], docs)  # nothing new: the same memory, no copy
 
-    store.append_messages(session.id, [user("w0 w1 again")])
-    assert_same_as_fts5(store)
-    docs, tfs = index._tail_arrays[term]
-    assert docs.shape[0] == 51
-    assert (docs[:50] == first[0]).all()
-    assert (tfs[:50] == first[1]).all()
+    for i in range(20):  # enough to grow the arrays past their room
+        store.append_messages(session.id, [user(f"w0 w0 w1 again {i}")])
+        assert_same_as_fts5(store)
+    grown, grown_tfs = tail.part
+    assert grown.shape[0] == 70
+    assert (grown[:50] == before[0]).all()
+    assert (grown_tfs[50:] == 2).all()
+    assert (docs == before[0]).all()  # the earlier view is untouched
+    assert (tfs == before[1]).all()
     store.close()
 
 

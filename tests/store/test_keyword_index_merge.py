@@ -122,4 +122,4 @@ def test_the_tail_keeps_four_bytes_a_posting() -> None:
     finally:
         tracemalloc.stop()
     assert held < 2 * 4 * count * 1.5  # two arrays of C ints, with their growth slack
-    assert index._tail_array(0, index._tail[0])[0].tolist() == list(range(10_000, 12_000))
+    assert index._tail[0].part[0].tolist() == list(range(10_000, 12_000))

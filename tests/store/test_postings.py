@@ -12,6 +12,7 @@ import pytest
 from memlane.store import SearchFilter
 from memlane.store.rare_terms import RareQuery
 from memlane.store.sqlite import SQLiteStore, keyword_index, postings
+from memlane.store.sqlite.doc_filter import filter_key
 from memlane.store.sqlite.keyword_index import KeywordIndex
 from memlane.types import FactRole
 from tests.store.fts5_reference import fts5_reference
@@ -143,4 +144,64 @@ def test_a_search_over_one_conversation_of_many_ranks_as_fts5(
                     ), (round_, conversation, query)
         tails += bool(store._keywords._tail)
     assert tails  # some rounds searched over a tail
+    store.close()
+
+
+def test_rare_holders_after_a_search_are_those_a_fresh_index_finds(tmp_path: Path) -> None:
+    """A search's findings answer the rare-word question for its words and filter: the
+    same holders, round after round of writes, changes and deletions, as an index that
+    never searched."""
+    memory = Memory(tmp_path / "memlane.db")
+    raw = sqlite3.connect(memory.store.path, isolation_level=None)
+    index = KeywordIndex()
+    index.refresh(raw)
+    reused = 0
+    for _ in range(6):
+        memory.churn()
+        index.refresh(raw)
+        fresh = KeywordIndex()
+        fresh.refresh(raw)
+        for flt in FILTERS:
+            for query in QUERIES:
+                words = query.split()
+                index.search(words, flt, 25)
+                for max_df, max_share in ((20, 0.5), (3, 1.0), (10**6, 1.0)):
+                    asked = RareQuery(tuple(words), flt, max_df, max_share, None)
+                    assert index.holders(asked) == fresh.holders(asked), (flt, query, max_df)
+                    reused += any(
+                        index._seen.held(filter_key(flt), index._vocab[w], max_df) is not False
+                        for w in words
+                        if w in index._vocab
+                    )
+    assert reused  # the answers came from the searches' findings
+    raw.close()
+    memory.store.close()
+
+
+def test_a_change_to_the_index_forgets_what_searches_found(tmp_path: Path) -> None:
+    """A deleted memory is never a rare word's holder again, and a new one is one at once,
+    though a search had found the word's holders just before."""
+    store = SQLiteStore(tmp_path / "memlane.db")
+    for i in range(3):
+        store.put_fact(fact(f"z{i}", f"zebra note {i}", scope="conv:1"))
+    for i in range(30):
+        store.put_fact(fact(f"o{i}", f"other words {i}", scope="conv:1"))
+    raw = sqlite3.connect(store.path, isolation_level=None)
+    index = KeywordIndex()
+    index.refresh(raw)
+    flt = SearchFilter(kinds=("fact",), scopes=("conv:1",))
+    asked = RareQuery(("zebra",), flt, 20, 1.0, None)
+
+    index.search(["zebra"], flt, 10)
+    assert index._seen.held(filter_key(flt), index._vocab["zebra"], 20) is not False
+    assert len(index.holders(asked)["zebra"]) == 3
+    store.delete_fact("z0")
+    index.refresh(raw)
+    assert len(index.holders(asked)["zebra"]) == 2
+
+    index.search(["zebra"], flt, 10)
+    store.put_fact(fact("z9", "zebra again", scope="conv:1"))
+    index.refresh(raw)
+    assert len(index.holders(asked)["zebra"]) == 3
+    raw.close()
     store.close()

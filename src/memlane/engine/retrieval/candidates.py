@@ -90,5 +90,7 @@ def _candidate(
         hit.created_at,
         *keyword,
         *dense,
-        role=hit.role,
+        0.0,
+        0.0,
+        hit.role,  # positional: keywords cost a frozen dataclass twice the time
     )

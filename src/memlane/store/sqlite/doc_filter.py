@@ -111,6 +111,11 @@ class Passing:
         self.count -= passed.shape[0]
 
 
+def filter_key(flt: SearchFilter) -> tuple[Any, ...]:
+    """What of a filter the index answers (its moment is the SQL's to check)."""
+    return (flt.kinds, flt.scopes, flt.session_id, flt.fact_roles)
+
+
 class DocFilter:
     """Which documents pass a search filter (alive and active too), over `docs`."""
 
@@ -146,7 +151,7 @@ class DocFilter:
         document that dies is cleared in place. A filter not cached costs its
         scopes' documents, not every document's.
         """
-        key = (flt.kinds, flt.scopes, flt.session_id, flt.fact_roles)
+        key = filter_key(flt)
         n = self.docs.n
         cached = self._masks.get(key)
         if cached is not None:

@@ -33,7 +33,6 @@ import itertools
 import math
 import sqlite3
 import threading
-from array import array
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,8 +43,16 @@ import numpy.typing as npt
 
 from memlane.store.base import SearchFilter
 from memlane.store.rare_terms import RareQuery, rare_bound
-from memlane.store.sqlite.doc_filter import DocFilter, Docs, IntArray, Mask
-from memlane.store.sqlite.postings import DeadDocs, Int32Array, Part, held, passing_postings
+from memlane.store.sqlite.doc_filter import DocFilter, Docs, IntArray, Mask, filter_key
+from memlane.store.sqlite.postings import (
+    DeadDocs,
+    Int32Array,
+    Part,
+    Seen,
+    Tail,
+    held,
+    passing_postings,
+)
 
 K1 = 1.2
 B = 0.75
@@ -100,12 +107,12 @@ class KeywordIndex:
         self._off = np.zeros(1, np.int64)
         self._pdoc = np.zeros(0, np.int32)
         self._ptf = np.zeros(0, np.int32)
-        # new postings, per term: (documents, frequencies) as C int arrays, 4 bytes a
-        # posting (a list of Python ints took 40: a tail of n / 16 documents was ~20 MB)
-        self._tail: dict[int, tuple[array[int], array[int]]] = {}
+        # new postings, per term, 4 bytes a posting (a list of Python ints took 40: a tail
+        # of n / 16 documents was ~20 MB)
+        self._tail: dict[int, Tail] = {}
         self._tail_docs = 0
-        self._tail_arrays: dict[int, tuple[Int32Array, Int32Array]] = {}
         self._where = np.full(0, -1, np.int32)  # a rowid's latest document, -1: none
+        self._seen = Seen()  # what searches found, until the next change
 
     @property
     def loaded(self) -> bool:
@@ -123,6 +130,7 @@ class KeywordIndex:
         with self._lock:
             if self._loaded and self._current(conn):
                 return
+            self._seen.clear()  # the index may change: what searches found may not hold
             conn.execute("BEGIN")
             try:
                 # two subqueries: SQLite reads one end of the key for a lone min() or max(),
@@ -270,9 +278,9 @@ class KeywordIndex:
         for term, doc, tf in zip(terms.tolist(), doc_index.tolist(), tfs.tolist(), strict=True):
             found = tail.get(term)
             if found is None:
-                found = tail[term] = (array("i"), array("i"))
-            found[0].append(doc)
-            found[1].append(tf)
+                found = tail[term] = Tail()
+            found.docs.append(doc)
+            found.tfs.append(tf)
 
     def _merge(self, batches: list[Postings]) -> None:
         """Rebuild the arrays from themselves, the tail and `batches`, dropping dead documents.
@@ -314,14 +322,15 @@ class KeywordIndex:
         fresh: list[Postings] = []
         if self._tail:
             terms = sorted(self._tail)
+            parts = [self._tail[t].part for t in terms]
             fresh.append(
                 (
-                    np.repeat(terms, [len(self._tail[t][0]) for t in terms]),
-                    np.concatenate([np.frombuffer(self._tail[t][0], np.int32) for t in terms]),
-                    np.concatenate([np.frombuffer(self._tail[t][1], np.int32) for t in terms]),
+                    np.repeat(terms, [d.shape[0] for d, _ in parts]),
+                    np.concatenate([d for d, _ in parts]),
+                    np.concatenate([f for _, f in parts]),
                 )
             )
-            self._tail, self._tail_docs, self._tail_arrays = {}, 0, {}
+            self._tail, self._tail_docs = {}, 0
         fresh.extend(batches)
         if alive is None:
             return fresh
@@ -339,6 +348,7 @@ class KeywordIndex:
             passing = self._filter.passing(flt)
             if passing is None:
                 return []
+            key = filter_key(flt)
             found: list[Part] = []
             weights: list[float] = []
             for word in dict.fromkeys(words):
@@ -351,6 +361,7 @@ class KeywordIndex:
                 if hits == 0:
                     continue
                 chosen = passing_postings(parts, passing)
+                self._seen.note(key, term, chosen[0])
                 if chosen[0].shape[0] == 0:
                     continue
                 found.append(chosen)
@@ -385,12 +396,14 @@ class KeywordIndex:
             if max_df < 2:
                 return {}  # a word only its seed holds links nothing
             out: dict[str, list[int]] = {}
-            vocab, rowid = self._vocab, self._docs.rowid
+            vocab, rowid, key = self._vocab, self._docs.rowid, filter_key(query.flt)
             for word in query.words:
                 term = vocab.get(word)
                 if term is None:
                     continue
-                chosen = held([d for d, _ in self._parts(term)], passing, max_df)
+                chosen = self._seen.held(key, term, max_df)
+                if chosen is False:
+                    chosen = held([d for d, _ in self._parts(term)], passing, max_df)
                 if chosen is not None and chosen.shape[0]:
                     out[word] = np.sort(rowid[chosen]).tolist()
             return out
@@ -405,25 +418,8 @@ class KeywordIndex:
                 parts.append((self._pdoc[start:end], self._ptf[start:end]))
         tail = self._tail.get(term)
         if tail is not None:
-            parts.append(self._tail_array(term, tail))
+            parts.append(tail.part)
         return parts
-
-    def _tail_array(
-        self, term: int, tail: tuple[array[int], array[int]]
-    ) -> tuple[Int32Array, Int32Array]:
-        """A term's tail postings as arrays, converted once and extended as the tail grows
-        (it only grows until a merge empties it). A common word's tail holds up to
-        `TAIL_MIN` documents: converting its lists on every search cost 40 µs a list."""
-        done = self._tail_arrays.get(term)
-        have = 0 if done is None else done[0].shape[0]
-        if done is not None and have == len(tail[0]):
-            return done
-        docs = np.frombuffer(tail[0], np.int32)[have:].copy()  # the array may grow: a copy
-        tfs = np.frombuffer(tail[1], np.int32)[have:].copy()
-        if done is not None:
-            docs, tfs = np.concatenate([done[0], docs]), np.concatenate([done[1], tfs])
-        self._tail_arrays[term] = (docs, tfs)
-        return docs, tfs
 
     def _best(self, doc_index: IntArray, scores: FloatArray, k: int) -> list[KeywordHit]:
         """Sum each document's scores over the terms; the top k, ties oldest first."""

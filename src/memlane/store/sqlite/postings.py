@@ -17,7 +17,10 @@ since that term was last asked about.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from array import array
+from collections import OrderedDict
+from collections.abc import Hashable, Iterator, Sequence
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -37,20 +40,22 @@ HELD_CHUNK = 4_096
 LOOKUP_CHUNK = 256
 """Passing documents `held` looks up in a word's postings at a time (about as costly)."""
 
+SEEN_FILTERS = 16
+"""Filters whose searches' findings `Seen` keeps (the proxy's requests interleave)."""
+SEEN_DOCS = 64
+"""Passing documents `Seen` keeps of a word, at most (a rare word has at most 20 of them)."""
+
 _EMPTY = np.zeros(0, np.int32)
 
 
-def _in_range(docs: Int32Array, passing: Int32Array) -> Int32Array:
-    """The passing documents between the first and the last of `docs` (not empty)."""
-    lo = int(passing.searchsorted(docs[0], side="left"))
-    hi = int(passing.searchsorted(docs[-1], side="right"))
-    return passing[lo:hi]
-
-
 def _found(docs: Int32Array, wanted: Int32Array) -> tuple[Int32Array, npt.NDArray[np.intp]]:
-    """Which of `wanted` (ascending, within `docs`' range) `docs` holds, and where."""
+    """Which of `wanted` (ascending) `docs` holds, and where: one binary search each, and
+    a clipped look at where each would be (a wanted document past the last is not there;
+    narrowing `wanted` to `docs`' range first cost more numpy calls than it saved)."""
+    if not docs.shape[0]:
+        return _EMPTY, np.zeros(0, np.intp)
     places = docs.searchsorted(wanted)
-    hit = docs[places] == wanted
+    hit = docs.take(places, mode="clip") == wanted
     return wanted[hit], places[hit]
 
 
@@ -60,7 +65,7 @@ def passing_postings(parts: Sequence[Part], passing: Passing) -> Part:
     found: list[Part] = []
     for docs, tfs in parts:
         if passing.count * FEW < docs.shape[0]:
-            chosen, places = _found(docs, _in_range(docs, passing.docs))
+            chosen, places = _found(docs, passing.docs)
             found.append((chosen, tfs[places]))
         else:
             keep = passing.mask[docs]
@@ -92,13 +97,93 @@ def _passing_chunks(docs: Int32Array, passing: Passing) -> Iterator[Int32Array]:
     """The documents of `docs` that pass, a chunk at a time, each way: a word common
     among the passing documents is known to be common after a chunk or two."""
     if passing.count * FEW < docs.shape[0]:
-        wanted = _in_range(docs, passing.docs)
+        wanted = passing.docs
         for start in range(0, wanted.shape[0], LOOKUP_CHUNK):
             yield _found(docs, wanted[start : start + LOOKUP_CHUNK])[0]
     else:
         for start in range(0, docs.shape[0], HELD_CHUNK):
             chunk = docs[start : start + HELD_CHUNK]
             yield chunk[passing.mask[chunk]]
+
+
+class Tail:
+    """A term's postings added since the last merge, documents ascending.
+
+    A write appends to C int arrays (4 bytes a posting, a few dozen nanoseconds each:
+    a catch-up adds a few hundred); a search reads numpy arrays that only take in what
+    was added since the last read, and hands out views of them, no copy: a common word
+    gains postings after every write, and converting its whole tail again on each
+    search (copies of up to `TAIL_MIN` postings) cost more than scoring it. Only the
+    room past the postings read is ever written, so a view handed out keeps its values.
+    """
+
+    __slots__ = ("_docs", "_read", "_tfs", "docs", "tfs")
+
+    def __init__(self) -> None:
+        self.docs: array[int] = array("i")  # what writes append to
+        self.tfs: array[int] = array("i")
+        self._docs = _EMPTY  # what searches read: the first `_read` postings
+        self._tfs = _EMPTY
+        self._read = 0
+
+    @property
+    def part(self) -> Part:
+        count = len(self.docs)
+        if count > self._read:
+            if count > self._docs.shape[0]:
+                size = max(count, self._docs.shape[0] * 3 // 2, 4)
+                grown_docs, grown_tfs = np.empty(size, np.int32), np.empty(size, np.int32)
+                grown_docs[: self._read] = self._docs[: self._read]
+                grown_tfs[: self._read] = self._tfs[: self._read]
+                self._docs, self._tfs = grown_docs, grown_tfs
+            # views of the C arrays only for the copy: a write may resize them after
+            self._docs[self._read : count] = np.frombuffer(self.docs, np.int32)[self._read :]
+            self._tfs[self._read : count] = np.frombuffer(self.tfs, np.int32)[self._read :]
+            self._read = count
+        return self._docs[:count], self._tfs[:count]
+
+
+class Seen:
+    """How many documents passing a filter hold each word a search asked about (and which,
+    when few), until the index changes.
+
+    A request's rare-word expansion asks which passing documents hold each word of its
+    best hits, and those hits say the question's words: the longest postings of the
+    question, just looked up by its keyword search with the same filter. What the
+    search found answers again, for the last `SEEN_FILTERS` filters searched; the index
+    forgets it all whenever a refresh reads a change, so an answer never outlives a
+    write, a deletion or a forget.
+    """
+
+    def __init__(self) -> None:
+        self._found: OrderedDict[Hashable, dict[int, tuple[int, Int32Array | None]]]
+        self._found = OrderedDict()
+
+    def clear(self) -> None:
+        self._found.clear()
+
+    def note(self, key: Hashable, term: int, docs: Int32Array) -> None:
+        """The passing documents (of the filter `key`) that hold `term`, all of them."""
+        found = self._found.get(key)
+        if found is None:
+            found = self._found[key] = {}
+            while len(self._found) > SEEN_FILTERS:
+                self._found.popitem(last=False)
+        else:
+            self._found.move_to_end(key)
+        found[term] = (docs.shape[0], docs if docs.shape[0] <= SEEN_DOCS else None)
+
+    def held(self, key: Hashable, term: int, most: int) -> Int32Array | Literal[False] | None:
+        """`held`'s answer for `term` when a search found it: None for more than `most`
+        documents, else those documents; False when not known."""
+        found = self._found.get(key)
+        known = None if found is None else found.get(term)
+        if known is None:
+            return False
+        count, docs = known
+        if count > most:
+            return None
+        return False if docs is None else docs
 
 
 class DeadDocs:
@@ -138,7 +223,7 @@ class DeadDocs:
             new = np.sort(new)
             for docs in parts:
                 if docs.shape[0]:
-                    holders += _found(docs, _in_range(docs, new))[0].shape[0]
+                    holders += _found(docs, new)[0].shape[0]
         else:  # count them all again: the postings not alive
             holders = total - sum(int(np.count_nonzero(alive[docs])) for docs in parts)
         self._seen[term] = (self.count, holders)
