@@ -137,4 +137,5 @@ def test_the_detectors_look_for_their_shared_triggers_once_a_text(
     monkeypatch.setattr(Detector, "windows", counted)
     assert sorted(secret_detectors.spans(text)) == expected
     assert any(kind == "secret-keyword" for _, _, kind in expected)
-    assert sorted(looked) == sorted({d.triggers for d in secret_detectors.load()})
+    shared = {d.triggers for d in secret_detectors.load() if d.gate is None}
+    assert sorted(looked) == sorted(shared)  # a gate that finds nothing: no windows
