@@ -228,6 +228,7 @@ def spans(text: str) -> Iterator[tuple[int, int, str]]:
         lowered = text.translate(ASCII_LOWER)
     found: dict[tuple[str, ...], list[tuple[int, int]]] = {}
     gated: dict[re.Pattern[str], bool] = {}
+    held: dict[str, bool] = {}
     for detector in load():
         gate = detector.gate
         if gate is not None:
@@ -237,9 +238,28 @@ def spans(text: str) -> Iterator[tuple[int, int, str]]:
                 continue
         windows = found.get(detector.triggers)
         if windows is None:
-            windows = found[detector.triggers] = list(detector.windows(text, lowered))
+            windows = found[detector.triggers] = (
+                list(detector.windows(text, lowered))
+                if _holds(detector.triggers, text, lowered, held)
+                else []
+            )
         for window in windows:
             yield from _matches(text, detector, *window)
+
+
+def _holds(triggers: tuple[str, ...], text: str, lowered: str, held: dict[str, bool]) -> bool:
+    """Whether the text holds one of `triggers` (none: always), each trigger looked for
+    once a text (plugins share `key`, `pass`, `token`...): where none is held, `windows`
+    would find none, and is not run. Most of a short text's redaction was that."""
+    if not triggers:
+        return True
+    for trigger in triggers:
+        found = held.get(trigger)
+        if found is None:
+            found = held[trigger] = trigger in (lowered if trigger.islower() else text)
+        if found:
+            return True
+    return False
 
 
 def _matches(
