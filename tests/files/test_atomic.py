@@ -41,6 +41,23 @@ def test_many_files_are_replaced_together_and_leave_no_temporary_file(tmp_path: 
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["a", "b", "one.md", "two.md"]
 
 
+def test_folders_missing_or_removed_between_writes_are_made(tmp_path: Path) -> None:
+    """A folder is made when a write finds it missing (not asked for before every write):
+    one removed between two writes is made again, for one file or many."""
+    one, many = tmp_path / "a" / "b" / "one.md", tmp_path / "c" / "d" / "two.md"
+    write_atomic(one, "first")
+    write_atomic_many([(many, b"first"), (tmp_path / "c" / "three.md", b"three")])
+    for path in (one, many):
+        path.unlink()
+        path.parent.rmdir()
+        path.parent.parent.joinpath("three.md").unlink(missing_ok=True)
+        path.parent.parent.rmdir()
+    write_atomic(one, "again")
+    write_atomic_many([(many, b"again")])
+    assert (one.read_text(encoding="utf-8"), many.read_bytes()) == ("again", b"again")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["a", "b", "c", "d", "one.md", "two.md"]
+
+
 def test_many_files_failing_midway_keep_every_old_content_and_clean_up(tmp_path: Path) -> None:
     """A rename that fails leaves its file and every later one as they were, and no
     temporary file behind (those before it are in place: each is whole)."""

@@ -127,3 +127,19 @@ async def test_waiters_of_one_loop_queue_in_order_instead_of_racing_their_polls(
     release.set()
     await asyncio.gather(first, early, late)
     assert order == ["first", "early", "late"]
+
+
+async def test_a_lock_whose_folder_was_removed_is_taken_again(tmp_path: Path) -> None:
+    """The folder is made when a take finds it missing, not before every take: one
+    removed meanwhile (a home cleaned by hand) is made again."""
+    lock = HomeLock(tmp_path, "memory")
+    async with lock.hold():
+        pass
+    lock.path.unlink()
+    locks_dir(tmp_path).rmdir()
+    async with lock.hold():
+        assert lock.path.exists()
+    lock.path.unlink()
+    locks_dir(tmp_path).rmdir()
+    with lock.held():
+        assert lock.path.exists()

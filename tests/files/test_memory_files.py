@@ -259,6 +259,25 @@ def test_front_matter_is_what_yaml_writes_for_any_plain_value(value: str) -> Non
     )
 
 
+@pytest.mark.parametrize("value", LOOK_ALIKES)
+def test_a_facts_source_turns_are_what_yaml_writes_for_a_list(value: str) -> None:
+    """A fact's `source_turns` (a list) is written without PyYAML's representer too, as
+    PyYAML writes a block list, each item as it writes that value alone."""
+    entry = fact(id="f1", source_turns=(value, "0a1b2c", "t2"))
+    head = render(entry).split("---\n")[1]
+    meta = yaml.safe_load(head)
+    assert meta["source_turns"] == [value, "0a1b2c", "t2"]
+    assert head == yaml.dump(meta, Dumper=yaml.SafeDumper, sort_keys=False, allow_unicode=True)
+
+
+@pytest.mark.parametrize("value", ["two words", "it's", "a: b", "#tag", "-x", "ünïcode"])
+def test_a_list_holding_a_value_yaml_must_quote_is_written_by_yaml(value: str) -> None:
+    entry = fact(id="f1", source_turns=("t1", value))
+    head = render(entry).split("---\n")[1]
+    assert yaml.safe_load(head)["source_turns"] == ["t1", value]
+    assert head == yaml.dump(yaml.safe_load(head), sort_keys=False, allow_unicode=True)
+
+
 @pytest.mark.parametrize("value", ["two words", "ünïcode", "it's", "a: b", "#tag", "-x", ""])
 def test_values_yaml_must_quote_or_escape_are_written_by_yaml(value: str) -> None:
     text = render(fact(source_session=value or None, conversation_id=value or "s1"))

@@ -243,6 +243,21 @@ def test_many_small_writes_between_searches_keep_fts5s_ranking(tmp_path: Path) -
     store.close()
 
 
+def test_writes_of_one_term_and_of_no_term_keep_fts5s_ranking(tmp_path: Path) -> None:
+    """A write the index reads may hold one term in all, or documents with none (only
+    stopwords): each is counted as FTS5 counts it."""
+    store = SQLiteStore(tmp_path / "memlane.db")
+    session = store.ensure_session("s", namespace="ns")
+    store.append_messages(session.id, [user(t) for t in sentences(6, 50)])
+    assert_same_as_fts5(store)
+    for text in ["w0", "the of", "w17", "E1234", "it is", "w0"]:
+        store.append_messages(session.id, [user(text)])
+        assert_same_as_fts5(store)
+    store.append_messages(session.id, [user("the"), user("w3"), user("and so")])
+    assert_same_as_fts5(store)
+    store.close()
+
+
 def test_a_cache_behind_the_pruned_change_log_reloads(tmp_path: Path) -> None:
     db = tmp_path / "memlane.db"
     reader = SQLiteStore(db)

@@ -93,8 +93,7 @@ class HomeLock:
         """The open descriptor holding the lock, or None when another holder has it."""
         if fcntl is None:  # pragma: no cover (Windows)
             return 0 if self._local.acquire(blocking=False) else None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        descriptor = self._open()
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -104,6 +103,15 @@ class HomeLock:
             os.close(descriptor)
             raise
         return descriptor
+
+    def _open(self) -> int:
+        """The lock file, open; its folder made when it is missing (not asked for before
+        every take: the memory book takes its lock for every write)."""
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except FileNotFoundError:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
 
     def _release(self, descriptor: int) -> None:
         if fcntl is None:  # pragma: no cover (Windows)

@@ -136,21 +136,37 @@ _TEXT_TAG = "tag:yaml.org,2002:str"
 
 
 def _plain_head(meta: dict[str, Any]) -> str | None:
-    """The front matter exactly as `yaml.dump` writes it, when every value is a number or
-    a text of `_PLAIN`'s shape (a turn entry's are); None for any other, which goes to
-    `yaml.dump`. Its representer costs tens of microseconds an entry, per node."""
+    """The front matter exactly as `yaml.dump` writes it, when every value is a number, a
+    text of `_PLAIN`'s shape (a turn entry's are) or a non-empty list of such texts (a
+    fact's `source_turns`: a block list, an item a line); None for any other, which goes
+    to `yaml.dump`. Its representer costs tens of microseconds an entry, per node."""
     lines = []
     for key, value in meta.items():
         if isinstance(value, int) and not isinstance(value, bool):
             lines.append(f"{key}: {value}\n")
             continue
-        if not isinstance(value, str) or not _PLAIN.fullmatch(value) or value.endswith(":"):
+        if isinstance(value, list) and value:
+            items = [_plain_scalar(item) for item in value]
+            if any(item is None for item in items):
+                return None
+            lines.append(f"{key}:\n")
+            lines += [f"- {item}\n" for item in items]
+            continue
+        scalar = _plain_scalar(value)
+        if scalar is None:
             return None
-        if _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == _TEXT_TAG:
-            lines.append(f"{key}: {value}\n")
-        else:  # reads as a time, a number, a boolean: quoted to stay text
-            lines.append(f"{key}: '{value}'\n")
+        lines.append(f"{key}: {scalar}\n")
     return "".join(lines)
+
+
+def _plain_scalar(value: Any) -> str | None:
+    """A text of `_PLAIN`'s shape as YAML writes it (quoted where it would read as a time,
+    a number or a boolean); None for any other value."""
+    if not isinstance(value, str) or not _PLAIN.fullmatch(value) or value.endswith(":"):
+        return None
+    if _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == _TEXT_TAG:
+        return value
+    return f"'{value}'"
 
 
 def parse(

@@ -59,11 +59,9 @@ class Usage(TypedDict, total=False):
     cost_usd: float
 
 
-class MessageQuery(TypedDict, total=False):
-    """Which of a session's messages `list_messages` lists."""
+class TextQuery(TypedDict, total=False):
+    """Which of a session's messages `list_message_texts` lists."""
 
-    transcript_only: bool
-    """Only what the conversation shows (`StoredMessage.transcript`; default False)."""
     include_superseded: bool
     """Messages an edited or regenerated history replaced too (default False)."""
     since_position: int
@@ -73,6 +71,13 @@ class MessageQuery(TypedDict, total=False):
     roles: Sequence[Role]
     """Only messages of these roles (default: every role): a reader that counts the
     user's prompts reads none of the tool results between them."""
+
+
+class MessageQuery(TextQuery, total=False):
+    """Which of a session's messages `list_messages` lists."""
+
+    transcript_only: bool
+    """Only what the conversation shows (`StoredMessage.transcript`; default False)."""
 
 
 class EventDetails(TypedDict, total=False):

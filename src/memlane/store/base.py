@@ -36,10 +36,21 @@ from memlane.store.arguments import (
     SessionChanges,
     SessionPage,
     SessionQuery,
+    TextQuery,
     Tombstone,
     Usage,
 )
-from memlane.types import DocKind, Event, Fact, FactRole, Hit, Message, Session, StoredMessage
+from memlane.types import (
+    DocKind,
+    Event,
+    Fact,
+    FactRole,
+    Hit,
+    Message,
+    MessageText,
+    Session,
+    StoredMessage,
+)
 
 Vector = npt.NDArray[np.float32]
 
@@ -222,6 +233,12 @@ class MessageLog(Protocol):
 
     def list_messages(self, session_id: str, **query: Unpack[MessageQuery]) -> list[StoredMessage]:
         """Messages in position order."""
+        ...
+
+    def list_message_texts(self, session_id: str, **query: Unpack[TextQuery]) -> list[MessageText]:
+        """The messages' positions, roles, kinds, origins and texts, in position order: a
+        reader of the conversation's words does not pay for decoding each message's stored
+        content (an agent's tool results are most of a session's bytes)."""
         ...
 
     def set_message_status(self, message_id: int, status: str) -> None: ...

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Unpack
 
-from memlane.store.arguments import EventDetails, MessageQuery
+from memlane.store.arguments import EventDetails, MessageQuery, TextQuery
 from memlane.store.base import (
     NewEvent,
     NewMessage,
@@ -26,16 +26,24 @@ from memlane.store.base import (
 from memlane.store.codec import now
 from memlane.store.counting import messages_of
 from memlane.store.documents import Doc
-from memlane.store.rows import EVENT_COLUMNS, MESSAGE_COLUMNS, event_from_row, message_from_row
+from memlane.store.rows import (
+    EVENT_COLUMNS,
+    MESSAGE_COLUMNS,
+    Row,
+    event_from_row,
+    message_from_row,
+)
 from memlane.store.sessions import hold_session
 from memlane.store.sql import D, Db, SqlStore, Where, among, select
 from memlane.store.transcript import plan_sync
-from memlane.types import Event, Message, StoredMessage
+from memlane.types import Event, Message, MessageText, StoredMessage
 
 MESSAGE_STATUSES = ("ok", "failed", "superseded")
 
 _CLIENT_ROWS = "FROM messages WHERE session_id = ? AND origin = 'client' AND status = 'ok'"
 CLIENT_HISTORY = f"SELECT id, content_hash {_CLIENT_ROWS} ORDER BY position"
+_TEXT_COLUMNS = "position, role, kind, origin, text"
+"""What `list_message_texts` reads of a message: its stored content is not decoded."""
 """The stored client messages a resent history is matched against (`plan_sync`)."""
 CLIENT_HASHES = f"SELECT content_hash {_CLIENT_ROWS} ORDER BY position"
 """Their fingerprints alone, in order: what `edit_point` compares, from the same index."""
@@ -203,6 +211,19 @@ class SqlMessageLog(SqlStore[D]):
             return self._append(db, history, list(messages), hashes)
 
     def list_messages(self, session_id: str, **query: Unpack[MessageQuery]) -> list[StoredMessage]:
+        messages = [
+            message_from_row(r) for r in self._message_rows(MESSAGE_COLUMNS, session_id, query)
+        ]
+        return [m for m in messages if m.transcript] if query.get("transcript_only") else messages
+
+    def list_message_texts(self, session_id: str, **query: Unpack[TextQuery]) -> list[MessageText]:
+        rows = self._message_rows(_TEXT_COLUMNS, session_id, query)
+        return [
+            MessageText(r["position"], r["role"], r["kind"], r["origin"], r["text"]) for r in rows
+        ]
+
+    def _message_rows(self, columns: str, session_id: str, query: TextQuery) -> list[Row]:
+        """`columns` of a session's messages `query` asks for, in position order."""
         only = "" if query.get("include_superseded", False) else " AND status != 'superseded'"
         params: list[Any] = []
         if "before_position" in query:
@@ -213,15 +234,13 @@ class SqlMessageLog(SqlStore[D]):
             only += f" AND {among('role', roles)}"
             params += roles
         with self._reading() as db:
-            rows = db.all(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? "
+            return db.all(
+                f"SELECT {columns} FROM messages WHERE session_id = ? "
                 f"AND position >= ?{only} ORDER BY position",
                 session_id,
                 query.get("since_position", 0),
                 *params,
             )
-        messages = [message_from_row(r) for r in rows]
-        return [m for m in messages if m.transcript] if query.get("transcript_only") else messages
 
     def set_message_status(self, message_id: int, status: str) -> None:
         check_one_of(status, MESSAGE_STATUSES, "message status")

@@ -31,7 +31,7 @@ import binascii
 import functools
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from memlane.text import secret_detectors
@@ -48,13 +48,35 @@ class Rule:
     whether the expression runs at all: most text holds none, and `in` costs far less."""
     keeps_prefix: bool = False
     """The first group (a header's name, a URL's user) stays."""
+    gate: re.Pattern[str] | None = None
+    """Where a trigger is common text (a period, `-u`, `://`): an expression every match
+    also matches, far cheaper to search than the rule's own (it starts with text a
+    search skips to), decides whether that one runs."""
+    _lower: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _exact: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # sorted once: a turn's text is redacted for its entry, its prompts, its index
+        object.__setattr__(self, "_lower", tuple(t for t in self.triggers if t.islower()))
+        object.__setattr__(self, "_exact", tuple(t for t in self.triggers if not t.islower()))
 
     def redact(self, text: str, lowered: str) -> str:
-        if not any(t in (lowered if t.islower() else text) for t in self.triggers):
+        if not (_holds_any(self._lower, lowered) or _holds_any(self._exact, text)):
+            return text
+        if self.gate is not None and self.gate.search(text) is None:
             return text
         if self.keeps_prefix:
             return self.pattern.sub(rf"\g<1>[redacted {self.kind}]", text)
         return self.pattern.sub(f"[redacted {self.kind}]", text)
+
+
+def _holds_any(triggers: tuple[str, ...], text: str) -> bool:
+    """`any(t in text for t in triggers)` without a generator: a third of a short
+    text's redaction was the generators of the rules' checks."""
+    for trigger in triggers:  # noqa: SIM110 (see the docstring)
+        if trigger in text:
+            return True
+    return False
 
 
 RULES: tuple[Rule, ...] = (
@@ -78,7 +100,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "github-token",
         re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})"),
-        ("gh", "github_pat_"),
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ),
     Rule("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"), ("xox",)),
     Rule("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b"), ("AIza",)),
@@ -91,7 +113,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "gitlab-token",
         re.compile(r"\bgl(?:pat|dt|rt|ptt|cbt|oas|imt|soat)-[A-Za-z0-9_\-]{20,}"),
-        ("gl",),
+        ("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "gloas-", "glimt-", "glsoat-"),
     ),
     Rule("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), ("npm_",)),
     Rule("pypi-token", re.compile(r"\bpypi-AgE[A-Za-z0-9_\-]{50,}"), ("pypi-",)),
@@ -103,6 +125,7 @@ RULES: tuple[Rule, ...] = (
         "discord-token",
         re.compile(r"\b[MNO][A-Za-z0-9_\-]{23,25}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,}"),
         (".",),
+        gate=re.compile(r"\.[A-Za-z0-9_\-]{6}\."),
     ),
     Rule("telegram-token", re.compile(r"\b[0-9]{8,10}:AA[0-9A-Za-z_\-]{33}\b"), (":AA",)),
     Rule("square-token", re.compile(r"\bsq0(?:atp|csp)-[0-9A-Za-z_\-]{22,43}"), ("sq0",)),
@@ -127,6 +150,7 @@ RULES: tuple[Rule, ...] = (
         re.compile(r"(?i)(?<=://)([^\s:/@]*:)(?!\[redacted)[^\s@/]+(?=@)"),
         ("://",),
         keeps_prefix=True,
+        gate=re.compile(r"://[^\s:/@]*:[^\s@/]+@"),
     ),
     # `curl -u user:pass`, `--user=user:pass` (the user stays)
     Rule(
@@ -134,6 +158,7 @@ RULES: tuple[Rule, ...] = (
         re.compile(r"((?<!\S)(?:-u|--user)(?:\s+|=)['\"]?[^\s:'\"]+:)(?!\[redacted)[^\s'\"]+"),
         ("-u",),
         keeps_prefix=True,
+        gate=re.compile(r"-(?:u|-user)[\s=]"),
     ),
 )
 

@@ -10,6 +10,7 @@ from memlane.types.records import (
     FactRole,
     Hit,
     MessageStatus,
+    MessageText,
     Session,
     StoredMessage,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "Kind",
     "Message",
     "MessageStatus",
+    "MessageText",
     "Origin",
     "Role",
     "Session",

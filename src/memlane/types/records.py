@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from memlane.types.messages import Message
+from memlane.types.messages import Kind, Message, Origin, Role
 
 DocKind = Literal["fact", "message", "event", "session"]
 FactRole = Literal["memory", "user", "assistant", "summary"]
@@ -54,6 +54,19 @@ class StoredMessage:
     @property
     def transcript(self) -> bool:
         return self.message.is_transcript
+
+
+@dataclass(frozen=True, slots=True)
+class MessageText:
+    """A stored message's words and what they are, without its stored content: what a
+    reader of the conversation's words (session indexing) needs (`Store.list_message_texts`).
+    """
+
+    position: int
+    role: Role
+    kind: Kind
+    origin: Origin
+    text: str
 
 
 @dataclass(frozen=True, slots=True)

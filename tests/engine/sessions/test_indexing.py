@@ -290,7 +290,8 @@ async def test_invalid_index_configuration_warns_and_disables_indexing(
 
 
 class ReadRecordingStore:
-    """The real store, recording from where each `list_messages` call reads."""
+    """The real store, recording from where each `list_messages` or `list_message_texts`
+    call reads."""
 
     def __init__(self, store: SQLiteStore) -> None:
         self.store = store
@@ -299,11 +300,19 @@ class ReadRecordingStore:
         """How many messages the reads returned."""
         self.roles: list[object] = []
         """The roles each read asked for (None: every role)."""
+        self.texts = 0
+        """How many reads asked for the messages' words only (`list_message_texts`)."""
 
     def list_messages(self, session_id: str, **kwargs: Any) -> Any:
+        return self._recorded(self.store.list_messages(session_id, **kwargs), kwargs)
+
+    def list_message_texts(self, session_id: str, **kwargs: Any) -> Any:
+        self.texts += 1
+        return self._recorded(self.store.list_message_texts(session_id, **kwargs), kwargs)
+
+    def _recorded(self, found: list[Any], kwargs: dict[str, Any]) -> list[Any]:
         self.reads.append(kwargs.get("since_position", 0))
         self.roles.append(kwargs.get("roles"))
-        found = self.store.list_messages(session_id, **kwargs)
         self.rows += len(found)
         return found
 
@@ -355,6 +364,7 @@ async def test_a_long_session_is_indexed_from_its_latest_messages_only(
     assert len(scripted_llm.calls) == 2
     assert 0 not in recording.reads
     assert recording.rows < 610 // 3  # of the session's 610 messages
+    assert recording.texts == len(recording.reads)  # their words: no content decoded
     session = sqlite_store.find_session("k")
     assert session is not None
     whole = keep_tail(serialize(sqlite_store.list_messages(session.id)), 1_000)

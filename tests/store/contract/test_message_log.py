@@ -63,6 +63,38 @@ def test_append_and_read_back_in_order_with_every_field(store: Store) -> None:
     assert got.message_count == 4
 
 
+def test_message_texts_are_the_messages_words_without_their_content(store: Store) -> None:
+    """`list_message_texts` lists what `list_messages` lists, with the same filters, as
+    positions, roles, kinds, origins and texts (what session indexing reads)."""
+    session = store.ensure_session("s")
+    call = Message(
+        role="assistant", kind="tool_call", tool_calls=(ToolCall("c1", "ls", "{}"),), wire="chat"
+    )
+    result = Message(role="tool", kind="tool_result", text="a.py", call_id="c1", name="ls")
+    injected = Message(role="user", text="[memory] noted", origin="memlane")
+    stored = store.append_messages(
+        session.id,
+        [user("first"), NewMessage(call), NewMessage(result), NewMessage(injected), assistant("x")],
+    )
+    store.set_message_status(stored[4].id, "superseded")
+    queries: list[dict[str, object]] = [
+        {},
+        {"include_superseded": True},
+        {"since_position": 1},
+        {"since_position": 1, "before_position": 3},
+        {"roles": ("user",)},
+        {"roles": ()},
+    ]
+    for query in queries:
+        full = store.list_messages(session.id, **query)  # type: ignore[arg-type]
+        words = store.list_message_texts(session.id, **query)  # type: ignore[arg-type]
+        assert [(w.position, w.role, w.kind, w.origin, w.text) for w in words] == [
+            (m.position, m.message.role, m.message.kind, m.message.origin, m.message.text)
+            for m in full
+        ], query
+    assert [w.position for w in store.list_message_texts(session.id)] == [0, 1, 2, 3]
+
+
 def test_append_to_unknown_session_fails(store: Store) -> None:
     with pytest.raises(SessionNotFound):
         store.append_messages("missing", [user("x")])

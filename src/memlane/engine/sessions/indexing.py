@@ -39,7 +39,7 @@ from memlane.files.locks import INDEX_LOCKS, HomeLock
 from memlane.store import SessionNotFound
 from memlane.text.llm import Completion, LLMError
 from memlane.text.redact import redact_fields
-from memlane.types import Session, StoredMessage
+from memlane.types import MessageText, Session
 
 log = logging.getLogger("memlane.sessions.index")
 
@@ -206,14 +206,16 @@ async def _after_turns(rt: Runtime, session_id: str, models: list[str], *, index
 
 def _title_and_due(
     rt: Runtime, session_id: str, *, indexing: bool
-) -> tuple[Session, list[StoredMessage]] | None:
+) -> tuple[Session, list[MessageText]] | None:
     """Record the title if missing; when enough is new to index, the session and its
     messages (one thread hop), else None.
 
     Only the user's messages after the last indexed one are read to decide (an agent's
     session holds hundreds of tool results between two prompts), and, when it is due,
     only the latest messages the prompt can hold (`conversation_tail`): reading the whole
-    session after every batch of turns made it O(session length).
+    session after every batch of turns made it O(session length). Of each message only
+    its words are read (`Store.list_message_texts`): decoding every stored message
+    (its raw wire form included) cost most of an index job's reads.
     """
     session = rt.store.get_session(session_id)
     if session is None:
@@ -223,7 +225,7 @@ def _title_and_due(
     if not indexing:
         return None
     since = last_indexed_position(session)
-    prompts = rt.store.list_messages(session_id, since_position=since + 1, roles=("user",))
+    prompts = rt.store.list_message_texts(session_id, since_position=since + 1, roles=("user",))
     config = _config(rt.settings)
     if new_user_messages(prompts, since) < config.min_new_user_messages:
         return None
@@ -238,7 +240,7 @@ further read goes back twice as far as the one before."""
 
 def conversation_tail(
     rt: Runtime, session_id: str, latest: int, max_chars: int
-) -> list[StoredMessage]:
+) -> list[MessageText]:
     """The session's latest messages, as many as `keep_tail(serialize(...), max_chars)`
     needs to give what it gives for the whole session: every message from the first whose
     text, with what follows it, is longer than `max_chars` (else all of them), read back
@@ -248,12 +250,12 @@ def conversation_tail(
     prompt's worth of rows, not all of its rows, each time it is indexed."""
     span = TAIL_STEP
     start = max(0, latest + 1 - span)
-    stored = rt.store.list_messages(session_id, since_position=start)
+    stored = rt.store.list_message_texts(session_id, since_position=start)
     while start > 0 and len(serialize(stored)) <= max_chars:
         span *= 2
         end, start = start, max(0, start - span)
         stored = [
-            *rt.store.list_messages(session_id, since_position=start, before_position=end),
+            *rt.store.list_message_texts(session_id, since_position=start, before_position=end),
             *stored,
         ]
     return stored
@@ -264,14 +266,12 @@ def last_indexed_position(session: Session) -> int:
     return value if isinstance(value, int) else -1
 
 
-def new_user_messages(stored: list[StoredMessage], since_position: int) -> int:
+def new_user_messages(stored: list[MessageText], since_position: int) -> int:
     """User prompts stored after `since_position` (memlane's own items do not count)."""
     return sum(
         1
         for item in stored
-        if item.position > since_position
-        and item.message.role == "user"
-        and is_conversation(item.message)
+        if item.position > since_position and item.role == "user" and is_conversation(item)
     )
 
 
@@ -292,7 +292,7 @@ async def index_session(
     session_id: str,
     *,
     model: str | None = None,
-    loaded: tuple[Session, list[StoredMessage]] | None = None,
+    loaded: tuple[Session, list[MessageText]] | None = None,
 ) -> IndexResult:
     """Generate and store the session's metadata now (what `memlane sessions index` runs);
     `loaded`: the session and its messages, already read."""
@@ -304,7 +304,7 @@ async def index_session(
         found = await threads.to_thread(store.get_session, session_id)
         if found is None:
             raise SessionNotFound(f"no session {session_id!r}: see `memlane sessions list`")
-        loaded = found, await threads.to_thread(store.list_messages, session_id)
+        loaded = found, await threads.to_thread(store.list_message_texts, session_id)
     session, stored = loaded
     conversation = keep_tail(serialize(stored), _config(rt.settings).max_input_chars)
     if not conversation:
@@ -375,7 +375,7 @@ def _save(
     session_id: str,
     meta: SessionMeta,
     model: str,
-    stored: list[StoredMessage],
+    stored: list[MessageText],
     cost: float,
     event: dict[str, Any],
 ) -> None:

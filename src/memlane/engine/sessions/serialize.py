@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from memlane.types import Message, StoredMessage
+from memlane.types import Message, MessageText, StoredMessage
 
 OMITTED = "[… earlier conversation omitted …]"
 _LABELS = {"user": "User", "assistant": "Assistant"}
 
 
-def is_conversation(message: Message) -> bool:
+def is_conversation(message: Message | MessageText) -> bool:
     """User and assistant text written by the client: what indexing and queries read."""
     return (
         message.origin == "client"
@@ -26,7 +26,7 @@ def is_conversation(message: Message) -> bool:
     )
 
 
-def serialize(messages: Iterable[Message | StoredMessage]) -> str:
+def serialize(messages: Iterable[Message | StoredMessage | MessageText]) -> str:
     """`User: …` / `Assistant: …` blocks separated by blank lines, oldest first."""
     blocks: list[str] = []
     for item in messages:

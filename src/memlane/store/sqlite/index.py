@@ -8,6 +8,7 @@ in-process keyword index (`sqlite.keyword_index`) reads them. `tags`
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
@@ -28,6 +29,32 @@ _INSERT_DOC = """INSERT INTO docs
 
 index_terms = analysis.term_string
 """`analysis.terms(text)` joined by spaces (memoised per chunk: `analysis.term_string`)."""
+
+LINES_KEPT = 2_048
+"""Lines whose terms `document_terms` remembers (a conversation's latest turns)..."""
+LINE_CHARS_KEPT = 4_096
+"""...each up to this long: at most 8 MB of lines and their terms."""
+
+
+def document_terms(document: str) -> str:
+    """`index_terms(document)`, a line at a time, each line's terms remembered.
+
+    A turn's document holds its own text twice and its neighbours' (`documents.
+    context_document`, one per line): a batch of a conversation's turns indexed
+    together analyses each turn's text in five documents, and each document again
+    when a later turn becomes its neighbour. A line's terms are those of its
+    whitespace-separated chunks, as the whole document's are, so joining the lines'
+    terms gives the same string."""
+    return " ".join(filter(None, map(_line_terms, document.split("\n"))))
+
+
+def _line_terms(line: str) -> str:
+    return _kept_line_terms(line) if len(line) <= LINE_CHARS_KEPT else index_terms(line)
+
+
+@functools.lru_cache(maxsize=LINES_KEPT)
+def _kept_line_terms(line: str) -> str:
+    return index_terms(line)
 
 
 def insert_docs(
@@ -66,7 +93,7 @@ def last_ids(conn: sqlite3.Connection, *tables: str) -> tuple[int, ...]:
 
 def doc_row(doc: Doc, document: str | None = None) -> tuple[Any, ...]:
     """A new document as `insert_docs` takes it (`document`: what the index reads)."""
-    terms = index_terms(doc.text if document is None else document)
+    terms = index_terms(doc.text) if document is None else document_terms(document)
     return (
         *doc.identity,
         terms,
@@ -122,7 +149,7 @@ def _indexed(db: SQLiteDb, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, s
 
 def _refresh(db: SQLiteDb, old: Row, doc: Doc, document: str | None) -> None:
     """Bring an indexed document in line with `doc`, writing only the columns that differ."""
-    terms = index_terms(doc.text if document is None else document)
+    terms = index_terms(doc.text) if document is None else document_terms(document)
     tags = doc_tags(doc.kind, doc.scope, doc.session_id)
     stamp = ts_to_text(doc.created_at)
     where = old["rowid"]
@@ -144,7 +171,7 @@ def _refresh(db: SQLiteDb, old: Row, doc: Doc, document: str | None) -> None:
 
 def retext_turn(db: SQLiteDb, ref: str, document: str) -> int:
     """Replace a turn document's terms (see `store.facts.rebuild_turns`)."""
-    terms = index_terms(document)
+    terms = document_terms(document)
     return db.run(
         "UPDATE docs SET terms = ? WHERE kind = 'fact' AND ref = ? AND terms != ?",
         terms,
