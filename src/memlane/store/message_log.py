@@ -42,9 +42,9 @@ MESSAGE_STATUSES = ("ok", "failed", "superseded")
 
 _CLIENT_ROWS = "FROM messages WHERE session_id = ? AND origin = 'client' AND status = 'ok'"
 CLIENT_HISTORY = f"SELECT id, content_hash {_CLIENT_ROWS} ORDER BY position"
+"""The stored client messages a resent history is matched against (`plan_sync`)."""
 _TEXT_COLUMNS = "position, role, kind, origin, text"
 """What `list_message_texts` reads of a message: its stored content is not decoded."""
-"""The stored client messages a resent history is matched against (`plan_sync`)."""
 CLIENT_HASHES = f"SELECT content_hash {_CLIENT_ROWS} ORDER BY position"
 """Their fingerprints alone, in order: what `edit_point` compares, from the same index."""
 _NEXT = "(SELECT coalesce(max(position) + 1, 0) FROM messages WHERE session_id = ?) AS next"
