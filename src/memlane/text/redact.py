@@ -125,7 +125,7 @@ RULES: tuple[Rule, ...] = (
         "discord-token",
         re.compile(r"\b[MNO][A-Za-z0-9_\-]{23,25}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,}"),
         (".",),
-        gate=re.compile(r"\.[A-Za-z0-9_\-]{6}\."),
+        gate=secret_detectors.DOTTED_SIX,
     ),
     Rule("telegram-token", re.compile(r"\b[0-9]{8,10}:AA[0-9A-Za-z_\-]{33}\b"), (":AA",)),
     Rule("square-token", re.compile(r"\bsq0(?:atp|csp)-[0-9A-Za-z_\-]{22,43}"), ("sq0",)),
