@@ -305,7 +305,8 @@ def test_a_purged_session_leaves_no_copy_in_the_databases_files(pg_url: str) -> 
 def test_a_frequency_read_after_the_count_never_breaks_the_weights() -> None:
     """Replicas add documents between the count and the frequencies (or the count is
     cached): a word seen in more documents than counted weighs the least, never raises."""
-    from memlane.store.postgres.keywords import IDF_FLOOR, query_weights
+    from memlane.store.bm25 import IDF_FLOOR
+    from memlane.store.postgres.keywords import query_weights
 
     weights = query_weights(["tabs", "rare"], 10.0, 5.0, {"tabs": 14, "rare": 1})
     assert weights.idf[0] == IDF_FLOOR

@@ -16,7 +16,6 @@ way; only its weight in the ranking may lag by that long.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections import OrderedDict
@@ -26,15 +25,14 @@ from typing import Any
 
 import psycopg
 
+from memlane.store.bm25 import idf
+
 Conn = psycopg.Connection[dict[str, Any]]
 
-BM25_K1 = 1.2
-BM25_B = 0.75
 # Below this many indexed documents every statistic is counted exactly, on every query.
 EXACT_BELOW = 5_000
 STATS_TTL = 60.0
 DF_CACHE_SIZE = 50_000
-IDF_FLOOR = 1e-6
 # From this many documents on, words found in most of them are left out of the match.
 PRUNE_FROM = 1_000
 # A document keeps at most this many positions (PostgreSQL's limits on a tsvector).
@@ -81,9 +79,9 @@ def query_weights(words: Sequence[str], n: float, avgdl: float, df: dict[str, in
     clamped to it, never a negative logarithm.
     """
     df = {w: min(max(df.get(w, 0), 0), int(n)) for w in words}
-    idf = [max(math.log((n - df[w] + 0.5) / (df[w] + 0.5)), IDF_FLOOR) for w in words]
+    weights = [idf(n, df[w]) for w in words]
     informative = [w for w in words if df[w] * 2 <= n] if n >= PRUNE_FROM else list(words)
-    return QueryWeights(list(words), idf, avgdl, informative)
+    return QueryWeights(list(words), weights, avgdl, informative)
 
 
 class CollectionStats:

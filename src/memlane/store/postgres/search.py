@@ -13,14 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from memlane.store import analysis, codec
+from memlane.store import analysis, bm25, codec
 from memlane.store.base import SearchFilter, Vector
 from memlane.store.filters import conditions, validity_sql
 from memlane.store.postgres.db import PostgresDb
 from memlane.store.postgres.index import ensure_vector_index, insert_vectors
 from memlane.store.postgres.keywords import (
-    BM25_B,
-    BM25_K1,
     FILL_SQL,
     RARE_SQL,
     SEARCH_SQL,
@@ -77,8 +75,8 @@ class PostgresSearch(SqlRareTerms[PostgresDb]):
                 idf=weights.idf,
                 any=tsquery_literal(weights.match),
                 avgdl=weights.avgdl,
-                k1=BM25_K1,
-                b=BM25_B,
+                k1=bm25.K1,
+                b=bm25.B,
                 limit=limit,
             )
             rows = (

@@ -11,10 +11,9 @@ looks those up in each term's postings instead of masking them all
 (`sqlite.postings`).
 
 The scores are FTS5's (the tests hold them to an FTS5 index built over the same
-rows): the same BM25 (k1 = 1.2, b = 0.75, an IDF floored at 1e-6), over the
-same statistics — every row of the table counts (any kind, active or not), a
-document's length counts the tokens of its terms and filter tags, and only the
-terms score.
+rows): the same BM25 (`store.bm25`, as PostgreSQL ranks), over the same
+statistics — every row of the table counts (any kind, active or not), a document's
+length counts the tokens of its terms and filter tags, and only the terms score.
 
 Other processes write to the same file, so before each query the cache
 compares two cheap numbers with the database, inside one read snapshot: the
@@ -30,7 +29,6 @@ the log has been pruned past the cache's position, the cache reloads.
 from __future__ import annotations
 
 import itertools
-import math
 import operator
 import sqlite3
 import threading
@@ -43,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memlane.store.base import SearchFilter
+from memlane.store.bm25 import K1, B, idf
 from memlane.store.rare_terms import RareQuery, rare_bound
 from memlane.store.sqlite.doc_filter import DocFilter, Docs, IntArray, Mask, filter_key
 from memlane.store.sqlite.postings import (
@@ -55,9 +54,6 @@ from memlane.store.sqlite.postings import (
     passing_postings,
 )
 
-K1 = 1.2
-B = 0.75
-IDF_FLOOR = 1e-6  # FTS5's IDF for a term in half the rows or more: it counts, a little
 LOAD_CHUNK = 50_000  # documents read per query while loading
 TAIL_MIN = 2_000  # documents the tail may hold before a merge (or n / 16 if larger)
 RELOAD_CHANGES = 50_000  # more changed documents than this at once: reload instead
@@ -356,8 +352,7 @@ class KeywordIndex:
                 if chosen[0].shape[0] == 0:
                     continue
                 found.append(chosen)
-                idf = math.log((self._live - hits + 0.5) / (hits + 0.5))
-                weights.append(idf if idf > 0 else IDF_FLOOR)  # exactly FTS5's rule
+                weights.append(idf(self._live, hits))
             if not found:
                 return []
             return self._best(*self._scores(found, weights), k)
