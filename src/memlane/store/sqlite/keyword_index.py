@@ -44,9 +44,9 @@ from memlane.store.base import SearchFilter
 from memlane.store.bm25 import K1, B, idf
 from memlane.store.rare_terms import RareQuery, rare_bound
 from memlane.store.sqlite.doc_filter import DocFilter, Docs, IntArray, Mask, filter_key
+from memlane.store.sqlite.posting_merge import Postings, merged
 from memlane.store.sqlite.postings import (
     DeadDocs,
-    Int32Array,
     Part,
     Seen,
     Tail,
@@ -57,9 +57,6 @@ from memlane.store.sqlite.postings import (
 LOAD_CHUNK = 50_000  # documents read per query while loading
 TAIL_MIN = 2_000  # documents the tail may hold before a merge (or n / 16 if larger)
 RELOAD_CHANGES = 50_000  # more changed documents than this at once: reload instead
-MERGE_CHUNK = 1 << 16
-"""Postings of the arrays a merge places at a time: what it allocates beside the arrays
-(about 40 bytes a posting placed) stays near 10 MB however large the index grows."""
 
 # the tags column's token count: `doc_tags` joins its tags with single spaces
 _COLUMNS = """rowid, kind, scope, session_id, role, active, terms,
@@ -71,7 +68,6 @@ _NEWEST = (
     "coalesce((SELECT max(rowid) FROM docs), 0)"
 )
 
-Postings = tuple[IntArray, IntArray, IntArray]  # (term, document, frequency), grouped by term
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -270,38 +266,15 @@ class KeywordIndex:
             found.tfs.append(tf)
 
     def _merge(self, batches: list[Postings]) -> None:
-        """Rebuild the arrays from themselves, the tail and `batches`, dropping dead documents.
-
-        Each source is grouped by term, so a posting's place is its term's offset plus
-        what earlier sources hold of that term plus its rank in its own run: a few
-        vector operations per source, no sort of the whole index. The arrays themselves
-        (most postings) are placed `MERGE_CHUNK` postings at a time, so what a merge
-        allocates beside the old and the new arrays stays the same however large the
-        index grows: placing them all at once took five times the arrays' own size.
-        """
-        vocab_size = len(self._vocab)
+        """Rebuild the arrays from themselves, the tail and `batches`, dropping dead
+        documents (`posting_merge.merged`); the dead are forgotten then."""
         alive = self._docs.alive if self._dead.count else None
         fresh = self._fresh(batches, alive)
-        self._dead = DeadDocs() if alive is not None else self._dead
-        old_off, pdoc, ptf = self._off, self._pdoc, self._ptf
-        keep = alive[pdoc] if alive is not None else None  # one byte a posting
-        counts = np.zeros(vocab_size, np.int64)
-        counts[: old_off.shape[0] - 1] = _run_lengths(old_off, keep)
-        runs = [np.bincount(t, minlength=vocab_size) for t, _, _ in fresh]
-        off = np.zeros(vocab_size + 1, np.int64)
-        np.cumsum(counts + sum(runs), out=off[1:])
-        new_doc = np.empty(int(off[-1]), np.int32)
-        new_tf = np.empty(int(off[-1]), np.int32)
-        before = off[:-1].copy()  # where each term's next postings go
-        for first, last in _chunks(old_off, MERGE_CHUNK):
-            lo, hi = int(old_off[first]), int(old_off[last])
-            docs, tfs = pdoc[lo:hi], ptf[lo:hi]
-            if keep is not None:
-                docs, tfs = docs[keep[lo:hi]], tfs[keep[lo:hi]]
-            _place(new_doc, new_tf, before[first:last], counts[first:last], docs, tfs)
-        for (_, doc_index, frequencies), run in zip(fresh, runs, strict=True):
-            _place(new_doc, new_tf, before, run, doc_index, frequencies)
-        self._off, self._pdoc, self._ptf = off, new_doc, new_tf
+        if alive is not None:
+            self._dead = DeadDocs()
+        self._off, self._pdoc, self._ptf = merged(
+            (self._off, self._pdoc, self._ptf), alive, fresh, len(self._vocab)
+        )
 
     def _fresh(self, batches: list[Postings], alive: Mask | None) -> list[Postings]:
         """The tail's postings and `batches` (each grouped by term), the dead left out; the
@@ -438,43 +411,3 @@ def _term_ids(vocab: defaultdict[str, int], split: list[list[str]], total: int) 
     if total == 1:
         return np.array([vocab[terms[0]]], np.int64)
     return np.fromiter(operator.itemgetter(*terms)(vocab), np.int64, total)
-
-
-def _run_lengths(off: IntArray, keep: Mask | None) -> IntArray:
-    """Each term's postings in arrays laid out by `off`, only those `keep` marks when given."""
-    lengths = np.diff(off)
-    if keep is None:
-        return lengths
-    held = lengths > 0
-    kept = np.zeros(lengths.shape[0], np.int64)
-    if keep.shape[0]:  # a segment's start where it is not empty: each ends at the next one's
-        kept[held] = np.add.reduceat(keep, off[:-1][held], dtype=np.int64)
-    return kept
-
-
-def _chunks(off: IntArray, size: int) -> list[tuple[int, int]]:
-    """Runs of whole terms [first, last) of arrays laid out by `off`, about `size` postings
-    each (a term with more is a run of its own)."""
-    terms = off.shape[0] - 1
-    if terms <= 0:
-        return []
-    marks = np.searchsorted(off, np.arange(size, int(off[-1]), size), side="right") - 1
-    bounds = sorted({0, terms, *(int(m) for m in marks if 0 < m < terms)})
-    return list(itertools.pairwise(bounds))
-
-
-def _place(
-    doc_out: Int32Array,
-    tf_out: Int32Array,
-    before: IntArray,
-    run: IntArray,
-    docs: npt.NDArray[Any],
-    tfs: npt.NDArray[Any],
-) -> None:
-    """Put postings grouped by term (`run` of each term, in order) where `before` says
-    each term's next ones go, and move `before` past them."""
-    first = np.cumsum(run) - run  # where each term's run starts among these postings
-    place = np.repeat(before - first, run)
-    place += np.arange(docs.shape[0])
-    doc_out[place], tf_out[place] = docs, tfs
-    before += run

@@ -9,8 +9,9 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from memlane.store.sqlite import keyword_index
-from memlane.store.sqlite.keyword_index import KeywordIndex, Postings
+from memlane.store.sqlite import posting_merge
+from memlane.store.sqlite.keyword_index import KeywordIndex
+from memlane.store.sqlite.posting_merge import Postings
 
 TERMS = 4_000
 DOCS = 20_000
@@ -92,7 +93,7 @@ def test_a_merge_allocates_little_beside_the_arrays_it_makes(
     """Placing every posting at once took about five times the arrays' size beside them
     (term, rank and place vectors of 8 bytes a posting, and copies without the dead);
     a chunk at a time, the arrays made and a chunk's worth."""
-    monkeypatch.setattr(keyword_index, "MERGE_CHUNK", 8_192)
+    monkeypatch.setattr(posting_merge, "MERGE_CHUNK", 8_192)
     index, batches, _ = built(dead)
     tracemalloc.start()
     try:
