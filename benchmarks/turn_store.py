@@ -34,9 +34,9 @@ from benchmarks.load import QUESTION  # noqa: E402
 from benchmarks.proxy_overhead import ANSWER  # noqa: E402
 
 from memlane.config import Settings  # noqa: E402
-from memlane.engine.pipeline import store_answer, store_incoming  # noqa: E402
 from memlane.engine.runtime import Runtime  # noqa: E402
 from memlane.engine.turn import Answer, Turn  # noqa: E402
+from memlane.engine.turn_store import store_answer, store_incoming  # noqa: E402
 from memlane.proxy.wire.chat import ChatAdapter  # noqa: E402
 from memlane.store.sqlite import SQLiteStore  # noqa: E402
 from memlane.types import Message, Session  # noqa: E402

@@ -401,9 +401,9 @@ def test_ask_uses_the_model_the_sessions_requests_used(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from memlane.config import Settings
-    from memlane.engine.pipeline import store_incoming
     from memlane.engine.runtime import Runtime
     from memlane.engine.turn import Turn
+    from memlane.engine.turn_store import store_incoming
 
     monkeypatch.setenv("MEMLANE_UPSTREAM_URL", upstream.url)
     rt = Runtime(Settings(home=store.path.parent), store)

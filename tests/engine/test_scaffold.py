@@ -70,7 +70,7 @@ def assistant(text: str) -> Message:
 
 
 async def run_turn(rt: Runtime, messages: list[Message], **turn: Any) -> list[Message]:
-    from memlane.engine.pipeline import store_answer, store_incoming
+    from memlane.engine.turn_store import store_answer, store_incoming
 
     t = Turn(key="s", namespace="s", model="m", wire="chat", messages=messages, **turn)
     store_incoming(rt, t)
@@ -221,7 +221,7 @@ async def test_a_next_turn_reads_its_sessions_state_once(
     """The scaffold's blocks (and its texts, when the store keeps them) and governance's
     plan come from one read of the session's state, with the session's row, in front of
     the request: on the loop or in a worker thread."""
-    from memlane.engine import pipeline
+    from memlane.engine import pipeline, turn_store
 
     monkeypatch.setattr(pipeline, "reads_on_the_loop", lambda rt: on_the_loop)
     history = [user("u0")]
@@ -229,7 +229,7 @@ async def test_a_next_turn_reads_its_sessions_state_once(
     first.flags = {"todo": "- [ ] a"}
     await pipeline.prepare(rt, first)
     await pipeline.stored(rt, first)
-    pipeline.store_answer(rt, first, Answer([assistant("re: u0")]))
+    turn_store.store_answer(rt, first, Answer([assistant("re: u0")]))
     assert first.session is not None
     assert PLAN_STATE in rt.store.get_state(first.session.id)  # governance keeps one
     history += [assistant("re: u0"), user("u1")]

@@ -15,7 +15,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from memlane.engine import pipeline, scaffold
+from memlane.engine import scaffold, turn_store
 from memlane.engine.memory import manage
 from memlane.store import NewMessage
 from memlane.types import Message
@@ -224,13 +224,13 @@ async def test_a_tool_reads_the_answer_a_proxied_client_was_just_given(
     """An answer is stored just after its client has it; an agent that asks its MCP tools
     about the session at once must find the answer there, as the admin API does."""
     proxy = proxy_factory(**QUIET)
-    store_answer = pipeline.store_answer
+    store_answer = turn_store.store_answer
 
     def slow_store_answer(*args: Any) -> None:
         time.sleep(0.5)
         store_answer(*args)
 
-    monkeypatch.setattr(pipeline, "store_answer", slow_store_answer)
+    monkeypatch.setattr(turn_store, "store_answer", slow_store_answer)
     upstream.script(Reply(text="The invoices table is now billing_invoices."))
     async with httpx.AsyncClient(timeout=30) as http:
         answer = await http.post(

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from memlane.engine import pipeline
+from memlane.engine import turn_store
 from memlane.engine.turn import Answer
 from memlane.proxy import turns
 from memlane.proxy.wire import WireAdapter
@@ -77,13 +77,13 @@ def test_the_next_turn_sent_at_once_finds_the_answer_stored_once(
 
 def slow_answers(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
     """Each answer's write takes `seconds` in the store's writer."""
-    store_answer = pipeline.store_answer
+    store_answer = turn_store.store_answer
 
     def slowly(*args: Any) -> None:
         time.sleep(seconds)
         store_answer(*args)
 
-    monkeypatch.setattr(pipeline, "store_answer", slowly)
+    monkeypatch.setattr(turn_store, "store_answer", slowly)
 
 
 def test_the_admin_api_reads_what_a_client_was_answered(

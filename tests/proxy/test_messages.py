@@ -14,7 +14,7 @@ import anthropic
 import httpx
 import pytest
 
-from memlane.engine.pipeline import EVENT_CACHE_USAGE
+from memlane.engine.turn_store import EVENT_CACHE_USAGE
 from tests.proxy.conftest import stored
 from tests.support.anthropic_upstream import (
     AnthropicProxy,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from memlane.engine import pipeline
+from memlane.engine import pipeline, turn_store
 from memlane.engine.turn import Turn
 from tests.proxy.conftest import ask
 from tests.support.upstream import Reply, RunningProxy, ScriptedUpstream
@@ -30,7 +30,7 @@ def test_a_next_turn_arriving_while_the_answer_is_stored_is_shaped_on_the_loop(
     stream: bool,
 ) -> None:
     storing, release = threading.Event(), threading.Event()
-    store_answer, shape = pipeline.store_answer, pipeline.shape
+    store_answer, shape = turn_store.store_answer, pipeline.shape
     shaped_on: list[str] = []
 
     def slow_store_answer(rt: Any, turn: Turn, answer: Any) -> None:
@@ -42,7 +42,7 @@ def test_a_next_turn_arriving_while_the_answer_is_stored_is_shaped_on_the_loop(
         shaped_on.append(threading.current_thread().name)
         return shape(rt, turn)
 
-    monkeypatch.setattr(pipeline, "store_answer", slow_store_answer)
+    monkeypatch.setattr(turn_store, "store_answer", slow_store_answer)
     monkeypatch.setattr(pipeline, "shape", recorded_shape)
     upstream.script(Reply(text="first answer"), Reply(text="second answer"))
     first = [{"role": "user", "content": "first question"}]

@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from memlane.engine import pipeline
+from memlane.engine import turn_store
 from memlane.engine.memory import manage
 from memlane.engine.sessions.query import QUERY_PROMPT
 from memlane.proxy.tool_loop import LIMIT_ANSWER, ROUND_EVENT
@@ -115,13 +115,13 @@ def test_a_new_sessions_round_is_kept_when_its_row_is_written_after_the_round(
     """A new session's row is written behind its first request (`engine.sessions.ahead`);
     memlane's calls wait for it before they run and the round is recorded on the session."""
     proxy = tools_proxy(proxy_factory)
-    write = pipeline.write_made
+    write = turn_store.write_made
 
     def slow_write(store: Any, session: Any) -> Any:
         time.sleep(0.5)  # far longer than the scripted upstream's first round
         return write(store, session)
 
-    monkeypatch.setattr(pipeline, "write_made", slow_write)
+    monkeypatch.setattr(turn_store, "write_made", slow_write)
     upstream.script(Reply(tool_calls=[SEARCH]), Reply(text=FINAL))
     answer = client(proxy, "slow-row").chat.completions.create(
         model="scripted-small", messages=[{"role": "user", "content": "How do we deploy?"}]

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from memlane.engine import pipeline
+from memlane.engine import turn_store
 from memlane.engine.failopen import EVENT
 from memlane.engine.turn import Turn
 from memlane.store import StoreError
@@ -67,13 +67,13 @@ def slow_store(monkeypatch: pytest.MonkeyPatch, upstream: ScriptedUpstream, text
     """Turns take `STORE_SECONDS` to store, from the moment the upstream has them; it
     answers `text` at once."""
     reached = threading.Event()
-    store = held(reached, pipeline.store_incoming, "the turn was stored", pause=STORE_SECONDS)
+    store = held(reached, turn_store.store_incoming, "the turn was stored", pause=STORE_SECONDS)
 
     def answer(request: RecordedRequest) -> Reply:
         reached.set()
         return Reply(text=text)
 
-    monkeypatch.setattr(pipeline, "store_incoming", store)
+    monkeypatch.setattr(turn_store, "store_incoming", store)
     upstream.respond_with(answer)
 
 
@@ -87,7 +87,7 @@ def test_the_answer_does_not_wait_for_the_turn_to_be_stored_and_the_next_turn_do
     """SQLite, one worker (`Runtime.serves_alone`): the first turn's store is held until the
     client has its answer; an answer that waited for it would hold it past its 10 s."""
     proxy = proxy_factory(request_wait_seconds=30, **QUIET)
-    store, released = pipeline.store_incoming, threading.Event()
+    store, released = turn_store.store_incoming, threading.Event()
     held_until: list[bool] = []
 
     def store_once_released(rt: Any, turn: Turn) -> None:
@@ -95,7 +95,7 @@ def test_the_answer_does_not_wait_for_the_turn_to_be_stored_and_the_next_turn_do
             held_until.append(released.wait(10))
         store(rt, turn)
 
-    monkeypatch.setattr(pipeline, "store_incoming", store_once_released)
+    monkeypatch.setattr(turn_store, "store_incoming", store_once_released)
     upstream.respond_with(lambda request: Reply(text="stored on the way"))
     scaffolded = {"user-agent": "codex_cli_rs/0.169.0"}
     history = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
@@ -171,7 +171,7 @@ def test_a_new_sessions_row_is_written_while_its_first_request_is_upstream(
         return Reply(text="a new session")
 
     monkeypatch.setattr(
-        pipeline, "write_made", held(reached, pipeline.write_made, "the row was written")
+        turn_store, "write_made", held(reached, turn_store.write_made, "the row was written")
     )
     upstream.respond_with(answer)
 
@@ -185,7 +185,7 @@ def test_a_new_sessions_row_is_written_while_its_first_request_is_upstream(
 def test_a_turn_the_store_cannot_keep_still_gets_its_answer_and_the_next_turn_stores_it(
     mproxy: RunningProxy, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = pipeline.store_incoming
+    store = turn_store.store_incoming
     failures = iter([StoreError("database or disk is full")])
 
     def store_or_fail(rt: Any, turn: Turn) -> None:
@@ -194,7 +194,7 @@ def test_a_turn_the_store_cannot_keep_still_gets_its_answer_and_the_next_turn_st
             raise failure
         store(rt, turn)
 
-    monkeypatch.setattr(pipeline, "store_incoming", store_or_fail)
+    monkeypatch.setattr(turn_store, "store_incoming", store_or_fail)
     upstream.script(Reply(text="first answer"), Reply(text="second answer"))
     history = [{"role": "user", "content": "first question"}]
 

@@ -9,7 +9,7 @@ pages read the counters per day (`Store.add_daily_counts`), which stay cheap
 to read however many sessions there are.
 
 Recording happens in the same worker-thread hop and the same transaction that
-store the answer (`pipeline.store_answer`): two small writes in its one commit, no
+store the answer (`turn_store.store_answer`): two small writes in its one commit, no
 model or LLM call.
 """
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from memlane.engine import pipeline, threads
+from memlane.engine import pipeline, threads, turn_store
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.ahead import made_session, write_made
 from memlane.engine.turn import Forward, Turn
@@ -38,7 +38,7 @@ def held_rows(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
         assert go.wait(10), "the test never let the row be written"
         return write_made(store, session)
 
-    monkeypatch.setattr(pipeline, "write_made", write)
+    monkeypatch.setattr(turn_store, "write_made", write)
     return go
 
 

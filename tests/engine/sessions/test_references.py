@@ -7,7 +7,6 @@ from typing import Any, cast
 
 import pytest
 
-from memlane.engine.pipeline import store_incoming
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.lifecycle import delete
 from memlane.engine.sessions.query import QUERY_EVENT
@@ -17,6 +16,7 @@ from memlane.engine.sessions.references import (
     resolve_references,
 )
 from memlane.engine.turn import DirectAnswer, Forward, Turn
+from memlane.engine.turn_store import store_incoming
 from memlane.store import NewMessage, Store
 from memlane.store.sqlite import SQLiteStore
 from memlane.text.llm import LLMError

@@ -3,7 +3,7 @@
 Nothing the forwarded request holds depends on the row, so a new session is *made
 ahead*, in memory, with the id its row will get (`made_session`), and the request is
 shaped from it like a session that exists. The row is written first among the turn's
-writes (`write_made`, in `pipeline._store_with`), in the store's writer; every later
+writes (`write_made`, in `turn_store.store_with`), in the store's writer; every later
 write of the turn, and the session's next turn, come after it (`engine.writes`).
 
 Another turn or process that creates the same key first wins: the turn adopts that row,
