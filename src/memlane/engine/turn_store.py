@@ -21,7 +21,7 @@ from memlane.engine.turn import Answer, Turn
 from memlane.store import CountWhenStored, NewMessage, SyncResult
 from memlane.types import Message, Session
 
-log = logging.getLogger("memlane.pipeline")
+log = logging.getLogger("memlane.pipeline")  # the name these warnings always had
 
 EVENT_CACHE_USAGE = "usage.cache"
 """Per answer, the prompt tokens the upstream read from and wrote to its prompt cache."""
@@ -135,6 +135,8 @@ def _keep_scaffold(rt: Runtime, turn: Turn, writes: scaffold.Writes) -> None:
 
 
 def store_and_scaffold(rt: Runtime, turn: Turn) -> list[Message]:
+    """The turn's messages stored, then the request shaped from what is now stored: for a
+    turn whose request depends on its own messages (`pipeline.stored_first`)."""
     store_incoming(rt, turn)
     messages = list(turn.messages)
     try:
@@ -145,6 +147,7 @@ def store_and_scaffold(rt: Runtime, turn: Turn) -> list[Message]:
 
 
 def open_session_of(rt: Runtime, turn: Turn) -> Session:
+    """The turn's session row, found or made (a subagent's forked from its parent's)."""
     return open_session(
         rt.store, turn.key, namespace=turn.namespace, tenant=turn.tenant, parent_key=turn.parent_key
     )
@@ -190,5 +193,6 @@ def _store_answer(rt: Runtime, turn: Turn, answer: Answer, counted: list[NewMess
 
 
 def scaffold_failed(rt: Runtime, turn: Turn, exc: Exception) -> None:
+    """The scaffold is best effort: its failure is recorded and logged, the turn goes on."""
     rt.activity.failure("scaffold", f"{type(exc).__name__}: {exc}")
     log.warning("scaffold skipped for session %s: %r", turn.key[:8], exc)
