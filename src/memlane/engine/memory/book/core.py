@@ -57,7 +57,6 @@ class MemoryBook:
         """Held (in embedded mode) by whichever process writes the files, the snapshot and
         the index: the workers of one proxy, and the CLI beside it."""
         self._lock: asyncio.Lock | None = None
-        self._scope_locks: dict[str, asyncio.Lock] = {}
         self._started: asyncio.Task[SyncReport] | None = None
         self.watch_task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
@@ -111,9 +110,12 @@ class MemoryBook:
     @contextlib.asynccontextmanager
     async def scope_lock(self, scope: str) -> AsyncIterator[None]:
         """Held across a reconciliation (read neighbourhood, ask, apply) in one scope, by one
-        process at a time: two would both add a fact neither has seen yet."""
-        across = HomeLock.striped(self.rt.settings.home_path, SCOPE_LOCKS, scope)
-        async with self._scope_locks.setdefault(scope, asyncio.Lock()), across.hold():
+        caller at a time, in this process or another: two would both add a fact neither
+        has seen yet. One of the striped lock files (`HomeLock.striped`), whose `hold`
+        also queues this event loop's callers: no lock is kept per scope, so a process
+        that serves a new conversation scope after another (`memory_fact_scope =
+        conversation`) or many namespaces holds a bounded number of locks."""
+        async with HomeLock.striped(self.rt.settings.home_path, SCOPE_LOCKS, scope).hold():
             yield
 
     # --- start -----------------------------------------------------------------
