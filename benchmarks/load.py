@@ -183,7 +183,7 @@ def rss_mb(pid: int) -> float:
     """Resident memory of a process and its children (Linux), in MB. A child still between
     fork and exec (`_between_fork_and_exec`) is left out: its resident memory is its
     parent's pages, counted once already (a 3-minute soak's last sample once read 710 MB
-    for a 378 MB proxy, caught spawning git)."""
+    while the proxy itself held about 380)."""
     total = 0
     for each in [pid, *(c for c in _children(pid) if not _between_fork_and_exec(c))]:
         try:
