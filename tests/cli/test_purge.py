@@ -28,6 +28,7 @@ from tests.support.upstream import (
     Reply,
     RunningProxy,
     ScriptedUpstream,
+    closing,
 )
 
 SECRET = "zebra-quartz-7731"
@@ -85,11 +86,13 @@ def home_proxy(
 
 
 def talk(proxy: RunningProxy, session: str, text: str) -> None:
-    client = openai.OpenAI(
-        base_url=proxy.url,
-        api_key="sk-x",
-        max_retries=0,
-        default_headers={"X-Memlane-Session": session, "X-Memlane-Repo": "lockers"},
+    client = closing(
+        openai.OpenAI(
+            base_url=proxy.url,
+            api_key="sk-x",
+            max_retries=0,
+            default_headers={"X-Memlane-Session": session, "X-Memlane-Repo": "lockers"},
+        )
     )
     client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}])
 

@@ -13,7 +13,7 @@ from memlane.engine.memory.summary import SUMMARY_PROMPT
 from memlane.engine.sessions.query import QUERY_PROMPT
 from tests.engine.memory.test_through_proxy import memlane_calls
 from tests.proxy.conftest import QUIET
-from tests.support.upstream import ProxyFactory, Reply, RunningProxy, ScriptedUpstream
+from tests.support.upstream import ProxyFactory, Reply, RunningProxy, ScriptedUpstream, closing
 
 OWN = (FACT_PROMPT, RECONCILE_PROMPT, SUMMARY_PROMPT, QUERY_PROMPT)
 
@@ -22,8 +22,8 @@ def ask(proxy: RunningProxy, session: str, text: str, repo: str | None = None) -
     headers = {"X-Memlane-Session": session}
     if repo is not None:
         headers["X-Memlane-Repo"] = repo
-    client = openai.OpenAI(
-        base_url=proxy.url, api_key="sk-x", max_retries=0, default_headers=headers
+    client = closing(
+        openai.OpenAI(base_url=proxy.url, api_key="sk-x", max_retries=0, default_headers=headers)
     )
     answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}])
     return answer.choices[0].message.content or ""

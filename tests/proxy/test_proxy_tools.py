@@ -28,6 +28,7 @@ from tests.support.upstream import (
     RunningProxy,
     ScriptedUpstream,
     ToolCallSpec,
+    closing,
 )
 
 TOOLS_ON: dict[str, Any] = {
@@ -384,8 +385,8 @@ def test_a_tool_call_searches_only_its_own_tenants_memory(
     headers = {"X-Memlane-Repo": "shop", "X-Memlane-Tools": "memory"}
     for key, sees in (("sk-other-0123456789abcdef", False), ("sk-owner-0123456789abcdef", True)):
         upstream.script(Reply(tool_calls=[SEARCH]), Reply(text=FINAL))
-        other = openai.OpenAI(
-            base_url=proxy.url, api_key=key, max_retries=0, default_headers=headers
+        other = closing(
+            openai.OpenAI(base_url=proxy.url, api_key=key, max_retries=0, default_headers=headers)
         )
         other.chat.completions.create(
             model="scripted-small", messages=[{"role": "user", "content": "How do we deploy?"}]

@@ -31,6 +31,7 @@ from tests.support.upstream import (
     Reply,
     RunningProxy,
     ScriptedUpstream,
+    closing,
 )
 
 ALICE = "sk-alice-0123456789abcdefghij"
@@ -40,7 +41,9 @@ OWN = (FACT_PROMPT, RECONCILE_PROMPT, SUMMARY_PROMPT, QUERY_PROMPT)
 
 def as_client(proxy: RunningProxy, key: str, session: str, repo: str = "shared") -> openai.OpenAI:
     headers = {"X-Memlane-Session": session, "X-Memlane-Repo": repo}
-    return openai.OpenAI(base_url=proxy.url, api_key=key, max_retries=0, default_headers=headers)
+    return closing(
+        openai.OpenAI(base_url=proxy.url, api_key=key, max_retries=0, default_headers=headers)
+    )
 
 
 def say(proxy: RunningProxy, key: str, session: str, text: str) -> str:
@@ -188,11 +191,13 @@ def test_scaffold_texts_of_one_key_are_not_another_keys(
         f"{base}/agent/pinned", json={"text": "alice-only rule"}, headers=admin(tproxy, ALICE)
     )
     assert put.status_code == 200
-    client = openai.OpenAI(
-        base_url=tproxy.url,
-        api_key=BOB,
-        max_retries=0,
-        default_headers={"X-Memlane-Session": "agent", "X-Stainless-Lang": "python"},
+    client = closing(
+        openai.OpenAI(
+            base_url=tproxy.url,
+            api_key=BOB,
+            max_retries=0,
+            default_headers={"X-Memlane-Session": "agent", "X-Stainless-Lang": "python"},
+        )
     )
     client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
     assert "alice-only rule" not in str(forwarded(upstream).messages)
@@ -203,9 +208,9 @@ def test_scaffold_texts_of_one_key_are_not_another_keys(
 def test_a_previous_response_id_of_another_tenant_is_not_resolved(
     tproxy: RunningProxy, upstream: ScriptedUpstream
 ) -> None:
-    alice = openai.OpenAI(base_url=tproxy.url, api_key=ALICE, max_retries=0)
+    alice = closing(openai.OpenAI(base_url=tproxy.url, api_key=ALICE, max_retries=0))
     answer = alice.responses.create(model="m", input="my pin is 2468", store=False)
-    bob = openai.OpenAI(base_url=tproxy.url, api_key=BOB, max_retries=0)
+    bob = closing(openai.OpenAI(base_url=tproxy.url, api_key=BOB, max_retries=0))
     bob.responses.create(model="m", input="what is my pin?", previous_response_id=answer.id)
     sent = upstream.model_requests[-1].json
     assert sent["previous_response_id"] == answer.id  # left for the upstream, as unknown

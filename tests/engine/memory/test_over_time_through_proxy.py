@@ -13,7 +13,13 @@ from memlane.engine.memory import manage
 from memlane.engine.memory.extract import FACT_PROMPT
 from memlane.engine.memory.reconcile import RECONCILE_PROMPT
 from memlane.engine.memory.summary import SUMMARY_PROMPT
-from tests.support.upstream import ProxyFactory, RecordedRequest, Reply, ScriptedUpstream
+from tests.support.upstream import (
+    ProxyFactory,
+    RecordedRequest,
+    Reply,
+    ScriptedUpstream,
+    closing,
+)
 
 BERLIN = "The user lives in Berlin"
 LISBON = "The user lives in Lisbon"
@@ -41,11 +47,13 @@ def memlane_calls(request: RecordedRequest) -> Reply | None:
 
 def chat(url: str, session: str) -> Callable[[str], None]:
     """A client of one conversation: each call sends the whole history, as clients do."""
-    client = openai.OpenAI(
-        base_url=url,
-        api_key="sk-x",
-        max_retries=0,
-        default_headers={"X-Memlane-Session": session, "X-Memlane-Repo": "home"},
+    client = closing(
+        openai.OpenAI(
+            base_url=url,
+            api_key="sk-x",
+            max_retries=0,
+            default_headers={"X-Memlane-Session": session, "X-Memlane-Repo": "home"},
+        )
     )
     history: list[Any] = []
 
