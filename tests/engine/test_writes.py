@@ -33,9 +33,7 @@ def finished_at_once(coro: Coroutine[Any, Any, bool]) -> bool:
     return result
 
 
-def stuck(
-    writes: Writes, session: tuple[str, str] | None, *, read_next: bool = True
-) -> tuple[threading.Event, Any]:
+def stuck(writes: Writes, session: tuple[str, str] | None) -> tuple[threading.Event, Any]:
     """A write of `session` that runs until the returned event is set, and its future."""
     started, go = threading.Event(), threading.Event()
 
@@ -44,7 +42,7 @@ def stuck(
         assert go.wait(10)
         return "written"
 
-    future = writes.queue(session, held, read_next=read_next)
+    future = writes.queue(session, held)
     assert started.wait(10)
     return go, future
 
@@ -90,38 +88,6 @@ async def test_settled_gives_up_after_its_limit_when_a_write_is_stuck(
     assert not held.done()  # the write itself goes on
     go.set()
     assert await asyncio.wait_for(held, 10) == "written"
-
-
-async def test_a_write_the_next_turn_does_not_read_holds_only_a_wait_for_every_write(
-    writes: Writes, sqlite_store: SQLiteStore
-) -> None:
-    """An answer its client resends: the session's next turn does not wait for it, a wait
-    for everything queued does."""
-    made = writes.queue(ONE, lambda: sqlite_store.ensure_session("one"))
-    await asyncio.wait_for(made, 10)
-    go, answer = stuck(writes, ONE, read_next=False)
-    assert finished_at_once(writes.settled(ONE))
-    everything = asyncio.ensure_future(writes.settled())
-    await asyncio.sleep(0.05)
-    assert not everything.done()
-
-    go.set()
-    assert await asyncio.wait_for(everything, 10)
-    assert answer.done()
-
-
-async def test_a_write_the_next_turn_reads_is_waited_for_behind_one_it_does_not(
-    writes: Writes, sqlite_store: SQLiteStore
-) -> None:
-    go, _ = stuck(writes, ONE, read_next=False)
-    messages = writes.queue(ONE, lambda: sqlite_store.ensure_session("one"))
-    waiting = asyncio.ensure_future(writes.settled(ONE))
-    await asyncio.sleep(0.05)
-    assert not waiting.done()
-
-    go.set()
-    assert await asyncio.wait_for(waiting, 10)
-    assert messages.done()
 
 
 async def test_another_sessions_stuck_write_holds_no_one_else(writes: Writes) -> None:

@@ -223,12 +223,9 @@ async def finish(rt: Runtime, turn: Turn, answer: Answer | Callable[[], Answer])
     answer. Where another process may take the session's next turn (`Runtime.
     serves_alone`), the client's own messages are durable before it has the answer: the
     other process stores the answer from the client's resend, and this one's late write
-    finds it stored. Otherwise nobody waits for it: the session's next turn carries the
-    answer, so it does not wait for its write either (`engine.writes`), and its own
-    writes are queued behind it; the write lingers (`GroupCommit`), so that a next turn
-    sent at once is shaped beside a sleeping writer, not one storing, and its messages
-    join the batch. A crash meanwhile loses only the turn in flight, which that next
-    request brings back."""
+    finds it stored. Otherwise the session's next turn in this process waits for it
+    (`engine.writes`), and a crash meanwhile loses only the turn in flight, which the
+    client's next request brings back."""
     if turn.counting is not None:  # for the turn's record
         await waits.within(rt, turn, "counting the request's tokens", counted(turn), None)
     read_answer = answer if callable(answer) else (lambda: answer)
@@ -240,12 +237,9 @@ async def finish(rt: Runtime, turn: Turn, answer: Answer | Callable[[], Answer])
 
     if turn.answer_resent and not rt.serves_alone:
         await stored(rt, turn)
-    resent = turn.answer_resent
-    stored_answer = storing.queue(
-        rt, turn, write, awaited=not resent, read_next=not resent, linger=resent
-    )
+    stored_answer = storing.queue(rt, turn, write, awaited=not turn.answer_resent)
     stored_answer.add_done_callback(lambda done: _after(rt, turn, done))
-    if not resent:
+    if not turn.answer_resent:
         await waits.within(rt, turn, "storing the answer", stored_answer, None)
 
 

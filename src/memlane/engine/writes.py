@@ -2,21 +2,17 @@
 
 A turn reads what its session's earlier turns stored (their messages, the scaffold's
 state, governance's plan), so before it reads it waits for the last write queued for
-its session that it reads (`settled`): usually committed long before, since an agent's
-next request follows the answer the write was queued with. The answer's own write is
-not one of them when the client resends it: the next request carries the answer, and
-what that turn reads cannot tell the difference (the answer would be the session's last
-stored message, and the scaffold's blocks all sit before it, so an edit of it moves
-none of them: `scaffold.state_block`). Everything else is a queue: a turn's messages,
-what its scaffold and governance keep, its answer and its record are queued to one
-writer thread per store (`store.group_commit`), in the order the turn makes them, and
-committed in batches with every other request's. Only a caller that needs to know a
-write is durable (an answer its client will not resend) awaits it.
+its session (`settled`): usually committed long before, since an agent's next request
+follows the answer the write was queued with. Everything else is a queue: a turn's
+messages, what its scaffold and governance keep, its answer and its record are queued
+to one writer thread per store (`store.group_commit`), in the order the turn makes
+them, and committed in batches with every other request's. Only a caller that needs to
+know a write is durable (an answer its client will not resend) awaits it.
 
     await rt.writes.settled(turn.key, turn.tenant)  # before the turn reads its session
     turn.storing = rt.writes.queue(turn.session_of, store_the_messages)
     ...
-    stored = rt.writes.queue(turn.session_of, store_the_answer, read_next=False)  # resent
+    stored = rt.writes.queue(turn.session_of, store_the_answer)   # awaited when it must be
 
 A wait is bounded (`limit`, `request_wait_seconds`): a turn whose session's writes are
 stuck goes on without them, and says so (`engine.waits`).
@@ -58,11 +54,9 @@ class Writes:
         failed: Callable[[], None] | None = None,
         awaited: bool = False,
         linger: bool = False,
-        read_next: bool = True,
     ) -> asyncio.Future[T]:
         """Queue `write`; its result (or error) arrives in the returned future, which
-        need not be awaited. `session`'s next turn waits for it before it reads, unless
-        it does not read what `write` stores (`read_next` off).
+        need not be awaited. `session`'s next turn waits for it before it reads.
         `failed` is called in the writer when the write did not commit (before any later
         write runs: one that depends on it reads what it says). `awaited`: the caller
         waits for it, so its batch starts now (`GroupCommit.hurry`); `linger`: queued while
@@ -92,7 +86,7 @@ class Writes:
         if awaited:
             self.writer.hurry()
         self._latest = future
-        if session is not None and read_next:
+        if session is not None:
             self._last[session] = future
             future.add_done_callback(lambda f: self._forget(session, f))
         return future
