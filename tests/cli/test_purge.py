@@ -14,7 +14,6 @@ import subprocess
 from pathlib import Path
 
 import httpx
-import openai
 import pytest
 from typer.testing import CliRunner
 
@@ -22,13 +21,13 @@ from memlane.cli.app import app
 from memlane.engine.memory.extract import FACT_PROMPT
 from memlane.engine.memory.reconcile import RECONCILE_PROMPT
 from memlane.engine.memory.summary import SUMMARY_PROMPT
+from tests.proxy.conftest import sdk
 from tests.support.upstream import (
     ProxyFactory,
     RecordedRequest,
     Reply,
     RunningProxy,
     ScriptedUpstream,
-    closing,
 )
 
 SECRET = "zebra-quartz-7731"
@@ -86,14 +85,7 @@ def home_proxy(
 
 
 def talk(proxy: RunningProxy, session: str, text: str) -> None:
-    client = closing(
-        openai.OpenAI(
-            base_url=proxy.url,
-            api_key="sk-x",
-            max_retries=0,
-            default_headers={"X-Memlane-Session": session, "X-Memlane-Repo": "lockers"},
-        )
-    )
+    client = sdk(proxy, session, **{"X-Memlane-Repo": "lockers"})
     client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}])
 
 

@@ -5,26 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
-import openai
-
 from memlane.engine.memory.extract import FACT_PROMPT
 from memlane.engine.memory.reconcile import RECONCILE_PROMPT
 from memlane.engine.memory.summary import SUMMARY_PROMPT
 from memlane.engine.sessions.query import QUERY_PROMPT
 from tests.engine.memory.test_through_proxy import memlane_calls
-from tests.proxy.conftest import QUIET
-from tests.support.upstream import ProxyFactory, Reply, RunningProxy, ScriptedUpstream, closing
+from tests.proxy.conftest import QUIET, sdk
+from tests.support.upstream import ProxyFactory, Reply, RunningProxy, ScriptedUpstream
 
 OWN = (FACT_PROMPT, RECONCILE_PROMPT, SUMMARY_PROMPT, QUERY_PROMPT)
 
 
 def ask(proxy: RunningProxy, session: str, text: str, repo: str | None = None) -> str:
-    headers = {"X-Memlane-Session": session}
-    if repo is not None:
-        headers["X-Memlane-Repo"] = repo
-    client = closing(
-        openai.OpenAI(base_url=proxy.url, api_key="sk-x", max_retries=0, default_headers=headers)
-    )
+    client = sdk(proxy, session, **({"X-Memlane-Repo": repo} if repo is not None else {}))
     answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}])
     return answer.choices[0].message.content or ""
 
