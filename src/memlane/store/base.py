@@ -174,7 +174,9 @@ class SessionStore(Protocol):
         ...
 
     def add_usage(self, session_id: str, **usage: Unpack[Usage]) -> None:
-        """Add to the session's token and cost counters."""
+        """Add to the session's token and cost counters; `SessionNotFound` when there is
+        no such session. It does not mark the session active (`updated_at`): the write
+        the usage comes with does."""
         ...
 
     def delete_session(self, session_id: str) -> bool:

@@ -171,16 +171,21 @@ class SqlSessions(SqlStore[D]):
         return session_from_row(row)
 
     def add_usage(self, session_id: str, **usage: Unpack[Usage]) -> None:
+        # Counters only: `updated_at` is in three of the table's indexes, and the write
+        # usage comes with (the answer's messages, a tool round's event, an import's
+        # row) marks the session active already; a third stamp per answer was the
+        # writer's costliest statement.
         with self._writing() as db:
-            update_session_row(
-                db,
-                session_id,
-                "prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, "
-                "cost_usd = cost_usd + ?",
+            changed = db.run(
+                "UPDATE sessions SET prompt_tokens = prompt_tokens + ?, "
+                "completion_tokens = completion_tokens + ?, cost_usd = cost_usd + ? WHERE id = ?",
                 usage.get("prompt_tokens", 0),
                 usage.get("completion_tokens", 0),
                 usage.get("cost_usd", 0.0),
+                session_id,
             )
+            if not changed:
+                raise SessionNotFound(f"no session with id {session_id}")
 
     def delete_session(self, session_id: str) -> bool:
         with self._writing() as db:

@@ -80,6 +80,19 @@ def test_usage_counters_accumulate(store: Store) -> None:
     assert got.cost_usd == pytest.approx(0.75)
 
 
+def test_usage_counts_without_marking_the_session_active(store: Store) -> None:
+    # the write the usage comes with marks the activity; a stamp of its own would
+    # rewrite `updated_at`'s three index entries once more per answer
+    session = store.ensure_session("s")
+    store.add_usage(session.id, prompt_tokens=7, completion_tokens=3, cost_usd=0.5)
+    got = store.get_session(session.id)
+    assert got is not None
+    assert (got.prompt_tokens, got.completion_tokens) == (7, 3)
+    assert got.updated_at == session.updated_at
+    with pytest.raises(SessionNotFound):
+        store.add_usage("no-such-session", prompt_tokens=1)
+
+
 def test_a_session_is_found_with_its_state_in_one_read(store: Store) -> None:
     session = store.ensure_session("s", tenant="t1")
     store.set_state(session.id, "todo", "- [ ] a")
