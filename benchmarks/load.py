@@ -71,7 +71,8 @@ class Cell:
 
     label: str
     tallies: list[Tally]
-    samples: list[tuple[float, float]]
+    samples: list[tuple[float, float, int | None]]
+    """(seconds since start, RSS MB, background items pending: None when not asked)."""
     cpu_seconds: float | None
     """CPU time of the proxy's process tree over the run, warm-up and the background work
     the requests queued included (None: no /proc)."""
@@ -353,7 +354,8 @@ def measure(
         )
         try:
             drained = functools.partial(wait_drained, url, Path(home), label)
-            tallies, samples, cpu = drive(args, url, proxy.pid, seconds, warmup, drained)
+            pending = functools.partial(pending_now, url, Path(home))
+            tallies, samples, cpu = drive(args, url, proxy.pid, seconds, warmup, drained, pending)
         finally:
             proxy.terminate()
             try:
@@ -373,19 +375,32 @@ DRAIN_SECONDS = 300
 the clients stopped; its CPU counts toward theirs."""
 
 
+def background(url: str, home: Path) -> tuple[int, int]:
+    """The proxy's background items pending and dropped so far (`/memlane/status`)."""
+    from memlane.files import admin_token
+
+    headers = {"authorization": f"Bearer {admin_token.read(home)}"}
+    status = httpx.get(f"{url}/memlane/status", headers=headers, timeout=30).json()
+    return int(status["background_pending"]), int(status["background_dropped"])
+
+
+def pending_now(url: str, home: Path) -> int | None:
+    """Background items pending now, for a soak's samples (None: not answered)."""
+    try:
+        return background(url, home)[0]
+    except (httpx.HTTPError, ValueError, KeyError):
+        return None
+
+
 def wait_drained(url: str, home: Path, label: str) -> None:
     """Wait until the proxy's background queue is empty (its CPU belongs to the requests
     that queued it: a run that ends with work pending would leave it uncounted); say
     what it held when the clients stopped and how long it took."""
-    from memlane.files import admin_token
-
-    headers = {"authorization": f"Bearer {admin_token.read(home)}"}
     started = time.monotonic()
     first: str | None = None
     while True:
         try:
-            status = httpx.get(f"{url}/memlane/status", headers=headers, timeout=30).json()
-            pending, dropped = status["background_pending"], status["background_dropped"]
+            pending, dropped = background(url, home)
         except (httpx.HTTPError, ValueError, KeyError) as exc:
             print(f"{label}: background work: n/a ({exc!r})", flush=True)
             return
@@ -409,10 +424,13 @@ def drive(
     seconds: float,
     warmup: float,
     drain: Callable[[], None] | None = None,
-) -> tuple[list[Tally], list[tuple[float, float]], float | None]:
-    """Run the clients; sample the proxy's RSS meanwhile: (seconds since start, MB); and
-    its process tree's CPU seconds from the clients' start until they are done and
-    `drain` returned (the background work their requests queued is done)."""
+    pending: Callable[[], int | None] | None = None,
+) -> tuple[list[Tally], list[tuple[float, float, int | None]], float | None]:
+    """Run the clients; sample the proxy's RSS meanwhile, with its background items
+    `pending` (a soak's growth is either work waiting or memory held): (seconds since
+    start, MB, items); and its process tree's CPU seconds from the clients' start until
+    they are done and `drain` returned (the background work their requests queued is
+    done)."""
     names = [f"load-{os.getpid()}-{i}" for i in range(args.clients)]
     shares = [names[i :: args.client_processes] for i in range(args.client_processes)]
     out: multiprocessing.Queue[Tally] = multiprocessing.Queue()
@@ -428,16 +446,20 @@ def drive(
     ]
     for process in processes:
         process.start()
-    samples = [(0.0, rss_mb(pid))]
+
+    def sample(at: float) -> tuple[float, float, int | None]:
+        return at, rss_mb(pid), pending() if pending is not None and args.soak else None
+
+    samples = [sample(0.0)]
     time.sleep(max(0.0, start_at - time.time()))
     cpu_from = cpu_tree_seconds(pid)
     begin = time.monotonic()
     marks = [warmup, *(warmup + t for t in _steps(seconds, args.sample if args.soak else 0))]
     for mark in marks:
         time.sleep(max(0.0, begin + mark - time.monotonic()))
-        samples.append((mark, rss_mb(pid)))
+        samples.append(sample(mark))
     tallies = [out.get(timeout=seconds + warmup + 300) for _ in processes]
-    samples.append((time.monotonic() - begin, rss_mb(pid)))
+    samples.append(sample(time.monotonic() - begin))
     if drain is not None:
         drain()
     cpu_to = cpu_tree_seconds(pid)
@@ -494,10 +516,14 @@ def report(args: argparse.Namespace, seconds: float, warmup: float, cells: list[
     if args.soak:
         for cell in cells:
             warm = cell.samples[1][1]
-            print(f"\n{cell.label}\n\n| seconds | RSS MB | change since warm-up MB |")
-            print("| --- | --- | --- |")
-            for at, mb in cell.samples[1:]:
-                print(f"| {at:.0f} | {mb:.0f} | {mb - warm:+.0f} |")
+            print(
+                f"\n{cell.label}\n\n| seconds | RSS MB | change since warm-up MB "
+                "| background items pending |"
+            )
+            print("| --- | --- | --- | --- |")
+            for at, mb, items in cell.samples[1:]:
+                waiting = "-" if items is None else str(items)
+                print(f"| {at:.0f} | {mb:.0f} | {mb - warm:+.0f} | {waiting} |")
 
 
 if __name__ == "__main__":
