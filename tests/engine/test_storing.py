@@ -13,9 +13,8 @@ from memlane.config import Settings
 from memlane.engine import failopen, pipeline, storing, threads
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Answer, Turn
-from memlane.store import SearchFilter, StoreError
+from memlane.store import StoreError
 from memlane.store.sqlite import SQLiteStore
-from memlane.store.sqlite.keyword_index import KeywordIndex
 from memlane.types import Message
 from tests.support.stores import count_commits
 
@@ -242,35 +241,3 @@ async def test_a_new_sessions_answer_is_not_stored_when_its_row_could_not_be_wri
     session = sqlite_store.find_session("no-row")
     stored = [] if session is None else sqlite_store.list_messages(session.id)
     assert [m.message.text for m in stored] == []  # the client's next request resends both
-
-
-async def test_a_turns_own_messages_are_indexed_with_its_answer_in_one_catch_up(
-    rt: Runtime, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The turn's messages are in its request, which recall leaves out: their batch
-    commits without the search indexes' catch-up, and the answer's batch reads them with
-    the answer (one catch-up a turn at one client, where each cost about 0.45 ms)."""
-    sqlite_store.keyword_search("ledger", SearchFilter())  # a search has loaded the index
-    registered: list[int] = []
-    register = KeywordIndex._register
-
-    def counting(index: KeywordIndex, rows: list[tuple[object, ...]]) -> object:
-        registered.append(len(rows))
-        return register(index, rows)
-
-    monkeypatch.setattr(KeywordIndex, "_register", counting)
-    turn = _new_session_turn("unindexed")
-    with threads.TRAFFIC.serving():
-        await pipeline.prepare(rt, turn)
-    await asyncio.wait_for(rt.writes.settled(), 10)
-    assert turn.session is not None
-    assert not turn.lost
-    assert registered == []  # the messages are stored, the index left behind
-
-    await pipeline.finish(rt, turn, Answer([Message("assistant", "ledger started")]))
-    await asyncio.wait_for(rt.writes.settled(), 10)
-    (read,) = registered  # one read: the turn's messages and its answer
-    stored = sqlite_store.list_messages(turn.session.id)
-    assert read == len([m for m in stored if m.message.text])
-    hits = sqlite_store.keyword_search("ledger", SearchFilter())
-    assert {h.text for h in hits} >= {"start the ledger", "ledger started"}

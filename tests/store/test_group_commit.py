@@ -277,32 +277,6 @@ def test_a_writer_closed_before_any_write_refuses_one(store: Store) -> None:
     assert isinstance(outcomes.of("late")[1], RuntimeError)
 
 
-def test_a_batch_is_unindexed_only_when_every_write_in_it_is(
-    store: Store, writer: GroupCommit, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    asked: list[bool] = []
-    batch = type(store).batch
-
-    def recording(self: Store, *, indexed: bool = True) -> Any:
-        asked.append(indexed)
-        return batch(self, indexed=indexed)
-
-    monkeypatch.setattr(type(store), "batch", recording)
-    outcomes = Outcomes()
-    go = _held(writer, outcomes)  # the next writes wait, then go as one batch each time
-    writer.submit(_insert(store, 1), outcomes.done("own"), indexed=False)
-    writer.submit(_insert(store, 2), outcomes.done("answer"))
-    go.set()
-    outcomes.wait(3)
-    go = _held(writer, outcomes)
-    writer.submit(_insert(store, 3), outcomes.done("own 2"), indexed=False)
-    writer.submit(_insert(store, 4), outcomes.done("own 3"), indexed=False)
-    go.set()
-    outcomes.wait(6)
-    assert asked == [True, True, True, False]  # held, mixed, held, unindexed alone
-    assert _stored(store) == [1, 2, 3, 4]
-
-
 def test_writes_run_in_the_writer_thread(store: Store, writer: GroupCommit) -> None:
     outcomes = Outcomes()
     writer.submit(lambda: threading.current_thread().name, outcomes.done("where"))

@@ -348,44 +348,6 @@ def test_a_write_indexes_what_it_stored_so_the_next_search_reads_nothing(
     store.close()
 
 
-def test_an_unindexed_batch_leaves_the_index_to_the_next_indexed_one_or_a_search(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A batch whose writes no search needs soon (a turn's own messages) commits without
-    the catch-up; the next indexed batch reads its documents with its own, in one read,
-    and a search before that finds them all the same."""
-    store = SQLiteStore(tmp_path / "m.db")
-    session = store.ensure_session("s")
-    store.append_messages(session.id, [user("alpha")])
-    store.keyword_search("alpha", SearchFilter())  # a first search loads the index
-    registered: list[int] = []
-    register = KeywordIndex._register
-
-    def counting(index: KeywordIndex, rows: list[tuple[object, ...]]) -> object:
-        registered.append(len(rows))
-        return register(index, rows)
-
-    monkeypatch.setattr(KeywordIndex, "_register", counting)
-
-    with store.batch(indexed=False):
-        store.append_messages(session.id, [user("beta gamma")])
-    assert registered == []  # left behind
-    with store.batch():
-        store.append_messages(session.id, [user("beta delta")])
-    assert registered == [2]  # both, in one read
-
-    with store.batch(indexed=False):
-        store.append_messages(session.id, [user("beta epsilon")])
-    assert registered == [2]
-    hits = store.keyword_search("beta", SearchFilter())
-    assert registered == [2, 1]  # the search caught up first
-    assert sorted(h.text for h in hits) == ["beta delta", "beta epsilon", "beta gamma"]
-    with store.batch():  # the flag does not outlive its batch
-        store.append_messages(session.id, [user("beta zeta")])
-    assert registered == [2, 1, 1]
-    store.close()
-
-
 def test_a_write_does_not_load_an_index_no_search_has_read(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "m.db")
     session = store.ensure_session("s")

@@ -112,16 +112,8 @@ async def _shape(
         turn.lost = True
         return list(turn.messages), None
     messages, writes, ahead = shaped
-    # Unindexed: the turn's own texts are in its request, which recall leaves out, and its
-    # answer's batch catches the indexes up with both (at one client, one catch-up a
-    # turn instead of two); a search before that catches them up itself.
     storing.queue(
-        rt,
-        turn,
-        lambda: turn_store.store_with(rt, turn, writes),
-        messages=True,
-        linger=True,
-        indexed=False,
+        rt, turn, lambda: turn_store.store_with(rt, turn, writes), messages=True, linger=True
     )
     return messages, (None if ahead is None else _outcome(*ahead))
 

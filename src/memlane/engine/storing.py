@@ -37,18 +37,14 @@ def queue(
     messages: bool = False,
     awaited: bool = False,
     linger: bool = False,
-    indexed: bool = True,
 ) -> asyncio.Future[T]:
     """Queue `write`, one of the turn's writes; its outcome arrives in the future, which
     need not be awaited (an error nobody awaits is logged where it matters). `messages`:
     it stores the client's messages, so when it does not commit the turn is lost (its
     answer, queued behind it, is not stored either: the next request resends both).
     `awaited`: the request waits for it; `linger`: queued while the request is still
-    being prepared (`GroupCommit`); `indexed` False: no search needs what it writes
-    soon (`GroupCommit.submit`)."""
+    being prepared (`GroupCommit`)."""
     failed = (lambda: setattr(turn, "lost", True)) if messages else None
-    future = rt.writes.queue(
-        turn.session_of, write, failed=failed, awaited=awaited, linger=linger, indexed=indexed
-    )
+    future = rt.writes.queue(turn.session_of, write, failed=failed, awaited=awaited, linger=linger)
     turn.storing = future
     return future

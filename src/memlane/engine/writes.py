@@ -54,15 +54,13 @@ class Writes:
         failed: Callable[[], None] | None = None,
         awaited: bool = False,
         linger: bool = False,
-        indexed: bool = True,
     ) -> asyncio.Future[T]:
         """Queue `write`; its result (or error) arrives in the returned future, which
         need not be awaited. `session`'s next turn waits for it before it reads.
         `failed` is called in the writer when the write did not commit (before any later
         write runs: one that depends on it reads what it says). `awaited`: the caller
         waits for it, so its batch starts now (`GroupCommit.hurry`); `linger`: queued while
-        its request is still being prepared, so its batch may wait a moment; `indexed`
-        False: no search needs what it writes soon (`GroupCommit.submit`)."""
+        its request is still being prepared, so its batch may wait a moment."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         future.add_done_callback(threads.retrieved)
@@ -84,9 +82,7 @@ class Writes:
                 failed()
             threads.post(loop, future, value, error)
 
-        self.writer.submit(
-            guarded if failed is not None else write, done, linger=linger, indexed=indexed
-        )
+        self.writer.submit(guarded if failed is not None else write, done, linger=linger)
         if awaited:
             self.writer.hurry()
         self._latest = future

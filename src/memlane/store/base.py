@@ -441,12 +441,10 @@ class Store(
         that fails undoes only itself (a savepoint). What one turn stores is one commit."""
         ...
 
-    def batch(self, *, indexed: bool = True) -> AbstractContextManager[None]:
+    def batch(self) -> AbstractContextManager[None]:
         """`transaction`, for a batch of many sessions' writes (`store.group_commit`): on
         PostgreSQL one replica's batch at a time, so that two batches never wait on each
-        other's rows. `indexed` False: no search needs what it writes soon, so in-process
-        search indexes may catch up with it later (at the next batch, or before the next
-        search reads them) rather than now."""
+        other's rows."""
         ...
 
     def close(self) -> None: ...

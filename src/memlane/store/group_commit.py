@@ -55,7 +55,6 @@ class _Write:
     write: Callable[[], Any]
     done: Done
     linger: bool
-    indexed: bool
 
 
 _STOP = object()
@@ -84,19 +83,15 @@ class GroupCommit:
         self.batches = 0
         """Batches committed so far (what a test or benchmark reads to see the grouping)."""
 
-    def submit(
-        self, write: Callable[[], Any], done: Done, *, linger: bool = False, indexed: bool = True
-    ) -> None:
+    def submit(self, write: Callable[[], Any], done: Done, *, linger: bool = False) -> None:
         """Queue `write` for the next batch; `done` gets its outcome after the commit.
-        `linger`: nobody needs it soon, so the batch may wait a moment for more.
-        `indexed` False: no search needs what it writes soon (`Store.batch`); a batch
-        made of such writes only leaves the in-process search indexes to catch up later."""
+        `linger`: nobody needs it soon, so the batch may wait a moment for more."""
         if self._thread is None:
             self._start()
         if self._closed:
             done(None, RuntimeError("the store's writer has stopped"))
             return
-        self._queue.put(_Write(write, done, linger, indexed))
+        self._queue.put(_Write(write, done, linger))
 
     def hurry(self) -> None:
         """Start the writes queued so far now: someone waits for them."""
@@ -177,7 +172,7 @@ class GroupCommit:
     def _commit(self, batch: list[_Write]) -> None:
         outcomes: list[tuple[Any, BaseException | None]] = []
         try:
-            with self._store.batch(indexed=any(item.indexed for item in batch)):
+            with self._store.batch():
                 for item in batch:
                     outcomes.append(self._one(item))
         except BaseException as exc:  # the commit failed: nothing of the batch is stored

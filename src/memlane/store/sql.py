@@ -86,9 +86,8 @@ class SqlStore(ABC, Generic[D]):
         with self._writing():
             yield
 
-    def batch(self, *, indexed: bool = True) -> AbstractContextManager[None]:
-        """`transaction` (one writer at a time already, on a backend with a write lock);
-        `indexed` matters only where search indexes live in the process (SQLite)."""
+    def batch(self) -> AbstractContextManager[None]:
+        """`transaction` (one writer at a time already, on a backend with a write lock)."""
         return self.transaction()
 
     @abstractmethod

@@ -147,4 +147,4 @@ def _behind(rt: Runtime, turn: Turn, what: str, write: Callable[[], None]) -> No
             rt.activity.failure("governance", f"{what}: {type(exc).__name__}: {exc}")
             log.warning("could not %s of %s: %r", what, turn.key[:8], exc)
 
-    storing.queue(rt, turn, guarded, indexed=False)  # session state: no search reads it
+    storing.queue(rt, turn, guarded)

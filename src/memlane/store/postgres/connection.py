@@ -118,7 +118,7 @@ class PostgresConnection(SqlStore["PostgresDb"]):
             raise self._failed(exc) from exc
 
     @contextmanager
-    def batch(self, *, indexed: bool = True) -> Iterator[None]:  # searches read the server
+    def batch(self) -> Iterator[None]:
         """One transaction that first takes the replicas' batch lock: a batch holds many
         sessions' rows (and the day's counters) until it commits, so two replicas' batches
         taking them in different orders would deadlock; one at a time, they never wait on

@@ -82,8 +82,7 @@ class SQLiteSearch(SqlRareTerms[SQLiteDb]):
         """Index what a write of this process just committed, in the writer's thread: the
         in-process indexes read new documents before each search, and a search on a
         request's path then finds nothing left to read. Best effort: a search that
-        finds them behind catches them up itself. Not after an unindexed batch
-        (`SQLiteStore.batch`): the next catch-up reads its documents too."""
+        finds them behind catches them up itself."""
         try:
             with self._reading() as db:
                 if self._keywords.loaded:

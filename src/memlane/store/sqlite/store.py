@@ -12,8 +12,6 @@ checkpointed in the background (`checkpoint`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -42,24 +40,6 @@ class SQLiteStore(
         super().__init__(path, synchronous=synchronous)
         self._start_search()
 
-    def batch(self, *, indexed: bool = True) -> AbstractContextManager[None]:
-        if indexed:
-            return self.transaction()
-        return self._unindexed()
-
-    @contextmanager
-    def _unindexed(self) -> Iterator[None]:
-        """A batch whose commit leaves the search indexes behind: a search catches them
-        up before it reads (`SQLiteSearch.keyword_search`), and so does the next indexed
-        batch's commit, in one read for both."""
-        self._local.unindexed = True
-        try:
-            with self.transaction():
-                yield
-        finally:
-            self._local.unindexed = False
-
     def _committed(self) -> None:
         super()._committed()
-        if not getattr(self._local, "unindexed", False):
-            self._catch_up()
+        self._catch_up()
