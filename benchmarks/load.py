@@ -354,7 +354,7 @@ def measure(
         )
         try:
             drained = functools.partial(wait_drained, url, Path(home), label)
-            pending = functools.partial(pending_now, url, Path(home))
+            pending = functools.partial(pending_now, url, admin_headers(Path(home)))
             tallies, samples, cpu = drive(args, url, proxy.pid, seconds, warmup, drained, pending)
         finally:
             proxy.terminate()
@@ -375,19 +375,23 @@ DRAIN_SECONDS = 300
 the clients stopped; its CPU counts toward theirs."""
 
 
-def background(url: str, home: Path) -> tuple[int, int]:
-    """The proxy's background items pending and dropped so far (`/memlane/status`)."""
+def admin_headers(home: Path) -> dict[str, str]:
+    """What `/memlane/status` asks of a caller: the home's admin token (written at start)."""
     from memlane.files import admin_token
 
-    headers = {"authorization": f"Bearer {admin_token.read(home)}"}
+    return {"authorization": f"Bearer {admin_token.read(home)}"}
+
+
+def background(url: str, headers: dict[str, str]) -> tuple[int, int]:
+    """The proxy's background items pending and dropped so far (`/memlane/status`)."""
     status = httpx.get(f"{url}/memlane/status", headers=headers, timeout=30).json()
     return int(status["background_pending"]), int(status["background_dropped"])
 
 
-def pending_now(url: str, home: Path) -> int | None:
+def pending_now(url: str, headers: dict[str, str]) -> int | None:
     """Background items pending now, for a soak's samples (None: not answered)."""
     try:
-        return background(url, home)[0]
+        return background(url, headers)[0]
     except (httpx.HTTPError, ValueError, KeyError):
         return None
 
@@ -396,11 +400,12 @@ def wait_drained(url: str, home: Path, label: str) -> None:
     """Wait until the proxy's background queue is empty (its CPU belongs to the requests
     that queued it: a run that ends with work pending would leave it uncounted); say
     what it held when the clients stopped and how long it took."""
+    headers = admin_headers(home)
     started = time.monotonic()
     first: str | None = None
     while True:
         try:
-            pending, dropped = background(url, home)
+            pending, dropped = background(url, headers)
         except (httpx.HTTPError, ValueError, KeyError) as exc:
             print(f"{label}: background work: n/a ({exc!r})", flush=True)
             return

@@ -37,15 +37,15 @@ def hold_session(db: Db, session_id: str, *, lock: bool = True) -> str:
     return str(row["namespace"])
 
 
-def update_session_row(db: Db, session_id: str, assignments: str, *params: Any) -> None:
+def update_session_row(
+    db: Db, session_id: str, assignments: str, *params: Any, active: bool = True
+) -> None:
     """`UPDATE sessions SET {assignments}` (their `?` bound to `params`) with the session
-    marked as active now; `SessionNotFound` when there is no such session."""
-    changed = db.run(
-        f"UPDATE sessions SET {assignments}, updated_at = ? WHERE id = ?",
-        *params,
-        db.time(now()),
-        session_id,
-    )
+    marked as active now (unless not `active`); `SessionNotFound` when there is no such
+    session."""
+    if active:
+        assignments, params = f"{assignments}, updated_at = ?", (*params, db.time(now()))
+    changed = db.run(f"UPDATE sessions SET {assignments} WHERE id = ?", *params, session_id)
     if not changed:
         raise SessionNotFound(f"no session with id {session_id}")
 
@@ -176,16 +176,16 @@ class SqlSessions(SqlStore[D]):
         # row) marks the session active already; a third stamp per answer was the
         # writer's costliest statement.
         with self._writing() as db:
-            changed = db.run(
-                "UPDATE sessions SET prompt_tokens = prompt_tokens + ?, "
-                "completion_tokens = completion_tokens + ?, cost_usd = cost_usd + ? WHERE id = ?",
+            update_session_row(
+                db,
+                session_id,
+                "prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, "
+                "cost_usd = cost_usd + ?",
                 usage.get("prompt_tokens", 0),
                 usage.get("completion_tokens", 0),
                 usage.get("cost_usd", 0.0),
-                session_id,
+                active=False,
             )
-            if not changed:
-                raise SessionNotFound(f"no session with id {session_id}")
 
     def delete_session(self, session_id: str) -> bool:
         with self._writing() as db:
