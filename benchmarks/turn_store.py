@@ -7,7 +7,8 @@ Each of `--sessions` sessions is brought to `--turns` turns first (not measured)
 `benchmarks/load.py`'s clients grow theirs: a Chat Completions history (a system prompt,
 then a user question and the assistant's answer per turn) that the client resends whole.
 Then `--measure` more turns of each session are stored and timed, as the proxy stores a
-turn: the request parsed anew from its wire form, the client's messages synced
+turn: the request parsed from its wire form (a history resent reuses what it parsed into
+the turn before, `types.resent`), the client's messages synced
 (`store_incoming`), the stored history's edit point found (`Store.edit_point`, the read
 the scaffold makes), then the answer with its usage and the turn's record
 (`store_answer`); the writes of every session's turn are committed in one batch per
@@ -40,8 +41,11 @@ from memlane.engine.turn_store import store_answer, store_incoming  # noqa: E402
 from memlane.proxy.wire.chat import ChatAdapter  # noqa: E402
 from memlane.store.sqlite import SQLiteStore  # noqa: E402
 from memlane.types import Message, Session  # noqa: E402
+from memlane.types.resent import RESENT, Resend  # noqa: E402
 
 SYSTEM = "You are a careful coding agent."
+REUSE = Resend(RESENT)
+"""The proxy's parse (its body's size bounds what is kept: these are small)."""
 
 
 def history(key: str, turns: int) -> list[dict[str, str]]:
@@ -57,7 +61,7 @@ def history(key: str, turns: int) -> list[dict[str, str]]:
 def parsed_turn(key: str, turn: int, session: Session | None) -> Turn:
     """The turn as the proxy has it once it parsed the request and found its session."""
     body = {"model": "bench", "messages": history(key, turn), "stream": True}
-    messages = ChatAdapter().parse(body).messages
+    messages = ChatAdapter().parse(body, REUSE).messages
     t = Turn(key=key, namespace="default", model="bench", wire="chat", messages=messages)
     t.client = "bench/1.0"
     t.session = session

@@ -191,3 +191,35 @@ def test_sdk_errors_keep_openai_shape(mproxy: RunningProxy) -> None:
         sdk(mproxy).chat.completions.create(model="m", messages=[])
     assert caught.value.status_code == 400
     assert caught.value.param == "messages"
+
+
+def test_a_long_history_edited_in_the_middle_is_stored_as_edited(
+    mproxy: RunningProxy, upstream: ScriptedUpstream
+) -> None:
+    """A resent history reuses what its items parsed into last time (`types.resent`), up to
+    the first item that changed: a client that rewrites an old message (compaction, an
+    edited prompt) has the rewrite forwarded and stored, not what it said before."""
+    client = sdk(mproxy, "edited")
+    history: list[dict[str, object]] = [{"role": "system", "content": "be brief"}]
+    for turn in range(12):
+        history += [
+            {"role": "user", "content": f"question {turn}"},
+            {"role": "assistant", "content": f"answer {turn}"},
+        ]
+    history.append({"role": "user", "content": "question 12"})
+    upstream.script(Reply(text="answer 12"))
+    client.chat.completions.create(model="m", messages=history)
+    resent = [dict(item) for item in history]
+    resent[7] = {"role": "user", "content": "question 3, rewritten"}
+    resent += [
+        {"role": "assistant", "content": "answer 12"},
+        {"role": "user", "content": "question 13"},
+    ]
+    upstream.script(Reply(text="answer 13"))
+    client.chat.completions.create(model="m", messages=resent)
+
+    assert upstream.model_requests[-1].messages[7]["content"] == "question 3, rewritten"
+    texts = [r[3] for r in stored(mproxy, "edited") if r[2] == "client" and r[4] == "ok"]
+    assert texts[:7] == [item["content"] for item in history[:7]]
+    assert "question 3, rewritten" in texts
+    assert "question 3" not in texts

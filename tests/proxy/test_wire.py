@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import copy
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from memlane.proxy.wire import CHAT, RESPONSES, WireError
+from memlane.proxy.wire import CHAT, MESSAGES, RESPONSES, WireAdapter, WireError
 from memlane.text.sse import SSEDecoder
 from memlane.types import Message
+from memlane.types.resent import Resend, ResentItems
 from tests.support.upstream import Reply, ToolCallSpec, chat_chunks, response_events
 
 
@@ -227,3 +231,66 @@ def test_what_the_fast_encoder_refuses_is_still_written_exactly() -> None:
 
     big = {"seed": 2**70, "logit_bias": {1: 5}}
     assert dumps(big) == b'{"seed":1180591620717411303424,"logit_bias":{"1":5}}'
+
+
+def _chat_turn(i: int) -> list[dict[str, Any]]:
+    call = {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    return [
+        {"role": "user", "content": f"question {i}"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"c{i}", "content": f"out {i}"},
+        {"role": "assistant", "content": [{"type": "text", "text": f"answer {i}"}]},
+    ]
+
+
+def _responses_turn(i: int) -> list[dict[str, Any]]:
+    return [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": f"q {i}"}]},
+        {"type": "function_call", "call_id": f"c{i}", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": f"c{i}", "output": f"out {i}"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "a"}]},
+    ]
+
+
+def _messages_turn(i: int) -> list[dict[str, Any]]:
+    use = {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": "ls"}}
+    result = {"type": "tool_result", "tool_use_id": f"t{i}", "content": f"out {i}"}
+    return [
+        {"role": "user", "content": f"question {i}"},
+        {"role": "assistant", "content": [{"type": "text", "text": "let me look"}, use]},
+        {"role": "user", "content": [result]},
+        {"role": "assistant", "content": f"answer {i}"},
+    ]
+
+
+RESENDS = [  # (adapter, its items field, one turn of items)
+    (CHAT, "messages", _chat_turn),
+    (RESPONSES, "input", _responses_turn),
+    (MESSAGES, "messages", _messages_turn),
+]
+
+
+@pytest.mark.parametrize(
+    ("adapter", "field", "turn"), RESENDS, ids=["chat", "responses", "messages"]
+)
+def test_a_resent_history_parses_as_if_new(
+    adapter: WireAdapter, field: str, turn: Callable[[int], list[dict[str, Any]]]
+) -> None:
+    """What a resent history reuses from its last parse is what parsing it anew gives, for
+    every wire format; an item changed in the middle is read as it is now."""
+    memo = ResentItems()
+    reuse = Resend(memo, scope="t", size=1_000)
+    items = [item for i in range(6) for item in turn(i)]
+    first = adapter.parse({"model": "m", field: items}, reuse).messages
+
+    sent = copy.deepcopy(items) + turn(6)
+    sent[13] = turn(99)[1]
+    got = adapter.parse({"model": "m", field: sent}, reuse).messages
+
+    again = adapter.parse({"model": "m", field: copy.deepcopy(sent)}).messages
+    assert got == again
+    assert [m.raw for m in got] == [m.raw for m in again]
+    assert [m.continues for m in got] == [m.continues for m in again]
+    reused = sum(any(m is f for f in first) for m in got)
+    assert reused >= 11  # items 2..12 (their messages) come from the first parse
+    assert not any(m is f for m in got[-8:] for f in first)

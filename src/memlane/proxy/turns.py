@@ -59,6 +59,7 @@ from memlane.proxy.wire.base import (
 )
 from memlane.store import StoreError
 from memlane.text.llm import REQUEST_KEY, REQUEST_ROUTE, LentKey, LLMRoute
+from memlane.types.resent import RESENT, Resend
 
 log = logging.getLogger("memlane.proxy")
 
@@ -109,10 +110,14 @@ async def serve_model(state: ProxyState, request: Request, adapter: WireAdapter)
 async def read_request(
     state: ProxyState, request: Request, adapter: WireAdapter
 ) -> tuple[bytes, ParsedRequest]:
-    """The body as sent, and what the wire format reads in it (a 400 when it cannot)."""
+    """The body as sent, and what the wire format reads in it (a 400 when it cannot).
+    Items the client sent before (its history) reuse what they parsed into then, within
+    its tenant (`types.resent`): under credential tenancy a request without a key is
+    refused here, before its body is read."""
+    reuse = Resend(RESENT, scope=state.tenant(h.first_values(request.headers)))
     raw = await read_body(request, state.settings.max_body_bytes)
     try:
-        return raw, adapter.parse(decode_json(raw))
+        return raw, adapter.parse(decode_json(raw), replace(reuse, size=len(raw)))
     except WireError as exc:
         raise ProxyError(400, str(exc), param=exc.param) from None
     except RecursionError:  # decoded, yet too deep to walk (an item kept as its JSON text)

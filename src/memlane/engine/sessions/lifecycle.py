@@ -35,6 +35,7 @@ from memlane.store.codec import message_to_json
 from memlane.text import tokens
 from memlane.types import Session
 from memlane.types.messages import forget_fingerprints
+from memlane.types.resent import forget_resent
 
 TITLE_CHARS = 100
 
@@ -133,6 +134,7 @@ def delete(store: Store, settings: Settings, session: Session, *, purge: bool = 
         removed = store.delete_session(session.id)
         RECALL_MEMO.forget(session.id)
         forget_fingerprints()  # the in-process memos keyed by what was said
+        forget_resent()
         tokens.forget_texts()
         if purge:
             with HomeLock(settings.home_path, GIT_LOCK).held():

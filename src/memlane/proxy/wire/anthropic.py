@@ -24,6 +24,7 @@ from memlane.proxy.wire.anthropic_blocks import (
 )
 from memlane.proxy.wire.base import ParsedRequest, dumps, model_and_stream, require, sse_event
 from memlane.types import Message, Wire
+from memlane.types.resent import FRESH, Resend
 
 PREFIX = "/v1/messages"
 """memlane's Anthropic routes (`/v1/messages`, `/v1/messages/count_tokens`)."""
@@ -92,7 +93,7 @@ def fixed_text(body: Mapping[str, Any]) -> str:
     return "\n".join(t for t in (system_text(body.get("system")), listed) if t)
 
 
-def parse_messages(body: Any) -> tuple[str, bool, list[Message]]:
+def parse_messages(body: Any, reuse: Resend = FRESH) -> tuple[str, bool, list[Message]]:
     """Model, stream flag and items of a Messages (or count_tokens) body; `WireError` if bad."""
     model, stream = model_and_stream(body)
     items = body.get("messages")
@@ -108,8 +109,11 @@ def parse_messages(body: Any) -> tuple[str, bool, list[Message]]:
         "max_tokens must be an integer",
         "max_tokens",
     )
-    messages = [m for i, item in enumerate(items) for m in parse_message(item, f"messages[{i}]")]
-    return model, stream, messages
+    return model, stream, reuse.parse(items, _parse_item)
+
+
+def _parse_item(item: Any, index: int) -> list[Message]:
+    return parse_message(item, f"messages[{index}]")
 
 
 def side_request(parsed: ParsedRequest) -> str | None:
@@ -129,8 +133,8 @@ class MessagesAdapter:
     wire: Wire = "anthropic"
     path = PREFIX
 
-    def parse(self, body: Any) -> ParsedRequest:
-        model, stream, messages = parse_messages(body)
+    def parse(self, body: Any, reuse: Resend = FRESH) -> ParsedRequest:
+        model, stream, messages = parse_messages(body, reuse)
         return ParsedRequest(body, messages, model, stream, instructions=fixed_text(body))
 
     def render(self, parsed: ParsedRequest, messages: Sequence[Message]) -> dict[str, Any]:

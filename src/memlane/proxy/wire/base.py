@@ -25,6 +25,7 @@ import orjson
 from memlane.engine.turn import Answer
 from memlane.text.sse import encode
 from memlane.types import Message, Wire
+from memlane.types.resent import FRESH, Resend
 
 
 class WireError(Exception):
@@ -109,8 +110,9 @@ class WireAdapter(Protocol):
     path: str
     """The upstream path, relative to the upstream base URL (e.g. `/chat/completions`)."""
 
-    def parse(self, body: Any) -> ParsedRequest:
-        """Read a decoded JSON body; raise `WireError` when it is not a valid request."""
+    def parse(self, body: Any, reuse: Resend = FRESH) -> ParsedRequest:
+        """Read a decoded JSON body; raise `WireError` when it is not a valid request.
+        `reuse`: the messages of items the client sent before (`types.resent`)."""
         ...
 
     def render(self, parsed: ParsedRequest, messages: Sequence[Message]) -> dict[str, Any]:

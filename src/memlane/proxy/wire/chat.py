@@ -23,6 +23,7 @@ from memlane.proxy.wire.base import (
     token_count,
 )
 from memlane.types import Kind, Message, Role, ToolCall, Wire
+from memlane.types.resent import FRESH, Resend
 
 ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
@@ -47,6 +48,10 @@ def parse_message(item: Any, param: str) -> Message:
             "tool", text, "tool_result", call_id=call_id, name=name, raw=item, wire="chat"
         )
     return Message(cast(Role, role), text, raw=item, wire="chat")  # system, developer or user
+
+
+def _parse_item(item: Any, index: int) -> tuple[Message]:
+    return (parse_message(item, f"messages[{index}]"),)
 
 
 def _tool_calls(calls: Any, param: str) -> tuple[ToolCall, ...]:
@@ -184,14 +189,13 @@ class ChatAdapter(OpenAIErrors):
     wire: Wire = "chat"
     path = "/chat/completions"
 
-    def parse(self, body: Any) -> ParsedRequest:
+    def parse(self, body: Any, reuse: Resend = FRESH) -> ParsedRequest:
         model, stream = model_and_stream(body)
         items = body.get("messages")
         require(
             isinstance(items, list) and bool(items), "messages must be a non-empty list", "messages"
         )
-        messages = [parse_message(item, f"messages[{i}]") for i, item in enumerate(items)]
-        return ParsedRequest(body, messages, model, stream)
+        return ParsedRequest(body, reuse.parse(items, _parse_item), model, stream)
 
     def render(self, parsed: ParsedRequest, messages: Sequence[Message]) -> dict[str, Any]:
         return {**parsed.body, "messages": wire_messages(messages)}

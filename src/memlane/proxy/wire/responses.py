@@ -26,10 +26,15 @@ from memlane.proxy.wire.base import (
     token_count,
 )
 from memlane.types import Message, Role, ToolCall, Wire
+from memlane.types.resent import FRESH, Resend
 
 MESSAGE_ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant"})
 INSTRUCTION_ROLES: frozenset[str] = frozenset({"system", "developer"})
 _BOOKKEEPING = ("type", "id", "status")
+
+
+def _parse_input(item: Any, index: int) -> tuple[Message]:
+    return (parse_item(item, f"input[{index}]"),)
 
 
 def parse_item(item: Any, param: str) -> Message:
@@ -165,7 +170,7 @@ class ResponsesAdapter(OpenAIErrors):
     wire: Wire = "responses"
     path = "/responses"
 
-    def parse(self, body: Any) -> ParsedRequest:
+    def parse(self, body: Any, reuse: Resend = FRESH) -> ParsedRequest:
         model, stream = model_and_stream(body)
         items = body.get("input", [])
         require(
@@ -176,7 +181,7 @@ class ResponsesAdapter(OpenAIErrors):
                 Message("user", items, raw={"role": "user", "content": items}, wire="responses")
             ]
         else:
-            messages = [parse_item(item, f"input[{i}]") for i, item in enumerate(items)]
+            messages = reuse.parse(items, _parse_input)
         instructions = body.get("instructions")
         require(
             instructions is None or isinstance(instructions, str),
