@@ -205,3 +205,27 @@ def test_the_bound_encodes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     text = "The quick brown fox jumps over the lazy dog."
     assert tokenizer.bound(Message(role="user", text=text)) == MESSAGE_OVERHEAD + 4 + len(text)
     assert tokenizer.bound(Message(role="user", text="é")) == MESSAGE_OVERHEAD + 4 + 2
+
+
+def test_a_message_is_counted_once_per_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resent history hands governance the same `Message` objects request after request
+    (`types.resent`): each is counted once, not looked up text by text again."""
+    cl100k = BPETokenizer(load_encoding("cl100k_base"))
+    message = Message(role="user", text="The quick brown fox jumps over the lazy dog.")
+    first = cl100k.count_message(message)
+    looked_up: list[str] = []
+    real = cl100k.count
+
+    def count(text: str) -> int:
+        looked_up.append(text)
+        return real(text)
+
+    monkeypatch.setattr(cl100k, "count", count)
+    assert cl100k.count_message(message) == first
+    assert looked_up == []
+    copy = message.with_text("another text")  # a changed copy is counted anew
+    assert cl100k.count_message(copy) == MESSAGE_OVERHEAD + real("user") + real("another text")
+    assert looked_up == ["user", "another text"]
+    o200k = BPETokenizer(load_encoding("o200k_base"))  # so is one for another encoding
+    assert o200k.count_message(message) == MESSAGE_OVERHEAD + 1 + 10
+    assert cl100k.count_message(message) == first

@@ -198,11 +198,15 @@ class BPETokenizer:
         self._short.cache_clear()
 
     def count_message(self, message: Message) -> int:
+        counted = message.counted(self.name)
+        if counted is not None:  # a message resent as the same object (`types.resent`)
+            return counted
         total = MESSAGE_OVERHEAD + self.count(message.role) + self.count(message.text)
         if message.name:
             total += NAME_OVERHEAD + self.count(message.name)
         for call in message.tool_calls:
             total += TOOL_CALL_OVERHEAD + self.count(call.name) + self.count(call.arguments)
+        message.note_count(self.name, total)
         return total
 
     def bound(self, message: Message) -> int:

@@ -68,6 +68,10 @@ class Message:
     _fingerprint: str | None = field(default=None, init=False, repr=False, compare=False)
     """`fingerprint()` once taken: a request's messages are fingerprinted to shape it, to
     store it and to check its compaction plan (a copy made by `replace` takes it anew)."""
+    _tokens: tuple[str, int] | None = field(default=None, init=False, repr=False, compare=False)
+    """`(encoding, tokens)` once a tokenizer counted the message: a resent message
+    (`types.resent`) is counted again by each request's governance (a copy made by
+    `replace` is counted anew)."""
 
     def fingerprint(self) -> str:
         """Content hash used to recognise a message a client sends again.
@@ -80,6 +84,15 @@ class Message:
             found = self._digest()
             object.__setattr__(self, "_fingerprint", found)
         return found
+
+    def counted(self, encoding: str) -> int | None:
+        """The tokens `encoding` counted in this message before, if it did."""
+        found = self._tokens
+        return found[1] if found is not None and found[0] == encoding else None
+
+    def note_count(self, encoding: str, tokens: int) -> None:
+        """Remember what `encoding` counts in this message (`counted`)."""
+        object.__setattr__(self, "_tokens", (encoding, tokens))
 
     def _digest(self) -> str:
         # Clients resend their whole history: every request parses new `Message`s for
