@@ -127,6 +127,12 @@ def test_short_requests_are_parsed_whole_and_not_kept() -> None:
     assert len(memo) == 1
 
 
+def test_a_request_of_one_item_is_parsed() -> None:
+    memo = ResentItems()
+    assert memo.parse(history(1), parse_item, "", 10) == fresh(history(1))
+    assert len(memo) == 0
+
+
 def test_forget_drops_everything() -> None:
     memo = ResentItems()
     memo.parse(history(LONG), parse_item, "", 100)

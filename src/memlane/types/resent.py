@@ -61,6 +61,8 @@ class ResentItems:
         self, items: Sequence[Any], parse_item: ParseItem, scope: str, size: int
     ) -> list[Message]:
         """`items` parsed, reusing a kept request's messages for its leading equal items."""
+        if len(items) < 2:  # nothing to be found by
+            return [m for index, item in enumerate(items) for m in parse_item(item, index)]
         parsed = [parse_item(items[0], 0), parse_item(items[1], 1)]
         key = (scope, tuple(m.fingerprint() for part in parsed for m in part))
         with self._lock:
