@@ -114,10 +114,10 @@ async def read_request(
     Items the client sent before (its history) reuse what they parsed into then, within
     its tenant (`types.resent`): under credential tenancy a request without a key is
     refused here, before its body is read."""
-    reuse = Resend(RESENT, scope=state.tenant(h.first_values(request.headers)))
+    tenant = state.tenant(h.first_values(request.headers))
     raw = await read_body(request, state.settings.max_body_bytes)
     try:
-        return raw, adapter.parse(decode_json(raw), replace(reuse, size=len(raw)))
+        return raw, adapter.parse(decode_json(raw), Resend(RESENT, tenant, len(raw)))
     except WireError as exc:
         raise ProxyError(400, str(exc), param=exc.param) from None
     except RecursionError:  # decoded, yet too deep to walk (an item kept as its JSON text)

@@ -69,9 +69,9 @@ class Message:
     """`fingerprint()` once taken: a request's messages are fingerprinted to shape it, to
     store it and to check its compaction plan (a copy made by `replace` takes it anew)."""
     _tokens: tuple[str, int] | None = field(default=None, init=False, repr=False, compare=False)
-    """`(encoding, tokens)` once a tokenizer counted the message: a resent message
-    (`types.resent`) is counted again by each request's governance (a copy made by
-    `replace` is counted anew)."""
+    """`(encoding, tokens)` once a tokenizer counted the message: a resent message is
+    handed to each request's governance as the same object (`types.resent`), and counted
+    once (a copy made by `replace` is counted anew)."""
 
     def fingerprint(self) -> str:
         """Content hash used to recognise a message a client sends again.

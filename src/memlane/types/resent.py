@@ -40,6 +40,11 @@ ParseItem = Callable[[Any, int], Sequence[Message]]
 """One wire item (and its index, for errors) as the messages it holds, in order."""
 
 
+def parse_all(items: Sequence[Any], parse_item: ParseItem) -> list[Message]:
+    """Every item parsed anew."""
+    return [m for index, item in enumerate(items) for m in parse_item(item, index)]
+
+
 @dataclass(frozen=True, slots=True)
 class _Kept:
     items: list[Any]
@@ -62,7 +67,7 @@ class ResentItems:
     ) -> list[Message]:
         """`items` parsed, reusing a kept request's messages for its leading equal items."""
         if len(items) < 2:  # nothing to be found by
-            return [m for index, item in enumerate(items) for m in parse_item(item, index)]
+            return parse_all(items, parse_item)
         parsed = [parse_item(items[0], 0), parse_item(items[1], 1)]
         key = (scope, tuple(m.fingerprint() for part in parsed for m in part))
         with self._lock:
@@ -124,7 +129,7 @@ class Resend:
 
     def parse(self, items: Sequence[Any], parse_item: ParseItem) -> list[Message]:
         if self.memo is None or len(items) < MIN_ITEMS:
-            return [m for index, item in enumerate(items) for m in parse_item(item, index)]
+            return parse_all(items, parse_item)
         return self.memo.parse(items, parse_item, self.scope, self.size)
 
 
