@@ -294,3 +294,20 @@ def test_a_resent_history_parses_as_if_new(
     reused = sum(any(m is f for f in first) for m in got)
     assert reused >= 11  # items 2..12 (their messages) come from the first parse
     assert not any(m is f for m in got[-8:] for f in first)
+
+
+def test_a_bad_item_after_a_resent_history_is_refused_and_nothing_is_kept() -> None:
+    """Reused items skip parsing; a new one that is wrong still gets the wire's error, and
+    the kept request stays the last good one."""
+    memo = ResentItems()
+    reuse = Resend(memo, size=1_000)
+    items = [item for i in range(6) for item in _chat_turn(i)]
+    first = CHAT.parse({"model": "m", "messages": items}, reuse).messages
+
+    bad = [*copy.deepcopy(items), {"role": "wizard", "content": "hi"}]
+    with pytest.raises(WireError) as error:
+        CHAT.parse({"model": "m", "messages": bad}, reuse)
+    assert error.value.param == f"messages[{len(items)}].role"
+
+    again = CHAT.parse({"model": "m", "messages": copy.deepcopy(items)}, reuse).messages
+    assert all(a is b for a, b in zip(again[2:], first[2:], strict=True))
