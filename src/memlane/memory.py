@@ -32,9 +32,10 @@ from memlane.config import Settings
 from memlane.engine.memory import manage
 from memlane.engine.memory import scopes as scoping
 from memlane.engine.memory.apply import IngestReport
+from memlane.engine.memory.block import render
 from memlane.engine.memory.ingest import TurnInput, ingest_turn
 from memlane.engine.memory.lifecycle import stop_memory
-from memlane.engine.memory.recall import recall, render
+from memlane.engine.memory.recall import recall
 from memlane.engine.memory.versions import Version
 from memlane.engine.runtime import Runtime
 from memlane.library import load

@@ -6,7 +6,7 @@ from typing import Any
 
 import anthropic
 
-from memlane.engine.memory.recall import FENCE_CLOSE, FENCE_OPEN
+from memlane.engine.fence import FENCE_CLOSE, FENCE_OPEN
 from tests.proxy.test_messages_own_llm import own_calls
 from tests.proxy.test_messages_own_llm import own_requests as own
 from tests.support.anthropic_upstream import ScriptedAnthropic, Turn, anthropic_sdk

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memlane.engine.memory.recall import inject
+from memlane.engine.memory.block import inject
 from memlane.types import Message, ToolCall
 
 

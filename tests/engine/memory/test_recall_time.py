@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memlane.engine.memory.recall import Recalled, asks_about_change, render
+from memlane.engine.memory.block import Recalled, render
+from memlane.engine.memory.recall import asks_about_change
 from memlane.engine.retrieval.candidates import Candidate
 from memlane.types import Fact
 

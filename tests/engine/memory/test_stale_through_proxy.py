@@ -7,8 +7,8 @@ from pathlib import Path
 
 import openai
 
+from memlane.engine.memory.block import STALE_NOTE
 from memlane.engine.memory.extract import FACT_PROMPT
-from memlane.engine.memory.recall import STALE_NOTE
 from memlane.engine.memory.reconcile import RECONCILE_PROMPT
 from memlane.engine.memory.summary import SUMMARY_PROMPT
 from tests.support.gitrepo import git, make_repo

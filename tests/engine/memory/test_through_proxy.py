@@ -7,8 +7,8 @@ import json
 import httpx
 import openai
 
+from memlane.engine.fence import FENCE_CLOSE, FENCE_OPEN
 from memlane.engine.memory.extract import FACT_PROMPT
-from memlane.engine.memory.recall import FENCE_CLOSE, FENCE_OPEN
 from memlane.engine.memory.reconcile import RECONCILE_PROMPT
 from memlane.engine.memory.summary import SUMMARY_PROMPT
 from tests.support.upstream import ProxyFactory, RecordedRequest, Reply, ScriptedUpstream, closing

@@ -217,6 +217,7 @@ async def _memories(
     """The long-term memory block the read path would inject for `query`, if any."""
     from memlane.engine.memory import recall as memory_recall
     from memlane.engine.memory import scopes
+    from memlane.engine.memory.block import render
 
     settings = rt.settings
     if not settings.memory_enabled or not query.strip():
@@ -236,7 +237,7 @@ async def _memories(
     except Exception as exc:  # the read path fails open; so does its preview
         notes.append(f"long-term memory could not be searched: {type(exc).__name__}: {exc}")
         return None
-    return Message(role="user", text=memory_recall.render(found, summary), origin="recall")
+    return Message(role="user", text=render(found, summary), origin="recall")
 
 
 def _last_user_text(conversation: Sequence[Message]) -> str:
