@@ -1,7 +1,8 @@
 """Load and soak: many streaming clients, each in its own growing session, for a fixed time.
 
 Run: .venv/bin/python benchmarks/load.py [--clients 200] [--seconds 60] [--warmup 15]
-        [--variant defaults|memory-off|quiet] [--workers N] [--soak] [--direct] [--compare]
+        [--tool-steps N] [--variant defaults|memory-off|quiet] [--workers N] [--soak]
+        [--direct] [--compare]
 
 A scripted OpenAI-compatible upstream and `memlane serve` run as their own
 processes on loopback (as in `proxy_overhead.py`); the clients run in
@@ -10,7 +11,9 @@ saturates first. Each client holds one session: it sends a streamed Chat
 Completions request with the whole conversation so far, reads the answer to its
 last byte, appends it and its next question, and asks again at once; after
 `--turns` turns it starts a new session (so a long soak keeps requests of a
-realistic size). Requests in the first `--warmup` seconds are not counted.
+realistic size). With `--tool-steps N` each question is followed by N requests of a
+tool loop, as an agent at work sends them: the model's tool call and the tool's result
+are appended and the question stands. Requests in the first `--warmup` seconds are not counted.
 `--direct` sends the same clients straight to the upstream, with no memlane in
 between: the ceiling of the rig itself on this machine (clients and upstream
 share its cores with the proxy).
@@ -47,6 +50,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -93,11 +97,40 @@ class Tally:
         self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
 
 
+@dataclass(frozen=True)
+class Pattern:
+    """What each client's session sends."""
+
+    turns: int
+    """Requests before the client starts a new session."""
+    tool_steps: int = 0
+    """Requests of a tool loop after each question: the model's tool call and its result
+    are appended and the same question stands (an agent at work)."""
+
+    def asks(self, turn: int) -> bool:
+        """Whether request `turn` of a session brings a new question."""
+        return turn % (self.tool_steps + 1) == 0
+
+
+def tool_round(key: str, turn: int) -> list[dict[str, Any]]:
+    """The model's call of a tool, and the tool's result, as a Chat Completions client
+    appends them."""
+    call = {
+        "id": f"call-{turn}",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": f'{{"path": "src/{key}/{turn}.py"}}'},
+    }
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": f"def step_{turn}(): ...\n"},
+    ]
+
+
 async def _client(
     client: httpx.AsyncClient,
     url: str,
     name: str,
-    turns: int,
+    pattern: Pattern,
     counting_from: float,
     until: float,
     tally: Tally,
@@ -105,13 +138,14 @@ async def _client(
     session = 0
     while time.monotonic() < until:
         key = f"{name}-s{session}"
-        history: list[dict[str, str]] = [
+        history: list[dict[str, Any]] = [
             {"role": "system", "content": "You are a careful coding agent."}
         ]
-        for turn in range(turns):
+        for turn in range(pattern.turns):
             if time.monotonic() >= until:
                 return
-            history.append({"role": "user", "content": f"{key} turn {turn}: {QUESTION}"})
+            if pattern.asks(turn):
+                history.append({"role": "user", "content": f"{key} turn {turn}: {QUESTION}"})
             body = {"model": "bench", "messages": history, "stream": True}
             headers = {**HEADERS, "x-memlane-session": key}
             started = time.monotonic()
@@ -138,23 +172,26 @@ async def _client(
             if not ok:
                 await asyncio.sleep(0.2)  # a failing proxy is not hammered in a tight loop
                 break  # start a fresh session
-            history.append({"role": "assistant", "content": ANSWER})
+            if pattern.asks(turn + 1):
+                history.append({"role": "assistant", "content": ANSWER})
+            else:
+                history.extend(tool_round(key, turn))
         session += 1
 
 
 async def _own_client(
-    url: str, name: str, turns: int, counting_from: float, until: float, tally: Tally
+    url: str, name: str, pattern: Pattern, counting_from: float, until: float, tally: Tally
 ) -> None:
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     timeout = httpx.Timeout(120.0, connect=30.0)
     async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
-        await _client(client, url, name, turns, counting_from, until, tally)
+        await _client(client, url, name, pattern, counting_from, until, tally)
 
 
 def run_clients(
     url: str,
     names: list[str],
-    turns: int,
+    pattern: Pattern,
     start_at: float,
     warmup: float,
     seconds: float,
@@ -171,7 +208,7 @@ def run_clients(
         begin = time.monotonic()
         await asyncio.gather(
             *(
-                _own_client(url, n, turns, begin + warmup, begin + warmup + seconds, tally)
+                _own_client(url, n, pattern, begin + warmup, begin + warmup + seconds, tally)
                 for n in names
             )
         )
@@ -255,6 +292,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, help="measured time (60; 300 with --soak)")
     parser.add_argument("--warmup", type=float, help="uncounted time first (15; 60 with --soak)")
     parser.add_argument("--turns", type=int, default=30, help="turns before a client starts over")
+    parser.add_argument(
+        "--tool-steps",
+        type=int,
+        default=0,
+        help="tool-loop requests after each question (the question stands, a tool result comes)",
+    )
     parser.add_argument("--variant", choices=sorted(VARIANTS), default="defaults")
     parser.add_argument("--workers", type=int, default=1, help="memlane serve --workers")
     parser.add_argument(
@@ -443,7 +486,7 @@ def drive(
     processes = [
         multiprocessing.Process(
             target=run_clients,
-            args=(url, share, args.turns, start_at, warmup, seconds, out),
+            args=(url, share, Pattern(args.turns, args.tool_steps), start_at, warmup, seconds, out),
             daemon=True,
         )
         for share in shares
