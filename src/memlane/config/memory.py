@@ -66,6 +66,12 @@ class MemorySettings(SettingsPart):
     memory_candidates_factor: Annotated[int, Field(ge=1, le=20)] = 3
     """Candidates taken from keyword and from dense search: top_k × this, each."""
 
+    memory_recall_reuse_seconds: NonNegativeFloat = 60.0
+    """An agent's tool loop asks the same question (its user's last message) on every step: a
+    conversation's recall search is reused for this long while it does, each memory read again
+    before it is injected (one deleted or changed since: searched anew); 0: search every
+    request."""
+
     memory_max_entries: Annotated[int, Field(ge=1)] = 500
     """Cap on facts and turns per conversation; the oldest go first, summaries are exempt."""
 

@@ -7,9 +7,13 @@ from datetime import UTC, datetime
 import pytest
 
 from memlane.config import Settings
+from memlane.engine.memory.reuse import SEARCHES
+from memlane.engine.retrieval.candidates import Candidate
+from memlane.engine.retrieval.search import Query
 from memlane.engine.sessions import importing, lifecycle
 from memlane.files.memory_files import MemoryFiles
 from memlane.files.paths import session_dir
+from memlane.store.base import SearchFilter
 from memlane.store.sqlite import SQLiteStore
 from memlane.text.tokens import get_tokenizer
 from memlane.types import Fact, Message
@@ -68,22 +72,27 @@ def test_delete_removes_rows_folder_and_memory_files(
 def test_delete_leaves_nothing_said_in_the_process_memos(
     sqlite_store: SQLiteStore, settings: Settings
 ) -> None:
-    """The fingerprint, token-count and resent-items memos are keyed by message texts: a
-    deleted session's words must not stay in the proxy's memory until they are evicted."""
+    """The fingerprint, token-count and resent-items memos are keyed by message texts, and
+    recall's kept searches hold them: a deleted session's words must not stay in the
+    proxy's memory until they are evicted."""
     said = "my card number is 4111 1111 1111 1111"
     session = chat(sqlite_store, "k", [said, "noted"])
     Message("user", said).fingerprint()
     tokenizer = get_tokenizer("cl100k_base")
     tokenizer.count(said)
     Resend(RESENT, size=100).parse([said] * 20, lambda item, _: (Message("user", item),))
+    found = Candidate("fact", "t1", "conv:x", session.id, said, session.created_at)
+    SEARCHES.put(session.id, Query(said, SearchFilter(), 5, 15, session.created_at), [found], 60)
     assert remembered_fingerprints() > 0
     assert tokenizer.short_memo_entries > 0
     assert len(RESENT) > 0
+    assert len(SEARCHES) > 0
 
     assert lifecycle.delete(sqlite_store, settings, session)
     assert remembered_fingerprints() == 0
     assert tokenizer.short_memo_entries == 0
     assert len(RESENT) == 0
+    assert len(SEARCHES) == 0
 
 
 def test_fork_drops_the_name_and_links_the_parent(sqlite_store: SQLiteStore) -> None:

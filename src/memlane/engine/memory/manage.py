@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from memlane.engine import threads
-from memlane.engine.memory import cites, versions
+from memlane.engine.memory import cites, reuse, versions
 from memlane.engine.memory.apply import IngestReport, Provenance, apply_plan, neighbourhood
 from memlane.engine.memory.entries import new_fact
 from memlane.engine.memory.reconcile import reconcile
@@ -263,6 +263,7 @@ async def forget_memory(rt: Runtime, fact_id: str, *, purge: bool = False) -> Fa
     book = rt.memory_book
     await book.ready()
     fact = await get_memory(rt, fact_id)
+    reuse.SEARCHES.forget()  # a kept search may hold its words
     if purge:
         every = await threads.to_thread(versions.chain, rt.store, fact.id) or [fact]
         await book.erase(every)

@@ -59,7 +59,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from memlane.engine import threads
-from memlane.engine.memory import scopes
+from memlane.engine.memory import reuse, scopes
 from memlane.engine.memory.block import Recalled, inject, render
 from memlane.engine.memory.summary import summary_id
 from memlane.engine.memory.verify import renames_later
@@ -67,7 +67,7 @@ from memlane.engine.retrieval.candidates import Candidate
 from memlane.engine.retrieval.search import Query, ranked, reranking, search
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import RecallNote, Turn
-from memlane.store.documents import is_turn
+from memlane.store.documents import is_turn, session_doc
 from memlane.types import DocKind, Fact, Message
 
 CHANGE_WORDS = re.compile(
@@ -91,9 +91,10 @@ def search_ahead(rt: Runtime, turn: Turn) -> Callable[[list[Message]], Ahead] | 
     It reads only what earlier turns stored (the turn's own text is not a memory yet),
     so it runs in the same read as the shaping, before governance; when governance leaves the
     request's texts as they were, what it found is injected as it is, else its hits
-    are checked again against the governed request (`recall_for_turn`). Not with a
-    reranker (an async call) nor in `trimmed` mode (whether to recall depends on
-    governance).
+    are checked again against the governed request (`recall_for_turn`). A tool loop's
+    next step asks the same question: it takes the conversation's last search
+    (`engine.memory.reuse`). Not with a reranker (an async call) nor in `trimmed` mode
+    (whether to recall depends on governance).
     """
     settings = rt.settings
     query = turn.user_text
@@ -107,11 +108,78 @@ def search_ahead(rt: Runtime, turn: Turn) -> Callable[[list[Message]], Ahead] | 
         wanted = scopes.recall_scopes(settings, session_id, turn.namespace, turn.tenant)
         exclude = _texts(messages)
         asked = _asked(rt, query, wanted, exclude, None, session_id)
-        hits = ranked(rt, asked.query) if asked.query else []
-        found, summary = _chosen(rt, asked, hits, session_id)
-        return Ahead(wanted, hits, frozenset(exclude), found, summary)
+        searched = _find(rt, asked, session_id)
+        hits, found, summary = searched.hits, searched.found, searched.summary
+        return Ahead(wanted, hits, frozenset(exclude), found, summary, searched.reused)
 
     return search_now
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """A request's search, and what it chose from it."""
+
+    hits: list[Candidate]
+    reused: bool
+    """`hits` are the conversation's last search, not one run for this request."""
+    found: list[Recalled]
+    summary: str
+
+
+def _find(
+    rt: Runtime,
+    asked: _Asked,
+    session_id: str | None,
+    hits: list[Candidate] | None = None,
+    *,
+    reused: bool = False,
+) -> _Found:
+    """What a request recalls: from `hits` (a search it ran ahead; `reused`: the
+    conversation's last one), else from the conversation's last search when it asked the
+    same (`engine.memory.reuse`), else from a new one. Reused hits are checked: when an
+    entry they bring was deleted or changed since, the request searches anew."""
+    if hits is None:
+        kept = _kept_search(rt, asked, session_id)
+        reused = kept is not None
+        hits = kept if kept is not None else _search(rt, asked, session_id)
+    found, summary = _chosen(rt, asked, hits, session_id)
+    if reused and _drifted(rt, found):
+        hits, reused = _search(rt, asked, session_id), False
+        found, summary = _chosen(rt, asked, hits, session_id)
+    return _Found(hits, reused, found, summary)
+
+
+def _kept_search(rt: Runtime, asked: _Asked, session_id: str | None) -> list[Candidate] | None:
+    if asked.query is None or session_id is None or rt.settings.memory_recall_reuse_seconds <= 0:
+        return None
+    return reuse.SEARCHES.get(session_id, asked.query)
+
+
+def _search(rt: Runtime, asked: _Asked, session_id: str | None) -> list[Candidate]:
+    """The hits of `asked`, kept for the conversation's next request (`reuse`)."""
+    if asked.query is None:
+        return []
+    hits = ranked(rt, asked.query)
+    seconds = rt.settings.memory_recall_reuse_seconds
+    if session_id is not None and seconds > 0:
+        reuse.SEARCHES.put(session_id, asked.query, hits, seconds)
+    return hits
+
+
+def _drifted(rt: Runtime, found: Sequence[Recalled]) -> bool:
+    """Whether an entry among `found` changed since its search: a fact gone, forgotten or
+    reworded (each was just read from the store), a session summary whose session is gone
+    or was summarised anew."""
+    for recalled in found:
+        hit, fact = recalled.candidate, recalled.fact
+        if hit.kind == "session":
+            session = rt.store.get_session(hit.ref)
+            doc = session_doc(session) if session is not None else None
+            if doc is None or doc[0].text != hit.text:
+                return True
+        elif fact is None or fact.deleted or fact.text != hit.text:
+            return True
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +192,8 @@ class Ahead:
     exclude: frozenset[str]
     found: list[Recalled]
     summary: str
+    reused: bool = False
+    """`hits` are the conversation's last search (`engine.memory.reuse`)."""
 
 
 def _texts(messages: Sequence[Message]) -> set[str]:
@@ -158,13 +228,13 @@ async def recall_for_turn(
             def chosen() -> tuple[list[Recalled], str]:
                 """One trip to a worker thread (each costs a wake-up and the GIL on the
                 way back): the search unless it ran ahead, the entries, the summary."""
-                if searched is not None:
-                    asked = _asked(rt, query, searched.scopes, exclude, None, session_id)
-                    hits = searched.hits
-                else:
+                if searched is None:
                     asked = _asked(rt, query, wanted, exclude, None, session_id)
-                    hits = ranked(rt, asked.query) if asked.query else []
-                return _chosen(rt, asked, hits, session_id)
+                    again = _find(rt, asked, session_id)
+                else:
+                    asked = _asked(rt, query, searched.scopes, exclude, None, session_id)
+                    again = _find(rt, asked, session_id, searched.hits, reused=searched.reused)
+                return again.found, again.summary
 
             found, summary = await threads.to_thread(chosen)
     renames_later(rt)

@@ -22,6 +22,7 @@ from typing import Any
 
 from memlane.config import Settings
 from memlane.engine.governance.ledger import RECALL_MEMO
+from memlane.engine.memory import reuse
 from memlane.engine.sessions.asked import first_asked
 from memlane.engine.sessions.importing import EXPORT_FORMAT, EXPORT_VERSION
 from memlane.engine.sessions.lookup import session_name
@@ -133,6 +134,7 @@ def delete(store: Store, settings: Settings, session: Session, *, purge: bool = 
             )
         removed = store.delete_session(session.id)
         RECALL_MEMO.forget(session.id)
+        reuse.SEARCHES.forget()
         forget_fingerprints()  # the in-process memos keyed by what was said
         forget_resent()
         tokens.forget_texts()
