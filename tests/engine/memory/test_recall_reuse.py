@@ -19,6 +19,7 @@ from memlane.engine.memory import recall as recall_module
 from memlane.engine.memory import reuse, scopes
 from memlane.engine.memory.recall import Ahead, recall_for_turn, search_ahead
 from memlane.engine.memory.reuse import SearchReuse
+from memlane.engine.retrieval.candidates import Candidate
 from memlane.engine.retrieval.search import Query
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.children import open_session
@@ -227,6 +228,23 @@ def test_kept_searches_expire_and_are_bounded(rt: Runtime) -> None:
     assert [memo.get(s, query(rt)) for s in ("s1", "s3", "s4")] == [None, [], []]
     memo.forget()
     assert len(memo) == 0
+
+
+def test_kept_searches_are_bounded_by_their_texts_too(rt: Runtime) -> None:
+    """A remembered turn can be long: what the kept hits hold is bounded in characters."""
+    memo = SearchReuse(chars=1_000)
+
+    def hits(n: int) -> list[Candidate]:
+        return [Candidate("fact", f"t{n}", "conv:x", "s", "x" * 400, NOW)]
+
+    for n in range(3):
+        memo.put(f"s{n}", query(rt), hits(n), 60)
+    assert [memo.get(f"s{n}", query(rt)) is not None for n in range(3)] == [False, True, True]
+    memo.put("s2", query(rt), hits(9), 60)  # replaced, not counted twice
+    memo.put("s3", query(rt), hits(3), 60)
+    assert [memo.get(f"s{n}", query(rt)) is not None for n in range(4)] == [
+        False, False, True, True,
+    ]  # fmt: skip
 
 
 async def test_forgetting_a_memory_drops_every_kept_search(

@@ -28,7 +28,10 @@ from memlane.engine.retrieval.candidates import Candidate
 from memlane.engine.retrieval.search import Query
 
 KEPT_SEARCHES = 256
-"""Conversations whose last search is kept at most (the oldest search goes first)."""
+"""Conversations whose last search is kept at most (the oldest search goes first)..."""
+KEPT_CHARS = 8_000_000
+"""...and the characters their hits' texts hold together at most (a remembered turn can
+be 64,000 characters long: 256 searches of such turns would hold hundreds of MB)."""
 
 Asked = tuple[Any, ...]
 """What of a search decides its hits (`asked`)."""
@@ -47,15 +50,19 @@ class _Kept:
     k: int
     hits: list[Candidate]
     until: float
+    chars: int
 
 
 class SearchReuse:
     """Each conversation's last recall search, kept for a while (thread-safe: a request's
     search runs on the event loop or in a worker thread)."""
 
-    def __init__(self, size: int = KEPT_SEARCHES) -> None:
+    def __init__(self, size: int = KEPT_SEARCHES, chars: int = KEPT_CHARS) -> None:
         self.size = size
+        self.chars = chars
         self._kept: OrderedDict[str, _Kept] = OrderedDict()
+        self._held = 0
+        """Characters of the kept hits' texts."""
         self._lock = threading.Lock()
 
     def get(self, session_id: str, query: Query) -> list[Candidate] | None:
@@ -74,12 +81,14 @@ class SearchReuse:
     def put(self, session_id: str, query: Query, hits: list[Candidate], seconds: float) -> None:
         """Keep a search's hits for `seconds` (its conversation's earlier one is replaced)."""
         now = time.monotonic()
+        chars = sum(len(hit.text) for hit in hits)
         with self._lock:
-            self._kept.pop(session_id, None)  # in order of being kept: the oldest expires first
-            self._kept[session_id] = _Kept(asked(query), query.k, hits, now + seconds)
+            self._drop(session_id)  # in order of being kept: the oldest expires first
+            self._kept[session_id] = _Kept(asked(query), query.k, hits, now + seconds, chars)
+            self._held += chars
             self._expire(now)
-            while len(self._kept) > self.size:
-                self._kept.popitem(last=False)
+            while len(self._kept) > self.size or self._held > self.chars:
+                self._drop(next(iter(self._kept)))
 
     def forget(self) -> None:
         """Drop every kept search: a person deleted a session or a memory, whose words a
@@ -87,6 +96,7 @@ class SearchReuse:
         gone from memory too)."""
         with self._lock:
             self._kept.clear()
+            self._held = 0
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -94,7 +104,12 @@ class SearchReuse:
     def _expire(self, now: float) -> None:
         kept = self._kept
         while kept and next(iter(kept.values())).until <= now:
-            kept.popitem(last=False)
+            self._drop(next(iter(kept)))
+
+    def _drop(self, session_id: str) -> None:
+        gone = self._kept.pop(session_id, None)
+        if gone is not None:
+            self._held -= gone.chars
 
 
 SEARCHES = SearchReuse()
