@@ -63,6 +63,63 @@ async def test_settled_returns_at_once_once_the_sessions_writes_are_done(
     assert finished_at_once(writes.settled(ONE))
 
 
+def held_answer(writes: Writes, order: list[str]) -> threading.Event:
+    """An answer its client resends (`read_next=False`), queued for session ONE and held
+    in the writer until the returned event is set."""
+    started, go = threading.Event(), threading.Event()
+
+    def answer() -> None:
+        started.set()
+        assert go.wait(10)
+        order.append("answer")
+
+    writes.queue(ONE, answer, read_next=False)
+    assert started.wait(10)
+    return go
+
+
+async def test_a_turn_reads_beside_the_answer_it_resends_when_nothing_else_waits(
+    writes: Writes,
+) -> None:
+    """The session's next turn reads at once, yet what it queues is written after the
+    answer; a write it reads is waited for as ever, and so is the answer by a reader of
+    the whole store."""
+    order: list[str] = []
+    go = held_answer(writes, order)
+    assert finished_at_once(writes.before_reading(ONE))
+    everything = asyncio.ensure_future(writes.settled())
+    after = writes.queue(ONE, lambda: order.append("next turn"))
+    waiting = asyncio.ensure_future(writes.before_reading(ONE))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    assert not everything.done()
+
+    go.set()
+    assert await asyncio.wait_for(waiting, 10)
+    assert await asyncio.wait_for(everything, 10)
+    await asyncio.wait_for(after, 10)
+    assert order == ["answer", "next turn"]
+
+
+async def test_a_turn_waits_for_the_answer_it_resends_while_other_writes_wait(
+    writes: Writes,
+) -> None:
+    """With other sessions' writes queued too (a busy proxy) the turn waits for its
+    answer's write: that wait keeps busy clients in step with the writer."""
+    order: list[str] = []
+    go = held_answer(writes, order)
+    other = writes.queue(TWO, lambda: order.append("another session"))
+    waiting = asyncio.ensure_future(writes.before_reading(ONE))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+
+    go.set()
+    assert await asyncio.wait_for(waiting, 10)
+    await asyncio.wait_for(other, 10)
+    assert order == ["answer", "another session"]
+    assert finished_at_once(writes.before_reading(ONE))
+
+
 async def test_settled_waits_for_the_sessions_last_write(
     writes: Writes, sqlite_store: SQLiteStore
 ) -> None:

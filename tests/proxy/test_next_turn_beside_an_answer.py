@@ -16,7 +16,7 @@ import pytest
 
 from memlane.engine import pipeline, turn_store
 from memlane.engine.turn import Turn
-from tests.proxy.conftest import ask
+from tests.proxy.conftest import ask, stored
 from tests.support.upstream import Reply, RunningProxy, ScriptedUpstream
 
 KEY = "beside-an-answer"
@@ -68,3 +68,55 @@ def test_a_next_turn_arriving_while_the_answer_is_stored_is_shaped_on_the_loop(
     # both only read: the first made its session ahead of the row, the second found the row
     assert len(shaped_on) == 2, shaped_on
     assert not any(name.startswith("memlane-request") for name in shaped_on), shaped_on
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_next_turn_does_not_wait_for_the_answer_it_resends_to_be_stored(
+    mproxy: RunningProxy,
+    upstream: ScriptedUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    stream: bool,
+) -> None:
+    """The client resends the answer, so while that answer's write is all the writer has
+    to do its next turn is answered beside it; the turn's own messages are stored after
+    it, in order, once."""
+    storing, release = threading.Event(), threading.Event()
+    store_answer = turn_store.store_answer
+    held: list[str] = []
+
+    def held_store_answer(rt: Any, turn: Turn, answer: Any) -> None:
+        if not held:  # the first answer only: the second is queued behind it anyway
+            held.append(turn.key)
+            storing.set()
+            assert release.wait(30), "the test never let the answer be stored"
+        store_answer(rt, turn, answer)
+
+    monkeypatch.setattr(turn_store, "store_answer", held_store_answer)
+    # the first answer comes late enough for its turn's messages to be committed first
+    upstream.script(Reply(text="first answer", latency=0.3), Reply(text="second answer"))
+    first = [{"role": "user", "content": "first question"}]
+    ask(mproxy, KEY, first, stream=stream)
+    assert storing.wait(10)
+    second = [
+        *first,
+        {"role": "assistant", "content": "first answer"},
+        {"role": "user", "content": "second question"},
+    ]
+    wait_limit = mproxy.runtime.settings.request_wait_seconds
+    with ThreadPoolExecutor(1) as pool:
+        answered = pool.submit(ask, mproxy, KEY, second, stream=stream)
+        try:
+            # well inside the wait a turn would give its session's earlier writes
+            got = answered.result(timeout=wait_limit / 2)
+            assert "[DONE]" in got if stream else got == "second answer"
+            assert not release.is_set()
+        finally:
+            release.set()
+
+    assert [(role, text, status) for role, _, _, text, status in stored(mproxy, KEY)] == [
+        ("user", "first question", "ok"),
+        ("assistant", "first answer", "ok"),
+        ("user", "second question", "ok"),
+        ("assistant", "second answer", "ok"),
+    ]
+    assert len(upstream.requests) == 2

@@ -40,7 +40,7 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
     session is the one thing the user is answered about directly (`DirectAnswer`):
     forwarding would hide the typo.
     """
-    if not await rt.writes.settled(turn.session_of):
+    if not await rt.writes.before_reading(turn.session_of):
         waits.overran(rt, turn, "storing the session's earlier turns")
     turn.clock.mark("wait")
     ahead = None
@@ -223,8 +223,10 @@ async def finish(rt: Runtime, turn: Turn, answer: Answer | Callable[[], Answer])
     answer. Where another process may take the session's next turn (`Runtime.
     serves_alone`), the client's own messages are durable before it has the answer: the
     other process stores the answer from the client's resend, and this one's late write
-    finds it stored. Otherwise the session's next turn in this process waits for it
-    (`engine.writes`), and a crash meanwhile loses only the turn in flight, which the
+    finds it stored. Otherwise the client does not wait for it, nor does the session's
+    next turn while the writer has nothing else to do: that turn carries the answer and
+    reads nothing its write changes, and its own writes are queued behind it
+    (`Writes.before_reading`). A crash meanwhile loses only the turn in flight, which the
     client's next request brings back."""
     if turn.counting is not None:  # for the turn's record
         await waits.within(rt, turn, "counting the request's tokens", counted(turn), None)
@@ -237,9 +239,10 @@ async def finish(rt: Runtime, turn: Turn, answer: Answer | Callable[[], Answer])
 
     if turn.answer_resent and not rt.serves_alone:
         await stored(rt, turn)
-    stored_answer = storing.queue(rt, turn, write, awaited=not turn.answer_resent)
+    resent = turn.answer_resent
+    stored_answer = storing.queue(rt, turn, write, awaited=not resent, read_next=not resent)
     stored_answer.add_done_callback(lambda done: _after(rt, turn, done))
-    if not turn.answer_resent:
+    if not resent:
         await waits.within(rt, turn, "storing the answer", stored_answer, None)
 
 

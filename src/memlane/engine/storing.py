@@ -37,14 +37,18 @@ def queue(
     messages: bool = False,
     awaited: bool = False,
     linger: bool = False,
+    read_next: bool = True,
 ) -> asyncio.Future[T]:
     """Queue `write`, one of the turn's writes; its outcome arrives in the future, which
     need not be awaited (an error nobody awaits is logged where it matters). `messages`:
     it stores the client's messages, so when it does not commit the turn is lost (its
     answer, queued behind it, is not stored either: the next request resends both).
     `awaited`: the request waits for it; `linger`: queued while the request is still
-    being prepared (`GroupCommit`)."""
+    being prepared (`GroupCommit`); `read_next`: the session's next turn waits for it
+    (`Writes.queue`)."""
     failed = (lambda: setattr(turn, "lost", True)) if messages else None
-    future = rt.writes.queue(turn.session_of, write, failed=failed, awaited=awaited, linger=linger)
+    future = rt.writes.queue(
+        turn.session_of, write, failed=failed, awaited=awaited, linger=linger, read_next=read_next
+    )
     turn.storing = future
     return future
