@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memlane.store import NewMessage, SearchFilter
+from memlane.store import NewEvent, SearchFilter
 from memlane.store.sqlite import SQLiteStore
 from memlane.store.sqlite.doc_filter import MASKS_KEPT
 from memlane.store.sqlite.keyword_index import TAIL_MIN, KeywordIndex
 from memlane.store.sqlite.schema import DOC_CHANGES_KEPT
-from memlane.types import Fact, FactRole, Message
+from memlane.types import Fact, FactRole
 from tests.store.fts5_reference import fts5_reference
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,8 +26,8 @@ WORDS = [f"w{i}" for i in range(40)] + ["parse_config_file", "src/app/main.py", 
 STAMP = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def user(text: str) -> NewMessage:
-    return NewMessage(Message(role="user", text=text))
+def dropped(text: str) -> NewEvent:
+    return NewEvent("dropped", {}, text)
 
 
 def fact(fact_id: str, text: str, *, scope: str = "ns", role: FactRole = "memory") -> Fact:
@@ -60,7 +60,7 @@ def assert_same_as_fts5(store: SQLiteStore, limit: int = 25) -> None:
 def test_scores_and_order_equal_fts5s_bm25(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "memlane.db")
     session = store.ensure_session("s", namespace="ns")
-    store.append_messages(session.id, [user(t) for t in sentences(1, 300)])
+    store.add_events(session.id, [dropped(t) for t in sentences(1, 300)])
     for i, text in enumerate(sentences(2, 100)):
         store.put_fact(fact(f"f{i}", text, scope=f"scope{i % 3}"))
     store.add_event(session.id, "dropped", {}, text="w1 w1 w1 dropped history")
@@ -73,10 +73,8 @@ def test_filters_scopes_sessions_kinds_roles_and_inactive_documents(tmp_path: Pa
     store = SQLiteStore(tmp_path / "memlane.db")
     a = store.ensure_session("a", namespace="ns-a")
     b = store.ensure_session("b", namespace="ns-b")
-    store.sync_messages(a.id, [user("kiwi in a"), user("kiwi replaced")])
-    store.sync_messages(a.id, [user("kiwi in a"), user("kiwi edited")])  # supersedes one
-    store.append_messages(b.id, [user("kiwi in b")])
-    store.add_event(a.id, "dropped", {}, text="kiwi event")
+    store.add_events(a.id, [dropped("kiwi in a"), dropped("kiwi event")])
+    store.add_event(b.id, "dropped", {}, text="kiwi in b")
     store.put_fact(fact("m", "kiwi memory", scope="ns-a"))
     store.put_fact(fact("s", "kiwi summary", scope="ns-a", role="summary"))
     store.put_fact(fact("gone", "kiwi deleted", scope="ns-a"))
@@ -85,17 +83,18 @@ def test_filters_scopes_sessions_kinds_roles_and_inactive_documents(tmp_path: Pa
     def texts(flt: SearchFilter) -> set[str]:
         return {h.text for h in store.keyword_search("kiwi", flt, limit=50)}
 
-    everything = {"kiwi in a", "kiwi edited", "kiwi in b", "kiwi event", "kiwi memory"}
+    everything = {"kiwi in a", "kiwi event", "kiwi in b", "kiwi memory"}
     assert texts(SearchFilter()) == everything | {"kiwi summary"}
     assert texts(SearchFilter(scopes=("ns-b",))) == {"kiwi in b"}
     assert texts(SearchFilter(scopes=("nowhere",))) == set()
     assert texts(SearchFilter(session_id=b.id)) == {"kiwi in b"}
     assert texts(SearchFilter(session_id="no such session")) == set()
-    assert texts(SearchFilter(kinds=("event",))) == {"kiwi event"}
+    assert texts(SearchFilter(kinds=("event",))) == {"kiwi in a", "kiwi event", "kiwi in b"}
+    assert texts(SearchFilter(kinds=("fact",))) == {"kiwi memory", "kiwi summary"}
     assert texts(SearchFilter(kinds=("fact",), fact_roles=("memory",))) == {"kiwi memory"}
-    assert texts(SearchFilter(kinds=("message", "fact"), scopes=("ns-a",), fact_roles=())) == {
+    assert texts(SearchFilter(kinds=("event", "fact"), scopes=("ns-a",), fact_roles=())) == {
         "kiwi in a",
-        "kiwi edited",
+        "kiwi event",
     }
     store.close()
 
@@ -119,9 +118,9 @@ def test_a_filter_asked_again_sees_documents_written_since(tmp_path: Path) -> No
     store.put_fact(fact("c", "heron three", scope="elsewhere"))
     store.put_fact(fact("d", "heron four", role="summary"))
     session = store.ensure_session("s", namespace="ns")
-    message = str(store.append_messages(session.id, [user("heron five")])[0].id)
+    event = str(store.add_event(session.id, "dropped", {}, text="heron five").id)
     assert refs(scoped) == ["a", "b"]
-    assert refs(SearchFilter(session_id=session.id)) == [message]
+    assert refs(SearchFilter(session_id=session.id)) == [event]
     store.delete_fact("a")
     assert refs(scoped) == ["b"]
     assert refs(SearchFilter(kinds=("fact",))) == ["b", "c", "d"]
@@ -183,6 +182,19 @@ def test_deleted_changed_and_purged_documents_leave_the_results_and_the_statisti
     store.close()
 
 
+ADD_EVENTS = """
+import sys
+from pathlib import Path
+from memlane.store.sqlite import SQLiteStore
+store = SQLiteStore(Path(sys.argv[1]))
+session = store.ensure_session("shared")
+for i in range(int(sys.argv[3])):
+    store.add_event(session.id, "dropped", {}, text=f"{sys.argv[2]} event {i}")
+store.close()
+"""
+"""Another process's writes: events of the session "shared", one write each."""
+
+
 def test_writes_of_other_processes_are_seen(tmp_path: Path) -> None:
     db = tmp_path / "memlane.db"
     reader = SQLiteStore(db)
@@ -190,14 +202,14 @@ def test_writes_of_other_processes_are_seen(tmp_path: Path) -> None:
     other.put_fact(fact("a", "yak grazing"))
     assert [h.ref for h in reader.keyword_search("yak", SearchFilter())] == ["a"]
     child = subprocess.run(
-        [sys.executable, "-m", "tests.store.writer", str(db), "append", "yak", "3"],
+        [sys.executable, "-c", ADD_EVENTS, str(db), "yak", "3"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert child.returncode == 0, child.stderr
-    assert len(reader.keyword_search("yak", SearchFilter(kinds=("message",)))) == 3
+    assert len(reader.keyword_search("yak", SearchFilter(kinds=("event",)))) == 3
     other.put_fact(fact("a", "llama grazing"))
     assert reader.keyword_search("yak", SearchFilter(kinds=("fact",))) == []
     assert [h.ref for h in reader.keyword_search("llama", SearchFilter())] == ["a"]
@@ -229,17 +241,19 @@ def test_a_bulk_change_made_elsewhere_is_read_again(tmp_path: Path) -> None:
 def test_many_small_writes_between_searches_keep_fts5s_ranking(tmp_path: Path) -> None:
     """New documents wait in a small tail, which is merged into the arrays as it grows."""
     store = SQLiteStore(tmp_path / "memlane.db")
-    session = store.ensure_session("s", namespace="ns")
     texts = list(sentences(4, TAIL_MIN * 2 + 300))
     step = 400
-    previous: list[int] = []
+    previous: list[str] = []
     for first in range(0, len(texts), step):
-        stored = store.append_messages(session.id, [user(t) for t in texts[first : first + step]])
-        for message_id in previous[:2]:  # documents the index holds already change
-            store.set_message_status(message_id, "superseded")
-        store.set_message_status(previous[2] if previous else stored[0].id, "ok")
-        previous = [m.id for m in stored]
+        batch = [fact(f"f{first + i}", text) for i, text in enumerate(texts[first : first + step])]
+        store.put_facts(batch)
+        for fact_id in previous[:2]:  # documents the index holds already change
+            store.put_fact(fact(fact_id, f"w5 {fact_id} changed"))
+        if previous:
+            store.delete_fact(previous[2])
+        previous = [f.id for f in batch]
         assert_same_as_fts5(store, limit=10)
+    assert len(ranking(store, "w0 w1", 10)) == 10
     store.close()
 
 
@@ -248,13 +262,15 @@ def test_writes_of_one_term_and_of_no_term_keep_fts5s_ranking(tmp_path: Path) ->
     stopwords): each is counted as FTS5 counts it."""
     store = SQLiteStore(tmp_path / "memlane.db")
     session = store.ensure_session("s", namespace="ns")
-    store.append_messages(session.id, [user(t) for t in sentences(6, 50)])
+    store.add_events(session.id, [dropped(t) for t in sentences(6, 50)])
     assert_same_as_fts5(store)
     for text in ["w0", "the of", "w17", "E1234", "it is", "w0"]:
-        store.append_messages(session.id, [user(text)])
+        store.add_events(session.id, [dropped(text)])
         assert_same_as_fts5(store)
-    store.append_messages(session.id, [user("the"), user("w3"), user("and so")])
+    store.add_events(session.id, [dropped("the"), dropped("w3"), dropped("and so")])
     assert_same_as_fts5(store)
+    assert ranking(store, "w17", 5)
+    assert ranking(store, "w0 w1", 5)
     store.close()
 
 
@@ -328,8 +344,7 @@ def test_a_write_indexes_what_it_stored_so_the_next_search_reads_nothing(
     """The writer's thread catches the loaded index up after its commit: a search on a
     request's path then has no new documents to read first."""
     store = SQLiteStore(tmp_path / "m.db")
-    session = store.ensure_session("s")
-    store.append_messages(session.id, [user("alpha")])
+    store.put_fact(fact("a", "alpha"))
     store.keyword_search("alpha", SearchFilter())  # a first search loads the index
     registered: list[int] = []
     register = KeywordIndex._register
@@ -340,7 +355,7 @@ def test_a_write_indexes_what_it_stored_so_the_next_search_reads_nothing(
 
     monkeypatch.setattr(KeywordIndex, "_register", counting)
 
-    store.append_messages(session.id, [user("beta gamma"), user("beta delta")])
+    store.put_facts([fact("b", "beta gamma"), fact("c", "beta delta")])
     assert registered == [2]  # by the write
     hits = store.keyword_search("beta", SearchFilter())
     assert registered == [2]  # the search found nothing left to read
@@ -350,8 +365,7 @@ def test_a_write_indexes_what_it_stored_so_the_next_search_reads_nothing(
 
 def test_a_write_does_not_load_an_index_no_search_has_read(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "m.db")
-    session = store.ensure_session("s")
-    store.append_messages(session.id, [user("alpha")])
+    store.put_fact(fact("a", "alpha"))
     assert not store._keywords.loaded  # a store that is only written never builds it
     assert [h.text for h in store.keyword_search("alpha", SearchFilter())] == ["alpha"]
     store.close()
@@ -364,8 +378,7 @@ def test_a_words_tail_is_read_in_place_and_keeps_what_a_search_was_given(
     search: a search reads views of the tail's arrays, and postings added later go past
     them, so what an earlier search was given keeps its values."""
     store = SQLiteStore(tmp_path / "memlane.db")
-    session = store.ensure_session("s", namespace="ns")
-    store.append_messages(session.id, [user(f"w0 note {i}") for i in range(50)])
+    store.put_facts([fact(f"f{i}", f"w0 note {i}") for i in range(50)])
     assert_same_as_fts5(store)
     index = store._keywords
     tail = index._tail[index._vocab["w0"]]
@@ -376,7 +389,7 @@ def test_a_words_tail_is_read_in_place_and_keeps_what_a_search_was_given(
     assert np.shares_memory(again[0], docs)  # nothing new: the same memory, no copy
 
     for i in range(20):  # enough to grow the arrays past their room
-        store.append_messages(session.id, [user(f"w0 w0 w1 again {i}")])
+        store.put_fact(fact(f"g{i}", f"w0 w0 w1 again {i}"))
         assert_same_as_fts5(store)
     grown, grown_tfs = tail.part
     assert grown.shape[0] == 70

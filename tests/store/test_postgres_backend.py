@@ -217,7 +217,7 @@ def test_each_dimension_gets_its_own_hnsw_index(
     store.put_vectors("fact", [(f"f{i}", unit(i, dim=8)) for i in range(3)], model="small")
     store.put_vectors("fact", [(f"f{i}", unit(i, dim=12)) for i in range(3, 6)], model="large")
     indexes = rows(pg_url, "SELECT indexname FROM pg_indexes WHERE indexname LIKE 'vectors_hnsw%'")
-    assert sorted(name for (name,) in indexes) == ["vectors_hnsw_12", "vectors_hnsw_8"]
+    assert sorted(str(name) for (name,) in indexes) == ["vectors_hnsw_12", "vectors_hnsw_8"]
     flt = SearchFilter()
     small = store.vector_search(unit(1, dim=8), flt, model="small", limit=3)
     large = store.vector_search(unit(4, dim=12), flt, model="large", limit=3)
@@ -260,9 +260,8 @@ def test_keyword_search_over_very_common_terms_keeps_its_results(
 ) -> None:
     """Terms in most documents are dropped from the match for speed, never from the results."""
     store = open_store()
-    session = store.ensure_session("s", namespace="ns")
-    filler = [user(f"common words filler number {i}") for i in range(1200)]
-    store.append_messages(session.id, [*filler, user("common words and a rare aardvark")])
+    filler = [fact(f"f{i}", f"common words filler number {i}", scope="ns") for i in range(1200)]
+    store.put_facts([*filler, fact("rare", "common words and a rare aardvark", scope="ns")])
     hits = store.keyword_search("common aardvark", SearchFilter(scopes=("ns",)), limit=5)
     assert hits[0].text == "common words and a rare aardvark"
     assert len(hits) == 5

@@ -146,7 +146,6 @@ def test_sigkill_mid_append_keeps_every_committed_message(tmp_path: Path) -> Non
     with sqlite3.connect(db) as raw:
         assert raw.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     raw.close()
-    keyword_index_consistent(db)
     store = SQLiteStore(db)
     session = store.find_session("shared")
     assert session is not None
@@ -155,7 +154,7 @@ def test_sigkill_mid_append_keeps_every_committed_message(tmp_path: Path) -> Non
     assert stored == [f"crash message {i}" for i in range(len(stored))]
     assert session.message_count == len(stored)
     store.append_messages(session.id, [user("after the crash")])
-    assert store.keyword_search("after crash", SearchFilter())[0].text == "after the crash"
+    assert store.list_messages(session.id)[-1].message.text == "after the crash"
     store.close()
 
 
@@ -215,34 +214,38 @@ def test_a_connection_whose_thread_ended_is_closed_when_the_next_opens(tmp_path:
     store.close()
 
 
+def event(store: SQLiteStore, session_id: str, text: str) -> str:
+    return str(store.add_event(session_id, "dropped", {}, text=text).id)
+
+
 def test_a_second_instance_sees_vectors_written_and_removed_elsewhere(tmp_path: Path) -> None:
     """The in-process vector cache follows writes made through another connection."""
     reader = SQLiteStore(tmp_path / "memlane.db")
     other = SQLiteStore(tmp_path / "memlane.db")
     session = other.ensure_session("s", namespace="ns")
-    stored = other.append_messages(session.id, [user("one"), user("two")])
+    stored = [event(other, session.id, "one"), event(other, session.id, "two")]
     vectors = np.eye(4, dtype=np.float32)
     assert reader.vector_search(vectors[0], SearchFilter(), model="m") == []
-    other.put_vectors("message", [(str(stored[0].id), vectors[0])], model="m")
+    other.put_vectors("event", [(stored[0], vectors[0])], model="m")
     assert [h.ref for h in reader.vector_search(vectors[0], SearchFilter(), model="m")] == [
-        str(stored[0].id)
+        stored[0]
     ]
-    other.put_vectors("message", [(str(stored[1].id), vectors[1])], model="m")
+    other.put_vectors("event", [(stored[1], vectors[1])], model="m")
     hits = reader.vector_search(vectors[1], SearchFilter(scopes=("ns",)), model="m", limit=1)
-    assert [h.ref for h in hits] == [str(stored[1].id)]
+    assert [h.ref for h in hits] == [stored[1]]
     other.delete_session(session.id)
     assert reader.vector_search(vectors[1], SearchFilter(), model="m") == []
     fresh = other.ensure_session("t")
-    ref = str(other.append_messages(fresh.id, [user("x")])[0].id)
-    other.put_vectors("message", [(ref, vectors[2])], model="m")
+    ref = event(other, fresh.id, "x")
+    other.put_vectors("event", [(ref, vectors[2])], model="m")
     assert [h.ref for h in reader.vector_search(vectors[2], SearchFilter(), model="m")] == [ref]
     # a vector added and another removed between two queries: rebuilt, new one read
     doomed = other.ensure_session("doomed")
-    doomed_ref = str(other.append_messages(doomed.id, [user("y")])[0].id)
-    other.put_vectors("message", [(doomed_ref, vectors[3])], model="m")
+    doomed_ref = event(other, doomed.id, "y")
+    other.put_vectors("event", [(doomed_ref, vectors[3])], model="m")
     assert len(reader.vector_search(vectors[3], SearchFilter(), model="m")) == 2
-    later = str(other.append_messages(fresh.id, [user("z")])[0].id)
-    other.put_vectors("message", [(later, vectors[3])], model="m")
+    later = event(other, fresh.id, "z")
+    other.put_vectors("event", [(later, vectors[3])], model="m")
     other.delete_session(doomed.id)
     hits = reader.vector_search(vectors[3], SearchFilter(), model="m")
     assert [(h.ref, round(h.score, 4)) for h in hits] == [(later, 1.0), (ref, 0.0)]
@@ -376,13 +379,17 @@ def test_an_older_schema_is_migrated_at_open_and_stays_searchable(tmp_path: Path
     assert names == [m.__name__ for m in MIGRATIONS]
 
 
+def memory(fact_id: str, text: str, scope: str = "ns", conversation: str = "c") -> Fact:
+    stamp = datetime(2026, 1, 1, tzinfo=UTC)
+    return Fact(fact_id, scope, conversation, "memory", text, stamp, stamp)
+
+
 def test_keyword_search_over_very_common_terms_keeps_its_results(tmp_path: Path) -> None:
     """Terms in most documents get almost no BM25 weight (FTS5 floors their IDF), yet the
     documents matching only them still fill the results, in FTS5's order."""
     store = SQLiteStore(tmp_path / "memlane.db")
-    session = store.ensure_session("s", namespace="ns")
-    filler = [user(f"common words filler number {i}") for i in range(1200)]
-    store.append_messages(session.id, [*filler, user("common words and a rare aardvark")])
+    filler = [memory(f"f{i}", f"common words filler number {i}") for i in range(1200)]
+    store.put_facts([*filler, memory("rare", "common words and a rare aardvark")])
     hits = store.keyword_search("common aardvark", SearchFilter(scopes=("ns",)), limit=5)
     assert hits[0].text == "common words and a rare aardvark"
     assert len(hits) == 5
@@ -419,11 +426,12 @@ def test_the_keyword_index_matches_its_documents_after_every_kind_of_write(
     store.sync_messages(a.id, [user("first question"), user("edited question")])
     store.add_event(a.id, "dropped", {}, text="dropped history text")
     fork = store.fork_session(a.id, new_key="fork")
-    store.append_messages(fork.id, [user("only in the fork")])
-    stamp = datetime(2026, 1, 1, tzinfo=UTC)
+    store.add_event(fork.id, "dropped", {}, text="only in the fork")
     for text in ("fact text", "changed fact text"):
-        store.put_fact(Fact("f", "ns", a.id, "memory", text, stamp, stamp))
-    store.put_fact(Fact("g", "other", "x", "memory", "gone soon", stamp, stamp))
+        store.put_fact(memory("f", text, conversation=a.id))
+    store.put_fact(memory("d", "fork fact deleted", conversation=fork.id))
+    store.delete_fact("d")
+    store.put_fact(memory("g", "gone soon", scope="other", conversation="x"))
     store.purge_fact("g")
     dump = {table: list(store.dump(table)) for table in TABLES}
     store.delete_session(a.id)

@@ -124,12 +124,12 @@ class SyncResult:
 class SearchFilter:
     """Which documents a search may return. `None` means no restriction on that axis."""
 
-    kinds: tuple[DocKind, ...] = ("fact", "message", "event")
+    kinds: tuple[DocKind, ...] = ("fact", "event")
     scopes: tuple[str, ...] | None = None
     session_id: str | None = None
     fact_roles: tuple[FactRole, ...] | None = None
     valid_at: datetime | None = None
-    """Only facts true at this moment (`Fact.valid_at`); messages and events are not held
+    """Only facts true at this moment (`Fact.valid_at`); events are not held
     to it. None: closed facts are found too."""
 
 
@@ -300,7 +300,7 @@ class FactStore(Protocol):
 
 @runtime_checkable
 class SearchIndex(Protocol):
-    """The derived index over facts, messages and events: keywords and vectors."""
+    """The derived index over facts, events and session summaries: keywords and vectors."""
 
     def keyword_search(self, query: str, flt: SearchFilter, *, limit: int = 10) -> list[Hit]:
         """BM25-style ranking over `store.analysis.terms`; best first, higher score is better."""

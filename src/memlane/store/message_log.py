@@ -1,9 +1,16 @@
 """The `MessageLog` role, written once for every SQL backend: messages and events.
 
-A backend supplies `_append` (storing new messages with their search documents
-is where each is fastest its own way); the rest is here: holding a session's
-history while it is written, matching a resent history (`store.transcript`),
-changing a message's status with its count and index in step, and events.
+A backend supplies `_append` (storing new messages is where each is fastest its
+own way); the rest is here: holding a session's history while it is written,
+matching a resent history (`store.transcript`), changing a message's status with
+its count in step, and events.
+
+A message is not a search document, an event is. Nothing searches a conversation's
+messages by word: recall reads remembered turns (facts, written from the messages
+with their neighbours' words) and dropped history (events). Indexing each message
+as well made an agent's turn with an 8 KB tool result cost half as much CPU again to
+store, kept its text a second time on disk, and its words in the keyword index's
+memory for good (`docs/concepts/storage.md`).
 """
 
 from __future__ import annotations
@@ -122,7 +129,7 @@ def _touch_session(db: Db, session_id: str, stamp: Any) -> str:
 
 
 def change_status(db: Db, ids: Sequence[int], status: str) -> int:
-    """Change status, keeping the session's message_count and the index in step."""
+    """Change status, keeping the session's message_count in step."""
     changed = 0
     for message_id in ids:
         row = db.one("SELECT session_id, status FROM messages WHERE id = ?", message_id)
@@ -130,11 +137,6 @@ def change_status(db: Db, ids: Sequence[int], status: str) -> int:
             continue
         delta = int(status != "superseded") - int(row["status"] != "superseded")
         db.run("UPDATE messages SET status = ? WHERE id = ?", status, message_id)
-        db.run(
-            "UPDATE docs SET active = ? WHERE kind = 'message' AND ref = ?",
-            status != "superseded",
-            str(message_id),
-        )
         if delta:
             db.run(
                 "UPDATE sessions SET message_count = message_count + ? WHERE id = ?",

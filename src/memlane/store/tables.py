@@ -3,14 +3,13 @@ rows a copy loads get their search documents (`store.sqlite.copy`, `store.postgr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from memlane.store.base import check_table
 from memlane.store.codec import moment
 from memlane.store.documents import Doc
 from memlane.store.sql import D, Db, SqlStore, among
-from memlane.types import DocKind
 
 
 class SqlTables(SqlStore[D]):
@@ -54,31 +53,20 @@ def namespaces(db: Db, session_ids: Collection[str]) -> dict[str, str]:
     return {r["id"]: r["namespace"] for r in rows}
 
 
-def loaded_docs(
-    db: Db,
-    kind: DocKind,
-    rows: Sequence[Mapping[str, Any]],
-    active: Callable[[Mapping[str, Any]], bool] = lambda row: True,
-) -> list[Doc]:
-    """Search documents for loaded messages or events that have text, scoped by their
-    session's namespace."""
+def loaded_event_docs(db: Db, rows: Sequence[Mapping[str, Any]]) -> list[Doc]:
+    """Search documents for loaded events that have text, scoped by their session's
+    namespace."""
     scopes = namespaces(db, {r["session_id"] for r in rows})
     return [
         Doc(
-            kind,
+            "event",
             str(r["id"]),
             scopes.get(r["session_id"], ""),
             r["session_id"],
             None,
             r["text"],
             moment(r["created_at"]),
-            active(r),
         )
         for r in rows
         if r["text"]
     ]
-
-
-def message_active(row: Mapping[str, Any]) -> bool:
-    """A loaded message is searchable unless it was superseded."""
-    return bool(row.get("status", "ok") != "superseded")

@@ -9,7 +9,9 @@ from typing import Any, Literal
 
 from memlane.types.messages import Kind, Message, Origin, Role
 
-DocKind = Literal["fact", "message", "event", "session"]
+DocKind = Literal["fact", "event", "session"]
+"""What the search index holds: memory entries, events (dropped history) and session
+summaries. A message is not a document (`store.message_log` says why)."""
 FactRole = Literal["memory", "user", "assistant", "summary"]
 MessageStatus = Literal["ok", "failed", "superseded"]
 

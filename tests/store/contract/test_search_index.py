@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from memlane.store import (
+    NewEvent,
     SearchFilter,
     SearchIndex,
     Store,
@@ -16,7 +17,7 @@ from memlane.store import (
 from memlane.store import facts as facts_module
 from memlane.store.facts import live_turns
 from memlane.types import Fact
-from tests.store.contract.support import MODEL, fact, unit, user
+from tests.store.contract.support import MODEL, fact, unit
 
 
 @pytest.mark.parametrize(
@@ -50,19 +51,19 @@ def test_keyword_search_finds_identifiers(store: Store, query: str, expected: st
 def test_keyword_search_ranks_and_filters(store: Store) -> None:
     a = store.ensure_session("a", namespace="repo-a")
     b = store.ensure_session("b", namespace="repo-b")
-    store.append_messages(a.id, [user("the parser crashes on unicode input")])
-    store.append_messages(b.id, [user("the parser is fast")])
+    crash = store.add_event(a.id, "dropped", {}, text="the parser crashes on unicode input")
+    store.add_event(b.id, "dropped", {}, text="the parser is fast")
     store.put_fact(fact("f", "the parser crashes when given unicode", scope="repo-a"))
     store.put_fact(fact("s", "parser summary", scope="repo-a", role="summary"))
 
     everything = store.keyword_search("parser unicode crash", SearchFilter(), limit=10)
-    assert {h.ref for h in everything[:2]} == {"f", store.list_messages(a.id)[0].id.__str__()}
+    assert {h.ref for h in everything[:2]} == {"f", str(crash.id)}
     assert len(everything) == 4
     scoped = store.keyword_search("parser", SearchFilter(scopes=("repo-b",)))
-    assert [(h.kind, h.session_id, h.scope) for h in scoped] == [("message", b.id, "repo-b")]
+    assert [(h.kind, h.session_id, h.scope) for h in scoped] == [("event", b.id, "repo-b")]
     by_session = store.keyword_search("parser", SearchFilter(session_id=a.id))
     assert {h.session_id for h in by_session} == {a.id}
-    assert {h.kind for h in by_session} == {"message"}
+    assert {h.kind for h in by_session} == {"event"}
     facts_only = store.keyword_search("parser", SearchFilter(kinds=("fact",)))
     assert {h.ref for h in facts_only} == {"f", "s"}
     memories = store.keyword_search("parser", SearchFilter(kinds=("fact",), fact_roles=("memory",)))
@@ -149,7 +150,7 @@ def test_turns_written_together_read_their_neighbours_once_per_conversation(
 
     def counted(db: object, of: Fact, direction: str, limit: int) -> list[Fact]:
         reads.append(of.conversation_id)
-        return live_turns(db, of, direction, limit)  # type: ignore[arg-type]
+        return live_turns(db, of, direction, limit)  # type: ignore[type-var]
 
     monkeypatch.setattr(facts_module, "live_turns", counted)
     store.put_facts(
@@ -184,14 +185,6 @@ def test_reindex_turns_rebuilds_documents_and_is_idempotent(store: Store) -> Non
     assert {h.ref for h in store.keyword_search("ferry", flt)} == {"a", "b"}
 
 
-def test_superseded_messages_leave_the_index(store: Store) -> None:
-    session = store.ensure_session("s")
-    store.sync_messages(session.id, [user("alpha question")])
-    store.sync_messages(session.id, [user("beta question")])
-    hits = store.keyword_search("question", SearchFilter())
-    assert [h.text for h in hits] == ["beta question"]
-
-
 def test_vector_knn_with_scope_filter(store: Store) -> None:
     for i in range(30):
         store.put_fact(fact(f"f{i}", f"fact number {i}", scope="a" if i % 2 else "b"))
@@ -209,41 +202,44 @@ def test_vector_knn_with_scope_filter(store: Store) -> None:
     assert store.vector_search(unit(7), SearchFilter(scopes=("zzz",)), model=MODEL) == []
 
 
+def dropped(store: Store, session_id: str, *texts: str) -> list[str]:
+    events = store.add_events(session_id, [NewEvent("dropped", {}, text) for text in texts])
+    return [str(e.id) for e in events]
+
+
 def test_vector_search_sees_new_and_replaced_vectors(store: Store) -> None:
     session = store.ensure_session("s", namespace="ns")
-    stored = store.append_messages(session.id, [user("one"), user("two")])
-    refs = [str(m.id) for m in stored]
-    store.put_vectors("message", [(refs[0], unit(1))], model=MODEL)
+    refs = dropped(store, session.id, "one", "two")
+    store.put_vectors("event", [(refs[0], unit(1))], model=MODEL)
     assert [h.ref for h in store.vector_search(unit(1), SearchFilter(), model=MODEL)] == [refs[0]]
-    store.put_vectors("message", [(refs[1], unit(2))], model=MODEL)
+    store.put_vectors("event", [(refs[1], unit(2))], model=MODEL)
     hits = store.vector_search(unit(2), SearchFilter(session_id=session.id), model=MODEL)
     assert [h.ref for h in hits] == [refs[1], refs[0]]
-    store.put_vectors("message", [(refs[0], unit(2))], model=MODEL)
+    store.put_vectors("event", [(refs[0], unit(2))], model=MODEL)
     hits = store.vector_search(unit(2), SearchFilter(), model=MODEL)
     assert [h.score for h in hits] == pytest.approx([1.0, 1.0], abs=1e-5)
-    assert hits[0].kind == "message"
+    assert hits[0].kind == "event"
     assert hits[0].scope == "ns"
 
 
 def test_missing_get_and_drop_vectors(store: Store) -> None:
-    session = store.ensure_session("s")
-    stored = store.append_messages(session.id, [user("alpha"), user("beta"), user("gamma")])
-    refs = [str(m.id) for m in stored]
-    assert store.missing_vectors("message", model=MODEL) == [
-        (refs[0], "alpha"),
-        (refs[1], "beta"),
-        (refs[2], "gamma"),
+    for ref, text in [("a", "alpha"), ("b", "beta"), ("c", "gamma")]:
+        store.put_fact(fact(ref, text))
+    assert store.missing_vectors("fact", model=MODEL) == [
+        ("a", "alpha"),
+        ("b", "beta"),
+        ("c", "gamma"),
     ]
-    store.put_vectors("message", [(refs[0], unit(1)), (refs[1], unit(2))], model=MODEL)
-    store.put_vectors("message", [(refs[2], unit(3, dim=8))], model="old-model")
-    assert store.missing_vectors("message", model=MODEL) == [(refs[2], "gamma")]
-    assert store.missing_vectors("message", model=MODEL, limit=0) == []
-    got = store.get_vectors("message", [refs[0], refs[2], "999999"], model=MODEL)
-    assert set(got) == {refs[0]}
-    np.testing.assert_allclose(got[refs[0]], unit(1), rtol=1e-6)
+    store.put_vectors("fact", [("a", unit(1)), ("b", unit(2))], model=MODEL)
+    store.put_vectors("fact", [("c", unit(3, dim=8))], model="old-model")
+    assert store.missing_vectors("fact", model=MODEL) == [("c", "gamma")]
+    assert store.missing_vectors("fact", model=MODEL, limit=0) == []
+    got = store.get_vectors("fact", ["a", "c", "missing"], model=MODEL)
+    assert set(got) == {"a"}
+    np.testing.assert_allclose(got["a"], unit(1), rtol=1e-6)
     assert store.vector_search(unit(3, dim=8), SearchFilter(), model="old-model")
     assert store.drop_vectors(except_model=MODEL) == 1
-    assert store.get_vectors("message", [refs[2]], model="old-model") == {}
+    assert store.get_vectors("fact", ["c"], model="old-model") == {}
     assert store.vector_search(unit(3, dim=8), SearchFilter(), model="old-model") == []
     assert store.drop_vectors(except_model=MODEL) == 0
     assert len(store.vector_search(unit(1), SearchFilter(), model=MODEL)) == 2

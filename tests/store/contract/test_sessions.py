@@ -122,10 +122,7 @@ def test_state_set_replace_and_remove(store: Store) -> None:
 
 def test_fork_copies_a_prefix_and_state(store: Store) -> None:
     source = store.ensure_session("src", namespace="repo")
-    stored = store.append_messages(
-        source.id, [user("q1"), assistant("a1"), user("q2"), assistant("a2")]
-    )
-    store.put_vectors("message", [(str(stored[0].id), unit(1))], model=MODEL)
+    store.append_messages(source.id, [user("q1"), assistant("a1"), user("q2"), assistant("a2")])
     store.set_state(source.id, "todo", "- [ ] x")
     store.update_session(source.id, summary="q1 and a1", summarized_count=2)
 
@@ -142,10 +139,6 @@ def test_fork_copies_a_prefix_and_state(store: Store) -> None:
     store.append_messages(fork.id, [user("q2 in the fork")])
     assert texts(store, fork.id) == ["q1", "a1", "q2 in the fork"]
     assert texts(store, source.id) == ["q1", "a1", "q2", "a2"]
-    hits = store.keyword_search("fork", SearchFilter(session_id=fork.id))
-    assert [h.text for h in hits] == ["q2 in the fork"]
-    forked_first = str(store.list_messages(fork.id)[0].id)
-    assert set(store.get_vectors("message", [forked_first], model=MODEL)) == {forked_first}
 
     early = store.fork_session(source.id, new_key="early", at_position=1)
     assert (early.summary, early.summarized_count) == ("", 0)
@@ -161,11 +154,12 @@ def test_delete_removes_everything_of_a_session(store: Store) -> None:
     doomed = store.ensure_session("doomed", namespace="ns")
     kept = store.ensure_session("kept", namespace="ns")
     for session in (doomed, kept):
-        stored = store.append_messages(session.id, [user(f"zebra talk in {session.key}")])
-        store.put_vectors("message", [(str(stored[0].id), unit(1))], model=MODEL)
-        store.add_event(session.id, "dropped", {}, text=f"zebra event {session.key}")
-        store.set_state(session.id, "todo", "x")
+        store.append_messages(session.id, [user(f"talk in {session.key}")])
+        event = store.add_event(session.id, "dropped", {}, text=f"zebra event {session.key}")
         store.put_fact(fact(f"fact-{session.key}", "zebra fact", conversation_id=session.id))
+        store.put_vectors("event", [(str(event.id), unit(1))], model=MODEL)
+        store.put_vectors("fact", [(f"fact-{session.key}", unit(1))], model=MODEL)
+        store.set_state(session.id, "todo", "x")
     assert store.delete_session(doomed.id)
     assert store.get_session(doomed.id) is None
     assert store.find_session("doomed") is None
@@ -174,13 +168,15 @@ def test_delete_removes_everything_of_a_session(store: Store) -> None:
     assert store.get_state(doomed.id) == {}
     assert store.list_facts(conversation_id=doomed.id, include_deleted=True) == []
     hits = store.keyword_search("zebra", SearchFilter(), limit=20)
-    assert hits
-    assert {h.session_id for h in hits} == {kept.id}
+    assert sorted((h.kind, h.session_id) for h in hits) == [("event", kept.id), ("fact", kept.id)]
     vector_hits = store.vector_search(unit(1), SearchFilter(), model=MODEL)
-    assert {h.session_id for h in vector_hits} == {kept.id}
-    assert store.count("vectors") == 1
+    assert sorted((h.kind, h.session_id) for h in vector_hits) == [
+        ("event", kept.id),
+        ("fact", kept.id),
+    ]
+    assert store.count("vectors") == 2
     assert not store.delete_session(doomed.id)
-    assert texts(store, kept.id) == ["zebra talk in kept"]
+    assert texts(store, kept.id) == ["talk in kept"]
 
 
 def test_backend_plays_the_session_store_role(store: Store) -> None:

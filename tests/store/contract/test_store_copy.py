@@ -42,8 +42,8 @@ def test_dump_and_load_round_trip(store_factory: StoreFactory) -> None:
     linked = replace(fact("f3", "linked walrus fact", minutes=2), source_turns=("t9",))
     source.put_fact(replace(linked, cites=cites))
     source.put_vectors("fact", [("f1", unit(1))], model=MODEL)
-    msg_ref = str(source.list_messages(session.id)[0].id)
-    source.put_vectors("message", [(msg_ref, unit(2))], model=MODEL)
+    event_ref = str(source.list_events(session.id)[0].id)
+    source.put_vectors("event", [(event_ref, unit(2))], model=MODEL)
     source.set_meta("embedding_model", MODEL)
     source.add_daily_counts("2026-01-01", {"requests": 3, "errors": 1})
     fork = source.fork_session(session.id, new_key="fork", at_position=1)
@@ -73,9 +73,9 @@ def test_dump_and_load_round_trip(store_factory: StoreFactory) -> None:
     assert target.keyword_search("second", flt) == []
     plans = SearchFilter(kinds=("session",), scopes=("ns:ns",))
     assert {h.ref for h in target.keyword_search("walrus plan", plans)} == {session.id, fork.id}
-    assert target.vector_search(unit(2), flt, model=MODEL) == source.vector_search(
-        unit(2), flt, model=MODEL
-    )
+    copied = target.vector_search(unit(2), flt, model=MODEL)
+    assert copied == source.vector_search(unit(2), flt, model=MODEL)
+    assert copied[0].ref == event_ref
     appended = target.append_messages(session.id, [user("after the copy")])
     assert appended[0].id > max(
         m.id for m in source.list_messages(session.id, include_superseded=True)

@@ -29,7 +29,7 @@ from memlane.store.postgres.index import (
 )
 from memlane.store.rows import EVENT_COLUMNS, MESSAGE_COLUMNS, SESSION_COLUMNS, fact_from_row
 from memlane.store.sessions import index_summaries
-from memlane.store.tables import SqlTables, loaded_docs, message_active
+from memlane.store.tables import SqlTables, loaded_event_docs
 
 Conn = psycopg.Connection[dict[str, Any]]
 Row = dict[str, Any]
@@ -72,7 +72,6 @@ def load_messages(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[in
         for r in rows
     ]
     insert_rows(conn, "messages", MESSAGE_COLUMNS, prepared)
-    insert_docs(conn, loaded_docs(PostgresDb(conn), "message", prepared, message_active))
     advance_sequence(conn, "messages")
 
 
@@ -86,7 +85,7 @@ def load_events(conn: Conn, rows: Sequence[Mapping[str, Any]], indexed: set[int]
         for r in rows
     ]
     insert_rows(conn, "events", EVENT_COLUMNS, prepared)
-    insert_docs(conn, loaded_docs(PostgresDb(conn), "event", prepared))
+    insert_docs(conn, loaded_event_docs(PostgresDb(conn), prepared))
     advance_sequence(conn, "events")
 
 

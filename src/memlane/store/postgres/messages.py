@@ -1,4 +1,5 @@
-"""Messages on PostgreSQL: appending in one statement (`store.message_log` holds the rest)."""
+"""Messages on PostgreSQL: appending in one statement (`store.message_log` holds the rest;
+it says why a message is not a search document)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,10 @@ from collections.abc import Sequence
 
 from psycopg.types.json import Jsonb
 
-from memlane.store import analysis, codec
+from memlane.store import codec
 from memlane.store.base import NewMessage
 from memlane.store.message_log import History, SqlMessageLog, appended
 from memlane.store.postgres.db import PostgresDb
-from memlane.store.postgres.keywords import tsvector_literal
 from memlane.types import StoredMessage
 
 _APPEND_SQL = """
@@ -18,8 +18,8 @@ _APPEND_SQL = """
         SELECT * FROM unnest(
             %(positions)s::int[], %(roles)s::text[], %(kinds)s::text[], %(origins)s::text[],
             %(wires)s::text[], %(contents)s::jsonb[], %(texts)s::text[], %(hashes)s::text[],
-            %(tokens)s::int[], %(terms)s::tsvector[], %(lengths)s::int[]
-        ) AS x(position, role, kind, origin, wire, content, text, hash, tokens, terms, length)
+            %(tokens)s::int[]
+        ) AS x(position, role, kind, origin, wire, content, text, hash, tokens)
     ),
     ins AS (
         INSERT INTO messages (session_id, position, role, kind, origin, wire, content, text,
@@ -28,13 +28,6 @@ _APPEND_SQL = """
                %(at)s
         FROM x ORDER BY position
         RETURNING id, position
-    ),
-    indexed AS (
-        INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, length, created_at,
-                          active)
-        SELECT 'message', ins.id::text, %(scope)s, %(sid)s, NULL, x.text, x.terms, x.length,
-               %(at)s, true
-        FROM ins JOIN x USING (position) WHERE x.text <> '' ORDER BY ins.position
     ),
     counted AS (
         UPDATE sessions SET message_count = message_count + %(n)s, updated_at = %(at)s
@@ -48,16 +41,14 @@ class PostgresMessages(SqlMessageLog[PostgresDb]):
     def _append(
         self, db: PostgresDb, history: History, items: Sequence[NewMessage], hashes: Sequence[str]
     ) -> list[StoredMessage]:
-        """One statement stores the rows, indexes them and counts them, whatever the count."""
+        """One statement stores the rows and counts them, whatever the count."""
         start = history.next_position
         created = codec.now()
         positions = list(range(start, start + len(items)))
-        words = [analysis.terms(item.message.text) for item in items]
         rows = db.conn.execute(
             _APPEND_SQL,
             {
                 "sid": history.session_id,
-                "scope": history.namespace,
                 "at": created,
                 "n": len(items),
                 "positions": positions,
@@ -69,8 +60,6 @@ class PostgresMessages(SqlMessageLog[PostgresDb]):
                 "texts": [i.message.text for i in items],
                 "hashes": hashes,
                 "tokens": [i.token_count for i in items],
-                "terms": [tsvector_literal(w) for w in words],
-                "lengths": [len(w) for w in words],
             },
         ).fetchall()
         ids = {int(r["position"]): int(r["id"]) for r in rows}

@@ -230,6 +230,13 @@ def m008_fact_cites(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     conn.execute("ALTER TABLE facts ADD COLUMN cites text")
 
 
+def m009_no_message_documents(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Messages are no search documents (`store.message_log` says why): their documents
+    go, with any vector of theirs."""
+    conn.execute("DELETE FROM vectors WHERE kind = 'message'")
+    conn.execute("DELETE FROM docs WHERE kind = 'message'")
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m001_initial", m001_initial),
     ("m002_turn_context", m002_turn_context),
@@ -239,6 +246,7 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m006_fact_sources", m006_fact_sources),
     ("m007_session_documents", m007_session_documents),
     ("m008_fact_cites", m008_fact_cites),
+    ("m009_no_message_documents", m009_no_message_documents),
 )
 
 

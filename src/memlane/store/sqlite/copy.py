@@ -2,7 +2,7 @@
 
 Row shapes are the ones `store.codec` pins for every backend, so a PostgreSQL
 dump loads here and back. Loaded rows keep their ids; their search documents
-are built again from them (`store.tables.loaded_docs`), and vectors are
+are built again from them (`store.tables.loaded_event_docs`, facts', sessions'), and vectors are
 attached to the documents they belong to.
 """
 
@@ -25,7 +25,7 @@ from memlane.store.sessions import index_summaries
 from memlane.store.sql import marks
 from memlane.store.sqlite.db import SQLiteDb
 from memlane.store.sqlite.index import doc_row, insert_docs, put_doc, retext_turn
-from memlane.store.tables import SqlTables, loaded_docs, message_active
+from memlane.store.tables import SqlTables, loaded_event_docs
 
 _JSON_COLUMNS = {"sessions": "metadata", "messages": "content", "events": "payload"}
 _ORDER = {"session_state": "session_id, name", "meta": "key", "daily_counts": "day, name"}
@@ -59,11 +59,8 @@ class SQLiteCopy(SqlTables[SQLiteDb]):
             _insert(db, table, rows)
             if table == "sessions":
                 index_summaries(db, put_doc, [row["id"] for row in rows])
-            elif table in ("messages", "events"):
-                active = message_active if table == "messages" else lambda row: True
-                for doc in loaded_docs(
-                    db, "message" if table == "messages" else "event", rows, active
-                ):
+            elif table == "events":
+                for doc in loaded_event_docs(db, rows):
                     put_doc(db, doc)
             elif table == "facts":
                 # each document built once, a turn with its neighbours, inserted together

@@ -1,6 +1,6 @@
 """The SQLite search documents: one `docs` row per searchable text.
 
-The documents are derived from the stored rows (messages, events, facts). Their
+The documents are derived from the stored rows (events, facts, session summaries). Their
 `terms` are the shared analyser's terms (`store.analysis`), joined by spaces: the
 in-process keyword index (`sqlite.keyword_index`) reads them. `tags`
 (`tags.doc_tags`) only count in a document's length.
@@ -188,41 +188,6 @@ def rebuild_turn_documents(conn: sqlite3.Connection) -> int:
 def index_session_summaries(conn: sqlite3.Connection) -> int:
     """Index every session's summary as a document of its namespace (migration m010)."""
     return index_summaries(SQLiteDb(conn), put_doc)
-
-
-def copy_doc(db: SQLiteDb, kind: str, old_ref: str, new_ref: str, session_id: str) -> None:
-    """Index a copied document under its new ref, reusing its vectors (no re-embedding)."""
-    source = db.one(
-        "SELECT scope, role, text, terms, created_at, active FROM docs WHERE kind = ? AND ref = ?",
-        kind,
-        old_ref,
-    )
-    if source is None:
-        return
-    (doc_id,) = insert_docs(
-        db.conn,
-        [
-            (
-                kind,
-                new_ref,
-                source["scope"],
-                session_id,
-                source["role"],
-                source["text"],
-                source["terms"],
-                source["created_at"],
-                source["active"],
-                doc_tags(kind, source["scope"], session_id),
-            )
-        ],
-    )
-    db.run(
-        "INSERT INTO vectors (doc_id, model, dim, vec) SELECT ?, v.model, v.dim, v.vec "
-        "FROM vectors v JOIN docs d ON d.rowid = v.doc_id WHERE d.kind = ? AND d.ref = ?",
-        doc_id,
-        kind,
-        old_ref,
-    )
 
 
 class SQLiteFacts(SqlFacts[SQLiteDb]):

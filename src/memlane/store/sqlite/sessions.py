@@ -5,7 +5,6 @@ from __future__ import annotations
 from memlane.store.rows import MESSAGE_COLUMNS
 from memlane.store.sessions import SqlSessions
 from memlane.store.sqlite.db import SQLiteDb
-from memlane.store.sqlite.index import copy_doc
 
 _COPY_MESSAGE = f"""INSERT INTO messages ({MESSAGE_COLUMNS})
     SELECT NULL, ?, position, role, kind, origin, wire, content, text, content_hash,
@@ -24,6 +23,5 @@ class SQLiteSessions(SqlSessions[SQLiteDb]):
         )
         for row in rows:
             old_id = row["id"]
-            new_message_id = db.insert(_COPY_MESSAGE, new_id, old_id)
-            copy_doc(db, "message", str(old_id), str(new_message_id), new_id)
+            db.insert(_COPY_MESSAGE, new_id, old_id)
         return len(rows)

@@ -23,7 +23,7 @@ import numpy.typing as npt
 from memlane.store.base import SearchFilter, StoreError, Vector
 from memlane.store.codec import vector_from_bytes
 
-KIND_CODES = {"fact": 1, "message": 2, "event": 3}
+KIND_CODES = {"fact": 1, "event": 3}  # 2 was a message's, which is no document now
 ROLE_CODES = {None: 0, "memory": 1, "user": 2, "assistant": 3, "summary": 4}
 
 _NEW_ROWS = """SELECT v.id, v.doc_id, v.vec, d.kind, d.role, d.scope, d.session_id
