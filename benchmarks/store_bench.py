@@ -4,17 +4,20 @@ Run: .venv/bin/python benchmarks/store_bench.py [--store-url URL] [--sizes 10000
 
 Without --store-url the embedded SQLite file is used, in a temporary folder.
 With --store-url postgresql://… the benchmark writes into that database under
-session keys starting with `bench-<random>` and deletes them afterwards.
+session keys and memory scopes starting with `bench-<random>` and deletes them
+afterwards.
 
 Figures:
 - single appends/s: one message per `append_messages` call, each its own durable
   transaction (what the proxy does for each turn);
 - batched appends/s: 100 messages per call;
 - keyword and vector query latency p50/p95 at each size, with a scope filter
-  (one namespace of ten); stored items are messages with synthetic chat-like
-  text (Zipf-distributed words plus identifiers) and a random 384-d unit vector;
-- keyword latency again with 20 messages stored before each query, as a running
-  proxy searches between turns (the query's time only).
+  (one namespace of ten); the searched items are memory entries (facts, role
+  "memory", what recall searches) with synthetic chat-like text (Zipf-distributed
+  words plus identifiers) and a random 384-d unit vector; stored messages are not
+  search documents, so they take no part in these figures;
+- keyword latency again with 20 memory entries stored before each query, as a
+  running proxy's memory writes land between its searches (the query's time only).
 """
 
 from __future__ import annotations
@@ -26,13 +29,14 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
 from memlane.config import Settings
 from memlane.store import NewMessage, SearchFilter, Store, open_store
-from memlane.types import Message
+from memlane.types import Fact, Message
 
 DIM = 384
 MODEL = "bench-random-384"
@@ -102,6 +106,21 @@ def message(text: str) -> NewMessage:
     return NewMessage(Message(role="user", text=text, wire="chat"), token_count=len(text.split()))
 
 
+def memory_entry(fact_id: str, scope: str, conversation_id: str, text: str) -> Fact:
+    """A memory entry (an extracted fact) as the proxy's memory writes store it."""
+    stamp = datetime.now(UTC)
+    return Fact(
+        id=fact_id,
+        scope=scope,
+        conversation_id=conversation_id,
+        role="memory",
+        text=text,
+        created_at=stamp,
+        updated_at=stamp,
+        content_hash=f"h-{fact_id}",
+    )
+
+
 class Bench:
     def __init__(self, store: Store, queries: int) -> None:
         self.store = store
@@ -109,11 +128,29 @@ class Bench:
         self.prefix = f"bench-{uuid.uuid4().hex[:8]}"
         self.corpus = Corpus.make()
         self.rng = np.random.default_rng(7)
+        self.scopes = [f"{self.prefix}-ns{i}" for i in range(NAMESPACES)]
         self.sessions = [
-            store.ensure_session(f"{self.prefix}-s{i}", namespace=f"{self.prefix}-ns{i}").id
-            for i in range(NAMESPACES)
+            store.ensure_session(f"{self.prefix}-s{i}", namespace=scope).id
+            for i, scope in enumerate(self.scopes)
         ]
         self.stored = 0
+        self.fact_ids: list[str] = []
+
+    def entries(self, namespace: int, count: int) -> list[Fact]:
+        """`count` new memory entries in one namespace, each with a unique id."""
+        out: list[Fact] = []
+        for _ in range(count):
+            fact_id = f"{self.prefix}-f{len(self.fact_ids)}"
+            self.fact_ids.append(fact_id)
+            out.append(
+                memory_entry(
+                    fact_id,
+                    self.scopes[namespace],
+                    self.sessions[namespace],
+                    self.corpus.sentence(),
+                )
+            )
+        return out
 
     def single_appends(self, count: int) -> tuple[float, float]:
         session = self.store.ensure_session(f"{self.prefix}-single").id
@@ -132,23 +169,22 @@ class Bench:
         )
 
     def fill_to(self, size: int) -> None:
-        """Add messages with vectors, round-robin over the namespaces, until `size` are stored."""
+        """Add memory entries with vectors, round-robin over the namespaces, until `size` are
+        stored."""
         while self.stored < size:
-            session = self.sessions[(self.stored // BATCH) % NAMESPACES]
-            count = min(BATCH, size - self.stored)
-            batch = [message(self.corpus.sentence()) for _ in range(count)]
-            added = self.store.append_messages(session, batch)
-            vectors = unit_vectors(self.rng, len(added))
+            namespace = (self.stored // BATCH) % NAMESPACES
+            batch = self.entries(namespace, min(BATCH, size - self.stored))
+            self.store.put_facts(batch)
+            vectors = unit_vectors(self.rng, len(batch))
             self.store.put_vectors(
-                "message",
-                [(str(m.id), v) for m, v in zip(added, vectors, strict=True)],
+                "fact",
+                [(f.id, v) for f, v in zip(batch, vectors, strict=True)],
                 model=MODEL,
             )
-            self.stored += len(added)
+            self.stored += len(batch)
 
     def query_latencies(self) -> tuple[list[float], list[float]]:
-        scopes = [f"{self.prefix}-ns{i}" for i in range(NAMESPACES)]
-        filters = [SearchFilter(kinds=("message",), scopes=(scope,)) for scope in scopes]
+        filters = [SearchFilter(kinds=("fact",), scopes=(scope,)) for scope in self.scopes]
         texts = [self.corpus.query() for _ in range(self.queries)]
         vectors = unit_vectors(self.rng, self.queries)
         self.store.keyword_search(texts[0], filters[0])  # warm caches, as a running proxy would be
@@ -166,15 +202,15 @@ class Bench:
         return keyword, vector
 
     def query_latencies_with_writes(self, per_query: int = 20) -> list[float]:
-        """Keyword queries with `per_query` new messages stored before each, as in a running
-        proxy: what the last writes added is searched before it is merged into the rest."""
-        scopes = [f"{self.prefix}-ns{i}" for i in range(NAMESPACES)]
-        filters = [SearchFilter(kinds=("message",), scopes=(scope,)) for scope in scopes]
+        """Keyword queries with `per_query` new memory entries stored before each, as a
+        running proxy's memory writes land between its searches: what the last writes added
+        is searched before it is merged into the rest."""
+        filters = [SearchFilter(kinds=("fact",), scopes=(scope,)) for scope in self.scopes]
         texts = [self.corpus.query() for _ in range(self.queries)]
-        batches = [[message(self.corpus.sentence()) for _ in range(per_query)] for _ in texts]
+        batches = [self.entries(i % NAMESPACES, per_query) for i in range(len(texts))]
         samples: list[float] = []
         for i, text in enumerate(texts):
-            self.store.append_messages(self.sessions[i % NAMESPACES], batches[i])
+            self.store.put_facts(batches[i])
             started = time.perf_counter()
             self.store.keyword_search(text, filters[i % NAMESPACES], limit=10)
             samples.append((time.perf_counter() - started) * 1000)
@@ -182,6 +218,9 @@ class Bench:
         return samples
 
     def cleanup(self) -> None:
+        with self.store.transaction():
+            for fact_id in self.fact_ids:
+                self.store.purge_fact(fact_id)
         for session in self.store.list_sessions():
             if session.key.startswith(self.prefix):
                 self.store.delete_session(session.id)
@@ -231,7 +270,7 @@ def main() -> None:
                 written = bench.query_latencies_with_writes()
                 rows.append(
                     (
-                        f"keyword p50 / p95 @ {label}, 20 messages written before each",
+                        f"keyword p50 / p95 @ {label}, 20 memory entries written before each",
                         f"{percentile(written, 50):.1f} / {percentile(written, 95):.1f} ms",
                     )
                 )
