@@ -1,8 +1,8 @@
 """Whole-store copy for the SQLite backend: rows out (`dump`) and in (`load`).
 
 Row shapes are the ones `store.codec` pins for every backend, so a PostgreSQL
-dump loads here and back. Loaded rows keep their ids; their search documents
-are built again from them (`store.tables.loaded_event_docs`, facts', sessions'), and vectors are
+dump loads here and back. Loaded rows keep their ids; the search documents of
+events, facts and session summaries are built again from them, and vectors are
 attached to the documents they belong to.
 """
 
