@@ -67,7 +67,6 @@ class History:
     """A session's history as its writer holds it."""
 
     session_id: str
-    namespace: str
     next_position: int
     """The next free position; it stays free until the transaction ends."""
     stored: list[tuple[int, str]]
@@ -96,11 +95,11 @@ def hold_history(
     statements: list[tuple[str, Sequence[Any]]]
     if db.lock:
         statements = [
-            (f"SELECT namespace FROM sessions WHERE id = ?{db.lock}", [session_id]),
+            (f"SELECT id FROM sessions WHERE id = ?{db.lock}", [session_id]),
             (f"SELECT {_NEXT}", [session_id]),
         ]
     else:
-        statements = [(f"SELECT namespace, {_NEXT} FROM sessions WHERE id = ?", [session_id] * 2)]
+        statements = [(f"SELECT id, {_NEXT} FROM sessions WHERE id = ?", [session_id] * 2)]
     if with_stored:
         statements.append((CLIENT_HISTORY, [session_id]))
     if unless is not None:
@@ -111,7 +110,6 @@ def hold_history(
     position = (more.pop(0) if db.lock else session)[0]["next"]
     return History(
         session_id=session_id,
-        namespace=str(session[0]["namespace"]),
         next_position=int(position),
         stored=[(int(r["id"]), r["content_hash"]) for r in more[0]] if with_stored else [],
         found=bool(more[-1]) if unless is not None else False,

@@ -12,7 +12,7 @@ from memlane.store.base import NewMessage
 from memlane.store.codec import dumps, message_to_json, now, ts_to_text
 from memlane.store.message_log import History, SqlMessageLog, appended
 from memlane.store.sqlite.db import SQLiteDb
-from memlane.store.sqlite.index import last_ids
+from memlane.store.sqlite.index import next_id
 from memlane.types import StoredMessage
 
 _INSERT_MESSAGE = """INSERT INTO messages (id, session_id, position, role, kind, origin, wire,
@@ -26,8 +26,7 @@ class SQLiteMessages(SqlMessageLog[SQLiteDb]):
     ) -> list[StoredMessage]:
         # The write lock is held, so the next AUTOINCREMENT ids are ours to hand out:
         # one executemany instead of a statement per message.
-        (last,) = last_ids(db.conn, "messages")
-        first = last + 1
+        first = next_id(db.conn, "messages") + 1
         ids = list(range(first, first + len(items)))
         created = now()
         stamp = ts_to_text(created)
