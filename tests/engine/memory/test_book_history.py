@@ -144,9 +144,9 @@ async def test_a_commit_due_while_the_background_is_full_waits_for_room_and_is_m
 async def test_changes_queued_while_a_commit_waits_to_begin_go_into_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Past `COMMIT_MAX_PENDING` every change asks for a commit at once; while one waits
-    for room, the next changes join it instead of each planning one more."""
-    monkeypatch.setattr(history, "COMMIT_MAX_PENDING", 1)
+    """Once a commit is due every change asks for one at once; while one waits for room,
+    the next changes join it instead of each planning one more."""
+    monkeypatch.setattr(history, "COMMIT_QUIET_SECONDS", 0.0)
     background = Background(max_pending=1)
     held = asyncio.Event()
     background.spawn(held.wait(), name="held")
@@ -159,3 +159,24 @@ async def test_changes_queued_while_a_commit_waits_to_begin_go_into_it(
     held.set()
     await background.drain()
     assert git(tmp_path, "log", "--format=%s").splitlines() == ["memory: 3 updates"]
+
+
+async def test_a_burst_of_changes_is_one_commit_once_the_oldest_waited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a steady stream no quiet period ever comes: the oldest change's wait bounds
+    the commit, and everything queued by then goes into it, however many (a bound by
+    count ran git more than once a second under load)."""
+    monkeypatch.setattr(history, "COMMIT_QUIET_SECONDS", 60.0)
+    monkeypatch.setattr(history, "COMMIT_MAX_WAIT_SECONDS", 0.3)
+    background = Background()
+    queue = _queue_on(tmp_path, background)
+
+    for n in range(150):
+        queue.later(f"memory: turn {n}")
+    await asyncio.sleep(0)
+    assert background.pending == 0  # not due yet
+    await asyncio.sleep(0.4)  # the commit's timer, due at 0.3 s, fires first
+    await background.drain()
+    assert git(tmp_path, "log", "--format=%s").splitlines() == ["memory: 150 updates"]
+    assert queue.pending == []

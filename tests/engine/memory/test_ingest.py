@@ -334,14 +334,13 @@ async def test_turns_are_committed_together_not_one_commit_each(
     assert tracked.count(".md") == 6  # 4 turns, 1 fact, 1 summary
 
 
-async def test_queued_changes_commit_after_a_quiet_period_or_when_many_wait(
+async def test_queued_changes_commit_after_a_quiet_period_or_once_the_oldest_waited(
     rt: Runtime, book: MemoryBook, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from memlane.engine.memory.book import history
 
     await book.ready()
     monkeypatch.setattr(history, "COMMIT_QUIET_SECONDS", 0.05)
-    monkeypatch.setattr(history, "COMMIT_MAX_PENDING", 3)
     await book.write(
         puts=[
             new_fact(scope="global", conversation_id="c", role="memory", text="one", fact_id="f1")
@@ -351,7 +350,10 @@ async def test_queued_changes_commit_after_a_quiet_period_or_when_many_wait(
     await asyncio.sleep(0.2)
     await rt.background.drain()
     assert git_log(book) == ["memory: one"]
-    for n in range(3):  # the third waiting change commits at once, before any quiet period
+    # changes that keep coming within the quiet period commit once the oldest is due
+    monkeypatch.setattr(history, "COMMIT_QUIET_SECONDS", 60.0)
+    monkeypatch.setattr(history, "COMMIT_MAX_WAIT_SECONDS", 0.2)
+    for n in range(3):
         await book.write(
             puts=[
                 new_fact(
@@ -363,9 +365,9 @@ async def test_queued_changes_commit_after_a_quiet_period_or_when_many_wait(
                 )
             ]
         )
+    for n in range(3):
         book.commit_later(f"memory: x{n}")
-    monkeypatch.setattr(history, "COMMIT_QUIET_SECONDS", 60.0)
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.3)
     await rt.background.drain()
     assert git_log(book) == ["memory: 3 updates", "memory: one"]
 
