@@ -166,7 +166,7 @@ async def test_a_burst_of_changes_is_one_commit_once_the_oldest_waited(
 ) -> None:
     """Under a steady stream no quiet period ever comes: the oldest change's wait bounds
     the commit, and everything queued by then goes into it, however many (a bound by
-    count ran git more than once a second under load)."""
+    count ran git every few seconds under load)."""
     monkeypatch.setattr(history, "COMMIT_QUIET_SECONDS", 60.0)
     monkeypatch.setattr(history, "COMMIT_MAX_WAIT_SECONDS", 0.3)
     background = Background()
