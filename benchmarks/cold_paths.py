@@ -12,10 +12,11 @@ time since the code and data last ran):
 
 - a session's read as a request does it (`Store.find_session_state`, the store on the
   default SQLite file, 50 sessions with their state);
-- `json.loads` of a 20-message Chat Completions body (a request's parse).
+- `json.loads` of `proxy_overhead.py`'s 20-message Chat Completions body (a request's
+  parse).
 
 Printed: p50 microseconds per pause, and the factor over no pause. On the 2-core
-virtual machine the benchmarks run on, 300 ms later both take 6-8 times as long as
+virtual machine the benchmarks run on, 300 ms later both take 4-10 times as long as
 warm: a figure for one client there says as much about the machine as about memlane
 (`docs/benchmarks.md`, "One client and the machine's caches").
 """
@@ -36,6 +37,9 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from memlane.config import Settings  # noqa: E402
 from memlane.store.factory import open_store  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import proxy_overhead as po  # noqa: E402
 
 PAUSES_MS = (0, 1, 10, 50, 300)
 
@@ -60,14 +64,6 @@ def timed_after(
     return statistics.median(taken)
 
 
-def body() -> str:
-    messages = [{"role": "system", "content": "You are a careful coding agent."}]
-    for n in range(19):
-        role = "user" if n % 2 == 0 else "assistant"
-        messages.append({"role": role, "content": f"turn {n}: " + "words of a turn " * 12})
-    return json.dumps({"model": "bench", "messages": messages, "stream": True})
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30, help="timings per pause")
@@ -77,7 +73,7 @@ def main() -> None:
         for n in range(50):
             session = store.ensure_session(f"session-{n}")
             store.set_state(session.id, "todo", "- [ ] a task\n" * 10)
-        text = body()
+        text = json.dumps({"model": "bench", "messages": po.conversation("cold"), "stream": True})
         steps: dict[str, Callable[[], object]] = {
             "session read": lambda: store.find_session_state("session-7"),
             "parse a request": lambda: json.loads(text),
