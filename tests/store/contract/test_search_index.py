@@ -15,6 +15,7 @@ from memlane.store import (
     Store,
 )
 from memlane.store import facts as facts_module
+from memlane.store.bm25 import MAX_QUERY_TERMS
 from memlane.store.facts import live_turns
 from memlane.types import Fact
 from tests.store.contract.support import MODEL, fact, unit
@@ -46,6 +47,25 @@ def test_keyword_search_finds_identifiers(store: Store, query: str, expected: st
     assert hits[0].ref == expected
     assert all(h.score > 0 for h in hits)
     assert hits == sorted(hits, key=lambda h: h.score, reverse=True)
+
+
+def test_a_long_message_is_searched_by_its_rarest_words(store: Store) -> None:
+    """Past `MAX_QUERY_TERMS` words a query is scored by those fewest documents hold: a
+    memory holding only its commonest words is not found by the long message, though a
+    short query of those words finds it."""
+    rare = [f"rare{i}" for i in range(MAX_QUERY_TERMS)]
+    common = [f"common{i}" for i in range(10)]
+    for i, word in enumerate(rare):
+        store.put_fact(fact(f"r{i}", f"{word} noted"))
+    for i in range(5):
+        store.put_fact(fact(f"c{i}", " ".join(common)))
+
+    long_message = " ".join(common + rare)
+    found = {h.ref for h in store.keyword_search(long_message, SearchFilter(), limit=100)}
+
+    assert found == {f"r{i}" for i in range(MAX_QUERY_TERMS)}
+    short = store.keyword_search(" ".join(common), SearchFilter(), limit=100)
+    assert {h.ref for h in short} == {f"c{i}" for i in range(5)}
 
 
 def test_keyword_search_ranks_and_filters(store: Store) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 
 import psycopg
 
-from memlane.store.bm25 import idf
+from memlane.store.bm25 import idf, scored_words
 
 Conn = psycopg.Connection[dict[str, Any]]
 
@@ -72,13 +72,15 @@ class QueryWeights:
 
 def query_weights(words: Sequence[str], n: float, avgdl: float, df: dict[str, int]) -> QueryWeights:
     """BM25 weights from the collection's statistics, with FTS5's idf (the SQLite backend's):
-    a word in half the documents or more weighs ~0.
+    a word in half the documents or more weighs ~0. A long query keeps its rarest words
+    (`bm25.scored_words`), as in SQLite.
 
     The count and the frequencies are two reads: another replica may add documents in
     between (or the count may come from the cache), so a frequency above the count is
     clamped to it, never a negative logarithm.
     """
     df = {w: min(max(df.get(w, 0), 0), int(n)) for w in words}
+    words = scored_words(words, df.__getitem__)
     weights = [idf(n, df[w]) for w in words]
     informative = [w for w in words if df[w] * 2 <= n] if n >= PRUNE_FROM else list(words)
     return QueryWeights(list(words), weights, avgdl, informative)

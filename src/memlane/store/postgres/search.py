@@ -84,9 +84,9 @@ class PostgresSearch(SqlRareTerms[PostgresDb]):
                 if weights.match
                 else []
             )
-            if len(rows) < limit and len(weights.match) < len(words):
+            if len(rows) < limit and len(weights.match) < len(weights.words):
                 params.update(
-                    any=tsquery_literal(words),
+                    any=tsquery_literal(weights.words),
                     found=[r["seq"] for r in rows],
                     limit=limit - len(rows),
                 )

@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memlane.store.base import SearchFilter
-from memlane.store.bm25 import K1, B, idf
+from memlane.store.bm25 import K1, B, idf, scored_words
 from memlane.store.rare_terms import RareQuery, rare_bound
 from memlane.store.sqlite.doc_filter import DocFilter, Docs, IntArray, Mask, filter_key
 from memlane.store.sqlite.posting_merge import Postings, merged
@@ -301,7 +301,8 @@ class KeywordIndex:
         """Up to `k` documents passing `flt`, best BM25 first (ties oldest first, as FTS5).
 
         Only the passing documents' postings are scored (`postings.passing_postings`);
-        the statistics are the whole table's."""
+        the statistics are the whole table's. A long query is scored by its rarest words
+        (`bm25.scored_words`)."""
         with self._lock:
             if k <= 0 or self._live == 0:
                 return []
@@ -311,10 +312,9 @@ class KeywordIndex:
             key = filter_key(flt)
             found: list[Part] = []
             weights: list[float] = []
-            for word in dict.fromkeys(words):
-                term = self._vocab.get(word)
-                if term is None:
-                    continue
+            known = [word for word in dict.fromkeys(words) if word in self._vocab]
+            for word in scored_words(known, lambda w: self._postings(self._vocab[w])):
+                term = self._vocab[word]
                 parts = self._parts(term)
                 hits = sum(d.shape[0] for d, _ in parts)
                 hits -= self._dead.holding(term, [d for d, _ in parts], self._docs.alive)
@@ -366,6 +366,13 @@ class KeywordIndex:
                 if chosen is not None and chosen.shape[0]:
                     out[word] = np.sort(rowid[chosen]).tolist()
             return out
+
+    def _postings(self, term: int) -> int:
+        """How many postings a term has, dead ones not yet merged out included: what
+        choosing a long query's rarest words reads (`bm25.scored_words`), at no cost."""
+        merged = int(self._off[term + 1] - self._off[term]) if term + 1 < self._off.shape[0] else 0
+        tail = self._tail.get(term)
+        return merged + (0 if tail is None else len(tail.docs))
 
     def _parts(self, term: int) -> list[Part]:
         """A term's postings as the arrays and the tail hold them (no copy into one),
