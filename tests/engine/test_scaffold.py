@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -212,6 +213,51 @@ async def test_a_block_shaped_before_its_turn_is_stored_is_stored_with_it(rt: Ru
     assert [m.text for m in prepared.messages][:4] == [*sent[1][:3], "u1 edited"]
     assert "<todo>\nb\n</todo>" in prepared.messages[-1].text  # sent again: a new block
     await pipeline.stored(quiet, t)
+
+
+async def test_a_next_turn_still_sending_what_its_latest_block_followed_reads_no_history(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A block keeps a digest of the client messages it followed: a request that still
+    sends them, unchanged, cannot have cut it off, so the stored history's hashes are not
+    read (`Store.edit_point`) in front of it. An edit before the block is still found
+    there, and a block kept without the digest (an older memlane's) reads as before."""
+    from memlane.engine import pipeline, turn_store
+
+    edits: list[int] = []
+    edit_point = rt.store.edit_point
+
+    def counted_edit_point(session_id: str, messages: Any) -> int | None:
+        edits.append(len(messages))
+        return edit_point(session_id, messages)
+
+    monkeypatch.setattr(rt.store, "edit_point", counted_edit_point)
+
+    async def turn(history: list[Message]) -> list[Message]:
+        t = Turn(key="s", namespace="s", model="m", wire="chat", messages=list(history))
+        t.flags = {"todo": "- [ ] a"}
+        prepared = await pipeline.prepare(rt, t)
+        await pipeline.stored(rt, t)
+        turn_store.store_answer(rt, t, Answer([assistant(f"re: {history[-1].text}")]))
+        assert isinstance(prepared, Forward)
+        return prepared.messages
+
+    await turn([user("u0")])
+    shaped = await turn([user("u0"), assistant("re: u0"), user("u1")])
+    assert [m.origin for m in shaped] == ["client", "state", "client", "client"]
+    assert edits == []
+
+    edited = await turn([user("u0 edited"), assistant("re: u0"), user("u1")])
+    assert [m.origin for m in edited] == ["client", "client", "client", "state"]  # sent anew
+    assert edits == [3]
+
+    session = rt.store.find_session("s")
+    assert session is not None
+    rows = json.loads(rt.store.get_state(session.id)[scaffold.BLOCKS_STATE])
+    rt.store.set_state(session.id, scaffold.BLOCKS_STATE, json.dumps([r[:4] for r in rows]))
+    again = await turn([user("u0 edited"), assistant("re: u0"), user("u1"), user("u2")])
+    assert [m.origin for m in again] == ["client", "client", "client", "state", "client"]
+    assert edits == [3, 4]
 
 
 @pytest.mark.parametrize("on_the_loop", [True, False], ids=["loop", "worker"])

@@ -28,6 +28,7 @@ both implementations.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Turn
 from memlane.files.scaffold import FileTexts, normalize_escapes, read_agents_md
 from memlane.store import NewMessage, SessionNotFound, SessionStore, SyncResult
-from memlane.types import Message, Role, Session
+from memlane.types import Message, Role, Session, Wire
 
 STATE_NAMES = ("todo", "pinned", "summary", "spec_approved")
 EDITABLE = ("todo", "pinned", "summary")
@@ -236,6 +237,18 @@ class Placed:
 
     after: int
     message: Message
+    prefix: str = ""
+    """The digest of those client messages (`prefix_digest`); empty in blocks kept before
+    it was recorded."""
+
+
+def prefix_digest(client: Sequence[Message], count: int) -> str:
+    """A digest of the first `count` client messages: a block whose prefix a request
+    still sends was not cut off by an edit, and the stored history need not be read to
+    know it (a long session's read of every message's hash cost 9% of the proxy's time
+    at 600 messages)."""
+    joined = "\n".join(m.fingerprint() for m in client[:count])
+    return hashlib.blake2b(joined.encode(), digest_size=16).hexdigest()
 
 
 BLOCKS_STATE = "state_blocks"
@@ -245,16 +258,17 @@ BLOCKS_STATE = "state_blocks"
 def load_blocks(state: dict[str, str]) -> list[Placed]:
     try:
         rows = json.loads(state.get(BLOCKS_STATE) or "[]")
-        return [
-            Placed(int(after), Message(role, text, origin="state", wire=wire))
-            for after, role, wire, text in rows
-        ]
+        return [_placed(*row) for row in rows]
     except (ValueError, TypeError):
         return []  # an unreadable index costs one cache miss upstream, never a failed turn
 
 
+def _placed(after: int, role: Role, wire: Wire, text: str, prefix: str = "") -> Placed:
+    return Placed(int(after), Message(role, text, origin="state", wire=wire), str(prefix))
+
+
 def dump_blocks(placed: Sequence[Placed]) -> str:
-    rows = [[p.after, p.message.role, p.message.wire, p.message.text] for p in placed]
+    rows = [[p.after, p.message.role, p.message.wire, p.message.text, p.prefix] for p in placed]
     return json.dumps(rows, ensure_ascii=False)
 
 
@@ -351,7 +365,7 @@ def state_block(
     session_id = turn.session.id
     placed = load_blocks(turn.stored_state(rt.store))
     index_changed = False
-    matched = edit() if placed and not turn.continued else None
+    matched = _edit_point(placed, messages, edit) if placed and not turn.continued else None
     if matched is not None:
         live = [p for p in placed if p.after <= matched]  # the edited-away branch goes
         index_changed = len(live) != len(placed)
@@ -363,11 +377,24 @@ def state_block(
             writes.append(functools.partial(_keep_blocks, rt, session_id, placed))
         return out, writes
     new = _state_message(block or EMPTY_BLOCK, role, turn)
-    after = -1 if turn.continued else sum(m.origin == "client" for m in messages)
-    placed.append(Placed(after, new))
+    client = [m for m in messages if m.origin == "client"]
+    after = -1 if turn.continued else len(client)
+    placed.append(Placed(after, new, "" if turn.continued else prefix_digest(client, after)))
     writes.append(functools.partial(_append_block, rt, session_id, new))
     writes.append(functools.partial(_keep_blocks, rt, session_id, placed))
     return [*out, new], writes
+
+
+def _edit_point(placed: Sequence[Placed], messages: Sequence[Message], edit: Edit) -> int | None:
+    """Where the client's history departs from the stored one (`edit`: it reads every
+    stored message's hash), or None. Not read when the request still sends the client
+    messages the latest block followed, as they were: then no block was cut off."""
+    latest = max((p for p in placed if p.after >= 0), key=lambda p: p.after, default=None)
+    if latest is not None and latest.prefix:
+        client = [m for m in messages if m.origin == "client"]
+        if len(client) >= latest.after and prefix_digest(client, latest.after) == latest.prefix:
+            return None
+    return edit()
 
 
 def _append_block(rt: Runtime, session_id: str, block: Message) -> None:
