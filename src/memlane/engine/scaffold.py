@@ -245,8 +245,8 @@ class Placed:
 def prefix_digest(client: Sequence[Message], count: int) -> str:
     """A digest of the first `count` client messages: a block whose prefix a request
     still sends was not cut off by an edit, and the stored history need not be read to
-    know it (a long session's read of every message's hash cost 9% of the proxy's time
-    at 600 messages)."""
+    know it (reading every stored message's hash took 9% of the event loop's time in a
+    600-message session)."""
     joined = "\n".join(m.fingerprint() for m in client[:count])
     return hashlib.blake2b(joined.encode(), digest_size=16).hexdigest()
 
