@@ -35,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.retrieval_experiments import DEFAULT_FILE  # noqa: E402
+
 from memlane.config import Settings  # noqa: E402
 from memlane.engine.retrieval import evaluation  # noqa: E402
 from memlane.engine.retrieval.evaluation import (  # noqa: E402
@@ -48,10 +50,6 @@ from memlane.store import bm25  # noqa: E402
 from memlane.store.analysis import query_terms  # noqa: E402
 from memlane.store.sqlite import SQLiteStore  # noqa: E402
 
-DATA = Path("shared") / "data" / "locomo_dev.jsonl"
-DEFAULT_FILE = next(
-    (p / DATA for p in (ROOT.parent, ROOT.parent.parent) if (p / DATA).exists()), ROOT.parent / DATA
-)
 CAPS: tuple[int | None, ...] = (8, 16, 24, 32, 48, 64, None)
 """The caps measured; None scores every word (no cap)."""
 NO_CAP = 1_000_000
