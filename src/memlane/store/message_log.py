@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Unpack
 
@@ -42,14 +42,20 @@ from memlane.store.rows import (
 )
 from memlane.store.sessions import hold_session
 from memlane.store.sql import D, Db, SqlStore, Where, among, select
-from memlane.store.transcript import plan_sync
+from memlane.store.transcript import SyncPlan, digested, history_digest, plan_sync
 from memlane.types import Event, Message, MessageText, StoredMessage
 
 MESSAGE_STATUSES = ("ok", "failed", "superseded")
 
 _CLIENT_ROWS = "FROM messages WHERE session_id = ? AND origin = 'client' AND status = 'ok'"
 CLIENT_HISTORY = f"SELECT id, content_hash {_CLIENT_ROWS} ORDER BY position"
-"""The stored client messages a resent history is matched against (`plan_sync`)."""
+"""The stored client messages a resent history is matched against (`plan_sync`), when
+the session's digest of them does not match it (`History.digest`)."""
+UNDIGESTED = (
+    f"SELECT id, content_hash {_CLIENT_ROWS} AND position >= (SELECT CASE WHEN client_digest "
+    "IS NULL THEN 0 ELSE client_digest_end END FROM sessions WHERE id = ?) ORDER BY position"
+)
+"""The stored client messages the session's digest does not stand for (`History.stored`)."""
 _TEXT_COLUMNS = "position, role, kind, origin, text"
 """What `list_message_texts` reads of a message: its stored content is not decoded."""
 CLIENT_HASHES = f"SELECT content_hash {_CLIENT_ROWS} ORDER BY position"
@@ -69,8 +75,13 @@ class History:
     session_id: str
     next_position: int
     """The next free position; it stays free until the transaction ends."""
-    stored: list[tuple[int, str]]
-    """(id, content hash) of the stored client messages in `ok` status, in order."""
+    digest: str | None = None
+    """`transcript.history_digest` of the stored client messages before the position the
+    session keeps with it (`client_digest_end`); None when unknown (a session stored
+    before it was kept, a fork, a message whose status changed since)."""
+    stored: list[tuple[int, str]] = field(default_factory=list)
+    """(id, content hash) of the stored client messages in `ok` status the digest does
+    not stand for (all of them without one), in order: an answer, most turns."""
     found: bool = False
     """Whether the message `hold_history` was asked about (`unless`) is stored."""
 
@@ -84,24 +95,28 @@ def hold_history(
 ) -> History:
     """Take the session's row for this transaction: one writer of its history at a time.
 
-    Where the row is locked (`db.lock`), the reads are separate statements after the
-    locking one, because a statement's snapshot predates its wait for the lock; sent
-    together, they still cost one round trip where the backend can pipeline them. Where
-    the transaction holds the whole store since it began (SQLite), one statement reads
-    the session and its next position. `unless` (position, content hash): also read
-    whether a client stored that message (in `ok` status) at that position or later
+    Where the row is locked (`db.lock`), the reads of other rows are separate statements
+    after the locking one, because a statement's snapshot predates its wait for the lock
+    (the locked row itself is read as the lock found it); sent together, they still cost
+    one round trip where the backend can pipeline them. Where the transaction holds the
+    whole store since it began (SQLite), one statement reads the session and its next
+    position. `with_stored`: also read the stored client messages its digest does not
+    stand for (`History.stored`). `unless` (position, content hash): also read whether a
+    client stored that message (in `ok` status) at that position or later
     (`History.found`).
     """
     statements: list[tuple[str, Sequence[Any]]]
     if db.lock:
         statements = [
-            (f"SELECT id FROM sessions WHERE id = ?{db.lock}", [session_id]),
+            (f"SELECT id, client_digest FROM sessions WHERE id = ?{db.lock}", [session_id]),
             (f"SELECT {_NEXT}", [session_id]),
         ]
     else:
-        statements = [(f"SELECT id, {_NEXT} FROM sessions WHERE id = ?", [session_id] * 2)]
+        statements = [
+            (f"SELECT id, client_digest, {_NEXT} FROM sessions WHERE id = ?", [session_id] * 2)
+        ]
     if with_stored:
-        statements.append((CLIENT_HISTORY, [session_id]))
+        statements.append((UNDIGESTED, [session_id] * 2))
     if unless is not None:
         statements.append((STORED_FROM, [session_id, *unless]))
     session, *more = db.reads(*statements)
@@ -111,8 +126,57 @@ def hold_history(
     return History(
         session_id=session_id,
         next_position=int(position),
+        digest=session[0]["client_digest"],
         stored=[(int(r["id"]), r["content_hash"]) for r in more[0]] if with_stored else [],
         found=bool(more[-1]) if unless is not None else False,
+    )
+
+
+def _plan_sync(
+    db: Db, history: History, hashes: list[str]
+) -> tuple[SyncPlan, list[int], list[str]]:
+    """How a resent history (its fingerprints, `hashes`) meets the stored one: the plan,
+    the ids of the stored messages it supersedes, and the fingerprints of the stored ones
+    it keeps. The usual turn, the stored history then something new, hashes what the
+    session's digest stands for and reads only what was stored after; anything else
+    reads the whole stored history."""
+    base = digested(history.digest, hashes)
+    if base is None:
+        base = 0
+        ids, stored = client_history(db, history.session_id)
+    else:
+        ids = [message_id for message_id, _ in history.stored]
+        stored = [*hashes[:base], *(h for _, h in history.stored)]
+    plan = plan_sync(stored, hashes)
+    if plan.supersede_from is None:
+        return plan, [], stored
+    return plan, ids[plan.supersede_from - base :], stored[: plan.matched]
+
+
+def client_history(db: Db, session_id: str) -> tuple[list[int], list[str]]:
+    """The ids and content hashes of the session's stored client messages, in order."""
+    rows = db.all(CLIENT_HISTORY, session_id)
+    return [int(r["id"]) for r in rows], [r["content_hash"] for r in rows]
+
+
+def client_hashes(items: Sequence[NewMessage], hashes: Sequence[str]) -> list[str]:
+    """The fingerprints (`hashes`, in step with `items`) of the clients' items."""
+    return [h for item, h in zip(items, hashes, strict=True) if item.message.origin == "client"]
+
+
+def digest_end(history: History, items: Sequence[NewMessage], digest: str | None) -> int | None:
+    """Where the client history `digest` stands for ends once `items` are appended (None
+    with no digest: `_append` leaves the session's as they are)."""
+    return None if digest is None else history.next_position + len(items)
+
+
+def set_digest(db: Db, session_id: str, digest: str, end: int) -> None:
+    """Keep `digest` as the session's stored client history's before `end`."""
+    db.run(
+        "UPDATE sessions SET client_digest = ?, client_digest_end = ? WHERE id = ?",
+        digest,
+        end,
+        session_id,
     )
 
 
@@ -127,7 +191,8 @@ def _touch_session(db: Db, session_id: str, stamp: Any) -> str:
 
 
 def change_status(db: Db, ids: Sequence[int], status: str) -> int:
-    """Change status, keeping the session's message_count in step."""
+    """Change status, keeping the session's message_count in step; its client history
+    changes with it, so its digest is forgotten (the next sync reads it again)."""
     changed = 0
     for message_id in ids:
         row = db.one("SELECT session_id, status FROM messages WHERE id = ?", message_id)
@@ -135,12 +200,12 @@ def change_status(db: Db, ids: Sequence[int], status: str) -> int:
             continue
         delta = int(status != "superseded") - int(row["status"] != "superseded")
         db.run("UPDATE messages SET status = ? WHERE id = ?", status, message_id)
-        if delta:
-            db.run(
-                "UPDATE sessions SET message_count = message_count + ? WHERE id = ?",
-                delta,
-                row["session_id"],
-            )
+        db.run(
+            "UPDATE sessions SET message_count = message_count + ?, client_digest = NULL, "
+            "client_digest_end = NULL WHERE id = ?",
+            delta,
+            row["session_id"],
+        )
         changed += 1
     return changed
 
@@ -173,23 +238,32 @@ def appended(
 class SqlMessageLog(SqlStore[D]):
     @abstractmethod
     def _append(
-        self, db: D, history: History, items: Sequence[NewMessage], hashes: Sequence[str]
+        self,
+        db: D,
+        history: History,
+        items: Sequence[NewMessage],
+        hashes: Sequence[str],
+        digest: str | None,
     ) -> list[StoredMessage]:
         """Store `items` (at least one; their fingerprints: `hashes`) in the held session
-        from `history.next_position` on, indexed for search, and count them on the session."""
+        from `history.next_position` on and count them on the session; keep `digest` (unless
+        None) as its client history's up to the end of `items` (`History.digest`)."""
 
     def sync_messages(self, session_id: str, incoming: Sequence[NewMessage]) -> SyncResult:
         hashes = [message.fingerprint() for message in messages_of(incoming)]
         with self._writing() as db:
             # Writers take turns: the second sees what the first stored.
             history = hold_history(db, session_id, with_stored=True)
-            plan = plan_sync([h for _, h in history.stored], hashes)
-            superseded = 0
-            if plan.supersede_from is not None:
-                stale = [message_id for message_id, _ in history.stored[plan.supersede_from :]]
-                superseded = change_status(db, stale, "superseded")
+            plan, stale, kept = _plan_sync(db, history, hashes)
+            superseded = change_status(db, stale, "superseded") if stale else 0
             new = list(incoming[plan.matched :])  # counted here, once (`CountWhenStored`)
-            added = self._append(db, history, new, hashes[plan.matched :]) if new else []
+            digest = history_digest([*kept, *client_hashes(new, hashes[plan.matched :])])
+            if new:
+                added = self._append(db, history, new, hashes[plan.matched :], digest)
+            else:
+                added = []
+                if digest != history.digest:
+                    set_digest(db, session_id, digest, history.next_position)
         end = added[-1].position + 1 if added else history.next_position
         return SyncResult(plan.matched, tuple(added), superseded, next_position=end)
 
@@ -208,7 +282,7 @@ class SqlMessageLog(SqlStore[D]):
             history = hold_history(db, session_id, unless=unless)
             if not messages or history.found:
                 return []
-            return self._append(db, history, list(messages), hashes)
+            return self._append(db, history, list(messages), hashes, None)
 
     def list_messages(self, session_id: str, **query: Unpack[MessageQuery]) -> list[StoredMessage]:
         messages = [

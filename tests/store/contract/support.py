@@ -1,15 +1,18 @@
-"""Builders the contract tests share: messages, entries, unit vectors."""
+"""Builders the contract tests share: messages, entries, unit vectors, a store probe."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
+import pytest
 
 from memlane.store import (
     NewMessage,
     Store,
     Vector,
+    message_log,
 )
 from memlane.types import Fact, Message
 
@@ -53,3 +56,25 @@ def fact(
 def unit(seed: int, dim: int = 16) -> Vector:
     vector = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
     return vector / np.linalg.norm(vector)
+
+
+def stored_rows_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many stored client messages each `sync_messages` from now on reads: those its
+    session's digest does not stand for, or all of them when the digest does not match."""
+    counts: list[int] = []
+    hold, whole = message_log.hold_history, message_log.client_history
+
+    def held(db: Any, session_id: str, **kwargs: Any) -> message_log.History:
+        history = hold(db, session_id, **kwargs)
+        if kwargs.get("with_stored"):
+            counts.append(len(history.stored))
+        return history
+
+    def read_whole(db: Any, session_id: str) -> tuple[list[int], list[str]]:
+        ids, hashes = whole(db, session_id)
+        counts[-1] += len(hashes)
+        return ids, hashes
+
+    monkeypatch.setattr(message_log, "hold_history", held)
+    monkeypatch.setattr(message_log, "client_history", read_whole)
+    return counts

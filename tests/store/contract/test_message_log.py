@@ -20,7 +20,7 @@ from memlane.store import (
     StoreError,
 )
 from memlane.types import Message, ToolCall
-from tests.store.contract.support import assistant, texts, user
+from tests.store.contract.support import assistant, stored_rows_read, texts, user
 
 
 def test_append_and_read_back_in_order_with_every_field(store: Store) -> None:
@@ -226,6 +226,83 @@ def test_failed_messages_are_not_matched_and_status_can_change(store: Store) -> 
     assert statuses == ["ok", "failed", "ok"]
     with pytest.raises(StoreError, match="one of ok, failed, superseded"):
         store.set_message_status(stored[0].id, "bogus")
+
+
+def test_a_retry_after_a_failed_answer_stores_its_question_again(store: Store) -> None:
+    """An upstream failure marks the turn's question failed; the client sends the same
+    history again, and the question is stored again, as it is in the store's history."""
+    session = store.ensure_session("s")
+    history = [user("q1"), assistant("a1"), user("q2")]
+    asked = store.sync_messages(session.id, history).added
+    store.set_message_status(asked[-1].id, "failed")
+    retry = store.sync_messages(session.id, history)
+    assert (retry.matched, [m.message.text for m in retry.added]) == (2, ["q2"])
+    assert [(m.message.text, m.status) for m in store.list_messages(session.id)] == [
+        ("q1", "ok"),
+        ("a1", "ok"),
+        ("q2", "failed"),
+        ("q2", "ok"),
+    ]
+    nxt = store.sync_messages(session.id, [*history, assistant("a2"), user("q3")])
+    assert (nxt.matched, [m.message.text for m in nxt.added]) == (3, ["a2", "q3"])
+
+
+def test_the_usual_turn_reads_only_what_was_stored_since_the_last(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session keeps a digest of its stored client history: a resent history that
+    starts with it is matched by hashing that start and reading what was stored after
+    (the answer); an edit reads the whole stored history."""
+    session = store.ensure_session("s")
+    history = [user("q1")]
+    store.sync_messages(session.id, history)
+    read = stored_rows_read(monkeypatch)
+    for turn in range(2, 5):
+        answer = [assistant(f"a{turn - 1}")]
+        state = NewMessage(Message(role="system", text="todo", origin="state"))
+        store.append_messages(session.id, [state, *answer])  # the answer, after a block
+        history += [*answer, user(f"q{turn}")]
+        synced = store.sync_messages(session.id, history)
+        assert (synced.matched, [m.message.text for m in synced.added]) == (
+            len(history) - 1,
+            [f"q{turn}"],
+        )
+    assert store.sync_messages(session.id, history).added == ()  # a retry
+    assert read == [1, 1, 1, 0]
+    edited = [*history[:-1], user("q4 edited")]
+    assert store.sync_messages(session.id, edited).superseded == 1
+    assert read[-1] == len(history)  # the digest stands for none of it: all is read
+    store.append_messages(session.id, [assistant("a4")])
+    assert store.sync_messages(session.id, [*edited, assistant("a4")]).added == ()
+    assert read[-1] == 1
+    assert texts(store, session.id)[-4:] == ["todo", "a3", "q4 edited", "a4"]
+
+
+def test_a_history_without_a_digest_is_read_once_then_kept(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork (like a session stored before digests were kept) has none: its first sync
+    reads the stored history and keeps its digest, the next reads nothing stored."""
+    source = store.ensure_session("s")
+    history = [user("q1"), assistant("a1"), user("q2"), assistant("a2")]
+    store.sync_messages(source.id, history)
+    fork = store.fork_session(source.id, new_key="fork")
+    read = stored_rows_read(monkeypatch)
+    assert store.sync_messages(fork.id, history).added == ()
+    assert store.sync_messages(fork.id, [*history, user("q3")]).matched == 4
+    assert read == [4, 0]
+    assert texts(store, fork.id) == ["q1", "a1", "q2", "a2", "q3"]
+
+
+def test_client_messages_appended_outside_a_sync_are_matched_afterwards(store: Store) -> None:
+    """A client message appended (a continued turn, an import) is part of the history the
+    next resend is matched against."""
+    session = store.ensure_session("s")
+    store.sync_messages(session.id, [user("q1")])
+    store.append_messages(session.id, [assistant("a1"), user("q2")])
+    synced = store.sync_messages(session.id, [user("q1"), assistant("a1"), user("q2 edited")])
+    assert (synced.matched, synced.superseded) == (2, 1)
+    assert texts(store, session.id) == ["q1", "a1", "q2 edited"]
 
 
 def test_events_append_and_list_oldest_first(store: Store) -> None:

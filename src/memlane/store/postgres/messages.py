@@ -9,7 +9,7 @@ from psycopg.types.json import Jsonb
 
 from memlane.store import codec
 from memlane.store.base import NewMessage
-from memlane.store.message_log import History, SqlMessageLog, appended
+from memlane.store.message_log import History, SqlMessageLog, appended, digest_end
 from memlane.store.postgres.db import PostgresDb
 from memlane.types import StoredMessage
 
@@ -30,7 +30,9 @@ _APPEND_SQL = """
         RETURNING id, position
     ),
     counted AS (
-        UPDATE sessions SET message_count = message_count + %(n)s, updated_at = %(at)s
+        UPDATE sessions SET message_count = message_count + %(n)s, updated_at = %(at)s,
+                            client_digest = coalesce(%(digest)s, client_digest),
+                            client_digest_end = coalesce(%(end)s::int, client_digest_end)
         WHERE id = %(sid)s
     )
     SELECT id, position FROM ins
@@ -39,7 +41,12 @@ _APPEND_SQL = """
 
 class PostgresMessages(SqlMessageLog[PostgresDb]):
     def _append(
-        self, db: PostgresDb, history: History, items: Sequence[NewMessage], hashes: Sequence[str]
+        self,
+        db: PostgresDb,
+        history: History,
+        items: Sequence[NewMessage],
+        hashes: Sequence[str],
+        digest: str | None,
     ) -> list[StoredMessage]:
         """One statement stores the rows and counts them, whatever the count."""
         start = history.next_position
@@ -51,6 +58,8 @@ class PostgresMessages(SqlMessageLog[PostgresDb]):
                 "sid": history.session_id,
                 "at": created,
                 "n": len(items),
+                "digest": digest,
+                "end": digest_end(history, items, digest),
                 "positions": positions,
                 "roles": [i.message.role for i in items],
                 "kinds": [i.message.kind for i in items],

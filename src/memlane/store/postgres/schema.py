@@ -237,6 +237,15 @@ def m009_no_message_documents(conn: psycopg.Connection[tuple[object, ...]]) -> N
     conn.execute("DELETE FROM docs WHERE kind = 'message'")
 
 
+def m010_session_client_digest(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """A session keeps the digest of its stored client history up to a position
+    (`History.digest`), so a resent history is matched without reading all of it;
+    sessions stored before have none until their next turn reads their history once."""
+    conn.execute(
+        "ALTER TABLE sessions ADD COLUMN client_digest text, ADD COLUMN client_digest_end integer"
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m001_initial", m001_initial),
     ("m002_turn_context", m002_turn_context),
@@ -247,6 +256,7 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("m007_session_documents", m007_session_documents),
     ("m008_fact_cites", m008_fact_cites),
     ("m009_no_message_documents", m009_no_message_documents),
+    ("m010_session_client_digest", m010_session_client_digest),
 )
 
 

@@ -76,6 +76,9 @@ def _dump_row(table: str, row: dict[str, Any]) -> dict[str, Any]:
         row[column] = decoded(row[column])
     if table == "facts":
         row["deleted"] = bool(row["deleted"])
+    elif table == "sessions":
+        # what the writer keeps of the session's messages: taken anew, not copied
+        del row["client_digest"], row["client_digest_end"]
     return row
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from memlane.store.base import NewMessage
 from memlane.store.codec import dumps, message_to_json, now, ts_to_text
-from memlane.store.message_log import History, SqlMessageLog, appended
+from memlane.store.message_log import History, SqlMessageLog, appended, digest_end
 from memlane.store.sqlite.db import SQLiteDb
 from memlane.store.sqlite.index import next_id
 from memlane.types import StoredMessage
@@ -22,7 +22,12 @@ _INSERT_MESSAGE = """INSERT INTO messages (id, session_id, position, role, kind,
 
 class SQLiteMessages(SqlMessageLog[SQLiteDb]):
     def _append(
-        self, db: SQLiteDb, history: History, items: Sequence[NewMessage], hashes: Sequence[str]
+        self,
+        db: SQLiteDb,
+        history: History,
+        items: Sequence[NewMessage],
+        hashes: Sequence[str],
+        digest: str | None,
     ) -> list[StoredMessage]:
         # The write lock is held, so the next AUTOINCREMENT ids are ours to hand out:
         # one executemany instead of a statement per message.
@@ -50,7 +55,9 @@ class SQLiteMessages(SqlMessageLog[SQLiteDb]):
         session_id = history.session_id
         db.conn.executemany(_INSERT_MESSAGE, rows)
         db.conn.execute(
-            "UPDATE sessions SET message_count = message_count + ?, updated_at = ? WHERE id = ?",
-            (len(items), stamp, session_id),
+            "UPDATE sessions SET message_count = message_count + ?, updated_at = ?, "
+            "client_digest = coalesce(?, client_digest), "
+            "client_digest_end = coalesce(?, client_digest_end) WHERE id = ?",
+            (len(items), stamp, digest, digest_end(history, items, digest), session_id),
         )
         return appended(session_id, history.next_position, ids, items, hashes, created)

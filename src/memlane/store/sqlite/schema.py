@@ -358,6 +358,14 @@ def m014_no_message_documents(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM docs WHERE kind = 'message'")
 
 
+def m015_session_client_digest(conn: sqlite3.Connection) -> None:
+    """A session keeps the digest of its stored client history up to a position
+    (`History.digest`), so a resent history is matched without reading all of it;
+    sessions stored before have none until their next turn reads their history once."""
+    conn.execute("ALTER TABLE sessions ADD COLUMN client_digest TEXT")
+    conn.execute("ALTER TABLE sessions ADD COLUMN client_digest_end INTEGER")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_fts_filter_tags,
@@ -373,6 +381,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m012_client_history_index,
     m013_fact_cites,
     m014_no_message_documents,
+    m015_session_client_digest,
 ]
 
 
