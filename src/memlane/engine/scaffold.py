@@ -28,7 +28,6 @@ both implementations.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Turn
 from memlane.files.scaffold import FileTexts, normalize_escapes, read_agents_md
 from memlane.store import NewMessage, SessionNotFound, SessionStore, SyncResult
+from memlane.store.transcript import fingerprints_digest
 from memlane.types import Message, Role, Session, Wire
 
 STATE_NAMES = ("todo", "pinned", "summary", "spec_approved")
@@ -247,8 +247,7 @@ def prefix_digest(client: Sequence[Message], count: int) -> str:
     still sends was not cut off by an edit, and the stored history need not be read to
     know it (reading every stored message's hash took 9% of the event loop's time in a
     600-message session)."""
-    joined = "\n".join(m.fingerprint() for m in client[:count])
-    return hashlib.blake2b(joined.encode(), digest_size=16).hexdigest()
+    return fingerprints_digest([m.fingerprint() for m in client[:count]])
 
 
 BLOCKS_STATE = "state_blocks"
