@@ -27,9 +27,10 @@ memory work a run leaves pending would otherwise go uncounted, and the backgroun
 the warm-up's requests queue runs mostly after the warm-up, so counting from its end
 charged it to the measured requests), and the proxy's resident memory (RSS, all
 its processes) at start, after warm-up and at the end; `--compare` runs, in one
-invocation against one upstream, straight to the upstream, then memlane with the
-defaults, with memory off and with `--workers 2`, and prints one table (requests/s side
-by side);
+invocation against one upstream, a ladder that says where the CPU goes: straight to
+the upstream, memlane's HTTP face alone (`--no-engine`), memory off (sessions stored,
+nothing remembered), `turns-off` (memory on, no turn kept as an entry), the defaults,
+and the defaults with `--workers 2`, and prints one table (requests/s side by side);
 `--soak` (5 minutes after a 60-second warm-up unless told otherwise) also
 prints RSS every `--sample` seconds. The machine's load average is printed
 with the figures: on a shared machine they say as much about the neighbours as
@@ -320,7 +321,7 @@ def main() -> None:
     parser.add_argument(
         "--compare",
         action="store_true",
-        help="direct, defaults, memory off and --workers 2 in one run, one table",
+        help="direct, HTTP face, memory off, turns off, defaults, --workers 2: one table",
     )
     args = parser.parse_args()
     seconds = args.seconds or (300.0 if args.soak else 60.0)
@@ -337,8 +338,10 @@ def main() -> None:
         if args.compare:
             cells = [
                 measure(args, upstream_url, upstream.pid, seconds, warmup, direct=True),
-                measure(args, upstream_url, upstream.pid, seconds, warmup, variant="defaults"),
+                measure(args, upstream_url, upstream.pid, seconds, warmup, bare=anthropic_url),
                 measure(args, upstream_url, upstream.pid, seconds, warmup, variant="memory-off"),
+                measure(args, upstream_url, upstream.pid, seconds, warmup, variant="turns-off"),
+                measure(args, upstream_url, upstream.pid, seconds, warmup, variant="defaults"),
                 measure(args, upstream_url, upstream.pid, seconds, warmup, workers=2),
             ]
         else:

@@ -229,6 +229,9 @@ def wait_healthy(base: str, kill: Callable[[], None]) -> str:
 
 VARIANTS: dict[str, dict[str, str]] = {
     "defaults": {},
+    # memory on (facts, recall, summaries), but no turn kept as an entry of its own: what
+    # remembering every turn (two Markdown files, their index rows, a bigger search) costs
+    "turns-off": {"MEMLANE_MEMORY_STORE_TURNS": "false"},
     "memory-off": {"MEMLANE_MEMORY_ENABLED": "false"},
     "quiet": {"MEMLANE_MEMORY_ENABLED": "false", "MEMLANE_INDEX_ENABLED": "false"},
 }
