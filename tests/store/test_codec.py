@@ -1,10 +1,18 @@
-"""The shared encodings: a moment is stored as UTC text whatever zone it came in."""
+"""The shared encodings: a moment is stored as UTC text whatever zone it came in; stored
+JSON is the standard encoder's compact text, whoever writes it."""
 
 from __future__ import annotations
 
+import json
+import math
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
-from memlane.store.codec import ts_from_text, ts_to_text
+import pytest
+
+from memlane.store.codec import dumps, message_to_json, ts_from_text, ts_to_text
+from memlane.types import Message, ToolCall
 
 
 def test_a_moment_is_written_in_utc_whatever_its_zone() -> None:
@@ -13,3 +21,44 @@ def test_a_moment_is_written_in_utc_whatever_its_zone() -> None:
     assert ts_to_text(utc) == ts_to_text(east) == "2026-01-02T03:04:05.000006+00:00"
     assert ts_to_text(datetime(2026, 1, 2, 3, 4, 5)) == "2026-01-02T03:04:05.000000+00:00"
     assert ts_from_text(ts_to_text(east)) == utc
+
+
+def standard(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass
+class Point:
+    x: int
+
+
+STORED = [
+    message_to_json(
+        Message(
+            "assistant",
+            'Café ✓ 𝄞 — line\nbreak\t"quoted" \\ \u2028 \x00 end',
+            tool_calls=(ToolCall("call_1", "read", '{"path": "src/app.py"}'),),
+            raw={"role": "assistant", "content": "Café", "n": [1, 2.5, None, True, -0.0]},
+        )
+    ),
+    {"big": 10**30, "small": 1.5e-300, "exp": 1e16, "tenth": 0.1},  # beyond 64 bits: fallback
+    {1: "a key that is not text"},  # fallback
+    "\ud800 a lone surrogate",  # fallback
+    {"empty": [], "nested": {"deeper": {"deepest": {}}}},
+]
+
+
+@pytest.mark.parametrize("value", STORED)
+def test_stored_json_is_the_standard_encoders_compact_text(value: Any) -> None:
+    assert dumps(value) == standard(value)
+
+
+@pytest.mark.parametrize("value", [datetime(2026, 1, 2, tzinfo=UTC), Point(1), object()])
+def test_what_the_standard_encoder_refuses_is_still_refused(value: Any) -> None:
+    with pytest.raises(TypeError):
+        dumps({"value": value})
+
+
+def test_a_float_that_is_not_finite_is_written_as_null_which_json_readers_accept() -> None:
+    text = dumps({"cost": math.nan, "ratio": math.inf})
+    assert json.loads(text) == {"cost": None, "ratio": None}
