@@ -59,6 +59,6 @@ def test_what_the_standard_encoder_refuses_is_still_refused(value: Any) -> None:
         dumps({"value": value})
 
 
-def test_a_float_that_is_not_finite_is_written_as_null_which_json_readers_accept() -> None:
+def test_a_float_that_is_not_finite_is_written_as_null_which_strict_readers_accept() -> None:
     text = dumps({"cost": math.nan, "ratio": math.inf})
     assert json.loads(text) == {"cost": None, "ratio": None}
