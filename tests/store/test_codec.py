@@ -41,7 +41,8 @@ STORED = [
             raw={"role": "assistant", "content": "Café", "n": [1, 2.5, None, True, -0.0]},
         )
     ),
-    {"big": 10**30, "small": 1.5e-300, "exp": 1e16, "tenth": 0.1},  # beyond 64 bits: fallback
+    {"small": 1.5e-300, "exp": 1e16, "tenth": 0.1, "third": 1 / 3, "negative": -2.5e-7},
+    {"big": 10**30},  # beyond 64 bits: fallback
     {1: "a key that is not text"},  # fallback
     "\ud800 a lone surrogate",  # fallback
     {"empty": [], "nested": {"deeper": {"deepest": {}}}},
