@@ -41,8 +41,8 @@ STORED = [
             raw={"role": "assistant", "content": "Café", "n": [1, 2.5, None, True, -0.0]},
         )
     ),
-    {"small": 1.5e-300, "exp": 1e16, "tenth": 0.1, "third": 1 / 3, "negative": -2.5e-7},
-    {"big": 10**30},  # beyond 64 bits: fallback
+    {"exp": 1e16, "tenth": 0.1, "third": 1 / 3, "whole": 2.0, "negative": -0.5},
+    {"big": 10**30, "small": -2.5e-7},  # beyond 64 bits: fallback
     {1: "a key that is not text"},  # fallback
     "\ud800 a lone surrogate",  # fallback
     {"empty": [], "nested": {"deeper": {"deepest": {}}}},
@@ -58,6 +58,12 @@ def test_stored_json_is_the_standard_encoders_compact_text(value: Any) -> None:
 def test_what_the_standard_encoder_refuses_is_still_refused(value: Any) -> None:
     with pytest.raises(TypeError):
         dumps({"value": value})
+
+
+def test_a_small_floats_exponent_has_no_leading_zero_and_reads_back_the_same() -> None:
+    value = {"small": -2.5e-7, "tiny": 1.5e-300}
+    assert dumps(value) == '{"small":-2.5e-7,"tiny":1.5e-300}'
+    assert json.loads(dumps(value)) == json.loads(standard(value)) == value
 
 
 def test_a_float_that_is_not_finite_is_written_as_null_which_strict_readers_accept() -> None:

@@ -67,13 +67,15 @@ of a plain type), so those go the standard encoder's way and fail, or not, as it
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON that keeps non-ASCII text readable, the standard encoder's text.
+    """Compact JSON that keeps non-ASCII text readable, as the standard encoder writes it.
 
     orjson writes it (a stored message with its wire form: 0.8 µs against 8.7); what orjson
     refuses (an integer beyond 64 bits, a key that is not text, a lone surrogate, a type
-    above) is left to the standard encoder. Two differences: a float that is not finite is
-    written `null` (the standard encoder wrote `NaN`, which strict JSON readers refuse), and an
-    `Enum` member or a `UUID` as its value, where the standard encoder refused them."""
+    above) is left to the standard encoder. The differences: a float that is not finite is
+    written `null` (the standard encoder wrote `NaN`, which strict JSON readers refuse), a
+    small float's exponent without its leading zero (`2.5e-7`, not `2.5e-07`: the same
+    number), and an `Enum` member or a `UUID` as its value, where the standard encoder
+    refused them. Nothing compares stored JSON as text."""
     try:
         return orjson.dumps(value, option=_ORJSON_STRICT).decode()
     except TypeError:  # orjson.JSONEncodeError is one
