@@ -147,6 +147,18 @@ async def test_cancel_all_counts_the_spawned_jobs_that_waited_and_never_runs_the
     assert (ran, background.pending) == (["running"], 0)
 
 
+async def test_a_drain_cut_short_leaves_its_jobs_for_cancel_all_to_count() -> None:
+    """Shutdown bounds its drain, then reports what `cancel_all` stopped: a drain that
+    cancelled the jobs itself on the way out would make that report say nothing."""
+    background = Background()
+    background.spawn(asyncio.sleep(3600), name="slow")
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.05):
+            await background.drain()
+    assert background.pending == 1
+    assert await background.cancel_all() == 1
+
+
 async def test_cancel_all_stops_what_is_still_running() -> None:
     background = Background()
     background.spawn(asyncio.sleep(3600), name="forever")

@@ -413,6 +413,8 @@ class Background:
         spawn more tasks, or add to batches: those start at once too).
 
         Callers bound the wait themselves (`asyncio.timeout`), as shutdown and tests differ.
+        A bound that expires leaves the jobs running (`asyncio.wait`, not `gather`, which
+        would cancel them on the way out): `cancel_all` then stops and counts them.
         """
         self._draining = True
         try:
@@ -420,7 +422,7 @@ class Background:
                 self._begin_waiting()
                 self.flush_batches()
                 if self._tasks:
-                    await asyncio.gather(*list(self._tasks), return_exceptions=True)
+                    await asyncio.wait(list(self._tasks))
                 else:  # batches due, and (with no room for a job) waiting for it
                     await asyncio.sleep(0 if self.max_pending else FULL_RETRY_SECONDS)
         finally:
