@@ -64,7 +64,7 @@ class open_runtime:  # a function to its callers, a context manager in fact
         if runtime is None:
             return
         try:
-            await runtime.background.drain()
+            await runtime.settle()
             await stop_memory(runtime)
         finally:
             runtime.close()

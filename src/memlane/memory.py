@@ -250,7 +250,7 @@ class AsyncMemory:
 
     async def close(self) -> None:
         """Finish background work and commit what waits for git, then close the store."""
-        await self.runtime.background.drain()
+        await self.runtime.settle()
         await stop_memory(self.runtime)
         if self._owns:
             self.runtime.close()

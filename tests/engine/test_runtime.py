@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -93,3 +94,27 @@ def test_the_memory_book_is_opened_once_on_first_use(
     assert rt.memory_book is book
     assert rt.opened_memory_book is book
     assert book.files is not None  # SQLite: the Markdown files are the truth
+
+
+async def test_settle_waits_for_the_work_a_committed_write_starts(
+    tmp_path: Path, sqlite_store: SQLiteStore
+) -> None:
+    """A turn's memory work is queued once its answer's write commits, which a client
+    that resends its history is not made to wait for: a stop that only drained the
+    background left that work behind (the answer was still in the writer)."""
+    rt = Runtime(Settings(home=tmp_path), sqlite_store)
+    done: list[str] = []
+
+    async def remember() -> None:
+        done.append("remembered")
+
+    def slow_answer() -> str:
+        time.sleep(0.2)
+        return "stored"
+
+    stored = rt.writes.queue(("t", "s"), slow_answer, read_next=False)
+    stored.add_done_callback(lambda _: rt.background.spawn(remember(), name="memory"))
+    await rt.settle()
+    assert (stored.result(), done) == ("stored", ["remembered"])
+    assert rt.writes.pending == 0
+    rt.close()

@@ -273,7 +273,9 @@ def test_sigterm_lets_every_worker_finish_its_requests_and_background_work(
             assert session is not None
             roles = [m.message.role for m in store.list_messages(session.id)]
             assert roles == ["user", "assistant"]
-        assert len(store.list_facts(roles=("user", "assistant"))) == 2 * count  # ingested
+        entries = store.list_facts(roles=("user", "assistant"))
+        remembered = sorted({entry.conversation_id for entry in entries})
+        assert len(entries) == 2 * count, (remembered, served.text)  # ingested
     finally:
         store.close()
     git = ["git", "-C", str(served.home / "memory")]

@@ -107,8 +107,7 @@ class RunningProxy:
 
         async def drain() -> None:
             async with asyncio.timeout(timeout):
-                await self.runtime.writes.settled()  # storing an answer queues work
-                await self.runtime.background.drain()
+                await self.runtime.settle()
 
         self.call(drain, timeout + 5)
 

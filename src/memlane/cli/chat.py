@@ -277,7 +277,7 @@ def _loop(chat_session: ChatSession) -> None:
                 sys.stdout.write("\n")
                 sys.stdout.flush()
         finally:
-            runner.run(chat_session.rt.background.drain())
+            runner.run(chat_session.rt.settle())
     if chat_session.session is not None:
         out(f"saved as {chat_session.session.id}: memlane chat --resume {chat_session.session.id}")
 
@@ -345,7 +345,7 @@ async def _summary(chat_session: ChatSession) -> str:
     # the last turn's summary is written in the background: show it, not the one before
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(SUMMARY_WAIT_SECONDS):
-            await chat_session.rt.background.drain()
+            await chat_session.rt.settle()
     context = current_context(chat_session.rt, session.id)
     if not context.summary:
         threshold = chat_session.rt.settings.summary_threshold

@@ -64,7 +64,7 @@ def _run(rt: Runtime, coro: Coroutine[Any, Any, T]) -> T:
         try:
             return await coro
         finally:
-            await rt.background.drain()
+            await rt.settle()
 
     try:
         return asyncio.run(main())

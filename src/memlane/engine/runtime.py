@@ -19,6 +19,7 @@ the provider's upstream):
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -177,6 +178,22 @@ class Runtime:
     def opened_memory_book(self) -> MemoryBook | None:
         """The memory book if something opened it (stopping need not open one)."""
         return self._memory_book
+
+    async def settle(self) -> None:
+        """Once the writes queued so far are committed and every background job is done,
+        those the writes start included: what a stop (or a test) waits for.
+
+        A turn's memory work is queued when its answer's write commits (`pipeline.finish`),
+        and a client that resends its history has its answer before that commit: draining
+        the background alone missed those turns at a graceful stop. Callers bound the wait
+        (`asyncio.timeout`), like `Background.drain`'s."""
+        while True:
+            if "writes" in self.__dict__:
+                await self.writes.settled()
+                await asyncio.sleep(0)  # the committed writes' callbacks queue their work
+            await self.background.drain()
+            if "writes" not in self.__dict__ or not self.writes.pending:
+                return
 
     def close(self) -> None:
         """Commit the writes queued so far, then close the store."""

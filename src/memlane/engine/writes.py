@@ -131,6 +131,11 @@ class Writes:
         done, _ = await asyncio.wait([last], timeout=self.limit)
         return bool(done)
 
+    @property
+    def pending(self) -> int:
+        """Writes queued and not committed (or failed) yet, every session's."""
+        return self._pending
+
     def _done(self, _: asyncio.Future[Any]) -> None:
         self._pending -= 1
 

@@ -46,6 +46,6 @@ async def serve(settings: Settings, binding: Binding) -> None:
     try:
         await build_server(lambda: rt, fixed).run_stdio_async()
     finally:
-        await rt.background.drain()
+        await rt.settle()
         await stop_memory(rt)
         rt.close()

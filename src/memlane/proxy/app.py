@@ -101,7 +101,7 @@ def create_app(
         finally:
             with contextlib.suppress(TimeoutError):  # what is left resumes at the next start
                 async with asyncio.timeout(settings.shutdown_drain_seconds):
-                    await rt.background.drain()
+                    await rt.settle()
             cancelled = await rt.background.cancel_all()  # never under a closing store
             if cancelled:
                 log.warning(

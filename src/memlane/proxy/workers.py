@@ -18,7 +18,8 @@ not forked) handed the listening socket, and watches them:
   fails before it serves, or `MAX_DEATHS` deaths within `DEATH_WINDOW` seconds, stop
   the whole serve with an error instead: a broken configuration would only die again;
 - SIGTERM or Ctrl-C stops them all: each worker gets one SIGTERM, stops accepting,
-  finishes the requests in flight, drains its background work and commits its memory;
+  finishes the requests in flight, lets the answers they queued reach the store, drains
+  the background work those started and commits its memory (`Runtime.settle`);
   one still running after `STOP_SECONDS` is killed. A second signal kills them at once.
   A worker whose supervisor disappeared stops the same way.
 """
