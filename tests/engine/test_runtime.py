@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -117,4 +119,20 @@ async def test_settle_waits_for_the_work_a_committed_write_starts(
     await rt.settle()
     assert (stored.result(), done) == ("stored", ["remembered"])
     assert rt.writes.pending == 0
+    rt.close()
+
+
+async def test_settle_gives_up_on_a_stuck_write_after_the_request_wait(
+    tmp_path: Path, sqlite_store: SQLiteStore
+) -> None:
+    """A stop must end: a write stuck in the store (another process holding it) is waited
+    for once, for `request_wait_seconds`, then left to the store's close."""
+    rt = Runtime(Settings(home=tmp_path, request_wait_seconds=0.2), sqlite_store)
+    release = threading.Event()
+    stuck = rt.writes.queue(("t", "s"), lambda: release.wait(30))
+    async with asyncio.timeout(5):
+        await rt.settle()
+    assert not stuck.done()
+    release.set()
+    assert await stuck is True
     rt.close()

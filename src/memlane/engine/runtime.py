@@ -185,14 +185,16 @@ class Runtime:
 
         A turn's memory work is queued when its answer's write commits (`pipeline.finish`),
         and a client that resends its history has its answer before that commit: draining
-        the background alone missed those turns at a graceful stop. Callers bound the wait
-        (`asyncio.timeout`), like `Background.drain`'s."""
+        the background alone missed those turns at a graceful stop. A write stuck past
+        `request_wait_seconds` is not waited for again (closing the store bounds it); the
+        background's drain is bounded by the callers (`asyncio.timeout`)."""
         while True:
+            settled = True
             if "writes" in self.__dict__:
-                await self.writes.settled()
+                settled = await self.writes.settled()
                 await asyncio.sleep(0)  # the committed writes' callbacks queue their work
             await self.background.drain()
-            if "writes" not in self.__dict__ or not self.writes.pending:
+            if not settled or "writes" not in self.__dict__ or not self.writes.pending:
                 return
 
     def close(self) -> None:
