@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing
 import os
 import re
 import signal
@@ -32,6 +33,7 @@ from memlane.proxy.status import PUBLISH_SECONDS, pid_alive
 from memlane.store import Store, open_store
 from memlane.store.postgres import PostgresStore
 from tests.proxy.test_replicas import expected, free_port, transcript
+from tests.support.stopping import stops_slowly
 from tests.support.upstream import Reply, ScriptedUpstream
 
 SESSIONS = 8
@@ -376,3 +378,25 @@ def test_an_mcp_session_is_served_whichever_worker_its_requests_reach(
     answered = set(re.findall(r"\[worker (\d+)\] POST /mcp", served.text))
     assert answered == {"0", "1"}, served.text
     assert served.stop() == 0
+
+
+def test_a_stopping_worker_gets_the_drain_it_was_given_before_it_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`MEMLANE_SHUTDOWN_DRAIN_SECONDS` raised past the supervisor's own margin must not
+    have the drain it allows killed halfway."""
+    from memlane.config import Settings
+    from memlane.proxy import workers
+
+    monkeypatch.setattr(workers, "STOP_SECONDS", 0.5)
+    supervisor = workers.Supervisor(Settings(home=tmp_path, shutdown_drain_seconds=3.0), [])
+    context = multiprocessing.get_context("spawn")
+    ours, theirs = context.Pipe(duplex=False)
+    process = context.Process(target=stops_slowly, args=(1.5, theirs))
+    process.start()
+    theirs.close()
+    assert ours.poll(60)  # started, its SIGTERM handler in place
+    assert ours.recv() == "ready"
+    supervisor.workers[0] = workers.Worker(0, process, ours)
+    supervisor._stop_all()
+    assert process.exitcode == 0  # 1.5 s: past the margin, within the drain it was given

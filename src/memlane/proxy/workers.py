@@ -20,7 +20,8 @@ not forked) handed the listening socket, and watches them:
 - SIGTERM or Ctrl-C stops them all: each worker gets one SIGTERM, stops accepting,
   finishes the requests in flight, lets the answers they queued reach the store, drains
   the background work those started and commits its memory (`Runtime.settle`);
-  one still running after `STOP_SECONDS` is killed. A second signal kills them at once.
+  one still running `STOP_SECONDS` past the drain it is given
+  (`MEMLANE_SHUTDOWN_DRAIN_SECONDS`) is killed. A second signal kills them at once.
   A worker whose supervisor disappeared stops the same way.
 """
 
@@ -46,8 +47,8 @@ from memlane.proxy.state import WorkerInfo
 log = logging.getLogger("memlane.serve")
 
 STOP_SECONDS = 30.0
-"""How long a stopping worker may take (requests in flight, background work, the last
-commit) before it is killed."""
+"""How long a stopping worker may take beyond its drain (`shutdown_drain_seconds`): the
+requests in flight and the last commit. Then it is killed."""
 READY_SECONDS = 120.0
 """How long a worker may take to start serving (imports, store, tokenizers)."""
 MAX_DEATHS = 5
@@ -197,11 +198,13 @@ class Supervisor:
         return None
 
     def _stop_all(self) -> None:
-        """One SIGTERM each, then wait; kill what is still running after `STOP_SECONDS`."""
+        """One SIGTERM each, then wait; kill what is still running after `STOP_SECONDS`
+        and the drain it was given: a longer drain a user asked for is not cut short."""
         running = [w for w in self.workers.values() if w.process.is_alive()]
         for worker in running:
             _kill(worker, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_SECONDS
+        budget = STOP_SECONDS + self.settings.shutdown_drain_seconds
+        deadline = time.monotonic() + budget
         for worker in running:
             worker.process.join(max(0.0, deadline - time.monotonic()))
             if worker.process.is_alive():
@@ -209,7 +212,7 @@ class Supervisor:
                     "worker %d (pid %d) did not stop within %g s; killed it",
                     worker.index,
                     worker.pid,
-                    STOP_SECONDS,
+                    budget,
                 )
                 _kill(worker, signal.SIGKILL)
                 worker.process.join()
