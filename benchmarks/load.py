@@ -1,7 +1,7 @@
 """Load and soak: many streaming clients, each in its own growing session, for a fixed time.
 
 Run: .venv/bin/python benchmarks/load.py [--clients 200] [--seconds 60] [--warmup 15]
-        [--tool-steps N] [--variant defaults|memory-off|quiet] [--workers N] [--soak]
+        [--tool-steps N] [--variant defaults|turns-off|memory-off|quiet] [--workers N] [--soak]
         [--direct] [--compare]
 
 A scripted OpenAI-compatible upstream and `memlane serve` run as their own

@@ -1,7 +1,7 @@
 """What memlane's proxy adds to a request: direct to the upstream vs through memlane, side by side.
 
 Run: .venv/bin/python benchmarks/proxy_overhead.py [--requests 300] [--upstream-ms 300]
-        [--variant defaults|memory-off|quiet] [--clients 1 --clients 32]
+        [--variant defaults|turns-off|memory-off|quiet] [--clients 1 --clients 32]
         [--messages 20] [--set MEMLANE_NAME=value ...]
 
 Scripted upstreams (OpenAI-compatible and Anthropic-compatible) and one memlane
