@@ -1,5 +1,6 @@
 """The relay stops when its client leaves, but never in the middle of settling the
-answer, and a cancel from outside (a shutdown) is not mistaken for the client leaving."""
+answer, and a cancel from outside (a graceful stop whose grace ran out) is not mistaken
+for the client leaving: the client is told, in its wire format."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ async def relay_of(client: Upstream, settle: Settle) -> RelayResponse:
         await streamed(client),
         ChatAdapter().assembler(),
         settle=settle,
-        error_frame=lambda message: b"",
+        error_frame=lambda message, *, code: f"error: {code}".encode(),
         headers={},
     )
 
@@ -99,7 +100,11 @@ async def test_a_cancel_from_outside_is_not_taken_for_the_client_leaving(
     relay = await relay_of(client_of, settle)
     task = asyncio.create_task(relay({"type": "http"}, client.receive, client.send))
     await client.flowing.wait()
-    task.cancel()
+    task.cancel()  # what uvicorn does to a request its graceful stop no longer waits for
     await asyncio.wait([task])
-    assert task.cancelled()
-    assert outcomes == [Outcome.GONE]  # settled once, as a turn that did not finish
+    assert not task.cancelled()  # answered: the cancel was handled, not raised further
+    assert task.cancelling() == 0
+    assert not relay.gone
+    assert outcomes == [Outcome.STOPPED]  # settled once, as a turn that did not finish
+    bodies = [m.get("body") for m in client.sent if m["type"] == "http.response.body"]
+    assert bodies[-2:] == [b"error: memlane_stopping", b""]  # told, then the end

@@ -380,23 +380,25 @@ def test_an_mcp_session_is_served_whichever_worker_its_requests_reach(
     assert served.stop() == 0
 
 
-def test_a_stopping_worker_gets_the_drain_it_was_given_before_it_is_killed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("grace", "drain"), [(1, 3.0), (3, 0.0)])
+def test_a_stopping_worker_gets_the_grace_and_drain_it_was_given_before_it_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grace: int, drain: float
 ) -> None:
-    """`MEMLANE_SHUTDOWN_DRAIN_SECONDS` raised past the supervisor's own margin must not
-    have the drain it allows killed halfway."""
+    """`MEMLANE_SHUTDOWN_GRACE_SECONDS` or `MEMLANE_SHUTDOWN_DRAIN_SECONDS` raised past the
+    supervisor's own margin must not have the stop they allow killed halfway."""
     from memlane.config import Settings
     from memlane.proxy import workers
 
-    monkeypatch.setattr(workers, "STOP_SECONDS", 0.5)
-    supervisor = workers.Supervisor(Settings(home=tmp_path, shutdown_drain_seconds=3.0), [])
+    monkeypatch.setattr(workers, "STOP_MARGIN_SECONDS", 0.5)
+    settings = Settings(home=tmp_path, shutdown_grace_seconds=grace, shutdown_drain_seconds=drain)
+    supervisor = workers.Supervisor(settings, [])
     context = multiprocessing.get_context("spawn")
     ours, theirs = context.Pipe(duplex=False)
-    process = context.Process(target=stops_slowly, args=(1.5, theirs))
+    process = context.Process(target=stops_slowly, args=(2.5, theirs))
     process.start()
     theirs.close()
     assert ours.poll(60)  # started, its SIGTERM handler in place
     assert ours.recv() == "ready"
     supervisor.workers[0] = workers.Worker(0, process, ours)
     supervisor._stop_all()
-    assert process.exitcode == 0  # 1.5 s: past the margin, within the drain it was given
+    assert process.exitcode == 0  # 2.5 s: past the margin with either one left out

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 
-from memlane.config.fields import PositiveFloat, SettingsPart
+from memlane.config.fields import PositiveFloat, PositiveInt, SettingsPart
 
 
 def http_url(value: str | None) -> str | None:
@@ -83,6 +83,11 @@ class CoreSettings(SettingsPart):
     """Longest memlane waits on its own work for one request (its session's earlier turns, a
     store write, a token count); past it the request goes on without that work, answered as
     usual, and the overrun is logged and recorded. The upstream has its own timeout."""
+
+    shutdown_grace_seconds: PositiveInt = 30
+    """Seconds (whole) a graceful stop lets the requests in flight finish. A request still
+    waiting on its upstream then is stopped: its client gets a 503 in its wire format (the
+    SDKs send it again) or, mid-stream, an error event, and its turn is recorded as failed."""
 
     shutdown_drain_seconds: Annotated[float, Field(ge=0)] = 5.0
     """Seconds a graceful stop gives queued memory work to finish; what is left is resumed

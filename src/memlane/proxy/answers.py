@@ -13,6 +13,7 @@ tools (`proxy.tool_loop`):
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -26,7 +27,7 @@ from memlane.engine.governance.budget import learn_from_upstream_error
 from memlane.engine.threads import TRAFFIC
 from memlane.engine.turn import Answer, Turn
 from memlane.proxy import headers as h
-from memlane.proxy.errors import ProxyError, upstream_refusal
+from memlane.proxy.errors import STOPPED, ProxyError, upstream_refusal
 from memlane.proxy.forward import (
     Upstream,
     UpstreamError,
@@ -138,6 +139,10 @@ async def send_upstream(
         turn.upstream_error = refused.message
         await _fail(state, turn)
         raise refused from None
+    except asyncio.CancelledError:  # a graceful stop cut it: recorded, then answered
+        turn.upstream_error = STOPPED
+        await _fail(state, turn)
+        raise
     if sent.status_code < 400:
         return sent
     try:

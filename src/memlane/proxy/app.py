@@ -25,7 +25,7 @@ from memlane.files import admin_token
 from memlane.proxy import admin, governance_routes, messages, sessions_routes, status
 from memlane.proxy.access import AccessLog
 from memlane.proxy.body_limit import BodyLimit
-from memlane.proxy.errors import ProxyError, install_handlers
+from memlane.proxy.errors import ProxyError, install_handlers, stop_handled, stopped
 from memlane.proxy.forward import Upstream, UpstreamError, relayed_headers
 from memlane.proxy.guard import Guard
 from memlane.proxy.state import ProxyState, WorkerInfo, current_state, proxy_state
@@ -224,7 +224,9 @@ class ProxyApp(FastAPI):
     request then goes straight to its handler: no route table walk, no dependency
     resolution, no exception middlewares, no wrapper around each streamed chunk; that
     was a third of the CPU the HTTP face spends on a request. Its refusals are
-    answered as before (a `ProxyError` in the client's format; anything else a 500).
+    answered as before (a `ProxyError` in the client's format; anything else a 500),
+    and so is one a graceful stop cuts before its answer began (a 503: `stopped`; a
+    stream already begun ends with an error event, `proxy.relay`).
     Every other request goes through FastAPI, unchanged.
     """
 
@@ -247,6 +249,9 @@ class ProxyApp(FastAPI):
             response = await route[0](current_state(request), request)
         except ProxyError as exc:
             response = exc.response(scope["path"])
+        except asyncio.CancelledError:  # a graceful stop's grace ran out (uvicorn cancels)
+            stop_handled()
+            response = stopped().response(scope["path"])
         await response(scope, receive, send)
 
 

@@ -6,6 +6,7 @@ OpenAI's, whichever part of memlane refused the request.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -70,6 +71,30 @@ class ProxyError(Exception):
             path, self.status, self.message, type=self.type, code=self.code, param=self.param
         )
         return JSONResponse(body, status_code=self.status)
+
+
+STOPPING = "memlane_stopping"
+"""The code of a request a graceful stop cut: the grace it gives the requests in flight
+(`shutdown_grace_seconds`) ran out while this one still waited on its upstream."""
+
+STOPPED = (
+    "memlane stopped before this request was answered (a graceful stop gives the requests "
+    "in flight MEMLANE_SHUTDOWN_GRACE_SECONDS). Send it again."
+)
+
+
+def stopped() -> ProxyError:
+    """The client's answer to a request a graceful stop cut: a 503, which the SDKs send
+    again (to this memlane once it is back, or to another replica)."""
+    return ProxyError(503, STOPPED, type="server_error", code=STOPPING)
+
+
+def stop_handled() -> None:
+    """The request's task was cancelled by the server's graceful stop and the request is
+    answered all the same: the cancellation is handled here, not raised further."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
 
 
 def install_handlers(app: FastAPI) -> None:

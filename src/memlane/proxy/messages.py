@@ -106,6 +106,6 @@ async def forward_untouched(
         answer,
         MESSAGES.assembler(),
         settle=settle,
-        error_frame=lambda message: MESSAGES.stream_error(message, code="upstream_stream_error"),
+        error_frame=MESSAGES.stream_error,
         headers=relayed_headers(answer.headers),
     )

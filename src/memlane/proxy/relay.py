@@ -6,7 +6,9 @@ that disconnects cancels the upstream read at once (a watcher task listens for
 `http.disconnect`, since a silent upstream would otherwise hide it). Whatever
 happens, `settle` runs exactly once, shielded from cancellation: after the end
 of a complete stream (storing the answer never delays it), and before the error
-frame of a broken one (the failure is recorded before the client hears of it).
+frame of a broken one (the failure is recorded before the client hears of it). A
+stream a graceful stop cuts (its grace ran out: uvicorn cancels the request) ends
+the same way, with an error event saying so.
 A complete answer is settled as its last event is about to be relayed (many
 clients stop reading there and send their next turn at once): its store is
 queued then, ahead of anything the client's next request queues
@@ -28,11 +30,13 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
+from typing import Protocol
 
 import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from memlane.proxy.errors import STOPPED, STOPPING, stop_handled
 from memlane.proxy.forward import UpstreamError, UpstreamResponse, UpstreamTimeout
 from memlane.proxy.wire.base import StreamAssembler
 from memlane.text.sse import SSEDecoder, encode
@@ -47,9 +51,19 @@ class Outcome(enum.Enum):
     """The upstream connection broke or timed out midway."""
     GONE = "gone"
     """The client went away; the upstream call was cancelled."""
+    STOPPED = "stopped"
+    """memlane stopped before the stream ended (`shutdown_grace_seconds` ran out)."""
 
 
 Settle = Callable[[Outcome, StreamAssembler], Awaitable[None]]
+
+
+class ErrorFrame(Protocol):
+    """An error event in the client's wire format (`WireAdapter.stream_error`)."""
+
+    def __call__(self, message: str, *, code: str) -> bytes: ...
+
+
 Event = tuple[str | None, str]
 Rewrite = Callable[[list[Event]], list[Event]]
 
@@ -61,7 +75,7 @@ class RelayResponse(Response):
         assembler: StreamAssembler,
         *,
         settle: Settle,
-        error_frame: Callable[[str], bytes],
+        error_frame: ErrorFrame,
         headers: Mapping[str, str],
         head: Sequence[bytes] = (),
         rest: AsyncIterator[bytes] | None = None,
@@ -141,6 +155,9 @@ class RelayResponse(Response):
         watcher = asyncio.create_task(watch())
         try:
             outcome = await self._pump(send)
+        except asyncio.CancelledError:  # a graceful stop's grace ran out
+            stop_handled()
+            outcome = await self._stopped(send)
         finally:
             watcher.cancel()
         return Outcome.GONE if self.gone else outcome
@@ -189,10 +206,21 @@ class RelayResponse(Response):
     async def _broke_off(self, send: Send, exc: UpstreamError | None) -> Outcome:
         """Tell the client, in its wire format, that the answer is not whole."""
         reason = "timed out" if isinstance(exc, UpstreamTimeout) else "broke off"
-        frame = self.error_frame(f"the upstream stream {reason} before the answer was complete")
-        await self._settle(Outcome.CUT)  # the failure is recorded before the client hears of it
+        message = f"the upstream stream {reason} before the answer was complete"
+        return await self._ended(send, Outcome.CUT, message, "upstream_stream_error")
+
+    async def _stopped(self, send: Send) -> Outcome:
+        """memlane is stopping and the stream outlasted its grace: a complete answer
+        already relayed stands; else the client is told, in its wire format."""
+        if self.delivered:
+            return Outcome.DONE
+        return await self._ended(send, Outcome.STOPPED, STOPPED, STOPPING)
+
+    async def _ended(self, send: Send, outcome: Outcome, message: str, code: str) -> Outcome:
+        await self._settle(outcome)  # the failure is recorded before the client hears of it
+        frame = self.error_frame(message, code=code)
         await send({"type": "http.response.body", "body": frame, "more_body": True})
-        return Outcome.CUT
+        return outcome
 
     async def _send(self, send: Send, chunk: bytes) -> None:
         await send({"type": "http.response.body", "body": chunk, "more_body": True})

@@ -160,6 +160,8 @@ def serve_here(
         log_level="debug" if settings.log_level == "debug" else "warning",
         access_log=False,
         timeout_keep_alive=CLIENT_IDLE_SECONDS,
+        # then each request still in flight is stopped, answered as `ProxyApp` says
+        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
     )
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
     MemlaneServer(config, worker=worker is not None, on_started=on_started).run(sockets=[sock])

@@ -382,7 +382,7 @@ class ToolLoop:
             upstream,
             shown,
             settle=settle,
-            error_frame=lambda m: self.adapter.stream_error(m, code="upstream_stream_error"),
+            error_frame=self.adapter.stream_error,
             headers=headers,
             head=[encode(head)],
             rest=read.chunks,

@@ -335,6 +335,6 @@ async def _stream(state: ProxyState, turn: Turn, adapter: WireAdapter, call: Cal
         upstream,
         adapter.assembler(),
         settle=settle,
-        error_frame=lambda message: adapter.stream_error(message, code="upstream_stream_error"),
+        error_frame=adapter.stream_error,
         headers=await _response_headers(state, turn, upstream.headers),
     )

@@ -18,10 +18,11 @@ not forked) handed the listening socket, and watches them:
   fails before it serves, or `MAX_DEATHS` deaths within `DEATH_WINDOW` seconds, stop
   the whole serve with an error instead: a broken configuration would only die again;
 - SIGTERM or Ctrl-C stops them all: each worker gets one SIGTERM, stops accepting,
-  finishes the requests in flight, lets the answers they queued reach the store, drains
-  the background work those started and commits its memory (`Runtime.settle`);
-  one still running `STOP_SECONDS` past the drain it is given
-  (`MEMLANE_SHUTDOWN_DRAIN_SECONDS`) is killed. A second signal kills them at once.
+  finishes the requests in flight (`MEMLANE_SHUTDOWN_GRACE_SECONDS`), lets the answers
+  they queued reach the store, drains the background work those started
+  (`MEMLANE_SHUTDOWN_DRAIN_SECONDS`) and commits its memory (`Runtime.settle`); one
+  still running `STOP_MARGIN_SECONDS` past both is killed. A second signal kills them
+  at once.
   A worker whose supervisor disappeared stops the same way.
 """
 
@@ -46,9 +47,10 @@ from memlane.proxy.state import WorkerInfo
 
 log = logging.getLogger("memlane.serve")
 
-STOP_SECONDS = 30.0
-"""How long a stopping worker may take beyond its drain (`shutdown_drain_seconds`): the
-requests in flight and the last commit. Then it is killed."""
+STOP_MARGIN_SECONDS = 10.0
+"""How long a stopping worker may take beyond the grace its requests in flight get
+(`shutdown_grace_seconds`) and its drain (`shutdown_drain_seconds`): the last commit and
+the store's close. Then it is killed."""
 READY_SECONDS = 120.0
 """How long a worker may take to start serving (imports, store, tokenizers)."""
 MAX_DEATHS = 5
@@ -198,12 +200,15 @@ class Supervisor:
         return None
 
     def _stop_all(self) -> None:
-        """One SIGTERM each, then wait; kill what is still running after `STOP_SECONDS`
-        and the drain it was given: a longer drain a user asked for is not cut short."""
+        """One SIGTERM each, then wait; kill what is still running after the grace and the
+        drain it was given and `STOP_MARGIN_SECONDS`: a longer stop a user asked for is not
+        cut short."""
         running = [w for w in self.workers.values() if w.process.is_alive()]
         for worker in running:
             _kill(worker, signal.SIGTERM)
-        budget = STOP_SECONDS + self.settings.shutdown_drain_seconds
+        settings = self.settings
+        budget = settings.shutdown_grace_seconds + settings.shutdown_drain_seconds
+        budget += STOP_MARGIN_SECONDS
         deadline = time.monotonic() + budget
         for worker in running:
             worker.process.join(max(0.0, deadline - time.monotonic()))

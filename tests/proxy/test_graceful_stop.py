@@ -1,0 +1,172 @@
+"""A graceful stop bounds the requests in flight: past its grace each is answered, not dropped.
+
+A real `memlane serve` process (SQLite, memory off so every upstream call is a client's)
+gets SIGTERM while a client's request waits on an upstream that would take a minute.
+With `MEMLANE_SHUTDOWN_GRACE_SECONDS=1` the process stops within seconds: a request not
+answered yet gets a 503 in its client's wire format (the SDKs send it again), a stream
+already begun ends with an error event, the turn is recorded as failed, and the
+process exits 0 (the store closed as on any graceful stop).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from memlane.config import Settings
+from memlane.store import open_store
+from tests.proxy.test_replicas import Replica, start_replica
+from tests.support.anthropic_upstream import ScriptedAnthropic
+from tests.support.upstream import Hang, Reply, ScriptedUpstream
+
+GRACE = {"MEMLANE_SHUTDOWN_GRACE_SECONDS": "1"}
+STOPPED_WITHIN = 30.0
+"""Far less than the upstream's minute, far more than a stop with a second of grace."""
+
+
+@pytest.fixture
+def started(tmp_path: Path) -> Iterator[list[Replica]]:
+    running: list[Replica] = []
+    yield running
+    for replica in running:
+        if replica.process.poll() is None:
+            replica.process.kill()
+            replica.process.wait(30)
+
+
+def serve(home: Path, upstream_url: str, started: list[Replica], **env: str) -> Replica:
+    replica = start_replica(home, "", upstream_url, env_overrides={**GRACE, **env})
+    started.append(replica)
+    return replica
+
+
+def in_flight(call: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
+    """`call()` in a thread; its result or the exception it raised, once it ends."""
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except Exception as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def stop(replica: Replica) -> int:
+    replica.process.send_signal(signal.SIGTERM)
+    return replica.process.wait(STOPPED_WITHIN)
+
+
+def stored_statuses(home: Path, key: str) -> list[tuple[str, str]]:
+    store = open_store(Settings(home=home))
+    try:
+        session = store.find_session(key)
+        assert session is not None, f"no session {key!r} was stored"
+        return [(m.message.role, m.status) for m in store.list_messages(session.id)]
+    finally:
+        store.close()
+
+
+def test_a_request_still_waiting_on_its_upstream_gets_a_503_once_the_grace_runs_out(
+    tmp_path: Path, upstream: ScriptedUpstream, started: list[Replica]
+) -> None:
+    replica = serve(tmp_path / "home", upstream.url, started)
+    upstream.script(Hang(seconds=60))
+    client = openai.OpenAI(
+        base_url=f"{replica.url}/v1",
+        api_key="sk-client",
+        max_retries=0,
+        default_headers={"X-Memlane-Session": "cut"},
+    )
+    asked = lambda: client.chat.completions.create(  # noqa: E731
+        model="m", messages=[{"role": "user", "content": "take your time"}]
+    )
+    thread, outcome = in_flight(asked)
+    wait_for(lambda: len(upstream.model_requests) == 1, "the request to reach the upstream")
+    assert stop(replica) == 0, replica.log.read_text()
+    thread.join(10)
+    client.close()
+    [error] = outcome
+    assert isinstance(error, openai.InternalServerError), error
+    assert error.status_code == 503
+    assert isinstance(error.body, dict)
+    assert error.body["code"] == "memlane_stopping"
+    assert "MEMLANE_SHUTDOWN_GRACE_SECONDS" in error.message
+    assert stored_statuses(tmp_path / "home", "cut") == [("user", "failed")]
+
+
+def test_a_stream_outlasting_the_grace_ends_with_an_error_event(
+    tmp_path: Path, upstream: ScriptedUpstream, started: list[Replica]
+) -> None:
+    replica = serve(tmp_path / "home", upstream.url, started)
+    upstream.script(Reply(text="one two three four", delay=60))  # then a minute per event
+    body = {"model": "m", "messages": [{"role": "user", "content": "go"}], "stream": True}
+    headers = {"X-Memlane-Session": "cut-stream", "Authorization": "Bearer sk-client"}
+    lines: list[str] = []
+
+    def read() -> None:
+        with httpx.stream(
+            "POST", f"{replica.url}/v1/chat/completions", json=body, headers=headers, timeout=60
+        ) as response:
+            assert response.status_code == 200
+            lines.extend(line for line in response.iter_lines() if line)
+
+    thread, outcome = in_flight(read)
+    wait_for(lambda: len(upstream.model_requests) == 1, "the stream to begin")
+    time.sleep(0.3)  # its first event is on its way to the client
+    assert stop(replica) == 0, replica.log.read_text()
+    thread.join(10)
+    assert outcome == [None]
+    first = json.loads(lines[0].removeprefix("data: "))
+    assert first["choices"][0]["delta"]  # the stream had begun
+    last = json.loads(lines[-1].removeprefix("data: "))
+    assert last["error"]["code"] == "memlane_stopping"
+    assert "data: [DONE]" not in lines
+    assert upstream.stream_outcomes == ["aborted"]  # the upstream call was closed too
+    assert stored_statuses(tmp_path / "home", "cut-stream") == [("user", "failed")]
+
+
+def test_an_anthropic_client_is_told_in_its_own_error_shape(
+    tmp_path: Path, anthropic_upstream: ScriptedAnthropic, started: list[Replica]
+) -> None:
+    anthropic_upstream.script(Hang(seconds=60))
+    replica = serve(
+        tmp_path / "home",
+        "http://127.0.0.1:9/v1",  # unused: Messages go to the Anthropic upstream
+        started,
+        MEMLANE_ANTHROPIC_UPSTREAM_URL=anthropic_upstream.base,
+    )
+    client = anthropic.Anthropic(base_url=replica.url, api_key="sk-ant-client", max_retries=0)
+    asked = lambda: client.messages.create(  # noqa: E731
+        model="claude-x", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+    )
+    thread, outcome = in_flight(asked)
+    wait_for(lambda: len(anthropic_upstream.requests) == 1, "the request to reach the upstream")
+    assert stop(replica) == 0, replica.log.read_text()
+    thread.join(10)
+    client.close()
+    [error] = outcome
+    assert isinstance(error, anthropic.InternalServerError), error
+    assert error.status_code == 503
+    assert isinstance(error.body, dict)
+    assert error.body["type"] == "error"
+    assert "MEMLANE_SHUTDOWN_GRACE_SECONDS" in error.body["error"]["message"]
