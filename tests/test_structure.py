@@ -1,8 +1,11 @@
 """Gates on the code's shape: no module over `MAX_LINES`, no import circle inside memlane.
 
-An import inside a function counts (it still ties the two modules together); one under
-`if TYPE_CHECKING:` does not (it exists for the type checker alone). Importing
-`a.b.c` is counted as importing `a.b.c`, not its parent packages.
+An import inside a function counts (it still ties the two modules together), and so does
+one under `if TYPE_CHECKING:`: a module that names another's type depends on it as
+surely, and a reader following one finds the other pointing back. Where an inner module
+needs an outer one's object, it names what it uses as a `Protocol` of its own (the
+memory book's `BookRuntime`). Importing `a.b.c` is counted as importing `a.b.c`, not
+its parent packages.
 """
 
 from __future__ import annotations
@@ -24,19 +27,11 @@ def modules() -> dict[str, Path]:
 
 
 class _Imports(ast.NodeVisitor):
-    """The memlane modules one module imports, at run time."""
+    """The memlane modules one module imports, for its types too."""
 
     def __init__(self, name: str, is_package: bool, known: dict[str, Path]) -> None:
         self.name, self.is_package, self.known = name, is_package, known
         self.found: set[str] = set()
-
-    def visit_If(self, node: ast.If) -> None:
-        test = node.test
-        only_typing = (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-        )
-        for child in node.orelse if only_typing else [*node.body, *node.orelse]:
-            self.visit(child)
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -120,6 +115,14 @@ def test_the_circle_finder_finds_a_circle() -> None:
 
 def test_no_import_circle_inside_memlane() -> None:
     assert circles(import_graph()) == []
+
+
+def test_an_import_for_types_alone_ties_modules_too() -> None:
+    graph = import_graph()
+    # `engine.runtime` imports the book's type under `if TYPE_CHECKING:` (and the book
+    # itself inside a method): both count; the book names what it needs as a Protocol
+    assert "memlane.engine.memory.book" in graph["memlane.engine.runtime"]
+    assert "memlane.engine.runtime" not in graph["memlane.engine.memory.book.core"]
 
 
 def test_no_module_over_the_line_limit() -> None:

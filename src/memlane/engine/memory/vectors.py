@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from memlane.text.embeddings import EmbeddingError
+from memlane.config import Settings
+from memlane.store.base import Store
+from memlane.text.embeddings import Embedder, EmbeddingError
 from memlane.types import DocKind
-
-if TYPE_CHECKING:  # the runtime opens the book: imported back only for its type
-    from memlane.engine.runtime import Runtime
 
 log = logging.getLogger("memlane.memory")
 
@@ -26,7 +25,23 @@ Progress = Callable[[int, int | None], None]
 """(done, total): total is None while it is not known yet."""
 
 
-def embed_missing(rt: Runtime, progress: Progress | None = None, *, force: bool = False) -> int:
+class VectorsRuntime(Protocol):
+    """What embedding entries takes of the runtime (`engine.runtime.Runtime`, which opens
+    the book that calls it: named here so nothing below the runtime imports it back)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+
+def embed_missing(
+    rt: VectorsRuntime, progress: Progress | None = None, *, force: bool = False
+) -> int:
     """Embed every active entry (and session summary) without a vector of the current model.
 
     Nothing is embedded while dense retrieval is off (`memory_dense`) unless `force`

@@ -14,23 +14,22 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from memlane.engine import threads
+from memlane.engine.background import Background
 from memlane.engine.memory.book import reindex, writes
 from memlane.engine.memory.book.history import CommitQueue
 from memlane.engine.memory.book.reindex import SyncReport
 from memlane.engine.memory.book.tree import Tree
-from memlane.engine.memory.vectors import Progress, embed_missing
+from memlane.engine.memory.vectors import Progress, VectorsRuntime, embed_missing
 from memlane.engine.threads import background_context
 from memlane.files.git import GitRepo
 from memlane.files.locks import MEMORY_LOCK, SCOPE_LOCKS, HomeLock
 from memlane.files.memory_files import MemoryFiles
 from memlane.files.watcher import watch
+from memlane.store.urls import StoreKind
 from memlane.types import Fact
-
-if TYPE_CHECKING:  # the runtime opens the book: imported back only for its type
-    from memlane.engine.runtime import Runtime
 
 log = logging.getLogger("memlane.memory")
 
@@ -41,10 +40,24 @@ ENTRY_COUNTS_KEPT = 4_096
 """Conversations whose entry count a process remembers (`MemoryBook.entry_counts`)."""
 
 
+class BookRuntime(VectorsRuntime, Protocol):
+    """What the book takes of the runtime that opens it (`engine.runtime.Runtime`), named
+    here so the book never imports the runtime back."""
+
+    @property
+    def store_kind(self) -> StoreKind: ...
+
+    @property
+    def primary(self) -> bool: ...
+
+    @property
+    def background(self) -> Background: ...
+
+
 class MemoryBook:
     """A home's memory entries, written to their truth (files or database) and indexed."""
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: BookRuntime) -> None:
         self.rt = rt
         settings = rt.settings
         root = settings.memory_path
