@@ -5,7 +5,8 @@ gets SIGTERM while a client's request waits on an upstream that would take a min
 With `MEMLANE_SHUTDOWN_GRACE_SECONDS=1` the process stops within seconds: a request not
 answered yet gets a 503 in its client's wire format (the SDKs send it again), a stream
 already begun ends with an error event, the turn is recorded as failed, and the
-process exits 0 (the store closed as on any graceful stop).
+process exits 0 (the store closed as on any graceful stop). A connected MCP client's
+event stream is ended, not broken.
 """
 
 from __future__ import annotations
@@ -170,3 +171,50 @@ def test_an_anthropic_client_is_told_in_its_own_error_shape(
     assert isinstance(error.body, dict)
     assert error.body["type"] == "error"
     assert "MEMLANE_SHUTDOWN_GRACE_SECONDS" in error.body["error"]["message"]
+
+
+def test_an_mcp_clients_event_stream_ends_cleanly_at_a_stop(
+    tmp_path: Path, upstream: ScriptedUpstream, started: list[Replica]
+) -> None:
+    """A connected MCP client's event stream (`GET /mcp`) is ended, not broken, by a stop."""
+    replica = serve(tmp_path / "home", upstream.url, started)
+    token = (tmp_path / "home" / "admin_token").read_text(encoding="utf-8").strip()
+    headers = {"authorization": f"Bearer {token}", "accept": "application/json, text/event-stream"}
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+    opened = httpx.post(f"{replica.url}/mcp", json=hello, headers=headers, timeout=30)
+    assert opened.status_code == 200, opened.text
+    session = opened.headers["mcp-session-id"]
+    streaming = threading.Event()
+
+    def listen() -> str:
+        stream_headers = {
+            **headers,
+            "accept": "text/event-stream",
+            "mcp-session-id": session,
+            "mcp-protocol-version": "2025-06-18",
+        }
+        with httpx.stream(
+            "GET", f"{replica.url}/mcp", headers=stream_headers, timeout=60
+        ) as response:
+            assert response.status_code == 200
+            streaming.set()
+            for _ in response.iter_bytes():
+                pass
+        return "ended"
+
+    thread, outcome = in_flight(listen)
+    assert streaming.wait(30)
+    time.sleep(0.3)  # the stream is the server's now, waiting for something to send
+    assert stop(replica) == 0, replica.log.read_text()
+    thread.join(10)
+    assert outcome == ["ended"]  # not a RemoteProtocolError: the stream was ended
+    assert "without completing response" not in replica.log.read_text()

@@ -18,7 +18,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from memlane.config import Settings
 from memlane.config.core import LOOPBACK_NAMES
@@ -125,7 +125,33 @@ class MCPRoute:
         # as the admin API: a tool reads what a client of the proxy was answered, and an
         # answer is stored just after its client has it
         await self.runtime_of().writes.settled()
+        if scope["method"] == "GET":  # the server's event stream, open until it ends
+            await self._event_stream(scope, receive, send)
+            return
         await self.manager.handle_request(scope, receive, send)
+
+    async def _event_stream(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The SDK's event stream for a session, ended with its last message.
+
+        On a graceful stop the SDK's SSE library ends every open stream (it listens for
+        the server's exit signal) but leaves its response unfinished: the client saw a
+        broken connection, not an end, and uvicorn logged an error at every stop with an
+        MCP client connected. The end is sent here when the SDK did not send it.
+        """
+        started = ended = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started, ended
+            if message["type"] == "http.response.start":
+                started = True
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                ended = True
+            await send(message)
+
+        await self.manager.handle_request(scope, receive, tracked)
+        if started and not ended:
+            with contextlib.suppress(OSError):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     def _authorized(self, scope: Scope) -> bool:
         headers = {
