@@ -143,6 +143,7 @@ def test_a_stream_outlasting_the_grace_ends_with_an_error_event(
     assert last["error"]["code"] == "memlane_stopping"
     assert "data: [DONE]" not in lines
     assert upstream.stream_outcomes == ["aborted"]  # the upstream call was closed too
+    assert "was cut by memlane's stop (MEMLANE_SHUTDOWN_GRACE_SECONDS)" in replica.log.read_text()
     assert stored_statuses(tmp_path / "home", "cut-stream") == [("user", "failed")]
 
 

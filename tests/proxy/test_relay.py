@@ -76,14 +76,14 @@ async def test_a_client_leaving_while_the_answer_settles_does_not_cut_the_settle
     settled: list[str] = []
 
     async def settle(outcome: Outcome, assembler: StreamAssembler) -> None:
-        settled.append(f"start {outcome.value}")
+        settled.append(f"start {outcome.name}")
         client.leave.set()
         await asyncio.sleep(0.1)  # the watcher sees the disconnect meanwhile
         settled.append("end")
 
     relay = await relay_of(client_of, settle)
     await relay({"type": "http"}, client.receive, client.send)
-    assert settled == ["start done", "end"]
+    assert settled == ["start DONE", "end"]
     assert relay.gone
 
 

@@ -45,13 +45,15 @@ log = logging.getLogger("memlane.proxy")
 
 
 class Outcome(enum.Enum):
-    DONE = "done"
+    """How a relayed stream ended; its value says so in a log line."""
+
+    DONE = "ended"
     """The upstream ended its stream (the assembler decides whether it finished properly)."""
-    CUT = "cut"
+    CUT = "broke off upstream"
     """The upstream connection broke or timed out midway."""
-    GONE = "gone"
+    GONE = "was left by its client"
     """The client went away; the upstream call was cancelled."""
-    STOPPED = "stopped"
+    STOPPED = "was cut by memlane's stop (MEMLANE_SHUTDOWN_GRACE_SECONDS)"
     """memlane stopped before the stream ended (`shutdown_grace_seconds` ran out)."""
 
 

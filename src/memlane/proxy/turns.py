@@ -325,7 +325,7 @@ async def _stream(state: ProxyState, turn: Turn, adapter: WireAdapter, call: Cal
                 log.warning("could not assemble the streamed answer to store it", exc_info=True)
         if answer.failed:
             log.warning(
-                "stream for session %s ended %s without a complete answer",
+                "stream for session %s %s without a complete answer",
                 turn.session.id if turn.session else "-",
                 outcome.value,
             )
