@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/proxy_overhead.py [--requests 300] [--upstream-ms 300]
         [--variant defaults|turns-off|memory-off|quiet] [--clients 1 --clients 32]
-        [--messages 20] [--set MEMLANE_NAME=value ...]
+        [--messages 20] [--set MEMLANE_NAME=value ...] [--no-engine | --floor]
 
 Scripted upstreams (OpenAI-compatible and Anthropic-compatible) and one memlane
 proxy (`memlane serve`) run as their own processes on loopback; this process is
@@ -26,8 +26,11 @@ memory on (turns stored, facts extracted by the upstream, recall), session
 indexing on, the default embedder setting, git versioning. Its background LLM
 calls go to the same scripted upstream, as they would to a real one.
 `memory-off` sets `MEMLANE_MEMORY_ENABLED=false`; `quiet` also turns off session
-indexing (the engine's request path only). `--upstream-ms` makes the upstream
-wait that long before answering, as a real model does.
+indexing (the engine's request path only). `--no-engine` serves memlane's HTTP face with
+the engine's stages as no-ops; `--floor` puts a relay with no memlane code in its place
+(uvicorn, the body read whole, one aiohttp call, the answer relayed as it comes): what
+one more HTTP hop in Python costs on this machine, under every figure memlane gets.
+`--upstream-ms` makes the upstream wait that long before answering, as a real model does.
 
 Direct and memlane requests alternate in rounds within each cell, so both see
 the same load from whatever else runs on the machine. The last column is the
@@ -54,6 +57,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -202,12 +206,56 @@ def serve_without_engine(upstream_url: str, anthropic_url: str, home: str, port:
     uvicorn.run(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
 
 
+def serve_floor(upstream_url: str, anthropic_url: str, home: str, port: int) -> None:
+    """A relay with no memlane code at all: uvicorn, the body read whole, one aiohttp call,
+    the answer relayed chunk by chunk as it comes. What one more HTTP hop in Python costs
+    on this machine: the floor under memlane's own figures."""
+    import aiohttp
+    import uvicorn
+
+    session: aiohttp.ClientSession | None = None
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        nonlocal session
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] == "lifespan.startup":
+                session = aiohttp.ClientSession()
+                await send({"type": "lifespan.startup.complete"})
+            assert session is not None
+            await session.close()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["path"] == "/health":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"{}"})
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        path = scope["path"].removeprefix("/v1")
+        base = anthropic_url if path.startswith("/messages") else upstream_url
+        assert session is not None
+        sent = {"content-type": "application/json"}
+        async with session.post(base + path, data=body, headers=sent) as answer:
+            kind = answer.headers.get("content-type", "application/json").encode()
+            start = {"type": "http.response.start", "status": answer.status}
+            await send({**start, "headers": [(b"content-type", kind)]})
+            async for chunk in answer.content.iter_any():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
 def start_bare_proxy(
-    upstream_url: str, anthropic_url: str, home: Path
+    upstream_url: str, anthropic_url: str, home: Path, *, floor: bool = False
 ) -> tuple[multiprocessing.Process, str]:
     port = free_port()
     process = multiprocessing.Process(
-        target=serve_without_engine,
+        target=serve_floor if floor else serve_without_engine,
         args=(upstream_url, anthropic_url, str(home), port),
         daemon=True,
     )
@@ -459,6 +507,11 @@ def main() -> None:
         action="store_true",
         help="replace the engine's stages by no-ops: the HTTP face's own overhead",
     )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="a relay with no memlane code (uvicorn and aiohttp): one HTTP hop's own cost",
+    )
     args = parser.parse_args()
 
     ready: multiprocessing.Queue[str] = multiprocessing.Queue()
@@ -472,8 +525,10 @@ def main() -> None:
     wires = [WIRES[name] for name in args.wire or ("chat", "messages")]
     with tempfile.TemporaryDirectory() as home:
         proxy_process: Process | multiprocessing.Process
-        if args.no_engine:
-            proxy_process, proxy_url = start_bare_proxy(upstream_url, anthropic_url, Path(home))
+        if args.no_engine or args.floor:
+            proxy_process, proxy_url = start_bare_proxy(
+                upstream_url, anthropic_url, Path(home), floor=args.floor
+            )
         else:
             extra = dict(item.split("=", 1) for item in args.set)
             anthropic = ("--anthropic-upstream", anthropic_url.removesuffix("/v1"))
@@ -511,6 +566,8 @@ def main() -> None:
         mode += f", with {' '.join(args.set)}"
     if args.no_engine:
         mode = "engine stages replaced by no-ops (the HTTP face alone)"
+    if args.floor:
+        mode = "a relay with no memlane code (uvicorn and one aiohttp call: the floor)"
     print(f"\n{args.messages}-message requests, {args.requests} per cell, {mode}; milliseconds\n")
     print(HEADER)
     for row in rows:
