@@ -123,17 +123,20 @@ def test_a_stream_outlasting_the_grace_ends_with_an_error_event(
     body = {"model": "m", "messages": [{"role": "user", "content": "go"}], "stream": True}
     headers = {"X-Memlane-Session": "cut-stream", "Authorization": "Bearer sk-client"}
     lines: list[str] = []
+    begun = threading.Event()
 
     def read() -> None:
         with httpx.stream(
             "POST", f"{replica.url}/v1/chat/completions", json=body, headers=headers, timeout=60
         ) as response:
             assert response.status_code == 200
-            lines.extend(line for line in response.iter_lines() if line)
+            for line in response.iter_lines():
+                if line:
+                    lines.append(line)
+                    begun.set()
 
     thread, outcome = in_flight(read)
-    wait_for(lambda: len(upstream.model_requests) == 1, "the stream to begin")
-    time.sleep(0.3)  # its first event is on its way to the client
+    assert begun.wait(30)  # the first event reached the client; the next is a minute away
     assert stop(replica) == 0, replica.log.read_text()
     thread.join(10)
     assert outcome == [None]
