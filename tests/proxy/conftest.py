@@ -7,12 +7,14 @@ forwarded, so those stages are switched off here (they have their own tests).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
+from tests.proxy.test_replicas import Replica
 from tests.support.upstream import ProxyFactory, RunningProxy, closing
 
 QUIET: dict[str, Any] = {"memory_enabled": False, "index_enabled": False}
@@ -65,3 +67,15 @@ def stored(proxy: RunningProxy, key: str, **kwargs: Any) -> list[Any]:
         (m.message.role, m.message.kind, m.message.origin, m.message.text, m.status)
         for m in proxy.store.list_messages(session.id, **kwargs)
     ]
+
+
+@pytest.fixture
+def running() -> Iterator[list[Replica]]:
+    """The `memlane serve` processes a test started; those still running at its end are
+    killed."""
+    started: list[Replica] = []
+    yield started
+    for replica in started:
+        if replica.process.poll() is None:
+            replica.process.kill()
+            replica.process.wait(30)

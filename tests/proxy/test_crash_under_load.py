@@ -23,7 +23,6 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,17 +111,6 @@ def stored_client_items(store: Store, key: str) -> int:
 def store_url(request: pytest.FixtureRequest) -> str:
     """The SQLite file in the home (""), or a fresh PostgreSQL database."""
     return "" if request.param == "sqlite" else str(request.getfixturevalue("pg_url"))
-
-
-@pytest.fixture
-def running() -> Iterator[list[Replica]]:
-    """The processes a test started; those still running at its end are stopped."""
-    started: list[Replica] = []
-    yield started
-    for replica in started:
-        if replica.process.poll() is None:
-            replica.process.kill()
-            replica.process.wait(30)
 
 
 def test_sigkill_during_16_clients_loses_no_acknowledged_turn(

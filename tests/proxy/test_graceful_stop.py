@@ -15,13 +15,12 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import anthropic
 import httpx
 import openai
-import pytest
 
 from memlane.config import Settings
 from memlane.store import open_store
@@ -34,19 +33,9 @@ STOPPED_WITHIN = 30.0
 """Far less than the upstream's minute, far more than a stop with a second of grace."""
 
 
-@pytest.fixture
-def started(tmp_path: Path) -> Iterator[list[Replica]]:
-    running: list[Replica] = []
-    yield running
-    for replica in running:
-        if replica.process.poll() is None:
-            replica.process.kill()
-            replica.process.wait(30)
-
-
-def serve(home: Path, upstream_url: str, started: list[Replica], **env: str) -> Replica:
+def serve(home: Path, upstream_url: str, running: list[Replica], **env: str) -> Replica:
     replica = start_replica(home, "", upstream_url, env_overrides={**GRACE, **env})
-    started.append(replica)
+    running.append(replica)
     return replica
 
 
@@ -77,6 +66,19 @@ def stop(replica: Replica) -> int:
     return replica.process.wait(STOPPED_WITHIN)
 
 
+def stopped_while_waiting(
+    replica: Replica, arrived: Callable[[], bool], ask: Callable[[], object]
+) -> object:
+    """What `ask()` got once the replica was stopped while the request waited on its
+    upstream, from the moment it `arrived` there (its result, or the exception it raised)."""
+    thread, outcome = in_flight(ask)
+    wait_for(arrived, "the request to reach the upstream")
+    assert stop(replica) == 0, replica.log.read_text()
+    thread.join(10)
+    [got] = outcome
+    return got
+
+
 def stored_statuses(home: Path, key: str) -> list[tuple[str, str]]:
     store = open_store(Settings(home=home))
     try:
@@ -88,9 +90,9 @@ def stored_statuses(home: Path, key: str) -> list[tuple[str, str]]:
 
 
 def test_a_request_still_waiting_on_its_upstream_gets_a_503_once_the_grace_runs_out(
-    tmp_path: Path, upstream: ScriptedUpstream, started: list[Replica]
+    tmp_path: Path, upstream: ScriptedUpstream, running: list[Replica]
 ) -> None:
-    replica = serve(tmp_path / "home", upstream.url, started)
+    replica = serve(tmp_path / "home", upstream.url, running)
     upstream.script(Hang(seconds=60))
     client = openai.OpenAI(
         base_url=f"{replica.url}/v1",
@@ -98,15 +100,13 @@ def test_a_request_still_waiting_on_its_upstream_gets_a_503_once_the_grace_runs_
         max_retries=0,
         default_headers={"X-Memlane-Session": "cut"},
     )
-    asked = lambda: client.chat.completions.create(  # noqa: E731
-        model="m", messages=[{"role": "user", "content": "take your time"}]
+    messages = [{"role": "user", "content": "take your time"}]
+    error = stopped_while_waiting(
+        replica,
+        lambda: len(upstream.model_requests) == 1,
+        lambda: client.chat.completions.create(model="m", messages=messages),
     )
-    thread, outcome = in_flight(asked)
-    wait_for(lambda: len(upstream.model_requests) == 1, "the request to reach the upstream")
-    assert stop(replica) == 0, replica.log.read_text()
-    thread.join(10)
     client.close()
-    [error] = outcome
     assert isinstance(error, openai.InternalServerError), error
     assert error.status_code == 503
     assert isinstance(error.body, dict)
@@ -116,9 +116,9 @@ def test_a_request_still_waiting_on_its_upstream_gets_a_503_once_the_grace_runs_
 
 
 def test_a_stream_outlasting_the_grace_ends_with_an_error_event(
-    tmp_path: Path, upstream: ScriptedUpstream, started: list[Replica]
+    tmp_path: Path, upstream: ScriptedUpstream, running: list[Replica]
 ) -> None:
-    replica = serve(tmp_path / "home", upstream.url, started)
+    replica = serve(tmp_path / "home", upstream.url, running)
     upstream.script(Reply(text="one two three four", delay=60))  # then a minute per event
     body = {"model": "m", "messages": [{"role": "user", "content": "go"}], "stream": True}
     headers = {"X-Memlane-Session": "cut-stream", "Authorization": "Bearer sk-client"}
@@ -151,25 +151,23 @@ def test_a_stream_outlasting_the_grace_ends_with_an_error_event(
 
 
 def test_an_anthropic_client_is_told_in_its_own_error_shape(
-    tmp_path: Path, anthropic_upstream: ScriptedAnthropic, started: list[Replica]
+    tmp_path: Path, anthropic_upstream: ScriptedAnthropic, running: list[Replica]
 ) -> None:
     anthropic_upstream.script(Hang(seconds=60))
     replica = serve(
         tmp_path / "home",
         "http://127.0.0.1:9/v1",  # unused: Messages go to the Anthropic upstream
-        started,
+        running,
         MEMLANE_ANTHROPIC_UPSTREAM_URL=anthropic_upstream.base,
     )
     client = anthropic.Anthropic(base_url=replica.url, api_key="sk-ant-client", max_retries=0)
-    asked = lambda: client.messages.create(  # noqa: E731
-        model="claude-x", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+    messages = [{"role": "user", "content": "hi"}]
+    error = stopped_while_waiting(
+        replica,
+        lambda: len(anthropic_upstream.requests) == 1,
+        lambda: client.messages.create(model="claude-x", max_tokens=64, messages=messages),
     )
-    thread, outcome = in_flight(asked)
-    wait_for(lambda: len(anthropic_upstream.requests) == 1, "the request to reach the upstream")
-    assert stop(replica) == 0, replica.log.read_text()
-    thread.join(10)
     client.close()
-    [error] = outcome
     assert isinstance(error, anthropic.InternalServerError), error
     assert error.status_code == 503
     assert isinstance(error.body, dict)
@@ -178,10 +176,10 @@ def test_an_anthropic_client_is_told_in_its_own_error_shape(
 
 
 def test_an_mcp_clients_event_stream_ends_cleanly_at_a_stop(
-    tmp_path: Path, upstream: ScriptedUpstream, started: list[Replica]
+    tmp_path: Path, upstream: ScriptedUpstream, running: list[Replica]
 ) -> None:
     """A connected MCP client's event stream (`GET /mcp`) is ended, not broken, by a stop."""
-    replica = serve(tmp_path / "home", upstream.url, started)
+    replica = serve(tmp_path / "home", upstream.url, running)
     token = (tmp_path / "home" / "admin_token").read_text(encoding="utf-8").strip()
     headers = {"authorization": f"Bearer {token}", "accept": "application/json, text/event-stream"}
     hello = {
