@@ -133,17 +133,6 @@ class HomeLock:
             finally:
                 self._release(descriptor)
 
-    @contextlib.asynccontextmanager
-    async def attempt(self) -> AsyncIterator[bool]:
-        """Take the lock if it is free, without waiting: yields whether this caller holds it
-        (work another holder is doing already can be skipped)."""
-        descriptor = self._try()
-        try:
-            yield descriptor is not None
-        finally:
-            if descriptor is not None:
-                self._release(descriptor)
-
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
         """Wait (blocking this thread) until this caller holds the lock: for sync code."""
