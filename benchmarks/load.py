@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/load.py [--clients 200] [--seconds 60] [--warmup 15]
         [--tool-steps N] [--variant defaults|turns-off|memory-off|quiet] [--workers N] [--soak]
-        [--direct] [--compare]
+        [--direct] [--no-engine | --floor] [--compare]
 
 A scripted OpenAI-compatible upstream and `memlane serve` run as their own
 processes on loopback (as in `proxy_overhead.py`); the clients run in
@@ -28,7 +28,8 @@ the warm-up's requests queue runs mostly after the warm-up, so counting from its
 charged it to the measured requests), and the proxy's resident memory (RSS, all
 its processes) at start, after warm-up and at the end; `--compare` runs, in one
 invocation against one upstream, a ladder that says where the CPU goes: straight to
-the upstream, memlane's HTTP face alone (`--no-engine`), memory off (sessions stored,
+the upstream, a relay with no memlane code in the proxy's place (`--floor`: what one
+HTTP hop in Python costs here), memlane's HTTP face alone (`--no-engine`), memory off (sessions stored,
 nothing remembered), `turns-off` (memory on, no turn kept as an entry), the defaults,
 and the defaults with `--workers 2`, and prints one table (requests/s side by side);
 `--soak` (5 minutes after a 60-second warm-up unless told otherwise) also
@@ -319,6 +320,11 @@ def main() -> None:
         help="memlane with the engine's stages as no-ops: what its HTTP face alone costs",
     )
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="a relay with no memlane code in the proxy's place: the floor under memlane's",
+    )
+    parser.add_argument(
         "--compare",
         action="store_true",
         help="direct, HTTP face, memory off, turns off, defaults, --workers 2: one table",
@@ -338,6 +344,9 @@ def main() -> None:
         if args.compare:
             cells = [
                 measure(args, upstream_url, upstream.pid, seconds, warmup, direct=True),
+                measure(
+                    args, upstream_url, upstream.pid, seconds, warmup, bare=anthropic_url, floor=True
+                ),
                 measure(args, upstream_url, upstream.pid, seconds, warmup, bare=anthropic_url),
                 measure(args, upstream_url, upstream.pid, seconds, warmup, variant="memory-off"),
                 measure(args, upstream_url, upstream.pid, seconds, warmup, variant="turns-off"),
@@ -353,7 +362,8 @@ def main() -> None:
                     seconds,
                     warmup,
                     direct=args.direct,
-                    bare=anthropic_url if args.no_engine else None,
+                    bare=anthropic_url if args.no_engine or args.floor else None,
+                    floor=args.floor,
                     variant=args.variant,
                     workers=args.workers,
                 )
@@ -372,24 +382,27 @@ def measure(
     *,
     direct: bool = False,
     bare: str | None = None,
+    floor: bool = False,
     variant: str = "defaults",
     workers: int = 1,
 ) -> Cell:
     """One configuration: its clients run, its figures taken. `bare` (the Anthropic
-    upstream's URL) runs the proxy with the engine's stages as no-ops."""
+    upstream's URL) runs the proxy with the engine's stages as no-ops, or with `floor` a
+    relay with no memlane code."""
     if direct:
         assert upstream_pid is not None
         tallies, samples, cpu = drive(args, upstream_url, upstream_pid, seconds, warmup)
         return Cell("straight to the upstream (no memlane)", tallies, samples, None)
     if bare is not None:
         with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as home:
-            process, url = start_bare_proxy(upstream_url, bare, Path(home))
+            process, url = start_bare_proxy(upstream_url, bare, Path(home), floor=floor)
             try:
                 assert process.pid is not None
                 tallies, samples, cpu = drive(args, url, process.pid, seconds, warmup)
             finally:
                 process.kill()
-        return Cell("memlane's HTTP face alone (engine stages no-ops)", tallies, samples, cpu)
+        label = "a bare relay (no memlane code)" if floor else "memlane's HTTP face alone"
+        return Cell(label, tallies, samples, cpu)
     extra = ("--workers", str(workers)) if workers > 1 else ()
     label = f"memlane, {variant}" + (f", --workers {workers}" if workers > 1 else "")
     settings = dict(pair.split("=", 1) for pair in args.set)
