@@ -29,9 +29,10 @@ charged it to the measured requests), and the proxy's resident memory (RSS, all
 its processes) at start, after warm-up and at the end; `--compare` runs, in one
 invocation against one upstream, a ladder that says where the CPU goes: straight to
 the upstream, a relay with no memlane code in the proxy's place (`--floor`: what one
-HTTP hop in Python costs here), memlane's HTTP face alone (`--no-engine`), memory off (sessions stored,
-nothing remembered), `turns-off` (memory on, no turn kept as an entry), the defaults,
-and the defaults with `--workers 2`, and prints one table (requests/s side by side);
+HTTP hop in Python costs here), memlane's HTTP face alone (`--no-engine`), memory off
+(sessions stored, nothing remembered), `turns-off` (memory on, no turn kept as an
+entry), the defaults, and the defaults with `--workers 2`, and prints one table
+(requests/s side by side);
 `--soak` (5 minutes after a 60-second warm-up unless told otherwise) also
 prints RSS every `--sample` seconds. The machine's load average is printed
 with the figures: on a shared machine they say as much about the neighbours as
@@ -345,7 +346,13 @@ def main() -> None:
             cells = [
                 measure(args, upstream_url, upstream.pid, seconds, warmup, direct=True),
                 measure(
-                    args, upstream_url, upstream.pid, seconds, warmup, bare=anthropic_url, floor=True
+                    args,
+                    upstream_url,
+                    upstream.pid,
+                    seconds,
+                    warmup,
+                    bare=anthropic_url,
+                    floor=True,
                 ),
                 measure(args, upstream_url, upstream.pid, seconds, warmup, bare=anthropic_url),
                 measure(args, upstream_url, upstream.pid, seconds, warmup, variant="memory-off"),
