@@ -83,6 +83,9 @@ class Cell:
     cpu_seconds: float | None
     """CPU time of the proxy's process tree over the run, warm-up and the background work
     the requests queued included (None: no /proc)."""
+    cpu_parts: dict[str, float] | None = None
+    """The same time by the part of memlane that spent it (`/memlane/status`'s
+    `cpu_seconds`, over the same span; None: not memlane)."""
 
 
 @dataclass
@@ -421,7 +424,10 @@ def measure(
         try:
             drained = functools.partial(wait_drained, url, Path(home), label)
             pending = functools.partial(pending_now, url, admin_headers(Path(home)))
-            tallies, samples, cpu = drive(args, url, proxy.pid, seconds, warmup, drained, pending)
+            parts = CpuParts(url, admin_headers(Path(home)))
+            tallies, samples, cpu = drive(
+                args, url, proxy.pid, seconds, warmup, drained, pending, parts
+            )
         finally:
             proxy.terminate()
             try:
@@ -429,7 +435,7 @@ def measure(
             except subprocess.TimeoutExpired:
                 proxy.kill()
                 proxy.wait()
-    return Cell(label, tallies, samples, cpu)
+    return Cell(label, tallies, samples, cpu, parts.spent)
 
 
 SHUTDOWN_SECONDS = 60
@@ -460,6 +466,32 @@ def pending_now(url: str, headers: dict[str, str]) -> int | None:
         return background(url, headers)[0]
     except (httpx.HTTPError, ValueError, KeyError):
         return None
+
+
+PROCESS = "process"
+"""The whole process's part in `cpu_seconds` (`memlane.proxy.cpu.PROCESS`; not imported:
+the script also measures older builds, put first on `PYTHONPATH`)."""
+
+
+class CpuParts:
+    """The proxy's CPU seconds by part (`/memlane/status`), read when `drive` reads its
+    process tree's: `spent` is the difference (None until both were read)."""
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        self.url, self.headers = url, headers
+        self.first: dict[str, float] | None = None
+        self.spent: dict[str, float] | None = None
+
+    def __call__(self) -> None:
+        try:
+            status = httpx.get(f"{self.url}/memlane/status", headers=self.headers, timeout=30)
+            now = {part: float(s) for part, s in status.json()["cpu_seconds"].items()}
+        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
+            return
+        if self.first is None:
+            self.first = now
+        else:
+            self.spent = {part: s - self.first.get(part, 0.0) for part, s in now.items()}
 
 
 def wait_drained(url: str, home: Path, label: str) -> None:
@@ -496,6 +528,7 @@ def drive(
     warmup: float,
     drain: Callable[[], None] | None = None,
     pending: Callable[[], int | None] | None = None,
+    parts: Callable[[], None] | None = None,
 ) -> tuple[list[Tally], list[tuple[float, float, int | None]], float | None]:
     """Run the clients; sample the proxy's RSS meanwhile, with its background items
     `pending` (a soak's growth is either work waiting or memory held): (seconds since
@@ -524,6 +557,8 @@ def drive(
     samples = [sample(0.0)]
     time.sleep(max(0.0, start_at - time.time()))
     cpu_from = cpu_tree_seconds(pid)
+    if parts is not None:
+        parts()
     begin = time.monotonic()
     marks = [warmup, *(warmup + t for t in _steps(seconds, args.sample if args.soak else 0))]
     for mark in marks:
@@ -534,6 +569,8 @@ def drive(
     if drain is not None:
         drain()
     cpu_to = cpu_tree_seconds(pid)
+    if parts is not None:
+        parts()
     for process in processes:
         process.join(10)
     cpu = cpu_to - cpu_from if cpu_from is not None and cpu_to is not None else None
@@ -577,6 +614,7 @@ def report(args: argparse.Namespace, seconds: float, warmup: float, cells: list[
             f"| {pct(latencies, 0.5):.0f} | {pct(latencies, 0.99):.0f} | {errors} | {cpu} "
             f"| {start:.0f} | {warm:.0f} | {end:.0f} |"
         )
+    _parts_table(cells)
     for cell in cells:
         kinds: dict[str, int] = {}
         for t in cell.tallies:
@@ -595,6 +633,27 @@ def report(args: argparse.Namespace, seconds: float, warmup: float, cells: list[
             for at, mb, items in cell.samples[1:]:
                 waiting = "-" if items is None else str(items)
                 print(f"| {at:.0f} | {mb:.0f} | {mb - warm:+.0f} | {waiting} |")
+
+
+def _parts_table(cells: list[Cell]) -> None:
+    """Each memlane row's CPU a request by the part that spent it (`proxy.cpu`), over the
+    same span as the CPU column: where the time goes, without a profiler. With several
+    workers the other workers' figures are as they last published them (every 2 s)."""
+    measured = [cell for cell in cells if cell.cpu_parts]
+    if not measured:
+        return
+    first = measured[0].cpu_parts or {}
+    named = {part for cell in measured for part in cell.cpu_parts or {}} - {PROCESS}
+    order = sorted(named, key=lambda part: -first.get(part, 0.0))  # the largest first
+    print("\nwhere the proxy's CPU went, ms a request (`memlane status`'s CPU seconds by part)\n")
+    print("| through | " + " | ".join(order) + " | the process |")
+    print("| --- |" + " --- |" * (len(order) + 1))
+    for cell in measured:
+        assert cell.cpu_parts is not None
+        answered = sum(len(t.latencies) + t.errors + t.warm for t in cell.tallies) or 1
+        row = [cell.cpu_parts.get(part, 0.0) * 1000 / answered for part in order]
+        whole = cell.cpu_parts.get(PROCESS, 0.0) * 1000 / answered
+        print(f"| {cell.label} | " + " | ".join(f"{ms:.2f}" for ms in row) + f" | {whole:.2f} |")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -163,9 +164,11 @@ def test_status_reports_the_running_proxy_then_its_absence(
         assert report["upstream_url"] == upstream.url
         assert report["requests_last_hour"] >= 1
         assert report["sessions"] == 1
+        assert report["cpu_seconds"]["process"] > 0  # and each part's (`proxy.cpu`)
         table = runner.invoke(app, ["--home", str(tmp_path), "status"]).stdout
         assert "requests" in table
         assert "1 sessions" in table
+        assert re.search(r"cpu +[\d.]+ s since start: .*event loop [\d.]+", table), table
     finally:
         _stop(process)
     after = runner.invoke(app, ["--home", str(tmp_path), "status", "--json"])

@@ -63,7 +63,8 @@ COMMANDS: dict[str, Lazy] = {
         "memlane.cli.status_cmd",
         "status",
         "The proxy on this home (upstream, uptime, requests and errors in the last hour, "
-        "background queue, last extraction) and the store's session and memory counts.",
+        "background queue, last extraction, CPU time by part) and the store's session and "
+        "memory counts.",
     ),
     "doctor": Lazy(
         "memlane.cli.doctor",

@@ -13,7 +13,8 @@ from memlane.config import Settings
 
 def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """The proxy on this home (upstream, uptime, requests and errors in the last hour,
-    background queue, last extraction) and the store's session and memory counts."""
+    background queue, last extraction, CPU time by part) and the store's session and memory
+    counts."""
     settings = state(ctx).settings
     report = from_proxy(settings) or _from_store(settings)
     report["today"] = _today(settings)
@@ -49,6 +50,18 @@ def from_proxy(settings: Settings) -> dict[str, Any] | None:
     if response.status_code != 200:
         return {**head, **supervised, "error": f"HTTP {response.status_code}"}
     return {**head, **response.json(), **supervised}  # the pids of the workers, not a count
+
+
+def cpu_line(spent: dict[str, float]) -> str:
+    """`12.3 s since start: event loop 6.1, memory book 3.2, …`, the largest part first."""
+    from memlane.proxy.cpu import PROCESS
+
+    total = spent.get(PROCESS, 0.0)
+    parts = sorted(
+        ((part, seconds) for part, seconds in spent.items() if part != PROCESS and seconds),
+        key=lambda item: -item[1],
+    )
+    return f"{total:.1f} s since start: " + ", ".join(f"{p} {s:.1f}" for p, s in parts)
 
 
 def _from_store(settings: Settings) -> dict[str, Any]:
@@ -94,6 +107,8 @@ def _print(report: dict[str, Any]) -> None:
                     line += f"; last: {report['last_restart']}"
                 console.print(line)
             console.print(f"background {report['background_pending']} task(s) pending")
+            if report.get("cpu_seconds"):
+                console.print(f"cpu       {cpu_line(report['cpu_seconds'])}", highlight=False)
             last = report.get("last_extraction")
             if last:
                 outcome = "ok" if last["ok"] else "FAILED"

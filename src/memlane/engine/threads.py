@@ -29,6 +29,11 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 BACKGROUND_THREADS = 2
+REQUEST_THREADS_NAME = "memlane-request"
+BACKGROUND_THREADS_NAME = "memlane-bg"
+BOOK_THREAD_NAME = "memlane-book"
+"""The names of the threads this module starts (each pool's numbers its own), by which
+`memlane status` tells what each part of memlane spent (`proxy.cpu`)."""
 YIELD_LIMIT_SECONDS = 0.25
 """The longest a background step waits for requests to leave memlane's hands: under a
 steady stream of requests, background work still moves on (and back-pressure in
@@ -88,7 +93,7 @@ class RequestThreads:
             self._jobs.get()()
 
 
-_request_threads = RequestThreads(REQUEST_THREADS, "memlane-request")
+_request_threads = RequestThreads(REQUEST_THREADS, REQUEST_THREADS_NAME)
 
 
 def run_on(threads: RequestThreads, fn: Callable[[], T]) -> asyncio.Future[T]:
@@ -140,7 +145,7 @@ def _background_pool() -> ThreadPoolExecutor:
         if _pool is None:
             _pool = ThreadPoolExecutor(
                 BACKGROUND_THREADS,
-                thread_name_prefix="memlane-bg",
+                thread_name_prefix=BACKGROUND_THREADS_NAME,
                 initializer=_start_background_thread,
             )
         return _pool
@@ -151,7 +156,7 @@ def _writer_pool() -> ThreadPoolExecutor:
     with _pool_lock:
         if _writer is None:
             _writer = ThreadPoolExecutor(
-                1, thread_name_prefix="memlane-book", initializer=_start_background_thread
+                1, thread_name_prefix=BOOK_THREAD_NAME, initializer=_start_background_thread
             )
         return _writer
 

@@ -4,7 +4,8 @@
 this route what it has been doing. With several workers, whichever answers adds
 up what every live worker published (`workers/<index>.json`, rewritten every
 `PUBLISH_SECONDS`): requests and errors of the last hour, background work
-pending, the last extraction and the stages that failed.
+pending, the last extraction, the stages that failed and the CPU time each part of
+memlane spent (`proxy.cpu`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from memlane.files.serve_file import pid_alive as pid_alive
 from memlane.files.serve_file import remove_serve_file as remove_serve_file
 from memlane.files.serve_file import serve_file as serve_file
 from memlane.files.serve_file import write_serve_file as write_serve_file
+from memlane.proxy import cpu
 from memlane.proxy.state import WorkerInfo, current_state, require_operator, runtime
 
 WORKERS_FOLDER = "workers"
@@ -62,12 +64,14 @@ def _counts(rt: Runtime) -> dict[str, int]:
 
 
 def activity_of(rt: Runtime) -> dict[str, Any]:
-    """This process's recent activity, as the status route shows it."""
+    """This process's recent activity, as the status route shows it (called on the
+    event loop)."""
     background = rt.background
     return {
         **rt.activity.snapshot(),
         "background_pending": background.pending,
         "background_dropped": background.dropped,
+        "cpu_seconds": cpu.cpu_seconds(),
     }
 
 
@@ -126,11 +130,13 @@ def merged(worker: WorkerInfo, activities: Iterable[dict[str, Any]]) -> dict[str
         "background_dropped": 0,
         "workers": worker.count,
         "workers_reporting": 0,
+        "cpu_seconds": {},
     }
     for one in activities:
         total["workers_reporting"] += 1
         for key in COUNTS:
             total[key] += int(one.get(key) or 0)
+        total["cpu_seconds"] = cpu.added(total["cpu_seconds"], one.get("cpu_seconds") or {})
         last = one.get("last_extraction")
         if last and (not total["last_extraction"] or last["at"] > total["last_extraction"]["at"]):
             total["last_extraction"] = last

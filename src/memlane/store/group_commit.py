@@ -43,6 +43,9 @@ MAX_BATCH = 256
 """Writes committed together at most: a commit is not put off indefinitely under a
 stream of writes, and one batch's failure is bounded."""
 
+WRITER_THREAD_NAME = "memlane-writer"
+"""The writer thread's name (`memlane status` reports its CPU time under it)."""
+
 LINGER_SECONDS = 0.002
 """How long a batch waits for more writes before it starts, unless hurried."""
 
@@ -68,7 +71,7 @@ class GroupCommit:
         self,
         store: Store,
         *,
-        name: str = "memlane-writer",
+        name: str = WRITER_THREAD_NAME,
         initializer: Callable[[], None] | None = None,
     ) -> None:
         self._store = store

@@ -23,6 +23,8 @@ WAL_CHECKPOINT_BYTES = 4 * 1024 * 1024
 CHECK_EVERY = 16
 """Commits between two looks at the WAL file's size (a stat)."""
 STOP_SECONDS = 5.0
+THREAD_NAME = "memlane-checkpoint"
+"""The checkpointer's thread's name, before its WAL file's."""
 
 
 class Checkpointer:
@@ -72,7 +74,7 @@ class Checkpointer:
         with self._start_lock:
             if self._thread is None and not self._stopping:
                 self._thread = threading.Thread(
-                    target=self._run, name=f"memlane-checkpoint {self.wal.name}", daemon=True
+                    target=self._run, name=f"{THREAD_NAME} {self.wal.name}", daemon=True
                 )
                 self._thread.start()
 
