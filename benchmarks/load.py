@@ -642,9 +642,12 @@ def _parts_table(cells: list[Cell]) -> None:
     measured = [cell for cell in cells if cell.cpu_parts]
     if not measured:
         return
-    first = measured[0].cpu_parts or {}
     named = {part for cell in measured for part in cell.cpu_parts or {}} - {PROCESS}
-    order = sorted(named, key=lambda part: -first.get(part, 0.0))  # the largest first
+
+    def largest(part: str) -> float:
+        return max((cell.cpu_parts or {}).get(part, 0.0) for cell in measured)
+
+    order = sorted(named, key=lambda part: -largest(part))
     print("\nwhere the proxy's CPU went, ms a request (`memlane status`'s CPU seconds by part)\n")
     print("| through | " + " | ".join(order) + " | the process |")
     print("| --- |" + " --- |" * (len(order) + 1))
