@@ -42,6 +42,8 @@ PROCESS = "process"
 """The whole process, every thread's time, ended ones included."""
 HELPERS = "helper processes"
 """Processes memlane ran and waited for (git), their own CPU time."""
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+"""The unit of `/proc`'s CPU times."""
 
 
 def part_of(thread_name: str) -> str:
@@ -90,6 +92,3 @@ def _thread_seconds(thread: threading.Thread) -> float | None:
     # the fields after the command's closing parenthesis: utime and stime are 12th and 13th
     fields = stat[stat.rindex(b")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / _TICKS
-
-
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
