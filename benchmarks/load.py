@@ -345,32 +345,20 @@ def main() -> None:
     upstream_url = ready.get(timeout=60)
     anthropic_url = ready.get(timeout=60)
     try:
+        run = functools.partial(measure, args, upstream_url, upstream.pid, seconds, warmup)
         if args.compare:
             cells = [
-                measure(args, upstream_url, upstream.pid, seconds, warmup, direct=True),
-                measure(
-                    args,
-                    upstream_url,
-                    upstream.pid,
-                    seconds,
-                    warmup,
-                    bare=anthropic_url,
-                    floor=True,
-                ),
-                measure(args, upstream_url, upstream.pid, seconds, warmup, bare=anthropic_url),
-                measure(args, upstream_url, upstream.pid, seconds, warmup, variant="memory-off"),
-                measure(args, upstream_url, upstream.pid, seconds, warmup, variant="turns-off"),
-                measure(args, upstream_url, upstream.pid, seconds, warmup, variant="defaults"),
-                measure(args, upstream_url, upstream.pid, seconds, warmup, workers=2),
+                run(direct=True),
+                run(bare=anthropic_url, floor=True),
+                run(bare=anthropic_url),
+                run(variant="memory-off"),
+                run(variant="turns-off"),
+                run(variant="defaults"),
+                run(workers=2),
             ]
         else:
             cells = [
-                measure(
-                    args,
-                    upstream_url,
-                    upstream.pid,
-                    seconds,
-                    warmup,
+                run(
                     direct=args.direct,
                     bare=anthropic_url if args.no_engine or args.floor else None,
                     floor=args.floor,
