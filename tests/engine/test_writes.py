@@ -78,23 +78,6 @@ def held_answer(writes: Writes, order: list[str]) -> threading.Event:
     return go
 
 
-async def test_an_answer_waits_for_the_sessions_answer_before_it_and_no_other(
-    writes: Writes,
-) -> None:
-    """`before_answering`: the answer before (resent by its client, so nothing waited for
-    it) is committed before the next answer is relayed; a crash then loses one turn."""
-    order: list[str] = []
-    go = held_answer(writes, order)
-    assert finished_at_once(writes.before_answering(TWO))  # another session's holds no one
-    writes.queue(ONE, lambda: order.append("next question"))
-    answering = asyncio.ensure_future(writes.before_answering(ONE))
-    await asyncio.sleep(0.1)
-    assert not answering.done()
-    go.set()
-    assert await asyncio.wait_for(answering, 10)
-    assert order[0] == "answer"
-
-
 async def test_a_turn_reads_beside_the_answer_it_resends_when_nothing_else_waits(
     writes: Writes,
 ) -> None:

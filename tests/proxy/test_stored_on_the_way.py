@@ -21,7 +21,7 @@ import pytest
 from memlane.engine import turn_store
 from memlane.engine.failopen import EVENT
 from memlane.engine.turn import Turn
-from memlane.store import StoreError, group_commit
+from memlane.store import StoreError
 from tests.proxy.conftest import QUIET, ask
 from tests.support.upstream import (
     ProxyFactory,
@@ -128,47 +128,6 @@ def test_the_answer_does_not_wait_for_the_turn_to_be_stored_and_the_next_turn_do
         "hello",
         "and then?",
     ]
-
-
-def wait_for(check: Callable[[], bool], seconds: float = 10.0) -> bool:
-    """Whether `check()` came true within `seconds` (polled: nothing here hurries the writer)."""
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
-@pytest.mark.parametrize("stream", [False, True])
-def test_an_answer_the_client_resends_is_committed_when_the_next_turn_goes_upstream(
-    mproxy: RunningProxy,
-    upstream: ScriptedUpstream,
-    monkeypatch: pytest.MonkeyPatch,
-    stream: bool,
-) -> None:
-    """Its write lingers (begun at once, its commit shared the GIL with the answer on its
-    way to the client): the next turn's trip upstream begins it, with that turn's own
-    messages, whatever `LINGER_SECONDS` says."""
-    monkeypatch.setattr(group_commit, "LINGER_SECONDS", 60.0)
-    upstream.respond_with(lambda request: Reply(text=f"answer {len(upstream.model_requests)}"))
-    history = [{"role": "user", "content": "hello"}]
-
-    ask(mproxy, KEY, history, stream=stream)
-
-    time.sleep(0.3)  # the answer's write waits: nothing needs it yet
-    assert client_messages(mproxy) == [("user", "hello")]
-    history += [
-        {"role": "assistant", "content": "answer 1"},
-        {"role": "user", "content": "and then?"},
-    ]
-    ask(mproxy, KEY, history, stream=stream)
-    first_turn_and_the_question = [
-        ("user", "hello"),
-        ("assistant", "answer 1"),
-        ("user", "and then?"),
-    ]
-    assert wait_for(lambda: client_messages(mproxy) == first_turn_and_the_question)
 
 
 @pytest.mark.parametrize("stream", [False, True])

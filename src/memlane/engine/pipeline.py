@@ -226,12 +226,8 @@ async def finish(rt: Runtime, turn: Turn, answer: Answer | Callable[[], Answer])
     finds it stored. Otherwise the client does not wait for it, nor does the session's
     next turn while the writer has nothing else to do: that turn carries the answer and
     reads nothing its write changes, and its own writes are queued behind it
-    (`Writes.before_reading`). Its write then lingers (`GroupCommit`): begun at once, its
-    commit took the GIL from the answer on its way to the client (one client's response
-    took 0.3-1.2 ms to send, against 0.06 ms), and it commits with the next turn's
-    messages while that one waits on the upstream; that turn's answer is relayed once it
-    is committed (`Writes.before_answering`). A crash meanwhile loses only the turn in
-    flight, which the client's next request brings back."""
+    (`Writes.before_reading`). A crash meanwhile loses only the turn in flight, which the
+    client's next request brings back."""
     if turn.counting is not None:  # for the turn's record
         await waits.within(rt, turn, "counting the request's tokens", counted(turn), None)
     read_answer = answer if callable(answer) else (lambda: answer)
@@ -243,12 +239,8 @@ async def finish(rt: Runtime, turn: Turn, answer: Answer | Callable[[], Answer])
 
     if turn.answer_resent and not rt.serves_alone:
         await stored(rt, turn)
-    elif turn.answer_resent and not await rt.writes.before_answering(turn.session_of):
-        waits.overran(rt, turn, "storing the session's answer before")
     resent = turn.answer_resent
-    stored_answer = storing.queue(
-        rt, turn, write, awaited=not resent, read_next=not resent, linger=resent
-    )
+    stored_answer = storing.queue(rt, turn, write, awaited=not resent, read_next=not resent)
     stored_answer.add_done_callback(lambda done: _after(rt, turn, done))
     if not resent:
         await waits.within(rt, turn, "storing the answer", stored_answer, None)

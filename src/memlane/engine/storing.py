@@ -43,8 +43,8 @@ def queue(
     need not be awaited (an error nobody awaits is logged where it matters). `messages`:
     it stores the client's messages, so when it does not commit the turn is lost (its
     answer, queued behind it, is not stored either: the next request resends both).
-    `awaited`: the request waits for it; `linger`: nobody needs it soon, so its batch
-    may wait a moment for more (`GroupCommit`); `read_next`: the session's next turn waits for it
+    `awaited`: the request waits for it; `linger`: queued while the request is still
+    being prepared (`GroupCommit`); `read_next`: the session's next turn waits for it
     (`Writes.queue`)."""
     failed = (lambda: setattr(turn, "lost", True)) if messages else None
     future = rt.writes.queue(

@@ -51,9 +51,6 @@ class Writes:
         """Each session's last write queued."""
         self._read: dict[SessionOf, asyncio.Future[Any]] = {}
         """Each session's last write queued that its next turn reads (`read_next`)."""
-        self._resent: dict[SessionOf, asyncio.Future[Any]] = {}
-        """Each session's last write queued that its next turn does not read: an answer
-        its client resends."""
         self._latest: asyncio.Future[Any] | None = None
         self._pending = 0
         """Writes queued and not done yet, every session's."""
@@ -72,9 +69,8 @@ class Writes:
         need not be awaited. `session`'s next turn waits for it before it reads.
         `failed` is called in the writer when the write did not commit (before any later
         write runs: one that depends on it reads what it says). `awaited`: the caller
-        waits for it, so its batch starts now (`GroupCommit.hurry`); `linger`: nobody needs
-        it soon (queued while its request is still being prepared, or an answer its client
-        resends), so its batch may wait a moment;
+        waits for it, so its batch starts now (`GroupCommit.hurry`); `linger`: queued while
+        its request is still being prepared, so its batch may wait a moment;
         `read_next`: the session's next turn reads what it stores, so it waits for it
         (False: it does not, yet the writes it queues still come after this one)."""
         loop = asyncio.get_running_loop()
@@ -106,13 +102,9 @@ class Writes:
         future.add_done_callback(self._done)
         if session is not None:
             _keep(self._last, session, future)
-            _keep(self._read if read_next else self._resent, session, future)
+            if read_next:
+                _keep(self._read, session, future)
         return future
-
-    def start(self) -> None:
-        """Begin the writes queued so far, those that linger too: the request that queued
-        them now waits on the upstream, the GIL free for their commit."""
-        self.writer.hurry()
 
     async def settled(self, session: SessionOf | None = None) -> bool:
         """Once the writes queued so far for `session` (None: for every session) are
@@ -128,13 +120,6 @@ class Writes:
         writer."""
         kept = self._read if self._pending <= 1 else self._last
         return await self._settled(kept.get(session))
-
-    async def before_answering(self, session: SessionOf) -> bool:
-        """`settled` for the session's answer before the one about to be relayed (an answer
-        its client resends, which lingers until the next turn goes upstream): once the
-        client has this answer, a crash loses at most this turn. Done long before, unless
-        the upstream answered within the commit."""
-        return await self._settled(self._resent.get(session))
 
     async def _settled(self, last: asyncio.Future[Any] | None) -> bool:
         if last is None:

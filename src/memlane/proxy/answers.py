@@ -130,7 +130,6 @@ async def send_upstream(
     """The upstream's answer (open, when `stream`: read it as it comes, then close it); or,
     when it refused, the error the client gets in its own wire format (the turn marked
     failed, a context window it names learned)."""
-    state.runtime.writes.start()  # the turn's writes (and the last answer) commit meanwhile
     try:
         with TRAFFIC.waiting():
             sent = await upstream.send("POST", url, content, headers, stream=stream)

@@ -19,10 +19,7 @@ the other are committed in that order, in one batch or in two.
 A batch whose first write was queued with `linger` starts `LINGER_SECONDS` later, unless
 a caller waits for it first (`hurry`): a request queues its messages while it is still
 being prepared, and starting their transaction at once made it share the GIL with the
-rest of the request's work (governance 0.35 -> 1.03 ms p50, `next_turn_ab.py`); an
-answer nobody waits for lingers too, or its commit shares the GIL with the answer on its
-way to the client. A request hurries the writer as it goes upstream
-(`engine.writes.Writes.start`), so what lingers commits while it waits there. The
+rest of the request's work (governance 0.35 -> 1.03 ms p50, `next_turn_ab.py`); the
 writes that arrive meanwhile join the batch. A hurry is queued like a write, so it
 hurries the writes queued before it: one made while nothing lingered (an earlier
 request's, its writes done) does not cut short the linger of a write queued after it.
@@ -49,14 +46,8 @@ stream of writes, and one batch's failure is bounded."""
 WRITER_THREAD_NAME = "memlane-writer"
 """The writer thread's name (`memlane status` reports its CPU time under it)."""
 
-LINGER_SECONDS = 0.02
-"""How long a batch whose first write lingers waits for more before it starts, unless
-hurried: usually the next request hurries it as it goes upstream, sooner. Long enough
-to reach past an agent's next request, sent within milliseconds of its answer: begun
-2 ms after the answer, the batch committed beside that request's shaping, not while it
-waited on the upstream. A SIGKILL loses at most what was queued within this time and
-not awaited: turns in flight, and the last answer of a session, which its client
-resends."""
+LINGER_SECONDS = 0.002
+"""How long a batch waits for more writes before it starts, unless hurried."""
 
 Done = Callable[[Any, BaseException | None], None]
 """Called with a write's result, or the error that undid it, once its batch is over."""
