@@ -87,6 +87,11 @@ class Cell:
     """The same time by the part of memlane that spent it (`/memlane/status`'s
     `cpu_seconds`, over the same span; None: not memlane)."""
 
+    @property
+    def answered(self) -> int:
+        """Requests answered over the span the CPU columns cover: the warm-up's too."""
+        return sum(len(t.latencies) + t.errors + t.warm for t in self.tallies)
+
 
 @dataclass
 class Tally:
@@ -590,7 +595,7 @@ def report(args: argparse.Namespace, seconds: float, warmup: float, cells: list[
     for cell in cells:
         latencies = [x for t in cell.tallies for x in t.latencies]
         errors = sum(t.errors for t in cell.tallies)
-        answered = len(latencies) + errors + sum(t.warm for t in cell.tallies)
+        answered = cell.answered
         cpu = (
             f"{cell.cpu_seconds * 1000 / answered:.2f}"
             if cell.cpu_seconds is not None and answered
@@ -641,7 +646,7 @@ def _parts_table(cells: list[Cell]) -> None:
     print("| --- |" + " --- |" * (len(order) + 1))
     for cell in measured:
         assert cell.cpu_parts is not None
-        answered = sum(len(t.latencies) + t.errors + t.warm for t in cell.tallies) or 1
+        answered = cell.answered or 1
         row = [cell.cpu_parts.get(part, 0.0) * 1000 / answered for part in order]
         whole = cell.cpu_parts.get(PROCESS, 0.0) * 1000 / answered
         print(f"| {cell.label} | " + " | ".join(f"{ms:.2f}" for ms in row) + f" | {whole:.2f} |")
