@@ -14,14 +14,18 @@ request's: `X-Memlane-Repo` (or its fallbacks), else the namespace of the sessio
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from contextvars import Context
+from typing import TYPE_CHECKING, Any
 
 from starlette.types import Message, Receive, Scope, Send
 
 from memlane.config import Settings
 from memlane.config.core import LOOPBACK_NAMES
+from memlane.engine import threads
 from memlane.engine.runtime import Runtime
 from memlane.engine.tenancy import NO_TENANT
 from memlane.proxy import headers as h
@@ -30,6 +34,11 @@ from memlane.proxy.guard import WILDCARD_BINDS
 from memlane.proxy.identity import bounded, header_text
 from memlane.proxy.state import Access
 from memlane.views.tools import Binding
+
+if TYPE_CHECKING:
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+log = logging.getLogger(__name__)
 
 PATH = "/mcp"
 
@@ -89,7 +98,14 @@ def transport_security(settings: Settings) -> Any:
 
 
 class MCPRoute:
-    """The ASGI endpoint at `/mcp`: the token check, then the SDK's session manager."""
+    """The ASGI endpoint at `/mcp`: the token check, then the SDK's session manager.
+
+    The manager is built on the first request, not at start: importing the SDK is about
+    a quarter of `memlane serve`'s start-up, paid by every proxy whether or not an MCP
+    client ever connects. Its `run()` holds a task group that must be entered and left in
+    one task, so a task of its own (`_host`) holds it from the first request until the
+    app stops (`running`).
+    """
 
     def __init__(
         self,
@@ -97,11 +113,67 @@ class MCPRoute:
         runtime_of: Callable[[], Runtime],
         access_of: AccessOf,
     ) -> None:
-        from memlane.mcp.server import build_server
-
+        self.settings = settings
         self.access_of = access_of
         self.runtime_of = runtime_of
-        server = build_server(runtime_of, binding_from_headers(settings, access_of))
+        self._manager: asyncio.Future[StreamableHTTPSessionManager] | None = None
+        self._host: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The app's lifespan: a manager a request started runs until the app stops (its
+        sessions' streams ended); the next lifespan builds a new one when asked."""
+        self._manager, self._host, self._stop = None, None, asyncio.Event()
+        try:
+            yield
+        finally:
+            self._stop.set()
+            if self._host is not None:
+                await self._host
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self._authorized(scope):
+            await _refuse(send)
+            return
+        manager = await self._started()
+        # as the admin API: a tool reads what a client of the proxy was answered, and an
+        # answer is stored just after its client has it
+        await self.runtime_of().writes.settled()
+        if scope["method"] == "GET":  # the server's event stream, open until it ends
+            await self._event_stream(manager, scope, receive, send)
+            return
+        await manager.handle_request(scope, receive, send)
+
+    async def _started(self) -> StreamableHTTPSessionManager:
+        """The running session manager, started by the first request that needs it."""
+        if self._manager is None:
+            if self._stop.is_set():
+                raise RuntimeError("memlane is stopping")
+            self._manager = asyncio.get_running_loop().create_future()
+            # a context of its own: the manager's tasks outlive the request that started it
+            self._host = asyncio.create_task(
+                self._hold(self._manager), name="mcp-session-manager", context=Context()
+            )
+        return await asyncio.shield(self._manager)
+
+    async def _hold(self, ready: asyncio.Future[StreamableHTTPSessionManager]) -> None:
+        try:
+            manager = await threads.to_thread(self._build)  # the SDK's import off the loop
+            async with manager.run():
+                ready.set_result(manager)
+                await self._stop.wait()
+        except Exception as exc:
+            if not ready.done():
+                ready.set_exception(exc)  # every request that waits for it fails with it
+                return
+            log.exception("the MCP server stopped")
+
+    def _build(self) -> StreamableHTTPSessionManager:
+        from memlane.mcp.server import build_server
+
+        settings = self.settings
+        server = build_server(self.runtime_of, binding_from_headers(settings, self.access_of))
         server.streamable_http_app(
             streamable_http_path=PATH,
             # Several workers serve one port, and a client's next request may reach another
@@ -111,26 +183,11 @@ class MCPRoute:
             transport_security=transport_security(settings),
             max_request_body_size=settings.max_body_bytes,
         )
-        self.manager = server.session_manager
+        return server.session_manager
 
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        async with self.manager.run():
-            yield
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not self._authorized(scope):
-            await _refuse(send)
-            return
-        # as the admin API: a tool reads what a client of the proxy was answered, and an
-        # answer is stored just after its client has it
-        await self.runtime_of().writes.settled()
-        if scope["method"] == "GET":  # the server's event stream, open until it ends
-            await self._event_stream(scope, receive, send)
-            return
-        await self.manager.handle_request(scope, receive, send)
-
-    async def _event_stream(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _event_stream(
+        self, manager: StreamableHTTPSessionManager, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         """The SDK's event stream for a session, ended with its last message.
 
         On a graceful stop the SDK's SSE library ends every open stream (it listens for
@@ -148,7 +205,7 @@ class MCPRoute:
                 ended = True
             await send(message)
 
-        await self.manager.handle_request(scope, receive, tracked)
+        await manager.handle_request(scope, receive, tracked)
         if started and not ended:
             with contextlib.suppress(OSError):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
