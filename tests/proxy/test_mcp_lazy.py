@@ -7,6 +7,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memlane.config import Settings
+from memlane.proxy.mcp_route import MCPRoute
+from memlane.proxy.state import Access
 
 PROBE = """
 import json, sys
@@ -57,3 +64,31 @@ def test_the_sdk_is_imported_by_the_first_mcp_request_and_serves_it(tmp_path: Pa
     assert seen["first_mcp"] == [200, True]
     assert seen["second_health"] == 200
     assert seen["second_mcp"] == [200, True]
+
+
+async def test_a_request_that_comes_as_the_app_stops_is_told_to_send_it_again(
+    tmp_path: Path,
+) -> None:
+    """No manager is started once the lifespan has ended: the request gets the 503 a
+    graceful stop gives (its SDK sends it again), and nothing is built."""
+    route = MCPRoute(
+        Settings(home=tmp_path),
+        runtime_of=lambda: pytest.fail("the runtime is not asked for"),
+        access_of=lambda headers: Access(tenant=None),
+    )
+    async with route.running():
+        pass
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": []}
+    await route(scope, receive, send)
+    assert sent[0]["status"] == 503
+    error = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))["error"]
+    assert error["code"] == "memlane_stopping"
+    assert route._host is None

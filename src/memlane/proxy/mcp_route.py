@@ -29,7 +29,7 @@ from memlane.engine import threads
 from memlane.engine.runtime import Runtime
 from memlane.engine.tenancy import NO_TENANT
 from memlane.proxy import headers as h
-from memlane.proxy.errors import send_json
+from memlane.proxy.errors import ProxyError, send_json, stopped
 from memlane.proxy.guard import WILDCARD_BINDS
 from memlane.proxy.identity import bounded, header_text
 from memlane.proxy.state import Access
@@ -136,7 +136,11 @@ class MCPRoute:
         if not self._authorized(scope):
             await _refuse(send)
             return
-        manager = await self._started()
+        try:
+            manager = await self._started()
+        except ProxyError as exc:  # a request that came as the app stops
+            await exc.response(scope["path"])(scope, receive, send)
+            return
         # as the admin API: a tool reads what a client of the proxy was answered, and an
         # answer is stored just after its client has it
         await self.runtime_of().writes.settled()
@@ -149,7 +153,7 @@ class MCPRoute:
         """The running session manager, started by the first request that needs it."""
         if self._manager is None:
             if self._stop.is_set():
-                raise RuntimeError("memlane is stopping")
+                raise stopped()
             self._manager = asyncio.get_running_loop().create_future()
             # a context of its own: the manager's tasks outlive the request that started it
             self._host = asyncio.create_task(
