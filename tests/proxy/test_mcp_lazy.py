@@ -1,5 +1,5 @@
 """The MCP server at `/mcp` is built by its first request, not at start: a proxy that no
-MCP client uses never imports the SDK (about a quarter of `memlane serve`'s start-up)."""
+MCP client uses never imports the SDK (about a third of `memlane serve`'s start-up)."""
 
 from __future__ import annotations
 

@@ -100,11 +100,11 @@ def transport_security(settings: Settings) -> Any:
 class MCPRoute:
     """The ASGI endpoint at `/mcp`: the token check, then the SDK's session manager.
 
-    The manager is built on the first request, not at start: importing the SDK is about
-    a quarter of `memlane serve`'s start-up, paid by every proxy whether or not an MCP
-    client ever connects. Its `run()` holds a task group that must be entered and left in
-    one task, so a task of its own (`_host`) holds it from the first request until the
-    app stops (`running`).
+    The manager is built on the first request, not at start: importing the SDK and
+    building its server were about a third of `memlane serve`'s start-up, paid by every
+    proxy whether or not an MCP client ever connects. Its `run()` holds a task group
+    that must be entered and left in one task, so a task of its own (`_host`) holds it
+    from the first request until the app stops (`running`).
     """
 
     def __init__(
