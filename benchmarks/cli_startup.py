@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import socket
 import statistics
 import subprocess
 import sys
@@ -23,6 +22,11 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.proxy_overhead import free_port  # noqa: E402  (after the path is set)
 
 MEMLANE = Path(sys.executable).parent / "memlane"
 COMMANDS = (
@@ -55,9 +59,7 @@ def serve_start(runs: int, env: dict[str, str]) -> tuple[float, float]:
     """Spawn to the first answered `/health`, each run on a new empty home."""
     walls: list[float] = []
     for _ in range(runs):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        port = free_port()
         with tempfile.TemporaryDirectory() as home:
             started = time.perf_counter()
             process = subprocess.Popen(
