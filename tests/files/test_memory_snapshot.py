@@ -166,3 +166,93 @@ def test_a_whole_rewrite_is_written_a_chunk_at_a_time_as_one_json_object(
     line = json.dumps(expected, ensure_ascii=False, separators=(",", ":")) + "\n"
     assert (tmp_path / SNAPSHOT_FILE).read_bytes() == line.encode()
     assert Snapshot.load(tmp_path).get('entries/c/"odd" é.md') == memory_snapshot.Seen("h", "id é")
+
+
+def test_a_released_snapshot_saves_its_changes_without_holding_its_entries(
+    tmp_path: Path,
+) -> None:
+    """A proxy only writes the snapshot after its start-up catch-up: released, a save
+    appends what changed, and the copy is not taken in again (two entries a turn for
+    good, about 600 B); the next read takes the file in, this process's changes on top."""
+    paths = [f"entries/global/turns/user/{n:05}__{n:032x}.md" for n in range(2_000)]
+    snap = filled(tmp_path, 1_000)
+    snap.release()
+    assert not snap.held
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for n, rel in enumerate(paths):
+            snap.set(rel, hashlib.sha256(str(n).encode()).hexdigest(), f"{n:032x}")
+            if n % 20 == 19:
+                snap.save()  # a write batch's save
+        snap.drop("entries/global/turns/user/5.md")
+        snap.save()
+        grown = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert not snap.held
+    assert grown < 20_000  # held, 2,000 entries are about 300 KB
+    written = lines(tmp_path)
+    assert len(written[0]) == 1_000  # the whole snapshot, as it was released
+    assert written[-1] == {"entries/global/turns/user/5.md": None}
+    snap.set("entries/global/unsaved.md", "hu", "unsaved")
+    assert len(snap) == 1_000 - 1 + 2_000 + 1  # read: the file taken in, the change on top
+    assert snap.held
+    assert snap.get("entries/global/unsaved.md") == memory_snapshot.Seen("hu", "unsaved")
+    again = Snapshot.load(tmp_path)
+    assert len(again) == 1_000 - 1 + 2_000
+    assert again.get(paths[42]) == memory_snapshot.Seen(
+        hashlib.sha256(b"42").hexdigest(), f"{42:032x}"
+    )
+
+
+def test_a_released_snapshot_is_folded_in_when_due_and_stays_released(tmp_path: Path) -> None:
+    snap = filled(tmp_path, 10)
+    snap.release()
+    for n in range(memory_snapshot.REWRITE_AT_LEAST + 1):
+        snap.set(f"entries/global/turns/user/{n % 10}.md", f"v{n}", f"id{n % 10}")
+        snap.save()
+    assert not snap.held
+    assert len(lines(tmp_path)) < memory_snapshot.REWRITE_AT_LEAST  # rewritten on the way
+    last = memory_snapshot.REWRITE_AT_LEAST
+    assert Snapshot.load(tmp_path).get(
+        f"entries/global/turns/user/{last % 10}.md"
+    ) == memory_snapshot.Seen(f"v{last}", f"id{last % 10}")
+
+
+def test_a_released_snapshot_whose_file_went_writes_what_it_has(tmp_path: Path) -> None:
+    snap = filled(tmp_path, 3)
+    snap.release()
+    (tmp_path / SNAPSHOT_FILE).unlink()
+    snap.set("new.md", "hn", "new")
+    snap.save()  # a hint: the files it lacks are read again at the next start
+    assert lines(tmp_path) == [{"new.md": {"hash": "hn", "id": "new"}}]
+    assert not snap.held
+
+
+def test_a_released_save_after_a_torn_line_keeps_its_own_line_whole(tmp_path: Path) -> None:
+    snap = filled(tmp_path, 3)
+    snap.release()
+    with open(tmp_path / SNAPSHOT_FILE, "ab") as handle:
+        handle.write(b'{"torn.md":{"hash":"h')  # another process died mid-write
+    snap.set("after.md", "ha", "after")
+    snap.save()
+    reopened = Snapshot.load(tmp_path)
+    assert reopened.get("after.md") == memory_snapshot.Seen("ha", "after")
+    assert reopened.get("torn.md") is None
+    assert len(reopened) == 4
+
+
+def test_processes_keep_each_others_changes_when_one_is_released(tmp_path: Path) -> None:
+    proxy, cli = Snapshot.load(tmp_path), Snapshot.load(tmp_path)
+    proxy.set("a.md", "h1", "a")
+    proxy.save()
+    proxy.release()
+    cli.set("b.md", "h2", "b")
+    cli.save()
+    proxy.set("c.md", "h3", "c")
+    proxy.save()
+    cli.set("d.md", "h4", "d")
+    cli.save()  # takes in the proxy's line first
+    assert sorted(cli.paths()) == ["a.md", "b.md", "c.md", "d.md"]
+    assert sorted(proxy.paths()) == ["a.md", "b.md", "c.md", "d.md"]

@@ -93,15 +93,25 @@ class SnapshotUnreadable(ValueError):
 
 
 class Snapshot:
-    """Path → (hash, id), kept in memory; `save` appends this process's changes to the file."""
+    """Path → (hash, id); `save` appends this process's changes to the file.
+
+    The copy in memory is held only while something reads it. A proxy reads the
+    snapshot at start (the catch-up, `book.reindex.sync_tree`, which `release`s it) and
+    when a person's edits come in (the watcher); otherwise it only writes: two entries a
+    turn, appended to the file from `_changed`, the entries a save has not written yet.
+    Held for good, it was about 600 B of resident memory a remembered turn. A read
+    (`get`, `pop`, `paths`, `paths_of`, `len`) takes the file in again."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._entries: Entries = {}
+        self._entries: Entries | None = {}
+        """The whole snapshot, with this process's changes on top; None: not held."""
         self._changed: Changes = {}
         self._position: _Position | None = None
         self._appended = 0
         """Changes the file holds after its first line (what a rewrite would fold in)."""
+        self._count = 0
+        """Entries when the copy was last released (what a rewrite would write)."""
         self._rewrite = True
         """The next save writes the file whole (none yet, an older layout, a torn line)."""
         self.loaded = False
@@ -113,37 +123,75 @@ class Snapshot:
             snap.loaded = True
         return snap
 
+    @property
+    def held(self) -> bool:
+        return self._entries is not None
+
+    def release(self) -> None:
+        """Drop the copy in memory; the changes not saved yet stay, and are saved."""
+        if self._entries is not None:
+            self._count = len(self._entries)
+            self._entries = None
+            self._position = None
+
     def get(self, rel: str) -> Seen | None:
-        packed = self._entries.get(rel)
+        packed = self._held().get(rel)
         return None if packed is None else _unpack(packed)
 
     def set(self, rel: str, digest: str, fact_id: str) -> None:
         seen = Seen(digest, fact_id)
-        self._entries[rel] = _pack(seen)
+        if self._entries is not None:
+            self._entries[rel] = _pack(seen)
         self._changed[rel] = seen
 
-    def pop(self, rel: str) -> Seen | None:
+    def drop(self, rel: str) -> None:
+        """`pop` without reading what `rel` held: no need to take the file in."""
+        if self._entries is not None:
+            self._entries.pop(rel, None)
         self._changed[rel] = None
-        packed = self._entries.pop(rel, None)
+
+    def pop(self, rel: str) -> Seen | None:
+        packed = self._held().pop(rel, None)
+        self._changed[rel] = None
         return None if packed is None else _unpack(packed)
 
     def paths(self) -> Iterator[str]:
-        return iter(list(self._entries))
+        return iter(list(self._held()))
 
     def paths_of(self, fact_id: str) -> list[str]:
         tail = fact_id.encode()  # a packed entry ends with its id: no entry unpacked
         return [
             rel
-            for rel, packed in self._entries.items()
+            for rel, packed in self._held().items()
             if (packed[32:] == tail if isinstance(packed, bytes) else packed.fact_id == fact_id)
         ]
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._held())
 
     def save(self) -> None:
         """Append this process's changes since its last save to the file (after taking in
-        what other processes saved meanwhile), or write it whole when it is due."""
+        what other processes saved meanwhile), or write it whole when it is due.
+
+        Not held, the copy is taken in only to write the file whole: when it is due,
+        or when the file went."""
+        if self._entries is None:
+            if not self._changed and not self._rewrite:
+                return
+            if not self._rewrite and self._appended + len(self._changed) <= max(
+                self._count, REWRITE_AT_LEAST
+            ):
+                try:
+                    self._append(self._changed)
+                except FileNotFoundError:
+                    pass  # written whole below, from what the copy holds then
+                else:
+                    self._changed = {}
+                    return
+            self._held()
+            self.save()
+            self.release()
+            return
         self._catch_up()
         if not self._changed and not self._rewrite:
             return
@@ -154,6 +202,16 @@ class Snapshot:
         else:
             self._append(self._changed)
         self._changed = {}
+
+    def _held(self) -> Entries:
+        """The copy in memory, taken in from the file (with this process's changes on
+        top) when it is not held."""
+        if self._entries is None:
+            self._entries = {}
+            if not self._read_whole():
+                self._rewrite = True
+            _apply(self._entries, self._changed)
+        return self._entries
 
     # --- the file ----------------------------------------------------------------------
     def _catch_up(self) -> None:
@@ -172,7 +230,7 @@ class Snapshot:
             self._read_tail(at)
         else:  # another process wrote it whole: read it all again
             self._read_whole()
-        _apply(self._entries, mine)
+        _apply(self._held(), mine)
         self._changed = mine
 
     def _read_whole(self) -> bool:
@@ -212,7 +270,7 @@ class Snapshot:
             except (ValueError, SnapshotUnreadable):
                 complete = False  # torn by a crash: skipped
                 continue
-            _apply(self._entries, changes)
+            _apply(self._held(), changes)
             self._appended += len(changes)
         self._position = _Position(at.inode, at.offset + len(data))
         self._rewrite = self._rewrite or not complete
@@ -221,7 +279,7 @@ class Snapshot:
         """The snapshot as one JSON line, written `WHOLE_CHUNK` entries at a time: built
         whole it took about 850 B an entry at once (68 MB at 80,000 entries), a burst in
         the proxy's resident memory at every rewrite."""
-        size = write_atomic(self.path, _whole(self._entries))
+        size = write_atomic(self.path, _whole(self._held()))
         self._position = _Position(os.stat(self.path).st_ino, size)
         self._appended = 0
         self._rewrite = False
@@ -229,9 +287,12 @@ class Snapshot:
     def _append(self, changes: Changes) -> None:
         items = {rel: _item(seen) if seen else None for rel, seen in changes.items()}
         line = (json.dumps(items, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-        descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        descriptor = os.open(self.path, os.O_RDWR | os.O_APPEND)
         try:
-            inode = os.fstat(descriptor).st_ino
+            found = os.fstat(descriptor)
+            inode = found.st_ino
+            if found.st_size and os.pread(descriptor, 1, found.st_size - 1) != b"\n":
+                line = b"\n" + line  # after a line a crash tore: this one stays whole
             os.write(descriptor, line)
             size = os.fstat(descriptor).st_size
         finally:

@@ -16,6 +16,7 @@ from memlane.engine.memory import scopes
 from memlane.engine.memory.ingest import TurnInput, ingest_turn
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
+from memlane.files.memory_snapshot import Snapshot
 from memlane.store.sqlite import SQLiteStore
 from tests.engine.memory.conftest import agree
 from tests.support.text import ScriptedLLM
@@ -86,6 +87,37 @@ async def test_restart_picks_up_edits_made_while_stopped(
         assert "The user owns a kayak" not in await texts(second, "kayak")
         assert (await texts(second, "vinyl records"))[0] == "The user collects vinyl records"
         agree(second.memory_book)
+    finally:
+        store.close()
+
+
+async def test_after_the_catch_up_the_snapshot_is_written_not_held(
+    settings: Settings, tmp_path: Path, scripted_llm: ScriptedLLM
+) -> None:
+    """A proxy reads the snapshot at start only: after its catch-up the copy in memory
+    goes, and what the book writes later still reaches the file, so the next start finds
+    every file unchanged without reading one."""
+    store = SQLiteStore(tmp_path / "memlane.db")
+    first = Runtime(settings, store, _llm=scripted_llm)
+    book = first.memory_book
+    await book.ready()
+    tree = book.tree
+    assert tree is not None
+    assert not tree.snapshot.held
+    await remember(first, scripted_llm, "The user plays the cello", "The user lives in Porto")
+    await book.flush()
+    assert not tree.snapshot.held
+    files = tree.files
+    written = {files.relative(path): files.read(path).digest for path in files.scan()}
+    assert len(written) == 4  # two facts, the turn, the summary
+    saved = Snapshot.load(files.root)
+    assert {rel: s.digest for rel in saved.paths() if (s := saved.get(rel))} == written
+    store.close()
+
+    store = SQLiteStore(tmp_path / "memlane.db")
+    try:
+        report = await Runtime(settings, store, _llm=scripted_llm).memory_book.ready()
+        assert (report.indexed, report.unchanged) == (0, 4)
     finally:
         store.close()
 

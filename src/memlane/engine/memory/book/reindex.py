@@ -61,7 +61,7 @@ def sync_tree(tree: Tree, store: Store, progress: Progress | None) -> SyncReport
     for fact_id in known - present:
         store.purge_fact(fact_id)
         report.removed += 1
-    tree.save()
+    tree.save(release=True)  # read again only if a person's edits come in
     return report
 
 

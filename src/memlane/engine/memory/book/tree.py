@@ -43,7 +43,7 @@ class Tree:
         rel = self.files.relative(path)
         self.touched.add(rel)
         if not path.exists():
-            self.snapshot.pop(rel)
+            self.snapshot.drop(rel)
 
     def touch_scope(self, scope: str) -> None:
         """A scope written to: its folder's `.scope` file is new the first time."""
@@ -55,9 +55,12 @@ class Tree:
         self.touched.clear()
         return touched
 
-    def save(self) -> None:
-        """Write the snapshot; one not saved only makes the next start re-read files."""
+    def save(self, *, release: bool = False) -> None:
+        """Write the snapshot; one not saved only makes the next start re-read files.
+        `release`: then drop its copy in memory (`Snapshot.release`)."""
         try:
             self.snapshot.save()
         except OSError as exc:
             log.warning("memory snapshot not saved (rebuilt at next start): %s", exc)
+        if release:
+            self.snapshot.release()
