@@ -113,6 +113,9 @@ async def test_each_process_saves_its_own_changes_into_one_snapshot(
     await second.memory_book.write(puts=[b])
     await first.memory_book.flush()
     await second.memory_book.flush()  # saved last: it must not drop the first's entry
+    other_tree = second.memory_book.tree
+    assert other_tree is not None
+    assert not other_tree.snapshot.held  # a worker that is not the primary only writes it
     saved = Snapshot.load(first.settings.memory_path)
     assert {seen.fact_id for rel in saved.paths() if (seen := saved.get(rel))} == {a.id, b.id}
 

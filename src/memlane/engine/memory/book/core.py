@@ -63,6 +63,8 @@ class MemoryBook:
         root = settings.memory_path
         # SQLite (the default) keeps memories as files; PostgreSQL keeps them in the database.
         self.tree: Tree | None = Tree.open(root) if rt.store_kind == "sqlite" else None
+        if self.tree is not None and not rt.primary:
+            self.tree.snapshot.release()  # only the primary reads it (`ready`): the others write
         use_git = self.tree is not None and settings.memory_git and GitRepo.available()
         git = GitRepo(root, home=settings.home_path) if use_git else None
         self.commits = CommitQueue(git, rt.background, self._persist_snapshot)
