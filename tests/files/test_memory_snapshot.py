@@ -8,6 +8,8 @@ import json
 import tracemalloc
 from pathlib import Path
 
+import pytest
+
 from memlane.files import memory_snapshot
 from memlane.files.memory_snapshot import SNAPSHOT_FILE, Snapshot
 
@@ -256,3 +258,23 @@ def test_processes_keep_each_others_changes_when_one_is_released(tmp_path: Path)
     cli.save()  # takes in the proxy's line first
     assert sorted(cli.paths()) == ["a.md", "b.md", "c.md", "d.md"]
     assert sorted(proxy.paths()) == ["a.md", "b.md", "c.md", "d.md"]
+
+
+def test_a_released_save_that_fails_stays_released_and_keeps_its_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    snap = filled(tmp_path, 3)
+    snap.release()
+    (tmp_path / SNAPSHOT_FILE).unlink()  # the next save writes the file whole
+
+    def full_disk(*args: object, **kwargs: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(memory_snapshot, "write_atomic", full_disk)
+    snap.set("new.md", "hn", "new")
+    with pytest.raises(OSError, match="No space left"):
+        snap.save()
+    assert not snap.held
+    monkeypatch.undo()
+    snap.save()
+    assert lines(tmp_path) == [{"new.md": {"hash": "hn", "id": "new"}}]

@@ -189,8 +189,10 @@ class Snapshot:
                     self._changed = {}
                     return
             self._held()
-            self.save()
-            self.release()
+            try:
+                self.save()
+            finally:  # what failed to be written stays in `_changed` for the next save
+                self.release()
             return
         self._catch_up()
         if not self._changed and not self._rewrite:
