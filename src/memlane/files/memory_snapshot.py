@@ -117,9 +117,14 @@ class Snapshot:
         self.loaded = False
 
     @classmethod
-    def load(cls, root: Path) -> Snapshot:
+    def load(cls, root: Path, *, read: bool = True) -> Snapshot:
+        """The snapshot of the memory at `root`. `read=False` leaves its file unread, the
+        copy released: for a process that only writes it (a worker that is not the
+        primary), whose appends need nothing of it."""
         snap = cls(root / SNAPSHOT_FILE)
-        if snap._read_whole():
+        if not read:
+            snap._entries, snap._rewrite = None, False
+        elif snap._read_whole():
             snap.loaded = True
         return snap
 
@@ -175,35 +180,43 @@ class Snapshot:
 
         Not held, the copy is taken in only to write the file whole: when it is due,
         or when the file went."""
-        if self._entries is None:
-            if not self._changed and not self._rewrite:
-                return
-            if not self._rewrite and self._appended + len(self._changed) <= max(
-                self._count, REWRITE_AT_LEAST
-            ):
-                try:
-                    self._append(self._changed)
-                except FileNotFoundError:
-                    pass  # written whole below, from what the copy holds then
-                else:
-                    self._changed = {}
-                    return
-            self._held()
-            try:
-                self.save()
-            finally:  # what failed to be written stays in `_changed` for the next save
-                self.release()
+        if self._entries is not None:
+            self._save_held()
             return
+        if not self._changed and not self._rewrite:
+            return
+        if not self._due(self._count) and self._appended_alone():
+            return
+        self._held()
+        try:
+            self._save_held()
+        finally:  # what failed to be written stays in `_changed` for the next save
+            self.release()
+
+    def _save_held(self) -> None:
         self._catch_up()
         if not self._changed and not self._rewrite:
             return
-        if self._rewrite or self._appended + len(self._changed) > max(
-            len(self._entries), REWRITE_AT_LEAST
-        ):
+        if self._due(len(self._held())):
             self._write_whole()
         else:
             self._append(self._changed)
         self._changed = {}
+
+    def _due(self, entries: int) -> bool:
+        """Whether the next save writes the file whole: it must be (none yet, an older
+        layout, a torn line), or its appended changes would outnumber its `entries`."""
+        return self._rewrite or self._appended + len(self._changed) > max(entries, REWRITE_AT_LEAST)
+
+    def _appended_alone(self) -> bool:
+        """Append the changes without the copy; False when the file went (then it is
+        written whole, from what the copy holds)."""
+        try:
+            self._append(self._changed)
+        except FileNotFoundError:
+            return False
+        self._changed = {}
+        return True
 
     def _held(self) -> Entries:
         """The copy in memory, taken in from the file (with this process's changes on

@@ -62,9 +62,9 @@ class MemoryBook:
         settings = rt.settings
         root = settings.memory_path
         # SQLite (the default) keeps memories as files; PostgreSQL keeps them in the database.
-        self.tree: Tree | None = Tree.open(root) if rt.store_kind == "sqlite" else None
-        if self.tree is not None and not rt.primary:
-            self.tree.snapshot.release()  # only the primary reads it (`ready`): the others write
+        # only the primary reads the snapshot (`ready`); the other workers write to it
+        embedded = rt.store_kind == "sqlite"
+        self.tree: Tree | None = Tree.open(root, read=rt.primary) if embedded else None
         use_git = self.tree is not None and settings.memory_git and GitRepo.available()
         git = GitRepo(root, home=settings.home_path) if use_git else None
         self.commits = CommitQueue(git, rt.background, self._persist_snapshot)

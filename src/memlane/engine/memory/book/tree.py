@@ -28,8 +28,9 @@ class Tree:
     """Paths (relative to the root) written, moved or removed since `take_touched`."""
 
     @classmethod
-    def open(cls, root: Path) -> Tree:
-        return cls(MemoryFiles(root), Snapshot.load(root))
+    def open(cls, root: Path, *, read: bool = True) -> Tree:
+        """`read=False`: the snapshot's file is left unread (`Snapshot.load`)."""
+        return cls(MemoryFiles(root), Snapshot.load(root, read=read))
 
     def remember(self, path: Path, digest: str, fact_id: str) -> None:
         rel = self.files.relative(path)
