@@ -2,9 +2,10 @@
 twice.
 
 A client that resends its history may send the session's next turn the moment the
-answer's last byte arrives, on another connection; that turn waits for the answer's
-write, queued before the last byte was sent (`engine.writes`). The admin API reads
-what a client was answered.
+answer's last byte arrives, on another connection; that turn finds the answer's write
+queued before its own (a stream's as its last event is relayed, a whole answer's as its
+last byte is handed on: `engine.writes`, `pipeline.finish_after_sending`). The admin API
+reads what a client was answered.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import pytest
 from memlane.engine import turn_store
 from memlane.engine.turn import Answer
 from memlane.proxy import turns
+from memlane.proxy.access import AccessLog
 from memlane.proxy.wire import WireAdapter
+from memlane.store.group_commit import GroupCommit
 from tests.support.upstream import Reply, RunningProxy, ScriptedUpstream
 
 KEY = "late-answer"
@@ -134,3 +137,37 @@ def test_an_answer_is_read_for_storing_in_the_stores_writer(
     stored = [m.message.text for m in mproxy.store.list_messages(session.id)]
     assert stored == ["a question", "the answer"]
     assert read_in == ["memlane-writer"]
+
+
+def test_an_answer_the_client_resends_is_queued_once_its_last_byte_is_handed_on(
+    mproxy: RunningProxy, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Queued just before it, the store's writer woke while the answer was being sent and
+    took the GIL from the event loop. A non-streamed answer the client resends, whose next
+    turn this process takes, is queued after its access line, which is written as its last
+    byte is handed on (`proxy.access`)."""
+    events: list[str] = []
+    submit, line = GroupCommit.submit, AccessLog._line
+
+    def queued(self: GroupCommit, write: Any, done: Any, *, linger: bool = False) -> None:
+        events.append(getattr(write, "__qualname__", ""))
+        submit(self, write, done, linger=linger)
+
+    def logged(self: AccessLog, *args: Any) -> None:
+        events.append("line")
+        line(self, *args)
+
+    monkeypatch.setattr(GroupCommit, "submit", queued)
+    monkeypatch.setattr(AccessLog, "_line", logged)
+    upstream.script(Reply(text="the answer"))
+    assert ask(mproxy, [{"role": "user", "content": "a question"}], stream=False) == "the answer"
+
+    session = mproxy.store.find_session(KEY)
+    assert session is not None
+    assert [m.message.text for m in mproxy.store.list_messages(session.id)] == [
+        "a question",
+        "the answer",
+    ]
+    answer = "finish.<locals>.write"  # the answer's write (`engine.pipeline.finish`)
+    assert events.count("line") == events.count(answer) == 1
+    assert events.index("line") < events.index(answer)

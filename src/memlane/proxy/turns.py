@@ -16,12 +16,14 @@ no assistant rows; the client gets an OpenAI error object with a fitting status.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import Request
+from starlette.background import BackgroundTask
 from starlette.responses import Response
 
 from memlane.engine import pipeline, waits
@@ -293,8 +295,11 @@ async def _complete(state: ProxyState, turn: Turn, adapter: WireAdapter, call: C
     if isinstance(upstream, Response):
         return upstream
     headers = await _response_headers(state, turn, upstream.headers)
-    # read and stored in the store's writer, off the loop
-    await _finish(state, turn, lambda: read_answer(adapter, upstream.content))
+    answer = functools.partial(read_answer, adapter, upstream.content)  # read in the writer
+    if pipeline.finish_after_sending(state.runtime, turn):
+        stored = BackgroundTask(_finish, state, turn, answer)  # run once the body is handed on
+        return Response(upstream.content, upstream.status_code, headers, background=stored)
+    await _finish(state, turn, answer)
     return Response(upstream.content, status_code=upstream.status_code, headers=headers)
 
 
