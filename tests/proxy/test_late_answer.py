@@ -10,6 +10,7 @@ reads what a client was answered.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -145,7 +146,9 @@ def test_an_answer_the_client_resends_is_queued_once_its_last_byte_is_handed_on(
     """Queued just before it, the store's writer woke while the answer was being sent and
     took the GIL from the event loop. A non-streamed answer the client resends, whose next
     turn this process takes, is queued after its access line, which is written as its last
-    byte is handed on (`proxy.access`)."""
+    byte is handed on (`proxy.access`), and before the loop runs anything else: a request
+    the client sends once it has the answer (its next turn, a read of the session) finds
+    it queued."""
     events: list[str] = []
     submit, line = GroupCommit.submit, AccessLog._line
 
@@ -155,19 +158,22 @@ def test_an_answer_the_client_resends_is_queued_once_its_last_byte_is_handed_on(
 
     def logged(self: AccessLog, *args: Any) -> None:
         events.append("line")
+        asyncio.get_running_loop().call_soon(events.append, "the loop's next step")
         line(self, *args)
 
     monkeypatch.setattr(GroupCommit, "submit", queued)
     monkeypatch.setattr(AccessLog, "_line", logged)
-    upstream.script(Reply(text="the answer"))
-    assert ask(mproxy, [{"role": "user", "content": "a question"}], stream=False) == "the answer"
+    for turn in range(3):  # the first request counts its tokens as it is answered
+        upstream.script(Reply(text=f"answer {turn}"))
+        history = [{"role": "user", "content": f"question {turn}"}]
+        assert ask(mproxy, history, stream=False, key=f"{KEY}-{turn}") == f"answer {turn}"
 
-    session = mproxy.store.find_session(KEY)
+    answer = "queue_answer.<locals>.write"  # the answer's write (`engine.pipeline`)
+    marks = [e for e in events if e in ("line", answer, "the loop's next step")]
+    assert marks == ["line", answer, "the loop's next step"] * 3
+    session = mproxy.store.find_session(f"{KEY}-2")
     assert session is not None
     assert [m.message.text for m in mproxy.store.list_messages(session.id)] == [
-        "a question",
-        "the answer",
+        "question 2",
+        "answer 2",
     ]
-    answer = "finish.<locals>.write"  # the answer's write (`engine.pipeline.finish`)
-    assert events.count("line") == events.count(answer) == 1
-    assert events.index("line") < events.index(answer)

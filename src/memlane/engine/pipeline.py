@@ -221,10 +221,9 @@ def finish_after_sending(rt: Runtime, turn: Turn) -> bool:
     Queued before the answer went out, the store's writer woke as it was being sent and
     took the GIL from the event loop in the middle of the send (`next_turn_ab.py
     --growing`, two runs: the next turn's added p50 0.3-0.4 ms lower, its p90 0.4-0.9).
-    The store is queued before the loop reads anything else, so before whatever the
-    client's next request queues; only a send that must wait for a slow client's socket
-    lets that request in first, and then it carries the answer, which the late write
-    finds stored."""
+    What `ready_to_finish` waits for is done before the answer goes out, and
+    `queue_answer` never suspends: the answer is queued before the loop reads anything
+    else, so before the client's next request (or its read of the session) can be."""
     return turn.answer_resent and rt.serves_alone
 
 
@@ -242,8 +241,26 @@ async def finish(rt: Runtime, turn: Turn, answer: Answer | Callable[[], Answer])
     reads nothing its write changes, and its own writes are queued behind it
     (`Writes.before_reading`). A crash meanwhile loses only the turn in flight, which the
     client's next request brings back."""
-    if turn.counting is not None:  # for the turn's record
+    await ready_to_finish(rt, turn)
+    stored_answer = queue_answer(rt, turn, answer)
+    if not turn.answer_resent:
+        await waits.within(rt, turn, "storing the answer", stored_answer, None)
+
+
+async def ready_to_finish(rt: Runtime, turn: Turn) -> None:
+    """What the answer's store waits for (`finish`): the request's token counts, for the
+    turn's record, and where another process may take the session's next turn, the
+    client's own messages stored. Never raises."""
+    if turn.counting is not None:
         await waits.within(rt, turn, "counting the request's tokens", counted(turn), None)
+    if turn.answer_resent and not rt.serves_alone:
+        await stored(rt, turn)
+
+
+def queue_answer(
+    rt: Runtime, turn: Turn, answer: Answer | Callable[[], Answer]
+) -> asyncio.Future[Answer]:
+    """Queue the answer's store (once `ready_to_finish`); its background work follows."""
     read_answer = answer if callable(answer) else (lambda: answer)
 
     def write() -> Answer:
@@ -251,13 +268,10 @@ async def finish(rt: Runtime, turn: Turn, answer: Answer | Callable[[], Answer])
         turn_store.store_answer(rt, turn, got)
         return got
 
-    if turn.answer_resent and not rt.serves_alone:
-        await stored(rt, turn)
     resent = turn.answer_resent
     stored_answer = storing.queue(rt, turn, write, awaited=not resent, read_next=not resent)
     stored_answer.add_done_callback(lambda done: _after(rt, turn, done))
-    if not resent:
-        await waits.within(rt, turn, "storing the answer", stored_answer, None)
+    return stored_answer
 
 
 def _after(rt: Runtime, turn: Turn, done: asyncio.Future[Answer]) -> None:

@@ -116,6 +116,17 @@ async def _finish(state: ProxyState, turn: Turn, answer: Answer | Callable[[], A
         log.exception("storing the answer failed")
 
 
+async def _queue_answer(
+    state: ProxyState, turn: Turn, answer: Answer | Callable[[], Answer]
+) -> None:
+    """`pipeline.queue_answer` as a response's background task: it never suspends, so the
+    answer is queued before the event loop reads another request."""
+    try:
+        pipeline.queue_answer(state.runtime, turn, answer)
+    except Exception:
+        log.exception("storing the answer failed")
+
+
 async def send_upstream(
     state: ProxyState,
     turn: Turn,

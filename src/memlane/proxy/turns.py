@@ -36,6 +36,7 @@ from memlane.proxy.access import NAMESPACE_STATE, SESSION_STATE
 from memlane.proxy.answers import (
     _fail,
     _finish,
+    _queue_answer,
     _response_headers,
     send_upstream,
 )
@@ -296,11 +297,12 @@ async def _complete(state: ProxyState, turn: Turn, adapter: WireAdapter, call: C
         return upstream
     headers = await _response_headers(state, turn, upstream.headers)
     answer = functools.partial(read_answer, adapter, upstream.content)  # read in the writer
-    if pipeline.finish_after_sending(state.runtime, turn):
-        stored = BackgroundTask(_finish, state, turn, answer)  # run once the body is handed on
-        return Response(upstream.content, upstream.status_code, headers, background=stored)
-    await _finish(state, turn, answer)
-    return Response(upstream.content, status_code=upstream.status_code, headers=headers)
+    if not pipeline.finish_after_sending(state.runtime, turn):
+        await _finish(state, turn, answer)
+        return Response(upstream.content, status_code=upstream.status_code, headers=headers)
+    await pipeline.ready_to_finish(state.runtime, turn)
+    queued = BackgroundTask(_queue_answer, state, turn, answer)  # once the body is handed on
+    return Response(upstream.content, upstream.status_code, headers, background=queued)
 
 
 def read_answer(adapter: WireAdapter, content: bytes) -> Answer:
