@@ -145,7 +145,7 @@ class Runtime:
     @cached_property
     def windows(self) -> WindowMemo:
         """The windows upstreams taught, as governance reads them on every turn: the
-        store's, remembered for a second (`governance.budget.WindowMemo`)."""
+        store's, remembered for `WINDOW_MEMO_SECONDS` (`governance.budget.WindowMemo`)."""
         from memlane.engine.governance.budget import WindowMemo
 
         return WindowMemo(self.store)

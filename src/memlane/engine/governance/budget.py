@@ -190,9 +190,15 @@ def _known_window(model: str) -> int | None:
     return _lookup(KNOWN_WINDOWS, model)
 
 
-WINDOW_MEMO_SECONDS = 1.0
+WINDOW_MEMO_SECONDS = 30.0
 """How long a process trusts a learned window it read: a window another process learns
-is heard within this; one this process learns, at once."""
+(`serve --workers`, a replica on PostgreSQL) is heard within this; one this process
+learns, at once. An agent sends a request every few seconds: at one second, nearly every
+request read the store for a value that changes only when an upstream refuses an
+overflow, in front of the forward, where code that last ran a moment ago runs 4-10
+times slower than warm (`benchmarks/cold_paths.py`). Until another process's window is
+heard, a request over it is refused by the upstream once more, and that teaches this
+process too."""
 
 
 class WindowMemo:
@@ -200,8 +206,9 @@ class WindowMemo:
     `WINDOW_MEMO_SECONDS`; writes go through, and are remembered at once.
 
     Every governed turn looks its model's window up, in front of the request: a store
-    read of about 0.08 ms for a value that changes only when an upstream refuses an
-    overflow (`learn_window`, through this memo in the proxy).
+    read of about 0.08 ms warm (several times that for a request after a pause) for a
+    value that changes only when an upstream refuses an overflow (`learn_window`, through
+    this memo in the proxy).
     """
 
     def __init__(
