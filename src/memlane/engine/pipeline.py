@@ -250,8 +250,12 @@ async def finish(rt: Runtime, turn: Turn, answer: Answer | Callable[[], Answer])
 async def ready_to_finish(rt: Runtime, turn: Turn) -> None:
     """What the answer's store waits for (`finish`): the request's token counts, for the
     turn's record, and where another process may take the session's next turn, the
-    client's own messages stored. Never raises."""
-    if turn.counting is not None:
+    client's own messages stored. Never raises.
+
+    A count already in (made while the request was upstream, as it is for one behind an
+    upstream that takes its time) is not awaited: awaiting it made a task and a timed wait
+    and gave the loop two turns, in front of the answer."""
+    if turn.counting is not None and not turn.counting.finished:
         await waits.within(rt, turn, "counting the request's tokens", counted(turn), None)
     if turn.answer_resent and not rt.serves_alone:
         await stored(rt, turn)
