@@ -250,15 +250,19 @@ async def finish(rt: Runtime, turn: Turn, answer: Answer | Callable[[], Answer])
 async def ready_to_finish(rt: Runtime, turn: Turn) -> None:
     """What the answer's store waits for (`finish`): the request's token counts, for the
     turn's record, and where another process may take the session's next turn, the
-    client's own messages stored. Never raises.
-
-    A count already in (made while the request was upstream, as it is for one behind an
-    upstream that takes its time) is not awaited: awaiting it made a task and a timed wait
-    and gave the loop two turns, in front of the answer."""
-    if turn.counting is not None and not turn.counting.finished:
-        await waits.within(rt, turn, "counting the request's tokens", counted(turn), None)
+    client's own messages stored. Never raises."""
+    await counts_in(rt, turn)
     if turn.answer_resent and not rt.serves_alone:
         await stored(rt, turn)
+
+
+async def counts_in(rt: Runtime, turn: Turn) -> None:
+    """Once the request's token counts are in (`Turn.context`), within the request's wait.
+    A count already in (made while the request was upstream, as it is behind an upstream
+    that takes its time) is not awaited: that made a task and a timed wait and gave the
+    loop two turns, in front of the answer. Never raises."""
+    if turn.counting is not None and not turn.counting.finished:
+        await waits.within(rt, turn, "counting the request's tokens", counted(turn), None)
 
 
 def queue_answer(

@@ -21,8 +21,7 @@ from typing import Any
 
 from starlette.responses import Response
 
-from memlane.engine import pipeline, waits
-from memlane.engine.governance import counted
+from memlane.engine import pipeline
 from memlane.engine.governance.budget import learn_from_upstream_error
 from memlane.engine.threads import TRAFFIC
 from memlane.engine.turn import Answer, Turn
@@ -94,9 +93,7 @@ async def _response_headers(state: ProxyState, turn: Turn, upstream: Any) -> dic
     """The upstream's headers worth relaying, plus what governance did with this request
     (its token count, which may be finishing beside the upstream call: not waited for past
     the request's bound, `engine.waits`)."""
-    if turn.counting is not None and not turn.counting.finished:
-        rt = state.runtime
-        await waits.within(rt, turn, "counting the request's tokens", counted(turn), None)
+    await pipeline.counts_in(state.runtime, turn)
     out = relayed_headers(upstream)
     if turn.context is not None:
         out[h.CONTEXT] = h.context_value(*turn.context)
