@@ -167,6 +167,10 @@ def test_an_answer_the_client_resends_is_queued_once_its_last_byte_is_handed_on(
         upstream.script(Reply(text=f"answer {turn}"))
         history = [{"role": "user", "content": f"question {turn}"}]
         assert ask(mproxy, history, stream=False, key=f"{KEY}-{turn}") == f"answer {turn}"
+        # The client can read the last byte before the proxy's loop runs its next step.
+        deadline = time.monotonic() + 10
+        while events.count("the loop's next step") <= turn and time.monotonic() < deadline:
+            time.sleep(0.005)
 
     answer = "queue_answer.<locals>.write"  # the answer's write (`engine.pipeline`)
     marks = [e for e in events if e in ("line", answer, "the loop's next step")]
