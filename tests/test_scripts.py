@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import signal
@@ -10,6 +11,10 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+
+import aiohttp
+
+import memlane
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 INSTALLS = re.compile(r"(-m venv|pip install|uv sync(?!.*--check)|npm (?:install|ci))")
@@ -65,3 +70,18 @@ def _fetch(url: str, served: subprocess.Popen[bytes], log: Path) -> str:
         except OSError:
             time.sleep(0.5)
     raise AssertionError(f"scripts/docs did not serve {url}")
+
+
+def test_the_set_up_leaves_every_module_compiled_so_no_process_compiles_at_start() -> None:
+    """Where PYTHONDONTWRITEBYTECODE is set Python never writes a .pyc, and each memlane
+    process compiled its imports from source (about a second of CPU per `memlane` command
+    and per server a test starts): the set-up compiles them once. `aiohttp/worker.py` is
+    a dependency's module no memlane code imports, so only the install compiled it."""
+
+    def compiled(source: Path) -> bool:
+        return Path(importlib.util.cache_from_source(str(source))).is_file()
+
+    assert compiled(Path(aiohttp.__file__).parent / "worker.py")
+    own = sorted(Path(memlane.__file__).parent.rglob("*.py"))
+    assert own
+    assert [path for path in own if not compiled(path)] == []
