@@ -19,14 +19,16 @@ import importlib.util
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
 import numpy as np
 import numpy.typing as npt
 
 from memlane.store.analysis import terms
 from memlane.text.tls import ssl_context
+
+if TYPE_CHECKING:
+    import httpx
 
 Vectors = npt.NDArray[np.float32]
 
@@ -185,7 +187,9 @@ OPENAI_BATCH = 64
 
 
 class OpenAIEmbedder:
-    """POST `{base_url}/embeddings`; the dimension is learned from the first answer."""
+    """POST `{base_url}/embeddings`; the dimension is learned from the first answer. httpx
+    is imported by the embedder, not with this module: a CLI command that embeds through
+    no endpoint does not load it."""
 
     def __init__(
         self,
@@ -200,6 +204,8 @@ class OpenAIEmbedder:
         self.model_id = f"openai:{model}"
         self._model = model
         self._url = base_url.rstrip("/") + "/embeddings"
+        import httpx
+
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(
             timeout=timeout, headers=headers, transport=transport, verify=ssl_context()
@@ -229,6 +235,8 @@ class OpenAIEmbedder:
         self._client.close()
 
     def _post(self, texts: Sequence[str]) -> Vectors:
+        import httpx
+
         try:
             response = self._client.post(
                 self._url, json={"model": self._model, "input": list(texts)}

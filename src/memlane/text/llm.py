@@ -16,18 +16,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypedDict, Unpack
-
-import aiohttp
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Unpack
 
 from memlane.text import secret_detectors
 from memlane.text.http_session import env_proxy, open_session
 from memlane.text.redact import redact, redact_message
 from memlane.text.sse import SSEDecoder
+
+if TYPE_CHECKING:
+    import aiohttp
 
 OWN_CALL_HEADER = "x-memlane-own-call"
 """Sent with every call memlane makes to an LLM for itself (facts, summaries, session
@@ -149,8 +151,13 @@ class ClientPool:
             await found.close()
 
 
-FAILURES = (aiohttp.ClientError, TimeoutError, OSError)
-"""What aiohttp raises when the LLM is down, cuts the connection or goes silent."""
+def failures() -> tuple[type[BaseException], ...]:
+    """What aiohttp raises when the LLM is down, cuts the connection or goes silent.
+    aiohttp is imported when a call is made (`http_session.open_session`), not with this
+    module: a CLI command that makes no call does not load it."""
+    import aiohttp
+
+    return (aiohttp.ClientError, TimeoutError, OSError)
 
 
 class HTTPLLM(ABC):
@@ -184,9 +191,6 @@ class HTTPLLM(ABC):
         self._api_key = api_key
         self._headers = self._key_headers(api_key) if api_key else {}
         self._timeout = timeout
-        self._limits = aiohttp.ClientTimeout(connect=timeout, sock_read=timeout)
-        """Like a read or connect limit, not a total: a long answer that keeps coming is
-        never cut (a free connection is waited for within `connect`)."""
         self._proxy = env_proxy(self.base_url)
         self._clients = clients
 
@@ -202,6 +206,14 @@ class HTTPLLM(ABC):
     @property
     def _url(self) -> str:
         return self.base_url + self.path
+
+    @functools.cached_property
+    def _limits(self) -> aiohttp.ClientTimeout:
+        """Like a read or connect limit, not a total: a long answer that keeps coming is
+        never cut (a free connection is waited for within `connect`)."""
+        import aiohttp
+
+        return aiohttp.ClientTimeout(connect=self._timeout, sock_read=self._timeout)
 
     @contextlib.asynccontextmanager
     async def _session(self) -> AsyncIterator[aiohttp.ClientSession]:
@@ -259,7 +271,7 @@ class HTTPLLM(ABC):
         try:
             async with self._sent(body, {**self._call_headers(), OWN_CALL_HEADER: "1"}) as answer:
                 status, content = answer.status, await answer.read()
-        except FAILURES as exc:
+        except failures() as exc:
             raise self._transport_error(exc) from exc
         if not _success(status):
             raise self._refused(status, content)
@@ -328,7 +340,7 @@ class OpenAICompatibleLLM(HTTPLLM):
                         yield event
             for event in decoder.close():
                 yield event
-        except FAILURES as exc:
+        except failures() as exc:
             raise self._transport_error(exc) from exc
 
 

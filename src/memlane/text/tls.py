@@ -11,9 +11,9 @@ from __future__ import annotations
 import functools
 import ssl
 
-import httpx
-
 
 @functools.cache
 def ssl_context() -> ssl.SSLContext:
+    import httpx  # here, not at the top: a CLI command that calls no one never loads it
+
     return httpx.create_ssl_context()

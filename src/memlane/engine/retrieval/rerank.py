@@ -14,9 +14,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
 import numpy as np
 
 from memlane.config import Settings
@@ -24,6 +23,9 @@ from memlane.engine import threads
 from memlane.engine.retrieval.candidates import Candidate
 from memlane.engine.retrieval.fuse import min_max
 from memlane.text.tls import ssl_context
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("memlane.retrieval")
 MAX_PAIR_TOKENS = 512
@@ -87,6 +89,8 @@ class EndpointReranker:
         self._timeout = timeout
 
     async def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        import httpx  # here: a CLI command that ranks nothing through an endpoint never loads it
+
         body: dict[str, Any] = {"query": query, "documents": list(texts), "top_n": len(texts)}
         if self.model:
             body["model"] = self.model
