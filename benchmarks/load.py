@@ -36,7 +36,9 @@ entry), the defaults, and the defaults with `--workers 2`, and prints one table
 `--soak` (5 minutes after a 60-second warm-up unless told otherwise) also
 prints RSS every `--sample` seconds. The machine's load average is printed
 with the figures: on a shared machine they say as much about the neighbours as
-about memlane, so re-run on a quiet one for figures to compare.
+about memlane, so re-run on a quiet one for figures to compare. So is the file system
+the homes are made on (`TMPDIR` chooses it): on ext4 without a journal, making a file
+costs more for minutes after many were deleted, as each run's home is as it ends.
 """
 
 from __future__ import annotations
@@ -290,6 +292,30 @@ def loadavg() -> str:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
     except OSError:
         return "n/a"
+
+
+def homes_file_system(folder: str | None = None) -> str:
+    """What the proxy's homes (temporary folders) are on, from `/proc/self/mountinfo`, and
+    for ext4 whether it has a journal: without one, ext4 reads past every inode freed in
+    the last minutes as it makes a file, so the memory book's CPU (two files a remembered
+    turn) moves with what was deleted before the run, another run's home included
+    (`docs/overhead-history.md`, 2026-12-02)."""
+    where = Path(folder or tempfile.gettempdir()).resolve()
+    best: tuple[int, str, str] = (-1, "unknown", "")
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return "unknown"
+    for line in lines:
+        fields = line.split()
+        mount_point, rest = fields[4], fields[fields.index("-") + 1 :]
+        if where.is_relative_to(mount_point) and len(mount_point) > best[0]:
+            best = (len(mount_point), rest[0], rest[1])
+    _, kind, device = best
+    if kind != "ext4":
+        return kind
+    journal = Path(f"/proc/fs/jbd2/{Path(device).name}-8").exists()
+    return "ext4 with a journal" if journal else "ext4 without a journal"
 
 
 def pct(values: list[float], q: float) -> float:
@@ -585,7 +611,7 @@ def report(args: argparse.Namespace, seconds: float, warmup: float, cells: list[
         f"\nmemlane under load: {args.clients} streaming clients, "
         f"{seconds:g} s measured after {warmup:g} s of warm-up, "
         f"upstream answering after {args.upstream_ms:g} ms; {os.cpu_count()} cores, "
-        f"load average {loadavg()} at the end\n"
+        f"load average {loadavg()} at the end; the homes on {homes_file_system()}\n"
     )
     print(
         "| through | requests | req/s | p50 ms | p99 ms | errors | proxy CPU ms/request "
