@@ -201,11 +201,11 @@ class OpenAIEmbedder:
         transport: httpx.BaseTransport | None = None,
         dim: int | None = None,
     ) -> None:
+        import httpx
+
         self.model_id = f"openai:{model}"
         self._model = model
         self._url = base_url.rstrip("/") + "/embeddings"
-        import httpx
-
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(
             timeout=timeout, headers=headers, transport=transport, verify=ssl_context()
