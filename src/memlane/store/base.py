@@ -128,6 +128,10 @@ class SearchFilter:
     scopes: tuple[str, ...] | None = None
     session_id: str | None = None
     fact_roles: tuple[FactRole, ...] | None = None
+    turns_left_out: str | None = None
+    """A scope whose remembered turns (facts of role user or assistant) do not pass, its
+    other documents do: a request that still carries its conversation recalls from the
+    conversation's scope without searching the turns it sends (`engine.memory.recall`)."""
     valid_at: datetime | None = None
     """Only facts true at this moment (`Fact.valid_at`); events are not held
     to it. None: closed facts are found too."""
@@ -162,7 +166,9 @@ class SessionStore(Protocol):
         self, key: str, *, tenant: str = ""
     ) -> tuple[Session, dict[str, str]] | None:
         """`find_session` and that session's `get_state`, in one read: what a turn's shape
-        reads first (one connection, and on PostgreSQL one pool checkout, not two)."""
+        reads first (one connection, and on PostgreSQL one pool checkout, not two). The
+        session carries its `client_digest`: whether the request still carries the
+        conversation as stored (`engine.memory.recall`)."""
         ...
 
     def list_sessions(self, **query: Unpack[SessionQuery]) -> list[Session]:

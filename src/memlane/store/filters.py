@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memlane.store.base import SearchFilter
+from memlane.store.documents import TURN_ROLES
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,16 @@ def conditions(flt: SearchFilter) -> list[Condition]:
     if flt.fact_roles is not None:
         out.append(Condition("role", tuple(flt.fact_roles), facts_only=True))
     return out
+
+
+def turns_left_out_sql(alias: str, mark: str) -> str:
+    """`SearchFilter.turns_left_out` over the `docs` alias, `mark` binding the scope: a
+    document passes unless it is a remembered turn (a fact of a turn's role) of that scope."""
+    roles = ", ".join(f"'{role}'" for role in TURN_ROLES)
+    return (
+        f"NOT ({alias}.kind = 'fact' AND {alias}.scope = {mark} "
+        f"AND coalesce({alias}.role, '') IN ({roles}))"
+    )
 
 
 def validity_sql(alias: str, mark: str) -> str:

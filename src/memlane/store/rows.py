@@ -41,7 +41,7 @@ def decoded(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str | bytes) else value
 
 
-def session_from_row(row: Row) -> Session:
+def session_from_row(row: Row, *, client_digest: str | None = None) -> Session:
     return Session(
         id=row["id"],
         key=row["key"],
@@ -59,6 +59,7 @@ def session_from_row(row: Row) -> Session:
         cost_usd=float(row["cost_usd"]),
         message_count=int(row["message_count"]),
         tenant=row["tenant"] or "",
+        client_digest=client_digest,
     )
 
 

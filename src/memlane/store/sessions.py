@@ -134,11 +134,14 @@ class SqlSessions(SqlStore[D]):
     ) -> tuple[Session, dict[str, str]] | None:
         with self._reading() as db:
             row = db.one(
-                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant = ? AND key = ?", tenant, key
+                f"SELECT {SESSION_COLUMNS}, client_digest FROM sessions "
+                "WHERE tenant = ? AND key = ?",
+                tenant,
+                key,
             )
             if row is None:
                 return None
-            session = session_from_row(row)
+            session = session_from_row(row, client_digest=row["client_digest"])
             rows = db.all(STATE_OF_SESSION, session.id)
         return session, {r["name"]: r["value"] for r in rows}
 

@@ -38,6 +38,11 @@ class Session:
     tenant: str = ""
     """Whose session it is: a salted hash of the client's credential under credential
     tenancy, "" otherwise. A key is unique within its tenant."""
+    client_digest: str | None = field(default=None, compare=False, repr=False)
+    """`count:digest` of the client messages it has stored (`store.transcript.
+    history_digest`), where the read asked for it (`Store.find_session_state`, what a
+    turn's shape reads); None otherwise. Not part of what a session is: two reads of one
+    session compare equal whether or not they carry it."""
 
 
 @dataclass(frozen=True, slots=True)

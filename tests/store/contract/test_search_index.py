@@ -350,3 +350,44 @@ def test_every_kind_of_hit_names_the_role_it_was_indexed_with(store: Store) -> N
     assert {h.ref: h.role for h in vectors} == expected
     holders = store.rare_term_hits(["go"], flt, max_df=5, max_share=1.0, limit=10)
     assert {h.ref: h.role for found in holders.values() for h in found} == expected
+
+
+def test_a_scope_searched_without_its_turns_still_gives_its_other_entries(store: Store) -> None:
+    """`SearchFilter.turns_left_out`: a request that carries its conversation searches its
+    scope without the remembered turns it sends; the scope's other entries, and another
+    scope's turns, are found as always, by keyword, by rare word and by vector."""
+    own = {"scope": "conv:c", "conversation_id": "c"}
+    entries = [
+        fact("own-user", "the ferry leaves at nine", role="user", **own),
+        fact("own-answer", "the ferry is late", role="assistant", **own),
+        fact("own-memory", "ferry tickets are in the drawer", **own),
+        fact("other-user", "a ferry to Skye", scope="conv:d", conversation_id="d", role="user"),
+        fact("shared", "the ferry company is Calmac", scope="ns:trips"),
+    ]
+    for number, entry in enumerate(entries):
+        store.put_fact(entry)
+        store.put_vectors("fact", [(entry.id, unit(1 + number % 2))], model=MODEL)
+    every = SearchFilter(kinds=("fact",), scopes=("conv:c", "conv:d", "ns:trips"))
+    left_out = SearchFilter(
+        kinds=("fact",), scopes=("conv:c", "conv:d", "ns:trips"), turns_left_out="conv:c"
+    )
+
+    def keyword(flt: SearchFilter) -> set[str]:
+        return {h.ref for h in store.keyword_search("ferry", flt, limit=10)}
+
+    assert keyword(every) == {e.id for e in entries}
+    assert keyword(left_out) == {"own-memory", "other-user", "shared"}
+    rare = store.rare_term_hits(["nine", "late", "drawer", "skye"], left_out, max_df=5)
+    assert {word: [h.ref for h in hits] for word, hits in rare.items()} == {
+        "drawer": ["own-memory"],
+        "skye": ["other-user"],
+    }
+    near = {h.ref for h in store.vector_search(unit(1), left_out, model=MODEL, limit=10)}
+    assert near == {"own-memory", "other-user", "shared"}
+    assert {h.ref for h in store.vector_search(unit(1), every, model=MODEL, limit=10)} == {
+        e.id for e in entries
+    }
+    # a scope not searched, or one that holds no turn, changes nothing
+    elsewhere = SearchFilter(kinds=("fact",), scopes=("ns:trips",), turns_left_out="conv:c")
+    assert keyword(elsewhere) == {"shared"}
+    assert keyword(SearchFilter(kinds=("fact",), turns_left_out="conv:none")) == keyword(every)

@@ -15,6 +15,15 @@ Nothing is injected when no memory clears the threshold. Memories that are
 already in the request word for word are not repeated. With `memory_mode =
 "trimmed"` the proxy recalls only when governance had to trim the request.
 
+A request that still carries its conversation as stored (its client messages start
+with every one the session's digest stands for, `carries_its_turns`) is not searched
+against the conversation's own remembered turns: each would be found in the request
+and dropped. Agents resend their whole history on every request, and the turns of the
+conversation asking were most of what such a search read (`benchmarks/load.py`). Its
+other entries (facts kept in the conversation, memories a person put there) are
+searched as always, and once a client compacts its history, or governance trims the
+request, the dropped turns are found again.
+
 Time: only facts true now are recalled (an as-of search asks for another
 moment). A question about change (`asks_about_change`: "before", "used to",
 "previously", "since when", … a word list, no model) also brings the versions
@@ -57,6 +66,7 @@ from memlane.engine.retrieval.search import Query, ranked, reranking, search
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import RecallNote, Turn
 from memlane.store.documents import is_turn, session_doc
+from memlane.store.transcript import digested
 from memlane.types import DocKind, Fact, Message
 
 CHANGE_WORDS = re.compile(
@@ -96,12 +106,29 @@ def search_ahead(rt: Runtime, turn: Turn) -> Callable[[list[Message]], Ahead] | 
         session_id = turn.session.id if turn.session is not None else None
         wanted = scopes.recall_scopes(settings, session_id, turn.namespace, turn.tenant)
         exclude = _texts(messages)
-        asked = _asked(rt, query, wanted, exclude, None, session_id)
+        own = scopes.conversation_scope(session_id, turn.tenant) if session_id else None
+        left_out = own if own in wanted and carries_its_turns(turn) else None
+        asked = _asked(rt, query, wanted, exclude, None, session_id, turns_left_out=left_out)
         searched = _find(rt, asked, session_id)
         hits, found, summary = searched.hits, searched.found, searched.summary
-        return Ahead(wanted, hits, frozenset(exclude), found, summary, searched.reused)
+        return Ahead(
+            wanted, hits, frozenset(exclude), found, summary, searched.reused, left_out is not None
+        )
 
     return search_now
+
+
+def carries_its_turns(turn: Turn) -> bool:
+    """Whether the request still carries its conversation as stored: its client messages
+    begin with every one the session's digest stands for (`store.transcript.digested`),
+    which the writer moves to the end of each turn's client messages. A client that
+    compacted or edited its history fails the test, as does a session without a digest.
+    The answer stored after the digest's end is the one the client resends now."""
+    session = turn.session
+    if session is None or not session.client_digest or turn.continued or turn.server_history:
+        return False
+    hashes = [m.fingerprint() for m in turn.messages if m.origin == "client"]
+    return digested(session.client_digest, hashes) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +210,8 @@ class Ahead:
     summary: str
     reused: bool = False
     """`hits` are the conversation's last search (`engine.memory.reuse`)."""
+    turns_left_out: bool = False
+    """The conversation's own remembered turns were not searched (`carries_its_turns`)."""
 
 
 def _texts(messages: Sequence[Message]) -> set[str]:
@@ -217,7 +246,7 @@ async def recall_for_turn(
             def chosen() -> tuple[list[Recalled], str]:
                 """One trip to a worker thread (each costs a wake-up and the GIL on the
                 way back): the search unless it ran ahead, the entries, the summary."""
-                if searched is None:
+                if searched is None or searched.turns_left_out:  # governance dropped some
                     asked = _asked(rt, query, wanted, exclude, None, session_id)
                     again = _find(rt, asked, session_id)
                 else:
@@ -307,6 +336,8 @@ def _asked(
     exclude: set[str] | None,
     as_of: datetime | None,
     session_id: str | None,
+    *,
+    turns_left_out: str | None = None,
 ) -> _Asked:
     settings = rt.settings
     k = settings.memory_top_k
@@ -316,7 +347,14 @@ def _asked(
     kinds: tuple[DocKind, ...] = ("fact", "session") if summaries else ("fact",)
     extra = min(len(skip), k) + (summaries and session_id is not None)
     searched = Query.of(
-        rt, query, scopes, kinds=kinds, top_k=k + extra, as_of=as_of, superseded=change
+        rt,
+        query,
+        scopes,
+        kinds=kinds,
+        top_k=k + extra,
+        as_of=as_of,
+        superseded=change,
+        turns_left_out=turns_left_out,
     )
     return _Asked(searched, k, skip, scopes, session_id, change or as_of is not None)
 

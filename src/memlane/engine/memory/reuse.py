@@ -41,7 +41,15 @@ def asked(query: Query) -> Asked:
     """A search as the reuse compares it: its question and filter, not its moment (a search
     of facts true now asks at a new `valid_at` each request) nor its size (`SearchReuse.get`)."""
     flt = query.flt
-    return (query.text, flt.kinds, flt.scopes, flt.session_id, flt.fact_roles, flt.valid_at is None)
+    return (
+        query.text,
+        flt.kinds,
+        flt.scopes,
+        flt.session_id,
+        flt.fact_roles,
+        flt.turns_left_out,
+        flt.valid_at is None,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,8 @@
   current time (not `now`: an evaluation replays old conversations with `now` in
   the past). `superseded=True` lifts it: facts closed since are found too (a
   question about change). Deleted facts are never found.
+- `turns_left_out`: a conversation's scope whose remembered turns are not searched (its
+  other entries are): the request carries them (`engine.memory.recall`).
 
 Stages (each a pure function in its own module): keyword + dense candidates →
 `fuse` → `expand` (entity-aware expansion, `memory_entity_expansion`) → optional
@@ -75,6 +77,7 @@ class Terms(TypedDict, total=False):
     now: datetime | None
     as_of: datetime | None
     superseded: bool
+    turns_left_out: str | None
 
 
 async def search(
@@ -129,6 +132,7 @@ class Query:
             scopes=tuple(scopes) if scopes is not None else None,
             session_id=terms.get("session_id"),
             fact_roles=terms.get("roles", RECALL_ROLES),
+            turns_left_out=terms.get("turns_left_out"),
             valid_at=None if terms.get("superseded") else (as_of or datetime.now(UTC)),
         )
         now = terms.get("now") or datetime.now(UTC)

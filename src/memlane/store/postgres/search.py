@@ -15,7 +15,7 @@ import numpy as np
 
 from memlane.store import analysis, bm25, codec
 from memlane.store.base import SearchFilter, Vector
-from memlane.store.filters import conditions, validity_sql
+from memlane.store.filters import conditions, turns_left_out_sql, validity_sql
 from memlane.store.postgres.db import PostgresDb
 from memlane.store.postgres.index import ensure_vector_index, insert_vectors
 from memlane.store.postgres.keywords import (
@@ -47,6 +47,9 @@ def filter_sql(flt: SearchFilter, alias: str) -> tuple[str, dict[str, Any]]:
             clause = f"{alias}.{condition.column} = ANY(%({key})s)"
             params[key] = list(condition.values)
         clauses.append(f"({alias}.kind <> 'fact' OR {clause})" if condition.facts_only else clause)
+    if flt.turns_left_out is not None:
+        clauses.append(turns_left_out_sql(alias, "%(turns_left_out)s"))
+        params["turns_left_out"] = flt.turns_left_out
     if flt.valid_at is not None:
         clauses.append(validity_sql(alias, "%(valid_at)s"))
         params["valid_at"] = flt.valid_at

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memlane.store.base import SearchFilter
+from memlane.store.documents import TURN_ROLES
 
 IntArray = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
@@ -113,7 +114,7 @@ class Passing:
 
 def filter_key(flt: SearchFilter) -> tuple[Any, ...]:
     """What of a filter the index answers (its moment is the SQL's to check)."""
-    return (flt.kinds, flt.scopes, flt.session_id, flt.fact_roles)
+    return (flt.kinds, flt.scopes, flt.session_id, flt.fact_roles, flt.turns_left_out)
 
 
 class DocFilter:
@@ -192,12 +193,24 @@ class DocFilter:
             if flt.session_id not in self.sessions.codes:
                 return None
             keep &= docs.session[rows] == self.sessions.codes[flt.session_id]
+        if flt.turns_left_out is not None:
+            keep &= ~self._turns_of(flt.turns_left_out, rows)
         if isinstance(rows, slice):
             return keep, None
         passed = np.sort(rows[keep]).astype(np.int32)  # each scope's are ascending, not all
         mask = np.zeros(hi - lo, np.bool_)
         mask[passed - lo] = True
         return mask, passed
+
+    def _turns_of(self, scope: str, rows: IntArray | slice) -> Mask:
+        """Which of `rows` are remembered turns of `scope` (`SearchFilter.turns_left_out`)."""
+        docs = self.docs
+        code = self.scopes.codes.get(scope)
+        turns = self._table(("fact",), TURN_ROLES)
+        if code is None or turns is None:
+            return np.zeros(docs.kind[rows].shape[0], np.bool_)
+        turn: Mask = (docs.scope[rows] == code) & turns[docs.kind[rows], docs.role[rows]]
+        return turn
 
     def _table(self, kinds: Sequence[str], fact_roles: Sequence[str] | None) -> Mask | None:
         """Which (kind code, role code) pairs pass: one of `kinds`, and a fact only in one of

@@ -19,7 +19,7 @@ from typing import Any
 from memlane.store import analysis
 from memlane.store.base import SearchFilter, StoreError, Vector
 from memlane.store.codec import as_vector, ts_to_text, vector_from_bytes, vector_to_bytes
-from memlane.store.filters import conditions, validity_sql
+from memlane.store.filters import conditions, turns_left_out_sql, validity_sql
 from memlane.store.rare_terms import Holders, RareQuery, SqlRareTerms, rarest
 from memlane.store.rows import Row, hit_from_row
 from memlane.store.sql import marks
@@ -44,6 +44,9 @@ def filter_sql(flt: SearchFilter) -> tuple[str, list[Any]]:
         None if flt.fact_roles is None else tuple(flt.fact_roles),
     )
     params = list(fixed)
+    if flt.turns_left_out is not None:
+        where += " AND " + turns_left_out_sql("d", "?")
+        params.append(flt.turns_left_out)
     if flt.valid_at is not None:
         where += " AND " + validity_sql("d", "?")
         params.extend([ts_to_text(flt.valid_at)] * 2)

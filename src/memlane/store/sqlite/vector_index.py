@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from memlane.store.base import SearchFilter, StoreError, Vector
 from memlane.store.codec import vector_from_bytes
+from memlane.store.documents import TURN_ROLES
 
 KIND_CODES = {"fact": 1, "event": 3}  # 2 was a message's, which is no document now
 ROLE_CODES = {None: 0, "memory": 1, "user": 2, "assistant": 3, "summary": 4}
@@ -304,10 +305,10 @@ class VectorCache:
             norm = float(np.linalg.norm(query))
             q = query / norm if norm > 0 else query
             if flt.scopes is None:
-                parts = list(self._parts.values())
+                codes = list(self._parts)
             else:
-                codes = (self._scope_codes.get(scope) for scope in flt.scopes)
-                parts = [self._parts[c] for c in codes if c is not None and c in self._parts]
+                known = (self._scope_codes.get(scope) for scope in flt.scopes)
+                codes = [c for c in known if c is not None and c in self._parts]
             kinds = sorted({KIND_CODES[k] for k in flt.kinds})
             session: int | None = None
             if flt.session_id is not None:
@@ -315,11 +316,17 @@ class VectorCache:
             roles = None
             if flt.fact_roles is not None:
                 roles = [ROLE_CODES[r] for r in flt.fact_roles]
+            # the scope whose remembered turns are left out: its facts of the other roles
+            left_out = self._scope_codes.get(flt.turns_left_out or "", -1)
+            turns = {ROLE_CODES[r] for r in TURN_ROLES}
+            no_turns = [r for r in (roles or ROLE_CODES.values()) if r not in turns]
             kind_filter = None if len(kinds) == len(KIND_CODES) else kinds
             doc_ids: list[npt.NDArray[np.int64]] = []
             scores: list[npt.NDArray[np.float32]] = []
-            for part in parts:
-                found = _top(part, q, part.mask(kind_filter, session, roles), k)
+            for code in codes:
+                part = self._parts[code]
+                mask = part.mask(kind_filter, session, no_turns if code == left_out else roles)
+                found = _top(part, q, mask, k)
                 if found is not None:
                     doc_ids.append(found[0])
                     scores.append(found[1])
