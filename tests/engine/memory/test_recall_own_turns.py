@@ -14,17 +14,27 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import openai
 import pytest
 
 from memlane.engine.memory import recall as recall_module
 from memlane.engine.memory import reuse, scopes
+from memlane.engine.memory.extract import FACT_PROMPT
 from memlane.engine.memory.recall import Ahead, carries_its_turns, recall_for_turn, search_ahead
+from memlane.engine.memory.reconcile import RECONCILE_PROMPT
 from memlane.engine.retrieval.search import Query
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.children import open_session
 from memlane.engine.turn import Turn
 from memlane.store import NewMessage
 from memlane.types import Fact, FactRole, Message, Session
+from tests.support.upstream import (
+    ProxyFactory,
+    RecordedRequest,
+    Reply,
+    ScriptedUpstream,
+    closing,
+)
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 EARLIER = [
@@ -151,8 +161,55 @@ async def test_turns_governance_dropped_are_searched_for_again(
     assert "The ledger service reads conf/ledger.toml at start." in injected
 
 
+def nothing_learned(request: RecordedRequest) -> Reply | None:
+    """memlane's own prompts find nothing to learn; the client's requests take the queue."""
+    system = request.messages[0].get("content") if request.messages else None
+    return Reply(text="[]") if system in (FACT_PROMPT, RECONCILE_PROMPT) else None
+
+
 def _settled(value: Ahead) -> Any:
     async def result() -> Ahead:
         return value
 
     return result()
+
+
+def test_through_the_proxy_a_resent_history_skips_its_turns_and_a_compacted_one_finds_them(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream, searched: list[Query]
+) -> None:
+    """The wiring, end to end: the session the proxy reads carries its digest, a client
+    resending its conversation is searched without its own turns, and once it compacts,
+    its own earlier turn is recalled into the request forwarded."""
+    proxy = proxy_factory(index_enabled=False)
+    upstream.respond_with(nothing_learned)
+    openai_client = closing(
+        openai.OpenAI(
+            base_url=proxy.url, api_key="sk-x", max_retries=0,
+            default_headers={"X-Memlane-Session": "ledger-work"},
+        )
+    )  # fmt: skip
+    said = "The ledger service reads conf/ledger.toml at start."
+    history: list[dict[str, str]] = [
+        {"role": "system", "content": "You are a careful coding agent."},
+        {"role": "user", "content": said},
+    ]
+    upstream.script(Reply(text="Noted."))
+    openai_client.chat.completions.create(model="m", messages=history)  # type: ignore[arg-type]
+    proxy.drain()
+    history += [{"role": "assistant", "content": "Noted."}, {"role": "user", "content": QUESTION}]
+    upstream.script(Reply(text="conf/ledger.toml"))
+    openai_client.chat.completions.create(model="m", messages=history)  # type: ignore[arg-type]
+    proxy.drain()
+    session = proxy.store.find_session("ledger-work")
+    assert session is not None
+    own = scopes.conversation_scope(session.id, "")
+    assert searched[-1].flt.turns_left_out == own
+
+    compacted = [history[0], {"role": "user", "content": "Summary: we set up the ledger."}]
+    upstream.script(Reply(text="conf/ledger.toml"))
+    openai_client.chat.completions.create(  # type: ignore[call-overload]
+        model="m", messages=[*compacted, {"role": "user", "content": QUESTION}]
+    )
+    assert searched[-1].flt.turns_left_out is None
+    forwarded = upstream.model_requests[-1].messages
+    assert any(said in str(m["content"]) for m in forwarded[len(compacted) : -1])
