@@ -26,6 +26,7 @@ from memlane.store.documents import TURN_ROLES
 
 KIND_CODES = {"fact": 1, "event": 3}  # 2 was a message's, which is no document now
 ROLE_CODES = {None: 0, "memory": 1, "user": 2, "assistant": 3, "summary": 4}
+_TURN_CODES = frozenset(ROLE_CODES[role] for role in TURN_ROLES)
 
 _NEW_ROWS = """SELECT v.id, v.doc_id, v.vec, d.kind, d.role, d.scope, d.session_id
     FROM vectors v JOIN docs d ON d.rowid = v.doc_id
@@ -316,10 +317,11 @@ class VectorCache:
             roles = None
             if flt.fact_roles is not None:
                 roles = [ROLE_CODES[r] for r in flt.fact_roles]
-            # the scope whose remembered turns are left out: its facts of the other roles
-            left_out = self._scope_codes.get(flt.turns_left_out or "", -1)
-            turns = {ROLE_CODES[r] for r in TURN_ROLES}
-            no_turns = [r for r in (roles or ROLE_CODES.values()) if r not in turns]
+            # the scope whose remembered turns are left out keeps its facts of the other roles
+            left_out = -1
+            if flt.turns_left_out is not None:
+                left_out = self._scope_codes.get(flt.turns_left_out, -1)
+            no_turns = [r for r in (roles or ROLE_CODES.values()) if r not in _TURN_CODES]
             kind_filter = None if len(kinds) == len(KIND_CODES) else kinds
             doc_ids: list[npt.NDArray[np.int64]] = []
             scores: list[npt.NDArray[np.float32]] = []
