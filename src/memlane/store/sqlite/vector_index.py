@@ -318,10 +318,10 @@ class VectorCache:
             if flt.fact_roles is not None:
                 roles = [ROLE_CODES[r] for r in flt.fact_roles]
             # the scope whose remembered turns are left out keeps its facts of the other roles
-            left_out = -1
+            left_out, no_turns = -1, roles
             if flt.turns_left_out is not None:
                 left_out = self._scope_codes.get(flt.turns_left_out, -1)
-            no_turns = [r for r in (roles or ROLE_CODES.values()) if r not in _TURN_CODES]
+                no_turns = [r for r in (roles or ROLE_CODES.values()) if r not in _TURN_CODES]
             kind_filter = None if len(kinds) == len(KIND_CODES) else kinds
             doc_ids: list[npt.NDArray[np.int64]] = []
             scores: list[npt.NDArray[np.float32]] = []
