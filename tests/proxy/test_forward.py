@@ -5,8 +5,6 @@ it arrives; a dead or silent upstream is an `UpstreamError` that says which."""
 from __future__ import annotations
 
 import asyncio
-import socket
-import struct
 import threading
 from collections.abc import AsyncIterator, Iterator
 
@@ -26,6 +24,7 @@ from memlane.proxy.forward import (
     relayed_headers,
 )
 from tests.support.loopback import Served, loopback_socket, serve
+from tests.support.raw_http import RawServer
 
 
 class Recorder:
@@ -175,81 +174,38 @@ async def test_a_silent_upstream_is_a_timeout_and_a_dead_one_an_error(
     assert refused.value.reason
 
 
-class ClosingIdle:
-    """A raw HTTP/1.1 server that resets a kept-alive connection when a second request
-    comes on it, having read only its headers: what a client meets when it reuses a
-    connection the server is closing at its keep-alive timeout. A new connection is
-    answered, unless `broken` (then every request is reset)."""
-
-    def __init__(self, *, broken: bool = False) -> None:
-        self.answered: list[int] = []  # the body sizes answered
-        self.reset = 0
-        self.broken = broken
-
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        served = 0
-        try:
-            while head := await reader.readuntil(b"\r\n\r\n"):
-                if served or self.broken:
-                    self.reset += 1
-                    sock = writer.get_extra_info("socket")
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                    writer.transport.abort()
-                    return
-                length = next(
-                    int(line.split(b":", 1)[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length:")
-                )
-                await reader.readexactly(length)
-                self.answered.append(length)
-                body = b'{"ok":true}'
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                    b"content-length: %d\r\n\r\n%s" % (len(body), body)
-                )
-                await writer.drain()
-                served += 1
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
-
-
 async def test_a_request_whose_connection_broke_before_the_answer_is_sent_once_more(
     settings: Settings,
 ) -> None:
     """Under load the proxy may reuse a kept-alive connection the upstream is closing:
     the request is sent once more, its whole body again, on a new connection, instead of
     failing the client with a 502."""
-    server = ClosingIdle()
-    listening = await asyncio.start_server(server.serve, "127.0.0.1", 0)
-    port = listening.sockets[0].getsockname()[1]
-    upstream = upstream_at(settings, f"http://127.0.0.1:{port}/v1")
+    server = RawServer(reset_reused=True)
+    upstream = upstream_at(settings, await server.start())
     large = b"x" * (8 * LARGE_BODY)  # still being written when the reset comes
     try:
         first = await upstream.send("POST", upstream.url("/echo"), b"{}", {})
         again = await upstream.send("POST", upstream.url("/echo"), large, {})
     finally:
         await upstream.aclose()
-        listening.close()
+        await server.stop()
     assert first.content == again.content == b'{"ok":true}'
-    assert server.reset == 1
+    assert server.resets == 1
     assert server.answered == [2, len(large)]
 
 
 async def test_a_connection_that_breaks_again_is_an_error_after_one_more_try(
     settings: Settings,
 ) -> None:
-    server = ClosingIdle(broken=True)
-    listening = await asyncio.start_server(server.serve, "127.0.0.1", 0)
-    port = listening.sockets[0].getsockname()[1]
-    upstream = upstream_at(settings, f"http://127.0.0.1:{port}/v1")
+    server = RawServer(broken=True)
+    upstream = upstream_at(settings, await server.start())
     try:
         with pytest.raises(UpstreamError) as broke:
             await upstream.send("POST", upstream.url("/echo"), b"{}", {})
     finally:
         await upstream.aclose()
-        listening.close()
-    assert server.reset == 2  # the request and its one retry, no more
+        await server.stop()
+    assert server.resets == 2  # the request and its one retry, no more
     assert server.answered == []
     assert not isinstance(broke.value, UpstreamTimeout)
 

@@ -4,62 +4,16 @@ reused across calls (each still with its own key), one session per event loop.""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 
 from memlane.text.llm import REQUEST_KEY, ClientPool, LentKey, OpenAICompatibleLLM
+from tests.support.raw_http import RawServer
 from tests.support.upstream import ScriptedUpstream
 from tests.text.test_llm import HI, KEY, completion_body
 
 
-class _CountingServer:
-    """A real HTTP/1.1 server on loopback that counts the connections it accepts and
-    answers every request with one completion, keeping the connection open."""
-
-    def __init__(self) -> None:
-        self.connections = 0
-        self.authorizations: list[str] = []
-        self.server: asyncio.Server | None = None
-        self.writers: list[asyncio.StreamWriter] = []
-
-    async def start(self) -> str:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        port = self.server.sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}/v1"
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        self.writers.append(writer)
-        body = json.dumps(completion_body()).encode()
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                lines = head.decode().split("\r\n")
-                headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
-                headers = {k.lower(): v for k, v in headers.items()}
-                await reader.readexactly(int(headers.get("content-length", "0")))
-                self.authorizations.append(headers.get("authorization", ""))
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                    + f"content-length: {len(body)}\r\n\r\n".encode()
-                    + body
-                )
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-
-    async def stop(self) -> None:
-        assert self.server is not None
-        self.server.close()
-        for writer in self.writers:
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
-        await self.server.wait_closed()
-
-
 async def test_a_client_pool_reuses_one_connection_and_still_sends_each_calls_key() -> None:
-    server = _CountingServer()
+    server = RawServer(json.dumps(completion_body()).encode())
     url = await server.start()
     pool = ClientPool()
     try:
@@ -85,6 +39,26 @@ async def test_a_client_pool_reuses_one_connection_and_still_sends_each_calls_ke
     finally:
         await pool.aclose()
         await server.stop()
+
+
+async def test_a_pooled_connection_the_server_closed_under_a_call_is_tried_once_more() -> None:
+    """A kept-alive connection the server resets under the next call (its idle timeout
+    reached as the pool handed it out): the call is sent once more on a new connection,
+    not failed (a failed call drops the memory work of its batch)."""
+    server = RawServer(json.dumps(completion_body()).encode(), reset_reused=True)
+    url = await server.start()
+    pool = ClientPool()
+    try:
+        pooled = OpenAICompatibleLLM(url, api_key=KEY, default_model="m", clients=pool)
+        for _ in range(2):
+            answer = await pooled.complete([{"role": "user", "content": "Hi"}])
+            assert answer.text
+    finally:
+        await pool.aclose()
+        await server.stop()
+    assert server.resets == 1
+    assert server.connections == 2
+    assert len(server.answered) == 2
 
 
 def test_each_event_loop_gets_its_own_session(upstream: ScriptedUpstream) -> None:

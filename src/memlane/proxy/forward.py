@@ -11,7 +11,6 @@ too, in sessions of their own (`text.http_session`).
 from __future__ import annotations
 
 import io
-import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
 from typing import Literal
@@ -22,10 +21,8 @@ from memlane.config import Settings
 from memlane.proxy import headers as h
 from memlane.proxy.access import note_upstream
 from memlane.proxy.guard import with_via
-from memlane.text.http_session import IDLE_SECONDS, env_proxy
+from memlane.text.http_session import IDLE_SECONDS, env_proxy, once_more_if_broken
 from memlane.text.tls import ssl_context
-
-log = logging.getLogger("memlane.proxy")
 
 CONNECT_SECONDS = 10.0
 
@@ -75,13 +72,6 @@ def _reason(exc: BaseException) -> str:
 
 FAILURES = (aiohttp.ClientError, TimeoutError, OSError)
 """What the client raises when the upstream is down, cut or silent."""
-
-
-def _broke_early(exc: aiohttp.ClientOSError | aiohttp.ServerDisconnectedError) -> bool:
-    """Whether a connection broke under a request, before its answer began: not a
-    connection refused (another try would be refused too) nor a timeout (it would double
-    the wait)."""
-    return not isinstance(exc, aiohttp.ClientConnectorError | TimeoutError)
 
 
 class UpstreamResponse:
@@ -189,24 +179,17 @@ class Upstream:
     async def _request(
         self, method: str, url: str, content: bytes | None, headers: Mapping[str, str]
     ) -> aiohttp.ClientResponse:
-        """The upstream's answer as it begins. A connection that breaks before the answer
-        begins (`_broke_early`) is tried once more, on another connection: under load the
-        pool can hand out a kept-alive connection the upstream is closing at its idle
-        timeout, and the client would otherwise get a 502 for a request that never
-        reached the upstream (an SDK retries a 502 the same way, after a back-off)."""
+        """The upstream's answer as it begins; sent once more when the connection broke
+        first (`once_more_if_broken`): under load the pool can hand out a kept-alive
+        connection the upstream is closing, and the client would get a 502 for a request
+        that never reached it."""
         session = self._open()
 
         def once() -> Awaitable[aiohttp.ClientResponse]:
             data = io.BytesIO(content) if content and len(content) > LARGE_BODY else content
             return session.request(method, url, data=data, headers=headers, proxy=self._proxy)
 
-        try:
-            return await once()
-        except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
-            if not _broke_early(exc):
-                raise
-            log.info("the upstream closed a connection under a request: sent once more")
-        return await once()
+        return await once_more_if_broken(once)
 
     def url(self, path: str) -> str:
         return self.base + path

@@ -1,5 +1,6 @@
 """The aiohttp sessions memlane's own HTTP calls go through, and what every one of them
-shares with the proxy's upstream client: the idle limit and the environment's proxy.
+shares with the proxy's upstream client: the idle limit, the environment's proxy, and one
+more try when a connection breaks under a request.
 
 aiohttp parses and writes HTTP in C: an own LLM call through it costs the event loop a
 fraction of what it cost through httpx and httpcore's connection-pool scan
@@ -8,13 +9,19 @@ fraction of what it cost through httpx and httpcore's connection-pool scan
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
 from memlane.text.tls import ssl_context
 
 if TYPE_CHECKING:
     import aiohttp
+
+log = logging.getLogger("memlane.http")
+
+T = TypeVar("T")
 
 IDLE_SECONDS = 4.0
 """An idle connection is dropped after this long: before the 5 s after which
@@ -49,3 +56,23 @@ def env_proxy(base: str) -> str | None:
     if urllib.request.proxy_bypass(parts.hostname):
         return None
     return proxy
+
+
+async def once_more_if_broken(send: Callable[[], Awaitable[T]]) -> T:
+    """`send()`, and once more when its connection broke before the answer began.
+
+    A pool can hand out a kept-alive connection the server is closing at its idle timeout
+    (`IDLE_SECONDS` is under uvicorn's 5 s, but an event loop running seconds behind
+    starts its clock late), and the request fails without reaching the server; an SDK
+    would retry the 502 the same way, after a back-off. A connection refused (another
+    try would be refused too) or a timeout (it would double the wait) is not retried,
+    and a second break is raised. `send` makes a new request each time (its body again)."""
+    import aiohttp
+
+    try:
+        return await send()
+    except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
+        if isinstance(exc, aiohttp.ClientConnectorError | TimeoutError):
+            raise
+        log.info("a connection broke under a request (%s): sent once more", type(exc).__name__)
+    return await send()

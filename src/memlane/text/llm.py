@@ -19,12 +19,12 @@ import contextvars
 import functools
 import json
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Unpack
 
 from memlane.text import secret_detectors
-from memlane.text.http_session import env_proxy, open_session
+from memlane.text.http_session import env_proxy, once_more_if_broken, open_session
 from memlane.text.redact import redact, redact_message
 from memlane.text.sse import SSEDecoder
 
@@ -228,20 +228,23 @@ class HTTPLLM(ABC):
     async def _sent(
         self, body: Mapping[str, Any], headers: Mapping[str, str]
     ) -> AsyncIterator[aiohttp.ClientResponse]:
-        """The answer to `body` POSTed to the API, its headers read. A redirect is not
-        followed (the key would go with it): it is an answer like any other."""
-        async with (
-            self._session() as session,
-            session.post(
-                self._url,
-                data=_encoded(body),
-                headers={**headers, "content-type": "application/json"},
-                timeout=self._limits,
-                proxy=self._proxy,
-                allow_redirects=False,
-            ) as response,
-        ):
-            yield response
+        """The answer to `body` POSTed to the API, its headers read; sent once more when its
+        connection broke first (`once_more_if_broken`). A redirect is not followed (the key
+        would go with it): it is an answer like any other."""
+        async with self._session() as session:
+
+            def once() -> Awaitable[aiohttp.ClientResponse]:
+                return session.post(
+                    self._url,
+                    data=_encoded(body),
+                    headers={**headers, "content-type": "application/json"},
+                    timeout=self._limits,
+                    proxy=self._proxy,
+                    allow_redirects=False,
+                )
+
+            async with await once_more_if_broken(once) as response:
+                yield response
 
     def _borrowed(self) -> dict[str, str]:
         """The credential headers of the request whose work this is, when they may be used:
