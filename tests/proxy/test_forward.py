@@ -23,6 +23,7 @@ from memlane.proxy.forward import (
     UpstreamTimeout,
     relayed_headers,
 )
+from memlane.text import http_session
 from tests.support.loopback import Served, loopback_socket, serve
 from tests.support.raw_http import RawServer
 
@@ -208,6 +209,24 @@ async def test_a_connection_that_breaks_again_is_an_error_after_one_more_try(
     assert server.resets == 2  # the request and its one retry, no more
     assert server.answered == []
     assert not isinstance(broke.value, UpstreamTimeout)
+
+
+async def test_a_connection_cut_after_the_upstream_worked_on_it_is_not_sent_again(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A break that comes late (the upstream read the request and worked on it, then the
+    connection was cut, as a load balancer's idle timeout does) is the error it is:
+    sending it again would pay for the answer twice and double the client's wait."""
+    monkeypatch.setattr(http_session, "BROKE_AT_ONCE_SECONDS", 0.1)
+    server = RawServer(reset_after=0.3)
+    upstream = upstream_at(settings, await server.start())
+    try:
+        with pytest.raises(UpstreamError):
+            await upstream.send("POST", upstream.url("/echo"), b"{}", {})
+    finally:
+        await upstream.aclose()
+        await server.stop()
+    assert server.resets == 1
 
 
 def test_relayed_headers_drop_per_connection_ones_and_keep_the_upstream_s_bytes() -> None:

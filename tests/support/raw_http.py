@@ -16,14 +16,22 @@ class RawServer:
 
     `reset_reused`: a second request on a connection is reset (RST) once its headers are
     read, its body not: what a client meets when it reuses a connection the server is
-    closing at its idle timeout. `broken`: every request is reset so."""
+    closing at its idle timeout. `broken`: every request is reset so. `reset_after`: every
+    request is read whole, then reset after that many seconds, unanswered (a request
+    worked on, then cut)."""
 
     def __init__(
-        self, body: bytes = b'{"ok":true}', *, reset_reused: bool = False, broken: bool = False
+        self,
+        body: bytes = b'{"ok":true}',
+        *,
+        reset_reused: bool = False,
+        broken: bool = False,
+        reset_after: float | None = None,
     ) -> None:
         self.body = body
         self.reset_reused = reset_reused
         self.broken = broken
+        self.reset_after = reset_after
         self.connections = 0
         self.resets = 0
         self.answered: list[int] = []
@@ -46,16 +54,17 @@ class RawServer:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 if self.broken or (self.reset_reused and served):
-                    self.resets += 1
-                    sock = writer.get_extra_info("socket")
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                    writer.transport.abort()
+                    self._reset(writer)
                     return
                 lines = head.decode("latin-1").split("\r\n")
                 headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
                 headers = {k.lower(): v for k, v in headers.items()}
                 length = int(headers.get("content-length", "0"))
                 await reader.readexactly(length)
+                if self.reset_after is not None:
+                    await asyncio.sleep(self.reset_after)
+                    self._reset(writer)
+                    return
                 self.answered.append(length)
                 self.authorizations.append(headers.get("authorization", ""))
                 writer.write(
@@ -67,6 +76,12 @@ class RawServer:
                 served += 1
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
+
+    def _reset(self, writer: asyncio.StreamWriter) -> None:
+        self.resets += 1
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()
 
     async def stop(self) -> None:
         assert self._server is not None

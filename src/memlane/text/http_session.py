@@ -10,6 +10,7 @@ fraction of what it cost through httpx and httpcore's connection-pool scan
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
@@ -58,21 +59,33 @@ def env_proxy(base: str) -> str | None:
     return proxy
 
 
+BROKE_AT_ONCE_SECONDS = 10.0
+"""A connection that breaks this soon after its request was sent is tried once more
+(`once_more_if_broken`): one the server was closing breaks at once (plus however far
+behind the event loop runs). One that breaks later may have been worked on, as when a
+load balancer cuts a long answer at its idle timeout: sending it again would pay for it
+twice and make the client wait twice as long for the same error."""
+
+
 async def once_more_if_broken(send: Callable[[], Awaitable[T]]) -> T:
-    """`send()`, and once more when its connection broke before the answer began.
+    """`send()`, and once more when its connection broke at once, before the answer began.
 
     A pool can hand out a kept-alive connection the server is closing at its idle timeout
     (`IDLE_SECONDS` is under uvicorn's 5 s, but an event loop running seconds behind
     starts its clock late), and the request fails without reaching the server; an SDK
     would retry the 502 the same way, after a back-off. A connection refused (another
-    try would be refused too) or a timeout (it would double the wait) is not retried,
-    and a second break is raised. `send` makes a new request each time (its body again)."""
+    try would be refused too), a timeout (it would double the wait) and a break after
+    `BROKE_AT_ONCE_SECONDS` are not retried, and a second break is raised. `send` makes a
+    new request each time (its body again)."""
     import aiohttp
 
+    sent = time.monotonic()
     try:
         return await send()
     except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
         if isinstance(exc, aiohttp.ClientConnectorError | TimeoutError):
+            raise
+        if time.monotonic() - sent > BROKE_AT_ONCE_SECONDS:
             raise
         log.info("a connection broke under a request (%s): sent once more", type(exc).__name__)
     return await send()
