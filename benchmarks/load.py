@@ -46,8 +46,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import json
 import multiprocessing
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -125,6 +127,19 @@ class Pattern:
         return turn % (self.tool_steps + 1) == 0
 
 
+def error_kind(status: int, body: bytes) -> str:
+    """A refused request's status and what its error says, without the addresses that
+    differ between runs: a run's errors are counted by cause, not only by status (the
+    502s once put down to the machine's load were a stale pooled connection)."""
+    try:
+        error = json.loads(body)["error"]
+        said = str(error.get("code") or error.get("type") or "")
+        reason = re.search(r"\(([^()]*)\)\s*$", str(error.get("message", "")))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return f"HTTP {status}"
+    return f"HTTP {status} {said}" + (f" ({reason.group(1)})" if reason else "")
+
+
 def tool_round(key: str, turn: int) -> list[dict[str, Any]]:
     """The model's call of a tool, and the tool's result, as a Chat Completions client
     appends them."""
@@ -167,11 +182,13 @@ async def _client(
                 async with client.stream(
                     "POST", f"{url}/chat/completions", json=body, headers=headers
                 ) as response:
-                    tail = b""
+                    tail, refused = b"", b""
                     async for chunk in response.aiter_raw():
                         tail = (tail + chunk)[-64:]
+                        if response.status_code != 200:
+                            refused += chunk
                     ok = response.status_code == 200 and b"[DONE]" in tail
-                    kind = f"HTTP {response.status_code}" if response.status_code != 200 else ""
+                    kind = error_kind(response.status_code, refused) if refused else ""
                     kind = kind or ("" if ok else "stream without its end")
             except httpx.HTTPError as exc:
                 kind = type(exc).__name__
