@@ -9,6 +9,8 @@ import asyncio
 import contextlib
 import socket
 import struct
+import threading
+from collections.abc import Iterator
 
 
 class RawServer:
@@ -91,3 +93,19 @@ class RawServer:
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
         await self._server.wait_closed()
+
+
+@contextlib.contextmanager
+def in_a_thread(server: RawServer) -> Iterator[str]:
+    """`server` running on an event loop of its own, for a client that blocks (its base
+    URL); stopped on the way out."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="raw-http", daemon=True)
+    thread.start()
+    try:
+        yield asyncio.run_coroutine_threadsafe(server.start(), loop).result(5)
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(5)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()

@@ -17,6 +17,7 @@ from memlane.text.embeddings import (
     MiniLMEmbedder,
     OpenAIEmbedder,
 )
+from tests.support.raw_http import RawServer, in_a_thread
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -244,3 +245,21 @@ def test_openai_unreachable_raises_embedding_error() -> None:
     embedder = OpenAIEmbedder("http://embed.test/v1", "m", transport=httpx.MockTransport(refuse))
     with pytest.raises(EmbeddingError, match="unreachable"):
         embedder.embed(["x"])
+
+
+def test_openai_asks_once_more_on_a_kept_alive_connection_the_server_closed() -> None:
+    """A pooled connection the endpoint resets as it is reused (its idle timeout reached
+    as the request went out): embedding changes nothing there, so it is asked again on a
+    new connection instead of failing the stage."""
+    body = json.dumps({"data": [{"index": 0, "embedding": [1.0, 0.0, 0.0, 0.0]}]}).encode()
+    server = RawServer(body, reset_reused=True)
+    with in_a_thread(server) as url:
+        embedder = OpenAIEmbedder(url, "m")
+        try:
+            for _ in range(2):
+                assert embedder.embed(["x"]).shape == (1, 4)
+        finally:
+            embedder.close()
+    assert server.resets == 1
+    assert server.connections == 2
+    assert len(server.answered) == 2

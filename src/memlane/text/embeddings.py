@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memlane.store.analysis import terms
+from memlane.text.http_session import IDLE_SECONDS
 from memlane.text.tls import ssl_context
 
 if TYPE_CHECKING:
@@ -208,7 +209,11 @@ class OpenAIEmbedder:
         self._url = base_url.rstrip("/") + "/embeddings"
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(
-            timeout=timeout, headers=headers, transport=transport, verify=ssl_context()
+            timeout=timeout,
+            headers=headers,
+            transport=transport,
+            verify=ssl_context(),
+            limits=httpx.Limits(keepalive_expiry=IDLE_SECONDS),  # under the server's 5 s
         )
         self._dim = dim
 
@@ -237,10 +242,14 @@ class OpenAIEmbedder:
     def _post(self, texts: Sequence[str]) -> Vectors:
         import httpx
 
+        body = {"model": self._model, "input": list(texts)}
         try:
-            response = self._client.post(
-                self._url, json={"model": self._model, "input": list(texts)}
-            )
+            try:
+                response = self._client.post(self._url, json=body)
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+                # a kept-alive connection the server closed as it was reused: embedding
+                # changes nothing there, so it is asked once more, on a new connection
+                response = self._client.post(self._url, json=body)
         except httpx.HTTPError as exc:
             raise EmbeddingError(f"embeddings endpoint unreachable: {type(exc).__name__}") from exc
         if response.status_code >= 400:
