@@ -239,17 +239,22 @@ class OpenAIEmbedder:
     def close(self) -> None:
         self._client.close()
 
+    def _send(self, body: dict[str, Any]) -> httpx.Response:
+        """`body` POSTed; asked once more when its kept-alive connection broke as it was
+        reused (the server closing it at its idle timeout): embedding changes nothing on
+        the server, so a second try is safe."""
+        import httpx
+
+        try:
+            return self._client.post(self._url, json=body)
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+            return self._client.post(self._url, json=body)
+
     def _post(self, texts: Sequence[str]) -> Vectors:
         import httpx
 
-        body = {"model": self._model, "input": list(texts)}
         try:
-            try:
-                response = self._client.post(self._url, json=body)
-            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
-                # a kept-alive connection the server closed as it was reused: embedding
-                # changes nothing there, so it is asked once more, on a new connection
-                response = self._client.post(self._url, json=body)
+            response = self._send({"model": self._model, "input": list(texts)})
         except httpx.HTTPError as exc:
             raise EmbeddingError(f"embeddings endpoint unreachable: {type(exc).__name__}") from exc
         if response.status_code >= 400:

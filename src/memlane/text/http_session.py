@@ -83,9 +83,8 @@ async def once_more_if_broken(send: Callable[[], Awaitable[T]]) -> T:
     try:
         return await send()
     except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
-        if isinstance(exc, aiohttp.ClientConnectorError | TimeoutError):
-            raise
-        if time.monotonic() - sent > BROKE_AT_ONCE_SECONDS:
+        refused_or_timed_out = isinstance(exc, aiohttp.ClientConnectorError | TimeoutError)
+        if refused_or_timed_out or time.monotonic() - sent > BROKE_AT_ONCE_SECONDS:
             raise
         log.info("a connection broke under a request (%s): sent once more", type(exc).__name__)
     return await send()
