@@ -3,10 +3,12 @@ on each backend (`store`: SQLite in a temporary folder, then PostgreSQL)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import psycopg
 import pytest
 
 from memlane.store import Store, StoreError, group_commit
@@ -315,3 +317,40 @@ def _one_batch_at_a_time(store: Store, writer: GroupCommit) -> None:
     go.set()
     outcomes.wait(1)
     assert _batch_lock_free(store)
+
+
+def test_on_postgresql_a_write_that_catches_a_failed_statement_is_undone_whole(
+    pg_url: str,
+) -> None:
+    """A store call inside a write joins the write's savepoint (no savepoint of its own:
+    two round trips each). After a failed statement PostgreSQL refuses the rest of the
+    transaction; a write that caught the error and went on is undone whole and reported,
+    and the batch's other writes still commit."""
+    store = PostgresStore(pg_url)
+    writer = GroupCommit(store)
+    try:
+        with _sql(store)._writing() as db:
+            db.run("CREATE TABLE probe (id INTEGER PRIMARY KEY, parent INTEGER)")
+        outcomes = Outcomes()
+
+        def caught() -> None:
+            _insert(store, 2)()
+            with contextlib.suppress(psycopg.errors.UniqueViolation):
+                _insert(store, 1)()  # already written by the batch's first write
+
+        go = _held(writer, outcomes)
+        writer.submit(_insert(store, 1), outcomes.done("before"))
+        writer.submit(caught, outcomes.done("caught"))
+        writer.submit(_insert(store, 3), outcomes.done("after"))
+        go.set()
+        outcomes.wait(4)
+
+        assert _stored(store) == [1, 3]
+        value, error = outcomes.of("caught")
+        assert value is None
+        assert isinstance(error, StoreError)
+        assert "caught" in str(error)
+        assert outcomes.of("after") == (3, None)
+    finally:
+        writer.close(timeout=10)
+        store.close()

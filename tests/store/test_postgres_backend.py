@@ -5,6 +5,7 @@ Every test runs against a real PostgreSQL with pgvector (tests/support/pg.py).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -121,6 +122,52 @@ def test_a_closed_store_refuses_work(open_store: Callable[[], PostgresStore]) ->
     store.close()
     with pytest.raises(StoreError, match="closed"):
         store.ensure_session("late")
+
+
+# --- transactions ----------------------------------------------------------------------------
+
+
+def test_a_failed_statement_whose_error_is_caught_fails_its_transaction_loudly(
+    open_store: Callable[[], PostgresStore],
+) -> None:
+    """A store call inside a transaction joins it, with no savepoint of its own (two round
+    trips each). After a failed statement PostgreSQL refuses the rest, and a commit would
+    roll everything back without a word: the transaction raises instead."""
+    store = open_store()
+    session = store.ensure_session("s")
+
+    def caught() -> None:
+        with store.transaction():
+            store.append_messages(session.id, [user("lost")])
+            with contextlib.suppress(psycopg.errors.NumericValueOutOfRange):
+                store.add_usage(session.id, prompt_tokens=2**70)
+
+    with pytest.raises(StoreError, match="caught"):
+        caught()
+    assert store.list_messages(session.id) == []
+    store.append_messages(session.id, [user("after")])  # the store is usable after
+    assert [m.message.text for m in store.list_messages(session.id)] == ["after"]
+
+
+def test_a_failing_call_in_a_transaction_of_its_own_is_undone_alone(
+    open_store: Callable[[], PostgresStore],
+) -> None:
+    """What a caller that goes on after a failure wraps its call in: a savepoint."""
+    store = open_store()
+    session = store.ensure_session("s")
+
+    def failing() -> None:
+        with store.transaction():
+            store.add_event(session.id, "undone", {})
+            store.add_usage(session.id, prompt_tokens=2**70)
+
+    with store.transaction():
+        store.append_messages(session.id, [user("kept")])
+        with pytest.raises(psycopg.errors.NumericValueOutOfRange):
+            failing()
+        store.add_event(session.id, "turn", {})
+    assert [m.message.text for m in store.list_messages(session.id)] == ["kept"]
+    assert [e.kind for e in store.list_events(session.id)] == ["turn"]
 
 
 # --- per-session serialisation across replicas ------------------------------------------------

@@ -57,11 +57,14 @@ async def best_effort(
 
 
 def _kept(rt: Runtime, session_id: str | None, payload: dict[str, str]) -> None:
-    """Counted for the day and (for a stored session) kept as its event; never raises."""
+    """Counted for the day and (for a stored session) kept as its event; never raises. A
+    transaction of its own: written inside one of the store's writes (`record_here`), its
+    failure undoes it alone."""
     try:
-        turnlog.count(rt.store, {turnlog.STAGE_FAILURES: 1})
-        if session_id is not None:
-            rt.store.add_event(session_id, EVENT, payload)
+        with rt.store.transaction():
+            turnlog.count(rt.store, {turnlog.STAGE_FAILURES: 1})
+            if session_id is not None:
+                rt.store.add_event(session_id, EVENT, payload)
     except Exception:
         log.warning("could not record the failure of %s", payload["stage"], exc_info=True)
 

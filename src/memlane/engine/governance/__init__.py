@@ -142,7 +142,8 @@ def _behind(rt: Runtime, turn: Turn, what: str, write: Callable[[], None]) -> No
 
     def guarded() -> None:
         try:
-            write()
+            with rt.store.transaction():  # a failure undoes this write alone
+                write()
         except Exception as exc:
             rt.activity.failure("governance", f"{what}: {type(exc).__name__}: {exc}")
             log.warning("could not %s of %s: %r", what, turn.key[:8], exc)

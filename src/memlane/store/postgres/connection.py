@@ -89,20 +89,34 @@ class PostgresConnection(SqlStore["PostgresDb"]):
             raise StoreError(f"the PostgreSQL store at {self.url} failed: {_reason(exc)}") from exc
 
     @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Every write of this thread inside commits together. Inside the transaction this
+        thread holds, a savepoint: a write that fails undoes itself, not the others, and
+        the caller may go on (the store's writer runs each queued write in one)."""
+        held: PostgresDb | None = getattr(self._local, "held", None)
+        if held is None:
+            with self._writing():
+                yield
+            return
+        try:
+            with held.conn.transaction():
+                yield
+                _not_failed(held.conn)
+        except psycopg.OperationalError as exc:
+            raise self._failed(exc) from exc
+
+    @contextmanager
     def _writing(self) -> Iterator[PostgresDb]:
         """A pooled connection in one transaction: committed on success, rolled back on error.
-        Inside `transaction()`, a savepoint of the transaction this thread holds: a write
-        that fails undoes itself, not the others.
+        Inside the transaction this thread holds, that one, joined: a savepoint is two
+        round trips to the server, and a turn's store calls made a dozen of them (what
+        undoes one write alone is `transaction`, around it).
 
         A lost server or an exhausted pool becomes a `StoreError` naming the store.
         """
         held: PostgresDb | None = getattr(self._local, "held", None)
         if held is not None:
-            try:
-                with held.conn.transaction():
-                    yield held
-            except psycopg.OperationalError as exc:
-                raise self._failed(exc) from exc
+            yield held
             return
         if self._closed:
             raise StoreError(f"the store {self.url} is closed")
@@ -112,6 +126,7 @@ class PostgresConnection(SqlStore["PostgresDb"]):
                 self._local.held = PostgresDb(conn)
                 try:
                     yield self._local.held
+                    _not_failed(conn)
                 finally:
                     self._local.held = None
         except (psycopg.OperationalError, PoolTimeout) as exc:
@@ -151,6 +166,17 @@ def _configure(conn: Conn) -> None:
     storable.configure(conn)
     conn.execute("SET TIME ZONE 'UTC'")
     conn.commit()
+
+
+def _not_failed(conn: Conn) -> None:
+    """Raise if a statement of the transaction failed and its error was caught on the way:
+    PostgreSQL has refused everything since, and a commit would silently roll it all back."""
+    if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+        raise StoreError(
+            "a statement failed inside a transaction and its error was caught; "
+            "nothing of the transaction is kept (wrap a write that may fail in "
+            "`store.transaction()` to undo it alone)"
+        )
 
 
 def _reason(exc: BaseException) -> str:

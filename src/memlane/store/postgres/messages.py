@@ -1,5 +1,9 @@
 """Messages on PostgreSQL: appending in one statement (`store.message_log` holds the rest;
-it says why a message is not a search document)."""
+it says why a message is not a search document).
+
+The arrays go in binary (`%(name)b`): in text form every element is quoted and escaped
+by a regular expression, and a message's JSON is all quotes; a 20-message history took
+4.3 ms of the writer's CPU to send that way, 0.56 ms in binary."""
 
 from __future__ import annotations
 
@@ -16,9 +20,9 @@ from memlane.types import StoredMessage
 _APPEND_SQL = """
     WITH x AS (
         SELECT * FROM unnest(
-            %(positions)s::int[], %(roles)s::text[], %(kinds)s::text[], %(origins)s::text[],
-            %(wires)s::text[], %(contents)s::jsonb[], %(texts)s::text[], %(hashes)s::text[],
-            %(tokens)s::int[]
+            %(positions)b::int[], %(roles)b::text[], %(kinds)b::text[], %(origins)b::text[],
+            %(wires)b::text[], %(contents)b::jsonb[], %(texts)b::text[], %(hashes)b::text[],
+            %(tokens)b::int[]
         ) AS x(position, role, kind, origin, wire, content, text, hash, tokens)
     ),
     ins AS (
