@@ -275,6 +275,15 @@ def test_changed_fact_text_needs_a_new_vector(store: Store) -> None:
     assert store.vector_search(unit(1), SearchFilter(), model=MODEL) == []
 
 
+def test_a_fact_written_twice_in_one_call_is_indexed_as_its_last_version(store: Store) -> None:
+    """A group of documents is written together (in one statement on PostgreSQL): the
+    same document twice in it is the later one, as when each was written in turn."""
+    store.put_facts([fact("f", "draft wording about kiwis"), fact("f", "final wording on mangos")])
+    assert [h.ref for h in store.keyword_search("mangos", SearchFilter())] == ["f"]
+    assert store.keyword_search("kiwis", SearchFilter()) == []
+    assert store.missing_vectors("fact", model=MODEL) == [("f", "final wording on mangos")]
+
+
 def test_backend_plays_the_search_index_role(store: Store) -> None:
     assert isinstance(store, SearchIndex)
 

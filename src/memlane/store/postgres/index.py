@@ -28,32 +28,72 @@ Conn = psycopg.Connection[dict[str, Any]]
 HNSW_MAX_DIM = 2_000
 
 
+_NEW_DOCS = """
+    SELECT * FROM unnest(
+        %(kinds)b::text[], %(refs)b::text[], %(scopes)b::text[], %(sessions)b::text[],
+        %(roles)b::text[], %(texts)b::text[], %(terms)b::text[], %(lengths)b::int[],
+        %(times)b::timestamptz[], %(active)b::bool[]
+    ) AS n(kind, ref, scope, session_id, role, text, terms, length, created_at, active)
+"""
+
+_DROP_STALE_VECTORS = f"""
+    WITH n AS ({_NEW_DOCS}),
+    changed AS (
+        SELECT d.kind, d.ref FROM docs d JOIN n ON d.kind = n.kind AND d.ref = n.ref
+        WHERE d.text IS DISTINCT FROM n.text
+        FOR UPDATE OF d
+    )
+    DELETE FROM vectors v USING changed c WHERE v.kind = c.kind AND v.ref = c.ref
+"""
+"""The vectors of documents whose text changes, their rows locked first. A statement of its
+own: in the upsert's, a row the upsert changed is one its `FOR UPDATE` skips."""
+
+_UPSERT_DOCS = f"""
+    INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, length, created_at, active)
+    SELECT kind, ref, scope, session_id, role, text, terms::tsvector, length, created_at, active
+    FROM ({_NEW_DOCS}) AS n
+    ON CONFLICT (kind, ref) DO UPDATE SET scope = excluded.scope,
+        session_id = excluded.session_id, role = excluded.role, text = excluded.text,
+        terms = excluded.terms, length = excluded.length, created_at = excluded.created_at,
+        active = excluded.active
+"""
+
+
 def put_doc(db: PostgresDb, doc: Doc, document: str | None = None) -> None:
     """Insert or refresh one search document; a changed text drops its stale vectors.
 
     `document` is what the keyword index reads when it is more than the text (a turn
     with its neighbours, `store.documents`); the text is still what a hit shows.
     """
-    words = analysis.terms(doc.text if document is None else document)
-    conn = db.conn
-    old = db.one("SELECT text FROM docs WHERE kind = ? AND ref = ? FOR UPDATE", doc.kind, doc.ref)
-    if old is not None and old["text"] != doc.text:
-        conn.execute("DELETE FROM vectors WHERE kind = %s AND ref = %s", (doc.kind, doc.ref))
-    conn.execute(
-        "INSERT INTO docs (kind, ref, scope, session_id, role, text, terms, length, created_at, "
-        "active) VALUES (%s, %s, %s, %s, %s, %s, %s::tsvector, %s, %s, %s) "
-        "ON CONFLICT (kind, ref) DO UPDATE SET scope = excluded.scope, "
-        "session_id = excluded.session_id, role = excluded.role, text = excluded.text, "
-        "terms = excluded.terms, length = excluded.length, created_at = excluded.created_at, "
-        "active = excluded.active",
-        (
-            *doc.identity,
-            tsvector_literal(words),
-            len(words),
-            doc.created_at,
-            doc.active,
-        ),
-    )
+    put_docs(db, [(doc, document)])
+
+
+def put_docs(db: PostgresDb, docs: Sequence[tuple[Doc, str | None]]) -> None:
+    """`put_doc` for many documents in two statements: a remembered turn writes its two
+    entries and re-indexes their neighbours, and one by one each took three round trips
+    (its row locked and read, its stale vectors dropped, the row written)."""
+    latest = {(doc.kind, doc.ref): (doc, document) for doc, document in docs}  # once each
+    if not latest:
+        return
+    words = [
+        analysis.terms(doc.text if document is None else document)
+        for doc, document in latest.values()
+    ]
+    chosen = [doc for doc, _ in latest.values()]
+    columns = {
+        "kinds": [d.kind for d in chosen],
+        "refs": [d.ref for d in chosen],
+        "scopes": [d.scope for d in chosen],
+        "sessions": [d.session_id for d in chosen],
+        "roles": [d.role for d in chosen],
+        "texts": [d.text for d in chosen],
+        "terms": [tsvector_literal(w) for w in words],
+        "lengths": [len(w) for w in words],
+        "times": [d.created_at for d in chosen],
+        "active": [d.active for d in chosen],
+    }
+    db.conn.execute(_DROP_STALE_VECTORS, columns)
+    db.conn.execute(_UPSERT_DOCS, columns)
 
 
 def insert_docs(conn: Conn, docs: Sequence[Doc]) -> None:
@@ -147,6 +187,7 @@ class PostgresFacts(SqlFacts[PostgresDb]):
     """The facts role (`store.facts`) with this backend's documents."""
 
     _put_doc = staticmethod(put_doc)
+    _put_docs = staticmethod(put_docs)
     _retext_turn = staticmethod(retext_turn)
 
 
