@@ -170,6 +170,24 @@ def test_a_failing_call_in_a_transaction_of_its_own_is_undone_alone(
     assert [e.kind for e in store.list_events(session.id)] == ["turn"]
 
 
+def test_a_read_outside_a_transaction_leaves_none_open(
+    pg_url: str, open_store: Callable[[], PostgresStore]
+) -> None:
+    """Reads run in autocommit: under READ COMMITTED a transaction around them took no
+    common snapshot, only a BEGIN and a COMMIT (two round trips), and one left open while
+    its reader paused would hold back the server's cleanup of old rows."""
+    store = open_store()
+    session = store.ensure_session("s")
+    with store._reading() as db:
+        assert db.one("SELECT id FROM sessions WHERE id = ?", session.id) is not None
+        open_now = rows(
+            pg_url,
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+        )
+        assert open_now == [(0,)]
+
+
 # --- per-session serialisation across replicas ------------------------------------------------
 
 

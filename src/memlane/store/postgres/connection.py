@@ -1,8 +1,9 @@
-"""Connections to the PostgreSQL store: a pool, one transaction per call.
+"""Connections to the PostgreSQL store: a pool, one transaction per write.
 
 The schema is migrated when the store opens (`postgres.schema`). Every call
-takes a pooled connection for one transaction; a lost server or an exhausted
-pool becomes a `StoreError` naming the store (without its password).
+takes a pooled connection: a write for one transaction, a read for its statements
+(autocommit); a lost server or an exhausted pool becomes a `StoreError` naming the
+store (without its password).
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class PostgresConnection(SqlStore["PostgresDb"]):
             url,
             min_size=1,
             max_size=max(1, pool_size),
-            kwargs={"row_factory": dict_row},
+            # each write opens its transaction (`_writing`); a read needs none (`_reading`)
+            kwargs={"row_factory": dict_row, "autocommit": True},
             configure=_configure,
             open=False,
             name="memlane",
@@ -75,16 +77,12 @@ class PostgresConnection(SqlStore["PostgresDb"]):
         if self._closed:
             raise StoreError(f"the store {self.url} is closed")
         try:
-            with self._pool.connection(timeout=POOL_WAIT) as conn:
-                conn.autocommit = True  # VACUUM cannot run inside a transaction
-                try:
-                    for table in PURGED_TABLES:
-                        conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
-                    # old table files go at the next checkpoint; ask for it now if allowed
-                    with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
-                        conn.execute("CHECKPOINT")
-                finally:
-                    conn.autocommit = False
+            with self._pool.connection(timeout=POOL_WAIT) as conn:  # in autocommit, as VACUUM
+                for table in PURGED_TABLES:
+                    conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
+                # old table files go at the next checkpoint; ask for it now if allowed
+                with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
+                    conn.execute("CHECKPOINT")
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise StoreError(f"the PostgreSQL store at {self.url} failed: {_reason(exc)}") from exc
 
@@ -150,14 +148,21 @@ class PostgresConnection(SqlStore["PostgresDb"]):
 
     @contextmanager
     def _reading(self) -> Iterator[PostgresDb]:
-        """Reads run in a transaction too: one snapshot for everything they read (inside
-        `transaction()`, the one this thread holds, its own writes included)."""
+        """Inside `transaction()`, reads run in the one this thread holds (its own writes
+        included). Otherwise each statement runs on its own: under PostgreSQL's READ
+        COMMITTED every statement of a transaction takes a snapshot of its own anyway, so a
+        transaction around reads only added a `BEGIN` and a `COMMIT`, two round trips."""
         held: PostgresDb | None = getattr(self._local, "held", None)
         if held is not None:
             yield held
             return
-        with self._writing() as db:
-            yield db
+        if self._closed:
+            raise StoreError(f"the store {self.url} is closed")
+        try:
+            with self._pool.connection(timeout=POOL_WAIT) as conn:
+                yield PostgresDb(conn)
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise self._failed(exc) from exc
 
 
 def _configure(conn: Conn) -> None:
@@ -165,7 +170,6 @@ def _configure(conn: Conn) -> None:
     what a client may send that PostgreSQL would refuse (`storable`)."""
     storable.configure(conn)
     conn.execute("SET TIME ZONE 'UTC'")
-    conn.commit()
 
 
 def _not_failed(conn: Conn) -> None:

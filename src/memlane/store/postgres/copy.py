@@ -185,7 +185,8 @@ class PostgresCopy(SqlTables[PostgresDb]):
 
     def dump(self, table: str) -> Iterator[dict[str, Any]]:
         check_table(table)
-        with self._reading() as db, db.conn.cursor(name=f"dump_{table}") as cur:
+        # a transaction, though nothing is written: a server-side cursor lives in one
+        with self._writing() as db, db.conn.cursor(name=f"dump_{table}") as cur:
             cur.itersize = 1000
             cur.execute(DUMP_SQL[table])
             for row in cur:
