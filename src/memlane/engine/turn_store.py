@@ -154,14 +154,15 @@ def open_session_of(rt: Runtime, turn: Turn) -> Session:
 
 
 def store_answer(rt: Runtime, turn: Turn, answer: Answer) -> None:
-    """The answer, its usage and the turn's record (`engine.turnlog`), in one commit; not
-    when the client's own messages could not be stored (it would answer nothing stored)."""
+    """The answer, its usage and the turn's record (`engine.turnlog`), in one commit: one
+    of the store's writes, which runs each in a transaction of its own (no second one
+    here: on PostgreSQL a savepoint is two round trips); not when the client's own
+    messages could not be stored (it would answer nothing stored)."""
     if turn.session is None or turn.lost:
         return
     _row(rt, turn)  # a new session's turn that failed before its messages were queued
     counted = [NewMessage(m, rt.tokenizer.count_message(m)) for m in answer.messages]
-    with rt.store.transaction():
-        _store_answer(rt, turn, answer, counted)
+    _store_answer(rt, turn, answer, counted)
 
 
 def _store_answer(rt: Runtime, turn: Turn, answer: Answer, counted: list[NewMessage]) -> None:
