@@ -444,7 +444,10 @@ class Store(
 
     def transaction(self) -> AbstractContextManager[None]:
         """The writes this thread makes inside commit together, as one transaction; one
-        that fails undoes only itself (a savepoint). What one turn stores is one commit."""
+        that fails undoes only itself (a savepoint). What one turn stores is one commit.
+        A store call that fails inside it, its error caught, fails it too (PostgreSQL
+        refuses the rest of a transaction after an error): a caller that goes on after a
+        failure wraps that call in a `transaction` of its own."""
         ...
 
     def batch(self) -> AbstractContextManager[None]:

@@ -82,7 +82,8 @@ class SqlStore(ABC, Generic[D]):
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """Every write of this thread inside commits together, as one transaction (a
-        backend's `_writing` nests as a savepoint in the one this thread holds)."""
+        backend's `_writing` runs in the one this thread holds: as a savepoint on SQLite,
+        joined on PostgreSQL, which overrides this to make the savepoint here)."""
         with self._writing():
             yield
 
