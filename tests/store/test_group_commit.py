@@ -88,6 +88,19 @@ def _held(writer: GroupCommit, outcomes: Outcomes) -> threading.Event:
     return go
 
 
+def _between(
+    store: Store, writer: GroupCommit, outcomes: Outcomes, name: str, write: Callable[[], Any]
+) -> None:
+    """`write` (its outcome under `name`) between row 1 ("before") and row 3 ("after"),
+    the three in one batch, which has committed on return."""
+    go = _held(writer, outcomes)
+    writer.submit(_insert(store, 1), outcomes.done("before"))
+    writer.submit(write, outcomes.done(name))
+    writer.submit(_insert(store, 3), outcomes.done("after"))
+    go.set()
+    outcomes.wait(4)
+
+
 def test_writes_queued_while_a_batch_commits_go_into_one_next_batch(
     store: Store, writer: GroupCommit
 ) -> None:
@@ -181,12 +194,7 @@ def test_a_failing_write_undoes_only_itself_and_the_others_commit(
         _insert(store, 2)()  # written, then undone with the write's savepoint
         raise StoreError("constraint failed")
 
-    go = _held(writer, outcomes)
-    writer.submit(_insert(store, 1), outcomes.done("before"))
-    writer.submit(half_then_fail, outcomes.done("failing"))
-    writer.submit(_insert(store, 3), outcomes.done("after"))
-    go.set()
-    outcomes.wait(4)
+    _between(store, writer, outcomes, "failing", half_then_fail)
 
     assert writer.batches == 2  # the three were one batch
     assert _stored(store) == [1, 3]
@@ -338,12 +346,7 @@ def test_on_postgresql_a_write_that_catches_a_failed_statement_is_undone_whole(
             with contextlib.suppress(psycopg.errors.UniqueViolation):
                 _insert(store, 1)()  # already written by the batch's first write
 
-        go = _held(writer, outcomes)
-        writer.submit(_insert(store, 1), outcomes.done("before"))
-        writer.submit(caught, outcomes.done("caught"))
-        writer.submit(_insert(store, 3), outcomes.done("after"))
-        go.set()
-        outcomes.wait(4)
+        _between(store, writer, outcomes, "caught", caught)
 
         assert _stored(store) == [1, 3]
         value, error = outcomes.of("caught")
