@@ -18,7 +18,7 @@ from memlane.engine.sessions.asked import first_asked
 from memlane.engine.sessions.children import open_session
 from memlane.engine.sessions.lifecycle import title_from_prompt
 from memlane.engine.turn import Answer, Turn
-from memlane.store import CountWhenStored, NewMessage, SyncResult
+from memlane.store import CountWhenStored, NewMessage, SyncResult, Usage
 from memlane.types import Message, Session
 
 log = logging.getLogger("memlane.pipeline")  # the name these warnings always had
@@ -175,15 +175,15 @@ def _store_answer(rt: Runtime, turn: Turn, answer: Answer, counted: list[NewMess
         turnlog.record_turn(store, rt.settings, turn, answer)
         return
     since = turn.synced.next_position if turn.synced is not None else None
-    store.append_messages(session_id, counted, unless_from=since)  # once, if stored late
-    if answer.response_id:
-        history.remember_response(rt, session_id, answer.response_id)
-    store.add_usage(
-        session_id,
+    usage = Usage(
         prompt_tokens=answer.prompt_tokens,
         completion_tokens=answer.completion_tokens,
         cost_usd=turnlog.turn_cost(rt.settings, answer.prompt_tokens, answer.completion_tokens),
     )
+    # once, if stored late; its usage counted either way
+    store.append_messages(session_id, counted, unless_from=since, usage=usage)
+    if answer.response_id:
+        history.remember_response(rt, session_id, answer.response_id)
     if answer.cache_read_tokens or answer.cache_creation_tokens:
         store.add_event(
             session_id,

@@ -1,5 +1,6 @@
 """Persistence: the `Store` protocol and its backends, chosen by `open_store`."""
 
+from memlane.store.arguments import Usage
 from memlane.store.base import (
     TABLES,
     FactStore,
@@ -36,6 +37,7 @@ __all__ = [
     "StoreCopy",
     "StoreError",
     "SyncResult",
+    "Usage",
     "Vector",
     "open_store",
 ]

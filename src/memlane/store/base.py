@@ -229,13 +229,21 @@ class MessageLog(Protocol):
         ...
 
     def append_messages(
-        self, session_id: str, messages: Sequence[NewMessage], *, unless_from: int | None = None
+        self,
+        session_id: str,
+        messages: Sequence[NewMessage],
+        *,
+        unless_from: int | None = None,
+        usage: Usage | None = None,
     ) -> list[StoredMessage]:
         """Append after the last stored message (assistant turns, memlane's own items).
 
         `unless_from`: an answer stored after its client has it may have been stored
         already, from position `unless_from` on, by the client's next request (served by
         another process, it resent the answer): then nothing is appended and [] returned.
+        `usage`: what the answer cost, added to the session's counters as `add_usage`
+        does, in the statement that counts the messages (appended or not): an answer's
+        store is one update of its session's row, not two.
         """
         ...
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Unpack
 
-from memlane.store.arguments import EventDetails, MessageQuery, TextQuery
+from memlane.store.arguments import EventDetails, MessageQuery, TextQuery, Usage
 from memlane.store.base import (
     NewEvent,
     NewMessage,
@@ -40,7 +40,7 @@ from memlane.store.rows import (
     event_from_row,
     message_from_row,
 )
-from memlane.store.sessions import hold_session
+from memlane.store.sessions import count_usage, hold_session
 from memlane.store.sql import D, Db, SqlStore, Where, among, select
 from memlane.store.transcript import SyncPlan, digested, history_digest, plan_sync
 from memlane.types import Event, Message, MessageText, StoredMessage
@@ -170,6 +170,17 @@ def digest_end(history: History, items: Sequence[NewMessage], digest: str | None
     return None if digest is None else history.next_position + len(items)
 
 
+def usage_counts(usage: Usage | None) -> tuple[int, int, float]:
+    """The prompt tokens, completion tokens and cost `usage` adds to a session's counters."""
+    if not usage:
+        return 0, 0, 0.0
+    return (
+        usage.get("prompt_tokens", 0),
+        usage.get("completion_tokens", 0),
+        usage.get("cost_usd", 0.0),
+    )
+
+
 def set_digest(db: Db, session_id: str, digest: str, end: int) -> None:
     """Keep `digest` as the session's stored client history's before `end`."""
     db.run(
@@ -244,10 +255,12 @@ class SqlMessageLog(SqlStore[D]):
         items: Sequence[NewMessage],
         hashes: Sequence[str],
         digest: str | None,
+        usage: Usage | None = None,
     ) -> list[StoredMessage]:
         """Store `items` (at least one; their fingerprints: `hashes`) in the held session
-        from `history.next_position` on and count them on the session; keep `digest` (unless
-        None) as its client history's up to the end of `items` (`History.digest`)."""
+        from `history.next_position` on and count them on the session, with `usage` added
+        to its counters (`usage_counts`); keep `digest` (unless None) as its client
+        history's up to the end of `items` (`History.digest`)."""
 
     def sync_messages(self, session_id: str, incoming: Sequence[NewMessage]) -> SyncResult:
         hashes = [message.fingerprint() for message in messages_of(incoming)]
@@ -274,15 +287,22 @@ class SqlMessageLog(SqlStore[D]):
         return plan.matched if plan.supersede_from is not None else None
 
     def append_messages(
-        self, session_id: str, messages: Sequence[NewMessage], *, unless_from: int | None = None
+        self,
+        session_id: str,
+        messages: Sequence[NewMessage],
+        *,
+        unless_from: int | None = None,
+        usage: Usage | None = None,
     ) -> list[StoredMessage]:
         hashes = [message.fingerprint() for message in messages_of(messages)]
         unless = (unless_from, hashes[0]) if unless_from is not None and messages else None
         with self._writing() as db:
             history = hold_history(db, session_id, unless=unless)
             if not messages or history.found:
+                if usage:
+                    count_usage(db, session_id, usage)
                 return []
-            return self._append(db, history, list(messages), hashes, None)
+            return self._append(db, history, list(messages), hashes, None, usage)
 
     def list_messages(self, session_id: str, **query: Unpack[MessageQuery]) -> list[StoredMessage]:
         messages = [

@@ -50,6 +50,23 @@ def update_session_row(
         raise SessionNotFound(f"no session with id {session_id}")
 
 
+def count_usage(db: Db, session_id: str, usage: Usage) -> None:
+    """Add `usage` to the session's token and cost counters. Counters only: `updated_at`
+    is in three of the table's indexes, and the write usage comes with (the answer's
+    messages, a tool round's event, an import's row) marks the session active already;
+    a third stamp per answer was the writer's costliest statement."""
+    update_session_row(
+        db,
+        session_id,
+        "prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, "
+        "cost_usd = cost_usd + ?",
+        usage.get("prompt_tokens", 0),
+        usage.get("completion_tokens", 0),
+        usage.get("cost_usd", 0.0),
+        active=False,
+    )
+
+
 def forked_summary(source: Row, at_position: int | None) -> tuple[str, int]:
     """The fork's running summary and its `summarized_count`: the source's, if the fork
     keeps every message it summarised, else none."""
@@ -174,21 +191,8 @@ class SqlSessions(SqlStore[D]):
         return session_from_row(row)
 
     def add_usage(self, session_id: str, **usage: Unpack[Usage]) -> None:
-        # Counters only: `updated_at` is in three of the table's indexes, and the write
-        # usage comes with (the answer's messages, a tool round's event, an import's
-        # row) marks the session active already; a third stamp per answer was the
-        # writer's costliest statement.
         with self._writing() as db:
-            update_session_row(
-                db,
-                session_id,
-                "prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, "
-                "cost_usd = cost_usd + ?",
-                usage.get("prompt_tokens", 0),
-                usage.get("completion_tokens", 0),
-                usage.get("cost_usd", 0.0),
-                active=False,
-            )
+            count_usage(db, session_id, usage)
 
     def delete_session(self, session_id: str) -> bool:
         with self._writing() as db:

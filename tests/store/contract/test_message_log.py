@@ -18,6 +18,7 @@ from memlane.store import (
     SessionNotFound,
     Store,
     StoreError,
+    Usage,
 )
 from memlane.types import Message, ToolCall
 from tests.store.contract.support import assistant, stored_rows_read, texts, user
@@ -138,6 +139,36 @@ def test_an_answer_stored_late_is_stored_when_nobody_stored_it(store: Store) -> 
     late = store.append_messages(session.id, [assistant("hello!")], unless_from=asked.next_position)
     assert [m.position for m in late] == [2]
     assert texts(store, session.id) == ["hi", "other", "hello!"]
+
+
+def test_an_answers_usage_is_counted_with_its_messages(store: Store) -> None:
+    session = store.ensure_session("s")
+    store.add_usage(session.id, prompt_tokens=1, completion_tokens=1, cost_usd=0.25)
+    store.sync_messages(session.id, [user("hi")])
+    usage = Usage(prompt_tokens=100, completion_tokens=20, cost_usd=0.5)
+    store.append_messages(session.id, [assistant("hello!")], usage=usage)
+    got = store.get_session(session.id)
+    assert got is not None
+    assert (got.prompt_tokens, got.completion_tokens, got.message_count) == (101, 21, 2)
+    assert got.cost_usd == pytest.approx(0.75)
+    assert got.updated_at > session.updated_at  # the append marks it active, as ever
+
+
+def test_an_answer_stored_late_still_counts_its_usage_once(store: Store) -> None:
+    """Its messages were stored by the client's next request; what it cost was not."""
+    session = store.ensure_session("s")
+    asked = store.sync_messages(session.id, [user("hi")])
+    store.sync_messages(session.id, [user("hi"), assistant("hello!"), user("how?")])
+    usage = Usage(prompt_tokens=9, completion_tokens=4, cost_usd=0.125)
+    late = store.append_messages(
+        session.id, [assistant("hello!")], unless_from=asked.next_position, usage=usage
+    )
+    got = store.get_session(session.id)
+    assert late == [] and got is not None
+    assert (got.prompt_tokens, got.completion_tokens, got.message_count) == (9, 4, 3)
+    assert got.cost_usd == pytest.approx(0.125)
+    with pytest.raises(SessionNotFound):
+        store.append_messages("missing", [], usage=usage)
 
 
 def test_a_resent_history_counts_only_the_messages_it_stores(store: Store) -> None:

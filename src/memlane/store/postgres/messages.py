@@ -12,8 +12,15 @@ from collections.abc import Sequence
 from psycopg.types.json import Jsonb
 
 from memlane.store import codec
+from memlane.store.arguments import Usage
 from memlane.store.base import NewMessage
-from memlane.store.message_log import History, SqlMessageLog, appended, digest_end
+from memlane.store.message_log import (
+    History,
+    SqlMessageLog,
+    appended,
+    digest_end,
+    usage_counts,
+)
 from memlane.store.postgres.db import PostgresDb
 from memlane.types import StoredMessage
 
@@ -36,7 +43,10 @@ _APPEND_SQL = """
     counted AS (
         UPDATE sessions SET message_count = message_count + %(n)s, updated_at = %(at)s,
                             client_digest = coalesce(%(digest)s, client_digest),
-                            client_digest_end = coalesce(%(end)s::int, client_digest_end)
+                            client_digest_end = coalesce(%(end)s::int, client_digest_end),
+                            prompt_tokens = prompt_tokens + %(prompt)s,
+                            completion_tokens = completion_tokens + %(completion)s,
+                            cost_usd = cost_usd + %(cost)s
         WHERE id = %(sid)s
     )
     SELECT id, position FROM ins
@@ -51,11 +61,13 @@ class PostgresMessages(SqlMessageLog[PostgresDb]):
         items: Sequence[NewMessage],
         hashes: Sequence[str],
         digest: str | None,
+        usage: Usage | None = None,
     ) -> list[StoredMessage]:
         """One statement stores the rows and counts them, whatever the count."""
         start = history.next_position
         created = codec.now()
         positions = list(range(start, start + len(items)))
+        prompt, completion, cost = usage_counts(usage)
         rows = db.conn.execute(
             _APPEND_SQL,
             {
@@ -64,6 +76,9 @@ class PostgresMessages(SqlMessageLog[PostgresDb]):
                 "n": len(items),
                 "digest": digest,
                 "end": digest_end(history, items, digest),
+                "prompt": prompt,
+                "completion": completion,
+                "cost": cost,
                 "positions": positions,
                 "roles": [i.message.role for i in items],
                 "kinds": [i.message.kind for i in items],

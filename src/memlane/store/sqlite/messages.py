@@ -8,9 +8,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from memlane.store.arguments import Usage
 from memlane.store.base import NewMessage
 from memlane.store.codec import dumps, message_to_json, now, ts_to_text
-from memlane.store.message_log import History, SqlMessageLog, appended, digest_end
+from memlane.store.message_log import (
+    History,
+    SqlMessageLog,
+    appended,
+    digest_end,
+    usage_counts,
+)
 from memlane.store.sqlite.db import SQLiteDb
 from memlane.store.sqlite.index import next_id
 from memlane.types import StoredMessage
@@ -18,6 +25,11 @@ from memlane.types import StoredMessage
 _INSERT_MESSAGE = """INSERT INTO messages (id, session_id, position, role, kind, origin, wire,
     content, text, content_hash, token_count, status, created_at)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'ok', ?)"""
+
+_COUNT_MESSAGES = """UPDATE sessions SET message_count = message_count + ?, updated_at = ?,
+    client_digest = coalesce(?, client_digest), client_digest_end = coalesce(?, client_digest_end),
+    prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?,
+    cost_usd = cost_usd + ? WHERE id = ?"""
 
 
 class SQLiteMessages(SqlMessageLog[SQLiteDb]):
@@ -28,6 +40,7 @@ class SQLiteMessages(SqlMessageLog[SQLiteDb]):
         items: Sequence[NewMessage],
         hashes: Sequence[str],
         digest: str | None,
+        usage: Usage | None = None,
     ) -> list[StoredMessage]:
         # The write lock is held, so the next AUTOINCREMENT ids are ours to hand out:
         # one executemany instead of a statement per message.
@@ -55,9 +68,14 @@ class SQLiteMessages(SqlMessageLog[SQLiteDb]):
         session_id = history.session_id
         db.conn.executemany(_INSERT_MESSAGE, rows)
         db.conn.execute(
-            "UPDATE sessions SET message_count = message_count + ?, updated_at = ?, "
-            "client_digest = coalesce(?, client_digest), "
-            "client_digest_end = coalesce(?, client_digest_end) WHERE id = ?",
-            (len(items), stamp, digest, digest_end(history, items, digest), session_id),
+            _COUNT_MESSAGES,
+            (
+                len(items),
+                stamp,
+                digest,
+                digest_end(history, items, digest),
+                *usage_counts(usage),
+                session_id,
+            ),
         )
         return appended(session_id, history.next_position, ids, items, hashes, created)
