@@ -189,8 +189,9 @@ def _store_answer(rt: Runtime, turn: Turn, answer: Answer, counted: list[NewMess
             session_id,
             EVENT_CACHE_USAGE,
             {"read": answer.cache_read_tokens, "created": answer.cache_creation_tokens},
+            active=False,  # the messages' append marked the session active
         )
-    turnlog.record_turn(store, rt.settings, turn, answer)
+    turnlog.record_turn(store, rt.settings, turn, answer, stored=True)
 
 
 def scaffold_failed(rt: Runtime, turn: Turn, exc: Exception) -> None:

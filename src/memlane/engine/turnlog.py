@@ -115,14 +115,18 @@ def turn_counts(payload: Mapping[str, Any]) -> dict[str, int]:
     return counts
 
 
-def record_turn(store: Store, settings: Settings, turn: Turn, answer: Answer) -> None:
+def record_turn(
+    store: Store, settings: Settings, turn: Turn, answer: Answer, *, stored: bool = False
+) -> None:
     """Write the turn's event and its day's counters; a failure is logged, never raised
-    (the answer is stored already: this record is for people, not for the request)."""
+    (the answer is stored already: this record is for people, not for the request).
+    `stored`: the answer's messages were just stored in this transaction, which marked
+    the session active (`Store.add_event`'s `active`)."""
     if turn.session is None:
         return
     payload = turn_payload(settings, turn, answer)
     try:
-        store.add_event(turn.session.id, TURN_EVENT, payload)
+        store.add_event(turn.session.id, TURN_EVENT, payload, active=not stored)
         store.add_daily_counts(today(), turn_counts(payload))
     except StoreError as exc:
         log.warning("turn record of session %s not kept: %s", turn.session.id[:8], exc)

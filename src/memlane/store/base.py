@@ -264,16 +264,23 @@ class MessageLog(Protocol):
         session_id: str,
         kind: str,
         payload: Mapping[str, Any],
+        *,
+        active: bool = True,
         **details: Unpack[EventDetails],
     ) -> Event:
         """Append an event; non-empty `text` is keyword-indexed for retrieval, as
         `document` when given (the text with its context: `store.documents`); a hit
         shows the text. `at` dates it when what it records happened earlier (default
-        now): a search shows that time."""
+        now): a search shows that time. The session is marked active (`updated_at`)
+        unless not `active`: for a caller whose write in the same transaction marked it
+        already (a turn's record after its answer's messages), which so found it too."""
         ...
 
-    def add_events(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
-        """Append several events in one transaction, in order (a compaction's dropped items)."""
+    def add_events(
+        self, session_id: str, events: Sequence[NewEvent], *, active: bool = True
+    ) -> list[Event]:
+        """Append several events in one transaction, in order (a compaction's dropped
+        items); `active` as `add_event`'s."""
         ...
 
     def list_events(

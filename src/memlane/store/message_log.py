@@ -201,6 +201,13 @@ def _touch_session(db: Db, session_id: str, stamp: Any) -> str:
     return str(found[0]["namespace"])
 
 
+def _namespace_of(db: Db, session_id: str) -> str:
+    row = db.one("SELECT namespace FROM sessions WHERE id = ?", session_id)
+    if row is None:
+        raise SessionNotFound(f"no session with id {session_id}")
+    return str(row["namespace"])
+
+
 def change_status(db: Db, ids: Sequence[int], status: str) -> int:
     """Change status, keeping the session's message_count in step; its client history
     changes with it, so its digest is forgotten (the next sync reads it again)."""
@@ -351,17 +358,25 @@ class SqlMessageLog(SqlStore[D]):
         session_id: str,
         kind: str,
         payload: Mapping[str, Any],
+        *,
+        active: bool = True,
         **details: Unpack[EventDetails],
     ) -> Event:
-        return self.add_events(session_id, [NewEvent(kind, payload, **details)])[0]
+        events = [NewEvent(kind, payload, **details)]
+        return self.add_events(session_id, events, active=active)[0]
 
-    def add_events(self, session_id: str, events: Sequence[NewEvent]) -> list[Event]:
+    def add_events(
+        self, session_id: str, events: Sequence[NewEvent], *, active: bool = True
+    ) -> list[Event]:
         stamp = now()
         out: list[Event] = []
         with self._writing() as db:
             # Events take no history's lock, only mark the session active; that one
             # statement also finds the session and its namespace (for their documents).
-            namespace = _touch_session(db, session_id, db.time(stamp))
+            # Not `active`: the session was found and marked in this transaction, so
+            # its namespace is read only for a document, and an event without one
+            # costs its insert alone (a turn's record: on PostgreSQL, a round trip).
+            namespace = _touch_session(db, session_id, db.time(stamp)) if active else None
             for event in events:
                 payload = dict(event.payload)
                 created = event.at or stamp
@@ -376,6 +391,7 @@ class SqlMessageLog(SqlStore[D]):
                 )
                 text = event.text
                 if text:
+                    namespace = namespace or _namespace_of(db, session_id)
                     doc = Doc("event", str(event_id), namespace, session_id, None, text, created)
                     self._put_doc(db, doc, event.document)
                 out.append(Event(event_id, session_id, event.kind, payload, event.text, created))

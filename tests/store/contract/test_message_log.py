@@ -364,6 +364,28 @@ def test_an_event_is_dated_when_what_it_records_happened(store: Store) -> None:
     assert touched.updated_at > said  # the session's activity is now, not then
 
 
+def test_an_event_of_a_write_that_marked_its_session_leaves_the_mark(store: Store) -> None:
+    """A turn's record after its answer's messages: the append marked the session active,
+    so the event does not stamp it again (`active=False`); a document still finds the
+    session's namespace."""
+    session = store.ensure_session("s", namespace="work")
+    with store.transaction():
+        store.append_messages(session.id, [assistant("done")])
+        marked = store.get_session(session.id)
+        store.add_event(session.id, "turn", {"n": 1}, active=False)
+        store.add_event(session.id, "dropped", {}, text="the heron deploy", active=False)
+    after = store.get_session(session.id)
+    assert marked is not None and after is not None
+    assert marked.updated_at > session.updated_at
+    assert after.updated_at == marked.updated_at
+    assert [e.kind for e in store.list_events(session.id)] == ["turn", "dropped"]
+    (hit,) = store.keyword_search("heron", SearchFilter(kinds=("event",)))
+    assert (hit.scope, hit.session_id) == ("work", session.id)
+    store.add_event(session.id, "turn", {"n": 2})  # by default, an event marks it
+    touched = store.get_session(session.id)
+    assert touched is not None and touched.updated_at > after.updated_at
+
+
 def test_events_added_together_keep_their_order_and_are_searchable(store: Store) -> None:
     session = store.ensure_session("s")
     added = store.add_events(
