@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -168,6 +169,79 @@ def test_a_failing_call_in_a_transaction_of_its_own_is_undone_alone(
         store.add_event(session.id, "turn", {})
     assert [m.message.text for m in store.list_messages(session.id)] == ["kept"]
     assert [e.kind for e in store.list_events(session.id)] == ["turn"]
+
+
+def test_writes_in_one_transaction_are_undone_alone_at_any_depth(
+    open_store: Callable[[], PostgresStore],
+) -> None:
+    """A write's savepoint is released with the next one at its depth, not on its own
+    (`postgres.savepoints`): siblings after a failure, writes inside writes, and a write
+    that fails after the ones inside it succeeded are each undone alone, or with what is
+    inside them."""
+    store = open_store()
+    session = store.ensure_session("s")
+
+    def event(kind: str, *, fail: bool = False) -> None:
+        with store.transaction():
+            store.add_event(session.id, kind, {})
+            if fail:
+                store.add_usage(session.id, prompt_tokens=2**70)
+
+    def outer(kind: str, inner: list[tuple[str, bool]], *, fail: bool = False) -> None:
+        with store.transaction():
+            store.add_event(session.id, kind, {})
+            for name, failing in inner:
+                with contextlib.suppress(psycopg.errors.NumericValueOutOfRange):
+                    event(name, fail=failing)
+            if fail:
+                raise RuntimeError("the outer write fails after its inner ones")
+
+    with store.batch():
+        event("a")
+        with contextlib.suppress(psycopg.errors.NumericValueOutOfRange):
+            event("lost", fail=True)
+        event("b")
+        outer("c", [("c1", False), ("c-lost", True), ("c2", False)])
+        with contextlib.suppress(RuntimeError):
+            outer("lost-outer", [("lost-inner", False), ("lost-inner-2", False)], fail=True)
+        outer("d", [("d1", False)])
+        event("e")
+    kinds = [e.kind for e in store.list_events(session.id)]
+    assert kinds == ["a", "b", "c", "c1", "c2", "d", "d1", "e"]
+
+
+def test_a_write_in_a_transaction_is_one_round_trip_for_its_savepoint(
+    open_store: Callable[[], PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its release goes with the next write's savepoint, or the commit: a savepoint and a
+    release each were two round trips a write, a dozen a turn."""
+    store = open_store()
+    sessions = [store.ensure_session(f"s{n}") for n in range(4)]
+    sent: list[str] = []
+    execute, command = psycopg.Cursor.execute, psycopg.Connection._exec_command
+
+    def counted_execute(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(str(query))
+        return execute(cursor, query, *args, **kwargs)
+
+    def counted_command(conn: Any, what: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(str(what))
+        return command(conn, what, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted_execute)
+    monkeypatch.setattr(psycopg.Connection, "_exec_command", counted_command)
+    with store.batch():
+        sent.clear()
+        for session in sessions:
+            with store.transaction():
+                store.add_usage(session.id, prompt_tokens=1)
+        inside = list(sent)
+    assert len(inside) == 2 * len(sessions)  # a savepoint and the update, each
+    assert sent[len(inside) :] == [str(b"COMMIT")]  # psycopg sends its commands as bytes
+    for session in sessions:
+        got = store.get_session(session.id)
+        assert got is not None
+        assert got.prompt_tokens == 1
 
 
 def test_a_read_outside_a_transaction_leaves_none_open(

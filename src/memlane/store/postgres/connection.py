@@ -22,6 +22,7 @@ from memlane.store.base import StoreError
 from memlane.store.postgres import storable
 from memlane.store.postgres.advisory import BATCH_LOCK, LOCK_CLASS
 from memlane.store.postgres.db import PostgresDb
+from memlane.store.postgres.savepoints import Savepoints, failed_inside
 from memlane.store.postgres.schema import migrate
 from memlane.store.sql import SqlStore
 from memlane.store.urls import redact
@@ -89,26 +90,26 @@ class PostgresConnection(SqlStore["PostgresDb"]):
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """Every write of this thread inside commits together. Inside the transaction this
-        thread holds, a savepoint: a write that fails undoes itself, not the others, and
-        the caller may go on (the store's writer runs each queued write in one)."""
-        held: PostgresDb | None = getattr(self._local, "held", None)
-        if held is None:
+        thread holds, a savepoint (`postgres.savepoints`, one round trip): a write that
+        fails undoes itself, not the others, and the caller may go on (the store's writer
+        runs each queued write in one)."""
+        savepoints: Savepoints | None = getattr(self._local, "savepoints", None)
+        if savepoints is None:
             with self._writing():
                 yield
             return
         try:
-            with held.conn.transaction():
+            with savepoints.write():
                 yield
-                _not_failed(held.conn)
         except psycopg.OperationalError as exc:
             raise self._failed(exc) from exc
 
     @contextmanager
     def _writing(self) -> Iterator[PostgresDb]:
         """A pooled connection in one transaction: committed on success, rolled back on error.
-        Inside the transaction this thread holds, that one, joined: a savepoint is two
-        round trips to the server, and a turn's store calls made a dozen of them (what
-        undoes one write alone is `transaction`, around it).
+        Inside the transaction this thread holds, that one, joined: a savepoint is a round
+        trip to the server, and a turn's store calls made a dozen of them (what undoes one
+        write alone is `transaction`, around it).
 
         A lost server or an exhausted pool becomes a `StoreError` naming the store.
         """
@@ -119,14 +120,15 @@ class PostgresConnection(SqlStore["PostgresDb"]):
         if self._closed:
             raise StoreError(f"the store {self.url} is closed")
         try:
-            # An explicit transaction block, so a nested one is a savepoint inside it.
+            # An explicit transaction block, so the writes inside can be savepoints.
             with self._pool.connection(timeout=POOL_WAIT) as conn, conn.transaction():
                 self._local.held = PostgresDb(conn)
+                self._local.savepoints = Savepoints(conn)
                 try:
                     yield self._local.held
-                    _not_failed(conn)
+                    failed_inside(conn)
                 finally:
-                    self._local.held = None
+                    self._local.held = self._local.savepoints = None
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise self._failed(exc) from exc
 
@@ -170,17 +172,6 @@ def _configure(conn: Conn) -> None:
     what a client may send that PostgreSQL would refuse (`storable`)."""
     storable.configure(conn)
     conn.execute("SET TIME ZONE 'UTC'")
-
-
-def _not_failed(conn: Conn) -> None:
-    """Raise if a statement of the transaction failed and its error was caught on the way:
-    PostgreSQL has refused everything since, and a commit would silently roll it all back."""
-    if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-        raise StoreError(
-            "a statement failed inside a transaction and its error was caught; "
-            "nothing of the transaction is kept (wrap a write that may fail in "
-            "`store.transaction()` to undo it alone)"
-        )
 
 
 def _reason(exc: BaseException) -> str:
