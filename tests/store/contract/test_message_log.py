@@ -164,7 +164,8 @@ def test_an_answer_stored_late_still_counts_its_usage_once(store: Store) -> None
         session.id, [assistant("hello!")], unless_from=asked.next_position, usage=usage
     )
     got = store.get_session(session.id)
-    assert late == [] and got is not None
+    assert late == []
+    assert got is not None
     assert (got.prompt_tokens, got.completion_tokens, got.message_count) == (9, 4, 3)
     assert got.cost_usd == pytest.approx(0.125)
     with pytest.raises(SessionNotFound):
@@ -375,7 +376,8 @@ def test_an_event_of_a_write_that_marked_its_session_leaves_the_mark(store: Stor
         store.add_event(session.id, "turn", {"n": 1}, active=False)
         store.add_event(session.id, "dropped", {}, text="the heron deploy", active=False)
     after = store.get_session(session.id)
-    assert marked is not None and after is not None
+    assert marked is not None
+    assert after is not None
     assert marked.updated_at > session.updated_at
     assert after.updated_at == marked.updated_at
     assert [e.kind for e in store.list_events(session.id)] == ["turn", "dropped"]
@@ -383,7 +385,8 @@ def test_an_event_of_a_write_that_marked_its_session_leaves_the_mark(store: Stor
     assert (hit.scope, hit.session_id) == ("work", session.id)
     store.add_event(session.id, "turn", {"n": 2})  # by default, an event marks it
     touched = store.get_session(session.id)
-    assert touched is not None and touched.updated_at > after.updated_at
+    assert touched is not None
+    assert touched.updated_at > after.updated_at
 
 
 def test_events_added_together_keep_their_order_and_are_searchable(store: Store) -> None:
