@@ -170,17 +170,6 @@ def digest_end(history: History, items: Sequence[NewMessage], digest: str | None
     return None if digest is None else history.next_position + len(items)
 
 
-def usage_counts(usage: Usage | None) -> tuple[int, int, float]:
-    """The prompt tokens, completion tokens and cost `usage` adds to a session's counters."""
-    if not usage:
-        return 0, 0, 0.0
-    return (
-        usage.get("prompt_tokens", 0),
-        usage.get("completion_tokens", 0),
-        usage.get("cost_usd", 0.0),
-    )
-
-
 def set_digest(db: Db, session_id: str, digest: str, end: int) -> None:
     """Keep `digest` as the session's stored client history's before `end`."""
     db.run(

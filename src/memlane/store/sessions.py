@@ -60,10 +60,19 @@ def count_usage(db: Db, session_id: str, usage: Usage) -> None:
         session_id,
         "prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, "
         "cost_usd = cost_usd + ?",
+        *usage_counts(usage),
+        active=False,
+    )
+
+
+def usage_counts(usage: Usage | None) -> tuple[int, int, float]:
+    """The prompt tokens, completion tokens and cost `usage` adds to a session's counters."""
+    if not usage:
+        return 0, 0, 0.0
+    return (
         usage.get("prompt_tokens", 0),
         usage.get("completion_tokens", 0),
         usage.get("cost_usd", 0.0),
-        active=False,
     )
 
 

@@ -19,9 +19,9 @@ from memlane.store.message_log import (
     SqlMessageLog,
     appended,
     digest_end,
-    usage_counts,
 )
 from memlane.store.postgres.db import PostgresDb
+from memlane.store.sessions import usage_counts
 from memlane.types import StoredMessage
 
 _APPEND_SQL = """

@@ -16,8 +16,8 @@ from memlane.store.message_log import (
     SqlMessageLog,
     appended,
     digest_end,
-    usage_counts,
 )
+from memlane.store.sessions import usage_counts
 from memlane.store.sqlite.db import SQLiteDb
 from memlane.store.sqlite.index import next_id
 from memlane.types import StoredMessage
