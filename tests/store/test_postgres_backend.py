@@ -408,6 +408,29 @@ def test_keyword_search_over_very_common_terms_keeps_its_results(
     assert len(store.keyword_search("common", SearchFilter(), limit=3)) == 3
 
 
+def test_a_memory_of_a_thousand_documents_keeps_its_statistics_a_while(
+    open_store: Callable[[], PostgresStore],
+) -> None:
+    """A memory of a thousand documents or more weighs a search's words by statistics kept
+    for `STATS_TTL`, not counted again: counting scanned every document that holds a
+    common word, on every request. Another process (a new store) counts them afresh."""
+    store = open_store()
+    wanted = SearchFilter(scopes=("ns",))
+    held = [fact(f"a{i}", f"an aardvark in note {i}", scope="ns") for i in range(10)]
+    filler = [fact(f"f{i}", f"filler number {i}", scope="ns") for i in range(1_000)]
+    store.put_facts([*held, *filler])
+    (first,) = store.keyword_search("aardvark", wanted, limit=1)
+    more = [fact(f"g{i}", f"more filler {i}", scope="ns") for i in range(1_000)]
+    store.put_facts(more)  # twice the documents: a rarer word, a higher weight
+
+    (again,) = store.keyword_search("aardvark", wanted, limit=1)
+    (fresh,) = open_store().keyword_search("aardvark", wanted, limit=1)
+
+    assert again.ref == first.ref
+    assert again.score == pytest.approx(first.score)
+    assert fresh.score > first.score * 1.05
+
+
 def test_a_purged_session_leaves_no_copy_in_the_databases_files(pg_url: str) -> None:
     secret = "walrus-quartz-5518"
     store = PostgresStore(pg_url)

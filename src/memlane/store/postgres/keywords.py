@@ -29,8 +29,13 @@ from memlane.store.bm25 import idf, scored_words
 
 Conn = psycopg.Connection[dict[str, Any]]
 
-# Below this many indexed documents every statistic is counted exactly, on every query.
-EXACT_BELOW = 5_000
+EXACT_BELOW = 1_000
+"""Below this many indexed documents every statistic is counted exactly, on every query;
+from it on they are kept for `STATS_TTL`. Counting them scans every document that holds
+a common word, on every search: at 5,000, a home's first thousands of documents (its
+first weeks) paid that on every request, and `load.py --clients 200` on PostgreSQL, whose
+home is in that range, served 86-93 req/s against 145-149 with them kept from 1,000.
+Below 1,000 a count is cheap, and a small memory's ranking moves most with each entry."""
 STATS_TTL = 60.0
 DF_CACHE_SIZE = 50_000
 # From this many documents on, words found in most of them are left out of the match.
