@@ -24,6 +24,13 @@ from memlane.store.sql import D, Db, SqlStore, Where, among, select
 from memlane.types import Session
 
 STATE_OF_SESSION = "SELECT name, value FROM session_state WHERE session_id = ? ORDER BY name"
+SESSION_WITH_STATE = (
+    f"SELECT {SESSION_COLUMNS}, client_digest, st.name AS state_name, st.value AS state_value "
+    "FROM sessions LEFT JOIN session_state st ON st.session_id = sessions.id "
+    "WHERE tenant = ? AND key = ? ORDER BY st.name"
+)
+"""A session's row once per state text it has (once, with none): read in one statement,
+which on PostgreSQL is one round trip in front of every request, not two."""
 
 
 def hold_session(db: Db, session_id: str, *, lock: bool = True) -> str:
@@ -159,17 +166,12 @@ class SqlSessions(SqlStore[D]):
         self, key: str, *, tenant: str = ""
     ) -> tuple[Session, dict[str, str]] | None:
         with self._reading() as db:
-            row = db.one(
-                f"SELECT {SESSION_COLUMNS}, client_digest FROM sessions "
-                "WHERE tenant = ? AND key = ?",
-                tenant,
-                key,
-            )
-            if row is None:
-                return None
-            session = session_from_row(row, client_digest=row["client_digest"])
-            rows = db.all(STATE_OF_SESSION, session.id)
-        return session, {r["name"]: r["value"] for r in rows}
+            rows = db.all(SESSION_WITH_STATE, tenant, key)
+        if not rows:
+            return None
+        session = session_from_row(rows[0], client_digest=rows[0]["client_digest"])
+        state = {r["state_name"]: r["state_value"] for r in rows if r["state_name"] is not None}
+        return session, state
 
     def list_sessions(self, **query: Unpack[SessionQuery]) -> list[Session]:
         where = Where().equal("tenant", query.get("tenant", ""))

@@ -109,6 +109,33 @@ def test_a_session_is_found_with_its_state_in_one_read(store: Store) -> None:
     assert store.find_session_state("nope", tenant="t1") is None
 
 
+def test_a_session_and_its_state_are_read_in_one_statement(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every request's shape reads them first: on PostgreSQL each statement is a round
+    trip to the server in front of the forward."""
+    from memlane.store.postgres.db import PostgresDb
+    from memlane.store.sqlite.db import SQLiteDb
+
+    session = store.ensure_session("s")
+    store.set_state(session.id, "todo", "- [ ] a")
+    store.set_state(session.id, "pinned", "keep")
+    statements: list[str] = []
+    for db in (SQLiteDb, PostgresDb):
+        for name in ("one", "all"):
+            real = getattr(db, name)
+
+            def counted(self: object, sql: str, *params: object, _real: object = real) -> object:
+                statements.append(sql)
+                return _real(self, sql, *params)  # type: ignore[operator]
+
+            monkeypatch.setattr(db, name, counted)
+    found = store.find_session_state("s")
+    assert found is not None
+    assert found[1] == {"pinned": "keep", "todo": "- [ ] a"}
+    assert len(statements) == 1
+
+
 def test_state_set_replace_and_remove(store: Store) -> None:
     session = store.ensure_session("s")
     store.set_state(session.id, "todo", "- [ ] a")
