@@ -408,6 +408,40 @@ def test_keyword_search_over_very_common_terms_keeps_its_results(
     assert len(store.keyword_search("common", SearchFilter(), limit=3)) == 3
 
 
+def test_a_search_whose_common_words_fill_its_places_is_one_statement(
+    open_store: Callable[[], PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The places the informative words leave empty go to the newest documents with a
+    common word, after the ranked ones, read in the same statement: each statement is a
+    round trip in front of the request, and most questions have common words."""
+    store = open_store()
+    filler = [fact(f"f{i}", f"common words filler number {i}", scope="ns") for i in range(1200)]
+    store.put_facts([*filler, fact("rare", "common words and a rare aardvark", scope="ns")])
+    wanted = SearchFilter(scopes=("ns",))
+    asked = [("common aardvark", 5), ("filler aardvark", 1), ("common words", 3)]
+    for query, limit in asked:  # their words' statistics, counted once and kept
+        store.keyword_search(query, wanted, limit=limit)
+    statements: list[object] = []
+    real = psycopg.Connection.execute
+
+    def counted(self: psycopg.Connection[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
+        statements.append(query)
+        return real(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", counted)
+
+    hits, ranked_only, newest = (
+        store.keyword_search(query, wanted, limit=limit) for query, limit in asked
+    )
+
+    assert len(statements) == 3
+    assert [h.ref for h in hits] == ["rare", "f1199", "f1198", "f1197", "f1196"]
+    assert hits[0].score > 0
+    assert all(h.score == 0 for h in hits[1:])
+    assert [h.ref for h in ranked_only] == ["rare"]
+    assert [h.ref for h in newest] == ["rare", "f1199", "f1198"]
+
+
 def test_a_memory_of_a_thousand_documents_keeps_its_statistics_a_while(
     open_store: Callable[[], PostgresStore],
 ) -> None:

@@ -147,8 +147,8 @@ class CollectionStats:
         return found
 
 
-SEARCH_SQL = """
-    WITH q AS MATERIALIZED (
+_SCORED = """
+    q AS MATERIALIZED (
         SELECT * FROM unnest(%(terms)s::text[], %(idf)s::float8[]) AS q(term, idf)
     ),
     scored AS (
@@ -167,23 +167,61 @@ SEARCH_SQL = """
         WHERE d.active AND d.terms @@ %(any)s::tsquery AND {where}
         ORDER BY score DESC, d.seq
         LIMIT %(limit)s
-    )
-    SELECT d.seq, d.kind, d.ref, d.scope, d.session_id, d.role, d.text, d.created_at, s.score
+    )"""
+
+_COLUMNS = "d.seq, d.kind, d.ref, d.scope, d.session_id, d.role, d.text, d.created_at"
+
+SEARCH_SQL = (
+    "WITH"
+    + _SCORED
+    + f"""
+    SELECT {_COLUMNS}, s.score
     FROM scored s JOIN docs d ON d.seq = s.seq
     ORDER BY s.score DESC, s.seq
 """
+)
+"""The `limit` best documents by BM25 over the informative words (`QueryWeights.match`)."""
 
-FILL_SQL = """
-    -- Places the informative words left empty go to the newest documents that have
-    -- any query word (those words weigh ~0, so scoring them all would change nothing).
+SEARCH_AND_FILL_SQL = (
+    "WITH"
+    + _SCORED
+    + f""",
+    counted AS (SELECT count(*)::int AS n FROM scored),
+    filled AS (
+        -- Places the informative words left empty go to the newest documents that have
+        -- any query word (those words weigh ~0, so scoring them all would change nothing).
+        -- Not read at all when the scored ones fill the limit.
+        SELECT d.seq FROM docs d
+        WHERE (SELECT n FROM counted) < %(limit)s
+          AND d.active AND d.terms @@ %(every)s::tsquery AND {{where}}
+          AND d.seq NOT IN (SELECT seq FROM scored)
+        ORDER BY d.seq DESC
+        LIMIT %(limit)s - (SELECT n FROM counted)
+    ),
+    picked AS (
+        SELECT seq, score, 0 AS part FROM scored
+        UNION ALL
+        SELECT seq, 0.0::float8, 1 FROM filled
+    )
+    SELECT {_COLUMNS}, p.score
+    FROM picked p JOIN docs d ON d.seq = p.seq
+    ORDER BY p.part, p.score DESC, CASE WHEN p.part = 0 THEN p.seq ELSE -p.seq END
+"""
+)
+"""`SEARCH_SQL`, then the places it leaves empty filled with the newest documents that
+have any of the query's words, best first then newest first, in one statement: each
+statement is a round trip in front of the request, and a question's common words left
+places empty in three searches in four of `load.py`'s."""
+
+FILL_SQL = f"""
+    -- No informative word: the newest documents that have any of the query's words.
     WITH picked AS (
         SELECT d.seq FROM docs d
-        WHERE d.active AND d.terms @@ %(any)s::tsquery AND {where}
-          AND d.seq <> ALL(%(found)s::bigint[])
+        WHERE d.active AND d.terms @@ %(every)s::tsquery AND {{where}}
         ORDER BY d.seq DESC
         LIMIT %(limit)s
     )
-    SELECT d.seq, d.kind, d.ref, d.scope, d.session_id, d.role, d.text, d.created_at, 0.0 AS score
+    SELECT {_COLUMNS}, 0.0::float8 AS score
     FROM picked p JOIN docs d ON d.seq = p.seq
     ORDER BY d.seq DESC
 """

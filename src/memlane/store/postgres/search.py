@@ -21,9 +21,11 @@ from memlane.store.postgres.index import ensure_vector_index, insert_vectors
 from memlane.store.postgres.keywords import (
     FILL_SQL,
     RARE_SQL,
+    SEARCH_AND_FILL_SQL,
     SEARCH_SQL,
     VISIBLE_SQL,
     CollectionStats,
+    QueryWeights,
     tsquery_literal,
 )
 from memlane.store.rare_terms import Holders, RareQuery, SqlRareTerms, rare_bound, rarest
@@ -56,6 +58,16 @@ def filter_sql(flt: SearchFilter, alias: str) -> tuple[str, dict[str, Any]]:
     return " AND ".join(clauses), params
 
 
+def _keyword_sql(weights: QueryWeights) -> str:
+    """Ranked by the informative words, with the places they leave empty filled by the
+    newest documents that have a common one; or only filled, when every word is common."""
+    if not weights.match:
+        return FILL_SQL
+    if len(weights.match) < len(weights.words):
+        return SEARCH_AND_FILL_SQL
+    return SEARCH_SQL
+
+
 class PostgresSearch(SqlRareTerms[PostgresDb]):
     _indexed_dims: set[int]
     """Dimensions known to have their HNSW index in this database."""
@@ -77,23 +89,14 @@ class PostgresSearch(SqlRareTerms[PostgresDb]):
                 terms=weights.words,
                 idf=weights.idf,
                 any=tsquery_literal(weights.match),
+                every=tsquery_literal(weights.words),
                 avgdl=weights.avgdl,
                 k1=bm25.K1,
                 b=bm25.B,
                 limit=limit,
             )
-            rows = (
-                conn.execute(SEARCH_SQL.format(where=where), params).fetchall()
-                if weights.match
-                else []
-            )
-            if len(rows) < limit and len(weights.match) < len(weights.words):
-                params.update(
-                    any=tsquery_literal(weights.words),
-                    found=[r["seq"] for r in rows],
-                    limit=limit - len(rows),
-                )
-                rows += conn.execute(FILL_SQL.format(where=where), params).fetchall()
+            sql = _keyword_sql(weights)
+            rows = conn.execute(sql.format(where=where), params).fetchall()
         return [hit_from_row(r, float(r["score"])) for r in rows]
 
     def _rare_holders(self, query: RareQuery) -> Holders:
