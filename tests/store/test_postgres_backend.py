@@ -408,6 +408,41 @@ def test_keyword_search_over_very_common_terms_keeps_its_results(
     assert len(store.keyword_search("common", SearchFilter(), limit=3)) == 3
 
 
+def counted_statements(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every statement sent to a server from now on, as it was sent."""
+    statements: list[object] = []
+    real = psycopg.Connection.execute
+
+    def counted(self: psycopg.Connection[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
+        statements.append(query)
+        return real(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", counted)
+    return statements
+
+
+def test_a_small_memory_counts_its_statistics_in_one_statement(
+    open_store: Callable[[], PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under `EXACT_BELOW` documents every search counts the collection and its words'
+    frequencies afresh (a new user's first weeks): one round trip for both, then the
+    search, not one each."""
+    store = open_store()
+    store.put_facts(
+        [fact(f"f{i}", f"note {i} about tabs" if i % 2 else f"note {i}") for i in range(8)]
+    )
+    statements = counted_statements(monkeypatch)
+
+    hits = store.keyword_search("tabs note", SearchFilter(), limit=3)
+    nothing = store.keyword_search("aardvark", SearchFilter(), limit=3)
+
+    assert len(statements) == 4
+    assert [h.ref for h in hits] == ["f1", "f3", "f5"]
+    assert nothing == []
+    store.put_facts([fact("late", "tabs tabs tabs")])  # counted again: found, and ranked first
+    assert store.keyword_search("tabs", SearchFilter(), limit=1)[0].ref == "late"
+
+
 def test_a_search_whose_common_words_fill_its_places_is_one_statement(
     open_store: Callable[[], PostgresStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -421,14 +456,7 @@ def test_a_search_whose_common_words_fill_its_places_is_one_statement(
     asked = [("common aardvark", 5), ("filler aardvark", 1), ("common words", 3)]
     for query, limit in asked:  # their words' statistics, counted once and kept
         store.keyword_search(query, wanted, limit=limit)
-    statements: list[object] = []
-    real = psycopg.Connection.execute
-
-    def counted(self: psycopg.Connection[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
-        statements.append(query)
-        return real(self, query, *args, **kwargs)
-
-    monkeypatch.setattr(psycopg.Connection, "execute", counted)
+    statements = counted_statements(monkeypatch)
 
     hits, ranked_only, newest = (
         store.keyword_search(query, wanted, limit=limit) for query, limit in asked

@@ -100,51 +100,76 @@ class CollectionStats:
         self._df: OrderedDict[str, tuple[int, float]] = OrderedDict()
 
     def weigh(self, conn: Conn, words: Sequence[str]) -> QueryWeights:
-        """BM25 weights of the query's words against the current collection."""
-        n, avgdl = self._collection(conn)
-        df = self._frequencies(conn, words, exact=n < EXACT_BELOW)
+        """BM25 weights of the query's words against the current collection: from the
+        kept statistics, the words not kept counted; or, when the totals are not kept
+        (a small memory's, or past `STATS_TTL`), the totals and every word counted
+        together, in one statement."""
+        totals = self._kept_totals()
+        if totals is None:
+            n, avgdl, df = self._count(conn, words, with_totals=True)
+        else:
+            n, avgdl = totals
+            df = self._kept_frequencies(words)
+            missing = [w for w in words if w not in df]
+            if missing:
+                df.update(self._count(conn, missing, with_totals=False)[2])
         return query_weights(words, n, avgdl, df)
 
-    def _collection(self, conn: Conn) -> tuple[float, float]:
-        now = time.monotonic()
+    def _kept_totals(self) -> tuple[float, float] | None:
         with self._lock:
-            cached = self._totals
-        if cached is not None and cached[0] >= EXACT_BELOW and now - cached[2] < STATS_TTL:
-            return cached[0], cached[1]
-        row = conn.execute(
-            "SELECT count(*)::float8 AS n, coalesce(avg(length), 1)::float8 AS avgdl FROM docs"
-        ).fetchone()
-        assert row is not None
-        n, avgdl = float(row["n"]), max(float(row["avgdl"]), 1.0)
-        with self._lock:
-            self._totals = (n, avgdl, now)
-        return n, avgdl
+            kept = self._totals
+        if kept is None or kept[0] < EXACT_BELOW or time.monotonic() - kept[2] >= STATS_TTL:
+            return None
+        return kept[0], kept[1]
 
-    def _frequencies(self, conn: Conn, words: Sequence[str], *, exact: bool) -> dict[str, int]:
+    def _kept_frequencies(self, words: Sequence[str]) -> dict[str, int]:
         now = time.monotonic()
         found: dict[str, int] = {}
-        if not exact:
-            with self._lock:
-                for word in words:
-                    hit = self._df.get(word)
-                    if hit is not None and now - hit[1] < STATS_TTL:
-                        found[word] = hit[0]
-        missing = [w for w in words if w not in found]
-        if missing:
-            rows = conn.execute(
-                "SELECT t.word, (SELECT count(*) FROM docs WHERE terms @@ t.query) AS df "
-                "FROM unnest(%s::text[], %s::tsquery[]) AS t(word, query)",
-                (missing, [tsquery_literal([w]) for w in missing]),
-            ).fetchall()
-            counted = {r["word"]: int(r["df"]) for r in rows}
-            found.update(counted)
-            with self._lock:
-                for word, df in counted.items():
-                    self._df[word] = (df, now)
-                    self._df.move_to_end(word)
-                while len(self._df) > DF_CACHE_SIZE:
-                    self._df.popitem(last=False)
+        with self._lock:
+            for word in words:
+                hit = self._df.get(word)
+                if hit is not None and now - hit[1] < STATS_TTL:
+                    found[word] = hit[0]
         return found
+
+    def _count(
+        self, conn: Conn, words: Sequence[str], *, with_totals: bool
+    ) -> tuple[float, float, dict[str, int]]:
+        """The words' document frequencies, counted and kept; with the collection's totals
+        (counted and kept too) when asked, else zeros."""
+        params = {"words": list(words), "queries": [tsquery_literal([w]) for w in words]}
+        rows = conn.execute(COUNT_SQL if with_totals else FREQUENCIES_SQL, params).fetchall()
+        now = time.monotonic()
+        counted = {r["word"]: int(r["df"]) for r in rows if r["word"] is not None}
+        n = avgdl = 0.0
+        with self._lock:
+            if with_totals:
+                n, avgdl = float(rows[0]["n"]), max(float(rows[0]["avgdl"]), 1.0)
+                self._totals = (n, avgdl, now)
+            for word, df in counted.items():
+                self._df[word] = (df, now)
+                self._df.move_to_end(word)
+            while len(self._df) > DF_CACHE_SIZE:
+                self._df.popitem(last=False)
+        return n, avgdl, counted
+
+
+FREQUENCIES_SQL = """
+    SELECT t.word, (SELECT count(*) FROM docs WHERE terms @@ t.query) AS df
+    FROM unnest(%(words)s::text[], %(queries)s::tsquery[]) AS t(word, query)"""
+"""How many documents hold each word."""
+
+COUNT_SQL = f"""
+    SELECT c.n, c.avgdl, f.word, f.df
+    FROM (
+        SELECT count(*)::float8 AS n, coalesce(avg(length), 1)::float8 AS avgdl FROM docs
+    ) c
+    LEFT JOIN LATERAL ({FREQUENCIES_SQL}
+    ) f ON true"""
+"""The collection's document count and average length, on every row, with how many
+documents hold each word (one row of totals alone when no word is asked): one round trip
+in front of a search where there were two, on every search of a memory under
+`EXACT_BELOW` documents."""
 
 
 _SCORED = """
