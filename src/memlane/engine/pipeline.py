@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
@@ -98,17 +99,11 @@ async def _shape(
             turn.lost = True
             return list(turn.messages), None
         return messages, (None if search is None else _settled_read(rt, search, messages))
-    if not await read_within(rt, turn, "reading the session", False, _found, rt, turn):
-        turn.lost = True
-        return list(turn.messages), None
-    if turn.session is None:  # a subagent's first call: its session forks its parent's
-        opened = storing.queue(rt, turn, lambda: turn_store.open_session_of(rt, turn), awaited=True)
-        turn.session = await waits.within(rt, turn, "opening the subagent's session", opened, None)
-        if turn.session is None:
-            turn.lost = True
-            return list(turn.messages), None
-    shaped = await read_within(rt, turn, "shaping the request", None, _shaped, rt, turn, search)
-    if shaped is None:  # forwarded as sent, stored from the client's next request
+    found: Shaped | _Late | None = await read_within(
+        rt, turn, "reading and shaping the request", LATE, _found_and_shaped, rt, turn, search
+    )
+    shaped = found if found is not None else await _subagent_shaped(rt, turn, search)
+    if shaped is LATE:  # forwarded as sent, stored from the client's next request
         turn.lost = True
         return list(turn.messages), None
     messages, writes, ahead = shaped
@@ -116,6 +111,15 @@ async def _shape(
         rt, turn, lambda: turn_store.store_with(rt, turn, writes), messages=True, linger=True
     )
     return messages, (None if ahead is None else _outcome(*ahead))
+
+
+async def _subagent_shaped(rt: Runtime, turn: Turn, search: Search | None) -> Shaped | _Late:
+    """A subagent's first call, shaped once its session, a fork of its parent's, is open."""
+    opened = storing.queue(rt, turn, lambda: turn_store.open_session_of(rt, turn), awaited=True)
+    turn.session = await waits.within(rt, turn, "opening the subagent's session", opened, None)
+    if turn.session is None:
+        return LATE
+    return await read_within(rt, turn, "shaping the request", LATE, _shaped, rt, turn, search)
 
 
 def reads_on_the_loop(rt: Runtime) -> bool:
@@ -161,24 +165,42 @@ def _outcome(value: T | None, error: Exception | None) -> asyncio.Future[T]:
     return future
 
 
-def _found(rt: Runtime, turn: Turn) -> bool:
+class _Late(enum.Enum):
+    LATE = "late"
+
+
+LATE = _Late.LATE
+"""What a read for the request gives when its wait ran out."""
+
+Shaped = tuple[list[Message], scaffold.Writes, tuple[Ahead | None, Exception | None] | None]
+"""The shaped request, what its scaffold keeps, and recall's search on it (its result or
+its error: recall fails open on its own, the shape stands)."""
+
+
+def _found_and_shaped(rt: Runtime, turn: Turn, search: Search | None) -> Shaped | None:
+    """The turn's session and its state read, then the request shaped from them, in one
+    read: where reads go to a worker thread (PostgreSQL), one trip there and back, not
+    two. None for a subagent's first call: its session is opened under its parent's
+    before it is shaped (`_shape`)."""
+    _found(rt, turn)
+    if turn.session is None:
+        return None
+    return _shaped(rt, turn, search)
+
+
+def _found(rt: Runtime, turn: Turn) -> None:
     """The turn's session and its state, read; a new one made in memory, its row written
-    first among the turn's writes (`turn_store.store_with`). A subagent's new session is left to
-    be opened under its parent's (`_shape`)."""
+    first among the turn's writes (`turn_store.store_with`). A subagent's new session is
+    left to be opened under its parent's."""
     found = rt.store.find_session_state(turn.key, tenant=turn.tenant)
     if found is not None:
         turn.session, turn.state = found
     elif turn.parent_key is None:
         turn.session = turn.made_ahead = made_session(turn.key, turn.namespace, turn.tenant)
         turn.state = {}
-    return True
 
 
-def _shaped(
-    rt: Runtime, turn: Turn, search: Search | None
-) -> tuple[list[Message], scaffold.Writes, tuple[Ahead | None, Exception | None] | None]:
-    """The shaped request, what its scaffold keeps, and recall's search on it (its result
-    or its error: recall fails open on its own, the shape stands)."""
+def _shaped(rt: Runtime, turn: Turn, search: Search | None) -> Shaped:
     messages, writes = shape(rt, turn)
     if search is None:
         return messages, writes, None

@@ -104,8 +104,9 @@ async def test_shaping_and_recall_share_one_worker_thread_trip(
     rt: Runtime, trips: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Where reads are not done on the loop (PostgreSQL, an embedded query), the session
-    is read in one trip, and the request is shaped and searched in the next: recall adds
-    none of its own."""
+    is read, and the request shaped and searched, in one trip: each trip is a thread's
+    wake-up and the GIL on the way back, in front of the request. Recall adds none of
+    its own."""
     remembered(rt)
     monkeypatch.setattr(pipeline, "reads_on_the_loop", lambda rt: False)
     shape, rank = pipeline.shape, recall_module.ranked
@@ -130,7 +131,7 @@ async def test_shaping_and_recall_share_one_worker_thread_trip(
     block = next(m.text for m in prepared.messages if m.origin == "recall")
     assert "The ledger service runs on PostgreSQL" in block
     assert "Building the ledger service." in block  # the summary of the stored session
-    assert trips == ["_found", "_shaped"]
+    assert trips == ["_found_and_shaped"]
     assert ran["shape"] == ran["search"] != threading.current_thread().name
 
 
