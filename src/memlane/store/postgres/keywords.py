@@ -106,13 +106,13 @@ class CollectionStats:
         together, in one statement."""
         totals = self._kept_totals()
         if totals is None:
-            n, avgdl, df = self._count(conn, words, with_totals=True)
+            n, avgdl, df = self._count_with_totals(conn, words)
         else:
             n, avgdl = totals
             df = self._kept_frequencies(words)
             missing = [w for w in words if w not in df]
             if missing:
-                df.update(self._count(conn, missing, with_totals=False)[2])
+                df.update(self._count(conn, missing))
         return query_weights(words, n, avgdl, df)
 
     def _kept_totals(self) -> tuple[float, float] | None:
@@ -132,26 +132,39 @@ class CollectionStats:
                     found[word] = hit[0]
         return found
 
-    def _count(
-        self, conn: Conn, words: Sequence[str], *, with_totals: bool
+    def _count(self, conn: Conn, words: Sequence[str]) -> dict[str, int]:
+        """The words' document frequencies, counted and kept."""
+        rows = conn.execute(FREQUENCIES_SQL, _words(words)).fetchall()
+        return self._keep({r["word"]: int(r["df"]) for r in rows})
+
+    def _count_with_totals(
+        self, conn: Conn, words: Sequence[str]
     ) -> tuple[float, float, dict[str, int]]:
-        """The words' document frequencies, counted and kept; with the collection's totals
-        (counted and kept too) when asked, else zeros."""
-        params = {"words": list(words), "queries": [tsquery_literal([w]) for w in words]}
-        rows = conn.execute(COUNT_SQL if with_totals else FREQUENCIES_SQL, params).fetchall()
-        now = time.monotonic()
-        counted = {r["word"]: int(r["df"]) for r in rows if r["word"] is not None}
-        n = avgdl = 0.0
+        """The collection's document count and average length, and the words' document
+        frequencies, counted together and kept."""
+        rows = conn.execute(COUNT_SQL, _words(words)).fetchall()
+        n, avgdl = float(rows[0]["n"]), max(float(rows[0]["avgdl"]), 1.0)
         with self._lock:
-            if with_totals:
-                n, avgdl = float(rows[0]["n"]), max(float(rows[0]["avgdl"]), 1.0)
-                self._totals = (n, avgdl, now)
+            self._totals = (n, avgdl, time.monotonic())
+        return (
+            n,
+            avgdl,
+            self._keep({r["word"]: int(r["df"]) for r in rows if r["word"] is not None}),
+        )
+
+    def _keep(self, counted: dict[str, int]) -> dict[str, int]:
+        now = time.monotonic()
+        with self._lock:
             for word, df in counted.items():
                 self._df[word] = (df, now)
                 self._df.move_to_end(word)
             while len(self._df) > DF_CACHE_SIZE:
                 self._df.popitem(last=False)
-        return n, avgdl, counted
+        return counted
+
+
+def _words(words: Sequence[str]) -> dict[str, list[str]]:
+    return {"words": list(words), "queries": [tsquery_literal([w]) for w in words]}
 
 
 FREQUENCIES_SQL = """
