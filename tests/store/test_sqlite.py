@@ -200,6 +200,47 @@ def test_every_connection_has_a_bounded_page_cache_and_no_memory_map(tmp_path: P
     store.close()
 
 
+def _written_by_this_thread() -> int:
+    """Bytes this thread has handed to write(2) and its kin, to any file."""
+    for line in Path("/proc/thread-self/io").read_text().splitlines():
+        if line.startswith("wchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no wchar in /proc/thread-self/io")
+
+
+def test_a_batch_of_writes_keeps_its_savepoint_journal_in_memory(tmp_path: Path) -> None:
+    """Every write of a batch is a savepoint, and SQLite keeps the pages each one changes
+    in a statement journal, which past 64 KiB went to a temporary file in /var/tmp: under
+    200 clients, two writes in three the proxy made were to such files (remembered turns'
+    text included, outside the home), which the memory book's 64 entries a write and the
+    writer's larger writes filled. So a batch now writes its WAL frames and nothing else."""
+    store = SQLiteStore(tmp_path / "memlane.db")
+    when = (datetime(2026, 3, 1, tzinfo=UTC),) * 2
+
+    def entries(prefix: str, count: int) -> list[Fact]:
+        return [
+            Fact(f"{prefix}{n:05d}", f"conv:c{n % 50}", f"c{n % 50}", "user", f"turn {n}", *when)
+            for n in range(count)
+        ]
+
+    for first in range(0, 4000, 500):
+        store.put_facts(entries("a", 4000)[first : first + 500])
+    store.checkpointer.stop()  # nothing but this thread writes the WAL meanwhile
+    with contextlib.closing(sqlite3.connect(tmp_path / "memlane.db")) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # its frames now grow the file
+    wal = tmp_path / "memlane.db-wal"
+    frames_before, written_before = wal.stat().st_size, _written_by_this_thread()
+    with store.transaction():  # as the book writes its entries
+        store.put_facts(entries("b", 64))
+        store.put_facts(entries("a", 64))
+    frames = wal.stat().st_size - frames_before
+    written = _written_by_this_thread() - written_before
+    assert frames > 0
+    assert written <= frames + 4096  # a statement journal on disk would add over 64 KiB
+    assert store.get_fact("b00063") is not None
+    store.close()
+
+
 def test_a_connection_whose_thread_ended_is_closed_when_the_next_opens(tmp_path: Path) -> None:
     """A thread pool that replaces its threads (AnyIO's ends those idle for 10 s) must not
     leave a connection, and its page cache, open per thread it ever had."""

@@ -118,6 +118,8 @@ class SQLiteConnection(SqlStore[SQLiteDb]):
             conn.execute("PRAGMA wal_autocheckpoint = 0")  # `sqlite.checkpoint` does it
             conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
             conn.execute(f"PRAGMA mmap_size = {MMAP_SIZE}")
+            # savepoints' statement journals, past 64 KiB, in memory and not in /var/tmp
+            conn.execute("PRAGMA temp_store = MEMORY")
         except sqlite3.DatabaseError as exc:
             raise StoreError(explain(self.path, exc)) from None
         self._local.conn = conn
