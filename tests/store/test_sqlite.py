@@ -223,8 +223,9 @@ def test_a_batch_of_writes_keeps_its_savepoint_journal_in_memory(tmp_path: Path)
             for n in range(count)
         ]
 
-    for first in range(0, 4000, 500):
-        store.put_facts(entries("a", 4000)[first : first + 500])
+    held = entries("a", 4000)
+    for first in range(0, len(held), 500):
+        store.put_facts(held[first : first + 500])
     store.checkpointer.stop()  # nothing but this thread writes the WAL meanwhile
     with contextlib.closing(sqlite3.connect(tmp_path / "memlane.db")) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # its frames now grow the file
@@ -232,7 +233,7 @@ def test_a_batch_of_writes_keeps_its_savepoint_journal_in_memory(tmp_path: Path)
     frames_before, written_before = wal.stat().st_size, _written_by_this_thread()
     with store.transaction():  # as the book writes its entries
         store.put_facts(entries("b", 64))
-        store.put_facts(entries("a", 64))
+        store.put_facts(held[:64])  # rewritten: their pages are journaled
     frames = wal.stat().st_size - frames_before
     written = _written_by_this_thread() - written_before
     assert frames > 0
