@@ -34,11 +34,15 @@ HTTP hop in Python costs here), memlane's HTTP face alone (`--no-engine`), memor
 entry), the defaults, and the defaults with `--workers 2`, and prints one table
 (requests/s side by side);
 `--soak` (5 minutes after a 60-second warm-up unless told otherwise) also
-prints RSS every `--sample` seconds. The machine's load average is printed
-with the figures: on a shared machine they say as much about the neighbours as
-about memlane, so re-run on a quiet one for figures to compare. So is the file system
-the homes are made on (`TMPDIR` chooses it): on ext4 without a journal, making a file
-costs more for minutes after many were deleted, as each run's home is as it ends.
+prints RSS every `--sample` seconds, beside the background items pending and the
+documents in the home's search index, and the RSS gained since the warm-up per
+document added: the keyword index keeps every document in memory, so a soak that
+adds two documents a request grows with them, and a leak is RSS that grows faster.
+The machine's load average is printed with the figures: on a shared machine they
+say as much about the neighbours as about memlane, so re-run on a quiet one for
+figures to compare. So is the file system the homes are made on (`TMPDIR` chooses
+it): on ext4 without a journal, making a file costs more for minutes after many were
+deleted, as each run's home is as it ends.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ import json
 import multiprocessing
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -82,8 +87,7 @@ class Cell:
 
     label: str
     tallies: list[Tally]
-    samples: list[tuple[float, float, int | None]]
-    """(seconds since start, RSS MB, background items pending: None when not asked)."""
+    samples: list[Sample]
     cpu_seconds: float | None
     """CPU time of the proxy's process tree over the run, warm-up and the background work
     the requests queued included (None: no /proc)."""
@@ -95,6 +99,20 @@ class Cell:
     def answered(self) -> int:
         """Requests answered over the span the CPU columns cover: the warm-up's too."""
         return sum(len(t.latencies) + t.errors + t.warm for t in self.tallies)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The proxy at one moment of a run."""
+
+    at: float
+    """Seconds since the clients started."""
+    rss_mb: float
+    pending: int | None = None
+    """Background items pending (a soak only; None: not asked or not answered)."""
+    documents: int | None = None
+    """Documents in the home's search index (a soak only): the in-process keyword index
+    holds them all, so a soak's RSS grows with them; the report divides one by the other."""
 
 
 @dataclass
@@ -460,9 +478,10 @@ def measure(
         try:
             drained = functools.partial(wait_drained, url, Path(home), label)
             pending = functools.partial(pending_now, url, admin_headers(Path(home)))
+            documents = functools.partial(documents_now, Path(home))
             parts = CpuParts(url, admin_headers(Path(home)))
             tallies, samples, cpu = drive(
-                args, url, proxy.pid, seconds, warmup, drained, pending, parts
+                args, url, proxy.pid, seconds, warmup, drained, pending, parts, documents
             )
         finally:
             proxy.terminate()
@@ -501,6 +520,19 @@ def pending_now(url: str, headers: dict[str, str]) -> int | None:
     try:
         return background(url, headers)[0]
     except (httpx.HTTPError, ValueError, KeyError):
+        return None
+
+
+def documents_now(home: Path) -> int | None:
+    """Documents in the home's search index now, read from its database without writing
+    to it (None: not readable, as before the proxy made it)."""
+    try:
+        db = sqlite3.connect(f"file:{home / 'memlane.db'}?mode=ro", uri=True, timeout=5)
+        try:
+            return int(db.execute("SELECT count(*) FROM docs").fetchone()[0])
+        finally:
+            db.close()
+    except sqlite3.Error:
         return None
 
 
@@ -565,12 +597,13 @@ def drive(
     drain: Callable[[], None] | None = None,
     pending: Callable[[], int | None] | None = None,
     parts: Callable[[], None] | None = None,
-) -> tuple[list[Tally], list[tuple[float, float, int | None]], float | None]:
-    """Run the clients; sample the proxy's RSS meanwhile, with its background items
-    `pending` (a soak's growth is either work waiting or memory held): (seconds since
-    start, MB, items); and its process tree's CPU seconds from the clients' start until
-    they are done and `drain` returned (the background work their requests queued is
-    done)."""
+    documents: Callable[[], int | None] | None = None,
+) -> tuple[list[Tally], list[Sample], float | None]:
+    """Run the clients; sample the proxy's RSS meanwhile, in a soak with its background
+    items `pending` and the index's `documents` (a soak's growth is work waiting, data
+    held or memory lost); and its process tree's CPU seconds from the clients' start
+    until they are done and `drain` returned (the background work their requests queued
+    is done)."""
     names = [f"load-{os.getpid()}-{i}" for i in range(args.clients)]
     shares = [names[i :: args.client_processes] for i in range(args.client_processes)]
     out: multiprocessing.Queue[Tally] = multiprocessing.Queue()
@@ -587,8 +620,15 @@ def drive(
     for process in processes:
         process.start()
 
-    def sample(at: float) -> tuple[float, float, int | None]:
-        return at, rss_mb(pid), pending() if pending is not None and args.soak else None
+    def sample(at: float) -> Sample:
+        if not args.soak:
+            return Sample(at, rss_mb(pid))
+        return Sample(
+            at,
+            rss_mb(pid),
+            pending() if pending is not None else None,
+            documents() if documents is not None else None,
+        )
 
     samples = [sample(0.0)]
     time.sleep(max(0.0, start_at - time.time()))
@@ -644,7 +684,7 @@ def report(args: argparse.Namespace, seconds: float, warmup: float, cells: list[
             if cell.cpu_seconds is not None and answered
             else "-"
         )
-        start, warm, end = cell.samples[0][1], cell.samples[1][1], cell.samples[-1][1]
+        start, warm, end = (cell.samples[i].rss_mb for i in (0, 1, -1))
         print(
             f"| {cell.label} | {len(latencies)} | {len(latencies) / seconds:.1f} "
             f"| {pct(latencies, 0.5):.0f} | {pct(latencies, 0.99):.0f} | {errors} | {cpu} "
@@ -660,15 +700,33 @@ def report(args: argparse.Namespace, seconds: float, warmup: float, cells: list[
             print(f"\nerrors ({cell.label}): " + ", ".join(f"{k}: {n}" for k, n in kinds.items()))
     if args.soak:
         for cell in cells:
-            warm = cell.samples[1][1]
-            print(
-                f"\n{cell.label}\n\n| seconds | RSS MB | change since warm-up MB "
-                "| background items pending |"
-            )
-            print("| --- | --- | --- | --- |")
-            for at, mb, items in cell.samples[1:]:
-                waiting = "-" if items is None else str(items)
-                print(f"| {at:.0f} | {mb:.0f} | {mb - warm:+.0f} | {waiting} |")
+            _soak_table(cell)
+
+
+def _soak_table(cell: Cell) -> None:
+    """RSS over the soak beside what it holds: the background items pending and the
+    index's documents, with the RSS gained since the warm-up per document added (the
+    keyword index keeps every document's postings in memory; a leak shows as RSS that
+    grows while neither does)."""
+    warm = cell.samples[1]
+    print(
+        f"\n{cell.label}\n\n| seconds | RSS MB | change since warm-up MB "
+        "| background items pending | index documents | KB gained a document added |"
+    )
+    print("| --- | --- | --- | --- | --- | --- |")
+    for each in cell.samples[1:]:
+        waiting = "-" if each.pending is None else str(each.pending)
+        docs = "-" if each.documents is None else str(each.documents)
+        added = (
+            each.documents - warm.documents
+            if each.documents is not None and warm.documents is not None
+            else 0
+        )
+        per_doc = f"{(each.rss_mb - warm.rss_mb) * 1024 / added:.2f}" if added > 0 else "-"
+        print(
+            f"| {each.at:.0f} | {each.rss_mb:.0f} | {each.rss_mb - warm.rss_mb:+.0f} "
+            f"| {waiting} | {docs} | {per_doc} |"
+        )
 
 
 def _parts_table(cells: list[Cell]) -> None:
