@@ -85,3 +85,14 @@ def test_a_json_file_memlane_created_is_deleted_and_a_new_key_dropped() -> None:
     }
     with pytest.raises(clients.ClientConfigError, match="not valid JSON"):
         clients.json_set("{broken", clients.SETTINGS_PATH, "x")
+
+
+def test_the_mcp_entry_carries_the_options_that_open_the_proxys_home() -> None:
+    wiring = clients.Wiring(
+        "http://127.0.0.1:8100", "/opt/tools/bin/memlane", options=("--home", "/data/work")
+    )
+    codex = tomllib.loads(clients.codex_connect("", wiring))
+    assert codex["mcp_servers"]["memlane"]["args"] == ["--home", "/data/work", "mcp"]
+    claude = clients.claude_mcp_value(wiring)
+    assert claude["args"] == ["--home", "/data/work", "mcp"]
+    assert claude["command"] == "/opt/tools/bin/memlane"

@@ -45,6 +45,9 @@ class Wiring:
     key_env: str | None = None
     """Codex's `env_key`: the variable holding the key it sends (None: it sends none, and
     memlane uses its configured upstream key)."""
+    options: tuple[str, ...] = ()
+    """The global options the MCP server needs to open the proxy's home (`--home PATH`,
+    `--config FILE`): the client starts it with its own environment, not the shell's."""
 
 
 # --- Codex ---------------------------------------------------------------------------
@@ -62,7 +65,7 @@ def codex_provider(wiring: Wiring) -> dict[str, str]:
 
 
 def mcp_entry(wiring: Wiring) -> dict[str, Any]:
-    return {"command": wiring.executable, "args": ["mcp"]}
+    return {"command": wiring.executable, "args": [*wiring.options, "mcp"]}
 
 
 def codex_connect(text: str, wiring: Wiring) -> str:

@@ -22,7 +22,7 @@ import typer
 from memlane.cli import clients
 from memlane.cli.context import console, fail, print_json, state
 from memlane.cli.options import JsonOpt
-from memlane.cli.running import installed_memlane
+from memlane.cli.running import home_options, installed_memlane
 from memlane.files.atomic import write_atomic
 
 
@@ -100,6 +100,7 @@ def connect(
         base_url=f"http://{settings.host}:{settings.port}",
         executable=installed_memlane(),
         key_env=key_env or None,
+        options=home_options(settings.home_path, state(ctx).config_file),
     )
     try:
         plan = _plan(client, wiring, remove=remove)

@@ -18,7 +18,13 @@ import typer
 
 from memlane.cli import clients
 from memlane.cli.context import err_console, fail, state
-from memlane.cli.running import Running, installed_memlane, running_proxy, start_proxy
+from memlane.cli.running import (
+    Running,
+    home_options,
+    installed_memlane,
+    running_proxy,
+    start_proxy,
+)
 
 app = typer.Typer(
     help="Start Codex or Claude Code through memlane (starting the proxy if none runs).",
@@ -101,7 +107,8 @@ def _warn_if_unreachable(ctx: typer.Context, proxy: Running) -> None:
 
 def _wiring(ctx: typer.Context, proxy: Running) -> clients.Wiring:
     key_env = "OPENAI_API_KEY" if os.environ.get("OPENAI_API_KEY") else None
-    return clients.Wiring(base_url=proxy.url, executable=installed_memlane(), key_env=key_env)
+    options = home_options(state(ctx).settings.home_path, state(ctx).config_file)
+    return clients.Wiring(proxy.url, installed_memlane(), key_env, options)
 
 
 def _exec(agent: str, arguments: list[str], env: dict[str, str]) -> None:

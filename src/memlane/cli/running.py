@@ -62,6 +62,24 @@ def installed_memlane() -> str:
     return str(Path(sys.argv[0]).absolute())
 
 
+PLAIN_HOME = Path("~/.local/share/memlane").expanduser()
+"""The home `memlane` opens with no option and no variable set."""
+
+
+def home_options(home: Path, config_file: Path | None) -> tuple[str, ...]:
+    """The global options that make another `memlane` (the MCP server a client starts)
+    open this `home` with the config file named by `--config` (`config_file`) or
+    `MEMLANE_CONFIG`: a client starts it without the shell's `MEMLANE_HOME`, `--home` or
+    `--config`, and it would otherwise open the plain default home."""
+    options: tuple[str, ...] = ()
+    if home.expanduser().absolute() != PLAIN_HOME:
+        options += ("--home", str(home.expanduser().absolute()))
+    named = config_file or os.environ.get("MEMLANE_CONFIG")
+    if named:
+        options += ("--config", str(Path(named).expanduser().absolute()))
+    return options
+
+
 def start_proxy(settings: Settings, config_file: Path | None) -> Running:
     """Start `memlane serve` for this home in the background and wait until it listens.
 
