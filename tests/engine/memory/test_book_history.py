@@ -64,6 +64,27 @@ async def test_a_queued_commit_stages_what_the_book_touched_and_a_hand_edit_foll
     assert f"M\t{rel(by_hand)}" in changed_in_head(root)
 
 
+async def test_a_hand_edit_is_committed_at_stop_when_no_change_of_memlanes_waits(
+    rt: Runtime, book: MemoryBook
+) -> None:
+    assert book.files is not None
+    root = book.files.root
+    kept = entry("the deploy goes through staging")
+    await book.write(puts=[kept])
+    book.commit_later("memory: one turn")
+    assert await book.flush()
+    by_hand = book.files.find(kept)
+    assert by_hand is not None
+    by_hand.write_text(by_hand.read_text().replace("staging", "the canary"))
+    assert not await book.flush()  # no sweep asked for: nothing of memlane's waits
+
+    await stop_memory(rt)  # nothing queued, yet the stop's sweep takes the person's edit
+    assert git(root, "status", "--porcelain") == ""
+    assert f"M\t{book.files.relative(by_hand)}" in changed_in_head(root)
+    assert git(root, "log", "-1", "--format=%s").strip() == history.HAND_EDITS_MESSAGE
+    assert not await book.flush(sweep=True)  # nothing left: no empty commit
+
+
 class GatedRepo(GitRepo):
     """A real repository whose commits wait for `gate`: a commit held while it runs."""
 

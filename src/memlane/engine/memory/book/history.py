@@ -36,6 +36,9 @@ COMMIT_MAX_WAIT_SECONDS = 30.0
 SWEEP_SECONDS = 600.0
 """A queued commit stages the whole tree (hand edits no watcher saw) at most this often."""
 
+HAND_EDITS_MESSAGE = "memory: files edited by hand"
+"""A sweep's commit when no change of memlane's waited: what is in it, a person did."""
+
 Persist = Callable[[], Awaitable[Collection[str]]]
 """Saves the file snapshot; returns the paths written, moved or removed since its last call."""
 
@@ -94,17 +97,23 @@ class CommitQueue:
         await self.flush()
 
     async def flush(self, *, sweep: bool = False) -> bool:
-        """Commit every queued change now, as one commit; False when none was waiting.
+        """Commit every queued change now, as one commit; False when nothing was committed.
 
         It stages the paths written since the last commit, or the whole tree (`sweep`,
-        or when the last sweep is `SWEEP_SECONDS` old)."""
+        or when the last sweep is `SWEEP_SECONDS` old). A `sweep` with no change queued
+        still commits the files edited by hand since the last commit (at shutdown)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         messages, self.pending, self._oldest = self.pending, [], None
         self._note(await self._persist())
-        if not messages or self.git is None:
+        if self.git is None:
             return False
+        if not messages:  # a sweep asked for (shutdown) still takes what a person changed
+            if not sweep:
+                return False
+            self._sweeping()
+            return await commit_quietly(self.git, HAND_EDITS_MESSAGE)
         sweep = sweep or self._swept_at is None or time.monotonic() - self._swept_at > SWEEP_SECONDS
         if sweep:
             self._sweeping()
