@@ -296,13 +296,32 @@ def test_an_unfinished_or_failed_stream_stores_no_answer() -> None:
 
 def test_odd_events_are_skipped_not_fatal() -> None:
     assembler = MESSAGES.assembler()
-    for data in ("not json", "[1, 2]", json.dumps({"type": "content_block_delta", "index": "x"})):
+    assembler.feed("message_start", json.dumps(START[1]))
+    for data in ("[1, 2]", json.dumps({"type": "content_block_delta", "index": "x"})):
         assembler.feed(None, data)
     assembler.feed(
         "content_block_delta", json.dumps({"type": "content_block_delta", "index": 9, "delta": {}})
     )
     assembler.feed("message_stop", json.dumps({"type": "message_stop"}))
+    assert not assembler.answer().failed
     assert assembler.answer().messages == []
+
+
+def test_an_unreadable_event_fails_the_answer_put_together_without_it() -> None:
+    text_block = (
+        "content_block_start",
+        {"index": 0, "content_block": {"type": "text", "text": "Hello"}},
+    )
+    assembler = feed([START, text_block])
+    assembler.feed("content_block_delta", "{not json")
+    assembler.feed("message_stop", json.dumps({"type": "message_stop"}))
+    assert assembler.complete
+    assert assembler.answer().failed
+    pinged = feed([START, text_block])  # a ping, or a kind of a later API: no piece of it
+    pinged.feed("ping", "{not json")
+    pinged.feed("future_event_kind", "[[[")
+    pinged.feed("message_stop", json.dumps({"type": "message_stop"}))
+    assert [m.text for m in pinged.answer().messages] == ["Hello"]
 
 
 def test_the_stored_shape_round_trips_through_the_store_codec() -> None:

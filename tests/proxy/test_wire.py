@@ -165,6 +165,49 @@ def test_chat_stream_without_an_end_is_a_failed_answer() -> None:
     assert assembler.answer().failed
 
 
+def test_chat_stream_with_an_unreadable_event_is_not_stored_as_whole() -> None:
+    """A piece memlane cannot read is relayed, but the answer put together without it is
+    not the one the client got: the turn is failed, not stored short of it."""
+    chunks = chat_chunks(Reply(text="Hello world"), "m", include_usage=True)
+    garbled = CHAT.assembler()
+    for data in [*chunks[:2], '{"choices": [broken', *chunks[2:]]:
+        garbled.feed(None, data)
+    assert garbled.complete
+    assert garbled.answer().failed
+    spaced = CHAT.assembler()  # an empty data line is no piece of the answer
+    for data in [chunks[0], "", " ", *chunks[1:]]:
+        spaced.feed(None, data)
+    assert not spaced.answer().failed
+    assert spaced.answer().messages[0].text == "Hello world"
+
+
+def test_a_responses_stream_is_kept_whole_by_its_final_output_whatever_the_pieces() -> None:
+    events = [(name, json.dumps(data)) for name, data in response_events(Reply(text="ok"), "m")]
+    kept = RESPONSES.assembler()
+    for name, data in [events[0], (None, "garbage"), *events[1:]]:
+        kept.feed(name, data)
+    assert [m.text for m in kept.answer().messages] == ["ok"]
+    bare = [
+        (
+            name,
+            json.dumps(
+                {**json.loads(data), "response": {**json.loads(data)["response"], "output": []}}
+            ),
+        )
+        if json.loads(data).get("type") == "response.completed"
+        else (name, data)
+        for name, data in events
+    ]
+    pieced = RESPONSES.assembler()  # a final event without its output: put together
+    for name, data in bare:
+        pieced.feed(name, data)
+    assert not pieced.answer().failed
+    short = RESPONSES.assembler()
+    for name, data in [bare[0], (None, "garbage"), *bare[1:]]:
+        short.feed(name, data)
+    assert short.answer().failed
+
+
 def test_responses_stream_assembles_output_items() -> None:
     reply = Reply(text="done", reasoning="why", tool_calls=[ToolCallSpec("g", "{}", "c1")])
     assembler = RESPONSES.assembler()

@@ -87,6 +87,13 @@ class _Block:
     """`input_json_delta` fragments of a tool block, joined at its end."""
 
 
+ANSWER_EVENTS = frozenset(
+    {"message_start", "content_block_start", "content_block_delta", "content_block_stop"}
+    | {"message_delta", "message_stop"}
+)
+"""The Messages stream's events that carry the answer `MessagesAssembler` puts together."""
+
+
 class MessagesAssembler(EventAssembler):
     """Rebuilds the assistant message from the stream's events, whatever their chunking."""
 
@@ -98,6 +105,11 @@ class MessagesAssembler(EventAssembler):
 
     def _ended(self) -> bool:
         return self.stopped
+
+    def _may_be_a_piece(self, event: str | None) -> bool:
+        """Every event is named here: a `ping` or a kind from a later API version memlane
+        cannot read holds nothing of the answer it puts together."""
+        return event is None or event in ANSWER_EVENTS
 
     def _take(self, kind: Any, payload: dict[str, Any]) -> None:
         if kind == "message_start":
@@ -141,7 +153,7 @@ class MessagesAssembler(EventAssembler):
             ]
 
     def answer(self) -> Answer:
-        if not self.stopped or self._error is not None:
+        if not self.stopped or self._error is not None or self.garbled:
             return Answer([], failed=True)
         blocks: list[Mapping[str, Any]] = []
         for _, block in sorted(self.blocks.items()):

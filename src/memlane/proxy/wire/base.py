@@ -70,12 +70,16 @@ class StreamAssembler(Protocol):
 
 
 class EventAssembler(ABC):
-    """What the built-in assemblers share: each event's data read as a JSON object (one
-    memlane cannot read is relayed as it is, and ignored here), the error the stream
-    reported, and `complete` once the stream ended or failed."""
+    """What the built-in assemblers share: each event's data read as a JSON object, the
+    error the stream reported, and `complete` once the stream ended or failed. An event
+    memlane cannot read is relayed as it is; one that may be a piece of the answer
+    (`_may_be_a_piece`) marks the stream `garbled`: an answer put together from its
+    pieces would lack that one, so it is not stored as whole."""
 
     def __init__(self) -> None:
         self._error: str | None = None
+        self.garbled = False
+        """An event's data was not JSON (not even an empty line, nor the end marker)."""
 
     @property
     def error(self) -> str | None:
@@ -92,9 +96,15 @@ class EventAssembler(ABC):
             try:
                 payload = loads(data)
             except (ValueError, RecursionError):  # not an event memlane can read: relayed as is
+                self.garbled = self.garbled or (bool(data.strip()) and self._may_be_a_piece(event))
                 return
         if isinstance(payload, dict):
             self._take(payload.get("type", event), payload)
+
+    def _may_be_a_piece(self, event: str | None) -> bool:
+        """Whether an event named `event` (its SSE name) may carry a piece of the answer:
+        any may, unless the format names its events (`MessagesAssembler`)."""
+        return True
 
     @abstractmethod
     def _take(self, kind: Any, payload: dict[str, Any]) -> None:

@@ -166,7 +166,7 @@ class ChatAssembler(EventAssembler):
                     parts.arguments.append(function["arguments"])
 
     def answer(self) -> Answer:
-        failed = not self.finished or self._error is not None
+        failed = not self.finished or self._error is not None or self.garbled
         if failed:
             return Answer([], failed=True)
         item: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) or None}

@@ -162,7 +162,10 @@ class ResponsesAssembler(EventAssembler):
     def answer(self) -> Answer:
         if self.final is None or self._error is not None:
             return Answer([], failed=True)
-        output = self.final.get("output") or [item for _, item in sorted(self.items.items())]
+        output = self.final.get("output")
+        if not output and self.garbled:  # the pieces would be put together without one
+            return Answer([], failed=True)
+        output = output or [item for _, item in sorted(self.items.items())]
         return answer_from_output(output, self.final.get("usage"), self.final.get("id"))
 
 
