@@ -119,3 +119,14 @@ def test_every_module_the_code_map_names_exists() -> None:
         if not found:
             missing.append(token)
     assert missing == []
+
+
+def test_every_command_row_says_a_whole_sentence() -> None:
+    """A row is the command's first paragraph, not its docstring's first line, which cut
+    sentences where the source wrapped them ("… errors in the last hour,")."""
+    from memlane.docs import cli_table
+
+    rows = cli_table().splitlines()[2:]
+    cut = [row for row in rows if not row.removesuffix(" |").endswith((".", ")", "`"))]
+    assert rows
+    assert cut == []

@@ -31,9 +31,15 @@ def cli_table() -> str:
     root = typer.main.get_command(app)
     rows = ["| command | what it does |", "| --- | --- |"]
     for path, command in _walk(root, ["memlane"]):
-        summary = (command.help or "").strip().splitlines()[0] if command.help else ""
-        rows.append(f"| `{' '.join(path)}` | {summary} |")
+        rows.append(f"| `{' '.join(path)}` | {_summary(command.help or '')} |")
     return "\n".join(rows)
+
+
+def _summary(help_text: str) -> str:
+    """A command's first paragraph, on one line: its docstring's first line alone cut some
+    sentences where the source wrapped them."""
+    first = help_text.strip().split("\n\n")[0]
+    return " ".join(first.split()).replace("|", "\\|")
 
 
 def _walk(command: Any, path: list[str]) -> list[tuple[list[str], Any]]:
