@@ -123,3 +123,15 @@ def test_a_request_that_went_on_without_memlanes_work_is_explained(
     result = runner.invoke(app, ["--home", str(tmp_path), "doctor", "--json"])
     (problem,) = json.loads(result.stdout)["problems"]
     assert "MEMLANE_REQUEST_WAIT_SECONDS" in problem["advice"]
+
+
+def test_a_file_system_failure_is_told_to_check_the_files_not_the_model() -> None:
+    from memlane.cli.doctor import FILE_ADVICE, advice, error_kind
+
+    read_only = "OSError(30, 'Read-only file system')"
+    assert error_kind(read_only) == "OSError"
+    assert advice("extraction", error_kind(read_only)) == FILE_ADVICE
+    assert advice("recall", "PermissionError") == FILE_ADVICE
+    assert error_kind("the LLM answered HTTP 404") == "error"
+    assert "MEMLANE_LLM_MODEL" in advice("extraction", error_kind("the LLM answered HTTP 404"))
+    assert "MEMLANE_RECALL_DEADLINE_MS" in advice("recall", "TimeoutError")  # its own first

@@ -9,6 +9,7 @@ are configured, the upstream errors recent turns met, and the windows they used.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -44,8 +45,29 @@ ADVICE: dict[tuple[str, str], str] = {
 }
 
 
+FILE_ERRORS = frozenset(
+    {"OSError", "PermissionError", "FileNotFoundError", "IsADirectoryError", "NotADirectoryError"}
+)
+"""Failures of the file system, whatever the stage: no model or key fixes those."""
+FILE_ADVICE = (
+    "memlane could not write or read its files: check that MEMLANE_HOME and the folders in it "
+    "(memory/, sessions/) are writable by this user and the disk has room"
+)
+
+
 def advice(stage: str, kind: str) -> str:
-    return ADVICE.get((stage, kind)) or ADVICE.get((stage, "*"), "see the proxy's log")
+    if (stage, kind) in ADVICE:
+        return ADVICE[(stage, kind)]
+    if kind in FILE_ERRORS:
+        return FILE_ADVICE
+    return ADVICE.get((stage, "*"), "see the proxy's log")
+
+
+def error_kind(detail: str) -> str:
+    """`OSError` from `OSError(30, 'Read-only file system')`: the class a recorded error
+    names first, when it names one ("error" otherwise)."""
+    found = re.match(r"([A-Za-z_][A-Za-z0-9_]*(?:Error|Exception))\b", detail.strip())
+    return found.group(1) if found else "error"
 
 
 def doctor(ctx: typer.Context, as_json: JsonOpt = False) -> None:
@@ -74,13 +96,14 @@ def doctor(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     ]
     extraction = (running or {}).get("last_extraction")
     if extraction and not extraction.get("ok"):
+        detail = str(extraction.get("detail", ""))
         problems.append(
             {
                 "stage": "extraction",
-                "type": "error",
+                "type": error_kind(detail),
                 "count": 1,
-                "last_error": extraction.get("detail", ""),
-                "advice": advice("extraction", "*"),
+                "last_error": detail,
+                "advice": advice("extraction", error_kind(detail)),
             }
         )
     problems = outside.problems + problems
