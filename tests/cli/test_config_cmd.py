@@ -125,3 +125,22 @@ def test_a_key_is_read_from_the_variable_the_file_names(
     data = json.loads(runner.invoke(app, ["config", "show", "--json"]).stdout)["settings"]
     assert data["upstream_api_key"] == {"value": "********", "source": "env MY_GATEWAY_KEY"}
     assert "sk-gateway" not in (tmp_path / "config.toml").read_text(encoding="utf-8")
+
+
+def test_a_file_wrong_in_two_keys_is_fixed_one_key_at_a_time(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('memory_top_k = "lots"\nbogus = 1\nport = 9000\n', encoding="utf-8")
+
+    unset = runner.invoke(app, ["config", "unset", "bogus"])
+    assert unset.exit_code == 0, unset.output
+    assert path.read_text(encoding="utf-8") == 'memory_top_k = "lots"\nport = 9000\n'
+    assert runner.invoke(app, ["config", "set", "port", "9100"]).exit_code == 0
+    worse = runner.invoke(app, ["config", "set", "port", "70000"])  # a new problem: refused
+    assert worse.exit_code == 1
+    assert "port" in worse.output
+    fixed = runner.invoke(app, ["config", "set", "memory_top_k", "8"])
+    assert fixed.exit_code == 0, fixed.output
+    assert path.read_text(encoding="utf-8") == "memory_top_k = 8\nport = 9100\n"
+    assert runner.invoke(app, ["sessions", "list"]).exit_code == 0

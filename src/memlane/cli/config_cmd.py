@@ -65,8 +65,9 @@ def set_(
     path = config_path(ctx)
     try:
         name = setting_name(key)
-        text = set_key(_read(path), name, parsed_value(name, value))
-        write_atomic(path, checked(text, path), mode=0o600)
+        before = _read(path)
+        text = set_key(before, name, parsed_value(name, value))
+        write_atomic(path, checked(text, path, before=before), mode=0o600)
     except ConfigError as exc:
         fail(str(exc))
     except OSError as exc:
@@ -87,7 +88,7 @@ def unset(
         name = file_key(key) if has_key(before, file_key(key)) else setting_name(key)
         after = unset_key(before, name)
         if after != before:
-            write_atomic(path, checked(after, path), mode=0o600)
+            write_atomic(path, checked(after, path, before=before), mode=0o600)
     except ConfigError as exc:
         fail(str(exc))
     except OSError as exc:

@@ -88,8 +88,26 @@ def unset_key(text: str, name: str) -> str:
     return "\n".join(kept) + "\n" if kept else ""
 
 
-def checked(text: str, path: Path) -> str:
-    """`text` if it is a config file memlane loads, else a ConfigError saying why."""
+def checked(text: str, path: Path, *, before: str | None = None) -> str:
+    """`text` if it is a config file memlane loads, else a ConfigError saying why. With
+    `before` (the file as it was), only a problem the change brings is refused: a file
+    already wrong in one key can still have another set or taken out, as the error that
+    names the wrong key tells the user to do."""
+    found = _problems(text, path)
+    if found and before is not None:
+        try:
+            known = set(_problems(before, path))
+        except ConfigError:  # it was not TOML: every problem now is the change's
+            known = set()
+        found = [problem for problem in found if problem not in known]
+    if found:
+        raise ConfigError(f"{path} would be invalid: {found[0]}")
+    return text
+
+
+def _problems(text: str, path: Path) -> list[str]:
+    """What keeps `text` from loading, one `key: why` each (a ConfigError when it is not
+    TOML at all)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -100,10 +118,11 @@ def checked(text: str, path: Path) -> str:
     try:
         Settings(**values)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"]) or "settings"
-        raise ConfigError(f"{path} would be invalid: {key}: {first['msg']}") from None
-    return text
+        return [
+            f"{'.'.join(str(p) for p in error['loc']) or 'settings'}: {error['msg']}"
+            for error in exc.errors()
+        ]
+    return []
 
 
 def toml_value(value: Any) -> str:
