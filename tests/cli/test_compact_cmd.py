@@ -78,8 +78,20 @@ def test_a_failing_summariser_changes_nothing_and_says_why(
     upstream.script(Fail(500))
     code, _, err = invoke(runner, "sessions", "compact", "work", "--model", "m1")
     assert code == 1
-    assert "summariser failed" in err
+    assert "summariser (m1) failed" in err
+    assert "500" in err  # the summariser's own error, not a guess at its cause
     assert "Traceback" not in err
+    assert PLAN_STATE not in store.get_state(session.id)
+
+
+def test_a_summary_larger_than_what_it_replaces_is_refused_and_said_so(
+    runner: CliRunner, store: SQLiteStore, upstream: ScriptedUpstream
+) -> None:
+    session = long_session(store)
+    upstream.script(Reply(text="<state_snapshot>" + "details " * 4000 + "</state_snapshot>"))
+    code, _, err = invoke(runner, "sessions", "compact", "work", "--model", "m1")
+    assert code == 1
+    assert "was not smaller than" in " ".join(err.split())
     assert PLAN_STATE not in store.get_state(session.id)
 
 

@@ -48,6 +48,9 @@ class Stats:
     summariser_calls: int = 0
     summarised: bool = False
     """The snapshot in force was written by the summariser at this request."""
+    summary_failure: str = ""
+    """Why the summariser's last snapshot was not taken (its error, or that it was not
+    smaller than what it replaces): what a person who asked for a compaction is told."""
     llm_seconds: float = 0.0
     masked: int = 0
     """Tool results newly shown as their preview."""
@@ -235,6 +238,7 @@ class Governor:
         try:
             snapshot = await self.summariser.snapshot(previous, removed)
         except (LLMError, SummaryError) as exc:
+            stats.summary_failure = str(exc)[:300]
             await threads.to_thread(
                 self.ledger.record_event,
                 EVENT_SUMMARY_FAILED,
@@ -247,6 +251,9 @@ class Governor:
         if self.tokenizer.count(snapshot) >= replaced:
             # Inflation guard: a summary not smaller than what it replaces is rolled back;
             # the span is folded into the marker and never summarised again.
+            stats.summary_failure = (
+                f"its summary was not smaller than the {replaced} tokens it replaces"
+            )
             await threads.to_thread(
                 self.ledger.record_event,
                 EVENT_INFLATED,

@@ -71,8 +71,7 @@ async def compact_session(rt: Runtime, session_id: str, *, model: str | None = N
     new_plan = await gov.compact(plan, messages, stats, force=True)
     if stats.summariser_calls and not stats.summarised:
         raise CompactionError(
-            "the summariser failed, the session is unchanged (check MEMLANE_LLM_BASE_URL and "
-            "the model; the event log has the error)"
+            f"the summariser ({chosen}) failed, the session is unchanged: {stats.summary_failure}"
         )
     after = gov.total(gov.render(new_plan, messages))
     if new_plan != plan and after < before:
