@@ -69,11 +69,103 @@ def test_ordinary_text_is_untouched(text: str) -> None:
         ),
         ('{"api_key": "abc123def456"}', '{"api_key": [redacted secret]}'),
         ("my api_key=sk-live-abcdefghijklmnopqrstuvwx ok", "my api_key=[redacted openai-key] ok"),
+        ("gsk_" + "a1B2c3D4" * 6 + "e5F6", "[redacted groq-key]"),
+        ("xai-" + "a1B2c3D4" * 10, "[redacted xai-key]"),
+        ("pplx-" + "a1B2c3D4" * 6, "[redacted perplexity-key]"),
+        ("r8_" + "a1B2c3D4" * 4 + "e5F6G", "[redacted replicate-token]"),
     ],
 )
 def test_the_shapes_secret_scanners_know_are_redacted(text: str, expected: str) -> None:
     assert redact(text) == expected
     assert redact(expected) == expected  # redacting again changes nothing
+
+
+def test_credentials_written_in_prose_are_redacted() -> None:
+    """QA's message: the AWS secret and the password reached facts, memory files, git and
+    the extraction prompts."""
+    said = (
+        "my key is sk-proj-" + "a1B2c3D4" * 4 + " and my aws key is AKIAIOSFODNN7EXAMPLE"
+        " with secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEYZZ. my password is"
+        " correct-horse-battery-staple-77"
+    )
+    assert redact(said) == (
+        "my key is [redacted openai-key] and my aws key is [redacted aws-access-key]"
+        " with secret [redacted secret]. my password is [redacted secret]"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("the db password is Xk9#mq2Lp, ok?", "the db password is [redacted secret], ok?"),
+        ("pw=hunter2hunter", "pw=[redacted secret]"),
+        ("PW: S3cretPW", "PW: [redacted secret]"),
+        ("passwd Sup3rS3cret!", "passwd [redacted secret]!"),
+        ("ssh admin@db with password Adm1nPass", "ssh admin@db with password [redacted secret]"),
+        ("the password for root is 'N3w!pw'.", "the password for root is '[redacted secret]'."),
+        ("password was changed to N3wPass!x", "password was changed to [redacted secret]"),
+        ("my password is 19840312", "my password is [redacted secret]"),
+        ("the passphrase is correcthorsebatterystaple", "the passphrase is [redacted secret]"),
+        ("my api key is " + "7c4e1a9b" * 4, "my api key is [redacted secret]"),
+        ("the API_KEY is " + "7c4e1a9b" * 4, "the API_KEY is [redacted secret]"),
+        ("the secret is " + "9b8a7c6d" * 4, "the secret is [redacted secret]"),
+        (
+            "my aws secret access key is je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY",
+            "my aws secret access key is [redacted secret]",
+        ),
+        ("my token is " + "0a1b2c3d" * 4, "my token is [redacted secret]"),
+        ("DB_PW=pgpw2024x", "DB_PW=[redacted secret]"),
+        ("İ: the password is Xk9#mq2Lp", "İ: the password is [redacted secret]"),  # İ lowers to 2
+    ],
+)
+def test_a_credential_told_by_name_is_redacted(text: str, expected: str) -> None:
+    assert redact(text) == expected
+    assert redact(expected) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "my password is long enough",
+        "the key is to rest",
+        "the secret is patience",
+        "password is required",
+        "the password is case-sensitive",
+        "the password is sha256-hashed",
+        "the password for root is in the vault",
+        "the cache key is 3f2a9c4b1d0e8f7a6b5c4d3e2f1a0b9c8d7e6f5a",  # whose key: not said
+        "the idempotency key is 550e8400-e29b-41d4-a716-446655440000",
+        "my ssh key is ~/.ssh/id_ed25519",
+        "the access token is short-lived",
+        "the api key is $OPENAI_API_KEY",
+        "the secret is GitHub Actions",
+        "with secret agent 007",
+        "if password is None:",
+        "self.api_key is None",
+        "password = get_password()",
+    ],
+)
+def test_prose_about_credentials_is_untouched(text: str) -> None:
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("mysql -u root -pS3cret", "mysql -u root -p[redacted cli-password]"),
+        ("mysqldump -uroot -p'S3 cret' db", "mysqldump -uroot -p[redacted cli-password] db"),
+        ("mariadb -u app -pApp2024 shop", "mariadb -u app -p[redacted cli-password] shop"),
+        ("sshpass -p 'hunter2x' ssh root@h", "sshpass -p [redacted cli-password] ssh root@h"),
+        ("redis-cli -h c -a R3disPass ping", "redis-cli -h c -a [redacted cli-password] ping"),
+        ("mysql -u root -p mydb", "mysql -u root -p mydb"),  # asks for it: `mydb` is a database
+        ("mysql -u root -P 3306 app", "mysql -u root -P 3306 app"),
+        ("mysql -u root -p$MYSQL_PWD app", "mysql -u root -p$MYSQL_PWD app"),
+        ("redis-cli -h cache -p 6379 ping", "redis-cli -h cache -p 6379 ping"),
+    ],
+)
+def test_a_password_on_a_command_line_is_redacted(text: str, expected: str) -> None:
+    assert redact(text) == expected
+    assert redact(expected) == expected
 
 
 @pytest.mark.parametrize(

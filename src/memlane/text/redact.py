@@ -10,12 +10,14 @@ a URL or `curl -u` keeps its user.
 Two sets of rules, both precise (no entropy guesses: those flag commit hashes, UUIDs and
 plain words):
 
-- memlane's own (`RULES`, `BASIC`, `ASSIGNMENT` with `CREDENTIAL_NAME`): the shapes providers
-  document for their keys, including those detect-secrets does not know (OpenAI project
-  keys, Anthropic, Hugging Face, Google), and assignments by name the way people write
-  them in shells, `.env` files, YAML and JSON: `*SECRET*`, `*PASSWORD`, `*PASSWD`,
-  `*_TOKEN`, `*_KEY`, `PGPASSWORD`, `client_secret:`, `Authorization: Basic …`,
-  `curl -u user:pass`, `scheme://user:pass@host`;
+- memlane's own (`RULES`, `BASIC`, `ASSIGNMENT` with `CREDENTIAL_NAME`, `TOLD`): the shapes
+  providers document for their keys, including those detect-secrets does not know (OpenAI
+  project keys, Anthropic, Hugging Face, Google, Groq, xAI), and assignments by name the
+  way people write them in shells, `.env` files, YAML and JSON: `*SECRET*`, `*PASSWORD`,
+  `*PASSWD`, `*_TOKEN`, `*_KEY`, `PGPASSWORD`, `client_secret:`, `Authorization: Basic …`,
+  `curl -u user:pass`, `mysql -pS3cret`, `scheme://user:pass@host`; and in prose, `my
+  password is X`, `with secret X`, `my api key is X`, where X must look like a
+  credential (`the key is to rest` and `my password is long enough` stay);
 - the regular-expression detectors of `detect-secrets` (`text.secret_detectors`), loaded
   on first use, each run only around the text its matches must contain.
 
@@ -118,6 +120,10 @@ RULES: tuple[Rule, ...] = (
     Rule("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), ("npm_",)),
     Rule("pypi-token", re.compile(r"\bpypi-AgE[A-Za-z0-9_\-]{50,}"), ("pypi-",)),
     Rule("huggingface-token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"), ("hf_",)),
+    Rule("groq-key", re.compile(r"\bgsk_[A-Za-z0-9]{40,}"), ("gsk_",)),
+    Rule("xai-key", re.compile(r"\bxai-[A-Za-z0-9]{40,}"), ("xai-",)),
+    Rule("perplexity-key", re.compile(r"\bpplx-[A-Za-z0-9]{40,}"), ("pplx-",)),
+    Rule("replicate-token", re.compile(r"\br8_[A-Za-z0-9]{30,}"), ("r8_",)),
     Rule("sendgrid-key", re.compile(r"\bSG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}\b"), ("SG.",)),
     Rule("twilio-key", re.compile(r"\b(?:AC|SK)[0-9a-f]{32}\b"), ("AC", "SK")),
     Rule("mailchimp-key", re.compile(r"\b[0-9a-f]{32}-us[0-9]{1,2}\b"), ("-us",)),
@@ -160,6 +166,18 @@ RULES: tuple[Rule, ...] = (
         keeps_prefix=True,
         gate=re.compile(r"-(?:u|-user)[\s=]"),
     ),
+    # `mysql -uroot -pS3cret`, `sshpass -p S3cret ssh …`, `redis-cli -a S3cret` (the
+    # command stays; `mysql -p db` asks for the password, and `db` stays)
+    Rule(
+        "cli-password",
+        re.compile(
+            r"""((?:\b(?:mysql[a-z]*|mariadb[a-z\-]*)\b[^\n|;&]*?\s-p"""
+            r"""|\bsshpass\b[^\n|;&]*?\s-p[ \t]*|\bredis-cli\b[^\n|;&]*?\s-a[ \t]+))"""
+            r"""(?![\s$\[])(?:'[^'\n]*'|"[^"\n]*"|[^\s'"`;|&]+)"""
+        ),
+        ("mysql", "mariadb", "sshpass", "redis-cli"),
+        keeps_prefix=True,
+    ),
 )
 
 
@@ -180,12 +198,64 @@ CREDENTIAL_NAME = re.compile(
     r"""(?ix)
         [A-Za-z0-9_.\-]*(?:secret|password|passwd|passphrase|credentials?)[A-Za-z0-9_\-]*
       | (?:[A-Za-z0-9_.\-]*[_.\-]|pg|db|api|auth|access|private|client|session|refresh)?
-        (?P<family>token|key|pass|pwd|apikey|auth)
+        (?P<family>token|key|pass|pwd|pw|apikey|auth)
     """
 )
 """A credential's name: anything with `secret` or `password` in it; else one whose last
-part is `token`, `key`, `pass`, `pwd` (`GITHUB_TOKEN`, `x-api-key`, `PGPASS`): so
-`max_tokens: 4096` and `token_count=12` stay."""
+part is `token`, `key`, `pass`, `pwd`, `pw` (`GITHUB_TOKEN`, `x-api-key`, `PGPASS`,
+`DB_PW`): so `max_tokens: 4096` and `token_count=12` stay."""
+
+TOLD_NAME = re.compile(
+    r"(?:pass(?:word|wd|phrase)|pwd|pw|secret|key|token|credentials?)(?![a-z0-9_\-])"
+)
+"""A credential's name in prose, looked for in the lower-cased text: a search for it
+skips to the few letters it starts with, where `TOLD` then runs (a case-blind scan of
+the whole text with it cost five times as much)."""
+TOLD = re.compile(
+    r"""(?ix)
+    (?P<name>[a-z]+)
+    (?P<sep>
+        [ \t]*[:=][ \t]*
+      | (?:[ \t]+for[ \t]+(?:the[ \t]+)?[\w@.\-]{1,64})?[ \t]+
+        (?:(?:(?:is|was|has[ \t]+been)[ \t]+)?(?:set|changed|reset)[ \t]+to
+          | (?:is|was)(?:[ \t]+(?:now|still))?[ \t]*:?)
+        [ \t]+
+      | [ \t]+
+    )
+    ['"`]?(?P<value>[^\s'"`]{1,400}?)(?=[.,;:!?)\]}'"`]*(?:\s|\Z))
+    """
+)
+"""A credential told in prose, from its name on: `my password is X`, `the db password
+for root was X`, `with secret X`, `pw=X`, `my api key is X` (`secret access key is X`
+is found at `key`). Whether the value is one is `_told`'s to say: prose is full of
+`the key is to rest`."""
+
+TOLD_KINDS = {
+    **dict.fromkeys(("password", "passwd", "passphrase", "pwd", "pw"), "password"),
+    **dict.fromkeys(("secret", "credential", "credentials"), "secret"),
+    **dict.fromkeys(("key", "token"), "key"),
+}
+"""Which bar a told value must clear (`_strong`)."""
+NAMED_ALONE = frozenset({"password", "passwd", "passphrase", "secret"})
+"""Names whose value may follow a space alone (`passwd X`, `with secret X`)."""
+KEY_OWNERS = frozenset(
+    {
+        "my", "your", "our", "their", "his", "her",
+        "api", "access", "secret", "private", "auth", "bearer", "refresh", "session",
+        "signing", "encryption", "master", "license", "deploy", "bot", "client", "service",
+        "aws", "openai", "anthropic", "groq", "xai", "github", "gitlab", "stripe", "slack",
+        "google", "gemini", "azure", "mistral", "cohere", "huggingface", "hf", "npm", "pypi",
+    }
+)  # fmt: skip
+"""The word just before `key` or `token` that makes it a credential's (`my key`, `api
+key`, `access token`); `the cache key is 3f2a…`, `the primary key is id` stay."""
+KEY_SPACED = frozenset({"api", "access", "secret", "private", "auth", "bearer", "refresh"})
+"""Of those, the ones after which `key X` or `token X`, with no `is`, is a credential."""
+_NOT_TOLD = re.compile(
+    r"(?:~|\.{1,2})?/|[A-Za-z]:\\|[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+\Z"
+    r"|[a-z0-9]+(?:-[a-z0-9]+)*-[a-z]+ed\Z"
+)
+"""A path, an e-mail address, or a hyphenated adjective (`sha256-hashed`)."""
 
 PLACEHOLDERS = frozenset(
     {
@@ -203,8 +273,8 @@ _WORDISH = re.compile(r"[a-z]+(?:[_\-][a-z]+)*|[A-Z]+(?:[_\-][A-Z]+)*|\d{1,6}")
 holds in code (`sort_key=name`, `next_token=None`), unlike a credential."""
 
 
-ASSIGNMENT_TRIGGERS = ("secret", "pass", "credential", "token", "key", "pwd", "auth")
-"""What every credential name `CREDENTIAL_NAME` accepts contains."""
+ASSIGNMENT_TRIGGERS = ("secret", "pass", "credential", "token", "key", "pw", "auth")
+"""What every credential name `CREDENTIAL_NAME` and `TOLD` accept contains."""
 
 
 REMEMBERED_CHARS = 8_192
@@ -228,13 +298,17 @@ def _remembered(text: str) -> str:
 
 
 def _redact(text: str) -> str:
+    given = text
     lowered = text.lower()
     for rule in RULES:
         text = rule.redact(text, lowered)
     if "Basic" in text:
         text = BASIC.sub(_basic, text)
     if any(t in lowered for t in ASSIGNMENT_TRIGGERS):
-        text = _replace(text, list(_assignments(text)))
+        # `sub` hands back the text itself where it replaced nothing
+        found = [*_assignments(text), *_told(text, lowered if text is given else None)]
+        if found:
+            text = _replace(text, sorted(found))
     return _detected(text)
 
 
@@ -299,6 +373,67 @@ def _is_credential(value: str, *, keyish: bool) -> bool:
     if not any(c.isalnum() for c in stripped):
         return False
     return not (keyish and (len(stripped) < 8 or _WORDISH.fullmatch(stripped)))
+
+
+def _told(text: str, lowered: str | None = None) -> Iterator[tuple[int, int, str]]:
+    """The values of the credentials `TOLD` finds in prose that look like one
+    (`lowered`: the text lower-cased, when the caller has it)."""
+    if lowered is None:
+        lowered = text.lower()
+    if len(lowered) != len(text):  # a few letters lower to two: keep the offsets
+        lowered = text.translate(secret_detectors.ASCII_LOWER)
+    for named in TOLD_NAME.finditer(lowered):
+        start = named.start()
+        if start and lowered[start - 1].isalnum():
+            continue
+        name = named.group()
+        kind = TOLD_KINDS[name]
+        owner = _word_before(text, start) if kind == "key" else ""
+        if kind == "key" and owner not in KEY_OWNERS:
+            continue
+        match = TOLD.match(text, start)
+        if match is None:
+            continue
+        spaced = not match.group("sep").strip()  # `passwd X`, not `passwd: X`
+        if spaced and name not in NAMED_ALONE and owner not in KEY_SPACED:
+            continue
+        if _strong(match.group("value"), kind):
+            yield (*match.span("value"), "secret")
+
+
+def _word_before(text: str, at: int) -> str:
+    """The word before `at` (`api` in `api key`, `api_key`, `API-Key`), lower-cased."""
+    end = at
+    while end > 0 and text[end - 1] in " \t_-":
+        end -= 1
+    start = end
+    while start > 0 and end - start < 20 and text[start - 1].isalnum():
+        start -= 1
+    return text[start:end].lower()
+
+
+def _strong(value: str, kind: str) -> bool:
+    """Whether a value told in prose looks like a credential: no space (`TOLD` stops at
+    one), not a word, type, template, path or address; a password holds letters with
+    digits or symbols, or only digits, or is long (`correct-horse-battery-staple`); a
+    secret the same but longer; a key letters and digits, 16 or more."""
+    if len(value) < 6 or value.lower() in PLACEHOLDERS or _TYPE_LIKE.match(value):
+        return False
+    if _NOT_TOLD.match(value):
+        return False
+    letters = digits = symbols = False
+    for c in value:
+        if c.isalpha():
+            letters = True
+        elif c.isdigit():
+            digits = True
+        elif c not in "-_.":
+            symbols = True
+    if kind == "key":
+        return len(value) >= 16 and letters and digits
+    if len(value) >= 20 or (letters and (digits or symbols)):
+        return kind == "password" or len(value) >= 8
+    return kind == "password" and digits and not letters and not symbols
 
 
 def _detected(text: str) -> str:
