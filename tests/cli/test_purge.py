@@ -22,6 +22,7 @@ from memlane.engine.memory.extract import FACT_PROMPT
 from memlane.engine.memory.reconcile import RECONCILE_PROMPT
 from memlane.engine.memory.summary import SUMMARY_PROMPT
 from tests.proxy.conftest import sdk
+from tests.support.gitrepo import failing_purge_git
 from tests.support.upstream import (
     ProxyFactory,
     RecordedRequest,
@@ -223,3 +224,128 @@ def test_the_inspectors_delete_leaves_no_copy(
     assert deleted.status_code == 303, deleted.text
     assert found_under(home, SECRET) == []
     assert found_under(home, KEPT)
+
+
+def added(text: str) -> str:
+    done = CliRunner().invoke(app, ["memory", "add", text, "--json"])
+    assert done.exit_code == 0, done.output
+    return str(json.loads(done.stdout)["id"])
+
+
+def left_in_git(home: Path, needle: str) -> list[str]:
+    """Where `needle` is in the memory's git: patches, commit messages, any object."""
+    repo = home / "memory"
+    places = {
+        "a patch": git(repo, "log", "--all", "-p", "--format="),
+        "a message": git(repo, "log", "--all", "--format=%B"),
+    }
+    found = [where for where, text in places.items() if needle in text]
+    return [*found, "git objects"] if "git objects" in found_under(home, needle) else found
+
+
+def test_an_edited_memory_leaves_neither_its_old_nor_its_new_text(
+    home_proxy: RunningProxy,
+) -> None:
+    """`memory edit` keeps the id and rewrites the text: the earlier text was quoted by
+    the "added" and "edited" commits, and only the history still knows it."""
+    home, old, new = home_proxy.settings.home_path, f"alarm {SECRET}", f"alarm {SECRET}-NEW"
+    memory_id = added(f"The user's alarm code is {old}")
+    edited = CliRunner().invoke(
+        app, ["memory", "edit", memory_id, "--text", f"The user's alarm code is {new}"]
+    )
+    assert edited.exit_code == 0, edited.output
+    added(f"the shed code is {KEPT}")
+    assert left_in_git(home, old) == ["a patch", "a message", "git objects"]
+
+    purged = CliRunner().invoke(app, ["memory", "forget", memory_id, "--purge"])
+    assert purged.exit_code == 0, purged.output
+    assert left_in_git(home, old) == []
+    assert left_in_git(home, new) == []
+    assert found_under(home, SECRET) == []
+    assert KEPT in git(home / "memory", "log", "-p", "--all")
+
+
+def test_a_hand_edited_memory_leaves_its_earlier_text_too(home_proxy: RunningProxy) -> None:
+    home = home_proxy.settings.home_path
+    memory_id = added(f"the gate code is {SECRET}")
+    (path,) = (home / "memory").rglob(f"*__{memory_id}.md")
+    path.write_text(path.read_text().replace(SECRET, "otter-walnut-5150"))
+    added(f"the shed code is {KEPT}")  # its commit takes the hand edit in too
+    shown = CliRunner().invoke(app, ["memory", "show", memory_id])
+    assert "otter-walnut-5150" in shown.output  # the store holds only the text as edited
+    assert "git objects" in found_under(home, SECRET)
+
+    purged = CliRunner().invoke(app, ["memory", "forget", memory_id, "--purge"])
+    assert purged.exit_code == 0, purged.output
+    assert found_under(home, SECRET) == []
+    assert found_under(home, "otter-walnut-5150") == []
+    assert KEPT in git(home / "memory", "log", "-p", "--all")
+
+
+def test_a_memory_purge_that_fails_in_git_removes_nothing_and_runs_again(
+    home_proxy: RunningProxy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = home_proxy.settings.home_path
+    memory_id = added(f"the gate code is {SECRET}")
+    with monkeypatch.context() as patched:
+        failing_purge_git(tmp_path / "bin", patched)
+        failed = CliRunner().invoke(app, ["memory", "forget", memory_id, "--purge"])
+    assert failed.exit_code == 1
+    assert "nothing is removed" in failed.output
+    assert "the same command can run again" in failed.output
+    shown = CliRunner().invoke(app, ["memory", "show", memory_id])
+    assert shown.exit_code == 0, shown.output  # still there: the advice can be followed
+    assert list((home / "memory").rglob(f"*__{memory_id}.md"))
+
+    again = CliRunner().invoke(app, ["memory", "forget", memory_id, "--purge"])
+    assert again.exit_code == 0, again.output
+    assert found_under(home, SECRET) == []
+    assert CliRunner().invoke(app, ["memory", "show", memory_id]).exit_code != 0
+
+
+def test_a_session_purge_that_fails_in_git_deletes_nothing_and_runs_again(
+    home_proxy: RunningProxy,
+    upstream: ScriptedUpstream,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    proxy, home = home_proxy, home_proxy.settings.home_path
+    doomed = _doomed_with_history(proxy, upstream)
+    command = ["sessions", "delete", doomed, "--yes", "--purge"]
+    with monkeypatch.context() as patched:
+        failing_purge_git(tmp_path / "bin", patched)
+        failed = CliRunner().invoke(app, command)
+    assert failed.exit_code == 1
+    assert "nothing is deleted" in failed.output
+    assert "the same delete can run again" in failed.output
+    assert proxy.store.find_session("doomed") is not None
+    assert proxy.store.list_facts(conversation_id=doomed)
+    assert "git objects" in found_under(home, SECRET)
+
+    again = CliRunner().invoke(app, command)  # the same command, once git works
+    assert again.exit_code == 0, again.output
+    assert found_under(home, SECRET) == []
+    assert proxy.store.find_session("doomed") is None
+    assert found_under(home, KEPT)
+
+
+def test_the_admin_apis_failed_purge_can_be_sent_again(
+    home_proxy: RunningProxy,
+    upstream: ScriptedUpstream,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    proxy, home = home_proxy, home_proxy.settings.home_path
+    doomed = _doomed_with_history(proxy, upstream)
+    url = f"{proxy.url}/memlane/sessions/{doomed}"
+    with monkeypatch.context() as patched:
+        failing_purge_git(tmp_path / "bin", patched)
+        failed = httpx.delete(url, headers=proxy.admin, timeout=60)
+    assert failed.status_code == 500
+    assert "nothing is deleted" in failed.text
+    assert "memlane sessions delete" not in failed.text  # no advice that cannot work
+    assert proxy.store.find_session("doomed") is not None
+
+    again = httpx.delete(url, headers=proxy.admin, timeout=60)
+    assert again.status_code == 200, again.text
+    assert found_under(home, SECRET) == []

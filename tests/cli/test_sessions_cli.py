@@ -218,6 +218,36 @@ def test_delete_yes_removes_rows_and_folder(
     assert not folder.exists()
 
 
+def test_delete_by_part_of_a_title_refuses_and_deletes_nothing(
+    runner: CliRunner, store: SQLiteStore
+) -> None:
+    session = add_session(store, "important-work", ["plan the zulu launch"])
+    store.update_session(session.id, title="plan the zulu launch")
+    code, out, _ = invoke(runner, "sessions", "show", "zulu", "--json")
+    assert code == 0  # reading may guess from the title
+    assert json.loads(out)["id"] == session.id
+    code, _, err = invoke(runner, "sessions", "delete", "zulu", "--yes")
+    assert code == 1
+    assert "no session matches 'zulu' exactly" in err
+    assert "memlane sessions list" in err
+    assert "Traceback" not in err
+    assert store.get_session(session.id) is not None
+    assert len(store.list_messages(session.id)) == 2
+
+
+def test_commands_that_change_a_session_need_an_exact_reference(
+    runner: CliRunner, store: SQLiteStore
+) -> None:
+    session = add_session(store, "k", ["x"], metadata={"name": "billing-report"})
+    for command in ("approve-spec", "compact", "index"):
+        code, _, err = invoke(runner, "sessions", command, "billing-repor")
+        assert code == 1, command
+        assert "exactly" in err, command
+    code, out, err = invoke(runner, "sessions", "approve-spec", "Billing-Report", "--json")
+    assert code == 0, err
+    assert json.loads(out)["id"] == session.id
+
+
 def test_export_import_round_trip(runner: CliRunner, store: SQLiteStore, tmp_path: Path) -> None:
     session = add_session(store, "trip", ["first", "second"], metadata={"name": "trip"})
     store.append_messages(

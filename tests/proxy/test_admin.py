@@ -18,8 +18,9 @@ from tests.proxy.conftest import QUIET, sdk
 from tests.support.upstream import RunningProxy
 
 
-def make_session(proxy: RunningProxy, key: str) -> str:
-    sdk(proxy, key).chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+def make_session(proxy: RunningProxy, key: str, prompt: str = "hi") -> str:
+    messages: list[Any] = [{"role": "user", "content": prompt}]
+    sdk(proxy, key).chat.completions.create(model="m", messages=messages)
     session = proxy.store.find_session(key)
     assert session is not None
     return str(session.id)
@@ -57,6 +58,31 @@ def test_list_show_edit_delete(mproxy: RunningProxy) -> None:
     missing = httpx.get(f"{admin}/{first}", headers=mproxy.admin)
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "session_not_found"
+
+
+def test_a_repeated_delete_is_a_404_and_never_reaches_a_session_by_its_title(
+    mproxy: RunningProxy,
+) -> None:
+    admin = f"{mproxy.url}/memlane/sessions"
+    zulu = make_session(mproxy, "zulu")
+    work = make_session(mproxy, "important-work", "plan the zulu launch with me")
+    first = httpx.delete(f"{admin}/zulu", headers=mproxy.admin)
+    assert first.json()["id"] == zulu
+    # a read still finds "important-work" by its title: a delete must not
+    assert httpx.get(f"{admin}/zulu", headers=mproxy.admin).json()["id"] == work
+    second = httpx.delete(f"{admin}/zulu", headers=mproxy.admin)
+    assert second.status_code == 404
+    error = second.json()["error"]
+    assert (error["type"], error["code"]) == ("not_found", "session_not_found")
+    assert "memlane sessions list" in error["message"]
+    for path in ("todo", "pinned"):
+        put = httpx.put(f"{admin}/zulu/{path}", json={"text": "x"}, headers=mproxy.admin)
+        assert put.status_code == 404, path
+    assert httpx.post(f"{admin}/zulu/approve-spec", headers=mproxy.admin).status_code == 404
+    assert httpx.post(f"{admin}/zulu/compact", headers=mproxy.admin).status_code == 404
+    kept = mproxy.store.get_session(work)
+    assert kept is not None
+    assert httpx.get(f"{admin}/{work}", headers=mproxy.admin).json()["todo"] == ""
 
 
 def test_bad_admin_input_is_a_422(mproxy: RunningProxy) -> None:

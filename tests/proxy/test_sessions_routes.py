@@ -237,13 +237,17 @@ def test_every_admin_route_finds_sessions_by_the_one_lookup_rule(mproxy: Running
         shown = httpx.get(f"{base}/{ref}", headers=mproxy.admin)
         assert shown.status_code == 200, ref
         assert shown.json()["id"] == first.id
+    for ref in (first.id, "k-one", prefix, "Billing-Report"):
         todo = httpx.put(f"{base}/{ref}/todo", json={"text": ref}, headers=mproxy.admin)
         assert todo.json()["todo"] == ref
-    # "billing" is as close to both names: no guess, for reads and deletes alike
-    for method in ("GET", "DELETE"):
-        ambiguous = httpx.request(method, f"{base}/billing", headers=mproxy.admin)
-        assert ambiguous.status_code == 409
-        assert "billing-report" in ambiguous.json()["error"]["message"]
+    # a write takes no fuzzy match, however close
+    fuzzy = httpx.put(f"{base}/billing-repor/todo", json={"text": "x"}, headers=mproxy.admin)
+    assert fuzzy.status_code == 404
+    # "billing" is as close to both names: a read does not guess, a delete does not look
+    ambiguous = httpx.get(f"{base}/billing", headers=mproxy.admin)
+    assert ambiguous.status_code == 409
+    assert "billing-report" in ambiguous.json()["error"]["message"]
+    assert httpx.delete(f"{base}/billing", headers=mproxy.admin).status_code == 404
     assert {s.id for s in mproxy.store.list_sessions()} == {first.id, second.id}
     outputs = httpx.get(f"{base}/k-two/tool-outputs", headers=mproxy.admin)
     assert outputs.json() == {"object": "list", "data": []}

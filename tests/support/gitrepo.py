@@ -1,9 +1,13 @@
-"""A temporary git repository for the tests of memories that cite project files."""
+"""Temporary git repositories: for memories that cite project files, and for purges."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from pathlib import Path
+
+import pytest
 
 
 def git_output(repo: Path, *args: str) -> str:
@@ -37,3 +41,23 @@ def make_repo(folder: Path, files: dict[str, str]) -> Path:
     git(folder, "add", ".")
     git(folder, "commit", "-q", "-m", "first")
     return folder
+
+
+def failing_purge_git(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Put first on PATH a `git` that refuses `fast-import --force` (the rewrite of a
+    purge) and runs every other command with the real git."""
+    real = shutil.which("git")
+    assert real is not None
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "git"
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = fast-import ]; then\n'
+        '  for arg in "$@"; do\n'
+        '    [ "$arg" = --force ] && { echo "fast-import refused by the test" >&2; exit 1; }\n'
+        "  done\n"
+        "fi\n"
+        f'exec "{real}" "$@"\n'
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")

@@ -176,6 +176,25 @@ def test_rename_fork_export_and_delete(proxy_factory: ProxyFactory) -> None:
         assert proxy.store.get_session(fork_id) is not None
 
 
+def test_edits_and_deletes_need_an_exact_reference(proxy_factory: ProxyFactory) -> None:
+    proxy = proxy_factory(**QUIET)
+    chat(proxy, "zulu", "hi")
+    chat(proxy, "important-work", "Plan the zulu launch")
+    work = proxy.store.find_session("important-work")
+    page = f"/ui/sessions/{work.id}"
+    with browser_client(proxy) as client:
+        assert form(client, "/ui/sessions/zulu/delete", page).status_code == 303
+        assert proxy.store.find_session("zulu") is None
+        assert client.get("/ui/sessions/zulu").status_code == 200  # reading may guess
+        assert client.get("/ui/sessions/zulu/delete").status_code == 404
+        assert form(client, "/ui/sessions/zulu/delete", page).status_code == 404
+        assert form(client, "/ui/sessions/zulu/title", page, title="x").status_code == 404
+        assert form(client, "/ui/sessions/zulu/texts", page, todo="x").status_code == 404
+    kept = proxy.store.get_session(work.id)
+    assert kept is not None
+    assert kept.title != "x"
+
+
 def test_live_updates_bring_only_what_is_new(proxy_factory: ProxyFactory) -> None:
     proxy = proxy_factory(**QUIET)
     chat(proxy, "live", "the first question")

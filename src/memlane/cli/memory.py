@@ -40,6 +40,7 @@ from memlane.engine.memory.scopes import GLOBAL, parse_scope, where
 from memlane.engine.memory.versions import interval
 from memlane.engine.runtime import Runtime
 from memlane.files.git import GitError
+from memlane.files.git_purge import PurgeError
 from memlane.store import StoreError
 from memlane.types import Fact, FactRole
 from memlane.views.memories import memory_json
@@ -268,8 +269,10 @@ def forget(
     with opened_runtime(ctx) as rt:
         try:
             fact = _run(rt, manage.forget_memory(rt, memory_id, purge=purge))
+        except PurgeError as exc:
+            fail(str(exc))  # what is done, and what finishes it
         except (GitError, StoreError) as exc:
-            fail(f"the memory is removed, but its history is not purged: {exc}")
+            fail(f"the memory is not forgotten: {exc}")
     done = "purged" if purge else "forgot"
     report(as_json, memory_json(fact) | {"purged": purge}, f"{done} {fact.id}")
 

@@ -1,7 +1,8 @@
 """`memlane sessions`: list, inspect, fork, export, import, index, ask and delete sessions.
 
 Every command that names a session accepts its id, an id prefix, its key or
-its indexed name, found and printed by `views.sessions` like on the admin API.
+its indexed name, found and printed by `views.sessions` like on the admin API;
+one that changes or deletes it takes no fuzzy match on titles.
 Everything a script reads has `--json`.
 """
 
@@ -62,18 +63,23 @@ ModelOpt = Annotated[
 ]
 
 
-def _find(store: Store, ref: str) -> Session:
+def _find(store: Store, ref: str, *, exact: bool) -> Session:
     try:
-        return find_session(store, ref, tenant=OPERATOR)
+        return find_session(store, ref, tenant=OPERATOR, exact=exact)
     except SessionLookupError as exc:
         fail(str(exc))
 
 
 @contextmanager
-def opened_session(ctx: typer.Context, ref: str) -> Iterator[tuple[Runtime, Session]]:
-    """The runtime, and the session `ref` names (a clear error when it names none or several)."""
+def opened_session(
+    ctx: typer.Context, ref: str, *, exact: bool = False
+) -> Iterator[tuple[Runtime, Session]]:
+    """The runtime, and the session `ref` names (a clear error when it names none or several).
+
+    `exact` for a command that changes or deletes the session: no fuzzy match on titles,
+    so a typo or a repeated delete never reaches another session."""
     with opened_runtime(ctx) as rt:
-        yield rt, _find(rt.store, ref)
+        yield rt, _find(rt.store, ref, exact=exact)
 
 
 def age(moment: datetime, now: datetime | None = None) -> str:
@@ -218,7 +224,7 @@ def delete(
     as_json: JsonOpt = False,
 ) -> None:
     """Delete a session and everything of it (messages, events, files, memories)."""
-    with opened_session(ctx, ref) as (rt, session):
+    with opened_session(ctx, ref, exact=True) as (rt, session):
         title = lifecycle.session_title(rt.store, session)
         if not yes:
             if not sys.stdin.isatty():
@@ -227,8 +233,10 @@ def delete(
                 fail("nothing deleted")
         try:
             lifecycle.delete(rt.store, rt.settings, session, purge=purge)
-        except (PurgeError, StoreError) as exc:
-            fail(f"the session is deleted, but not purged: {exc}")
+        except PurgeError as exc:
+            fail(str(exc))  # what is done, and what finishes it
+        except StoreError as exc:
+            fail(f"the session is not deleted: {exc}")
     report(as_json, {"deleted": session.id, "purged": purge}, f"deleted {session.id} ({title})")
 
 
@@ -313,7 +321,7 @@ def index(
     ctx: typer.Context, ref: SessionArg, model: ModelOpt = None, as_json: JsonOpt = False
 ) -> None:
     """Generate the session's name, description, summary and tags now."""
-    with opened_session(ctx, ref) as (rt, session):
+    with opened_session(ctx, ref, exact=True) as (rt, session):
         result = asyncio.run(index_session(rt, session.id, model=model))
     if not result.ok or result.meta is None:
         fail(f"indexing {session.id} failed after {result.attempts} attempt(s): {result.error}")
@@ -365,7 +373,7 @@ def approve_spec(ctx: typer.Context, ref: SessionArg, as_json: JsonOpt = False) 
     """Approve the session's spec: Spec Mode stops asking the agent for one."""
     from memlane.engine import scaffold
 
-    with opened_session(ctx, ref) as (rt, session):
+    with opened_session(ctx, ref, exact=True) as (rt, session):
         scaffold.approve_spec(rt, session.id)
     report(as_json, {"id": session.id, "spec_approved": True}, f"spec approved for {session.id}")
 
@@ -377,7 +385,7 @@ def compact(
     """Compact the session's history now (summarised with the session's model)."""
     from memlane.engine.governance.compact import CompactionError, compact_session
 
-    with opened_session(ctx, ref) as (rt, session):
+    with opened_session(ctx, ref, exact=True) as (rt, session):
         try:
             result = asyncio.run(compact_session(rt, session.id, model=model))
         except (CompactionError, LLMError) as exc:

@@ -16,11 +16,12 @@ those go in as one `fast-import` stream (`files.git_import`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
 import subprocess
-from collections.abc import Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,11 +124,8 @@ class GitRepo:
     async def commit(self, message: str, paths: Collection[str] | None = None) -> bool:
         """Stage everything under the root, or only `paths` (relative to the root: files
         written, moved or removed), and commit; False when nothing changed."""
-        async with self._locked():
-            if self.home_lock is None:
-                return await self._commit(message, paths)
-            async with self.home_lock.hold():
-                return await self._commit(message, paths)
+        async with self._held():
+            return await self._commit(message, paths)
 
     async def _commit(self, message: str, paths: Collection[str] | None) -> bool:
         await self.ensure()
@@ -200,16 +198,21 @@ class GitRepo:
             self._format = out.strip() if code == 0 and out.strip() else "sha1"
         return self._format
 
-    async def purge(self, fact_ids: Sequence[str], texts: Sequence[str]) -> PurgeReport:
-        """Rewrite the history without these entries' files and texts (`files.git_purge`)."""
-        async with self._locked():
+    @contextlib.asynccontextmanager
+    async def purging(
+        self, fact_ids: Sequence[str], texts: Sequence[str], message: str
+    ) -> AsyncIterator[PurgeReport]:
+        """Rewrite the history without these entries' files and texts (`files.git_purge`,
+        `message` recording it), then hold the repository while the caller removes those
+        files: out of the history but still on disk, a commit would take them back."""
+        async with self._held():
             try:
-                if self.home_lock is None:
-                    return await asyncio.to_thread(purge_history, self.root, fact_ids, texts)
-                async with self.home_lock.hold():  # no other process commits meanwhile
-                    return await asyncio.to_thread(purge_history, self.root, fact_ids, texts)
+                report = await asyncio.to_thread(
+                    purge_history, self.root, fact_ids, texts, message=message
+                )
             except PurgeError as exc:
                 raise GitError(str(exc)) from None
+            yield report
 
     async def log(self, *, limit: int = 20, path: str | None = None) -> list[LogEntry]:
         """Newest first."""
@@ -248,6 +251,17 @@ class GitRepo:
             commit, date, message, diff = record.split("\x1f", 3)
             found.append(Change(commit, date, message.strip(), diff.strip("\n")))
         return found
+
+    @contextlib.asynccontextmanager
+    async def _held(self) -> AsyncIterator[None]:
+        """The repository to this caller: this process's others wait, and with a home every
+        other process's too."""
+        async with self._locked():
+            if self.home_lock is None:
+                yield
+                return
+            async with self.home_lock.hold():
+                yield
 
     def _locked(self) -> asyncio.Lock:
         if self._lock is None:

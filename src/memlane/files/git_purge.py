@@ -4,10 +4,18 @@ Deleting a memory file and committing removes it from the working tree and from
 the newest commit, but every earlier commit still holds it, and commit messages
 quote what was remembered (`+ The user's wife is named Anne`). `--purge` rewrites
 the history: every commit is replayed without the files of the purged entries
-(their names end in `__<id>.md`, wherever they lived), and their texts are
-replaced by `[purged]` in every commit message. Then the old commits are dropped
-for good: reflogs are expired and `git gc --prune=now` repacks without them, so
-no loose or packed object keeps the text.
+(their names end in `__<id>.md`, wherever they lived), and every text those entries
+ever had is replaced by `[purged]` in every commit message: the texts the caller
+gives and those of every version of their files in the history (`memory edit` keeps
+the id and changes the text, and so does a person's edit of the file, whose earlier
+text the commit messages quote too). Then the old commits are dropped for good: the
+index lets go of the files (an index entry keeps its blob), reflogs are expired and
+`git gc --prune=now` repacks without them, so no loose or packed object keeps the
+text. A last, empty commit on HEAD's branch says what was purged.
+
+The rewrite leaves the working tree alone: the caller runs it while the files are still
+there, and removes them afterwards (before anything else commits, or a commit would
+take them back), so a purge whose git step fails has removed nothing and can run again.
 
 This changes every commit id from the first one that held a purged file: a
 clone or a copy of the repository made before still has the old history.
@@ -27,16 +35,23 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from memlane.files import git_import
+from memlane.files.memory_files import entry_text
+
 log = logging.getLogger("memlane.memory.git")
 
 PURGED = b"[purged]"
+MIN_NEEDLE_CHARS = 4
+"""A text shorter than this is not scrubbed: it cannot be told apart from ordinary words."""
 _DATA = re.compile(rb"^data (\d+)$")
-_MODIFY = re.compile(rb"^M [0-7]+ \S+ (.+)$")
+_MODIFY = re.compile(rb"^M [0-7]+ (\S+) (.+)$")
 _DELETE = re.compile(rb"^D (.+)$")
 
 
 class PurgeError(Exception):
-    """git could not rewrite the history; the message says which step failed."""
+    """A purge stopped before its end. Raised here, git could not rewrite the history (the
+    message says which step failed); raised by the engine's purges (`forget_memory`,
+    sessions' `delete`), the message also says what is done and what finishes it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,14 +62,16 @@ class PurgeReport:
     """Commit messages that quoted a purged text."""
 
 
-def purge_history(root: Path, fact_ids: Iterable[str], texts: Iterable[str]) -> PurgeReport:
-    """Remove the files of `fact_ids` from every commit and `texts` from every message.
+def purge_history(
+    root: Path, fact_ids: Iterable[str], texts: Iterable[str], *, message: str | None = None
+) -> PurgeReport:
+    """Remove the files of `fact_ids` from every commit, and from every message `texts` and
+    every text their files held; `message`: that of the empty commit that records it.
 
-    Raises `PurgeError` when git fails; the repository is left as git left it (the
-    rewrite only replaces refs once fast-import succeeded).
+    Raises `PurgeError` when git fails. Until fast-import succeeded nothing has changed;
+    after it, running the same purge again finishes it.
     """
     ids = {i.encode() for i in fact_ids if i}
-    needles = _needles(texts)
     if not (root / ".git").exists() or not ids:
         return PurgeReport(0, 0)
     exported = _git(
@@ -66,12 +83,67 @@ def purge_history(root: Path, fact_ids: Iterable[str], texts: Iterable[str]) -> 
         "--signed-tags=strip",
         "--tag-of-filtered-object=drop",
     )
-    stream, report = filter_stream(exported, ids, needles)
-    _git(root, "fast-import", "--force", "--quiet", stdin=stream)
+    earlier = _entry_texts(root, _versions_of(exported, ids))
+    stream, report = filter_stream(exported, ids, _needles([*texts, *earlier]))
+    _git(root, "fast-import", "--force", "--quiet", stdin=stream + _record(root, exported, message))
+    _untrack(root, ids)
     _git(root, "reflog", "expire", "--expire=now", "--all")
     _git(root, "gc", "--prune=now", "--quiet")
     (root / ".git" / "COMMIT_EDITMSG").unlink(missing_ok=True)
     return report
+
+
+def _versions_of(stream: bytes, ids: set[bytes]) -> list[bytes]:
+    """The blob ids of every version the purged files had in a `--no-data` fast-export
+    `stream`, in order of appearance."""
+    found: dict[bytes, None] = {}
+    for kind, chunk in _commands(stream):
+        match = _MODIFY.match(chunk) if kind == "line" else None
+        if match is not None and _purged(_unquoted(match.group(2)), ids):
+            found[match.group(1)] = None
+    return list(found)
+
+
+def _entry_texts(root: Path, blobs: list[bytes]) -> list[str]:
+    """The entry text each of these blobs holds (`git cat-file --batch`, one process)."""
+    if not blobs:
+        return []
+    out = _git(root, "cat-file", "--batch", stdin=b"".join(b + b"\n" for b in blobs))
+    texts = []
+    at = 0
+    while at < len(out):
+        newline = out.index(b"\n", at)
+        header = out[at:newline].split()
+        at = newline + 1
+        if len(header) != 3 or header[1] != b"blob":  # missing (or not a blob): nothing to read
+            continue
+        size = int(header[2])
+        texts.append(entry_text(out[at : at + size]))
+        at += size + 1  # the LF after the content
+    return texts
+
+
+def _record(root: Path, exported: bytes, message: str | None) -> bytes:
+    """A last commit on HEAD's branch, its tree unchanged, whose message says what was
+    purged; none without a message or a branch the stream holds (a detached HEAD, no
+    commit yet). No `from`: fast-import goes on from the branch as the stream left it."""
+    branch = git_import.head_branch(root)
+    if message is None or branch is None:
+        return b""
+    named = re.compile(rb"^(?:commit|reset) " + re.escape(branch.encode()) + rb"$", re.MULTILINE)
+    if named.search(exported) is None:
+        return b""
+    return git_import.import_stream(branch, False, message, [])
+
+
+def _untrack(root: Path, ids: set[bytes]) -> None:
+    """Take the purged files out of the index, where they may still be (the caller removes
+    them from the working tree afterwards): an index entry keeps its blob from `gc`."""
+    tracked = _git(root, "ls-files", "-z").split(b"\0")
+    purged = [path for path in tracked if path and _purged(path, ids)]
+    if purged:
+        stdin = b"".join(path + b"\0" for path in purged)
+        _git(root, "update-index", "-z", "--force-remove", "--stdin", stdin=stdin)
 
 
 def filter_stream(
@@ -114,12 +186,16 @@ def _commands(stream: bytes) -> Iterator[tuple[str, bytes]]:
 
 
 def _changed_path(line: bytes) -> bytes | None:
-    match = _MODIFY.match(line) or _DELETE.match(line)
-    if match is None:
-        return None
-    path = match.group(1)
+    modified = _MODIFY.match(line)
+    if modified is not None:
+        return _unquoted(modified.group(2))
+    deleted = _DELETE.match(line)
+    return _unquoted(deleted.group(1)) if deleted is not None else None
+
+
+def _unquoted(path: bytes) -> bytes:
     if path.startswith(b'"') and path.endswith(b'"'):  # C-quoted: only the name matters
-        path = path[1:-1]
+        return path[1:-1]
     return path
 
 
@@ -131,11 +207,12 @@ def _purged(path: bytes, ids: set[bytes]) -> bool:
 
 
 def _needles(texts: Iterable[str]) -> list[bytes]:
-    """The forms a text takes in commit messages: as written, on one line, and cut short."""
+    """The forms a text takes in commit messages: as written, on one line, and cut short;
+    the longest first, so a text that holds another is replaced whole."""
     found: set[bytes] = set()
     for text in texts:
         stripped = text.strip()
-        if len(stripped) < 4:  # too short to be told apart from ordinary words
+        if len(stripped) < MIN_NEEDLE_CHARS:
             continue
         flat = " ".join(stripped.split())
         for form in (stripped, flat, flat[:199] if len(flat) > 200 else ""):
@@ -152,9 +229,12 @@ def _scrub(message: bytes, needles: list[bytes]) -> bytes:
 
 def _git(root: Path, *args: str, stdin: bytes | None = None) -> bytes:
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
-    done = subprocess.run(
-        ["git", *args], cwd=root, env=env, input=stdin, capture_output=True, check=False
-    )
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=root, env=env, input=stdin, capture_output=True, check=False
+        )
+    except OSError as exc:  # no git at all: the purge fails as when git does
+        raise PurgeError(f"cannot run git to purge the memory history: {exc}") from None
     if done.returncode != 0:
         detail = done.stderr.decode("utf-8", "replace").strip()[:300]
         raise PurgeError(f"git {args[0]} failed while purging the memory history: {detail}")

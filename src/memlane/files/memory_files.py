@@ -398,21 +398,39 @@ class MemoryFiles:
             write_atomic(marker, f"{scope}\n".encode())
 
 
-def _split_front_matter(text: str, path: Path) -> tuple[dict[str, Any], str]:
+def entry_text(data: bytes) -> str:
+    """The text a version of an entry file holds, its front matter left out unread (a
+    broken one too): what `--purge` scrubs from commit messages (`files.git_purge`)."""
+    text = data.decode("utf-8", "replace")
+    try:
+        return split_front_matter(text)[1].strip()
+    except ValueError:  # not closed: nothing tells the text apart from the rest
+        return text.strip()
+
+
+def split_front_matter(text: str) -> tuple[str | None, str]:
+    """A file's front matter, its YAML unread (None when there is none), and its body.
+    Raises `ValueError` when the front matter is not closed by a `---` line."""
     if text.startswith("\ufeff"):
         text = text[1:]
     if not text.startswith("---"):
-        return {}, text
+        return None, text
     lines = text.split("\n")
     if lines[0].strip() != "---":
-        return {}, text
+        return None, text
     for index in range(1, len(lines)):
         if lines[index].strip() == "---":
-            head = "\n".join(lines[1:index])
-            body = "\n".join(lines[index + 1 :])
-            break
-    else:
-        raise MemoryFileError(f"{path}: front matter is not closed by a '---' line")
+            return "\n".join(lines[1:index]), "\n".join(lines[index + 1 :])
+    raise ValueError("front matter is not closed by a '---' line")
+
+
+def _split_front_matter(text: str, path: Path) -> tuple[dict[str, Any], str]:
+    try:
+        head, body = split_front_matter(text)
+    except ValueError as exc:
+        raise MemoryFileError(f"{path}: {exc}") from None
+    if head is None:
+        return {}, body
     try:
         meta = yaml.load(head, Loader=_LOADER) if head.strip() else {}
     except yaml.YAMLError as exc:

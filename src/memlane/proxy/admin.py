@@ -3,7 +3,8 @@
 Every route here requires the admin token. Other parts of memlane add their routes
 in their own modules with the same dependencies (`proxy.state.require_admin`,
 `proxy.state.runtime`) and are included in `proxy.app.admin_routers`. A `{ref}`
-is a session id, unique id prefix, key or name (`views.sessions`); sessions are
+is a session id, unique id prefix, key or name (`views.sessions`); a route that
+changes or deletes the session takes no fuzzy match (`ExactSession`). Sessions are
 rendered by `views.sessions` as on the CLI.
 """
 
@@ -19,9 +20,8 @@ from memlane.engine.runtime import Runtime
 from memlane.engine.sessions import lifecycle
 from memlane.files.git_purge import PurgeError
 from memlane.proxy.errors import ProxyError
-from memlane.proxy.lookup import Caller, FoundSession
+from memlane.proxy.lookup import Caller, ExactSession, FoundSession
 from memlane.proxy.state import require_admin, runtime
-from memlane.store import StoreError
 from memlane.views.sessions import session_detail, session_json
 
 router = APIRouter(prefix="/v1/memlane", tags=["memlane"], dependencies=[Depends(require_admin)])
@@ -50,37 +50,30 @@ def show_session(rt: Rt, session: FoundSession) -> dict[str, Any]:
 
 
 @router.put("/sessions/{ref}/todo", summary="Set the session's TODO")
-def set_todo(rt: Rt, session: FoundSession, body: TextBody) -> dict[str, Any]:
+def set_todo(rt: Rt, session: ExactSession, body: TextBody) -> dict[str, Any]:
     scaffold.set_text(rt, session, "todo", body.text)
     return session_detail(rt, session)
 
 
 @router.put("/sessions/{ref}/pinned", summary="Set the session's pinned text")
-def set_pinned(rt: Rt, session: FoundSession, body: TextBody) -> dict[str, Any]:
+def set_pinned(rt: Rt, session: ExactSession, body: TextBody) -> dict[str, Any]:
     scaffold.set_text(rt, session, "pinned", body.text)
     return session_detail(rt, session)
 
 
 @router.post("/sessions/{ref}/approve-spec", summary="Approve the spec (ends Spec Mode)")
-def approve_spec(rt: Rt, session: FoundSession) -> dict[str, Any]:
+def approve_spec(rt: Rt, session: ExactSession) -> dict[str, Any]:
     return session_detail(rt, scaffold.approve_spec(rt, session.id))
 
 
 @router.delete("/sessions/{ref}", summary="Delete a session and everything of it, for good")
-def delete_session(rt: Rt, session: FoundSession) -> dict[str, Any]:
+def delete_session(rt: Rt, session: ExactSession) -> dict[str, Any]:
     """Purged as `memlane sessions delete --purge` does: no copy stays in the memory's git
     history or the database's files (the history of the memory repository is rewritten)."""
-    scaffold.forget_texts(rt, session)
     try:
         deleted = lifecycle.delete(rt.store, rt.settings, session, purge=True)
-    except (PurgeError, StoreError) as exc:
-        raise ProxyError(
-            500,
-            f"the session is deleted, but not purged: {exc}; run "
-            f"`memlane sessions delete {session.id} --purge` once the cause is fixed",
-            type="server_error",
-            code="purge_failed",
-        ) from None
+    except PurgeError as exc:  # it says what is done, and what finishes it
+        raise ProxyError(500, str(exc), type="server_error", code="purge_failed") from None
     return {
         "id": session.id,
         "object": "memlane.session.deleted",

@@ -19,7 +19,7 @@ from memlane.engine.governance.ledger import (
 )
 from memlane.engine.runtime import Runtime
 from memlane.proxy.errors import ProxyError
-from memlane.proxy.lookup import FoundSession
+from memlane.proxy.lookup import ExactSession, FoundSession
 from memlane.proxy.state import require_admin, runtime
 from memlane.text.llm import LLMError
 from memlane.views.sessions import compaction_json
@@ -45,7 +45,7 @@ async def context(rt: Rt, session: FoundSession, events: int = 5) -> dict[str, A
 
 
 @router.post("/sessions/{ref}/compact", summary="Compact the session's history now")
-async def compact(rt: Rt, session: FoundSession, body: CompactBody | None = None) -> dict[str, Any]:
+async def compact(rt: Rt, session: ExactSession, body: CompactBody | None = None) -> dict[str, Any]:
     try:
         result = await compact_session(rt, session.id, model=body.model if body else None)
     except NoModel as exc:

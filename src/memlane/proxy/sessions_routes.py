@@ -1,7 +1,8 @@
 """Admin routes for sessions under `/v1/memlane/`: metadata, fork, ask, index, export.
 
 Sessions are named by id, id prefix, key or indexed name, like on the CLI
-(`views.sessions`), and rendered the same way.
+(`views.sessions`), and rendered the same way; `index`, which rewrites the session's
+name and tags, takes no fuzzy match (`ExactSession`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from memlane.engine.sessions import lifecycle
 from memlane.engine.sessions.indexing import index_session
 from memlane.engine.sessions.query import query_session
 from memlane.proxy.errors import ProxyError
-from memlane.proxy.lookup import FoundSession
+from memlane.proxy.lookup import ExactSession, FoundSession
 from memlane.proxy.state import require_admin, runtime
 from memlane.store import StoreError
 from memlane.text.llm import LLMError
@@ -76,7 +77,7 @@ async def ask_session(session: FoundSession, rt: Rt, body: AskBody) -> dict[str,
 
 
 @router.post("/sessions/{ref}/index", summary="Generate the session's metadata now")
-async def index(rt: Rt, session: FoundSession, body: IndexBody | None = None) -> dict[str, Any]:
+async def index(rt: Rt, session: ExactSession, body: IndexBody | None = None) -> dict[str, Any]:
     result = await index_session(rt, session.id, model=body.model if body else None)
     if not result.ok:
         raise ProxyError(

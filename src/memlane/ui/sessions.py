@@ -48,10 +48,13 @@ def total_cost(session: Session) -> float:
     return session.cost_usd + index_cost(session)
 
 
-def find(rt: Runtime, ref: str) -> Session:
-    """The session `ref` names, by the rule every face uses (id, key, id prefix, name)."""
+def find(rt: Runtime, ref: str, *, exact: bool = False) -> Session:
+    """The session `ref` names, by the rule every face uses (id, key, id prefix, name).
+
+    `exact` for an edit or a delete: no fuzzy match on titles, so a form sent twice
+    (its session deleted by the first) never reaches another session."""
     try:
-        return find_session(rt.store, ref, tenant=OPERATOR)  # the admin token's view
+        return find_session(rt.store, ref, tenant=OPERATOR, exact=exact)  # the admin's view
     except NoSuchSession as exc:
         raise UIError(404, str(exc)) from None
     except AmbiguousSession as exc:
@@ -219,7 +222,7 @@ async def set_texts(request: Request, who: Who, rt: Rt, session_id: str) -> Resp
     form = await read_form(request, who)
 
     def write() -> None:
-        session = find(rt, session_id)
+        session = find(rt, session_id, exact=True)
         for name in ("todo", "pinned"):
             if name in form:
                 scaffold.set_text(rt, session, name, form[name].replace("\r\n", "\n"))
@@ -236,7 +239,7 @@ async def set_title(request: Request, who: Who, rt: Rt, session_id: str) -> Resp
         raise UIError(400, "a title needs some text")
 
     def write() -> None:
-        rt.store.update_session(find(rt, session_id).id, title=title)
+        rt.store.update_session(find(rt, session_id, exact=True).id, title=title)
 
     await threads.to_thread(write)
     return redirect(f"/ui/sessions/{session_id}")
@@ -276,7 +279,7 @@ async def export(who: Who, rt: Rt, session_id: str) -> Response:
 
 @router.get("/sessions/{session_id}/delete")
 async def confirm_delete(request: Request, who: Who, rt: Rt, session_id: str) -> Response:
-    session = await threads.to_thread(find, rt, session_id)
+    session = await threads.to_thread(find, rt, session_id, exact=True)
     return confirm(
         request,
         who,
@@ -295,16 +298,11 @@ async def delete(request: Request, who: Who, rt: Rt, session_id: str) -> Respons
     await read_form(request, who)
 
     def write() -> None:
-        session = find(rt, session_id)
-        scaffold.forget_texts(rt, session)
+        session = find(rt, session_id, exact=True)
         try:
             lifecycle.delete(rt.store, rt.settings, session, purge=True)
-        except (PurgeError, StoreError) as exc:
-            raise UIError(
-                500,
-                f"the session is deleted, but not purged: {exc}; run "
-                f"`memlane sessions delete {session.id} --purge` once the cause is fixed",
-            ) from None
+        except PurgeError as exc:  # it says what is done, and what finishes it
+            raise UIError(500, str(exc)) from None
 
     await threads.to_thread(write)
     return redirect("/ui/sessions")

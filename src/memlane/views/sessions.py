@@ -13,7 +13,10 @@ first match wins:
 1. the exact id, then the exact key;
 2. a unique id prefix of at least 6 characters;
 3. the indexed name, case-insensitively (the caller's namespace breaks a tie);
-4. a fuzzy match on names (several equally close ones are ambiguous).
+4. a fuzzy match on names (several equally close ones are ambiguous), for reading
+   only: an operation that changes or destroys a session (delete, todo, pinned,
+   title, Spec Mode, compaction, indexing) passes `exact=True` and stops at step 3,
+   so a retried delete or a typo never reaches a session whose title holds the words.
 
 No match raises `NoSuchSession`; several raise `AmbiguousSession` listing them
 (HTTP: 404 and 409). A reference never resolves by guessing between candidates.

@@ -11,8 +11,10 @@ from memlane.engine.memory.reuse import SEARCHES
 from memlane.engine.retrieval.candidates import Candidate
 from memlane.engine.retrieval.search import Query
 from memlane.engine.sessions import importing, lifecycle
+from memlane.files.git_purge import PurgeError
 from memlane.files.memory_files import MemoryFiles
 from memlane.files.paths import session_dir
+from memlane.store import StoreError
 from memlane.store.base import SearchFilter
 from memlane.store.sqlite import SQLiteStore
 from memlane.text.tokens import get_tokenizer
@@ -37,6 +39,37 @@ def test_title_is_the_name_else_the_first_prompt_cut_to_100(sqlite_store: SQLite
     assert stored.title == title
     named = chat(sqlite_store, "named", ["hi"], name="greeting")
     assert lifecycle.session_title(sqlite_store, named) == "greeting"
+
+
+KEY = "sk-proj-" + "a1B2c3D4" * 4
+
+
+def test_a_title_carries_no_credential(sqlite_store: SQLiteStore) -> None:
+    """`sessions list`, the admin API, the inspector and MCP show titles: a first prompt
+    that holds a key is titled without it, the turn's title as `ensure_title`'s."""
+    assert lifecycle.title_from_prompt(f"my key is {KEY}") == "my key is [redacted openai-key]"
+    told = "my aws key is AKIAIOSFODNN7EXAMPLE with secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    assert lifecycle.title_from_prompt(told) == (
+        "my aws key is [redacted aws-access-key] with secret [redacted secret]"
+    )
+    # redacted before the cut: the cut would leave a key's head too short to know
+    title = lifecycle.title_from_prompt("x" * 85 + f" {KEY} and more")
+    assert title == "x" * 85 + " [redacted ope…"
+    session = chat(sqlite_store, "k", [f"deploy with\nOPENAI_API_KEY={KEY}", "ok"])
+    assert lifecycle.session_title(sqlite_store, session) == (
+        "deploy with OPENAI_API_KEY=[redacted openai-key]"
+    )
+    lifecycle.ensure_title(sqlite_store, session)
+    stored = sqlite_store.get_session(session.id)
+    assert stored is not None
+    assert stored.title == "deploy with OPENAI_API_KEY=[redacted openai-key]"
+
+
+def test_a_fork_of_a_title_that_held_a_key_does_not_copy_it(sqlite_store: SQLiteStore) -> None:
+    source = chat(sqlite_store, "src", ["a", "b"])
+    source = sqlite_store.update_session(source.id, title=f"use {KEY}")  # written before
+    forked = lifecycle.fork(sqlite_store, source, new_key="copy")
+    assert forked.title == "fork of use [redacted openai-key]"
 
 
 def test_delete_removes_rows_folder_and_memory_files(
@@ -67,6 +100,27 @@ def test_delete_removes_rows_folder_and_memory_files(
     assert not tomb.path.exists()
     assert paths[2].exists()  # another session's memory stays
     assert sqlite_store.get_fact("f2") is not None
+
+
+def test_a_purge_whose_store_step_fails_says_the_session_is_deleted(
+    sqlite_store: SQLiteStore, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cleaning the store's files needs the rows deleted first: when it fails, the message
+    says the session is deleted (the same delete could not find it again), and its folder
+    is gone all the same."""
+    session = chat(sqlite_store, "k", ["never share 4111", "noted"])
+    folder = session_dir(settings.sessions_path, "k")
+    folder.mkdir(parents=True)
+    (folder / "pinned.md").write_text("never share 4111\n", encoding="utf-8")
+
+    def busy() -> None:
+        raise StoreError("the WAL could not be emptied")
+
+    monkeypatch.setattr(sqlite_store, "purge_deleted", busy)
+    with pytest.raises(PurgeError, match=r"the session is deleted .* until a later purge"):
+        lifecycle.delete(sqlite_store, settings, session, purge=True)
+    assert sqlite_store.get_session(session.id) is None
+    assert not folder.exists()
 
 
 def test_delete_leaves_nothing_said_in_the_process_memos(

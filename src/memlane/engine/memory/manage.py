@@ -21,8 +21,9 @@ from memlane.engine.memory.reconcile import reconcile
 from memlane.engine.memory.scopes import GLOBAL
 from memlane.engine.runtime import Runtime
 from memlane.files.git import Change, GitError, GitRepo, commit_quietly
+from memlane.files.git_purge import PurgeError
 from memlane.files.memory_files import ENTRIES, MemoryFiles, new_id, now_utc
-from memlane.store import SearchFilter
+from memlane.store import SearchFilter, StoreError
 from memlane.types import Fact, FactRole
 
 MAX_TEXT_CHARS = 20_000
@@ -256,9 +257,11 @@ async def forget_memory(rt: Runtime, fact_id: str, *, purge: bool = False) -> Fa
     """Soft delete: the entry moves under `deleted/` and leaves the index.
 
     With `purge` nothing of it is kept, nor of the versions it replaced or that replaced
-    it (each says the same thing at another time): their files and rows go, the memory
-    repository's history is rewritten without them (every commit id from the first one
-    changes), and the store's files are cleaned; the returned entry is the one named.
+    it (each says the same thing at another time): the memory repository's history is
+    rewritten without them and any text they had (every commit id from the first one
+    changes), their files and rows go, and the store's files are cleaned; the returned
+    entry is the one named. A purge that stops raises `PurgeError`, saying what is done
+    and what finishes it (`MemoryBook.purge`: the same command, when git failed).
     """
     book = rt.memory_book
     await book.ready()
@@ -266,11 +269,21 @@ async def forget_memory(rt: Runtime, fact_id: str, *, purge: bool = False) -> Fa
     reuse.SEARCHES.forget()  # a kept search may hold its words
     if purge:
         every = await threads.to_thread(versions.chain, rt.store, fact.id) or [fact]
-        await book.erase(every)
         others = [f.id for f in every if f.id != fact.id]
         also = f" and its versions {', '.join(others)}" if others else ""
+        try:
+            await book.purge(every, f"memory: purged {fact.id}{also}")
+        except GitError as exc:
+            raise PurgeError(
+                f"nothing is removed: {exc}; the same command can run again once the cause is fixed"
+            ) from None
+        except StoreError as exc:
+            raise PurgeError(
+                "the memory is removed and its history purged, but the database's files may "
+                f"still hold a copy of it until a later purge succeeds: {exc}"
+            ) from None
+        # saves the snapshot; commits only what else changed (the purge recorded itself)
         await book.commit(f"memory: purged {fact.id}{also}")
-        await book.purge_history(every)
         return replace(fact, deleted=True)
     if fact.deleted:
         return fact

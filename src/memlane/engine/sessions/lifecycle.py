@@ -27,18 +27,22 @@ from memlane.engine.sessions.asked import first_asked
 from memlane.engine.sessions.importing import EXPORT_FORMAT, EXPORT_VERSION
 from memlane.engine.sessions.lookup import session_name
 from memlane.files.git import commit_now
-from memlane.files.git_purge import purge_history
+from memlane.files.git_purge import PurgeError, purge_history
 from memlane.files.locks import GIT_LOCK, MEMORY_LOCK, HomeLock
 from memlane.files.memory_files import MemoryFiles
 from memlane.files.paths import session_dir
-from memlane.store import Store
+from memlane.store import Store, StoreError
 from memlane.store.codec import message_to_json
 from memlane.text import tokens
-from memlane.types import Session
+from memlane.text.redact import redact
+from memlane.types import Fact, Session
 from memlane.types.messages import forget_fingerprints
 from memlane.types.resent import forget_resent
 
 TITLE_CHARS = 100
+TITLE_SCAN_CHARS = 2_048
+"""How much of a prompt its title is redacted from: the title's 100 characters and room
+for a credential that starts in them to end (a private key cut short still goes whole)."""
 
 
 # --- titles -----------------------------------------------------------------------
@@ -52,8 +56,13 @@ def first_prompt(store: Store, session_id: str) -> str | None:
 
 
 def title_from_prompt(prompt: str) -> str:
-    """The first prompt on one line, cut to 100 characters."""
-    line = " ".join(prompt.split())
+    """The first prompt on one line, credentials redacted, cut to 100 characters.
+
+    Every title goes through here (a turn's, `ensure_title`, a fork's, one typed in the
+    inspector): session metadata carries no credential (`text.redact`). The prompt is
+    redacted before it is put on one line (a detector reads lines) and cut (a key cut in
+    half no longer has its shape)."""
+    line = " ".join(redact(prompt.lstrip()[:TITLE_SCAN_CHARS]).split())
     return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
 
 
@@ -111,41 +120,89 @@ def delete(store: Store, settings: Settings, session: Session, *, purge: bool = 
 
     The files go first: memory files are the truth the index is rebuilt from, so
     a file left behind would bring a deleted session's facts back. With `purge`
-    the deletion also leaves no copy behind: the memory repository's history is
-    rewritten without those files (`files.git_purge`, history-rewriting) and the
-    store's files are cleaned of the deleted rows (`Store.purge_deleted`). Under the
-    home's memory lock: no other process writes those files or their index meanwhile.
+    the deletion also leaves no copy behind (`_purge_files`, then `Store.purge_deleted`
+    once the rows are gone); a purge that stops raises `PurgeError` saying what is
+    done and what finishes it. Under the home's memory lock: no other process writes
+    those files or their index meanwhile.
     """
     files = MemoryFiles(settings.memory_path)
-    removed_files = 0
     with HomeLock(settings.home_path, MEMORY_LOCK).held():
         facts = store.list_facts(conversation_id=session.id, include_deleted=True)
-        for fact in facts:
-            for candidate in (fact, replace(fact, deleted=not fact.deleted)):
-                path = files.find(candidate)
-                if path is not None:
-                    files.remove(path)
-                    removed_files += 1
-        if removed_files:  # the memory repository is left clean: the deletion is its own commit
+        if purge:
+            _purge_files(settings, session, files, facts)
+        elif _remove_files(files, facts):  # the repository is left clean: its own commit
             commit_now(
                 settings.memory_path,
                 f"memory: deleted session {session.id}",
                 home=settings.home_path,
             )
-        removed = store.delete_session(session.id)
+        try:
+            removed = store.delete_session(session.id)
+        except StoreError as exc:
+            if not purge:
+                raise
+            raise PurgeError(
+                "the session's memories are purged from the memory history, but the session "
+                f"is not deleted: {exc}; the same delete can run again once the cause is fixed"
+            ) from None
         RECALL_MEMO.forget(session.id)
         reuse.SEARCHES.forget()
         forget_fingerprints()  # the in-process memos keyed by what was said
         forget_resent()
         tokens.forget_texts()
-        if purge:
-            with HomeLock(settings.home_path, GIT_LOCK).held():
-                purge_history(settings.memory_path, [f.id for f in facts], [f.text for f in facts])
-            store.purge_deleted()
     folder = session_dir(settings.sessions_path, session.key, session.tenant)
     if folder.exists():
         shutil.rmtree(folder)
+    if purge:
+        _purge_store(store)
     return removed
+
+
+def _purge_files(
+    settings: Settings, session: Session, files: MemoryFiles, facts: list[Fact]
+) -> None:
+    """Rewrite the memory repository's history without the files of `facts` and any text
+    they had (`files.git_purge`) while they and the rows are still in place, so a purge
+    that fails deletes nothing and can run again; then remove the files under the same
+    git lock, so no commit takes them back into the history."""
+    with HomeLock(settings.home_path, GIT_LOCK).held():
+        try:
+            purge_history(
+                settings.memory_path,
+                [f.id for f in facts],
+                [f.text for f in facts],
+                message=f"memory: deleted session {session.id}",
+            )
+        except PurgeError as exc:
+            raise PurgeError(
+                f"nothing is deleted: {exc}; the same delete can run again once the cause is fixed"
+            ) from None
+        _remove_files(files, facts)
+
+
+def _remove_files(files: MemoryFiles, facts: list[Fact]) -> int:
+    """Remove the memory files of `facts`, active or deleted; returns how many there were."""
+    removed = 0
+    for fact in facts:
+        for candidate in (fact, replace(fact, deleted=not fact.deleted)):
+            path = files.find(candidate)
+            if path is not None:
+                files.remove(path)
+                removed += 1
+    return removed
+
+
+def _purge_store(store: Store) -> None:
+    """Clean the store's files of the deleted rows (`Store.purge_deleted`): it needs them
+    deleted first, so a failure leaves the session deleted, and a later purge finishes it
+    (each cleans every deleted row)."""
+    try:
+        store.purge_deleted()
+    except StoreError as exc:
+        raise PurgeError(
+            "the session is deleted and its memories purged from the memory history, but the "
+            f"database's files may still hold a copy of it until a later purge succeeds: {exc}"
+        ) from None
 
 
 # --- export and import --------------------------------------------------------------

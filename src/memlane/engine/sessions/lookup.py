@@ -6,6 +6,11 @@ case-insensitively, then a fuzzy match on names and titles. Several
 candidates are an error listing them, never a guess. Only the sessions of the
 caller's tenant take part (`engine.tenancy`), and, for `@@` references, only those
 of the caller's namespace unless `references_across_namespaces` is on.
+
+A lookup for an operation that changes or destroys a session (`exact=True`: delete,
+todo, pinned, title, Spec Mode, compaction, indexing) stops before the fuzzy match.
+A fuzzy match is a guess that is convenient for reading; for a delete it turned a
+retry or a typo into the loss of an unrelated session whose title held the words.
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ def find_session(
     exclude: str | None = None,
     within: str | None = None,
     only_namespace: bool = False,
+    exact: bool = False,
 ) -> Session:
     """The one session `ref` designates; raises NoSuchSession or AmbiguousSession.
 
@@ -78,7 +84,9 @@ def find_session(
     session of another one is treated as absent (a model's tool call never learns
     what other namespaces hold); `only_namespace` confines it to `namespace` and
     says so when the reference names a session of another namespace of the tenant
-    (a person typed it, as `@@name`).
+    (a person typed it, as `@@name`). `exact` leaves out the fuzzy match: only an id,
+    a unique id prefix, a key or a whole name (the title the list shows) finds a
+    session, as an operation that changes or destroys one requires.
     """
     ref = ref.strip()
     if not ref:
@@ -89,17 +97,17 @@ def find_session(
         return direct
     sessions = store.list_sessions(tenant=tenant)
     if confine is None:
-        return _resolve(ref, sessions, namespace, exclude)
+        return _resolve(ref, sessions, namespace, exclude, exact=exact)
     local = [s for s in sessions if s.namespace == confine]
     try:
-        return _resolve(ref, local, namespace, exclude)
+        return _resolve(ref, local, namespace, exclude, exact=exact)
     except NoSuchSession:
         if within is not None:
             raise
         try:
-            _resolve(ref, sessions, namespace, exclude)
+            _resolve(ref, sessions, namespace, exclude, exact=exact)
         except NoSuchSession:
-            raise NoSuchSession(_missing(ref)) from None
+            raise NoSuchSession(_missing(ref, exact=exact)) from None
         except AmbiguousSession:
             pass  # names sessions of other namespaces: say so below
         raise NoSuchSession(
@@ -117,7 +125,12 @@ def _direct(store: SessionStore, ref: str, tenant: str | None) -> Session | None
 
 
 def _resolve(
-    ref: str, sessions: list[Session], namespace: str | None, exclude: str | None
+    ref: str,
+    sessions: list[Session],
+    namespace: str | None,
+    exclude: str | None,
+    *,
+    exact: bool,
 ) -> Session:
     by_id = [s for s in sessions if s.id == ref]
     if by_id:
@@ -135,17 +148,23 @@ def _resolve(
     named = [s for s in others if shown_name(s).lower() == wanted]
     if named:
         return _one(ref, named, namespace)
-    fuzzy = _fuzzy(wanted, others)
+    fuzzy = [] if exact else _fuzzy(wanted, others)
     if fuzzy:
         return _one(ref, fuzzy, namespace)
-    raise NoSuchSession(_missing(ref))
+    raise NoSuchSession(_missing(ref, exact=exact))
 
 
-def _missing(ref: str) -> str:
+def _missing(ref: str, *, exact: bool) -> str:
     if len(ref) < MIN_ID_PREFIX and all(c in "0123456789abcdef-" for c in ref.lower()):
         return (
             f"no session matches {ref!r}: an id prefix needs at least {MIN_ID_PREFIX} "
             "characters; see `memlane sessions list`"
+        )
+    if exact:
+        return (
+            f"no session matches {ref!r} exactly: it may have been deleted; a session is "
+            "changed or deleted only by its id, key or whole name, never by part of its "
+            "title; find its id with `memlane sessions list`"
         )
     return f"no session matches {ref!r}: it may have been deleted; see `memlane sessions list`"
 

@@ -207,19 +207,27 @@ class MemoryBook:
         # those files.
         self._snapshot_dirty = True
 
-    async def erase(self, facts: Sequence[Fact]) -> None:
-        """Remove entries entirely (`--purge`): their files, active or deleted, and rows."""
-        if facts:
-            async with self.lock:
-                await threads.to_thread(writes.erase_entries, self.tree, self.rt.store, facts)
-                self._snapshot_dirty = True
+    async def purge(self, facts: Sequence[Fact], message: str) -> None:
+        """Remove entries entirely and leave no copy of them (`--purge`).
 
-    async def purge_history(self, facts: Sequence[Fact]) -> None:
-        """Leave no copy of erased entries: the memory repository's history is rewritten
-        without their files and texts (`files.git_purge`), and the store's files are
-        cleaned (`Store.purge_deleted`). Commit the erasure first."""
-        if self.git is not None:
-            await self.git.purge([f.id for f in facts], [f.text for f in facts])
+        The memory repository's history is rewritten first (`files.git_purge`: without
+        their files and any text they had, `message` recording it), while their files and
+        rows are still in place: a git failure (`GitError`) has removed nothing, and the
+        same purge can run again. The files (active or deleted) and rows then go, under
+        the same git lock, so no commit takes the files back; last the store's files are
+        cleaned (`Store.purge_deleted`), which only deleted rows allow. A `StoreError`
+        from then on leaves the entries removed and their history purged."""
+        if not facts:
+            return
+        async with self.writing():
+            if self.git is None:
+                await threads.to_thread(writes.erase_entries, self.tree, self.rt.store, facts)
+            else:
+                async with self.git.purging(
+                    [f.id for f in facts], [f.text for f in facts], message
+                ):
+                    await threads.to_thread(writes.erase_entries, self.tree, self.rt.store, facts)
+            self._snapshot_dirty = True
         await threads.to_thread(self.rt.store.purge_deleted)
 
     def _save_snapshot(self) -> None:

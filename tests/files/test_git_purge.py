@@ -1,0 +1,155 @@
+"""`files.git_purge`: a purged entry leaves no text it ever had in any git object.
+
+The repositories here are written as memlane writes its memory (an entry file per id,
+commit messages that quote the texts), then purged the way the engine does it: while
+the entry's file is still on disk, which the caller removes afterwards.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from memlane.files.git_purge import PurgeError, purge_history
+from memlane.files.memory_files import entry_text
+from tests.support.gitrepo import failing_purge_git, git
+
+DOOMED = "20260101T000000000000Z__doomed1.md"
+KEPT = "20260101T000000000001Z__kept1.md"
+FACTS = Path("entries/global/facts")
+
+
+def entry(fact_id: str, text: str) -> str:
+    return f"---\nid: {fact_id}\nrole: memory\nscope: global\n---\n\n{text}\n"
+
+
+def commit(repo: Path, files: dict[str, str], message: str) -> None:
+    for name, text in files.items():
+        path = repo / FACTS / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    git(repo, "add", "-A", ".")
+    git(repo, "commit", "-q", "-m", message)
+
+
+def every_object(repo: Path) -> bytes:
+    """Every object of the repository, reachable or not, loose or packed, decompressed."""
+    return subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch", "--unordered"],
+        cwd=repo,
+        capture_output=True,
+        check=True,
+    ).stdout
+
+
+def left_anywhere(repo: Path, text: str) -> list[str]:
+    """Where `text` is still found in the repository's git: patches, messages, objects."""
+    places = {
+        "a patch": git(repo, "log", "--all", "-p", "--format="),
+        "a message": git(repo, "log", "--all", "--format=%B"),
+    }
+    found = [where for where, seen in places.items() if text in seen]
+    return found + (["an object"] if text.encode() in every_object(repo) else [])
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A memory whose doomed entry was added, then edited in place (same id, new text)."""
+    folder = tmp_path / "memory"
+    folder.mkdir()
+    git(folder, "init", "-q")
+    commit(
+        folder,
+        {DOOMED: entry("doomed1", "alarm code ALPHA-111")},
+        "memory: added\n\n+ alarm code ALPHA-111",
+    )
+    commit(
+        folder,
+        {KEPT: entry("kept1", "shed code KEPT-333")},
+        "memory: added\n\n+ shed code KEPT-333",
+    )
+    commit(
+        folder,
+        {DOOMED: entry("doomed1", "alarm code BRAVO-222")},
+        "memory: edited doomed1\n\n- alarm code ALPHA-111\n+ alarm code BRAVO-222",
+    )
+    return folder
+
+
+def test_an_edited_entry_leaves_neither_its_old_nor_its_new_text(repo: Path) -> None:
+    """The caller knows only the current text; the earlier one comes from the history."""
+    report = purge_history(
+        repo, ["doomed1"], ["alarm code BRAVO-222"], message="memory: purged doomed1"
+    )
+    (repo / FACTS / DOOMED).unlink()  # the caller removes the file once the history is clean
+
+    assert left_anywhere(repo, "ALPHA-111") == []
+    assert left_anywhere(repo, "BRAVO-222") == []
+    assert report.files_dropped == 2
+    assert report.messages_scrubbed == 2
+    assert "- [purged]\n+ [purged]" in git(repo, "log", "--all", "--format=%B")
+    assert left_anywhere(repo, "KEPT-333")  # the other entry is kept, with its message
+    assert git(repo, "log", "-1", "--format=%s") == "memory: purged doomed1"
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_hand_edited_files_earlier_text_is_purged(repo: Path) -> None:
+    """A person's edit keeps the id and changes the text; the first message quoted it."""
+    commit(
+        repo,
+        {DOOMED: entry("doomed1", "alarm code CHARLIE-444")},
+        "memory: 1 file(s) edited by hand",
+    )
+    broken = "---\nid: doomed1\nalarm code DELTA-555 (front matter left open)\n"
+    commit(repo, {DOOMED: broken}, "memory: 1 file(s) edited by hand")
+    purge_history(repo, ["doomed1"], [])  # nothing known of it but its id
+    (repo / FACTS / DOOMED).unlink()
+
+    for text in ("ALPHA-111", "BRAVO-222", "CHARLIE-444", "DELTA-555"):
+        assert left_anywhere(repo, text) == [], text
+    assert left_anywhere(repo, "KEPT-333")
+
+
+def test_a_purge_whose_rewrite_fails_changes_nothing_and_runs_again(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = git(repo, "rev-parse", "HEAD")
+    with monkeypatch.context() as patched:
+        failing_purge_git(tmp_path / "bin", patched)
+        with pytest.raises(PurgeError, match="fast-import"):
+            purge_history(repo, ["doomed1"], ["alarm code BRAVO-222"])
+    assert git(repo, "rev-parse", "HEAD") == head
+    assert str(FACTS / DOOMED) in git(repo, "ls-files")
+    assert git(repo, "status", "--porcelain") == ""
+
+    purge_history(repo, ["doomed1"], ["alarm code BRAVO-222"])  # the same purge again
+    (repo / FACTS / DOOMED).unlink()
+    assert left_anywhere(repo, "ALPHA-111") == []
+    assert left_anywhere(repo, "BRAVO-222") == []
+
+
+def test_without_git_a_purge_fails_as_when_git_does(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(PurgeError, match="cannot run git"):
+        purge_history(repo, ["doomed1"], [])
+
+
+def test_an_earlier_text_too_short_to_tell_apart_is_not_scrubbed(repo: Path) -> None:
+    commit(repo, {DOOMED: entry("doomed1", "ok")}, "memory: edited doomed1\n\n+ ok")
+    commit(repo, {"notes.md": "x"}, "ok then, a note")
+    purge_history(repo, ["doomed1"], [])
+    (repo / FACTS / DOOMED).unlink()
+    messages = git(repo, "log", "--all", "--format=%B")
+    assert "ok then, a note" in messages  # a word of other messages stays as it was
+    assert left_anywhere(repo, "ALPHA-111") == []
+
+
+def test_an_entrys_text_is_its_body_whatever_its_front_matter() -> None:
+    assert entry_text(entry("x", "  the text \n").encode()) == "the text"
+    assert entry_text(b"\xef\xbb\xbf---\nid: x\n---\nbody\n") == "body"
+    assert entry_text(b"no front matter\n") == "no front matter"
+    assert entry_text(b"---\nid: [unclosed\nbody\n") == "---\nid: [unclosed\nbody"
