@@ -288,3 +288,27 @@ def test_list_and_search_say_whether_a_memory_is_about_the_user_or_a_project(
     assert len(rows) == 2
     assert any("user" in row and "project" not in row for row in rows)
     assert any("project api" in row for row in rows)
+
+
+def test_a_memory_folder_that_cannot_be_written_is_a_clear_error(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    run(runner, "memory", "add", "The user drinks tea")
+    folder = tmp_path / "memory"
+    folder.rename(tmp_path / "memory.kept")
+    folder.write_text("")  # not a folder: every write under it fails, whoever runs the test
+    failed = run(runner, "memory", "add", "The user drinks coffee", code=1)
+    assert "could not write the memory's files" in failed.output
+    assert str(folder) in " ".join(failed.output.split())
+    assert failed.exc_info is None or failed.exc_info[0] is SystemExit  # no traceback
+
+
+def test_an_editor_that_cannot_start_changes_nothing_and_says_so(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    added = run(runner, "memory", "add", "The user drinks tea", "--json")
+    monkeypatch.setenv("EDITOR", "/nonexistent/editor")
+    failed = run(runner, "memory", "edit", added["id"], code=1)
+    assert "could not start" in failed.output
+    assert failed.exc_info is None or failed.exc_info[0] is SystemExit
+    assert run(runner, "memory", "show", added["id"], "--json")["text"] == "The user drinks tea"

@@ -73,6 +73,11 @@ def _run(rt: Runtime, coro: Coroutine[Any, Any, T]) -> T:
         fail(str(exc.args[0]))
     except ValueError as exc:
         fail(str(exc))
+    except OSError as exc:  # the memory folder read-only, the disk full
+        fail(
+            f"could not write the memory's files: {exc}; check that "
+            f"{rt.settings.memory_path} is writable and the disk has room"
+        )
 
 
 def _scope(text: str) -> str:
@@ -117,7 +122,7 @@ def add(
     ctx: typer.Context,
     text: Annotated[str, typer.Argument(help="What to remember, as one standalone sentence.")],
     scope: Annotated[str, typer.Option("--scope", help="global, ns:<name> or conv:<id>.")] = GLOBAL,
-    role: Annotated[str, typer.Option("--role", help="memory, user or assistant.")] = "memory",
+    role: Annotated[str, typer.Option("--role", help=f"One of {', '.join(ROLES)}.")] = "memory",
     valid_from: Annotated[
         datetime | None, date_option("--valid-from", "True since this date (default: now).")
     ] = None,
@@ -141,7 +146,10 @@ def search_cmd(
         list[str] | None,
         typer.Option("--scope", help="Scope to search (repeatable; default: every scope)."),
     ] = None,
-    top_k: Annotated[int | None, typer.Option("--top-k", min=1, max=100)] = None,
+    top_k: Annotated[
+        int | None,
+        typer.Option("--top-k", min=1, max=100, help="How many to show (default: memory_top_k)."),
+    ] = None,
     as_of: Annotated[
         datetime | None, date_option("--as-of", "What was true then (default: now).")
     ] = None,
@@ -178,7 +186,9 @@ def list_cmd(
     scope: Annotated[str | None, typer.Option("--scope", help="Only this scope.")] = None,
     role: Annotated[str | None, typer.Option("--role", help="Only this role.")] = None,
     deleted: Annotated[bool, typer.Option("--deleted", help="Include forgotten ones.")] = False,
-    limit: Annotated[int | None, typer.Option("--limit", min=1)] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Show at most this many.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List memories, oldest first."""
@@ -244,7 +254,11 @@ def _edit_in_editor(text: str) -> str:
         handle.write(text + "\n")
         name = handle.name
     try:
-        if subprocess.call([*shlex.split(editor), name]) != 0:
+        try:
+            exited = subprocess.call([*shlex.split(editor), name])
+        except OSError as exc:
+            fail(f"the editor {editor!r} could not start ({exc}): set $EDITOR, or pass --text")
+        if exited != 0:
             fail("the editor exited with an error; nothing changed")
         return Path(name).read_text(encoding="utf-8")
     finally:
