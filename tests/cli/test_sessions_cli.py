@@ -70,6 +70,16 @@ def test_list_is_empty_at_first(runner: CliRunner) -> None:
     assert "no sessions yet" in out
 
 
+def test_a_filter_that_matches_nothing_says_so_not_that_there_are_none(
+    runner: CliRunner, store: SQLiteStore
+) -> None:
+    add_session(store, "one", ["plan the release"], namespace="/work/web")
+    code, out, _ = invoke(runner, "sessions", "list", "--namespace", "/work/typo")
+    assert code == 0
+    assert "no sessions yet" not in out
+    assert "no session matches --namespace / --tag (1 in all" in " ".join(out.split())
+
+
 def test_list_newest_first_with_title_messages_tokens_cost(
     runner: CliRunner, store: SQLiteStore
 ) -> None:

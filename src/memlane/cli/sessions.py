@@ -119,6 +119,12 @@ def list_sessions(
     if as_json:
         print_json(rows)
         return
+    if not rows and everyone:
+        console.print(
+            f"no session matches --namespace / --tag ({len(everyone)} in all: "
+            "`memlane sessions list` without them shows every one)"
+        )
+        return
     if not rows:
         console.print("no sessions yet: they are created on the first user message")
         return
