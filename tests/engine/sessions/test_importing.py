@@ -173,3 +173,22 @@ def test_a_good_file_still_imports_whole(sqlite_store: SQLiteStore, tmp_path: Pa
     session = importing.import_lines(sqlite_store, lines(*entries), key="fine")
     assert session.message_count == 3
     assert session.namespace == "repo-a"
+
+
+def test_an_imported_title_summary_and_metadata_carry_no_credential(
+    sqlite_store: SQLiteStore,
+) -> None:
+    key = "sk-proj-" + "Ab3xZ9" * 8
+    head = HEAD | {
+        "title": f"my key is {key}",
+        "summary": f"The user pasted OPENAI_API_KEY={key} to test.",
+        "metadata": {"name": "keys", "tags": [f"token {key}"]},
+    }
+    said = f"my key is {key}"
+    session = importing.import_lines(sqlite_store, lines(message(0, text=said), head=head))
+    stored = sqlite_store.get_session(session.id)
+    assert stored is not None
+    held = json.dumps([stored.title, stored.summary, stored.metadata])
+    assert key not in held
+    assert "my key is" in (stored.title or "")
+    assert sqlite_store.list_messages(session.id)[0].message.text == said  # the transcript

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from memlane.store import NewMessage, Store
 from memlane.store.codec import message_from_json
+from memlane.text.redact import redact, redact_fields
 from memlane.types import Session
 from memlane.types.keys import OWN_NAMESPACE, plain_key_problem
 from memlane.types.messages import Kind, Origin, Role, Wire
@@ -238,13 +239,16 @@ def _payload(event: _EventLine) -> dict[str, Any]:
 
 
 def _finish(store: Store, session: Session, head: _SessionLine) -> None:
-    metadata = {**head.metadata, "imported_from": head.id}
+    """The session's title, summary and metadata from the export, redacted as memlane's
+    own are when they are made (an export from an older memlane, or written by hand, may
+    carry a credential in them); its messages are kept as sent, like a transcript's."""
+    metadata = {**redact_fields(head.metadata), "imported_from": head.id}
     if head.parent_id:
         metadata["imported_parent_id"] = head.parent_id
     store.update_session(
         session.id,
-        title=head.title,
-        summary=head.summary,
+        title=redact(head.title) if head.title is not None else None,
+        summary=redact(head.summary),
         summarized_count=head.summarized_count,
         metadata=metadata,
     )
