@@ -33,6 +33,7 @@ from memlane.proxy.status import publish_activity
 from memlane.proxy.turns import read_body, serve_model
 from memlane.proxy.warmup import warm_up
 from memlane.proxy.wire import CHAT, RESPONSES
+from memlane.text import secret_detectors
 from memlane.text.llm import ClientPool
 from memlane.text.tokens import EncodingName, get_tokenizer
 
@@ -73,7 +74,10 @@ def create_app(
         if rt.llm_clients is None:  # memlane's own LLM calls reuse one client, closed below
             rt.llm_clients = ClientPool()
         clients = rt.llm_clients
-        await asyncio.to_thread(load_tokenizers, rt)  # load once, never on a request
+        # loaded once, never on a request: a new session's title is redacted as its row is
+        # written, and a first load of the detectors (0.3–1.4 s) held the store's writer
+        await asyncio.to_thread(load_tokenizers, rt)
+        await asyncio.to_thread(secret_detectors.load)
         if rt.primary:  # said once, however many workers serve
             for warning in startup_warnings(settings):
                 log.warning("%s", warning)

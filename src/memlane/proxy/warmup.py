@@ -15,7 +15,6 @@ import logging
 
 from memlane.engine.runtime import Runtime
 from memlane.store import SearchFilter, StoreError
-from memlane.text import secret_detectors
 from memlane.text.embeddings import EmbeddingError
 
 log = logging.getLogger("memlane.proxy")
@@ -25,9 +24,8 @@ WARM_QUERY = "memlane"
 
 
 async def warm_up(rt: Runtime) -> None:
-    """Load the secret detectors (redaction) and the keyword index, then (only when memory
-    is on) the embedder and vectors."""
-    await asyncio.to_thread(secret_detectors.load)
+    """Load the keyword index, then (only when memory is on) the embedder and vectors (the
+    secret detectors are loaded before the proxy listens: `proxy.app`)."""
     await asyncio.to_thread(_warm_keywords, rt)
     if rt.settings.memory_enabled and rt.settings.dense_retrieval:
         await asyncio.to_thread(_warm_vectors, rt)
