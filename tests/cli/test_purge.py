@@ -176,6 +176,19 @@ def test_purging_a_memory_purges_the_versions_it_replaced(
         assert CliRunner().invoke(app, ["memory", "show", gone]).exit_code != 0
 
 
+def test_purging_an_old_version_says_the_current_one_goes_too(home_proxy: RunningProxy) -> None:
+    """The versions a purge takes are the whole chain: the user is told so."""
+    added = CliRunner().invoke(app, ["memory", "add", f"the gate code is {SECRET}", "--json"])
+    old_id = json.loads(added.stdout)["id"]
+    newer = CliRunner().invoke(app, ["memory", "supersede", old_id, "the gate code is 4451"])
+    assert newer.exit_code == 0, newer.output
+    purged = CliRunner().invoke(app, ["memory", "forget", old_id, "--purge"])
+    assert purged.exit_code == 0, purged.output
+    assert f"purged {old_id} and every version of it" in " ".join(purged.stdout.split())
+    listed = CliRunner().invoke(app, ["memory", "list", "--json"])
+    assert "4451" not in listed.stdout
+
+
 def _doomed_with_history(proxy: RunningProxy, upstream: ScriptedUpstream) -> str:
     """A session whose secret is in a fact, a turn file, the pinned text, packed git
     objects and the WAL, beside another session that must keep its own."""

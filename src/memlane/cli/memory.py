@@ -273,8 +273,9 @@ def forget(
         bool,
         typer.Option(
             "--purge",
-            help="Keep nothing: remove the file and row, and REWRITE the memory repository's "
-            "history without it (commit ids change).",
+            help="Keep nothing of it nor of its other versions (those it replaced and those "
+            "that replaced it, the current one too): remove their files and rows, and REWRITE "
+            "the memory repository's history without them (commit ids change).",
         ),
     ] = False,
     as_json: JsonOpt = False,
@@ -287,8 +288,8 @@ def forget(
             fail(str(exc))  # what is done, and what finishes it
         except (GitError, StoreError) as exc:
             fail(f"the memory is not forgotten: {exc}")
-    done = "purged" if purge else "forgot"
-    report(as_json, memory_json(fact) | {"purged": purge}, f"{done} {fact.id}")
+    said = f"purged {fact.id} and every version of it" if purge else f"forgot {fact.id}"
+    report(as_json, memory_json(fact) | {"purged": purge}, said)
 
 
 @app.command("reindex")
