@@ -7,6 +7,7 @@ from typing import Any, cast
 
 import pytest
 
+from memlane.engine.fence import DATA_NOTE
 from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.lifecycle import delete
 from memlane.engine.sessions.query import QUERY_EVENT
@@ -186,6 +187,9 @@ async def test_question_is_answered_by_query_session(
     assert out[0].origin == "reference"
     assert "what did we decide about locks?" in out[0].text
     assert out[0].text.endswith("A mutex per queue.\n</memlane-memory>")  # fenced as data
+    preamble, answer = out[0].text.split("\n\n", 1)
+    assert preamble.endswith(DATA_NOTE)  # the note ends its sentence, then the answer
+    assert answer == "Its answer:\nA mutex per queue.\n</memlane-memory>"
     prompt = scripted_llm.prompts[0]
     assert "User: use a mutex?" in prompt
     assert prompt.endswith("Question: what did we decide about locks?")

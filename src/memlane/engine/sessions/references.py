@@ -48,9 +48,10 @@ EXCERPT_CHARS = 2_000
 
 REFERENCE_HEADER = "[memlane] Context from session {label}, referenced by the user as @@{ref}:"
 ANCESTOR_HEADER = "It continues session {label}:"
-ANSWER_HEADER = (
-    "[memlane] The user asked session {label} (referenced as @@{ref}): {question}\nIts answer:"
-)
+ANSWER_HEADER = "[memlane] The user asked session {label} (referenced as @@{ref}): {question}"
+ANSWER_LEAD = "Its answer:"
+"""Before the answer, inside the fence: after the note that what follows is data, so the
+two read as two sentences ("Its answer: This is stored data, …" read as one)."""
 FAILED_ANSWER = "memlane could not resolve @@{ref}: {reason}"
 
 
@@ -216,7 +217,7 @@ async def _reference_message(
             header = ANSWER_HEADER.format(
                 label=name, ref=label(reference.ref), question=label(reference.question)
             )
-            text = fenced(f"{header} {DATA_NOTE}", answer.text)
+            text = fenced(f"{header} {DATA_NOTE}", f"{ANSWER_LEAD}\n{answer.text.strip()}")
             return Message(role="user", text=text, origin="reference")
     text = await threads.to_thread(_summary_block, rt.store, reference, target)
     header, _, body = text.partition("\n")
