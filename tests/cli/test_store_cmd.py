@@ -120,3 +120,26 @@ def test_info_counts_rows(runner: CliRunner, tmp_path: Path) -> None:
     assert data["url"] == f"sqlite:///{tmp_path / 'memlane.db'}"
     assert data["tables"]["sessions"] == 1
     assert data["tables"]["messages"] == 2
+
+
+def test_purge_leaves_no_copy_of_deleted_rows_in_the_files(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """What a purge does last, run on its own: a purge that stopped there said so."""
+    path = tmp_path / "memlane.db"
+    store = SQLiteStore(path)  # held open: its WAL keeps the pages' older versions
+    try:
+        doomed = store.ensure_session("doomed")
+        store.append_messages(doomed.id, [NewMessage(Message("user", "locker code quagga-7731"))])
+        store.delete_session(doomed.id)
+
+        def held() -> bytes:
+            return b"".join(f.read_bytes() for f in tmp_path.glob("memlane.db*") if f.is_file())
+
+        assert b"quagga-7731" in held()
+        result = runner.invoke(app, ["store", "purge", "--json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["purged"] is True
+        assert b"quagga-7731" not in held()
+    finally:
+        store.close()

@@ -1,4 +1,5 @@
-"""`memlane store`: what a store holds, and copying one into another (SQLite <-> PostgreSQL)."""
+"""`memlane store`: what a store holds, leaving no copy of deleted rows, and copying one store
+into another (SQLite <-> PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,27 @@ def info(
     for name, n in counts.items():
         table.add_row(name, str(n))
     console.print(table)
+
+
+@app.command("purge")
+def purge(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Leave no copy of deleted rows in the store's files: what `--purge` does last.
+
+    Run it when a purge said the database's files may still hold a copy (the session or
+    memory itself is deleted by then): SQLite checkpoints and truncates its WAL, which
+    keeps older versions of the pages the deleted rows were on; PostgreSQL rewrites the
+    tables that held them (`VACUUM FULL`, which locks each table while it runs)."""
+    settings = state(ctx).settings
+    with opened_store(settings) as store:
+        try:
+            store.purge_deleted()
+        except StoreError as exc:
+            fail(f"the store's files are not purged: {exc}; run it again once the cause is fixed")
+        url = store.url
+    if as_json:
+        print_json({"url": url, "purged": True})
+        return
+    console.print(f"purged the deleted rows' copies from {url}", highlight=False, soft_wrap=True)
 
 
 @app.command("migrate")

@@ -117,7 +117,7 @@ def test_a_purge_whose_store_step_fails_says_the_session_is_deleted(
         raise StoreError("the WAL could not be emptied")
 
     monkeypatch.setattr(sqlite_store, "purge_deleted", busy)
-    with pytest.raises(PurgeError, match=r"the session is deleted .* until a later purge"):
+    with pytest.raises(PurgeError, match=r"the session is deleted .* until `memlane store purge`"):
         lifecycle.delete(sqlite_store, settings, session, purge=True)
     assert sqlite_store.get_session(session.id) is None
     assert not folder.exists()

@@ -280,7 +280,7 @@ async def forget_memory(rt: Runtime, fact_id: str, *, purge: bool = False) -> Fa
         except StoreError as exc:
             raise PurgeError(
                 "the memory is removed and its history purged, but the database's files may "
-                f"still hold a copy of it until a later purge succeeds: {exc}"
+                f"still hold a copy of it until `memlane store purge` succeeds: {exc}"
             ) from None
         # saves the snapshot; commits only what else changed (the purge recorded itself)
         await book.commit(f"memory: purged {fact.id}{also}")

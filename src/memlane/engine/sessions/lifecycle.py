@@ -201,7 +201,8 @@ def _purge_store(store: Store) -> None:
     except StoreError as exc:
         raise PurgeError(
             "the session is deleted and its memories purged from the memory history, but the "
-            f"database's files may still hold a copy of it until a later purge succeeds: {exc}"
+            "database's files may still hold a copy of it until `memlane store purge` "
+            f"succeeds: {exc}"
         ) from None
 
 
