@@ -316,6 +316,20 @@ def test_a_memory_purge_that_fails_in_git_removes_nothing_and_runs_again(
     assert CliRunner().invoke(app, ["memory", "show", memory_id]).exit_code != 0
 
 
+def test_a_purge_with_git_turned_off_still_rewrites_the_history_it_left(
+    home_proxy: RunningProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`memory_git` off keeps nothing new in the repository; what it holds from before
+    is still a copy, and a purge takes it out too."""
+    home = home_proxy.settings.home_path
+    memory_id = added(f"the gate code is {SECRET}")
+    assert "git objects" in found_under(home, SECRET)  # committed with git on
+    monkeypatch.setenv("MEMLANE_MEMORY_GIT", "false")
+    purged = CliRunner().invoke(app, ["memory", "forget", memory_id, "--purge"])
+    assert purged.exit_code == 0, purged.output
+    assert found_under(home, SECRET) == []
+
+
 def test_a_session_purge_that_fails_in_git_deletes_nothing_and_runs_again(
     home_proxy: RunningProxy,
     upstream: ScriptedUpstream,

@@ -24,7 +24,7 @@ from memlane.engine.memory.book.reindex import SyncReport
 from memlane.engine.memory.book.tree import Tree
 from memlane.engine.memory.vectors import Progress, VectorsRuntime, embed_missing
 from memlane.engine.threads import background_context
-from memlane.files.git import GitRepo
+from memlane.files.git import GitError, GitRepo
 from memlane.files.locks import MEMORY_LOCK, SCOPE_LOCKS, HomeLock
 from memlane.files.memory_files import MemoryFiles
 from memlane.files.watcher import watch
@@ -220,15 +220,30 @@ class MemoryBook:
         if not facts:
             return
         async with self.writing():
-            if self.git is None:
+            history = self._history()
+            if history is None:
                 await threads.to_thread(writes.erase_entries, self.tree, self.rt.store, facts)
             else:
-                async with self.git.purging(
-                    [f.id for f in facts], [f.text for f in facts], message
-                ):
+                async with history.purging([f.id for f in facts], [f.text for f in facts], message):
                     await threads.to_thread(writes.erase_entries, self.tree, self.rt.store, facts)
             self._snapshot_dirty = True
         await threads.to_thread(self.rt.store.purge_deleted)
+
+    def _history(self) -> GitRepo | None:
+        """The repository a purge rewrites: the book's own, or one left by an earlier run
+        with git on (`memory_git` off now keeps nothing new in it, yet it still holds what
+        it held). A GitError when it exists and git cannot run: nothing is removed then."""
+        if self.git is not None or self.tree is None:
+            return self.git
+        root = self.rt.settings.memory_path
+        if not (root / ".git").exists():
+            return None
+        if not GitRepo.available():
+            raise GitError(
+                f"git is not installed, and the memory's history in {root / '.git'} still "
+                "holds it: install git"
+            )
+        return GitRepo(root, home=self.rt.settings.home_path)
 
     def _save_snapshot(self) -> None:
         self._snapshot_dirty = False
