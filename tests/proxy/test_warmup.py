@@ -97,3 +97,22 @@ def test_the_secret_detectors_are_loaded_before_the_proxy_listens(
     with TestClient(create_app(settings), base_url="http://127.0.0.1:8100") as client:
         assert secret_detectors.loaded()  # as the lifespan hands over, not later
         assert client.get("/health").status_code == 200
+
+
+def test_a_start_redacts_the_titles_stored_before_titles_were(tmp_path: Path) -> None:
+    key = "sk-proj-" + "a1B2c3D4" * 4
+    store = SQLiteStore(tmp_path / "memlane.db")
+    old = store.ensure_session("old")
+    store.update_session(old.id, title=f"my key is {key}")
+    store.close()
+    settings = Settings(home=tmp_path, upstream_url="http://127.0.0.1:9/v1")
+    app = create_app(settings)
+    with TestClient(app, base_url="http://127.0.0.1:8100") as client:
+        client.portal.call(app.state.proxy.runtime.background.drain)  # type: ignore[union-attr]
+    reopened = SQLiteStore(tmp_path / "memlane.db")
+    try:
+        stored = reopened.get_session(old.id)
+        assert stored is not None
+        assert stored.title == "my key is [redacted openai-key]"
+    finally:
+        reopened.close()

@@ -18,8 +18,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memlane import __version__
 from memlane.config import Settings
+from memlane.engine import threads
 from memlane.engine.memory.lifecycle import start_memory, stop_memory
 from memlane.engine.runtime import Runtime
+from memlane.engine.sessions import lifecycle
 from memlane.engine.sessions.indexing import startup_warnings
 from memlane.files import admin_token
 from memlane.proxy import admin, governance_routes, messages, sessions_routes, status
@@ -96,6 +98,9 @@ def create_app(
             worker=worker,
         )
         await start_memory(rt)  # files -> index catch-up (background), optional watcher
+        if rt.primary:  # titles stored before they were redacted, once per store
+            titles = threads.to_thread(lifecycle.redact_stored_titles, rt.store)
+            rt.background.spawn(titles, name="redact-stored-titles")
         rt.background.spawn(warm_up(rt), name="warm-up")  # embedder + vector cache
         if worker is not None:  # what `memlane status` adds up across the workers
             rt.background.start_service(publish_activity(rt, worker), name="worker-activity")

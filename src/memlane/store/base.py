@@ -179,6 +179,11 @@ class SessionStore(Protocol):
         """Set the given fields (one left out, or None, stays as it is)."""
         ...
 
+    def retitle(self, session_id: str, title: str) -> None:
+        """Set the session's title without marking it active (`updated_at` stays): a
+        correction of what is stored, not something the session did."""
+        ...
+
     def add_usage(self, session_id: str, **usage: Unpack[Usage]) -> None:
         """Add to the session's token and cost counters; `SessionNotFound` when there is
         no such session. It does not mark the session active (`updated_at`): the write

@@ -201,6 +201,10 @@ class SqlSessions(SqlStore[D]):
         assert row is not None
         return session_from_row(row)
 
+    def retitle(self, session_id: str, title: str) -> None:
+        with self._writing() as db:
+            update_session_row(db, session_id, "title = ?", title, active=False)
+
     def add_usage(self, session_id: str, **usage: Unpack[Usage]) -> None:
         with self._writing() as db:
             count_usage(db, session_id, usage)

@@ -65,6 +65,26 @@ def test_a_title_carries_no_credential(sqlite_store: SQLiteStore) -> None:
     assert stored.title == "deploy with OPENAI_API_KEY=[redacted openai-key]"
 
 
+def test_titles_stored_before_they_were_redacted_are_redacted_once(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """A store written before titles were redacted: its titles are, once, every tenant's,
+    and the sessions keep their place in the list (none is marked active)."""
+    leaked = sqlite_store.ensure_session("old", tenant="t1")
+    sqlite_store.update_session(leaked.id, title=f"my key is {KEY}")
+    clean = sqlite_store.ensure_session("plain")
+    sqlite_store.update_session(clean.id, title="plan the release")
+    before = {s.id: s.updated_at for s in sqlite_store.list_sessions(tenant=None)}
+
+    assert lifecycle.redact_stored_titles(sqlite_store) == 1
+    titles = {s.id: s.title for s in sqlite_store.list_sessions(tenant=None)}
+    assert titles == {leaked.id: "my key is [redacted openai-key]", clean.id: "plan the release"}
+    assert {s.id: s.updated_at for s in sqlite_store.list_sessions(tenant=None)} == before
+    sqlite_store.update_session(leaked.id, title=f"again {KEY}")
+    assert lifecycle.redact_stored_titles(sqlite_store) == 0  # once per store: new ones are
+    # made redacted (`title_from_prompt`), and a start does not read every session again
+
+
 def test_a_fork_of_a_title_that_held_a_key_does_not_copy_it(sqlite_store: SQLiteStore) -> None:
     source = chat(sqlite_store, "src", ["a", "b"])
     source = sqlite_store.update_session(source.id, title=f"use {KEY}")  # written before

@@ -93,6 +93,20 @@ def test_usage_counts_without_marking_the_session_active(store: Store) -> None:
         store.add_usage("no-such-session", prompt_tokens=1)
 
 
+def test_a_retitle_corrects_the_title_without_marking_the_session_active(store: Store) -> None:
+    first = store.ensure_session("first")
+    store.update_session(first.id, title="my key is sk-secret")
+    second = store.ensure_session("second")
+    order = [s.id for s in store.list_sessions()]
+    assert order == [second.id, first.id]
+    stamp = store.get_session(first.id).updated_at  # type: ignore[union-attr]
+    store.retitle(first.id, "my key is [redacted]")
+    again = store.get_session(first.id)
+    assert again is not None
+    assert (again.title, again.updated_at) == ("my key is [redacted]", stamp)
+    assert [s.id for s in store.list_sessions()] == order
+
+
 def test_a_session_is_found_with_its_state_in_one_read(store: Store) -> None:
     session = store.ensure_session("s", tenant="t1")
     store.set_state(session.id, "todo", "- [ ] a")

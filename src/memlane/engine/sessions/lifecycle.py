@@ -86,6 +86,26 @@ def ensure_title(store: Store, session: Session) -> None:
         store.update_session(session.id, title=title_from_prompt(prompt))
 
 
+TITLES_REDACTED = "titles_redacted"
+"""The store's meta key set once the titles stored before titles were redacted are."""
+
+
+def redact_stored_titles(store: Store) -> int:
+    """Redact every stored title once per store (every tenant's): titles made before they
+    were redacted (`title_from_prompt`) kept the first prompt's credentials. A title
+    whose redaction changes nothing is left alone, and no session is marked active.
+    Returns how many titles changed."""
+    if store.get_meta(TITLES_REDACTED) is not None:
+        return 0
+    changed = 0
+    for session in store.list_sessions(tenant=None):
+        if session.title and (clean := redact(session.title)) != session.title:
+            store.retitle(session.id, clean)
+            changed += 1
+    store.set_meta(TITLES_REDACTED, "1")
+    return changed
+
+
 # --- fork and delete ---------------------------------------------------------------
 
 
