@@ -148,3 +148,17 @@ def test_the_same_text_in_two_scopes_comes_once_per_scope(settings: Settings) ->
         repo = memory.add("The user prefers tabs", scope="ns:api")
         hits = memory.search("prefers tabs")
         assert {(h.id, h.scope) for h in hits} == {(mine, "global"), (repo, "ns:api")}
+
+
+def test_search_returns_as_many_as_top_k_asks_for(settings: Settings) -> None:
+    fruits = ["apples", "pears", "plums", "figs", "kiwis", "limes", "dates", "cherries"]
+    with Memory(settings) as memory:
+        for n, fruit in enumerate(fruits):
+            memory.add(f"The user bought mangos and {fruit} on day {n}", scope="ns:shop")
+        assert settings.memory_top_k < len(fruits)
+        default = memory.search("mangos", scopes=["ns:shop"])
+        assert len(default) == settings.memory_top_k
+        assert len(memory.search("mangos", scopes=["ns:shop"], top_k=7)) == 7
+        assert len(memory.search("mangos", scopes=["ns:shop"], top_k=2)) == 2
+        with pytest.raises(ValueError, match="top_k must be 1 or more"):
+            memory.search("mangos", scopes=["ns:shop"], top_k=0)

@@ -201,9 +201,12 @@ class AsyncMemory:
         """Memories for `query`: those true now, or at `as_of`, from `scopes` (default:
         every scope, as `memlane memory search` does; `["global"]` for one). A text kept
         in several scopes comes once per scope, each hit naming its own."""
+        if top_k is not None and top_k < 1:
+            raise ValueError(f"top_k must be 1 or more, not {top_k}")
         wanted = [_scope(s) for s in scopes] if scopes is not None else None
-        found = await recall(self.runtime, query, scopes=wanted, as_of=as_of, distinct=False)
-        limit = top_k or self.runtime.settings.memory_top_k
+        found = await recall(
+            self.runtime, query, scopes=wanted, as_of=as_of, distinct=False, top_k=top_k
+        )
         return [
             MemoryHit(
                 r.candidate.ref,
@@ -215,7 +218,7 @@ class AsyncMemory:
                 r.fact.since if r.fact is not None else None,
                 r.fact.valid_to if r.fact is not None else None,
             )
-            for r in found[:limit]
+            for r in found
         ]
 
     async def augment(

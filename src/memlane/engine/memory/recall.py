@@ -282,8 +282,10 @@ async def recall(
     as_of: datetime | None = None,
     session_id: str | None = None,
     distinct: bool = True,
+    top_k: int | None = None,
 ) -> list[Recalled]:
-    """The top-k memories for `query`, with their roles, skipping texts in `exclude`.
+    """The top-k memories for `query` (`top_k`, default `memory_top_k`), with their roles,
+    skipping texts in `exclude`.
 
     `distinct` False keeps one text remembered in several scopes once per scope (an
     operator's search shows each where it is); a request reads it once.
@@ -292,7 +294,7 @@ async def recall(
     Session summaries of the scopes come too (`memory_session_summaries`), except the
     summary of `session_id`, the conversation asking (it is what the model reads).
     """
-    asked = _asked(rt, query, scopes, exclude, as_of, session_id)
+    asked = _asked(rt, query, scopes, exclude, as_of, session_id, top_k=top_k)
     asked = replace(asked, distinct=distinct)
     q = asked.query
     if q is None:
@@ -338,9 +340,10 @@ def _asked(
     session_id: str | None,
     *,
     turns_left_out: str | None = None,
+    top_k: int | None = None,
 ) -> _Asked:
     settings = rt.settings
-    k = settings.memory_top_k
+    k = top_k or settings.memory_top_k
     skip = exclude or set()
     change = as_of is None and asks_about_change(query)
     summaries = settings.memory_session_summaries
