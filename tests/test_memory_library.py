@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -162,3 +163,18 @@ def test_search_returns_as_many_as_top_k_asks_for(settings: Settings) -> None:
         assert len(memory.search("mangos", scopes=["ns:shop"], top_k=2)) == 2
         with pytest.raises(ValueError, match="top_k must be 1 or more"):
             memory.search("mangos", scopes=["ns:shop"], top_k=0)
+
+
+def test_a_memory_with_a_nul_in_it_is_kept_and_committed(settings: Settings) -> None:
+    """A commit message quotes the memory: a NUL in it cannot be a command's argument."""
+    with Memory(settings) as memory:
+        kept = memory.add("The serial port sends nul\x00bytes at boot", scope="ns:lab")
+        assert [h.id for h in memory.search("serial port", scopes=["ns:lab"])] == [kept]
+    log = subprocess.run(
+        ["git", "log", "--format=%B"],
+        cwd=settings.memory_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "serial port sends nul\ufffdbytes" in log

@@ -60,6 +60,12 @@ def commit_now(root: Path, message: str, *, home: Path | None = None) -> bool:
     return _commit_now(root, message)
 
 
+def commit_message(text: str) -> str:
+    """`text` as a commit message can hold it: a NUL cannot be in a command's arguments
+    (`git commit -m`), and messages quote memories, which may hold one."""
+    return text.replace("\x00", "\ufffd")
+
+
 def _commit_now(root: Path, message: str) -> bool:
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
 
@@ -71,7 +77,7 @@ def _commit_now(root: Path, message: str) -> bool:
     git("add", "-A", ".")
     if git("diff", "--cached", "--quiet").returncode == 0:
         return False
-    done = git(*_IDENTITY, *_QUIET, "commit", "-q", "--no-verify", "-m", message)
+    done = git(*_IDENTITY, *_QUIET, "commit", "-q", "--no-verify", "-m", commit_message(message))
     if done.returncode != 0:
         log.warning("memory deletion not committed: %s", done.stderr.strip()[:300])
         return False
@@ -124,6 +130,7 @@ class GitRepo:
     async def commit(self, message: str, paths: Collection[str] | None = None) -> bool:
         """Stage everything under the root, or only `paths` (relative to the root: files
         written, moved or removed), and commit; False when nothing changed."""
+        message = commit_message(message)
         async with self._held():
             return await self._commit(message, paths)
 
@@ -318,6 +325,6 @@ async def commit_quietly(repo: GitRepo, message: str, paths: Collection[str] | N
     """Commit, logging instead of raising: history is a convenience, never a reason to fail."""
     try:
         return await repo.commit(message, paths)
-    except GitError as exc:
+    except (GitError, OSError, ValueError) as exc:  # a message or path git cannot take, too
         log.warning("memory not versioned this time: %s", exc)
         return False
