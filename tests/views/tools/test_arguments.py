@@ -33,6 +33,8 @@ def test_arguments_may_come_as_json_text_and_lists_as_one_string() -> None:
     ("raw", "said"),
     [
         ({}, "`query` is required"),
+        ({"query": ""}, "`query` is empty: give it a value"),
+        ({"query": "   "}, "`query` is empty: give it a value"),
         ({"query": "x", "limit": "many"}, "`limit` input should be a valid integer"),
         ({"query": "x", "limit": 500}, "`limit` input should be less than or equal to 50"),
         ("not json", "the arguments are not a JSON object"),

@@ -102,8 +102,10 @@ def _problem(error: Mapping[str, Any]) -> str:
     kind = error.get("type", "")
     if kind == "missing":
         return f"`{where}` is required"
-    message = str(error.get("msg", "is not valid")).rstrip(".")
     given = error.get("input")
+    if given is None:  # sent empty, or blank (`_unwrap`), or null: "got null" said nothing
+        return f"`{where}` is empty: give it a value"
+    message = str(error.get("msg", "is not valid")).rstrip(".")
     shown = json.dumps(given, ensure_ascii=False, default=str)[:80]
     return (
         f"`{where}` {message[0].lower() + message[1:] if message else 'is not valid'} (got {shown})"
