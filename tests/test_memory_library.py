@@ -178,3 +178,15 @@ def test_a_memory_with_a_nul_in_it_is_kept_and_committed(settings: Settings) -> 
         check=True,
     ).stdout
     assert "serial port sends nul\ufffdbytes" in log
+
+
+def test_mistakes_in_a_call_are_clear_errors_and_close_may_come_twice(settings: Settings) -> None:
+    with Memory(settings) as memory:
+        with pytest.raises(ValueError, match="role must be one of memory, user"):
+            memory.add("The user likes tea", role="bogus")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="text must be a string, not int"):
+            memory.add(42)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"scopes=\['ns:lab'\]"):
+            memory.search("tea", scopes="ns:lab")
+        assert memory.search("tea") == []  # nothing was added by the bad calls
+        memory.close()  # and the `with` closes it once more: nothing happens

@@ -26,7 +26,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from memlane.config import Settings
 from memlane.engine.memory import manage
@@ -149,6 +149,10 @@ class AsyncMemory:
         Adding a text the scope already holds returns the existing memory's id; an
         earlier `valid_from` moves when it became true back to that date, and a later one
         is refused (it is already true since before: `supersede` records a change)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a string, not {type(text).__name__}")
+        if role not in get_args(FactRole):
+            raise ValueError(f"role must be one of {', '.join(get_args(FactRole))}, not {role!r}")
         fact = await manage.add_memory(
             self.runtime, text, scope=scoping.parse_scope(scope), role=role, valid_from=valid_from
         )
@@ -203,6 +207,8 @@ class AsyncMemory:
         in several scopes comes once per scope, each hit naming its own."""
         if top_k is not None and top_k < 1:
             raise ValueError(f"top_k must be 1 or more, not {top_k}")
+        if isinstance(scopes, str):  # one scope: a string is a sequence of its letters
+            raise TypeError(f"scopes takes a list of scopes: scopes=[{scopes!r}]")
         wanted = [_scope(s) for s in scopes] if scopes is not None else None
         found = await recall(
             self.runtime, query, scopes=wanted, as_of=as_of, distinct=False, top_k=top_k
@@ -272,6 +278,7 @@ class Memory:
         embedder: Embedder | None = None,
     ) -> None:
         self._runner = asyncio.Runner()
+        self._closed = False
         self._core = AsyncMemory(settings, home=home, runtime=runtime, llm=llm, embedder=embedder)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -340,6 +347,10 @@ class Memory:
         return self._run(self._core.forget(memory_id))
 
     def close(self) -> None:
+        """Finish and close; a second call does nothing (`with` closes after a `close`)."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             self._run(self._core.close())
         finally:
