@@ -17,6 +17,7 @@ PUBLIC = [
     "GovernedHistory",
     "Memory",
     "MemoryHit",
+    "MemoryNotFound",
     "MemoryVersion",
     "Runtime",
     "Settings",
@@ -78,3 +79,8 @@ async def test_open_runtime_is_an_async_context_manager_that_finishes_its_work(
 async def _record(into: list[str]) -> None:
     await asyncio.sleep(0.05)
     into.append("done")
+
+
+def test_a_missing_memory_is_an_error_the_library_exports(tmp_path: Path) -> None:
+    with memlane.Memory(home=tmp_path) as memory, pytest.raises(memlane.MemoryNotFound):
+        memory.forget("no-such-memory")

@@ -4,7 +4,8 @@ The library face. Names are imported on first use, so `import memlane` (and the
 CLI's start-up) stays fast and loads no model:
 
 - `Memory` / `AsyncMemory`: long-term memory (add, search, augment, remember, forget,
-  supersede, history: facts with the time they were true);
+  supersede, history: facts with the time they were true); `MemoryNotFound` when an id
+  names no memory;
 - `govern` / `agovern` / `GovernedHistory` / `ContextOverflow`: context governance
   on Chat Completions message lists;
 - `open_runtime` / `Runtime` / `working_context`: the engine in-process (running
@@ -25,6 +26,7 @@ _EXPORTS = {
     "GovernedHistory": "memlane.governance",
     "Memory": "memlane.memory",
     "MemoryHit": "memlane.memory",
+    "MemoryNotFound": "memlane.engine.memory.manage",
     "MemoryVersion": "memlane.memory",
     "Runtime": "memlane.engine.runtime",
     "Settings": "memlane.config",
@@ -42,6 +44,7 @@ __all__ = [
     "GovernedHistory",
     "Memory",
     "MemoryHit",
+    "MemoryNotFound",
     "MemoryVersion",
     "Runtime",
     "Settings",
@@ -56,6 +59,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from memlane.config import Settings
+    from memlane.engine.memory.manage import MemoryNotFound
     from memlane.engine.runtime import Runtime
     from memlane.engine.sessions.working import WorkingContext, working_context
     from memlane.governance import ContextOverflow, GovernedHistory, agovern, govern
