@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import subprocess
@@ -190,3 +191,19 @@ def test_mistakes_in_a_call_are_clear_errors_and_close_may_come_twice(settings: 
             memory.search("tea", scopes="ns:lab")
         assert memory.search("tea") == []  # nothing was added by the bad calls
         memory.close()  # and the `with` closes it once more: nothing happens
+
+
+async def test_the_sync_face_inside_an_event_loop_points_to_the_async_one(
+    settings: Settings,
+) -> None:
+    memory = Memory(settings)
+    try:
+        with pytest.raises(RuntimeError, match="use AsyncMemory there"):
+            memory.search("tea")
+    finally:
+        await asyncio.to_thread(memory.close)  # where no loop runs, it closes as usual
+
+
+def test_as_of_takes_a_datetime_and_says_so(settings: Settings) -> None:
+    with Memory(settings) as memory, pytest.raises(TypeError, match="as_of takes a datetime"):
+        memory.search("tea", as_of="2025-01-01")  # type: ignore[arg-type]

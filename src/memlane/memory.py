@@ -205,6 +205,8 @@ class AsyncMemory:
         """Memories for `query`: those true now, or at `as_of`, from `scopes` (default:
         every scope, as `memlane memory search` does; `["global"]` for one). A text kept
         in several scopes comes once per scope, each hit naming its own."""
+        if as_of is not None and not isinstance(as_of, datetime):
+            raise TypeError(f"as_of takes a datetime, not {type(as_of).__name__}")
         if top_k is not None and top_k < 1:
             raise ValueError(f"top_k must be 1 or more, not {top_k}")
         if isinstance(scopes, str):  # one scope: a string is a sequence of its letters
@@ -282,6 +284,12 @@ class Memory:
         self._core = AsyncMemory(settings, home=home, runtime=runtime, llm=llm, embedder=embedder)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if _loop_running():
+            coro.close()  # never awaited: no warning about it on top of the error
+            raise RuntimeError(
+                "Memory is the synchronous face and cannot run inside an event loop: use "
+                "AsyncMemory there (`async with AsyncMemory() as memory: await memory.search(…)`)"
+            )
         return self._runner.run(coro)
 
     def add(
@@ -361,6 +369,14 @@ class Memory:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _scope(text: str) -> str:
