@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from memlane.files.git import GitRepo
 from memlane.files.git_purge import PurgeError, purge_history
 from memlane.files.memory_files import entry_text
 from tests.support.gitrepo import failing_purge_git, git
@@ -153,3 +154,21 @@ def test_an_entrys_text_is_its_body_whatever_its_front_matter() -> None:
     assert entry_text(b"\xef\xbb\xbf---\nid: x\n---\nbody\n") == "body"
     assert entry_text(b"no front matter\n") == "no front matter"
     assert entry_text(b"---\nid: [unclosed\nbody\n") == "---\nid: [unclosed\nbody"
+
+
+async def test_a_text_with_a_nul_is_purged_from_the_messages_that_quoted_it(
+    tmp_path: Path,
+) -> None:
+    """Messages hold a memory's NUL as U+FFFD (`git_import.commit_message`): the purge
+    looks for the text in that form too."""
+    folder = tmp_path / "memory"
+    text = "the modem sends nul\x00bytes at boot"
+    repo = GitRepo(folder)
+    await repo.ensure()
+    (folder / FACTS).mkdir(parents=True)
+    (folder / FACTS / DOOMED).write_text(entry("doomed1", text.replace("\x00", "")))
+    assert await repo.commit(f"memory: added\n\n+ {text}")
+    assert "nul\ufffdbytes" in git(folder, "log", "--format=%B")
+
+    purge_history(folder, ["doomed1"], [text])
+    assert "bytes at boot" not in git(folder, "log", "--all", "--format=%B")

@@ -60,12 +60,6 @@ def commit_now(root: Path, message: str, *, home: Path | None = None) -> bool:
     return _commit_now(root, message)
 
 
-def commit_message(text: str) -> str:
-    """`text` as a commit message can hold it: a NUL cannot be in a command's arguments
-    (`git commit -m`), and messages quote memories, which may hold one."""
-    return text.replace("\x00", "\ufffd")
-
-
 def _commit_now(root: Path, message: str) -> bool:
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
 
@@ -77,7 +71,9 @@ def _commit_now(root: Path, message: str) -> bool:
     git("add", "-A", ".")
     if git("diff", "--cached", "--quiet").returncode == 0:
         return False
-    done = git(*_IDENTITY, *_QUIET, "commit", "-q", "--no-verify", "-m", commit_message(message))
+    done = git(
+        *_IDENTITY, *_QUIET, "commit", "-q", "--no-verify", "-m", git_import.commit_message(message)
+    )
     if done.returncode != 0:
         log.warning("memory deletion not committed: %s", done.stderr.strip()[:300])
         return False
@@ -130,7 +126,7 @@ class GitRepo:
     async def commit(self, message: str, paths: Collection[str] | None = None) -> bool:
         """Stage everything under the root, or only `paths` (relative to the root: files
         written, moved or removed), and commit; False when nothing changed."""
-        message = commit_message(message)
+        message = git_import.commit_message(message)
         async with self._held():
             return await self._commit(message, paths)
 

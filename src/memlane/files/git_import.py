@@ -88,6 +88,13 @@ def _read(path: Path) -> tuple[str, bytes] | None:
         return None
 
 
+def commit_message(text: str) -> str:
+    """`text` as every memlane commit holds it: a NUL cannot be in a command's arguments
+    (`git commit -m`), and messages quote memories, which may hold one (so a purge looks
+    for their texts in this form too: `git_purge`)."""
+    return text.replace("\x00", "\ufffd")
+
+
 def import_stream(
     branch: str, parent: bool, message: str, found: Sequence[Change], *, when: float | None = None
 ) -> bytes:

@@ -216,8 +216,8 @@ def _needles(texts: Iterable[str]) -> list[bytes]:
             continue
         flat = " ".join(stripped.split())
         for form in (stripped, flat, flat[:199] if len(flat) > 200 else ""):
-            if form:
-                found.add(form.encode("utf-8"))
+            if form:  # as messages hold it
+                found.add(git_import.commit_message(form).encode("utf-8"))
     return sorted(found, key=len, reverse=True)
 
 
