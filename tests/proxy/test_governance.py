@@ -253,3 +253,35 @@ def test_every_governed_response_says_what_was_forwarded(
             timeout=30,
         )
         assert big.headers["x-memlane-context"].endswith("compacted=1")
+
+
+def screenshot(n: int) -> dict[str, Any]:
+    """A user turn with a screenshot: a data URL of a few bytes whose cost is its pixels'."""
+    return {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": f"What is wrong in screenshot {n}?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+        ],
+    }
+
+
+def test_images_count_as_what_a_provider_charges_and_old_ones_are_compacted(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    """An image's text is `[image]`; counted as that, a session of screenshots was sent
+    whole until the upstream refused it, then every turn after."""
+    proxy = proxy_factory(**{**SMALL, "governance_context_windows": {MODEL: 8_192}})
+    upstream.respond_with(summaries)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You review UIs."}]
+    for n in range(8):
+        messages += [screenshot(n)]
+        answer = post(proxy, {"model": MODEL, "messages": messages})
+        assert answer.status_code == 200, answer.text
+        messages += [{"role": "assistant", "content": f"Screenshot {n} looks fine."}]
+    forwarded = [r for r in upstream.model_requests if summaries(r) is None]
+    images = [json.dumps(r.json["messages"]).count('"type": "image_url"') for r in forwarded]
+    assert images[:3] == [1, 2, 3]  # fits while the window holds them
+    assert max(images) <= 8_192 // 1_600  # never more than the window can take
+    assert images[-1] >= 1
+    assert json.dumps(forwarded[-1].json["messages"][-1]) == json.dumps(messages[-2])

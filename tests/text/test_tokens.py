@@ -10,6 +10,7 @@ import tiktoken
 
 from memlane.text.tokens import (
     FALLBACK_ENCODING,
+    MEDIA_TOKENS,
     MESSAGE_OVERHEAD,
     REPLY_PRIMING,
     TOOL_CALL_OVERHEAD,
@@ -18,6 +19,7 @@ from memlane.text.tokens import (
     encoding_for_model,
     get_tokenizer,
     load_encoding,
+    media_parts,
     packaged_file,
 )
 from memlane.types import Message, ToolCall
@@ -229,3 +231,21 @@ def test_a_message_is_counted_once_per_encoding(monkeypatch: pytest.MonkeyPatch)
     o200k = BPETokenizer(load_encoding("o200k_base"))  # so is one for another encoding
     assert o200k.count_message(message) == MESSAGE_OVERHEAD + 1 + 10
     assert cl100k.count_message(message) == first
+
+
+def test_an_image_or_document_part_counts_as_a_provider_charges_it() -> None:
+    chat = {"role": "user", "content": [{"type": "text", "text": "see"}, {"type": "image_url"}]}
+    responses = {"role": "user", "content": [{"type": "input_image"}, {"type": "input_file"}]}
+    claude_tool_result = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "content": [{"type": "image", "source": {}}]},
+            {"type": "document", "source": {}},
+        ],
+    }
+    assert [media_parts(i) for i in (chat, responses, claude_tool_result, None)] == [1, 2, 2, 0]
+    tokenizer = get_tokenizer("cl100k_base")
+    seen = Message(role="user", text="see\n[image]", raw=chat)
+    plain = Message(role="user", text="see\n[image]")
+    assert tokenizer.count_message(seen) == tokenizer.count_message(plain) + MEDIA_TOKENS
+    assert tokenizer.bound(seen) >= tokenizer.count_message(seen)

@@ -27,9 +27,10 @@ import hashlib
 import importlib.util
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import tiktoken
 import tiktoken.model
@@ -48,6 +49,17 @@ TOOL_CALL_OVERHEAD = 3
 """Framing tokens around each tool call (its id and the call envelope)."""
 REPLY_PRIMING = 3
 """Tokens every request spends priming the assistant's reply."""
+MEDIA_TOKENS = 1_600
+"""What one image or document part is counted as. Its text stands for it as `[image]`
+(two tokens), while a provider charges by its pixels: Anthropic about 1,600 for an
+image at the largest size it takes unresized, OpenAI up to 1,105 at high detail. Counted
+at the larger, a session of screenshots is compacted before the upstream refuses it."""
+MEDIA_TYPES = frozenset(
+    {"image", "image_url", "input_image", "document", "file", "input_file"}
+)  # fmt: skip
+"""The `type`s of the content parts `MEDIA_TOKENS` counts, in every wire format."""
+_MEDIA_DEPTH = 4
+"""How deep media parts are looked for in a message's item (a tool result's content)."""
 
 MEMO_MIN_CHARS = 512
 """Texts from this length on are memoised by hash and length (the memo never holds them)."""
@@ -202,6 +214,7 @@ class BPETokenizer:
         if counted is not None:  # a message resent as the same object (`types.resent`)
             return counted
         total = MESSAGE_OVERHEAD + self.count(message.role) + self.count(message.text)
+        total += MEDIA_TOKENS * media_parts(message.raw)
         if message.name:
             total += NAME_OVERHEAD + self.count(message.name)
         for call in message.tool_calls:
@@ -214,6 +227,7 @@ class BPETokenizer:
         costs at most its byte length (a lone surrogate is encoded as U+FFFD, three bytes,
         as `surrogatepass` counts it)."""
         total = MESSAGE_OVERHEAD + _utf8_len(message.role) + _utf8_len(message.text)
+        total += MEDIA_TOKENS * media_parts(message.raw)
         if message.name:
             total += NAME_OVERHEAD + _utf8_len(message.name)
         for call in message.tool_calls:
@@ -223,6 +237,21 @@ class BPETokenizer:
     def _encode_len(self, text: str) -> int:
         # Special-token strings in user text are counted as plain text, never rejected.
         return len(self._encoding.encode(text, disallowed_special=()))
+
+
+def media_parts(item: Any, depth: int = 0) -> int:
+    """How many image or document parts a message's wire item holds (`MEDIA_TYPES`),
+    its content's and its tool results' (Claude Code returns screenshots in those)."""
+    if depth > _MEDIA_DEPTH:
+        return 0
+    if isinstance(item, Mapping):
+        if item.get("type") in MEDIA_TYPES:
+            return 1
+        content = item.get("content")
+        return media_parts(content, depth + 1) if isinstance(content, list) else 0
+    if isinstance(item, list):
+        return sum(media_parts(part, depth + 1) for part in item)
+    return 0
 
 
 def _utf8_len(text: str) -> int:
