@@ -143,3 +143,30 @@ def test_purge_leaves_no_copy_of_deleted_rows_in_the_files(
         assert b"quagga-7731" not in held()
     finally:
         store.close()
+
+
+def test_a_store_opened_from_a_home_without_its_files_keeps_its_memories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On SQLite the files are the truth, and the first catch-up purged every memory that
+    had none: a store moved with `store migrate` (its files are not copied), or another
+    home's store opened from this one, lost all of them to a read-only `memory list`."""
+    monkeypatch.setenv("MEMLANE_EMBEDDING_BACKEND", "hashing")
+    for name in ("OPENAI_BASE_URL", "MEMLANE_CONFIG", "MEMLANE_STORE_URL", "MEMLANE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    first, second = tmp_path / "first", tmp_path / "second"
+    runner = CliRunner()
+    for text in ("The user deploys on Fridays", "The staging host is heron"):
+        added = runner.invoke(app, ["--home", str(first), "memory", "add", text])
+        assert added.exit_code == 0, added.output
+    url = f"sqlite:///{first / 'memlane.db'}"
+
+    listed = runner.invoke(
+        app, ["--home", str(second), "--store-url", url, "memory", "list", "--json"]
+    )
+    assert listed.exit_code == 0, listed.output
+    texts = sorted(m["text"] for m in json.loads(listed.stdout))
+    assert texts == ["The staging host is heron", "The user deploys on Fridays"]
+    assert len(list((second / "memory" / "entries").rglob("*.md"))) == 2  # written there
+    again = runner.invoke(app, ["--home", str(first), "memory", "list", "--json"])
+    assert len(json.loads(again.stdout)) == 2

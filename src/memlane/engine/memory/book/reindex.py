@@ -39,7 +39,10 @@ def sync_tree(tree: Tree, store: Store, progress: Progress | None) -> SyncReport
     files are gone leave the index."""
     report = SyncReport()
     paths = list(tree.files.scan())
-    known = {f.id for f in store.list_facts(include_deleted=True)}
+    facts = store.list_facts(include_deleted=True)
+    known = {f.id for f in facts}
+    if facts and not paths and not tree.snapshot.path.exists():
+        paths = _write_files_of(tree, facts)
     present: set[str] = set()
     on_disk: set[str] = set()
     for number, path in enumerate(paths, start=1):
@@ -63,6 +66,22 @@ def sync_tree(tree: Tree, store: Store, progress: Progress | None) -> SyncReport
         report.removed += 1
     tree.save(release=True)  # read again only if a person's edits come in
     return report
+
+
+def _write_files_of(tree: Tree, facts: Sequence[Fact]) -> list[Path]:
+    """The files of a store whose memories were never written under this root: a store
+    copied here (`memlane store migrate` from PostgreSQL), or another home's opened from
+    this one. Files are the truth, and with none the catch-up would purge every memory;
+    this root had no snapshot either, so no file of it was ever removed by hand."""
+    log.warning(
+        "the store holds %d memories and %s has none of their files: writing them from the "
+        "store (a store moved or opened from another home)",
+        len(facts),
+        tree.files.root,
+    )
+    for fact in facts:
+        tree.files.write(fact)
+    return list(tree.files.scan())
 
 
 def index_path(
