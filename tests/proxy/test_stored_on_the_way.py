@@ -235,3 +235,25 @@ def test_a_turn_whose_messages_cannot_be_stored_leaves_its_session_as_it_was(
     session = mproxy.store.find_session(KEY)
     assert session is not None  # written first, on its own
     assert (session.title, session.metadata) == (None, {})
+
+
+def test_a_store_that_cannot_be_read_still_lets_the_request_through(
+    mproxy: RunningProxy, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database gone away (PostgreSQL restarting) failed the request with a 503 while
+    reading the session it belongs to: memory never breaks a request."""
+    store = mproxy.runtime.store
+
+    def gone(*args: Any, **kwargs: Any) -> Any:
+        raise StoreError("the PostgreSQL store is unreachable")
+
+    monkeypatch.setattr(store, "find_session_state", gone)
+    upstream.script(Reply(text="answered all the same"))
+
+    said = ask(mproxy, KEY, [{"role": "user", "content": "are you there?"}], stream=False)
+
+    assert said == "answered all the same"
+    sent = upstream.model_requests[-1].json["messages"]
+    assert sent[-1] == {"role": "user", "content": "are you there?"}
+    failed = mproxy.runtime.activity.snapshot()["failures"]["store"]  # logged and counted
+    assert "unreachable" in failed["last"]

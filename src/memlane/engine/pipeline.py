@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
-from memlane.engine import scaffold, storing, threads, turn_store, waits
+from memlane.engine import failopen, scaffold, storing, threads, turn_store, waits
 from memlane.engine.failopen import best_effort
 from memlane.engine.governance import counted, govern_turn
 from memlane.engine.memory.ingest import schedule_ingest
@@ -19,6 +19,7 @@ from memlane.engine.sessions.ahead import made_session
 from memlane.engine.sessions.indexing import schedule_index
 from memlane.engine.sessions.references import has_references, resolve_references
 from memlane.engine.turn import Answer, DirectAnswer, Forward, Prepared, Turn
+from memlane.store import StoreError
 from memlane.types import Message
 
 log = logging.getLogger("memlane.pipeline")
@@ -99,8 +100,8 @@ async def _shape(
             turn.lost = True
             return list(turn.messages), None
         return messages, (None if search is None else _settled_read(rt, search, messages))
-    found: Shaped | _Late | None = await read_within(
-        rt, turn, "reading and shaping the request", LATE, _found_and_shaped, rt, turn, search
+    found: Shaped | _Late | None = await _unless_unreadable(
+        rt, turn, read_within(rt, turn, READING, LATE, _found_and_shaped, rt, turn, search)
     )
     shaped = found if found is not None else await _subagent_shaped(rt, turn, search)
     if shaped is LATE:  # forwarded as sent, stored from the client's next request
@@ -111,6 +112,22 @@ async def _shape(
         rt, turn, lambda: turn_store.store_with(rt, turn, writes), messages=True, linger=True
     )
     return messages, (None if ahead is None else _outcome(*ahead))
+
+
+READING = "reading and shaping the request"
+
+
+async def _unless_unreadable(
+    rt: Runtime, turn: Turn, reading: Awaitable[Shaped | _Late | None]
+) -> Shaped | _Late | None:
+    """The read's result, or LATE when the store cannot be read (a database gone away):
+    the request is forwarded as sent, like one whose read outlasted its wait, and the
+    failure logged and recorded; memory never breaks a request."""
+    try:
+        return await reading
+    except StoreError as exc:
+        await failopen.record(rt, turn, "store", f"{READING}: {exc}", type(exc).__name__)
+        return LATE
 
 
 async def _subagent_shaped(rt: Runtime, turn: Turn, search: Search | None) -> Shaped | _Late:
