@@ -285,3 +285,34 @@ def test_images_count_as_what_a_provider_charges_and_old_ones_are_compacted(
     assert max(images) <= 8_192 // 1_600  # never more than the window can take
     assert images[-1] >= 1
     assert json.dumps(forwarded[-1].json["messages"][-1]) == json.dumps(messages[-2])
+
+
+def test_a_head_that_leaves_no_room_beside_a_long_system_prompt_goes_too(
+    proxy_factory: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    """The first turn is kept for the session's life; beside a system prompt close to the
+    budget it took every request over it, each refused before the upstream."""
+    proxy = proxy_factory(**SMALL)
+    upstream.respond_with(summaries)
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": words(1_150, 3)},
+        {"role": "user", "content": "Start here: " + words(120, 4)},
+        {"role": "assistant", "content": "Started. " + words(120, 5)},
+    ]
+    for n in range(12):
+        messages += [
+            {"role": "user", "content": f"Step {n}: " + words(30, 10 + n)},
+            {"role": "assistant", "content": f"Done {n}."},
+        ]
+    messages.append({"role": "user", "content": "Next?"})
+    answer = post(proxy, {"model": MODEL, "messages": messages})
+    assert answer.status_code == 200, answer.text
+    sent = [r for r in upstream.model_requests if summaries(r) is None][-1].json["messages"]
+    assert sent[0] == messages[0]  # the instructions stay
+    assert sent[-1] == {"role": "user", "content": "Next?"}
+    assert messages[1] not in sent  # the head went, summarised with the middle
+    messages += [
+        {"role": "assistant", "content": "Step 12 next."},
+        {"role": "user", "content": "Go."},
+    ]
+    assert post(proxy, {"model": MODEL, "messages": messages}).status_code == 200  # and after

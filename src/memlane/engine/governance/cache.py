@@ -26,7 +26,11 @@ from memlane.engine.governance import mask, render, window
 from memlane.engine.governance.budget import Budget
 from memlane.engine.governance.ledger import EVENT_INFLATED, EVENT_SUMMARY_FAILED, Ledger
 from memlane.engine.governance.plan import Plan
-from memlane.engine.governance.structure import last_user_turn, safe_cuts
+from memlane.engine.governance.structure import (
+    last_user_turn,
+    leading_instructions,
+    safe_cuts,
+)
 from memlane.engine.governance.summarise import MARKER, Summariser, SummaryError
 from memlane.text.llm import LLMError
 from memlane.text.tokens import REPLY_PRIMING, Tokenizer
@@ -106,9 +110,16 @@ class Governor:
         return render.apply(plan, messages, self.settings, self.count)
 
     async def compact(
-        self, plan: Plan, messages: Sequence[Message], stats: Stats, *, force: bool = False
+        self,
+        plan: Plan,
+        messages: Sequence[Message],
+        stats: Stats,
+        *,
+        force: bool = False,
+        headless: bool = False,
     ) -> Plan:
-        """A new plan that brings `messages` down to the target (or as close as it can)."""
+        """A new plan that brings `messages` down to the target (or as close as it can).
+        `headless`: the head goes too (`flow.govern`, when keeping it leaves no room)."""
         conversation = [m for m in messages if m.origin == "client"]
         if not conversation:
             return plan
@@ -130,9 +141,11 @@ class Governor:
             for i, m in enumerate(conversation)
         ]
         current = self.total(self.render(plan, messages))
-        if current <= self.budget.target and not force:
+        if current <= self.budget.target and not force and not headless:
             return plan.covering(conversation) if stats.masked else plan
-        return await self._window(plan, conversation, effective, others, stats, force=force)
+        return await self._window(
+            plan, conversation, effective, others, stats, force=force, headless=headless
+        )
 
     async def _window(
         self,
@@ -143,6 +156,7 @@ class Governor:
         stats: Stats,
         *,
         force: bool = False,
+        headless: bool = False,
     ) -> Plan:
         cuts = safe_cuts(conversation)
         reserve = (
@@ -153,7 +167,9 @@ class Governor:
             + SUMMARY_OVERHEAD
             + self.budget.recall
         )
-        if plan.trims:
+        if headless:  # only the instructions stay in front of the summary
+            head = leading_instructions(conversation)
+        elif plan.trims:
             head = plan.head
         else:
             head = window.choose_head(conversation, counts, cuts, self.budget.target // 4)

@@ -19,6 +19,7 @@ from memlane.engine.governance.errors import ContextOverflow
 from memlane.engine.governance.ledger import EVENT_COMPACTED, EVENT_LOOP
 from memlane.engine.governance.plan import Plan
 from memlane.engine.governance.report import context_event
+from memlane.engine.governance.structure import leading_instructions
 from memlane.types import Message
 
 LongTermRecall = Callable[[str, int, int], Awaitable[list[recall.Snippet]]]
@@ -70,6 +71,13 @@ async def govern(
         candidate = await gov.compact(plan, messages, stats, force=force)
         candidate_out = gov.render(candidate, messages)
         candidate_tokens = gov.total(candidate_out)
+        if candidate_tokens > gov.budget.limit and candidate.head > leading_instructions(
+            conversation
+        ):  # the head, kept for the session's life, leaves no room beside the instructions
+            headless = await gov.compact(plan, messages, stats, headless=True)
+            headless_out = gov.render(headless, messages)
+            if (headless_tokens := gov.total(headless_out)) < candidate_tokens:
+                candidate, candidate_out, candidate_tokens = headless, headless_out, headless_tokens
         if candidate_tokens < tokens:
             plan, out, tokens = candidate, candidate_out, candidate_tokens
             stats.compacted = True
