@@ -149,3 +149,7 @@ def test_a_200k_token_claude_code_session_is_governed_into_the_window(
         b for m in forwarded if m["role"] == "user" for b in m["content"] if b["type"] == "text"
     ]
     assert any("[memlane: summary of" in b["text"] for b in summary)
+    told = next(b["text"] for b in summary if "[memlane: summary of" in b["text"])
+    replaced = int(told.split("[memlane: summary of ", 1)[1].split(" ", 1)[0])
+    kept = sum(1 for m in forwarded if json.dumps(m, sort_keys=True) in client_turns)
+    assert replaced <= len(messages) - kept  # messages, not their content blocks

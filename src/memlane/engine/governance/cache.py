@@ -220,7 +220,9 @@ class Governor:
         return replace(
             after,
             snapshot=snapshot,
-            summarised=(plan.summarised if plan.trims else 0) + len(newly),
+            # wire messages, not items: an Anthropic message is one item per content block
+            summarised=(plan.summarised if plan.trims else 0)
+            + sum(1 for i in newly if not conversation[i].continues),
             masked={i: ref for i, ref in after.masked.items() if i not in dropped_set},
             strip_reasoning=user is not None and user >= head,
             compactions=plan.compactions + 1,
