@@ -80,9 +80,10 @@ class CoreSettings(SettingsPart):
     few seconds would otherwise hold it open for ever)."""
 
     request_wait_seconds: PositiveFloat = 10.0
-    """Longest memlane waits on its own work for one request (its session's earlier turns, a
-    store write, a token count); past it the request goes on without that work, answered as
-    usual, and the overrun is logged and recorded. The upstream has its own timeout."""
+    """Longest memlane waits on its own work for one request, all of it together (its
+    session's earlier turns, a store write, a read through a worker thread, a token count);
+    past it the request goes on without that work, answered as usual, and the overrun is
+    logged and recorded. The upstream has its own timeout."""
 
     shutdown_grace_seconds: PositiveInt = 30
     """Seconds (whole) a graceful stop lets the requests in flight finish. A request still

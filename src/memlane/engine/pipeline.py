@@ -42,7 +42,9 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
     session is the one thing the user is answered about directly (`DirectAnswer`):
     forwarding would hide the typo.
     """
-    if not await rt.writes.before_reading(turn.session_of):
+    with waits.spending(turn):
+        settled = await rt.writes.before_reading(turn.session_of, waits.left(rt, turn))
+    if not settled:
         waits.overran(rt, turn, "storing the session's earlier turns")
     turn.clock.mark("wait")
     ahead = None
@@ -61,7 +63,10 @@ async def prepare(rt: Runtime, turn: Turn) -> Prepared:
     else:  # shaped from what earlier turns stored, and recall searched on it, in one read
         messages, ahead = await _shape(rt, turn, search_ahead(rt, turn))
     turn.clock.mark("shape")
-    messages = await best_effort(rt, turn, "governance", govern_turn(rt, turn, messages), messages)
+    governing = govern_turn(rt, turn, messages)
+    if not reads_on_the_loop(rt):  # its reads go to a worker thread: bounded by the wait
+        governing = waits.within(rt, turn, "governing the request", governing, messages)
+    messages = await best_effort(rt, turn, "governance", governing, messages)
     turn.clock.mark("governance")
     recalled = await best_effort(
         rt,

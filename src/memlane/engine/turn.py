@@ -94,6 +94,9 @@ class Turn:
     """The client's messages could not be stored: nor is the answer (the client's next
     request resends both). Set on the event loop, or by the turn's own write in the
     store's writer, which every later write of the turn follows."""
+    waited: float = 0.0
+    """Seconds the request has waited on memlane's own work so far (`engine.waits`): in
+    all, never more than `request_wait_seconds`."""
     trimmed: bool = False
     """Set by governance when the request had to be cut to fit."""
     counting: Counting | None = None

@@ -21,7 +21,7 @@ from typing import Any
 
 from starlette.responses import Response
 
-from memlane.engine import pipeline
+from memlane.engine import pipeline, threads, waits
 from memlane.engine.governance.budget import learn_from_upstream_error
 from memlane.engine.threads import TRAFFIC
 from memlane.engine.turn import Answer, Turn
@@ -42,7 +42,8 @@ log = logging.getLogger("memlane.proxy")
 
 
 def _learn_window(state: ProxyState, turn: Turn, status: int, content: bytes) -> None:
-    """An upstream `context_length_exceeded` teaches governance the model's real window."""
+    """An upstream `context_length_exceeded` teaches governance the model's real window (in a
+    worker thread: a store write, never made on the event loop)."""
     rt = state.runtime
     model = turn.window_model or turn.model
     try:
@@ -159,7 +160,8 @@ async def send_upstream(
         body = b""
     finally:
         await sent.aclose()
-    _learn_window(state, turn, sent.status_code, body)
+    learning = threads.to_thread(_learn_window, state, turn, sent.status_code, body)
+    await waits.within(state.runtime, turn, "learning the model's window", learning, None)
     turn.upstream_error = upstream_refusal(upstream.base, sent.status_code, body)
     await _fail(state, turn)
     return error_response(adapter, sent.status_code, body)

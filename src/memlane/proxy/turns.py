@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -186,6 +187,7 @@ async def _serve(
     except IdentityError as exc:
         raise ProxyError(400, str(exc), code="invalid_namespace", param="X-Memlane-Repo") from None
     tools = offered(state.settings.proxy_tools, identity.flags.get(h.TOOLS_FLAG))
+    started = time.monotonic()
     chained_key = await _chained_key(state, parsed, tenant)
     if chained_key is not None:  # memlane holds the conversation: send it whole
         body = {k: v for k, v in parsed.body.items() if k != PREVIOUS_RESPONSE}
@@ -209,6 +211,7 @@ async def _serve(
         window_model=window_model,
         client_compacts=compacts_itself(sent),
         client=client_name(sent),
+        waited=time.monotonic() - started,  # the lookup's wait is the request's
     )
     prepared = await _prepare(state, turn, adapter)
     if isinstance(prepared, DirectAnswer):  # the user is told why, as the assistant's answer
@@ -257,10 +260,17 @@ async def _chained_key(state: ProxyState, parsed: ParsedRequest, tenant: str) ->
     if not isinstance(previous, str) or not previous:
         return None
     rt = state.runtime
+    found = _looked_up(state, previous, tenant)
+    return await waits.within(rt, None, f"looking up {PREVIOUS_RESPONSE}", found, None)
+
+
+async def _looked_up(state: ProxyState, previous: str, tenant: str) -> str | None:
+    """`_chained_key`'s lookup, once the answers queued to be stored are: one wait in all
+    (the writes and the read both wait on a store that may be gone)."""
+    rt = state.runtime
     await rt.writes.settled()  # the answer it names may be queued to be stored
     try:
-        found = asyncio.to_thread(chained_session_key, rt, previous, tenant)
-        return await waits.within(rt, None, f"looking up {PREVIOUS_RESPONSE}", found, None)
+        return await asyncio.to_thread(chained_session_key, rt, previous, tenant)
     except StoreError as exc:
         log.warning("could not look up %s %s: %s", PREVIOUS_RESPONSE, previous, exc)
         return None

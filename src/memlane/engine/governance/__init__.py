@@ -40,7 +40,7 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
     if not rt.settings.governance_enabled or not turn.governed:
         return messages
     from memlane.engine.governance.flow import govern
-    from memlane.engine.governance.setup import governor_for_turn, write_anchor
+    from memlane.engine.governance.setup import write_anchor
 
     started = time.perf_counter()
     # The thread's CPU clock is a real system call (not the vDSO's), and one that makes the
@@ -48,9 +48,7 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
     # held the event loop 0.58 ms on average, up to 24 ms. Read only for the debug record.
     timed = log.isEnabledFor(logging.DEBUG)
     cpu_started = time.thread_time() if timed else 0.0
-    # Inline: a learned-window read and cached tokenizers (the proxy loads every encoding
-    # at start-up) cost less than the thread hop, whose wake-up waits for a free core.
-    gov = governor_for_turn(rt, turn)
+    gov = await _governor(rt, turn)
     # A new session's texts are unseen: counted beside the upstream call. A next turn's are
     # memoised but for its newest: counted beside it too when no other request is in hand
     # (`Counting` then counts on the loop while the request is upstream), else here, where
@@ -83,6 +81,26 @@ async def govern_turn(rt: Runtime, turn: Turn, messages: list[Message]) -> list[
         else:  # its session may be a row still to write (`engine.sessions.ahead`)
             _behind(rt, turn, "write the anchor", lambda: _anchor(rt, turn, snapshot))
     return governed.messages
+
+
+async def _governor(rt: Runtime, turn: Turn) -> Governor:
+    """The turn's governor, its learned window and its plan read. On SQLite, here: a
+    memoised window read and cached tokenizers (the proxy loads every encoding at
+    start-up) cost less than the thread hop, whose wake-up waits for a free core. On
+    PostgreSQL a read is a round trip, and with the server gone a wait for a connection
+    (up to the pool's 30 s): in a worker thread, never on the event loop, where it held
+    every request of the process."""
+    from memlane.engine.governance.setup import governor_for_turn
+
+    if rt.store_kind == "sqlite":
+        return governor_for_turn(rt, turn)
+
+    def read() -> Governor:
+        if turn.session is not None and not turn.continued:
+            turn.stored_state(rt.store)  # the plan, read here rather than by `govern`
+        return governor_for_turn(rt, turn)
+
+    return await threads.to_thread(read)
 
 
 async def counted(turn: Turn) -> None:
