@@ -142,9 +142,14 @@ def test_a_foreign_origin_is_refused_before_the_inspector(quiet: RunningProxy) -
 
 def test_logout_ends_the_login(quiet: RunningProxy) -> None:
     with browser_client(quiet) as client:
+        copied = client.cookies[auth.COOKIE]  # another tab, or a copy someone kept
         done = form(client, "/ui/logout", "/ui")
         assert done.status_code == 303
         assert client.get("/ui").status_code == 303
+    with httpx.Client(base_url=quiet.base, cookies={auth.COOKIE: copied}) as copy:
+        assert copy.get("/ui/sessions").status_code == 303  # logged out everywhere
+    with browser_client(quiet) as again:  # a new login is not affected
+        assert again.get("/ui/sessions").status_code == 200
 
 
 def test_pages_allow_nothing_but_their_own_origin(quiet: RunningProxy) -> None:

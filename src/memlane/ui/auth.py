@@ -6,7 +6,8 @@ same token as the admin API (`/v1/memlane/…`):
 - a person logs in once with the form at `/ui/login`; memlane answers with an
   HttpOnly, SameSite=Strict cookie (path `/ui`) that holds no token, only a
   random nonce, its issue time and a MAC keyed by the token: changing the token
-  logs every browser out;
+  logs every browser out, and logging out keeps the nonce in the store until the
+  cookie would have expired (`log_out`), so a copy of it is refused too;
 - a script sends `Authorization: Bearer <token>`, as to the admin API;
 - `/ui?token=…` (a link a script or a launcher builds) is accepted on a GET:
   it sets the cookie and redirects to the same page without the token, so the
@@ -23,6 +24,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import secrets
 import time
 from dataclasses import dataclass
@@ -30,6 +32,8 @@ from urllib.parse import parse_qsl, urlencode
 
 from starlette.requests import Request
 from starlette.responses import Response
+
+from memlane.store.base import MetaStore
 
 COOKIE = "memlane_ui"
 LOGIN_COOKIE = "memlane_ui_login"
@@ -79,6 +83,33 @@ def cookie_nonce(token: str, value: str, *, now: float | None = None) -> str | N
         return None
     age = (time.time() if now is None else now) - int(issued)
     return nonce if 0 <= age <= SESSION_SECONDS else None
+
+
+LOGGED_OUT_META = "ui_logged_out"
+"""The store's meta key holding the nonces of cookies logged out before they expired."""
+
+
+def logged_out(store: MetaStore, nonce: str) -> bool:
+    """Whether the cookie of `nonce` was logged out: a cookie holds no state, so a copy
+    of it would otherwise stay valid for its seven days."""
+    return nonce in _logged_out(store)
+
+
+def log_out(store: MetaStore, nonce: str, *, now: float | None = None) -> None:
+    """Remember `nonce` as logged out until its cookie would have expired anyway (what
+    has expired is dropped then: the list stays as short as the logins of a week)."""
+    current = time.time() if now is None else now
+    kept = {n: until for n, until in _logged_out(store).items() if until > current}
+    kept[nonce] = current + SESSION_SECONDS
+    store.set_meta(LOGGED_OUT_META, json.dumps(kept))
+
+
+def _logged_out(store: MetaStore) -> dict[str, float]:
+    try:
+        found = json.loads(store.get_meta(LOGGED_OUT_META) or "{}")
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def csrf_token(token: str, nonce: str) -> str:

@@ -11,11 +11,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from memlane import __version__
+from memlane.engine import threads
 from memlane.files.admin_token import token_path
 from memlane.proxy.state import current_state
 from memlane.ui import auth
 from memlane.ui.render import STATIC_FILES, STATIC_TYPES, page, static_file
-from memlane.ui.web import FORM_TYPE, MAX_FORM_BYTES, UIError, Who, admin_token, read_form, redirect
+from memlane.ui.web import (
+    FORM_TYPE,
+    MAX_FORM_BYTES,
+    UIError,
+    Who,
+    admin_token,
+    read_form,
+    redirect,
+    runtime_of,
+)
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -75,6 +85,8 @@ async def login(request: Request) -> Response:
 @router.post("/logout")
 async def logout(request: Request, who: Who) -> Response:
     await read_form(request, who)
+    if who.nonce is not None:  # a copy of the cookie is refused from now on, not only this one
+        await threads.to_thread(auth.log_out, runtime_of(request).store, who.nonce)
     response = redirect("/ui/login")
     auth.clear_session_cookie(response)
     return response

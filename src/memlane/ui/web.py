@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from memlane import __version__
+from memlane.engine import threads
 from memlane.engine.runtime import Runtime
 from memlane.proxy.state import current_state
 from memlane.ui import auth
@@ -64,6 +65,10 @@ async def signed_in(request: Request) -> auth.Viewer:
     who = auth.viewer(request, token)
     if who is None:
         raise LoginRequired
+    if who.nonce is not None:
+        store = runtime_of(request).store
+        if await threads.to_thread(auth.logged_out, store, who.nonce):
+            raise LoginRequired
     return who
 
 
