@@ -22,7 +22,7 @@ from memlane.engine.memory.extract import FACT_PROMPT
 from memlane.engine.memory.reconcile import RECONCILE_PROMPT
 from memlane.engine.memory.summary import SUMMARY_PROMPT
 from tests.proxy.conftest import sdk
-from tests.support.gitrepo import failing_purge_git
+from tests.support.gitrepo import every_object, failing_purge_git
 from tests.support.upstream import (
     ProxyFactory,
     RecordedRequest,
@@ -56,15 +56,8 @@ def found_under(home: Path, needle: str) -> list[str]:
         if path.is_file() and needle.encode() in path.read_bytes()
     ]
     repo = home / "memory"
-    if (repo / ".git").exists():
-        objects = subprocess.run(
-            ["git", "cat-file", "--batch-all-objects", "--batch", "--unordered"],
-            cwd=repo,
-            capture_output=True,
-            check=True,
-        ).stdout
-        if needle.encode() in objects:
-            hits.append("git objects")
+    if (repo / ".git").exists() and needle.encode() in every_object(repo):
+        hits.append("git objects")
     return hits
 
 

@@ -7,7 +7,6 @@ the entry's file is still on disk, which the caller removes afterwards.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from memlane.files.git import GitRepo
 from memlane.files.git_purge import PurgeError, purge_history
 from memlane.files.memory_files import entry_text
-from tests.support.gitrepo import failing_purge_git, git
+from tests.support.gitrepo import every_object, failing_purge_git, git
 
 DOOMED = "20260101T000000000000Z__doomed1.md"
 KEPT = "20260101T000000000001Z__kept1.md"
@@ -33,16 +32,6 @@ def commit(repo: Path, files: dict[str, str], message: str) -> None:
         path.write_text(text)
     git(repo, "add", "-A", ".")
     git(repo, "commit", "-q", "-m", message)
-
-
-def every_object(repo: Path) -> bytes:
-    """Every object of the repository, reachable or not, loose or packed, decompressed."""
-    return subprocess.run(
-        ["git", "cat-file", "--batch-all-objects", "--batch", "--unordered"],
-        cwd=repo,
-        capture_output=True,
-        check=True,
-    ).stdout
 
 
 def left_anywhere(repo: Path, text: str) -> list[str]:

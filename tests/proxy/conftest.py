@@ -7,6 +7,7 @@ forwarded, so those stages are switched off here (they have their own tests).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -67,6 +68,15 @@ def stored(proxy: RunningProxy, key: str, **kwargs: Any) -> list[Any]:
         (m.message.role, m.message.kind, m.message.origin, m.message.text, m.status)
         for m in proxy.store.list_messages(session.id, **kwargs)
     ]
+
+
+@pytest.fixture
+def unblock() -> Iterator[threading.Event]:
+    """Set at the test's end: store calls a test holds up (a store gone away, a slow
+    write) end then, not with the proxy's threads still waiting on them."""
+    event = threading.Event()
+    yield event
+    event.set()
 
 
 @pytest.fixture

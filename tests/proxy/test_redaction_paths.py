@@ -5,8 +5,6 @@ upstream that writes back everything it is given)."""
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
 
 import openai
 
@@ -16,6 +14,7 @@ from memlane.engine.sessions.metafile import meta_path
 from memlane.engine.sessions.query import QUERY_PROMPT
 from memlane.engine.sessions.working import SUMMARY_PROMPT as WORKING_SUMMARY_PROMPT
 from memlane.text.llm import OWN_CALL_HEADER
+from tests.support.gitrepo import every_object
 from tests.support.upstream import ProxyFactory, RecordedRequest, Reply, ScriptedUpstream, closing
 
 SECRETS = {
@@ -87,21 +86,12 @@ def test_no_credential_reaches_own_calls_files_git_or_meta(
     for path in written:
         for secret in SECRETS.values():
             assert secret.encode() not in path.read_bytes(), (secret, path)
-    objects = git_objects(root)
+    objects = every_object(root)
     for secret in SECRETS.values():
         assert secret.encode() not in objects, secret
     stored = [f.text for f in proxy.store.list_facts(include_deleted=True)]
     assert stored
     assert not [t for t in stored for s in SECRETS.values() if s in t]
-
-
-def git_objects(root: Path) -> bytes:
-    return subprocess.run(
-        ["git", "cat-file", "--batch-all-objects", "--batch", "--unordered"],
-        cwd=root,
-        capture_output=True,
-        check=True,
-    ).stdout
 
 
 def own_bodies(upstream: ScriptedUpstream, marker: str) -> list[bytes]:

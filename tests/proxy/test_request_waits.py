@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +24,6 @@ from tests.support.upstream import ProxyFactory, Reply, RunningProxy, ScriptedUp
 WAIT = 0.5
 CLIENT_SECONDS = 15.0
 """Far past `WAIT`: a client that times out here was left waiting on memlane."""
-
-
-@pytest.fixture
-def unblock() -> Iterator[threading.Event]:
-    """Set at the test's end, so the store writes held up meanwhile finish."""
-    event = threading.Event()
-    yield event
-    event.set()
 
 
 def stuck_writes(store: Any, names: tuple[str, ...], until: threading.Event) -> None:

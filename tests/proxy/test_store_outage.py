@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -17,14 +17,6 @@ from tests.support.upstream import ProxyFactory, Reply, RunningProxy, ScriptedUp
 
 WAIT = 1.0
 """`request_wait_seconds` here."""
-
-
-@pytest.fixture
-def gone() -> Iterator[threading.Event]:
-    """Set once the test is over: the hung store calls end then."""
-    back = threading.Event()
-    yield back
-    back.set()
 
 
 def hung(back: threading.Event) -> Callable[..., Any]:
@@ -39,14 +31,17 @@ def hung(back: threading.Event) -> Callable[..., Any]:
 
 @pytest.fixture
 def down_proxy(
-    proxy_factory: ProxyFactory, pg_url: str, gone: threading.Event, monkeypatch: pytest.MonkeyPatch
+    proxy_factory: ProxyFactory,
+    pg_url: str,
+    unblock: threading.Event,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> RunningProxy:
     running = proxy_factory(
         store_url=pg_url, request_wait_seconds=WAIT, memory_enabled=False, index_enabled=False
     )
     store = running.runtime.store
     for name in ("find_session_state", "get_meta", "get_state", "transaction", "batch"):
-        monkeypatch.setattr(store, name, hung(gone))
+        monkeypatch.setattr(store, name, hung(unblock))
     running.runtime.windows._read.clear()  # the next turn reads its window from the store
     return running
 

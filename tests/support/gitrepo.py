@@ -26,6 +26,17 @@ def git(repo: Path, *args: str) -> str:
     return git_output(repo, *args).strip()
 
 
+def every_object(repo: Path) -> bytes:
+    """Every object of the repository, reachable or not, loose or packed, decompressed:
+    where a purged text must be found nowhere."""
+    return subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch", "--unordered"],
+        cwd=repo,
+        capture_output=True,
+        check=True,
+    ).stdout
+
+
 def changed_in_head(repo: Path) -> list[str]:
     """What the last commit changed, a `status<TAB>path` line per file (renames apart)."""
     return git(repo, "show", "--no-renames", "--name-status", "--format=", "HEAD").splitlines()

@@ -23,6 +23,7 @@ from memlane.engine.runtime import Runtime
 from memlane.store.sqlite import SQLiteStore
 from memlane.text.llm import Completion, LLMError
 from tests.engine.memory.conftest import agree
+from tests.support.gitrepo import every_object
 from tests.support.text import ScriptedLLM
 
 
@@ -515,16 +516,7 @@ async def test_a_typed_key_never_reaches_a_fact_a_file_or_git(
     for path in root.rglob("*"):
         if path.is_file():
             assert key.encode() not in path.read_bytes(), path
-    assert key.encode() not in git_objects(root)  # every object, loose or packed, decompressed
-
-
-def git_objects(root: Any) -> bytes:
-    return subprocess.run(
-        ["git", "cat-file", "--batch-all-objects", "--batch", "--unordered"],
-        cwd=root,
-        capture_output=True,
-        check=True,
-    ).stdout
+    assert key.encode() not in every_object(root)  # every object, loose or packed, decompressed
 
 
 async def test_a_key_added_by_hand_never_reaches_a_commit_message(
@@ -536,7 +528,7 @@ async def test_a_key_added_by_hand_never_reaches_a_commit_message(
     fact = await add_memory(rt, f"the deploy token is {key}")
     await forget_memory(rt, fact.id)
     root = book.files.root  # type: ignore[union-attr]
-    assert key.encode() not in git_objects(root)
+    assert key.encode() not in every_object(root)
     assert "[redacted github-token]" in git_messages(root)
 
 
