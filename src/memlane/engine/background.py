@@ -185,6 +185,8 @@ class Background:
         """Bytes of the items waiting in batches or held by jobs not ended."""
         self._spilled = 0
         self._draining = False
+        self._timers: set[asyncio.TimerHandle] = set()
+        """Calls planned for later (`later`), cancelled by `cancel_all`."""
 
     def _drop(self, name: str, count: int = 1) -> None:
         self.dropped += count
@@ -225,6 +227,17 @@ class Background:
         """Begin the spawned jobs that waited, oldest first, while there is room."""
         while self._waiting and len(self._tasks) < self.max_pending:
             self._begin(*self._waiting.popleft())
+
+    def later(self, delay: float, callback: Callable[[], None]) -> None:
+        """Call `callback` on the loop in `delay` seconds, unless `cancel_all` comes first: a
+        timer, so nothing holds a job's place while it waits (a retry after a failure)."""
+
+        def fire() -> None:
+            self._timers.discard(handle)
+            callback()
+
+        handle = asyncio.get_running_loop().call_later(delay, fire)
+        self._timers.add(handle)
 
     def start_service(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
         """Run `coro` for the life of the process (the memory file watcher): tracked and
@@ -391,6 +404,9 @@ class Background:
         and wait for them; the number of unfinished jobs and never-started batch items (not
         services) is returned."""
         waiting = self._batched + self._spilled + len(self._waiting)
+        for handle in self._timers:
+            handle.cancel()
+        self._timers.clear()
         while self._waiting:
             self._waiting.popleft()[0].close()
         for found in self._batches.values():

@@ -22,7 +22,9 @@ written first, so a failure later never loses what was said. A turn waiting in a
 batch lives in memory, but its work is durable: the session's messages are stored
 before the response, and the session's mark (`engine.memory.marks`) moves past a
 turn only once its batch is done, so the work of every turn a stop or a crash left
-undone is queued again at the next start (`engine.memory.resume`).
+undone is queued again at the next start (`engine.memory.resume`). A job that fails
+leaves the mark where it was too, and its session's turns are tried again after a pause
+(`engine.memory.failures`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from memlane.engine.memory.book import MemoryBook
 from memlane.engine.memory.entries import new_fact
 from memlane.engine.memory.evict import choose_evictions
 from memlane.engine.memory.extract import Extracted, Said, extract_batch
+from memlane.engine.memory.failures import failures
 from memlane.engine.memory.reconcile import reconcile
 from memlane.engine.memory.rederive import answered_positions, session_turns
 from memlane.engine.memory.summary import SUMMARY_KIND, summary_id, update_summary
@@ -58,7 +61,7 @@ from memlane.engine.memory.turn_input import (
 from memlane.engine.runtime import Runtime
 from memlane.engine.turn import Answer, Turn
 from memlane.files.memory_files import new_id, now_utc
-from memlane.text.llm import REQUEST_ROUTE, LLMError
+from memlane.text.llm import REQUEST_ROUTE, LLMError, LLMRoute
 from memlane.text.llm_route import following
 from memlane.types import Fact, FactRole
 
@@ -127,27 +130,40 @@ async def _recorded(rt: Runtime, items: list[TurnInput | Reread]) -> None:
             groups.append([item])
     for group in groups:
         session_id = group[0].session_id
+        positions = [item.user_position for item in group if item.user_position is not None]
         try:
             with following(group[0].route):  # the live request's, else the one it went by
                 report = await ingest_turns(rt, group)
+            if positions:  # these turns are remembered: not resumed after a restart
+                await threads.to_thread(_remembered, rt, session_id, positions)
         except Exception as exc:
             rt.activity.extraction(ok=False, detail=repr(exc)[:300], session_id=session_id)
+            _again_later(rt, session_id, group[0].route)
             raise
+        failures(rt.background).note_success(session_id)
         detail = report.message(session_id).splitlines()[0].removeprefix("memory: ")
         if report.reason:
             detail += f" ({report.reason})"
         rt.activity.extraction(ok=True, detail=detail, session_id=session_id)
-        positions = [item.user_position for item in group if item.user_position is not None]
-        if positions:  # these turns are remembered: not resumed after a restart
-            await threads.to_thread(_remembered, rt, session_id, positions)
+
+
+def _again_later(rt: Runtime, session_id: str, route: LLMRoute | None) -> None:
+    """After a failed job, the session's turns past its mark are read again from the store
+    after a pause (`failures`); past the last pause, at the next start."""
+    pause = failures(rt.background).note_failure(session_id)
+    if pause is None:
+        log.warning("memory work of session %s failed again: left to the next start", session_id)
+        return
+    log.warning("memory work of session %s failed: tried again in %.0f s", session_id, pause)
+    rt.background.later(pause, functools.partial(queue, rt, Reread(session_id, route)))
 
 
 def _remembered(rt: Runtime, session_id: str, positions: list[int]) -> None:
     """Move the session's mark past the turns at `positions`, now remembered. Where
-    another process may take some of the session's turns, not past one of its turns
-    still at work there (`marks.record_done`)."""
-    if rt.serves_alone:  # every turn of the session is this process's, taken in order
-        marks.advance(rt.store, session_id, max(positions) + 1)
+    another process may take some of the session's turns, or a job of the session failed
+    here (its turns are still to do), not past a turn not done yet (`marks.record_done`)."""
+    if rt.serves_alone and not failures(rt.background).failed_here(session_id):
+        marks.advance(rt.store, session_id, max(positions) + 1)  # every turn here, in order
         return
     answered = functools.partial(answered_positions, rt, session_id)
     marks.record_done(rt.store, session_id, positions, answered)

@@ -12,7 +12,8 @@ per session, the position up to which its turns are remembered (the session stat
   position of that turn's first new message (a session that existed before marks did
   is not remembered again from its start).
 - A batch's job moves it past the turns it remembered (`advance`), once their work is
-  done; a job that is stopped midway leaves it where it was.
+  done; a job that is stopped midway, or fails, leaves it where it was (a failed
+  session's later jobs then record their turns, below, `engine.memory.failures`).
 - Where several processes take a session's turns (`serve --workers`, replicas on
   PostgreSQL), one may finish a later turn while another still works on an earlier one.
   There the job records the turns it did (`record_done`): the mark moves only past
