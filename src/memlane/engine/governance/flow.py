@@ -133,7 +133,12 @@ async def recall_snippets(
     if limit <= 0 or chars <= 0 or not query.strip():
         return []
     per_snippet = max(200, chars // limit)
-    found = _by_rank(gov.ledger.recall(query, limit, per_snippet, version=version))
+    found = gov.ledger.recalled(query, limit, per_snippet, version=version)
+    if found is None:  # a store read: a PostgreSQL round trip (or a wait for a server gone)
+        found = await threads.to_thread(
+            gov.ledger.recall, query, limit, per_snippet, version=version
+        )
+    found = _by_rank(found)
     if longterm is not None:
         found += _by_rank(await longterm(query, limit, per_snippet))
     return recall.select(found, limit, chars)

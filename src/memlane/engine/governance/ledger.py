@@ -67,6 +67,13 @@ class Ledger(Protocol):
         """
         ...
 
+    def recalled(
+        self, query: str, limit: int, chars: int, *, version: str = ""
+    ) -> list[Snippet] | None:
+        """`recall`'s answer when the ledger has it without reading the store (remembered,
+        or held in memory); None when only `recall` can tell, in a worker thread."""
+        ...
+
 
 def describe(message: Message) -> str:
     """One item as plain text, for the event log and the summariser."""
@@ -187,14 +194,20 @@ class StoreLedger:
         self._with_row()
         self.store.add_event(self.session_id, kind, payload, text=text)
 
-    def recall(self, query: str, limit: int, chars: int, *, version: str = "") -> list[Snippet]:
+    def recalled(
+        self, query: str, limit: int, chars: int, *, version: str = ""
+    ) -> list[Snippet] | None:
         if not query.strip() or limit <= 0:
             return []
+        if not version:
+            return None
+        return RECALL_MEMO.get((self.session_id, version, query, limit, chars))
+
+    def recall(self, query: str, limit: int, chars: int, *, version: str = "") -> list[Snippet]:
+        found = self.recalled(query, limit, chars, version=version)
+        if found is not None:
+            return found
         key = (self.session_id, version, query, limit, chars)
-        if version:
-            found = RECALL_MEMO.get(key)
-            if found is not None:
-                return found
         flt = SearchFilter(kinds=("event",), session_id=self.session_id)
         hits = self.store.keyword_search(query, flt, limit=limit)
         snippets = [
@@ -278,6 +291,11 @@ class MemoryLedger:
 
     def record_event(self, kind: str, payload: Mapping[str, Any], text: str = "") -> None:
         self.events.append((kind, dict(payload), text))
+
+    def recalled(
+        self, query: str, limit: int, chars: int, *, version: str = ""
+    ) -> list[Snippet] | None:
+        return self.recall(query, limit, chars, version=version)  # all in memory
 
     def recall(self, query: str, limit: int, chars: int, *, version: str = "") -> list[Snippet]:
         wanted = set(query_terms(query))
