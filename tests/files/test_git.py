@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -120,3 +123,27 @@ async def test_a_commit_that_changed_nothing_is_taken_back(tmp_path: Path) -> No
     assert git(tmp_path, "log", "--format=%s").splitlines() == ["edit", "start"]
     assert git(tmp_path, "rev-parse", "HEAD^").strip() == start
     assert git(tmp_path, "status", "--porcelain") == ""
+
+
+async def test_git_is_started_from_a_worker_thread_not_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Started on the loop, uvloop forks the whole process there: at a proxy's few hundred
+    MB that held every request for tens of milliseconds (`benchmarks/git_spawn.py`)."""
+    started_on: list[int] = []
+    run = subprocess.run
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        started_on.append(threading.get_ident())
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", watched)
+    repo = GitRepo(tmp_path)
+    (tmp_path / "a.md").write_text("a\n")
+
+    assert await repo.commit("start")
+    by_the_commit = list(started_on)
+
+    assert git(tmp_path, "log", "-1", "--format=%s") == "start\n"
+    assert by_the_commit  # every git call went through subprocess...
+    assert threading.get_ident() not in by_the_commit  # ...and none from the loop's thread
