@@ -6,13 +6,15 @@ import asyncio
 import inspect
 import json
 import subprocess
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from memlane.config import Settings
 from memlane.memory import AsyncMemory, Memory
+from memlane.text.llm import LLMError
 from tests.support.text import ScriptedLLM
 
 
@@ -204,6 +206,54 @@ async def test_the_sync_face_inside_an_event_loop_points_to_the_async_one(
         await asyncio.to_thread(memory.close)  # where no loop runs, it closes as usual
 
 
-def test_as_of_takes_a_datetime_and_says_so(settings: Settings) -> None:
-    with Memory(settings) as memory, pytest.raises(TypeError, match="as_of takes a datetime"):
-        memory.search("tea", as_of="2025-01-01")  # type: ignore[arg-type]
+def test_times_are_taken_as_iso_8601_strings_as_the_cli_reads_them(settings: Settings) -> None:
+    jan, mar = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 3, 1, tzinfo=UTC)
+    with Memory(settings) as memory:
+        first = memory.add("The user's team is Payments", scope="ns:work", valid_from="2026-01-01")
+        second = memory.supersede(first, "The user's team is Search", at="2026-03-01T00:00Z")
+        assert [(v.valid_from, v.valid_to) for v in memory.history(second)] == [
+            (jan, mar),
+            (mar, None),
+        ]
+        for then in ("2026-02-01", "2026-02-01T09:30", "2026-02-01T09:30+01:00", date(2026, 2, 1)):
+            found = memory.search("which team", scopes=["ns:work"], as_of=then)
+            assert [h.id for h in found] == [first], then
+        assert [h.id for h in memory.search("team", scopes=["ns:work"], as_of="now")] == [second]
+        with pytest.raises(ValueError, match=r"as_of 'soon' is not a date: use YYYY-MM-DD"):
+            memory.search("tea", as_of="soon")
+        with pytest.raises(ValueError, match=r"valid_from '2026-13-01' is not a date: use"):
+            memory.add("The user likes tea", valid_from="2026-13-01")
+        with pytest.raises(TypeError, match="as_of takes a datetime, a date or a string"):
+            memory.search("tea", as_of=20260101)  # type: ignore[arg-type]
+        assert memory.search("tea") == []  # nothing was added by the bad calls
+
+
+@pytest.mark.parametrize(
+    ("update", "user", "answers", "said"),
+    [
+        ({"memory_extract_facts": False}, "I moved to Oslo", [], "fact extraction is off"),
+        ({}, "", [], "no user message to learn facts from"),
+        ({}, "I moved to Oslo", [LLMError("no model: set llm_model")], "no model: set llm_model"),
+        ({}, "I moved to Oslo", [LLMError("bad key", status=401)], "set MEMLANE_LLM_API_KEY"),
+        ({}, "I moved to Oslo", ["nope", "still nope", "no"], "gave up: 3 answers of model m"),
+        ({}, "I moved to Oslo", ["[]"], "the model found no durable fact"),
+    ],
+)
+async def test_remember_says_why_it_learned_no_fact(
+    settings: Settings, update: dict[str, Any], user: str, answers: list[Any], said: str
+) -> None:
+    llm = ScriptedLLM(answers)
+    async with AsyncMemory(settings.model_copy(update=update), llm=llm) as memory:
+        report = await memory.remember(user, "Noted.", conversation="c1", model="m")
+    assert report.facts_added == []
+    assert report.turns == (2 if user else 1)  # what was said is kept all the same
+    assert said in report.reason
+
+
+def test_remember_without_a_model_for_extraction_says_to_set_one(settings: Settings) -> None:
+    """No LLM configured: the real client refuses before any request, and the report says
+    what to set."""
+    with Memory(settings) as memory:
+        report = memory.remember("I moved to Oslo", "Noted.", conversation="c1")
+    assert report.facts_added == []
+    assert "no model: set llm_model" in report.reason

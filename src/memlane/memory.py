@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, time
 from pathlib import Path
 from typing import Any, TypeVar, get_args
 
@@ -43,8 +43,12 @@ from memlane.store import open_store
 from memlane.text.embeddings import Embedder
 from memlane.text.llm import LLM
 from memlane.types import FactRole
+from memlane.types.moments import MOMENT_FORMS, parse_moment
 
 T = TypeVar("T")
+Moment = datetime | date | str
+"""A time a method takes: a datetime, a date (00:00 UTC that day) or an ISO 8601 string
+(`2026-02-15`, `2026-02-15T09:30`, UTC unless it names its offset) or `now`."""
 __all__ = ["AsyncMemory", "Memory", "MemoryHit", "MemoryVersion"]
 
 
@@ -142,7 +146,7 @@ class AsyncMemory:
         *,
         scope: str = scoping.GLOBAL,
         role: FactRole = "memory",
-        valid_from: datetime | None = None,
+        valid_from: Moment | None = None,
     ) -> str:
         """Remember `text` as it is, true from `valid_from` (default now); returns its id.
 
@@ -153,15 +157,17 @@ class AsyncMemory:
             raise TypeError(f"text must be a string, not {type(text).__name__}")
         if role not in get_args(FactRole):
             raise ValueError(f"role must be one of {', '.join(get_args(FactRole))}, not {role!r}")
+        since = _moment(valid_from, "valid_from")
         fact = await manage.add_memory(
-            self.runtime, text, scope=scoping.parse_scope(scope), role=role, valid_from=valid_from
+            self.runtime, text, scope=scoping.parse_scope(scope), role=role, valid_from=since
         )
         return fact.id
 
-    async def supersede(self, memory_id: str, text: str, *, at: datetime | None = None) -> str:
+    async def supersede(self, memory_id: str, text: str, *, at: Moment | None = None) -> str:
         """Close memory `memory_id` at `at` (default now) and add `text` as its next
         version, true from then (both kept, linked); returns the new version's id."""
-        _, new = await manage.supersede_memory(self.runtime, memory_id, text, at=at)
+        when = _moment(at, "at")
+        _, new = await manage.supersede_memory(self.runtime, memory_id, text, at=when)
         return new.id
 
     async def history(self, memory_id: str) -> list[MemoryVersion]:
@@ -177,20 +183,23 @@ class AsyncMemory:
         conversation: str,
         namespace: str | None = None,
         model: str | None = None,
-        at: datetime | None = None,
+        at: Moment | None = None,
     ) -> IngestReport:
         """Run the whole write path on one exchange: turns, facts (LLM), summary, eviction.
 
         `at` is when the user wrote it (default now): facts are true from then, and
-        relative dates in them ("yesterday") are resolved against it.
+        relative dates in them ("yesterday") are resolved against it. The report's
+        `reason` says how the facts were decided, or why there were none (extraction
+        off, the LLM for it not configured, refused or failing, no fact in the message).
         """
+        said_at = _moment(at, "at")
         item = TurnInput(
             session_id=conversation,
             namespace=namespace or conversation,
             model=model or self.runtime.memory_model(),
             user_text=user,
             assistant_text=assistant,
-            said_at=at,
+            said_at=said_at,
         )
         return await ingest_turn(self.runtime, item)
 
@@ -200,20 +209,20 @@ class AsyncMemory:
         *,
         scopes: Sequence[str] | None = None,
         top_k: int | None = None,
-        as_of: datetime | None = None,
+        as_of: Moment | None = None,
     ) -> list[MemoryHit]:
-        """Memories for `query`: those true now, or at `as_of`, from `scopes` (default:
-        every scope, as `memlane memory search` does; `["global"]` for one). A text kept
-        in several scopes comes once per scope, each hit naming its own."""
-        if as_of is not None and not isinstance(as_of, datetime):
-            raise TypeError(f"as_of takes a datetime, not {type(as_of).__name__}")
+        """Memories for `query`: those true now, or at `as_of` (a datetime, a date or an
+        ISO 8601 string), from `scopes` (default: every scope, as `memlane memory search`
+        does; `["global"]` for one). A text kept in several scopes comes once per scope,
+        each hit naming its own."""
+        then = _moment(as_of, "as_of")
         if top_k is not None and top_k < 1:
             raise ValueError(f"top_k must be 1 or more, not {top_k}")
         if isinstance(scopes, str):  # one scope: a string is a sequence of its letters
             raise TypeError(f"scopes takes a list of scopes: scopes=[{scopes!r}]")
         wanted = [_scope(s) for s in scopes] if scopes is not None else None
         found = await recall(
-            self.runtime, query, scopes=wanted, as_of=as_of, distinct=False, top_k=top_k
+            self.runtime, query, scopes=wanted, as_of=then, distinct=False, top_k=top_k
         )
         return [
             MemoryHit(
@@ -298,12 +307,12 @@ class Memory:
         *,
         scope: str = scoping.GLOBAL,
         role: FactRole = "memory",
-        valid_from: datetime | None = None,
+        valid_from: Moment | None = None,
     ) -> str:
         """See `AsyncMemory.add`."""
         return self._run(self._core.add(text, scope=scope, role=role, valid_from=valid_from))
 
-    def supersede(self, memory_id: str, text: str, *, at: datetime | None = None) -> str:
+    def supersede(self, memory_id: str, text: str, *, at: Moment | None = None) -> str:
         """See `AsyncMemory.supersede`."""
         return self._run(self._core.supersede(memory_id, text, at=at))
 
@@ -319,7 +328,7 @@ class Memory:
         conversation: str,
         namespace: str | None = None,
         model: str | None = None,
-        at: datetime | None = None,
+        at: Moment | None = None,
     ) -> IngestReport:
         """See `AsyncMemory.remember`."""
         return self._run(
@@ -334,7 +343,7 @@ class Memory:
         *,
         scopes: Sequence[str] | None = None,
         top_k: int | None = None,
-        as_of: datetime | None = None,
+        as_of: Moment | None = None,
     ) -> list[MemoryHit]:
         """See `AsyncMemory.search`."""
         return self._run(self._core.search(query, scopes=scopes, top_k=top_k, as_of=as_of))
@@ -381,3 +390,20 @@ def _loop_running() -> bool:
 
 def _scope(text: str) -> str:
     return scoping.parse_scope(text)
+
+
+def _moment(value: Moment | None, name: str) -> datetime | None:
+    """A time parameter as the engine takes it: a datetime as given, a date at 00:00 UTC,
+    a string read as the CLI reads `--as-of` (`types.moments`); a clear error else."""
+    if value is None or isinstance(value, datetime):
+        return value
+    if isinstance(value, date):
+        return datetime.combine(value, time(), tzinfo=UTC)
+    if isinstance(value, str):
+        try:
+            return parse_moment(value)
+        except ValueError as exc:
+            raise ValueError(f"{name} {exc}") from None
+    raise TypeError(
+        f"{name} takes a datetime, a date or a string ({MOMENT_FORMS}), not {type(value).__name__}"
+    )

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from memlane.engine import scaffold, turn_store
@@ -156,8 +156,8 @@ async def test_a_session_header_binds_its_namespace_and_opens_pages(
         assert "#1 assistant: Renamed it to billing_invoices." in text(page)
         resource = await client.read_resource(f"memlane://session/{session.id}")
         assert "billing_invoices" in resource.contents[0].text  # type: ignore[union-attr]
-        hidden = await client.read_resource(f"memlane://session/{other.id}")
-        assert hidden.contents[0].text.startswith("error: no session matches")  # type: ignore[union-attr]
+        with pytest.raises(MCPError, match="no session matches"):  # a JSON-RPC error
+            await client.read_resource(f"memlane://session/{other.id}")
         added = await client.call_tool("memory_add", {"text": "Invoices live in billing_invoices"})
         assert "Remembered in ns:shop" in text(added)  # the session's namespace
         await client.call_tool("todo_set", {"text": "- [ ] migrate readers"})

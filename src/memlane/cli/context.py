@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -16,6 +16,7 @@ from memlane.cli.output import console, err_console, fail
 from memlane.cli.state import CliState, state
 from memlane.config import Settings
 from memlane.store import Store, StoreError, open_store
+from memlane.types.moments import parse_moment
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -129,15 +130,12 @@ def report(as_json: bool, data: Any, line: str) -> None:
 
 
 def moment(text: str | None, option: str) -> datetime | None:
-    """A date or time a person typed: `2026-02-15` (00:00 UTC that day), an ISO 8601 time
-    (`2026-02-15T09:30`, UTC unless it names its offset) or `now`; a clear error else."""
+    """A date or time a person typed, read as every face reads one (`types.moments`):
+    `2026-02-15` (00:00 UTC that day), an ISO 8601 time (`2026-02-15T09:30`, UTC unless it
+    names its offset) or `now`; a clear error else."""
     if text is None:
         return None
-    value = text.strip()
-    if value.lower() == "now":
-        return datetime.now(UTC)
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        fail(f"{option} {text!r} is not a date: use YYYY-MM-DD or an ISO 8601 time")
-    return parsed.astimezone(UTC) if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+        return parse_moment(text)
+    except ValueError as exc:
+        fail(f"{option} {exc}")

@@ -204,12 +204,20 @@ def block_for(settings: Settings, texts: dict[str, str], *, spec_mode: bool) -> 
     return render_block(parts)
 
 
+LIMITS = {"todo": "todo_max_chars", "pinned": "pinned_max_chars", "summary": "anchor_max_chars"}
+"""The setting that caps each editable text (`set_text` cuts a longer one to it)."""
+
+
 def _limit(settings: Settings, name: str) -> int:
-    return {
-        "todo": settings.todo_max_chars,
-        "pinned": settings.pinned_max_chars,
-        "summary": settings.anchor_max_chars,
-    }[name]
+    limit: int = getattr(settings, LIMITS[name])
+    return limit
+
+
+def cut_at(settings: Settings, name: str, value: str | None) -> int | None:
+    """The length `set_text` cuts `value` to (its setting, `LIMITS`) when it is longer;
+    None when it is kept whole. Every face that sets a text says so with this."""
+    limit = _limit(settings, name)
+    return limit if value and len(normalize_escapes(value)) > limit else None
 
 
 def _cap(text: str, limit: int) -> str:

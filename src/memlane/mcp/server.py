@@ -21,6 +21,7 @@ from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 from pydantic.fields import FieldInfo
@@ -150,11 +151,14 @@ def _add_resources(server: MCPServer, runtime_of: RuntimeOf, bind: Bind) -> None
     """Read-only text views, each described by its function's docstring."""
 
     async def read(ctx: Context, view: Callable[[Runtime, Binding], Awaitable[str]]) -> str:
+        """The view's text; a resource it cannot show (no such session, a scope this
+        connection may not read or that is malformed) is the SDK's not-found error, which
+        the client gets as a JSON-RPC error (-32602) carrying the refusal's message."""
         rt, binding = await _binding(runtime_of, bind, ctx)
         try:
             return await view(rt, binding)
         except ToolRefusal as exc:
-            return f"error: {exc}"
+            raise ResourceNotFoundError(str(exc)) from None
 
     async def memory_scope(scope: str, ctx: Context) -> str:
         """The memories of one scope (global, ns:<namespace>, conv:<session id>), one line

@@ -34,16 +34,25 @@ def bounds(which: Paging) -> tuple[int, int]:
     return which.get("limit", PAGE_SIZE), which.get("offset", 0)
 
 
-def session_filter(query: str, namespace: str | None) -> Where:
-    """One namespace, and/or a substring of the title, key, namespace, id or index
-    metadata (name, description, summary, tags)."""
+SESSION_TEXT_COLUMNS = ("coalesce(title, '')", "key", "namespace", "id")
+SESSION_TEXT_FIELDS = ("name", "description", "summary", "tags")
+"""What a session search looks in: these columns, and these fields of the index metadata
+(their values, never the JSON's keys or punctuation)."""
+
+
+def session_filter(db: Db, query: str, namespace: str | None) -> Where:
+    """One namespace, and/or a substring (any case) of the title, key, namespace, id or a
+    value of the index metadata (name, description, summary, a tag)."""
     where = Where().equal("namespace", namespace)
     if query.strip():
-        columns = ("coalesce(title, '')", "key", "namespace", "id", "CAST(metadata AS TEXT)")
-        where.add(
-            "(" + " OR ".join(f"lower({c}) LIKE ? ESCAPE '\\'" for c in columns) + ")",
-            *[like_pattern(query.strip())] * len(columns),
-        )
+        like = "LIKE ? ESCAPE '\\'"
+        tests = [f"lower({column}) {like}" for column in SESSION_TEXT_COLUMNS]
+        tests += [
+            f"EXISTS (SELECT 1 FROM {db.json_values('metadata', field)} AS found "
+            f"WHERE lower(found.value) {like})"
+            for field in SESSION_TEXT_FIELDS
+        ]
+        where.add("(" + " OR ".join(tests) + ")", *[like_pattern(query.strip())] * len(tests))
     return where
 
 
@@ -59,9 +68,9 @@ def counted_by(db: Db, table: str, column: str, where: Where) -> list[tuple[str,
 
 class SqlPages(SqlStore[D]):
     def page_sessions(self, **which: Unpack[SessionPage]) -> tuple[list[Session], int]:
-        where = session_filter(which.get("query", ""), which.get("namespace"))
         limit, offset = bounds(which)
         with self._reading() as db:
+            where = session_filter(db, which.get("query", ""), which.get("namespace"))
             rows, total = page(
                 db,
                 SESSION_COLUMNS,

@@ -41,6 +41,13 @@ class Db(Protocol):
         """A JSON value as the backend binds it."""
         ...
 
+    def json_values(self, column: str, key: str) -> str:
+        """SQL for a table of one text column, `value`: the string under the top-level
+        `key` of the JSON object in `column`, or each element of the array there (no row
+        for anything else). What a person reads in a JSON field, never its keys or
+        punctuation; `key` is a name in memlane's code, never a user's text."""
+        ...
+
     def one(self, sql: str, *params: Any) -> Row | None: ...
 
     def all(self, sql: str, *params: Any) -> list[Row]: ...
@@ -151,6 +158,13 @@ def page(
         (f"SELECT count(*) AS n FROM {table} {counted}", counted.params),
     )
     return rows, int(total[0]["n"])
+
+
+def json_key(key: str) -> str:
+    """`key`, a JSON field's name as SQL text may hold it (`Db.json_values`): a plain name."""
+    if not key.isidentifier():
+        raise ValueError(f"not a JSON field name memlane uses: {key!r}")
+    return key
 
 
 def marks(values: Collection[Any]) -> str:

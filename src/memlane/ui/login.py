@@ -19,6 +19,7 @@ from memlane.ui.render import STATIC_FILES, STATIC_TYPES, page, static_file
 from memlane.ui.web import (
     FORM_TYPE,
     MAX_FORM_BYTES,
+    PREFIX,
     UIError,
     Who,
     admin_token,
@@ -27,7 +28,7 @@ from memlane.ui.web import (
     runtime_of,
 )
 
-router = APIRouter(prefix="/ui", include_in_schema=False)
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
 
 def _login_page(request: Request, *, error: str = "", status: int = 200) -> Response:

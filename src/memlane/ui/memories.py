@@ -24,10 +24,20 @@ from memlane.engine.runtime import Runtime
 from memlane.types import Fact
 from memlane.ui.paging import page_count, rows_of
 from memlane.ui.render import page
-from memlane.ui.web import PageNumber, Rt, UIError, Who, confirm, context, read_form, redirect
+from memlane.ui.web import (
+    PREFIX,
+    PageNumber,
+    Rt,
+    UIError,
+    Who,
+    confirm,
+    context,
+    read_form,
+    redirect,
+)
 from memlane.views.memories import MemoryNotFound, get_memory
 
-router = APIRouter(prefix="/ui", include_in_schema=False)
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
 SEARCH_TOP_K = 20
 PAGE_CHECKS = 500

@@ -21,9 +21,9 @@ from memlane.types import Event, Session
 from memlane.ui.lines import event_line
 from memlane.ui.render import page
 from memlane.ui.sessions import display_title
-from memlane.ui.web import Rt, Who, context
+from memlane.ui.web import PREFIX, Rt, Who, context
 
-router = APIRouter(prefix="/ui", include_in_schema=False)
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
 DAYS = 14
 ACTIVITY_KINDS = (turnlog.TURN_EVENT, EVENT_COMPACTED, EVENT_LOOP, STAGE_FAILED)

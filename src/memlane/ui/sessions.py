@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
+from memlane.config import Settings
 from memlane.engine import scaffold, threads
 from memlane.engine.governance.ledger import OutputNotFound, offloaded_output, outputs_folder
 from memlane.engine.runtime import Runtime
@@ -27,14 +29,26 @@ from memlane.types import Fact, Session
 from memlane.ui import timeline
 from memlane.ui.paging import page_count, rows_of
 from memlane.ui.render import SECURITY_HEADERS, page
-from memlane.ui.web import PageNumber, Rt, UIError, Who, confirm, context, read_form, redirect
+from memlane.ui.web import (
+    PREFIX,
+    PageNumber,
+    Rt,
+    UIError,
+    Who,
+    confirm,
+    context,
+    read_form,
+    redirect,
+)
 from memlane.views.sessions import AmbiguousSession, NoSuchSession, find_session, index_cost
 
-router = APIRouter(prefix="/ui", include_in_schema=False)
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
 WINDOW = 100
 """Messages shown at once on a timeline; earlier ones are a link away."""
 EVENTS_READ = 2_000
+TEXTS = ("todo", "pinned")
+"""The session's texts its page edits (`scaffold.set_text`)."""
 
 
 def display_title(session: Session) -> str:
@@ -153,6 +167,7 @@ async def session_page(
     rt: Rt,
     session_id: str,
     start: Annotated[int | None, Query(ge=0)] = None,
+    cut: Annotated[list[str] | None, Query(max_length=len(TEXTS))] = None,
 ) -> Response:
     def read() -> dict[str, Any]:
         session = find(rt, session_id)
@@ -170,6 +185,7 @@ async def session_page(
             cost=total_cost(values["session"]),
             window=WINDOW,
             origins=timeline.ORIGINS,
+            notes=cut_notes(rt.settings, cut or []),
             **values,
         ),
     )
@@ -220,15 +236,29 @@ async def session_live(
 async def set_texts(request: Request, who: Who, rt: Rt, session_id: str) -> Response:
     """Todo and pinned text, as the scaffold injects them into the session's next request."""
     form = await read_form(request, who)
+    texts = {name: form[name].replace("\r\n", "\n") for name in TEXTS if name in form}
 
     def write() -> None:
         session = find(rt, session_id, exact=True)
-        for name in ("todo", "pinned"):
-            if name in form:
-                scaffold.set_text(rt, session, name, form[name].replace("\r\n", "\n"))
+        for name, value in texts.items():
+            scaffold.set_text(rt, session, name, value)
 
     await threads.to_thread(write)
-    return redirect(f"/ui/sessions/{session_id}#texts")
+    cut = urlencode([("cut", n) for n, v in texts.items() if scaffold.cut_at(rt.settings, n, v)])
+    return redirect(f"/ui/sessions/{session_id}" + (f"?{cut}" if cut else "") + "#texts")
+
+
+def cut_notes(settings: Settings, cut: list[str]) -> list[str]:
+    """What the texts form says after a save that cut a text to its limit (as every face
+    that sets it does: the API, `memlane chat`, the MCP tool)."""
+    notes = []
+    for name in dict.fromkeys(n for n in cut if n in TEXTS):
+        limit = getattr(settings, scaffold.LIMITS[name])
+        notes.append(
+            f"The {name} was longer than {limit:,} characters, the most memlane keeps "
+            f"({scaffold.LIMITS[name]}): it was cut, and ends in “[… truncated by memlane]”."
+        )
+    return notes
 
 
 @router.post("/sessions/{session_id}/title")

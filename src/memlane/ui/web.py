@@ -7,10 +7,13 @@ with `context(...)`, which adds what the base template needs.
 
 from __future__ import annotations
 
+import inspect
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, quote
 
 from fastapi import Depends, FastAPI, Query
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -21,6 +24,10 @@ from memlane.proxy.state import current_state
 from memlane.ui import auth
 from memlane.ui.render import SECURITY_HEADERS, page
 
+PREFIX = "/ui"
+"""Where the inspector's routes are (each router's prefix)."""
+SOURCES = frozenset({"query", "path", "body", "header", "cookie"})
+"""Where a request field comes from, as a validation error's location starts."""
 MAX_FORM_BYTES = 256 * 1024
 """Largest form accepted: a memory is at most 20,000 characters, a todo a few thousand."""
 FORM_TYPE = "application/x-www-form-urlencoded"
@@ -154,6 +161,36 @@ def install(app: FastAPI) -> None:
         values = {"status": exc.status, "message": exc.message, "csrf": "", "section": ""}
         return page(request, "error.html", values | {"version": __version__}, status=exc.status)
 
+    api_validation = app.exception_handlers.get(RequestValidationError)
+
+    async def validation_error(request: Request, exc: Exception) -> Response:
+        """A request the inspector's route could not read (a form or query field of the
+        wrong kind): its HTML error page, 422; any other route's answer is left as it was
+        (the proxy's and the admin API's JSON)."""
+        assert isinstance(exc, RequestValidationError)
+        if not is_inspector(request.url.path):
+            if api_validation is None:
+                return await request_validation_exception_handler(request, exc)
+            answer = api_validation(request, exc)
+            return await answer if inspect.isawaitable(answer) else answer
+        return await ui_error(request, UIError(422, invalid_request(exc)))
+
     app.add_exception_handler(LoginRequired, login_required)
     app.add_exception_handler(TokenAccepted, token_accepted)
     app.add_exception_handler(UIError, ui_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+
+
+def is_inspector(path: str) -> bool:
+    return path == PREFIX or path.startswith(PREFIX + "/")
+
+
+def invalid_request(exc: RequestValidationError) -> str:
+    """What was wrong, field by field: `page 'abc': Input should be a valid integer, …`."""
+    said = []
+    for error in exc.errors():
+        where = [str(part) for part in error.get("loc", ()) if part not in SOURCES]
+        name = ".".join(where) or "the request"
+        value = f" {error['input']!r}" if where and isinstance(error.get("input"), str) else ""
+        said.append(f"{name}{value}: {error.get('msg', 'not valid')}")
+    return "; ".join(said) or "the request is not valid"

@@ -155,7 +155,7 @@ async def test_a_batch_is_one_call_each_fact_dated_by_its_own_message(
         ' {"message": 2, "fact": "The user bought boots yesterday"}]'
     )
     said = [Said("I went hiking yesterday", SAID), Said("I bought boots yesterday", later)]
-    found = await extract_batch(scripted_llm, said, model="m")
+    found = (await extract_batch(scripted_llm, said, model="m")).facts
     assert found == [
         (0, "The user went hiking on 2026-03-09", "project"),
         (1, "The user bought boots on 2026-03-11", "project"),
@@ -172,7 +172,7 @@ async def test_a_batch_too_long_for_one_call_is_asked_in_several(
     scripted_llm.push('["The user likes tea"]', '["The user likes coffee"]')
     long = "tea " * (MAX_BATCH_CHARS // 4)
     said = [Said(long, SAID), Said("I like coffee", SAID)]
-    found = await extract_batch(scripted_llm, said, model="m")
+    found = (await extract_batch(scripted_llm, said, model="m")).facts
     assert found == [(0, "The user likes tea", "project"), (1, "The user likes coffee", "project")]
     assert len(scripted_llm.calls) == 2
 
@@ -183,7 +183,9 @@ async def test_the_label_survives_a_batch_split_and_dating(scripted_llm: Scripte
         '[{"message": 1, "fact": "The project builds with make", "about": "project"}]',
     )
     long = "run " * (MAX_BATCH_CHARS // 4)
-    found = await extract_batch(scripted_llm, [Said(long, SAID), Said("make", SAID)], model="m")
+    found = (
+        await extract_batch(scripted_llm, [Said(long, SAID), Said("make", SAID)], model="m")
+    ).facts
     assert found == [
         (0, "The user started running on 2026-03-09", "user"),
         (1, "The project builds with make", "project"),

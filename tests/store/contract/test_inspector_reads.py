@@ -38,6 +38,30 @@ def test_page_sessions_searches_title_key_and_metadata_literally(store: Store) -
     assert store.page_sessions(query=c.id[:8])[0][0].id == c.id
 
 
+def test_page_sessions_matches_metadata_values_never_its_keys_or_punctuation(
+    store: Store,
+) -> None:
+    indexed = store.ensure_session("one")
+    other = store.ensure_session("two")
+    meta = {
+        "name": "orders-database",
+        "description": "Picking the orders database",
+        "summary": "We chose PostgreSQL.",
+        "tags": ["storage", "pg"],
+        "indexed_at": "2026-03-01T10:00:00+00:00",
+        "index_cost_usd": 0.002,
+        "nested": {"deep": "hidden-value"},
+    }
+    store.update_session(indexed.id, metadata=meta)
+    store.update_session(other.id, metadata={"name": "release-notes", "tags": "music"})
+    for query in ("name", "tags", "summary", "indexed_at", "{", "}", '"', ":", "[", ",", "0.002"):
+        assert store.page_sessions(query=query) == ([], 0), query
+    assert store.page_sessions(query="hidden-value")[1] == 0  # not a field a person reads
+    for query in ("ORDERS-DATA", "picking the", "postgresql", "storage", "pg"):
+        assert [s.id for s in store.page_sessions(query=query)[0]] == [indexed.id], query
+    assert [s.id for s in store.page_sessions(query="music")[0]] == [other.id]  # a lone tag
+
+
 def test_page_facts_by_scope_newest_first_without_tombstones(store: Store) -> None:
     for i in range(4):
         store.put_fact(fact(f"f{i}", f"fact {i}", scope="ns:a", minutes=i))

@@ -90,3 +90,13 @@ async def test_the_todo_belongs_to_the_callers_session(
     assert session.namespace == "shop"
     assert scaffold.read_texts(rt, session)["todo"] == "- [ ] write the test\n- [ ] ship"
     assert (await call(rt, me, "todo_get")).text == "- [ ] write the test\n- [ ] ship"
+
+
+async def test_todo_set_says_when_the_todo_was_cut_and_to_what(rt: Runtime) -> None:
+    me = Binding(namespace="shop", session_key="agent-2")
+    escaped = await call(rt, me, "todo_set", text="- [ ] write the test\\n- [ ] ship")
+    assert "cut" not in escaped.text  # shorter once its escapes are read, but whole
+    limit = rt.settings.todo_max_chars
+    long = await call(rt, me, "todo_set", text="x" * (limit + 1))
+    assert not long.error, long.text
+    assert f"set (cut to {limit} characters, the most a TODO keeps (todo_max_chars))" in long.text

@@ -59,6 +59,8 @@ class IngestReport:
     summary: bool = False
     evicted: int = 0
     reason: str = ""
+    """How the facts were decided (`reconcile.Plan.reason`), or why none was: extraction
+    off, no user text, the LLM refused or failed, no fact found (`ingest_turns` says one)."""
 
     @property
     def changed(self) -> bool:

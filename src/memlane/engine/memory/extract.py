@@ -13,7 +13,8 @@ missing or unknown `about` is `project`, the side that never leaks. A plain stri
 item (what a one-message answer often is) belongs to the latest message.
 A malformed answer is asked again, three attempts in all, and after that nothing
 is extracted from that batch. An LLM that cannot be reached means no facts this
-time: the user's turns themselves are still remembered as turn entries. What
+time: the user's turns themselves are still remembered as turn entries, and the
+result says why (`Extraction.gave_up`, the write path's `reason`). What
 the model left relative is resolved against its message's date here (`dates`).
 """
 
@@ -93,6 +94,16 @@ class Said:
     at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    """What `extract_batch` found, and why a part of the batch gave nothing when the model
+    could not be asked or never answered in the form asked for ("" when every call
+    answered, facts or none): a reason the user can act on."""
+
+    facts: list[Extracted]
+    gave_up: str = ""
+
+
 def extraction_messages(said: Sequence[Said]) -> list[dict[str, str]]:
     parts = [
         f"User message {n}, written on {m.at.date().isoformat()} ({m.at:%A}):\n<<<\n{m.text}\n>>>"
@@ -159,19 +170,30 @@ def chunks(said: Sequence[Said], limit: int = MAX_BATCH_CHARS) -> list[list[int]
     return groups
 
 
-async def extract_batch(llm: LLM, said: Sequence[Said], *, model: str | None) -> list[Extracted]:
+async def extract_batch(llm: LLM, said: Sequence[Said], *, model: str | None) -> Extraction:
     """Facts from a batch of user messages (`index` in `said`), their dates made
     absolute against their own message's date; in one call per `MAX_BATCH_CHARS`.
 
     Raises `LLMError` only when the LLM refused the call's credentials: that never
-    fixes itself, and the user must be told (see `ingest_turns`)."""
+    fixes itself, and the user must be told (see `ingest_turns`). Any other failure
+    gives no facts for its part of the batch, and says why (`Extraction.gave_up`)."""
     wanted = [i for i, m in enumerate(said) if m.text.strip()]
     out: list[Extracted] = []
+    gave_up: list[str] = []
     for group in chunks([said[i] for i in wanted]):
         indexes = [wanted[i] for i in group]
-        found = await _ask(llm, [said[i] for i in indexes], model=model)
+        try:
+            found = await _ask(llm, [said[i] for i in indexes], model=model)
+        except GaveUp as exc:
+            gave_up.append(str(exc))
+            continue
         out += [f._replace(message=indexes[f.message]) for f in found]
-    return out
+    return Extraction(out, "; ".join(dict.fromkeys(gave_up)))
+
+
+class GaveUp(Exception):
+    """One extraction call gave nothing: the LLM was unavailable, or never answered in the
+    form asked for. The message says what to change."""
 
 
 async def _ask(llm: LLM, said: Sequence[Said], *, model: str | None) -> list[Extracted]:
@@ -184,7 +206,7 @@ async def _ask(llm: LLM, said: Sequence[Said], *, model: str | None) -> list[Ext
             if exc.refused:  # no usable key: the caller records it, so the user can fix it
                 raise
             log.warning("fact extraction skipped, LLM unavailable: %s", exc)
-            return []
+            raise GaveUp(f"fact extraction skipped, its LLM call failed: {exc}") from None
         try:
             found = parse_batch(answer.text, len(said))
         except ModelOutputError as exc:
@@ -192,7 +214,10 @@ async def _ask(llm: LLM, said: Sequence[Said], *, model: str | None) -> list[Ext
             continue
         return [f._replace(fact=absolute_dates(redact(f.fact), said[f.message].at)) for f in found]
     log.warning("fact extraction gave up after %d malformed answers", ATTEMPTS)
-    return []
+    raise GaveUp(
+        f"fact extraction gave up: {ATTEMPTS} answers of model {model or '(default)'} were "
+        "not the JSON list asked for (a stronger memory_llm_model may follow it)"
+    )
 
 
 async def extract_facts(
@@ -200,4 +225,4 @@ async def extract_facts(
 ) -> list[str]:
     """Facts from one user message written at `said_at` (`extract_batch` of one)."""
     found = await extract_batch(llm, [Said(user_text, said_at)], model=model)
-    return [f.fact for f in found]
+    return [f.fact for f in found.facts]

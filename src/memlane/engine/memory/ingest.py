@@ -86,6 +86,10 @@ REFUSED_HINT = (
     "for the work its request caused"
 )
 
+NOT_EXTRACTING = "fact extraction is off (memory_extract_facts = false)"
+NOTHING_SAID = "no user message to learn facts from (facts come from the user's words only)"
+NO_FACTS = "the model found no durable fact in the user's message"
+"""`IngestReport.reason` when no fact was reconciled: every write path says why."""
 
 EVENT_TRUNCATED = "memory.truncated"
 
@@ -302,13 +306,19 @@ async def ingest_turns(rt: Runtime, items: Sequence[TurnInput]) -> IngestReport:
         ]
     found: list[Extracted] = []
     said = [Said(item.user_text, _said(item)) for item in items]
-    if settings.memory_extract_facts and any(m.text.strip() for m in said):
+    if not settings.memory_extract_facts:
+        report.reason = NOT_EXTRACTING
+    elif not any(m.text.strip() for m in said):
+        report.reason = NOTHING_SAID
+    else:
         try:
-            found = await extract_batch(rt.llm, said, model=first.model)
+            extraction = await extract_batch(rt.llm, said, model=first.model)
+            found, report.reason = extraction.facts, extraction.gave_up
         except LLMError as exc:  # refused: every later turn would be too, so say it once here
-            await record_for(
-                rt, first.session_id, "extraction", REFUSED_HINT.format(exc), "refused"
-            )
+            report.reason = REFUSED_HINT.format(exc)
+            await record_for(rt, first.session_id, "extraction", report.reason, "refused")
+        if not found and not report.reason:
+            report.reason = NO_FACTS
     for scope, bound in _by_scope(rt, first, found).items():
         sources = [_provenance(items[f.message], said_in[f.message]) for f in bound]
         facts = [f.fact for f in bound]

@@ -12,7 +12,7 @@ from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
 from memlane.store.rows import Row
-from memlane.store.sql import Statement
+from memlane.store.sql import Statement, json_key
 
 
 class PostgresDb:
@@ -31,6 +31,17 @@ class PostgresDb:
 
     def json(self, value: Any) -> Jsonb:
         return Jsonb(value)
+
+    def json_values(self, column: str, key: str) -> str:
+        field = f"{column} -> '{json_key(key)}'"
+        items = (
+            f"CASE jsonb_typeof({field}) WHEN 'array' THEN {field} "
+            f"WHEN 'string' THEN jsonb_build_array({field}) ELSE '[]'::jsonb END"
+        )
+        return (
+            f"(SELECT element #>> '{{}}' AS value FROM jsonb_array_elements({items}) "
+            "AS item(element) WHERE jsonb_typeof(element) = 'string')"
+        )
 
     def one(self, sql: str, *params: Any) -> Row | None:
         with self.conn.cursor(row_factory=dict_row) as cur:

@@ -8,7 +8,7 @@ from typing import Any
 
 from memlane.store.codec import dumps, ts_to_text
 from memlane.store.rows import Row
-from memlane.store.sql import Statement
+from memlane.store.sql import Statement, json_key
 
 
 class SQLiteDb:
@@ -25,6 +25,13 @@ class SQLiteDb:
 
     def json(self, value: Any) -> str:
         return dumps(value)
+
+    def json_values(self, column: str, key: str) -> str:
+        path = f"$.{json_key(key)}"
+        return (
+            f"(SELECT value FROM json_each({column}, '{path}') "
+            f"WHERE json_type({column}, '{path}') IN ('text', 'array') AND type = 'text')"
+        )
 
     def one(self, sql: str, *params: Any) -> Row | None:
         cursor = self.conn.execute(sql, params)

@@ -202,15 +202,25 @@ async def memory_history(rt: Runtime, binding: Binding, args: MemoryHistoryArgs)
 
 
 async def memory_get(rt: Runtime, binding: Binding, args: MemoryGetArgs) -> str:
+    """The memories `args.ids` name, in full. When none is found the call is refused (a
+    tool error naming each id and why); when some are, they come first, then the others."""
     blocks: list[str] = []
+    missing: dict[str, str] = {}
     for ref in dict.fromkeys(args.ids):
         try:
             fact = await visible_fact(rt, binding, ref)
         except ToolRefusal as exc:
-            blocks.append(f"{ref}: {exc}")
+            missing[ref] = str(exc)
             continue
         checked = await verify.checked(rt, [fact])
         blocks.append(describe_fact(fact, checked.get(fact.id)))
+    if missing:
+        named = ", ".join(repr(ref) for ref in missing)
+        head = f"No memory found for {named}; use memory_search to find current ids:"
+        said = "\n".join([head, *(f"- {why}" for why in missing.values())])
+        if not blocks:
+            raise ToolRefusal(said)
+        blocks.append(said)
     return "\n\n".join(blocks)
 
 

@@ -249,7 +249,8 @@ async def todo_set(rt: Runtime, binding: Binding, args: TodoSetArgs) -> str:
     kept = await threads.to_thread(scaffold.set_text, rt, session, "todo", args.text)
     if not kept:
         return "The TODO is cleared."
-    cut = " (cut to the configured maximum)" if len(kept) < len(args.text.strip()) else ""
-    return (
-        f"The TODO is set ({len(kept)} characters{cut}); memlane shows it to the model each turn."
-    )
+    limit = scaffold.cut_at(rt.settings, "todo", args.text)
+    size = f"{len(kept)} characters"
+    if limit:
+        size = f"cut to {limit} characters, the most a TODO keeps ({scaffold.LIMITS['todo']})"
+    return f"The TODO is set ({size}); memlane shows it to the model each turn."
