@@ -55,6 +55,23 @@ def test_doctor_groups_failures_and_says_what_to_do(tmp_path: Path, runner: CliR
     assert "fix:" in table
 
 
+def test_a_home_that_is_not_there_is_a_failed_check_and_is_not_created(
+    tmp_path: Path, runner: CliRunner
+) -> None:
+    typo = tmp_path / ".memlan"
+    result = runner.invoke(app, ["--home", str(typo), "doctor", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    first = report["problems"][0]
+    assert (first["stage"], first["type"]) == ("store", "missing")
+    assert first["last_error"] == f"no memlane home at {typo} (from --home)"
+    assert "`memlane serve` or `memlane init`" in first["advice"]
+    assert [u["ok"] for u in report["upstreams"]] == [True, True]  # the rest is still checked
+    table = runner.invoke(app, ["--home", str(typo), "doctor"]).stdout
+    assert "store failed 1× (missing)" in table
+    assert not typo.exists()
+
+
 def test_doctor_names_a_dead_anthropic_upstream_and_how_to_fix_it(
     tmp_path: Path, runner: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:

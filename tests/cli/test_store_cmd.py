@@ -96,10 +96,25 @@ def test_migrate_refuses_an_unknown_url_and_the_same_store(
     assert result.exit_code == 1
     assert "unsupported store URL" in result.stderr
     assert "pw" not in result.stderr
+    seed(tmp_path / "memlane.db")
     db = f"sqlite:///{tmp_path / 'memlane.db'}"
     result = runner.invoke(app, ["store", "migrate", "--from", db, "--to", db])
     assert result.exit_code == 1
     assert "same store" in result.stderr
+
+
+def test_migrate_from_a_store_that_is_not_there_creates_neither(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """A mistyped --from would have been created empty and copied: nothing, "verified"."""
+    typo, target = tmp_path / "memlane.bd", tmp_path / "copy.db"
+    result = runner.invoke(
+        app, ["store", "migrate", "--from", f"sqlite:///{typo}", "--to", f"sqlite:///{target}"]
+    )
+    assert result.exit_code == 1, result.output
+    assert f"no SQLite store at {typo} (from --from)" in result.stderr
+    assert not typo.exists()
+    assert not target.exists()
 
 
 def test_migrate_to_an_unreachable_server_is_one_line(runner: CliRunner, tmp_path: Path) -> None:

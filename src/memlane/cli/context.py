@@ -1,11 +1,19 @@
-"""What every command shares: loading settings once, opening the store, printing, failing."""
+"""What every command shares: loading settings once, opening the store, printing, failing.
+
+Opening a store creates it when it is not there. Only a command that adds to what is
+stored (`serve`, `chat`, `memory add`, `sessions import`…) may do that; every other one
+(listing, showing, searching, exporting, changing a session or a memory that must
+already exist) first asks `missing_store`, and a mistyped `--home` or `MEMLANE_HOME`
+gets a one-line refusal instead of a new empty home that looks like lost memory.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +24,8 @@ from memlane.cli.output import console, err_console, fail
 from memlane.cli.state import CliState, state
 from memlane.config import Settings
 from memlane.store import Store, StoreError, open_store
+from memlane.store.factory import sqlite_path
+from memlane.store.urls import store_kind
 from memlane.types.moments import parse_moment
 
 if TYPE_CHECKING:
@@ -26,9 +36,11 @@ if TYPE_CHECKING:
 __all__ = [
     "SHORT_ID",
     "CliState",
+    "MissingStore",
     "console",
     "err_console",
     "fail",
+    "missing_store",
     "moment",
     "opened_runtime",
     "opened_store",
@@ -36,6 +48,7 @@ __all__ = [
     "progress_bar",
     "short_ids",
     "state",
+    "stored_settings",
     "table_with_ids",
 ]
 
@@ -55,13 +68,76 @@ def opened_store(settings: Settings) -> Iterator[Store]:
 
 
 @contextmanager
-def opened_runtime(ctx: typer.Context) -> Iterator[Runtime]:
-    """The engine over the configured store, for one command; the store closes after."""
+def opened_runtime(ctx: typer.Context, *, create: bool = False) -> Iterator[Runtime]:
+    """The engine over the configured store, for one command; the store closes after.
+
+    A store that is not there is refused (`stored_settings`); `create` for a command
+    that adds to it (`memory add`, `sessions import`), which may start a new home."""
     from memlane.engine.runtime import Runtime
 
-    settings = state(ctx).settings
+    settings = state(ctx).settings if create else stored_settings(ctx)
     with opened_store(settings) as store:
         yield Runtime(settings, store)
+
+
+@dataclass(frozen=True)
+class MissingStore:
+    """A store that is not there: what is missing, and what to do."""
+
+    what: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.what}: {self.fix}"
+
+
+def missing_store(settings: Settings, sources: Mapping[str, str]) -> MissingStore | None:
+    """Why the configured store cannot be read because it does not exist; None when it does.
+
+    The embedded store is its home: a home exists once `serve` or `init` made it (a home
+    holding only `init`'s config.toml is a store with nothing in it yet). `sqlite:///PATH`
+    is that file. PostgreSQL's server answers for itself when the store opens.
+    `sources` says where each setting came from (`LoadedSettings.sources`), to name it."""
+    url = settings.store_url
+    if store_kind(url) != "sqlite":
+        return None
+    if url:
+        path = sqlite_path(settings)
+        if path.exists():
+            return None
+        return MissingStore(
+            f"no SQLite store at {path} ({_origin(sources.get('store_url'), '--store-url')})",
+            "check the path, or create it with `memlane serve` on this store URL",
+        )
+    home = settings.home_path
+    if home.is_dir():
+        return None
+    if sources.get("home", "default") == "default":
+        return MissingStore(
+            f"nothing stored yet (no memlane home at {home})",
+            "start the proxy with `memlane serve` (`memlane init` first sets up its upstreams)",
+        )
+    return MissingStore(
+        f"no memlane home at {home} ({_origin(sources.get('home'), '--home')})",
+        "check the path, or create it with `memlane serve` or `memlane init`",
+    )
+
+
+def _origin(source: str | None, flag: str) -> str:
+    """`from --home`, `from MEMLANE_HOME`, `from FILE`: where a setting was set."""
+    if not source or source == "flag":
+        return f"from {flag}"
+    return "from " + source.removeprefix("env ").removeprefix("file ")
+
+
+def stored_settings(ctx: typer.Context) -> Settings:
+    """The settings of a command that reads or changes what is already stored: it fails,
+    creating nothing, when the store is not there (`missing_store`)."""
+    loaded = state(ctx).loaded()
+    missing = missing_store(loaded.settings, loaded.sources)
+    if missing is not None:
+        fail(str(missing))
+    return loaded.settings
 
 
 def progress_bar() -> Progress:

@@ -15,7 +15,14 @@ from typing import Any
 
 import typer
 
-from memlane.cli.context import console, opened_store, print_json, state
+from memlane.cli.context import (
+    MissingStore,
+    console,
+    missing_store,
+    opened_store,
+    print_json,
+    state,
+)
 from memlane.cli.doctor_checks import check_outside
 from memlane.cli.options import JsonOpt
 from memlane.cli.status_cmd import from_proxy
@@ -77,13 +84,18 @@ def doctor(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     running = from_proxy(settings)
     counts: Counter[tuple[str, str]] = Counter()
     last: dict[tuple[str, str], str] = {}
-    with opened_store(settings) as store:
-        for session in store.list_sessions(limit=SESSIONS_READ, tenant=None):  # every tenant
-            for event in store.list_events(session.id, kind=EVENT):
-                key = (str(event.payload.get("stage")), str(event.payload.get("type")))
-                counts[key] += 1
-                last[key] = str(event.payload.get("error", ""))
-        outside = check_outside(loaded, store, SESSIONS_READ)
+    missing = missing_store(settings, loaded.sources)
+    if missing is not None:  # a failed check, not a reason to create an empty home
+        outside = check_outside(loaded, None, SESSIONS_READ)
+        outside.problems.insert(0, _missing(missing))
+    else:
+        with opened_store(settings) as store:
+            for session in store.list_sessions(limit=SESSIONS_READ, tenant=None):  # all tenants
+                for event in store.list_events(session.id, kind=EVENT):
+                    key = (str(event.payload.get("stage")), str(event.payload.get("type")))
+                    counts[key] += 1
+                    last[key] = str(event.payload.get("error", ""))
+            outside = check_outside(loaded, store, SESSIONS_READ)
     problems: list[dict[str, Any]] = [
         {
             "stage": stage,
@@ -128,6 +140,17 @@ def doctor(ctx: typer.Context, as_json: JsonOpt = False) -> None:
             soft_wrap=True,
         )
         console.print(f"  fix: {problem['advice']}", highlight=False, soft_wrap=True)
+
+
+def _missing(missing: MissingStore) -> dict[str, Any]:
+    """The store that is not there, as a failed check."""
+    return {
+        "stage": "store",
+        "type": "missing",
+        "count": 1,
+        "last_error": missing.what,
+        "advice": missing.fix,
+    }
 
 
 def _print_outside(report: dict[str, Any]) -> None:

@@ -35,10 +35,11 @@ class Findings:
     problems: list[dict[str, Any]] = field(default_factory=list)
 
 
-def check_outside(loaded: LoadedSettings, store: Store, sessions: int) -> Findings:
+def check_outside(loaded: LoadedSettings, store: Store | None, sessions: int) -> Findings:
+    """What is wrong around memlane; `store` None when there is none yet (no recent turns)."""
     found = Findings()
     settings = loaded.settings
-    turns = recent_turns(store, sessions)
+    turns = recent_turns(store, sessions) if store is not None else []
     anthropic_used = any(t.get("wire") == "anthropic" for t in turns)
     for name, probe, url, key, variable in (
         (

@@ -130,7 +130,7 @@ def add(
 ) -> None:
     """Remember TEXT as it is (no extraction, no reconciliation)."""
     chosen = _role(role) or "memory"
-    with opened_runtime(ctx) as rt:
+    with opened_runtime(ctx, create=True) as rt:
         fact = _run(
             rt,
             manage.add_memory(rt, text, scope=_scope(scope), role=chosen, valid_from=valid_from),

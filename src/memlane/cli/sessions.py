@@ -306,7 +306,7 @@ def import_(
         stream = sys.stdin.buffer if str(source) == "-" else source.open("rb")
     except OSError as exc:
         fail(f"cannot read {source}: {exc.strerror}")
-    with stream, opened_runtime(ctx) as rt:
+    with stream, opened_runtime(ctx, create=True) as rt:
         lines = importing.stream_lines(stream, max_line=rt.settings.max_body_bytes)
         try:
             session = importing.import_lines(rt.store, lines, key=key)

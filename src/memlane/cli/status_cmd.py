@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from memlane.cli.context import console, opened_store, print_json, state
+from memlane.cli.context import console, opened_store, print_json, stored_settings
 from memlane.cli.options import JsonOpt
 from memlane.config import Settings
 
@@ -15,7 +15,7 @@ def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """The proxy on this home (upstream, uptime, requests and errors in the last hour,
     background queue, last extraction, CPU time by part) and the store's session and memory
     counts."""
-    settings = state(ctx).settings
+    settings = stored_settings(ctx)
     report = from_proxy(settings) or _from_store(settings)
     report["today"] = _today(settings)
     if as_json:

@@ -9,7 +9,16 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from memlane.cli.context import console, err_console, fail, opened_store, print_json, state
+from memlane.cli.context import (
+    console,
+    err_console,
+    fail,
+    missing_store,
+    opened_store,
+    print_json,
+    state,
+    stored_settings,
+)
 from memlane.cli.options import JsonOpt
 from memlane.config import Settings
 from memlane.store import TABLES, StoreError
@@ -34,7 +43,7 @@ def info(
     as_json: JsonOpt = False,
 ) -> None:
     """Print which store is in use and how many rows each table holds."""
-    settings = state(ctx).settings
+    settings = stored_settings(ctx)
     with opened_store(settings) as store:
         counts = store_counts(store)
         url = store.url
@@ -56,7 +65,7 @@ def purge(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     memory itself is deleted by then): SQLite checkpoints and truncates its WAL, which
     keeps older versions of the pages the deleted rows were on; PostgreSQL rewrites the
     tables that held them (`VACUUM FULL`, which locks each table while it runs)."""
-    settings = state(ctx).settings
+    settings = stored_settings(ctx)
     with opened_store(settings) as store:
         try:
             store.purge_deleted()
@@ -92,9 +101,13 @@ def migrate(
     Stop the proxies that write to the source first: a row added during the copy
     makes the count check fail (nothing in the source is ever changed).
     """
-    settings = state(ctx).settings
-    source_settings = _settings_for(settings, from_url)
-    target_settings = _settings_for(settings, to_url)
+    loaded = state(ctx).loaded()
+    source_settings = _settings_for(loaded.settings, from_url)
+    target_settings = _settings_for(loaded.settings, to_url)
+    sources = {**loaded.sources, "store_url": "--from"} if from_url else loaded.sources
+    missing = missing_store(source_settings, sources)  # the target is made if need be
+    if missing is not None:
+        fail(str(missing))
     with opened_store(source_settings) as source, opened_store(target_settings) as target:
         if source.url == target.url:
             fail(f"--from and --to are the same store ({source.url}); name two different stores")

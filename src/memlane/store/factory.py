@@ -34,5 +34,11 @@ def open_store(settings: Settings) -> Store:
         return PostgresStore(url)
     from memlane.store.sqlite import SQLiteStore
 
-    path = Path(url.removeprefix(SQLITE_SCHEME)) if url else settings.database_path
-    return SQLiteStore(path, synchronous=settings.sqlite_synchronous)
+    return SQLiteStore(sqlite_path(settings), synchronous=settings.sqlite_synchronous)
+
+
+def sqlite_path(settings: Settings) -> Path:
+    """The file a SQLite store is: the one `sqlite:///PATH` names, else the home's
+    `memlane.db` (for a store URL of another backend, that URL says where it is)."""
+    url = settings.store_url
+    return Path(url.removeprefix(SQLITE_SCHEME)) if url else settings.database_path
