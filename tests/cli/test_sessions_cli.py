@@ -353,6 +353,28 @@ def test_fork_copies_history_with_a_parent_link(runner: CliRunner, store: SQLite
     assert json.loads(out)["id"] == source.id
 
 
+def test_fork_refuses_a_point_past_the_sessions_messages(
+    runner: CliRunner, store: SQLiteStore
+) -> None:
+    """`--at` is a position as `show` numbers them (0-based): past one after the last it
+    is refused with the range, not taken as "everything"."""
+    source = add_session(store, "src", ["one", "two"])  # four messages: positions 0..3
+    code, _, err = invoke(runner, "sessions", "fork", "src", "--at", "999", "--key", "far")
+    assert code == 1
+    assert f"session {source.id} has messages at positions 0..3; --at must be 0..4" in " ".join(
+        err.split()
+    )
+    assert "Traceback" not in err
+    assert store.find_session("far") is None
+    code, out, err = invoke(runner, "sessions", "fork", "src", "--at", "4", "--json")
+    assert code == 0, err
+    assert json.loads(out)["message_count"] == 4
+    code, _, err = invoke(runner, "sessions", "fork", "src", "--key", "src")
+    assert code == 1
+    assert "already exists" in err
+    assert "Traceback" not in err
+
+
 def test_index_and_ask_use_the_configured_llm(
     runner: CliRunner,
     store: SQLiteStore,
@@ -488,6 +510,8 @@ def test_delete_leaves_the_memory_repository_clean_and_the_text_gone(
     store.close()
     memory = tmp_path / "memory"
     assert any(secret in p.read_text() for p in memory.rglob("*.md"))
+    (own,) = (memory / "entries").glob(f"conv_{session.id}-*")  # the turns' own folder
+    assert (own / ".scope").read_text(encoding="utf-8") == f"conv:{session.id}\n"
 
     code, _, err = invoke(runner, "sessions", "delete", session.id, "--yes")
     assert code == 0, err
@@ -495,6 +519,7 @@ def test_delete_leaves_the_memory_repository_clean_and_the_text_gone(
         ["git", "status", "--porcelain"], cwd=memory, capture_output=True, text=True, check=True
     )
     assert status.stdout == ""  # the deletion is committed, not left for the next commit
+    assert not own.exists()  # deleted means gone: no empty folder, no .scope file left
     assert not any(secret in p.read_text() for p in memory.rglob("*.md"))
     database = (tmp_path / "memlane.db").read_bytes()
     assert secret.encode() not in database  # secure_delete: no copy in free pages

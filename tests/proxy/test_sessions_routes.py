@@ -286,6 +286,27 @@ def test_a_fork_without_a_key_gets_a_readable_unique_one(mproxy: RunningProxy) -
         assert re.fullmatch(r"plan~fork-\d{8}-\d{6}-[0-9a-f]{6}", key), key
 
 
+def test_a_fork_point_past_the_sessions_messages_is_a_400(mproxy: RunningProxy) -> None:
+    base = f"{mproxy.base}/v1/memlane/sessions"
+    source = seed(mproxy, "short", "short-one", "x")  # two messages: positions 0 and 1
+    refused = httpx.post(
+        f"{base}/{source.id}/fork", json={"at": 999, "key": "far"}, headers=mproxy.admin
+    )
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert (error["code"], error["param"], error["type"]) == (
+        "invalid_fork_point",
+        "at",
+        "invalid_request_error",
+    )
+    expected = f"session {source.id} has messages at positions 0..1; at must be 0..2"
+    assert expected in error["message"]
+    assert mproxy.store.find_session("far") is None
+    whole = httpx.post(f"{base}/{source.id}/fork", json={"at": 2}, headers=mproxy.admin)
+    assert whole.status_code == 200
+    assert whole.json()["message_count"] == 2
+
+
 def test_the_cli_and_the_admin_api_show_a_session_the_same_way(
     mproxy: RunningProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,4 +1,4 @@
-"""`memlane sessions`: list, inspect, fork, export, import, index, ask and delete sessions.
+"""`memlane sessions`: list, inspect, rename, fork, export, import, index, ask and delete sessions.
 
 Every command that names a session accepts its id, an id prefix, its key or
 its indexed name, found and printed by `views.sessions` like on the admin API;
@@ -29,6 +29,7 @@ from memlane.cli.context import (
 )
 from memlane.cli.options import JsonOpt
 from memlane.cli.sessions_context import context as context_command
+from memlane.cli.sessions_rename import rename as rename_command
 from memlane.engine.sessions import importing, lifecycle
 from memlane.engine.sessions.indexing import index_session
 from memlane.engine.sessions.metafile import CorruptMeta, load_meta, meta_path
@@ -252,14 +253,24 @@ def fork(
     ref: SessionArg,
     at: Annotated[
         int | None,
-        typer.Option("--at", min=0, help="Copy only messages before this position."),
+        typer.Option(
+            "--at",
+            min=0,
+            help="Copy only messages before this position (as `show` numbers them; "
+            "0 to one past the last).",
+        ),
     ] = None,
     key: Annotated[str | None, typer.Option("--key", help="Key of the new session.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """A new session continuing this one (a copy of its history, with a parent link)."""
     with opened_session(ctx, ref) as (rt, source):
-        forked = lifecycle.fork(rt.store, source, new_key=key, at_position=at)
+        try:
+            forked = lifecycle.fork(rt.store, source, new_key=key, at_position=at)
+        except lifecycle.ForkPointOutOfRange as exc:
+            fail(exc.explain("--at"))
+        except StoreError as exc:  # the --key is taken
+            fail(str(exc))
         data = session_json(rt.store, forked)
     report(as_json, data, f"forked {source.id} -> {forked.id} (key {forked.key})")
 
@@ -315,10 +326,12 @@ def import_(
         except OSError as exc:
             fail(f"cannot read {source}: {exc.strerror}")
         data = session_json(rt.store, session)
+    exported = session.metadata.get(importing.IMPORTED_NAME)
+    renamed = f"; named {data['name']}: {exported} is another session's" if exported else ""
     report(
         as_json,
         data,
-        f"imported {session.id} (key {session.key}, {session.message_count} messages)",
+        f"imported {session.id} (key {session.key}, {session.message_count} messages{renamed})",
     )
 
 
@@ -445,3 +458,4 @@ def output(
 
 
 app.command("context")(context_command)
+app.command("rename")(rename_command)

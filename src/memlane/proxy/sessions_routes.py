@@ -53,6 +53,8 @@ def session_meta(rt: Rt, session: FoundSession) -> dict[str, Any]:
 def fork_session(rt: Rt, session: FoundSession, body: ForkBody) -> dict[str, Any]:
     try:
         forked = lifecycle.fork(rt.store, session, new_key=body.key, at_position=body.at)
+    except lifecycle.ForkPointOutOfRange as exc:
+        raise ProxyError(400, exc.explain("at"), code="invalid_fork_point", param="at") from None
     except StoreError as exc:
         raise ProxyError(409, str(exc), code="session_exists") from None
     return session_json(rt.store, forked)

@@ -191,7 +191,9 @@ class SessionStore(Protocol):
         ...
 
     def delete_session(self, session_id: str) -> bool:
-        """Remove the session and everything of it: messages, events, state, its facts, index."""
+        """Remove the session and everything of it: messages, events, state, its facts, index.
+        Its forks and child sessions stay, their link to it (`parent_id`, `fork_position`)
+        cleared."""
         ...
 
     def fork_session(

@@ -5,7 +5,8 @@ documents and vectors (`_copy_messages`); the rules are here: a fork keeps the
 running summary only when it keeps everything the summary covers, a session's
 index summary is a search document of its namespace (`index_summaries`), and
 deleting a session deletes its messages, events, state, its conversation's facts
-and all their documents (its summary's too).
+and all their documents (its summary's too), and unlinks its forks (their
+`parent_id` and `fork_position` are cleared: they stay, with their own copy).
 """
 
 from __future__ import annotations
@@ -219,6 +220,11 @@ class SqlSessions(SqlStore[D]):
                 session_id,
             )
             db.run("DELETE FROM facts WHERE conversation_id = ?", session_id)
+            # Its forks and children stay, no longer linked to a session that is gone.
+            db.run(
+                "UPDATE sessions SET parent_id = NULL, fork_position = NULL WHERE parent_id = ?",
+                session_id,
+            )
             deleted = db.run("DELETE FROM sessions WHERE id = ?", session_id) > 0
         return deleted
 

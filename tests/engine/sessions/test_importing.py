@@ -192,3 +192,20 @@ def test_an_imported_title_summary_and_metadata_carry_no_credential(
     assert key not in held
     assert "my key is" in (stored.title or "")
     assert sqlite_store.list_messages(session.id)[0].message.text == said  # the transcript
+
+
+def test_an_imported_name_another_session_has_gets_a_free_one(sqlite_store: SQLiteStore) -> None:
+    """`@@name` must keep finding one session: a copy whose name is taken in its namespace
+    is named `<name>-2`, `-3`…, and keeps the exported name to say so; in another
+    namespace, or once the name is free, it keeps the exported one."""
+    head = HEAD | {"metadata": {"name": "queue-design", "imported_name": "stale"}}
+    first = importing.import_lines(sqlite_store, lines(message(0), head=head), key="one")
+    assert first.metadata["name"] == "queue-design"
+    assert importing.IMPORTED_NAME not in first.metadata  # an earlier import's is dropped
+    second = importing.import_lines(sqlite_store, lines(message(0), head=head), key="two")
+    third = importing.import_lines(sqlite_store, lines(message(0), head=head), key="three")
+    assert [s.metadata["name"] for s in (second, third)] == ["queue-design-2", "queue-design-3"]
+    assert second.metadata[importing.IMPORTED_NAME] == "queue-design"
+    elsewhere = HEAD | {"namespace": "repo-b", "metadata": {"name": "queue-design"}}
+    apart = importing.import_lines(sqlite_store, lines(message(0), head=elsewhere), key="four")
+    assert apart.metadata["name"] == "queue-design"

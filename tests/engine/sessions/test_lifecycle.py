@@ -14,14 +14,16 @@ from memlane.engine.sessions import importing, lifecycle
 from memlane.files.git_purge import PurgeError
 from memlane.files.memory_files import MemoryFiles
 from memlane.files.paths import session_dir
-from memlane.store import StoreError
+from memlane.store import NewMessage, StoreError
 from memlane.store.base import SearchFilter
 from memlane.store.sqlite import SQLiteStore
 from memlane.text.tokens import get_tokenizer
 from memlane.types import Fact, Message
 from memlane.types.messages import remembered_fingerprints
 from memlane.types.resent import RESENT, Resend
+from memlane.types.scopes import conversation_scope, namespace_scope
 from tests.engine.sessions.conftest import chat
+from tests.support.gitrepo import git, make_repo
 
 
 def test_title_is_the_name_else_the_first_prompt_cut_to_100(sqlite_store: SQLiteStore) -> None:
@@ -122,6 +124,62 @@ def test_delete_removes_rows_folder_and_memory_files(
     assert sqlite_store.get_fact("f2") is not None
 
 
+@pytest.mark.parametrize("purge", [False, True])
+def test_delete_removes_the_sessions_own_memory_folder_and_nothing_shared(
+    sqlite_store: SQLiteStore, settings: Settings, purge: bool
+) -> None:
+    """Deleted means gone: the folder of the session's conversation scope goes with its
+    `.scope` file and the sub-folders its entries left empty, committed like its files;
+    the namespace's folder, which other sessions share, stays as it is."""
+    session = chat(sqlite_store, "k", ["remember I like tea", "noted"])
+    other = chat(sqlite_store, "other", ["x"])
+    moment = datetime.now(UTC)
+    files = MemoryFiles(settings.memory_path)
+    own = conversation_scope(session.id)
+    shared = namespace_scope(session.namespace)
+    written = [
+        Fact("t1", own, session.id, "user", "I like tea", moment, moment),
+        Fact("t2", own, session.id, "assistant", "noted", moment, moment),
+        Fact("f1", shared, session.id, "memory", "likes tea", moment, moment),
+        Fact("f2", shared, other.id, "memory", "likes coffee", moment, moment),
+    ]
+    for fact in written:
+        sqlite_store.put_fact(fact)
+        files.write(fact)
+    files.move_to_deleted(written[1])  # a deleted/ sub-folder too
+    make_repo(settings.memory_path, {})
+
+    assert lifecycle.delete(sqlite_store, settings, session, purge=purge)
+    assert not files.scope_dir(own).exists()
+    assert (files.scope_dir(shared) / ".scope").read_text(encoding="utf-8") == f"{shared}\n"
+    assert [p.name for p in files.scope_dir(shared).rglob("*.md")] == [
+        files.path_for(written[3]).name
+    ]
+    assert git(settings.memory_path, "status", "--porcelain") == ""
+    assert files.scope_dir(own).name not in git(settings.memory_path, "ls-files")
+
+
+def test_a_hand_written_file_keeps_the_sessions_memory_folder(
+    sqlite_store: SQLiteStore, settings: Settings
+) -> None:
+    """A file memlane did not write for the session is not memlane's to delete: the
+    folder stays, with the `.scope` that says which scope that file is in."""
+    session = chat(sqlite_store, "k", ["hi"])
+    moment = datetime.now(UTC)
+    files = MemoryFiles(settings.memory_path)
+    own = conversation_scope(session.id)
+    files.write(Fact("t1", own, session.id, "user", "hi", moment, moment))
+    sqlite_store.put_fact(Fact("t1", own, session.id, "user", "hi", moment, moment))
+    note = files.scope_dir(own) / "facts" / "mine.md"
+    note.parent.mkdir()
+    note.write_text("a note of my own\n", encoding="utf-8")
+
+    assert lifecycle.delete(sqlite_store, settings, session)
+    assert note.exists()
+    assert (files.scope_dir(own) / ".scope").exists()
+    assert list(files.scope_dir(own).rglob("*__t1.md")) == []
+
+
 def test_a_purge_whose_store_step_fails_says_the_session_is_deleted(
     sqlite_store: SQLiteStore, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -176,6 +234,40 @@ def test_fork_drops_the_name_and_links_the_parent(sqlite_store: SQLiteStore) -> 
     assert forked.message_count == 2
     assert forked.metadata == {"tags": ["t"]}
     assert forked.title == "fork of src-name"
+
+
+def test_a_fork_point_past_the_sessions_messages_is_refused(sqlite_store: SQLiteStore) -> None:
+    """`at_position` is a position (0-based, superseded messages hold theirs): 0 is an
+    empty fork, one past the last position copies everything, anything else is refused
+    with the range instead of being taken as "everything"."""
+    source = chat(sqlite_store, "src", ["a", "b", "c", "d"])
+    with pytest.raises(lifecycle.ForkPointOutOfRange) as refused:
+        lifecycle.fork(sqlite_store, source, new_key="far", at_position=999)
+    assert refused.value.end == 4
+    assert str(refused.value) == (
+        f"session {source.id} has messages at positions 0..3; the fork point must be 0..4 "
+        "(the fork copies the messages before it), not 999"
+    )
+    assert refused.value.explain("--at").startswith(f"session {source.id} has messages")
+    assert sqlite_store.find_session("far") is None
+    assert lifecycle.fork(sqlite_store, source, new_key="all", at_position=4).message_count == 4
+    assert lifecycle.fork(sqlite_store, source, new_key="none", at_position=0).message_count == 0
+
+    (stale,) = sqlite_store.list_messages(source.id)[-1:]
+    sqlite_store.set_message_status(stale.id, "superseded")
+    sqlite_store.append_messages(source.id, [NewMessage(Message("assistant", "e"), 1)])
+    again = sqlite_store.get_session(source.id)
+    assert again is not None
+    assert again.message_count == 4  # a, b, c, e: e is at position 4
+    assert lifecycle.fork_end(sqlite_store, again) == 5
+    assert lifecycle.fork(sqlite_store, again, new_key="to-e", at_position=5).message_count == 4
+    with pytest.raises(lifecycle.ForkPointOutOfRange, match=r"must be 0\.\.5"):
+        lifecycle.fork(sqlite_store, again, new_key="past", at_position=6)
+
+    empty = sqlite_store.ensure_session("empty")
+    with pytest.raises(lifecycle.ForkPointOutOfRange, match="has no messages; the fork point"):
+        lifecycle.fork(sqlite_store, empty, new_key="e1", at_position=1)
+    assert lifecycle.fork(sqlite_store, empty, new_key="e0", at_position=0).message_count == 0
 
 
 def test_import_is_all_or_nothing(sqlite_store: SQLiteStore) -> None:

@@ -220,6 +220,31 @@ def test_delete_removes_everything_of_a_session(store: Store) -> None:
     assert texts(store, kept.id) == ["talk in kept"]
 
 
+def test_deleting_a_session_unlinks_its_forks_and_children(store: Store) -> None:
+    """A fork outlives the session it was forked from, with its own copy of the history;
+    its link must not name a session that is gone (`@@name~1` would look for it)."""
+    source = store.ensure_session("source", namespace="ns")
+    store.append_messages(source.id, [user("q1"), assistant("a1")])
+    fork = store.fork_session(source.id, new_key="fork", at_position=1)
+    child = store.fork_session(source.id, new_key="child", at_position=0)
+    grandchild = store.fork_session(fork.id, new_key="grandchild")
+    other = store.ensure_session("other", namespace="ns")
+    other_fork = store.fork_session(other.id, new_key="other-fork")
+
+    assert store.delete_session(source.id)
+    for orphan in (fork, child):
+        kept = store.get_session(orphan.id)
+        assert kept is not None
+        assert (kept.parent_id, kept.fork_position) == (None, None)
+    assert texts(store, fork.id) == ["q1"]
+    still = store.get_session(grandchild.id)
+    assert still is not None
+    assert still.parent_id == fork.id  # only the deleted session's links go
+    linked = store.get_session(other_fork.id)
+    assert linked is not None
+    assert linked.parent_id == other.id
+
+
 def test_backend_plays_the_session_store_role(store: Store) -> None:
     assert isinstance(store, SessionStore)
 

@@ -11,6 +11,10 @@ checked, all inside one transaction: memory stays at about one line, and a bad l
 anywhere rolls the whole import back. A line may be as long as the largest request the
 proxy accepts (`max_body_bytes`, 32 MiB: one message cannot be larger), and a file at
 most `MAX_FILE_BYTES`; past either the import stops with the line's number.
+
+The exported name is kept unless another session of the namespace holds it already
+(`naming.holder`): the copy is then named `<name>-2` (`-3`…) so that `@@name` still
+finds one session, and its metadata keeps the exported name as `imported_name`.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import IO, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from memlane.engine.sessions.naming import free_name
 from memlane.store import NewMessage, Store
 from memlane.store.codec import message_from_json
 from memlane.text.redact import redact, redact_fields
@@ -29,6 +34,8 @@ from memlane.types import Session
 from memlane.types.keys import OWN_NAMESPACE, plain_key_problem
 from memlane.types.messages import Kind, Origin, Role, Wire
 
+IMPORTED_NAME = "imported_name"
+"""Session metadata: the exported name, set when the import gave the copy another one."""
 EXPORT_FORMAT = "memlane-session"
 EXPORT_VERSION = 1
 MAX_FILE_BYTES = 256 * 1024 * 1024
@@ -245,6 +252,15 @@ def _finish(store: Store, session: Session, head: _SessionLine) -> None:
     metadata = {**redact_fields(head.metadata), "imported_from": head.id}
     if head.parent_id:
         metadata["imported_parent_id"] = head.parent_id
+    metadata.pop(IMPORTED_NAME, None)  # an earlier import's: this one says its own
+    name = metadata.get("name")
+    if isinstance(name, str) and name:
+        free = free_name(
+            store, name, namespace=session.namespace, tenant=session.tenant, exclude=session.id
+        )
+        if free != name:
+            metadata["name"] = free
+            metadata[IMPORTED_NAME] = name
     store.update_session(
         session.id,
         title=redact(head.title) if head.title is not None else None,

@@ -33,6 +33,7 @@ from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.lifecycle import ensure_title
 from memlane.engine.sessions.metafile import meta_path, read_meta, write_meta
 from memlane.engine.sessions.models import cost_usd, index_model, usage_payload
+from memlane.engine.sessions.naming import pinned_name
 from memlane.engine.sessions.serialize import is_conversation, keep_tail, serialize
 from memlane.engine.turn import Turn
 from memlane.files.locks import INDEX_LOCKS, HomeLock
@@ -330,10 +331,10 @@ async def index_session(
             ]
             continue
         payload = _payload(rt, attempt, completion, error=None)
-        await threads.to_thread(
+        saved = await threads.to_thread(
             _save, rt, session_id, meta, completion.model, stored, spent, payload
         )
-        return IndexResult(ok=True, attempts=attempt, meta=meta, cost_usd=spent)
+        return IndexResult(ok=True, attempts=attempt, meta=saved, cost_usd=spent)
     error = f"the index model gave no usable answer in {MAX_ATTEMPTS} attempts"
     log.warning("session %s: %s", session_id, error)
     return IndexResult(ok=False, attempts=MAX_ATTEMPTS, error=error, cost_usd=spent)
@@ -378,8 +379,9 @@ def _save(
     stored: list[MessageText],
     cost: float,
     event: dict[str, Any],
-) -> None:
-    """The successful attempt's event, then the metadata (one thread hop, one commit)."""
+) -> SessionMeta:
+    """The successful attempt's event, then the metadata (one thread hop, one commit);
+    returns what was stored: a name a person gave the session stays (`naming.rename`)."""
     store = rt.store
     now = datetime.now(UTC).isoformat(timespec="seconds")
     last = stored[-1].position if stored else -1
@@ -388,7 +390,10 @@ def _save(
         store.add_event(session_id, INDEX_EVENT, event)
         session = store.get_session(session_id)
         if session is None:  # deleted while the model was thinking
-            return
+            return meta
+        kept = pinned_name(session)
+        if kept is not None:
+            fields["name"] = kept
         metadata = {
             **session.metadata,
             **fields,
@@ -414,3 +419,4 @@ def _save(
             "last_indexed_position": last,
         },
     )
+    return meta if kept is None else meta.model_copy(update={"name": kept})

@@ -6,8 +6,9 @@ too, with their status), event and state entry of the session. Import
 transaction, so a bad file changes nothing; it recreates the session under its
 key (or a new one), with new ids and the same content. `delete` removes
 everything of the session: its rows (messages, events, state, facts, index),
-its folder (todo, pinned, summary, offloaded outputs, meta.json) and the
-memory files it produced.
+its folder (todo, pinned, summary, offloaded outputs, meta.json), the
+memory files it produced and its own memory folder (`entries/<its conversation
+scope>` with its `.scope` file); its forks stay, unlinked from it.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from memlane.engine.memory import reuse
 from memlane.engine.sessions.asked import first_asked
 from memlane.engine.sessions.importing import EXPORT_FORMAT, EXPORT_VERSION
 from memlane.engine.sessions.lookup import session_name
+from memlane.engine.sessions.naming import NAME_PINNED
 from memlane.files.git import commit_now
 from memlane.files.git_purge import PurgeError, purge_history
 from memlane.files.locks import GIT_LOCK, MEMORY_LOCK, HomeLock
-from memlane.files.memory_files import MemoryFiles
+from memlane.files.memory_files import SCOPE_FILE, MemoryFiles
 from memlane.files.paths import session_dir
 from memlane.store import Store, StoreError
 from memlane.store.codec import message_to_json
@@ -38,6 +40,7 @@ from memlane.text.redact import redact
 from memlane.types import Fact, Session
 from memlane.types.messages import forget_fingerprints
 from memlane.types.resent import forget_resent
+from memlane.types.scopes import conversation_scope
 
 TITLE_CHARS = 100
 TITLE_SCAN_CHARS = 2_048
@@ -119,6 +122,39 @@ def fork_key(source: Session, now: datetime | None = None) -> str:
     return f"{source.key}~fork-{moment:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
 
 
+class ForkPointOutOfRange(ValueError):
+    """A fork point outside the source's messages: `end` is the largest one (it copies
+    every message), 0 the smallest (a fork with no history)."""
+
+    def __init__(self, session_id: str, at_position: int, end: int) -> None:
+        self.session_id = session_id
+        self.at_position = at_position
+        self.end = end
+        super().__init__(self.explain("the fork point"))
+
+    def explain(self, option: str) -> str:
+        """What was wrong and the valid range, naming the fork point as the face does
+        (`--at` on the CLI, `at` on the HTTP API)."""
+        if self.end == 0:
+            return f"session {self.session_id} has no messages; {option} must be 0"
+        return (
+            f"session {self.session_id} has messages at positions 0..{self.end - 1}; "
+            f"{option} must be 0..{self.end} (the fork copies the messages before it), "
+            f"not {self.at_position}"
+        )
+
+
+def fork_end(store: Store, source: Session) -> int:
+    """One past the source's last message position (superseded messages hold theirs too):
+    the largest fork point, which copies everything. Positions are unique, so past
+    `message_count` (superseded ones left out) lie only the superseded tail's: that is
+    all that is read."""
+    tail = store.list_message_texts(
+        source.id, include_superseded=True, since_position=source.message_count
+    )
+    return tail[-1].position + 1 if tail else source.message_count
+
+
 def fork(
     store: Store, source: Session, *, new_key: str | None = None, at_position: int | None = None
 ) -> Session:
@@ -126,11 +162,16 @@ def fork(
 
     The fork keeps the source's description, summary and tags as context but not
     its name, so `@@name` still designates one session. Its key is `new_key`, else
-    `fork_key(source)`.
+    `fork_key(source)`. An `at_position` outside 0..`fork_end` raises
+    `ForkPointOutOfRange`: past the end it would copy everything and say nothing.
     """
+    if at_position is not None:
+        end = fork_end(store, source)
+        if not 0 <= at_position <= end:
+            raise ForkPointOutOfRange(source.id, at_position, end)
     key = new_key or fork_key(source)
     forked = store.fork_session(source.id, new_key=key, at_position=at_position)
-    metadata = {k: v for k, v in forked.metadata.items() if k != "name"}
+    metadata = {k: v for k, v in forked.metadata.items() if k not in ("name", NAME_PINNED)}
     title = f"fork of {session_title(store, source)}"
     return store.update_session(forked.id, metadata=metadata, title=title_from_prompt(title))
 
@@ -146,11 +187,16 @@ def delete(store: Store, settings: Settings, session: Session, *, purge: bool = 
     those files or their index meanwhile.
     """
     files = MemoryFiles(settings.memory_path)
+    own_scope = conversation_scope(session.id, session.tenant)
     with HomeLock(settings.home_path, MEMORY_LOCK).held():
         facts = store.list_facts(conversation_id=session.id, include_deleted=True)
         if purge:
             _purge_files(settings, session, files, facts)
-        elif _remove_files(files, facts):  # the repository is left clean: its own commit
+            removed_files = 0
+        else:
+            removed_files = _remove_files(files, facts)
+        if _remove_scope_folder(files, own_scope) or removed_files:
+            # the repository is left clean: its own commit
             commit_now(
                 settings.memory_path,
                 f"memory: deleted session {session.id}",
@@ -210,6 +256,23 @@ def _remove_files(files: MemoryFiles, facts: list[Fact]) -> int:
                 files.remove(path)
                 removed += 1
     return removed
+
+
+def _remove_scope_folder(files: MemoryFiles, scope: str) -> bool:
+    """Remove the session's own memory folder (`entries/<scope>`, its `.scope` file and the
+    sub-folders its entries left empty) once its entries are gone; True if it did. Only
+    that scope's folder: the namespace's and the global one are shared. A folder still
+    holding a file that is not one of the session's entries (written there by hand) stays,
+    with its `.scope`, which says what scope that file is in."""
+    folder = files.scope_dir(scope)
+    if not folder.is_dir():
+        return False
+    marker = folder / SCOPE_FILE
+    for path in folder.rglob("*"):
+        if path != marker and (path.is_symlink() or not path.is_dir()):
+            return False
+    shutil.rmtree(folder)
+    return True
 
 
 def _purge_store(store: Store) -> None:

@@ -8,7 +8,7 @@ caller's tenant take part (`engine.tenancy`), and, for `@@` references, only tho
 of the caller's namespace unless `references_across_namespaces` is on.
 
 A lookup for an operation that changes or destroys a session (`exact=True`: delete,
-todo, pinned, title, Spec Mode, compaction, indexing) stops before the fuzzy match.
+rename, todo, pinned, title, Spec Mode, compaction, indexing) stops before the fuzzy match.
 A fuzzy match is a guess that is convenient for reading; for a delete it turned a
 retry or a typo into the loss of an unrelated session whose title held the words.
 """
