@@ -312,3 +312,15 @@ def test_an_editor_that_cannot_start_changes_nothing_and_says_so(
     assert "could not start" in failed.output
     assert failed.exc_info is None or failed.exc_info[0] is SystemExit
     assert run(runner, "memory", "show", added["id"], "--json")["text"] == "The user drinks tea"
+
+
+def test_text_that_reads_as_markup_or_emoji_is_printed_as_written(runner: CliRunner) -> None:
+    """`[/red]` in one memory raised rich's `MarkupError` and took `memory list` and
+    `memory search` down for the whole store; `:x:` printed as an emoji."""
+    text = "a [/red] b :x: c"
+    added = run(runner, "memory", "add", text, "--json")
+
+    for args in (("memory", "list"), ("memory", "search", "red"), ("memory", "show", added["id"])):
+        shown = run(runner, *args).stdout
+        assert text in shown
+        assert "❌" not in shown

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from memlane.cli.context import console, err_console, fail, print_json, state
+from memlane.cli.context import cells, console, err_console, fail, print_json, state
 from memlane.cli.options import JsonOpt
 from memlane.config import ConfigError, effective_values
 from memlane.config.editing import (
@@ -51,7 +51,7 @@ def show(
     table.add_column("value", overflow="fold")
     table.add_column("source", overflow="fold")
     for key, value in values.items():
-        table.add_row(f"MEMLANE_{key.upper()}", str(value), loaded.sources[key])
+        table.add_row(*cells(f"MEMLANE_{key.upper()}", str(value), loaded.sources[key]))
     console.print(table)
 
 

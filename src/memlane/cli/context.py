@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from memlane.cli.output import console, err_console, fail
+from memlane.cli.output import cells, console, err_console, escape, fail, warn
 from memlane.cli.state import CliState, state
 from memlane.config import Settings
 from memlane.store import Store, StoreError, open_store
@@ -37,8 +37,10 @@ __all__ = [
     "SHORT_ID",
     "CliState",
     "MissingStore",
+    "cells",
     "console",
     "err_console",
+    "escape",
     "fail",
     "missing_store",
     "moment",
@@ -50,6 +52,7 @@ __all__ = [
     "state",
     "stored_settings",
     "table_with_ids",
+    "warn",
 ]
 
 
@@ -202,7 +205,7 @@ def report(as_json: bool, data: Any, line: str) -> None:
     if as_json:
         print_json(data)
     else:
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, markup=False)
 
 
 def moment(text: str | None, option: str) -> datetime | None:

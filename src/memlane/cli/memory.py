@@ -24,14 +24,16 @@ import typer
 from rich.table import Table
 
 from memlane.cli.context import (
+    cells,
     console,
-    err_console,
+    escape,
     fail,
     opened_runtime,
     print_json,
     progress_bar,
     report,
     table_with_ids,
+    warn,
 )
 from memlane.cli.options import JsonOpt, date_option
 from memlane.engine.memory import manage
@@ -113,7 +115,7 @@ def _table(facts: list[Fact], scores: list[float] | None = None) -> Table:
         ]
         if scores is not None:
             row.append(f"{scores[i]:.3f}")
-        table.add_row(*row)
+        table.add_row(*cells(*row))
     return table
 
 
@@ -223,7 +225,7 @@ def show(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> None
         return
     for key, value in data.items():
         if key != "text" and value is not None:
-            console.print(f"[bold]{key}[/]: {value}", highlight=False)
+            console.print(f"[bold]{key}[/]: {escape(str(value))}", highlight=False)
     console.print()
     console.print(fact.text, highlight=False, markup=False)
 
@@ -333,7 +335,7 @@ def reindex(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         f"{rebuilt} turn documents rebuilt"
     )
     for why in report.skipped:
-        err_console.print(f"[yellow]skipped:[/] {why}", highlight=False)
+        warn(why, label="skipped")
 
 
 @app.command("log")
@@ -359,7 +361,9 @@ def log(
         return
     for entry in entries:
         first, _, rest = entry.message.partition("\n")
-        console.print(f"[yellow]{entry.commit[:10]}[/] {entry.date} {first}", highlight=False)
+        console.print(
+            f"[yellow]{entry.commit[:10]}[/] {entry.date} {escape(first)}", highlight=False
+        )
         if rest.strip():
             console.print(rest.strip(), highlight=False, markup=False)
 

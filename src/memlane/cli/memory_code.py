@@ -12,7 +12,14 @@ from typing import Annotated, Any
 
 import typer
 
-from memlane.cli.context import console, opened_runtime, print_json, table_with_ids
+from memlane.cli.context import (
+    cells,
+    console,
+    escape,
+    opened_runtime,
+    print_json,
+    table_with_ids,
+)
 from memlane.cli.memory import IdArg, _run
 from memlane.cli.memory_time import app
 from memlane.cli.options import JsonOpt
@@ -47,7 +54,7 @@ def stale(
     table.add_column("what moved on", overflow="fold", ratio=1)
     table.add_column("text", overflow="fold", ratio=1, min_width=24)
     for fact, status in found:
-        table.add_row(shorts[fact.id], status.status, status.note, fact.text)
+        table.add_row(*cells(shorts[fact.id], status.status, status.note, fact.text))
     console.print(table)
 
 
@@ -73,12 +80,12 @@ def verify(
         why = (
             "cites no project file" if fact.cites is None else "its project is not on this machine"
         )
-        console.print(f"{fact.id}: not checked ({why})", highlight=False)
+        console.print(f"{fact.id}: not checked ({escape(why)})", highlight=False)
         return
     done = "confirmed; " if confirm else ""
     console.print(f"{fact.id}: {done}{status.status}", highlight=False)
     for file in status.files:
-        console.print(f"  {file.said}", highlight=False)
+        console.print(f"  {escape(file.said)}", highlight=False)
     if status.stale and not confirm:
         console.print("run again with --confirm if the memory still holds", highlight=False)
 

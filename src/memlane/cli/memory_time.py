@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from memlane.cli.context import (
+    cells,
     console,
     opened_runtime,
     print_json,
@@ -82,5 +83,5 @@ def history(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> N
             source = f"{cause.created_at:%Y-%m-%d %H:%M}: {cause.message.text}"
         elif fact.source_session:
             source = f"session {fact.source_session}"
-        table.add_row(shorts[fact.id], interval(fact) + state, fact.text, source)
+        table.add_row(*cells(shorts[fact.id], interval(fact) + state, fact.text, source))
     console.print(table)

@@ -19,13 +19,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from memlane.cli.context import (
+    cells,
     console,
     err_console,
+    escape,
     fail,
     opened_runtime,
     print_json,
     report,
     table_with_ids,
+    warn,
 )
 from memlane.cli.options import JsonOpt
 from memlane.cli.sessions_context import context as context_command
@@ -139,7 +142,7 @@ def list_sessions(
     if tenanted:
         table.add_column("tenant", no_wrap=True)
     for session, row in zip(sessions, rows, strict=True):
-        cells = [
+        row_cells = [
             shorts[session.id],
             row["title"],
             str(session.message_count),
@@ -148,7 +151,7 @@ def list_sessions(
             f"${session.cost_usd + index_cost(session):.4f}",
             display_name(session.namespace),
         ]
-        table.add_row(*cells, *([short(session.tenant)] if tenanted else []))
+        table.add_row(*cells(*row_cells, *([short(session.tenant)] if tenanted else [])))
     console.print(table)
 
 
@@ -182,7 +185,7 @@ def show(
     except FileNotFoundError:
         data["meta_file"] = None
     except CorruptMeta as exc:
-        err_console.print(f"[yellow]warning:[/] {exc}", highlight=False, soft_wrap=True)
+        warn(str(exc))
     if as_json:
         print_json(data)
         return
@@ -191,7 +194,7 @@ def show(
 
 def _print_session(data: dict[str, Any]) -> None:
     meta = data["metadata"]
-    console.print(f"[bold]{data['title']}[/]  ({data['id']})", highlight=False)
+    console.print(f"[bold]{escape(data['title'])}[/]  ({data['id']})", highlight=False)
     lines = [
         ("key", data["key"]),
         ("namespace", data["namespace"]),
@@ -207,7 +210,7 @@ def _print_session(data: dict[str, Any]) -> None:
     ]
     for label, value in lines:
         if value not in (None, ""):
-            console.print(f"[dim]{label}:[/] {value}", highlight=False, soft_wrap=True)
+            console.print(f"[dim]{label}:[/] {escape(str(value))}", highlight=False, soft_wrap=True)
     for message in data["messages"]:
         who = message["role"] if message["origin"] == "client" else message["origin"]
         text = message["text"] or ", ".join(c["name"] for c in message["tool_calls"])
@@ -353,9 +356,9 @@ def index(
     if as_json:
         print_json(data)
         return
-    console.print(f"[bold]{result.meta.name}[/]  ({session.id})", highlight=False)
-    console.print(result.meta.description, highlight=False, soft_wrap=True)
-    console.print(f"[dim]tags:[/] {', '.join(result.meta.tags)}", highlight=False)
+    console.print(f"[bold]{escape(result.meta.name)}[/]  ({session.id})", highlight=False)
+    console.print(result.meta.description, highlight=False, markup=False, soft_wrap=True)
+    console.print(f"[dim]tags:[/] {escape(', '.join(result.meta.tags))}", highlight=False)
     console.print(f"[dim]cost:[/] ${result.cost_usd:.6f} in {result.attempts} attempt(s)")
 
 
@@ -412,7 +415,7 @@ def compact(
     if as_json:
         print_json(compaction_json(result))
         return
-    console.print(str(result), highlight=False, soft_wrap=True)
+    console.print(str(result), highlight=False, markup=False, soft_wrap=True)
 
 
 @app.command("output")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from memlane.cli.context import console, fail, opened_runtime, print_json
+from memlane.cli.context import console, escape, fail, opened_runtime, print_json
 from memlane.cli.options import JsonOpt
 
 if TYPE_CHECKING:
@@ -88,11 +88,11 @@ def _print(result: Breakdown) -> None:
         soft_wrap=True,
     )
     for note in result.notes:
-        console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
     if result.events:
         console.print("recent compactions:")
         for event in result.events:
-            console.print(f"  {_when(event)}  {describe_event(event)}", highlight=False)
+            console.print(f"  {_when(event)}  {escape(describe_event(event))}", highlight=False)
 
 
 def _source(source: str) -> str:

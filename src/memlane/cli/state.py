@@ -30,7 +30,7 @@ class CliState:
         """The settings every command reads. `lenient`: a bad key or value in the file or
         environment is left out and reported, not fatal (`memlane config show`)."""
         if self._loaded is None:
-            from memlane.cli.output import err_console, fail
+            from memlane.cli.output import fail, warn
             from memlane.config import ConfigError, load_settings
 
             try:
@@ -44,7 +44,7 @@ class CliState:
 
                 self._loaded = with_running_upstreams(self._loaded)
             for note in self._loaded.warnings:
-                err_console.print(f"[yellow]warning:[/] {note}", highlight=False, soft_wrap=True)
+                warn(note)
         return self._loaded
 
     @property

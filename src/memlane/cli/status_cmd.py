@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from memlane.cli.context import console, opened_store, print_json, stored_settings
+from memlane.cli.context import console, escape, opened_store, print_json, stored_settings
 from memlane.cli.options import JsonOpt
 from memlane.config import Settings
 
@@ -89,7 +89,7 @@ def _print(report: dict[str, Any]) -> None:
     else:
         console.print(f"proxy     {report['url']} (pid {report['pid']})")
         if "error" in report:
-            console.print(f"          {report['error']}")
+            console.print(f"          {escape(str(report['error']))}")
         else:
             hours, rest = divmod(int(report["uptime_seconds"]), 3600)
             console.print(f"upstream  {report['upstream_url']}")
@@ -112,7 +112,7 @@ def _print(report: dict[str, Any]) -> None:
             last = report.get("last_extraction")
             if last:
                 outcome = "ok" if last["ok"] else "FAILED"
-                console.print(f"extraction {outcome} at {last['at']}: {last['detail']}")
+                console.print(f"extraction {outcome} at {last['at']}: {escape(last['detail'])}")
             else:
                 console.print("extraction none since start")
     if "sessions" in report:
