@@ -8,10 +8,10 @@ so two updates never race on the index (with a home given, the home's git lock: 
 workers of one proxy and the CLI commit one at a time; a commit may then carry files
 another process wrote, whose own commit finds nothing left to do); a failure (no git,
 a broken repository) is logged and the memory keeps working without history. A
-commit stages the whole tree, or only the paths given (what the memory book wrote,
-moved or removed since its last commit): git's work then follows the change, not the
-number of memory files, and those go in as one `fast-import` stream
-(`files.git_import`).
+commit stages every memory file (`MEMORY_PATHS`, never a person's other files), or
+only the paths given (what the memory book wrote, moved or removed since its last
+commit): git's work then follows the change, not the number of memory files, and
+those go in as one `fast-import` stream (`files.git_import`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from memlane.files import git_import
 from memlane.files.atomic import write_atomic
 from memlane.files.git_purge import PurgeError, PurgeReport, purge_history
 from memlane.files.locks import GIT_LOCK, HomeLock
+from memlane.files.memory_files import ENTRIES
 from memlane.files.memory_snapshot import SNAPSHOT_FILE
 
 log = logging.getLogger("memlane.memory.git")
@@ -38,6 +39,10 @@ GITIGNORE = f"""# derived by memlane; rebuilt from the Markdown files
 /{SNAPSHOT_FILE}
 .*.tmp
 """
+MEMORY_PATHS = (ENTRIES, ".gitignore")
+"""What memlane commits of the memory folder: the entries and its ignore file. A person's
+other files there (notes, scripts) are theirs to commit, or not: a whole-tree commit
+carried an untracked `notes.txt`, a key in it, under memlane's message."""
 _IDENTITY = ("-c", "user.name=memlane", "-c", "user.email=memlane@localhost")
 _QUIET = ("-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null")
 
@@ -47,7 +52,7 @@ class GitError(Exception):
 
 
 def commit_now(root: Path, message: str, *, home: Path | None = None) -> bool:
-    """Commit everything under an existing repository at `root` now, synchronously.
+    """Commit every memory file under an existing repository at `root` now, synchronously.
 
     For deletions: what was deleted must leave the working tree at once, not wait for
     (or be swept into) the next unrelated commit. False when there is no repository,
@@ -59,6 +64,20 @@ def commit_now(root: Path, message: str, *, home: Path | None = None) -> bool:
         with HomeLock(home, GIT_LOCK).held():
             return _commit_now(root, message)
     return _commit_now(root, message)
+
+
+def _staging(root: Path) -> list[tuple[str, ...]]:
+    """The git commands that stage every change to `MEMORY_PATHS` under `root`, and nothing
+    else: `add` the paths that are there, and take those gone out of the index (`add`
+    refuses a path that matches nothing)."""
+    there = [path for path in MEMORY_PATHS if (root / path).exists()]
+    gone = [path for path in MEMORY_PATHS if path not in there]
+    commands: list[tuple[str, ...]] = []
+    if there:
+        commands.append(("add", "-A", "--", *there))
+    if gone:
+        commands.append(("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *gone))
+    return commands
 
 
 def _env() -> dict[str, str]:
@@ -74,7 +93,8 @@ def _commit_now(root: Path, message: str) -> bool:
             ["git", *args], cwd=root, env=env, capture_output=True, text=True, check=False
         )
 
-    git("add", "-A", ".")
+    for args in _staging(root):
+        git(*args)
     if git("diff", "--cached", "--quiet").returncode == 0:
         return False
     done = git(
@@ -130,8 +150,8 @@ class GitRepo:
         self._ready = True
 
     async def commit(self, message: str, paths: Collection[str] | None = None) -> bool:
-        """Stage everything under the root, or only `paths` (relative to the root: files
-        written, moved or removed), and commit; False when nothing changed."""
+        """Stage every memory file (`MEMORY_PATHS`), or only `paths` (relative to the root:
+        files written, moved or removed), and commit; False when nothing changed."""
         message = git_import.commit_message(message)
         async with self._held():
             return await self._commit(message, paths)
@@ -140,7 +160,8 @@ class GitRepo:
         await self.ensure()
         if paths is not None:
             return await self._commit_paths(message, paths)
-        await self._git("add", "-A", ".")
+        for args in _staging(self.root):
+            await self._git(*args)
         if await self._git_status("diff", "--cached", "--quiet") == 0:
             return False
         await self._git(*_IDENTITY, *_QUIET, "commit", "-q", "--no-verify", "-m", message)

@@ -17,7 +17,7 @@ from memlane.engine.memory.entries import new_fact
 from memlane.engine.memory.lifecycle import stop_memory
 from memlane.engine.runtime import Runtime
 from memlane.files.git import GitRepo
-from memlane.files.memory_files import new_id
+from memlane.files.memory_files import ENTRIES, new_id
 from memlane.types import Fact
 from tests.support.gitrepo import changed_in_head
 from tests.support.gitrepo import git_output as git
@@ -109,14 +109,15 @@ async def test_paths_noted_while_a_commit_runs_wait_for_the_next_one(tmp_path: P
     queue = CommitQueue(repo, Background(), persist)
 
     async def written(name: str, *, message: str | None) -> None:
-        (tmp_path / name).write_text(f"{name}\n")
-        noted.append({name})
+        (tmp_path / ENTRIES).mkdir(exist_ok=True)
+        (tmp_path / ENTRIES / name).write_text(f"{name}\n")
+        noted.append({f"{ENTRIES}/{name}"})
         if message is not None:
             queue.later(message)
 
     repo.gate.set()
     await written("a.md", message="one")
-    assert await queue.flush()  # the first: the whole tree
+    assert await queue.flush()  # the first: every memory file
     repo.gate.clear()
     repo.started.clear()
     await written("b.md", message="two")
@@ -128,15 +129,19 @@ async def test_paths_noted_while_a_commit_runs_wait_for_the_next_one(tmp_path: P
     assert await running
     queue.later("three")
     assert await queue.flush()  # c.md was kept for this one
-    assert sorted(git(tmp_path, "ls-files").split()) == [".gitignore", "a.md", "b.md", "c.md"]
+    assert sorted(git(tmp_path, "ls-files").split()) == [
+        ".gitignore",
+        *(f"{ENTRIES}/{name}" for name in ("a.md", "b.md", "c.md")),
+    ]
 
 
 def _queue_on(root: Path, background: Background) -> CommitQueue:
-    """A commit queue over a real repository at `root` whose book wrote `a.md`."""
-    (root / "a.md").write_text("a turn\n")
+    """A commit queue over a real repository at `root` whose book wrote an entry."""
+    (root / ENTRIES).mkdir()
+    (root / ENTRIES / "a.md").write_text("a turn\n")
 
     async def persist() -> set[str]:
-        return {"a.md"}
+        return {f"{ENTRIES}/a.md"}
 
     return CommitQueue(GitRepo(root), background, persist)
 
