@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from memlane.files import git_import
-from memlane.files.git import GitRepo
+from memlane.files.git import GitError, GitRepo, commit_quietly
 from tests.support.gitrepo import changed_in_head
 from tests.support.gitrepo import git_output as git
 
@@ -129,15 +129,28 @@ async def test_packs_left_by_commits_are_combined(
     assert len(git(tmp_path, "ls-files").split()) == 482  # 480, first.md, .gitignore
 
 
-async def test_a_commit_of_paths_on_a_detached_head_commits_the_tree(tmp_path: Path) -> None:
+async def test_nothing_is_committed_on_a_detached_head_and_a_branch_takes_it_all(
+    tmp_path: Path,
+) -> None:
+    """A commit on a detached HEAD is hidden once a branch is checked out again, and its
+    files with it: the memories written meanwhile vanished from the working tree, so from
+    memlane's index too. Left uncommitted, they stay on disk across the checkout."""
     repo = GitRepo(tmp_path)
     put(tmp_path, E + "a.md", "a\n")
     assert await repo.commit("start")
+    branch = git(tmp_path, "branch", "--show-current").strip()
     git(tmp_path, "checkout", "-q", "--detach")
-    put(tmp_path, E + "a.md", "edited\n")
-    assert await repo.commit("edit", [E + "a.md"])
-    assert git(tmp_path, "log", "--format=%s").splitlines() == ["edit", "start"]
-    assert git(tmp_path, "show", f"HEAD:{E}a.md") == "edited\n"
+    put(tmp_path, E + "platypus.md", "the user keeps a platypus\n")
+
+    with pytest.raises(GitError, match="detached HEAD"):
+        await repo.commit("new", [E + "platypus.md"])
+    assert not await commit_quietly(repo, "new")
+    assert git(tmp_path, "log", "--all", "--format=%s").splitlines() == ["start"]
+
+    git(tmp_path, "checkout", "-q", branch)
+    assert (tmp_path / E / "platypus.md").read_text() == "the user keeps a platypus\n"
+    assert await repo.commit("on the branch")
+    assert git(tmp_path, "show", f"HEAD:{E}platypus.md") == "the user keeps a platypus\n"
 
 
 async def test_a_commit_that_changed_nothing_is_taken_back(tmp_path: Path) -> None:

@@ -51,6 +51,15 @@ class GitError(Exception):
     pass
 
 
+DETACHED = (
+    "the memory repository {root} is on a detached HEAD (a commit, not a branch): memlane "
+    "does not commit there, where checking a branch out again would hide its commits and "
+    "the memories in them; check a branch out (`git -C {root} switch <branch>`) and the "
+    "next commit takes every change in"
+)
+"""Why nothing is committed on a detached HEAD; the files stay as they are meanwhile."""
+
+
 def commit_now(root: Path, message: str, *, home: Path | None = None) -> bool:
     """Commit every memory file under an existing repository at `root` now, synchronously.
 
@@ -59,6 +68,9 @@ def commit_now(root: Path, message: str, *, home: Path | None = None) -> bool:
     nothing changed, or git failed (logged). With `home`, under the home's git lock.
     """
     if not (root / ".git").exists() or not GitRepo.available():
+        return False
+    if git_import.detached(root):
+        log.warning("memory not versioned this time: %s", DETACHED.format(root=root))
         return False
     if home is not None:
         with HomeLock(home, GIT_LOCK).held():
@@ -158,6 +170,8 @@ class GitRepo:
 
     async def _commit(self, message: str, paths: Collection[str] | None) -> bool:
         await self.ensure()
+        if git_import.detached(self.root):
+            raise GitError(DETACHED.format(root=self.root))
         if paths is not None:
             return await self._commit_paths(message, paths)
         for args in _staging(self.root):
@@ -179,7 +193,7 @@ class GitRepo:
             return False
         branch = git_import.head_branch(self.root)
         if branch is None or not all(git_import.importable(p) for p in paths):
-            return await self._commit(message, None)  # detached HEAD or odd names: all
+            return await self._commit(message, None)  # odd names, or no plain HEAD: all
         parent = await self._git_status("rev-parse", "--verify", "-q", branch) == 0
         try:
             found = await asyncio.to_thread(

@@ -144,6 +144,16 @@ def head_branch(root: Path) -> str | None:
     return branch if importable(branch) and " " not in branch else None
 
 
+def detached(root: Path) -> bool:
+    """Whether HEAD names a commit, not a branch (`git checkout <commit>`); False when that
+    cannot be read (no repository, a worktree's `.git` file)."""
+    try:
+        head = (root / ".git" / "HEAD").read_text(encoding="utf-8").strip()
+    except OSError:
+        return False
+    return not head.startswith("ref: ")
+
+
 def pack_count(root: Path) -> int:
     """How many packs the repository holds."""
     try:
