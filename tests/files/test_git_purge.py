@@ -161,3 +161,67 @@ async def test_a_text_with_a_nul_is_purged_from_the_messages_that_quoted_it(
 
     purge_history(folder, ["doomed1"], [text])
     assert "bytes at boot" not in git(folder, "log", "--all", "--format=%B")
+
+
+def move(repo: Path, old: Path, new: Path, text: str | None = None) -> None:
+    """A person's rename (or move), the text edited in the same commit when given."""
+    (repo / new).parent.mkdir(parents=True, exist_ok=True)
+    (repo / old).rename(repo / new)
+    if text is not None:
+        (repo / new).write_text(text)
+    git(repo, "add", "-A", ".")
+    git(repo, "commit", "-q", "-m", "memory: 1 file(s) edited by hand")
+
+
+def test_a_file_renamed_by_hand_is_purged_under_every_name_it_had(repo: Path) -> None:
+    """Renamed, then moved to another folder with its text changed in the same commit (no
+    blob in common): only the front matter's id says it is the same memory."""
+    renamed = FACTS / "sœur.md"  # a name fast-export quotes
+    move(repo, FACTS / DOOMED, renamed)
+    moved = Path("entries/global/people/sister.md")
+    move(repo, renamed, moved, entry("doomed1", "alarm code ECHO-666"))
+
+    report = purge_history(repo, ["doomed1"], [], message="memory: purged doomed1")
+    (repo / moved).unlink()
+
+    for text in ("ALPHA-111", "BRAVO-222", "ECHO-666"):
+        assert left_anywhere(repo, text) == [], text
+    assert report.files_dropped == 6  # added, edited, renamed and moved (2 changes each)
+    assert left_anywhere(repo, "KEPT-333")
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_file_whose_id_a_person_changed_goes_with_its_earlier_versions(repo: Path) -> None:
+    """`id: kept1` became `id: handmade`: the file named for kept1 is handmade's, and
+    what it held before is that memory's earlier text."""
+    commit(repo, {KEPT: entry("handmade", "shed code FOXTROT-777")}, "memory: edited by hand")
+    purge_history(repo, ["handmade"], [])
+    (repo / FACTS / KEPT).unlink()
+
+    assert left_anywhere(repo, "KEPT-333") == []
+    assert left_anywhere(repo, "FOXTROT-777") == []
+    assert left_anywhere(repo, "ALPHA-111")  # another memory's file stays
+
+
+def test_a_renamed_file_only_staged_leaves_the_index_and_the_objects(repo: Path) -> None:
+    (repo / FACTS / KEPT).rename(repo / FACTS / "shed.md")
+    git(repo, "add", "-A", ".")  # staged, never committed under the new name
+    (repo / FACTS / "shed.md").write_text(entry("kept1", "shed code GOLF-888"))
+    git(repo, "add", "-A", ".")
+    purge_history(repo, ["kept1"], [])
+    (repo / FACTS / "shed.md").unlink()
+
+    assert left_anywhere(repo, "GOLF-888") == []
+    assert left_anywhere(repo, "KEPT-333") == []
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_version_git_cannot_read_stops_the_purge_before_it_changes_anything(
+    repo: Path,
+) -> None:
+    kept = git(repo, "rev-parse", f"HEAD:{FACTS / KEPT}")
+    (repo / ".git" / "objects" / kept[:2] / kept[2:]).unlink()
+    head = git(repo, "rev-parse", "HEAD")
+    with pytest.raises(PurgeError, match=r"cannot read 1 version.*kept1\.md"):
+        purge_history(repo, ["doomed1"], [])
+    assert git(repo, "rev-parse", "HEAD") == head

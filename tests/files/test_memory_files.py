@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
-from memlane.files.memory_files import (
-    MemoryFileError,
-    MemoryFiles,
-    id_from_name,
-    parse,
-    render,
-)
+from memlane.files.memory_files import MemoryFileError, MemoryFiles, id_from_name, parse
+from memlane.files.memory_render import render
 from memlane.types import Citations, CitedFile, Fact
 
 WHEN = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
@@ -246,17 +242,16 @@ def test_front_matter_is_what_yaml_writes_for_any_plain_value(value: str) -> Non
     }
     head = yaml.dump(meta, Dumper=yaml.SafeDumper, sort_keys=False, allow_unicode=True)
     assert render(entry) == f"---\n{head}---\n\nThe user's wife is named Anne\n"
-    assert (
-        parse(
-            render(entry),
-            path=Path("x.md"),
-            scope_hint=None,
-            role_hint=None,
-            deleted=False,
-            mtime=WHEN,
-        ).scope
-        == value
+    readable = replace(entry, id="abc123", scope="global")  # a file's id and scope are checked
+    read = parse(
+        render(readable),
+        path=Path("x.md"),
+        scope_hint=None,
+        role_hint=None,
+        deleted=False,
+        mtime=WHEN,
     )
+    assert (read.conversation_id, read.source_session) == (value, value)
 
 
 @pytest.mark.parametrize("value", LOOK_ALIKES)

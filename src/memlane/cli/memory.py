@@ -217,8 +217,7 @@ def show(ctx: typer.Context, memory_id: IdArg, as_json: JsonOpt = False) -> None
     """Show one memory with its provenance and its file."""
     with opened_runtime(ctx) as rt:
         fact = _run(rt, manage.get_memory(rt, memory_id))
-        files = rt.memory_book.files
-        path = files.find(fact) if files is not None else None
+        path = manage.memory_file(rt, fact)
     data = memory_json(fact) | {"file": str(path) if path else None}
     if as_json:
         print_json(data)

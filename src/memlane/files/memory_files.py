@@ -19,7 +19,9 @@ so a person can read, edit, create or delete any memory with an editor (setting
 `<scope>` is `global` or the scope made safe by `files.paths.safe_key`; the
 exact scope is also kept in the folder's `.scope` file, so a hand-written file
 without front matter still lands in the right scope. Writes are atomic
-(`files.atomic.write_atomic`): a crash leaves the old file or the new one.
+(`files.atomic.write_atomic`): a crash leaves the old file or the new one. What a file
+must be to be read as a memory (its id, its size, no symbolic link) is
+`files.memory_checks`; its scope follows the scope grammar (`types.scopes.check_scope`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,9 +38,12 @@ from typing import Any
 import yaml
 
 from memlane.files.atomic import sync_folder, write_atomic, write_atomic_many
+from memlane.files.memory_checks import ID_PATTERN, MAX_ENTRY_BYTES, check_id, read_entry
+from memlane.files.memory_render import render
 from memlane.files.paths import safe_key
-from memlane.store.codec import cites_from_json, cites_to_json
+from memlane.store.codec import cites_from_json
 from memlane.types import Fact, FactRole
+from memlane.types.scopes import check_scope
 
 ENTRIES = "entries"
 DELETED = "deleted"
@@ -51,11 +56,10 @@ ROLE_DIRS: dict[FactRole, str] = {
     "summary": "summaries",
 }
 _DIR_ROLES = {value: key for key, value in ROLE_DIRS.items()}
-_NAME = re.compile(r"^(?P<stamp>[^_]+)__(?P<id>[A-Za-z0-9._-]+)\.md$")
+_NAME = re.compile(rf"^(?P<stamp>[^_]+)__(?P<id>{ID_PATTERN})\.md$")
 _STAMP = "%Y%m%dT%H%M%S%fZ"
-_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's safe dumper and loader where PyYAML has them (5-9x faster, same output)."""
+"""libyaml's safe loader where PyYAML has it (5-9x faster, same output)."""
 
 
 class MemoryFileError(Exception):
@@ -94,81 +98,6 @@ def scope_dir_name(scope: str) -> str:
     return GLOBAL_SCOPE if scope == GLOBAL_SCOPE else safe_key(scope)
 
 
-def render(fact: Fact) -> str:
-    """The file text of an entry: front matter, then the text as body."""
-    meta: dict[str, Any] = {
-        "id": fact.id,
-        "role": fact.role,
-        "scope": fact.scope,
-        "conversation_id": fact.conversation_id,
-        "created_at": _iso(fact.created_at),
-        "updated_at": _iso(fact.updated_at),
-    }
-    if fact.valid_from is not None:
-        meta["valid_from"] = _iso(fact.valid_from)
-    if fact.valid_to is not None:
-        meta["valid_to"] = _iso(fact.valid_to)
-    if fact.summary_kind is not None:
-        meta["summary_kind"] = fact.summary_kind
-    if fact.replaced_by is not None:
-        meta["replaced_by"] = fact.replaced_by
-    if fact.supersedes is not None:
-        meta["supersedes"] = fact.supersedes
-    if fact.source_session is not None:
-        meta["source_session"] = fact.source_session
-    if fact.source_message is not None:
-        meta["source_message"] = fact.source_message
-    if fact.source_turns:
-        meta["source_turns"] = list(fact.source_turns)
-    if fact.cites is not None:
-        meta["cites"] = cites_to_json(fact.cites)
-    head = _plain_head(meta)
-    if head is None:
-        head = yaml.dump(meta, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=10_000)
-    return f"---\n{head}---\n\n{fact.text.strip()}\n"
-
-
-_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/+@-]{0,199}")
-"""Text that YAML writes unquoted, or in single quotes when it reads as another type: no
-space, no quote, no indicator where it means one (checked against `yaml.dump` in tests)."""
-_RESOLVER: Any = yaml.resolver.Resolver()
-_TEXT_TAG = "tag:yaml.org,2002:str"
-
-
-def _plain_head(meta: dict[str, Any]) -> str | None:
-    """The front matter exactly as `yaml.dump` writes it, when every value is a number, a
-    text of `_PLAIN`'s shape (a turn entry's are) or a non-empty list of such texts (a
-    fact's `source_turns`: a block list, an item a line); None for any other, which goes
-    to `yaml.dump`. Its representer costs tens of microseconds an entry, per node."""
-    lines = []
-    for key, value in meta.items():
-        if isinstance(value, int) and not isinstance(value, bool):
-            lines.append(f"{key}: {value}\n")
-            continue
-        if isinstance(value, list) and value:
-            items = [_plain_scalar(item) for item in value]
-            if any(item is None for item in items):
-                return None
-            lines.append(f"{key}:\n")
-            lines += [f"- {item}\n" for item in items]
-            continue
-        scalar = _plain_scalar(value)
-        if scalar is None:
-            return None
-        lines.append(f"{key}: {scalar}\n")
-    return "".join(lines)
-
-
-def _plain_scalar(value: Any) -> str | None:
-    """A text of `_PLAIN`'s shape as YAML writes it (quoted where it would read as a time,
-    a number or a boolean); None for any other value."""
-    if not isinstance(value, str) or not _PLAIN.fullmatch(value) or value.endswith(":"):
-        return None
-    if _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == _TEXT_TAG:
-        return value
-    return f"'{value}'"
-
-
 def parse(
     text: str,
     *,
@@ -184,13 +113,17 @@ def parse(
     if not body:
         raise MemoryFileError(f"{path}: empty memory (no text after the front matter)")
     name = _NAME.match(path.name)
-    fact_id = _text(meta, "id", path) or (name.group("id") if name else _path_id(path))
+    fact_id = _id(meta, "id", path) or (name.group("id") if name else _path_id(path))
     role = _text(meta, "role", path) or role_hint
     if role not in ROLE_DIRS:
         raise MemoryFileError(f"{path}: role must be one of {sorted(ROLE_DIRS)}, not {role!r}")
     scope = _text(meta, "scope", path) or scope_hint
     if not scope:
         raise MemoryFileError(f"{path}: no scope in the front matter nor in the folder")
+    try:
+        check_scope(scope)
+    except ValueError as exc:
+        raise MemoryFileError(f"{path}: {exc}") from None
     created = _time(meta, "created_at", path) or mtime
     valid_from, valid_to = _time(meta, "valid_from", path), _time(meta, "valid_to", path)
     if valid_to is not None and valid_to < (valid_from or created):
@@ -201,6 +134,8 @@ def parse(
     source_turns = meta.get("source_turns") or []
     if not isinstance(source_turns, list) or not all(isinstance(t, str) for t in source_turns):
         raise MemoryFileError(f"{path}: source_turns must be a list of memory ids")
+    for turn in source_turns:
+        _id({"source_turns": turn}, "source_turns", path)
     cites = meta.get("cites")
     try:
         cited = None if cites is None else cites_from_json(cites)
@@ -217,13 +152,13 @@ def parse(
         created_at=created,
         updated_at=_time(meta, "updated_at", path) or max(created, mtime),
         deleted=deleted,
-        replaced_by=_text(meta, "replaced_by", path),
+        replaced_by=_id(meta, "replaced_by", path),
         summary_kind=_text(meta, "summary_kind", path),
         source_session=_text(meta, "source_session", path),
         source_message=source_message,
         valid_from=valid_from,
         valid_to=valid_to,
-        supersedes=_text(meta, "supersedes", path),
+        supersedes=_id(meta, "supersedes", path),
         source_turns=() if deleted else tuple(source_turns),
         cites=cited,
     )
@@ -232,9 +167,11 @@ def parse(
 class MemoryFiles:
     """Reads and writes the Markdown tree. Stateless apart from its root; safe to share."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, max_bytes: int = MAX_ENTRY_BYTES) -> None:
         self.root = root
         self.entries = root / ENTRIES
+        self.max_bytes = max_bytes
+        """A bigger file is skipped (`memory_checks.max_entry_bytes`)."""
 
     # --- layout -----------------------------------------------------------
     def scope_dir(self, scope: str) -> Path:
@@ -244,7 +181,9 @@ class MemoryFiles:
         return path
 
     def path_for(self, fact: Fact) -> Path:
-        """Where an entry lives: active, or under `deleted/` once tombstoned."""
+        """Where an entry lives: active, or under `deleted/` once tombstoned. A `ValueError`
+        for an id that is not one (`memory_checks.ENTRY_ID`): never a path of its own."""
+        check_id(fact.id)
         base = self.scope_dir(fact.scope)
         if fact.deleted:
             base = base / DELETED
@@ -338,14 +277,30 @@ class MemoryFiles:
         if not self.entries.is_dir():
             return
         for path in sorted(self.entries.rglob("*.md")):
-            if not path.name.startswith(".") and path.is_file():
-                yield path
+            if not path.name.startswith(".") and (path.is_file() or path.is_symlink()):
+                yield path  # a link too: reading it says why it is skipped
 
     def read(self, path: Path) -> EntryFile:
         """Parse one file; raises `MemoryFileError` when it is not a usable memory."""
+        return self._read(path)[0]
+
+    def redo_text(self, path: Path, change: Callable[[str], str]) -> EntryFile:
+        """The entry at `path` with its text passed through `change` (redaction): when
+        that changes it, the file is written again first, in place and atomically, with
+        its front matter as it was written."""
+        entry, text = self._read(path)
+        body = split_front_matter(text)[1]
+        changed = change(body)
+        if changed == body:
+            return entry
+        write_atomic(path, text[: len(text) - len(body)] + changed)
+        return self.read(path)
+
+    def _read(self, path: Path) -> tuple[EntryFile, str]:
         try:
-            data = path.read_bytes()
-            stat = path.stat()
+            data, stat = read_entry(path, self.root, self.max_bytes)
+        except ValueError as exc:
+            raise MemoryFileError(f"{path}: {exc}") from None
         except OSError as exc:
             raise MemoryFileError(f"{path}: cannot read: {exc.strerror}") from None
         try:
@@ -362,7 +317,7 @@ class MemoryFiles:
             deleted=deleted,
             mtime=mtime,
         )
-        return EntryFile(path, fact, digest_bytes(data))
+        return EntryFile(path, fact, digest_bytes(data)), text
 
     def is_entry_path(self, path: Path) -> bool:
         try:
@@ -449,6 +404,14 @@ def _text(meta: dict[str, Any], key: str, path: Path) -> Any:
     return str(value).strip() or None
 
 
+def _id(meta: dict[str, Any], key: str, path: Path) -> str | None:
+    value = _text(meta, key, path)
+    try:
+        return None if value is None else check_id(value, key)
+    except ValueError as exc:
+        raise MemoryFileError(f"{path}: {exc}") from None
+
+
 def _time(meta: dict[str, Any], key: str, path: Path) -> datetime | None:
     value = meta.get(key)
     if value is None:
@@ -461,11 +424,6 @@ def _time(meta: dict[str, Any], key: str, path: Path) -> datetime | None:
         except ValueError:
             raise MemoryFileError(f"{path}: {key} is not an ISO 8601 time: {value!r}") from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def _iso(moment: datetime) -> str:
-    aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    return aware.astimezone(UTC).isoformat()
 
 
 def _path_id(path: Path) -> str:

@@ -10,10 +10,14 @@ summary is a document of its namespace) as the engine scopes what it writes.
 
 from __future__ import annotations
 
+import re
+
 GLOBAL = "global"
 CONVERSATION_PREFIX = "conv:"
 NAMESPACE_PREFIX = "ns:"
 TENANT_PREFIX = "t:"
+QUALIFIED = re.compile(r"^t:(?P<tenant>[0-9a-f]{32}):(?P<scope>.+)$", re.S)
+"""A scope qualified by its tenant (`t:<tenant id>:<scope>`)."""
 
 
 def qualified(scope: str, tenant: str = "") -> str:
@@ -31,3 +35,23 @@ def namespace_scope(namespace: str, tenant: str = "") -> str:
 
 def global_scope(tenant: str = "") -> str:
     return qualified(GLOBAL, tenant)
+
+
+def check_scope(text: str) -> str:
+    """`text` when it is a scope: `global`, `ns:<namespace>` or `conv:<session id>`, each
+    optionally qualified by a tenant (`t:<tenant id>:ns:<name>`); raises `ValueError`
+    saying the forms otherwise. What a person types and what a memory file's front
+    matter says pass here alike. A namespace or session id may hold any text (a
+    repository's path, a client's key): a scope becomes a folder name only through
+    `files.paths.safe_key`."""
+    match = QUALIFIED.match(text)
+    inner = match.group("scope") if match else text
+    if inner == GLOBAL:
+        return text
+    for prefix in (CONVERSATION_PREFIX, NAMESPACE_PREFIX):
+        if inner.startswith(prefix) and inner[len(prefix) :].strip():
+            return text
+    raise ValueError(
+        f"invalid scope {text!r}: use 'global', 'ns:<namespace>' or 'conv:<session id>' "
+        "(a tenant's: 't:<tenant id>:' before it)"
+    )

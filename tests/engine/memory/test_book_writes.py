@@ -21,7 +21,7 @@ from tests.support.stores import count_commits
 
 
 def entry(text: str) -> Fact:
-    return new_fact(scope="c", conversation_id="c", role="user", text=text, fact_id=new_id())
+    return new_fact(scope="conv:c", conversation_id="c", role="user", text=text, fact_id=new_id())
 
 
 async def test_a_group_of_entries_is_indexed_a_few_rows_a_store_transaction(
@@ -66,7 +66,7 @@ async def test_memories_just_minted_are_counted_as_added_without_a_lookup(
 ) -> None:
     """The day's counters tell added memories from updated ones; an id the write minted
     (`new`) cannot be in the store yet, so only the others are looked up."""
-    old = new_fact(scope="c", conversation_id="c", role="memory", text="old", fact_id=new_id())
+    old = new_fact(scope="conv:c", conversation_id="c", role="memory", text="old", fact_id=new_id())
     await book.write(puts=[old], new={old.id})
     looked: list[str] = []
     get_fact = sqlite_store.get_fact
@@ -77,10 +77,14 @@ async def test_memories_just_minted_are_counted_as_added_without_a_lookup(
 
     monkeypatch.setattr(sqlite_store, "get_fact", counted)
     fresh = [
-        new_fact(scope="c", conversation_id="c", role="memory", text=f"fact {n}", fact_id=new_id())
+        new_fact(
+            scope="conv:c", conversation_id="c", role="memory", text=f"fact {n}", fact_id=new_id()
+        )
         for n in range(3)
     ]
-    changed = new_fact(scope="c", conversation_id="c", role="memory", text="new", fact_id=old.id)
+    changed = new_fact(
+        scope="conv:c", conversation_id="c", role="memory", text="new", fact_id=old.id
+    )
     await book.write(puts=[*fresh, changed], new={f.id for f in fresh})
     assert looked == [old.id]
     counts = sqlite_store.daily_counts(since=today())[today()]

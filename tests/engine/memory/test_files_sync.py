@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import shutil
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from memlane.engine.runtime import Runtime
 from memlane.files.memory_snapshot import Snapshot
 from memlane.store.sqlite import SQLiteStore
 from tests.engine.memory.conftest import agree
+from tests.support.gitrepo import git
 from tests.support.text import ScriptedLLM
 
 NS = scopes.namespace_scope("repo")
@@ -219,4 +222,140 @@ async def test_memlane_own_writes_are_not_reindexed_by_the_watcher(
     await remember(rt, scripted_llm, "The user runs Debian")
     assert book.files is not None
     changed = await book.apply_file_changes(set(book.files.scan()))
-    assert changed == 0
+    assert not changed
+
+
+KAYAK = "The user owns a kayak named Pelican"
+
+
+def commits(root: Path) -> int:
+    return int(git(root, "rev-list", "--count", "HEAD"))
+
+
+async def test_the_watcher_skips_a_copy_holding_the_same_id_as_the_catch_up_does(
+    rt: Runtime, scripted_llm: ScriptedLLM
+) -> None:
+    await remember(rt, scripted_llm, KAYAK)
+    book = rt.memory_book
+    assert book.files is not None
+    assert book.tree is not None
+    await book.flush()
+    root = book.files.root
+    await book.start_watching()
+    original = fact_file(rt, KAYAK)
+    copy = original.with_name("copy.md")
+    shutil.copy(original, copy)
+    rel = book.files.relative(copy)
+
+    async def seen() -> bool:
+        assert book.tree is not None
+        return book.tree.snapshot.get(rel) is not None
+
+    await eventually(seen)  # a copy as it is changes nothing
+    before = commits(root)
+    edit_body(copy, "Pelican", "Albatross")
+
+    async def committed() -> bool:  # the watcher's batch is done once it committed
+        return commits(root) > before
+
+    await eventually(committed)
+    await book.stop_watching()
+    assert await texts(rt, "kayak") == [KAYAK]  # what the original file says
+    report = await book.sync_files(rebuild=False)  # the catch-up at a start says the same
+    (fact,) = rt.store.list_facts(roles=("memory",))
+    assert report.skipped == [
+        f"{copy}: id {fact.id} is already used by another file ({book.files.relative(original)})"
+    ]
+    assert await texts(rt, "kayak") == [KAYAK]
+
+
+async def test_reindex_repairs_a_row_that_says_what_its_file_does_not(
+    rt: Runtime, scripted_llm: ScriptedLLM
+) -> None:
+    """A row that drifted from its file (a watcher before the duplicate rule indexed a
+    copy's text) while the snapshot still matches the file: the catch-up trusts the
+    hashes, `memlane memory reindex` compares every file with its row."""
+    await remember(rt, scripted_llm, KAYAK)
+    book = rt.memory_book
+    (fact,) = rt.store.list_facts(roles=("memory",))
+    rt.store.put_fact(replace(fact, text="The user owns a kayak named Albatross"))
+    assert (await book.sync_files(rebuild=False)).indexed == 0
+    report = await book.sync_files()  # what `memlane memory reindex` runs
+    assert report.indexed == 1
+    assert await texts(rt, "kayak") == [KAYAK]
+    agree(book)
+
+
+async def test_a_copy_deleted_by_hand_is_committed(rt: Runtime, scripted_llm: ScriptedLLM) -> None:
+    await remember(rt, scripted_llm, KAYAK)
+    book = rt.memory_book
+    assert book.files is not None
+    root = book.files.root
+    original = fact_file(rt, KAYAK)
+    copy = original.with_name("copy.md")
+    copy.write_text(original.read_text().replace("Pelican", "Albatross"))
+    assert await book.on_files_changed({copy}) == 1  # a person's file: committed, not indexed
+    assert await texts(rt, "kayak") == [KAYAK]
+    rel = book.files.relative(copy)
+    assert git(root, "log", "-1", "--format=%B").strip() == (
+        f"memory: 1 file changed by hand, not indexed\n\nnot indexed: {rel}"
+    )
+    copy.unlink()
+    assert await book.on_files_changed({copy}) == 1
+    assert git(root, "log", "-1", "--format=%B").strip() == (
+        f"memory: 1 file removed by hand\n\nremoved: {rel}"
+    )
+    assert git(root, "status", "--porcelain") == ""
+    agree(book)
+
+
+async def test_a_copy_takes_the_id_over_when_the_file_holding_it_goes(
+    rt: Runtime, scripted_llm: ScriptedLLM
+) -> None:
+    """What the catch-up would index once the original is gone, the watcher indexes."""
+    await remember(rt, scripted_llm, KAYAK)
+    book = rt.memory_book
+    original = fact_file(rt, KAYAK)
+    copy = original.with_name("copy.md")
+    copy.write_text(original.read_text().replace("Pelican", "Albatross"))
+    await book.on_files_changed({copy})
+    original.unlink()
+    assert await book.on_files_changed({original}) == 1
+    assert await texts(rt, "kayak") == ["The user owns a kayak named Albatross"]
+    agree(book)
+
+
+async def test_a_hand_edit_commit_says_what_was_added_edited_and_removed(
+    rt: Runtime, scripted_llm: ScriptedLLM
+) -> None:
+    await remember(rt, scripted_llm, KAYAK, "The user owns a red bicycle")
+    book = rt.memory_book
+    assert book.files is not None
+    kayak, bicycle = fact_file(rt, KAYAK), fact_file(rt, "The user owns a red bicycle")
+    edit_body(kayak, "Pelican", "Heron")
+    bicycle.unlink()
+    added = kayak.with_name("vinyl.md")
+    added.write_text("The user collects vinyl records\n")
+    summary = bicycle.parent.parent / "summaries"  # memlane's own file: not counted
+    batch = {kayak, bicycle, added, *summary.glob("*.md")}
+    assert await book.on_files_changed(batch) == 3
+    rel = book.files.relative
+    assert git(book.files.root, "log", "-1", "--format=%B").strip() == (
+        "memory: 3 files changed by hand (1 added, 1 edited, 1 removed)\n\n"
+        f"added: {rel(added)}\nedited: {rel(kayak)}\nremoved: {rel(bicycle)}"
+    )
+
+
+async def test_a_file_given_another_files_id_by_hand_leaves_the_index_as_a_rebuild_would(
+    rt: Runtime, scripted_llm: ScriptedLLM
+) -> None:
+    await remember(rt, scripted_llm, KAYAK, "The user owns a red bicycle")
+    book = rt.memory_book
+    kayak, bicycle = fact_file(rt, KAYAK), fact_file(rt, "The user owns a red bicycle")
+    assert book.files is not None
+    kayak_id, bicycle_id = book.files.read(kayak).fact.id, book.files.read(bicycle).fact.id
+    kayak.write_text(kayak.read_text().replace(f"id: {kayak_id}", f"id: {bicycle_id}"))
+    assert await book.on_files_changed({kayak}) == 1
+    assert rt.store.get_fact(kayak_id) is None  # no file holds it any more
+    report = await book.sync_files()  # a rebuild finds nothing to repair
+    assert (report.indexed, report.removed) == (0, 0)

@@ -464,11 +464,11 @@ async def test_a_failed_first_sync_is_tried_again(
     calls: list[int] = []
     real = book.sync_files
 
-    async def flaky() -> object:
+    async def flaky(**options: bool) -> object:
         calls.append(1)
         if len(calls) == 1:
             raise OSError("disk busy")
-        return await real()
+        return await real(**options)
 
     monkeypatch.setattr(book, "sync_files", flaky)
     with pytest.raises(OSError, match="disk busy"):

@@ -43,7 +43,7 @@ async def processes(settings: Settings, tmp_path: Path) -> AsyncIterator[MakeRun
 
 def turn(text: str, role: str = "user") -> Fact:
     return new_fact(
-        scope="conversation:s1",
+        scope="conv:s1",
         conversation_id="s1",
         role=role,  # type: ignore[arg-type]
         text=text,

@@ -23,7 +23,7 @@ from memlane.types.messages import remembered_fingerprints
 from memlane.types.resent import RESENT, Resend
 from memlane.types.scopes import conversation_scope, namespace_scope
 from tests.engine.sessions.conftest import chat
-from tests.support.gitrepo import git, make_repo
+from tests.support.gitrepo import every_object, git, make_repo
 
 
 def test_title_is_the_name_else_the_first_prompt_cut_to_100(sqlite_store: SQLiteStore) -> None:
@@ -157,6 +157,30 @@ def test_delete_removes_the_sessions_own_memory_folder_and_nothing_shared(
     ]
     assert git(settings.memory_path, "status", "--porcelain") == ""
     assert files.scope_dir(own).name not in git(settings.memory_path, "ls-files")
+
+
+@pytest.mark.parametrize("purge", [False, True])
+def test_delete_finds_the_memory_files_a_person_renamed(
+    sqlite_store: SQLiteStore, settings: Settings, purge: bool
+) -> None:
+    """The front matter's id says whose file it is: renamed and committed under its new
+    name, it still goes, and a purge takes both names out of the history."""
+    session = chat(sqlite_store, "k", ["remember I like oolong", "noted"])
+    moment = datetime.now(UTC)
+    files = MemoryFiles(settings.memory_path)
+    scope = namespace_scope(session.namespace)
+    fact = Fact("f1", scope, session.id, "memory", "likes oolong-5521 tea", moment, moment)
+    sqlite_store.put_fact(fact)
+    written = files.write(fact).path
+    make_repo(settings.memory_path, {})
+    renamed = written.with_name("tea.md")
+    written.rename(renamed)
+    git(settings.memory_path, "add", "-A")
+    git(settings.memory_path, "commit", "-q", "-m", "renamed by hand")
+
+    assert lifecycle.delete(sqlite_store, settings, session, purge=purge)
+    assert not renamed.exists()
+    assert (b"oolong-5521" in every_object(settings.memory_path)) is not purge
 
 
 def test_a_hand_written_file_keeps_the_sessions_memory_folder(

@@ -20,9 +20,11 @@ from memlane.engine.memory.entries import new_fact
 from memlane.engine.memory.reconcile import reconcile
 from memlane.engine.memory.scopes import GLOBAL
 from memlane.engine.runtime import Runtime
+from memlane.files.entry_lookup import locate
 from memlane.files.git import Change, GitError, GitRepo, commit_quietly
 from memlane.files.git_purge import PurgeError
 from memlane.files.memory_files import ENTRIES, MemoryFiles, new_id, now_utc
+from memlane.files.memory_snapshot import Snapshot
 from memlane.store import SearchFilter, StoreError
 from memlane.types import Fact, FactRole
 
@@ -96,6 +98,7 @@ async def _repeated(rt: Runtime, existing: Fact, valid_from: datetime | None) ->
             f"{versions.day(existing.since)}: its start cannot move before that; see its history"
         )
     moved = replace(existing, valid_from=valid_from, updated_at=now_utc())
+    await rt.memory_book.adopt([existing])
     await rt.memory_book.write(puts=[moved])
     await rt.memory_book.commit(
         f"memory: {existing.id} true from {versions.day(valid_from)}\n\n~ {_line(moved.text)}"
@@ -190,6 +193,7 @@ async def supersede_memory(
         created_at=stamp,
     )
     closed, new = versions.close(old, successor, moment, updated_at=stamp)
+    await book.adopt([old])
     await book.write(puts=[closed, new])
     await book.commit(
         f"memory: {old.id} replaced by {new.id} on {versions.day(moment)}\n\n"
@@ -242,6 +246,7 @@ async def edit_memory(rt: Runtime, fact_id: str, text: str) -> Fact:
     await book.ready()
     fact = _not_forgotten(await get_memory(rt, fact_id))
     edited = await cites.noted(rt, replace(fact, text=body, updated_at=now_utc()))
+    await book.adopt([fact])  # a file renamed by hand is written, not left as a second one
     await book.write(puts=[edited])
     await book.commit(f"memory: edited {fact.id}\n\n- {_line(fact.text)}\n+ {_line(body)}")
     return edited
@@ -261,7 +266,8 @@ async def forget_memory(rt: Runtime, fact_id: str, *, purge: bool = False) -> Fa
     rewritten without them and any text they had (every commit id from the first one
     changes), their files and rows go, and the store's files are cleaned; the returned
     entry is the one named. A purge that stops raises `PurgeError`, saying what is done
-    and what finishes it (`MemoryBook.purge`: the same command, when git failed).
+    and what finishes it (`MemoryBook.purge`: the same command, when git failed), and so
+    does one that could not remove or check everything, saying what.
     """
     book = rt.memory_book
     await book.ready()
@@ -272,7 +278,7 @@ async def forget_memory(rt: Runtime, fact_id: str, *, purge: bool = False) -> Fa
         others = [f.id for f in every if f.id != fact.id]
         also = f" and its versions {', '.join(others)}" if others else ""
         try:
-            await book.purge(every, f"memory: purged {fact.id}{also}")
+            left = await book.purge(every, f"memory: purged {fact.id}{also}")
         except GitError as exc:
             raise PurgeError(
                 f"nothing is removed: {exc}; the same command can run again once the cause is fixed"
@@ -282,11 +288,19 @@ async def forget_memory(rt: Runtime, fact_id: str, *, purge: bool = False) -> Fa
                 "the memory is removed and its history purged, but the database's files may "
                 f"still hold a copy of it until `memlane store purge` succeeds: {exc}"
             ) from None
+        if left:  # no commit: it would take a file left holding it back into the history
+            raise PurgeError(
+                "the memory is removed and its history rewritten, but not all of it: "
+                + "; ".join(left)
+                + ". Until that is fixed, a file holding it brings it back and the next "
+                "commit takes it into the history again; then run the same command again"
+            )
         # saves the snapshot; commits only what else changed (the purge recorded itself)
         await book.commit(f"memory: purged {fact.id}{also}")
         return replace(fact, deleted=True)
     if fact.deleted:
         return fact
+    await book.adopt([fact])
     await book.write(tombstones=[(fact, None)])
     await book.commit(f"memory: forgot {fact.id}\n\n- {_line(fact.text)}")
     return await get_memory(rt, fact.id)
@@ -323,9 +337,15 @@ async def memory_history(rt: Runtime, fact: Fact, *, limit: int = 20) -> list[Ch
 
 
 def memory_file(rt: Runtime, fact: Fact) -> Path | None:
-    """Where the memory lives as a Markdown file (None in PostgreSQL mode)."""
+    """Where the memory lives as a Markdown file, whatever a person named it or wherever
+    they moved it (`files.entry_lookup`: its name, else the snapshot's paths, read from
+    its file here, so this runs beside the book's writer); None in PostgreSQL mode."""
     files = rt.memory_book.files
-    return files.find(fact) if files is not None else None
+    if files is None:
+        return None
+    snapshot = Snapshot.load(files.root) if files.find(fact) is None else None
+    found = locate(files, [fact], snapshot=snapshot).of(fact.id)
+    return found[0] if found else None
 
 
 async def export_tree(

@@ -20,15 +20,15 @@ namespaces never see each other's memories.
 
 from __future__ import annotations
 
-import re
-
 from memlane.config import Settings
 from memlane.engine.memory.extract import PROJECT, USER, About
 from memlane.types.scopes import (
     CONVERSATION_PREFIX,
     GLOBAL,
     NAMESPACE_PREFIX,
+    QUALIFIED,
     TENANT_PREFIX,
+    check_scope,
     conversation_scope,
     global_scope,
     namespace_scope,
@@ -56,18 +56,16 @@ __all__ = [
     "where",
 ]
 
-_QUALIFIED = re.compile(r"^t:(?P<tenant>[0-9a-f]{32}):(?P<scope>.+)$", re.S)
-
 
 def tenant_of(scope: str) -> str:
     """The tenant a stored scope belongs to ("" for an unqualified one)."""
-    match = _QUALIFIED.match(scope)
+    match = QUALIFIED.match(scope)
     return match.group("tenant") if match else ""
 
 
 def unqualified(scope: str) -> str:
     """A stored scope without its tenant (`t:<tenant>:ns:repo` -> `ns:repo`)."""
-    match = _QUALIFIED.match(scope)
+    match = QUALIFIED.match(scope)
     return match.group("scope") if match else scope
 
 
@@ -126,15 +124,4 @@ def recall_scopes(
 def parse_scope(text: str) -> str:
     """A scope as a person types it: `global`, `ns:<name>` or `conv:<session id>`, each
     optionally qualified by a tenant (`t:<tenant id>:ns:<name>`)."""
-    value = text.strip()
-    match = _QUALIFIED.match(value)
-    inner = match.group("scope") if match else value
-    if inner == GLOBAL:
-        return value
-    for prefix in (CONVERSATION_PREFIX, NAMESPACE_PREFIX):
-        if inner.startswith(prefix) and inner[len(prefix) :].strip():
-            return value
-    raise ValueError(
-        f"invalid scope {text!r}: use 'global', 'ns:<namespace>' or 'conv:<session id>' "
-        "(a tenant's: 't:<tenant id>:' before it)"
-    )
+    return check_scope(text.strip())

@@ -60,6 +60,7 @@ async def verify_memory(rt: Runtime, ref: str, *, confirm: bool = False) -> tupl
     book = rt.memory_book
     await book.ready()
     confirmed = await threads.to_thread(confirmed_cites, rt, fact, status)
+    await book.adopt([fact])
     fact = replace(fact, cites=confirmed, updated_at=now_utc())
     await book.write(puts=[fact])
     await book.commit(f"memory: confirmed the files {fact.id} cites as they are now")

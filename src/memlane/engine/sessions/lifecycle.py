@@ -17,7 +17,6 @@ import json
 import shutil
 import uuid
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,10 +27,12 @@ from memlane.engine.sessions.asked import first_asked
 from memlane.engine.sessions.importing import EXPORT_FORMAT, EXPORT_VERSION
 from memlane.engine.sessions.lookup import session_name
 from memlane.engine.sessions.naming import NAME_PINNED
+from memlane.files.entry_lookup import locate
 from memlane.files.git import commit_now
 from memlane.files.git_purge import PurgeError, purge_history
 from memlane.files.locks import GIT_LOCK, MEMORY_LOCK, HomeLock
 from memlane.files.memory_files import SCOPE_FILE, MemoryFiles
+from memlane.files.memory_snapshot import Snapshot
 from memlane.files.paths import session_dir
 from memlane.store import Store, StoreError
 from memlane.store.codec import message_to_json
@@ -194,7 +195,7 @@ def delete(store: Store, settings: Settings, session: Session, *, purge: bool = 
             _purge_files(settings, session, files, facts)
             removed_files = 0
         else:
-            removed_files = _remove_files(files, facts)
+            removed_files, _ = _remove_files(files, facts)
         if _remove_scope_folder(files, own_scope) or removed_files:
             # the repository is left clean: its own commit
             commit_now(
@@ -230,7 +231,9 @@ def _purge_files(
     """Rewrite the memory repository's history without the files of `facts` and any text
     they had (`files.git_purge`) while they and the rows are still in place, so a purge
     that fails deletes nothing and can run again; then remove the files under the same
-    git lock, so no commit takes them back into the history."""
+    git lock, so no commit takes them back into the history. A file that could not be
+    removed or read stops the delete (`PurgeError` saying what), the session still there
+    for the same delete again."""
     with HomeLock(settings.home_path, GIT_LOCK).held():
         try:
             purge_history(
@@ -243,19 +246,39 @@ def _purge_files(
             raise PurgeError(
                 f"nothing is deleted: {exc}; the same delete can run again once the cause is fixed"
             ) from None
-        _remove_files(files, facts)
+        _, left = _remove_files(files, facts, every=True)
+    if left:
+        raise PurgeError(
+            "the session's memories are purged from the memory history, but not all of "
+            f"them: {'; '.join(left)}. Until that is fixed, a file holding one brings it back "
+            "and the next commit takes it into the history again; then run the same delete again"
+        )
 
 
-def _remove_files(files: MemoryFiles, facts: list[Fact]) -> int:
-    """Remove the memory files of `facts`, active or deleted; returns how many there were."""
+def _remove_files(
+    files: MemoryFiles, facts: list[Fact], *, every: bool = False
+) -> tuple[int, list[str]]:
+    """Remove the memory files of `facts`, active or deleted, wherever a person put them
+    (`files.entry_lookup`: `every` file looked at, else by name and the snapshot's paths);
+    returns how many there were, and with `every`, what could not be done instead of
+    raising it (a file left, one that could not be read)."""
+    snapshot = None if every else Snapshot.load(files.root)
+    located = locate(files, facts, snapshot=snapshot, every=every)
+    left: list[str] = []
     removed = 0
-    for fact in facts:
-        for candidate in (fact, replace(fact, deleted=not fact.deleted)):
-            path = files.find(candidate)
-            if path is not None:
-                files.remove(path)
-                removed += 1
-    return removed
+    for path in located.every():
+        try:
+            files.remove(path)
+        except OSError as exc:
+            if not every:
+                raise
+            left.append(f"{path} still holds one: it could not be removed ({exc})")
+            continue
+        removed += 1
+    unread = located.unread_note()
+    if every and unread is not None:
+        left.append(unread)
+    return removed, left
 
 
 def _remove_scope_folder(files: MemoryFiles, scope: str) -> bool:

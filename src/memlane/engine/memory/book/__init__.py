@@ -21,7 +21,8 @@ The parts, one concern each:
 - `core`: `MemoryBook`, the locks, the start, and the async calls the rest of memlane makes;
 - `tree`: the files with their snapshot (embedded mode);
 - `writes`: entries to files and index, and the group commit of waiting writes;
-- `reindex`: files to index (the catch-up at start, a re-index, a person's edits);
+- `reindex`: files to index (the catch-up at start, a rebuild, one file at a time);
+- `hand_edits`: a person's changes while memlane runs (the watcher's, and before a commit);
 - `history`: the memory repository's commits, coalesced.
 """
 

@@ -2,9 +2,9 @@
 
 It holds the locks (one writer of files, snapshot and index at a time, in this process
 and across them), catches the index up once at start, and hands the work to its parts:
-writes to `writes` (grouped while they wait), re-indexing to `reindex`, commits to
-`history`. The package's docstring says how the files, the snapshot and the index
-stay in step.
+writes to `writes` (grouped while they wait), re-indexing to `reindex`, a person's
+changes while it runs to `hand_edits`, commits to `history`. The package's docstring
+says how the files, the snapshot and the index stay in step.
 """
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from memlane.engine import threads
 from memlane.engine.background import Background
-from memlane.engine.memory.book import reindex, writes
+from memlane.engine.memory.book import entry_files, hand_edits, reindex, writes
+from memlane.engine.memory.book.hand_edits import HandChanges
 from memlane.engine.memory.book.history import CommitQueue
 from memlane.engine.memory.book.reindex import SyncReport
 from memlane.engine.memory.book.tree import Tree
@@ -26,6 +28,7 @@ from memlane.engine.memory.vectors import Progress, VectorsRuntime, embed_missin
 from memlane.engine.threads import background_context
 from memlane.files.git import GitError, GitRepo
 from memlane.files.locks import MEMORY_LOCK, SCOPE_LOCKS, HomeLock
+from memlane.files.memory_checks import max_entry_bytes
 from memlane.files.memory_files import MemoryFiles
 from memlane.files.watcher import watch
 from memlane.store.urls import StoreKind
@@ -64,10 +67,18 @@ class MemoryBook:
         # SQLite (the default) keeps memories as files; PostgreSQL keeps them in the database.
         # only the primary reads the snapshot (`ready`); the other workers write to it
         embedded = rt.store_kind == "sqlite"
-        self.tree: Tree | None = Tree.open(root, read=rt.primary) if embedded else None
+        self.tree: Tree | None = None
+        if embedded:
+            limit = max_entry_bytes(settings.memory_message_chars)
+            self.tree = Tree.open(root, read=rt.primary, max_bytes=limit)
         use_git = self.tree is not None and settings.memory_git and GitRepo.available()
         git = GitRepo(root, home=settings.home_path) if use_git else None
-        self.commits = CommitQueue(git, rt.background, self._persist_snapshot)
+        self.commits = CommitQueue(
+            git, rt.background, self._persist_snapshot, take_in=self.take_in_hand_edits
+        )
+        self._looked_at_ns = 0 if rt.primary else time.time_ns()
+        """When the files were last looked at for a person's changes (`take_in_hand_edits`):
+        the primary's catch-up at start looks at them all; another process, from its start."""
         self.home_lock = HomeLock(settings.home_path, MEMORY_LOCK)
         """Held (in embedded mode) by whichever process writes the files, the snapshot and
         the index: the workers of one proxy, and the CLI beside it."""
@@ -144,7 +155,9 @@ class MemoryBook:
         started = self._started
         if started is None or (started.done() and started.exception() is not None):
             # a first sync that failed (a locked file, a full disk) is tried again
-            started = self._started = asyncio.get_running_loop().create_task(self.sync_files())
+            started = self._started = asyncio.get_running_loop().create_task(
+                self.sync_files(rebuild=False)
+            )
         return await asyncio.shield(started)
 
     # --- writes ------------------------------------------------------------------
@@ -207,27 +220,43 @@ class MemoryBook:
         # those files.
         self._snapshot_dirty = True
 
-    async def purge(self, facts: Sequence[Fact], message: str) -> None:
-        """Remove entries entirely and leave no copy of them (`--purge`).
+    async def adopt(self, facts: Sequence[Fact]) -> None:
+        """Before a deliberate write of these entries (`memory edit`, `forget`, ...): each
+        one's file, wherever a person put it, moved to where the write looks, and no
+        second file left holding its id (`book.entry_files.adopt`)."""
+        if self.tree is None or not facts:
+            return
+        async with self.writing():
+            await threads.to_thread(entry_files.adopt, self.tree, facts)
+            self._snapshot_dirty = True
+
+    async def purge(self, facts: Sequence[Fact], message: str) -> list[str]:
+        """Remove entries entirely and leave no copy of them (`--purge`); returns what
+        could not be done (a file left holding one, or one that could not be read, which
+        may): empty when nothing of them is left.
 
         The memory repository's history is rewritten first (`files.git_purge`: without
-        their files and any text they had, `message` recording it), while their files and
-        rows are still in place: a git failure (`GitError`) has removed nothing, and the
-        same purge can run again. The files (active or deleted) and rows then go, under
-        the same git lock, so no commit takes the files back; last the store's files are
-        cleaned (`Store.purge_deleted`), which only deleted rows allow. A `StoreError`
-        from then on leaves the entries removed and their history purged."""
+        every path that ever held them and any text they had, `message` recording it),
+        while their files and rows are still in place: a git failure (`GitError`) has
+        removed nothing, and the same purge can run again. Every file holding them
+        (`book.entry_files.erase`: whatever its name or folder) and their rows then go,
+        under the same git lock, so no commit takes the files back; last the store's
+        files are cleaned (`Store.purge_deleted`), which only deleted rows allow. A
+        `StoreError` from then on leaves the entries removed and their history purged."""
         if not facts:
-            return
+            return []
         async with self.writing():
             history = self._history()
             if history is None:
-                await threads.to_thread(writes.erase_entries, self.tree, self.rt.store, facts)
+                left = await threads.to_thread(entry_files.erase, self.tree, self.rt.store, facts)
             else:
                 async with history.purging([f.id for f in facts], [f.text for f in facts], message):
-                    await threads.to_thread(writes.erase_entries, self.tree, self.rt.store, facts)
+                    left = await threads.to_thread(
+                        entry_files.erase, self.tree, self.rt.store, facts
+                    )
             self._snapshot_dirty = True
         await threads.to_thread(self.rt.store.purge_deleted)
+        return left
 
     def _history(self) -> GitRepo | None:
         """The repository a purge rewrites: the book's own, or one left by an earlier run
@@ -264,40 +293,60 @@ class MemoryBook:
 
     # --- files → index -------------------------------------------------------------
     async def sync_files(
-        self, progress: Progress | None = None, embed_progress: Progress | None = None
+        self,
+        progress: Progress | None = None,
+        embed_progress: Progress | None = None,
+        *,
+        rebuild: bool = True,
     ) -> SyncReport:
-        """Bring the index in line with the files (everything, content-hash checked)."""
+        """Bring the index in line with every file. `rebuild` (`memlane memory reindex`):
+        every file is compared with its row, so a row that drifted from its file is
+        repaired; else (the catch-up at start) only files whose content hash changed are."""
         async with self.writing():
             report = SyncReport()
             if self.tree is not None:
+                self._looked_at_ns = time.time_ns()
                 report = await threads.to_thread(
-                    reindex.sync_tree, self.tree, self.rt.store, progress
+                    reindex.sync_tree, self.tree, self.rt.store, progress, rebuild=rebuild
                 )
                 self._snapshot_dirty = False  # the pass saved it
             report.embedded = await threads.to_thread(self._embed_missing_sync, embed_progress)
         return report
 
-    async def apply_file_changes(self, paths: Iterable[Path]) -> int:
-        """Re-index files a person created, edited or deleted; returns how many changed."""
+    async def apply_file_changes(self, paths: Iterable[Path]) -> HandChanges:
+        """Re-index files a person created, edited or deleted; returns what a person
+        changed (memlane's own writes among `paths` change nothing)."""
         if self.tree is None:
-            return 0
+            return HandChanges()
         async with self.writing():
-            changed = await threads.to_thread(
-                reindex.apply_changes, self.tree, self.rt.store, sorted(set(paths))
+            changes = await threads.to_thread(
+                hand_edits.apply_changes, self.tree, self.rt.store, sorted(set(paths))
             )
             self._snapshot_dirty = False  # the pass saved it
-            if changed:
+            if changes:
                 await threads.to_thread(self._embed_missing_sync)
-        return changed
+        return changes
 
     async def on_files_changed(self, paths: set[Path]) -> int:
-        """What the watcher calls: re-index, then one commit for the batch."""
-        changed = await self.apply_file_changes(paths)
-        if changed and self.files is not None:
-            names = sorted(self.files.relative(p) for p in paths if self.files.is_entry_path(p))
-            listing = "\n".join(names[:50])
-            await self.commit(f"memory: {changed} file(s) edited by hand\n\n{listing}")
-        return changed
+        """What the watcher calls: re-index, then one commit for the batch; returns how
+        many files a person changed."""
+        changes = await self.apply_file_changes(paths)
+        if changes:
+            await self.commit(changes.message())
+        return len(changes)
+
+    async def take_in_hand_edits(self) -> HandChanges:
+        """Before a commit of the whole tree (a sweep, a person's command): take in the
+        files a person changed since the last look, so each is redacted before git takes
+        it, whether a watcher saw it or not (`hand_edits.take_in`)."""
+        if self.tree is None:
+            return HandChanges()
+        async with self.writing():
+            since, self._looked_at_ns = self._looked_at_ns, time.time_ns()
+            changes = await threads.to_thread(hand_edits.take_in, self.tree, self.rt.store, since)
+            if changes:
+                await threads.to_thread(self._embed_missing_sync)
+        return changes
 
     # --- watching --------------------------------------------------------------------
     async def start_watching(self, *, force_polling: bool | None = None) -> None:

@@ -16,7 +16,10 @@ A queued commit stages only the paths the book wrote, moved or removed since the
 one (`Tree.touched`), so git's cost follows the turns, not the size of the memory. What
 a person changed by hand is committed whole: by the watcher's commit, by a person's
 own change (`commit`), and by a sweep of the whole tree on the first queued commit of
-a process, then at least every `SWEEP_SECONDS` and at shutdown.
+a process, then at least every `SWEEP_SECONDS` and at shutdown. Before each commit of
+the whole tree the book takes in what a person changed since it last looked
+(`take_in`: `MemoryBook.take_in_hand_edits`), so a credential typed into a file is
+redacted before git stages it, with or without a watcher.
 """
 
 from __future__ import annotations
@@ -41,17 +44,29 @@ HAND_EDITS_MESSAGE = "memory: files edited by hand"
 
 Persist = Callable[[], Awaitable[Collection[str]]]
 """Saves the file snapshot; returns the paths written, moved or removed since its last call."""
+TakeIn = Callable[[], Awaitable[object]]
+"""Takes in what a person changed in the files (`MemoryBook.take_in_hand_edits`)."""
 
 
 class CommitQueue:
     """Commits to the memory repository (`git` None: none kept, the snapshot still saved).
 
-    `persist` saves the file snapshot; it runs before every commit, also without git."""
+    `persist` saves the file snapshot; it runs before every commit, also without git.
+    `take_in` runs before every commit of the whole tree: what a person changed is
+    taken in (and redacted) before git stages it."""
 
-    def __init__(self, git: GitRepo | None, background: Background, persist: Persist) -> None:
+    def __init__(
+        self,
+        git: GitRepo | None,
+        background: Background,
+        persist: Persist,
+        *,
+        take_in: TakeIn | None = None,
+    ) -> None:
         self.git = git
         self._background = background
         self._persist = persist
+        self._take_in = take_in
         self.pending: list[str] = []
         self._touched: set[str] = set()
         """Paths written since the last commit that staged them."""
@@ -65,6 +80,7 @@ class CommitQueue:
     async def commit(self, message: str) -> bool:
         """Commit now, the whole tree (a person's deliberate change: `memory add`, `edit`,
         `forget`, a hand edit the watcher saw)."""
+        await self._taking_in()
         self._note(await self._persist())
         if self.git is None:
             return False
@@ -106,6 +122,12 @@ class CommitQueue:
             self._timer.cancel()
             self._timer = None
         messages, self.pending, self._oldest = self.pending, [], None
+        if messages:
+            sweep = (
+                sweep or self._swept_at is None or time.monotonic() - self._swept_at > SWEEP_SECONDS
+            )
+        if sweep:
+            await self._taking_in()
         self._note(await self._persist())
         if self.git is None:
             return False
@@ -114,13 +136,17 @@ class CommitQueue:
                 return False
             self._sweeping()
             return await commit_quietly(self.git, HAND_EDITS_MESSAGE)
-        sweep = sweep or self._swept_at is None or time.monotonic() - self._swept_at > SWEEP_SECONDS
         if sweep:
             self._sweeping()
             return await commit_quietly(self.git, combined_message(messages))
         # taken before the commit runs: what is noted meanwhile waits for the next one
         paths, self._touched = sorted(self._touched), set()
         return await commit_quietly(self.git, combined_message(messages), paths)
+
+    async def _taking_in(self) -> None:
+        """A commit of the whole tree comes: what a person changed is taken in first."""
+        if self.git is not None and self._take_in is not None:
+            await self._take_in()
 
     def _note(self, touched: Collection[str]) -> None:
         if self.git is not None:  # without git, nothing would ever take them

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memlane.files.memory_checks import MAX_ENTRY_BYTES
 from memlane.files.memory_files import SCOPE_FILE, MemoryFiles
 from memlane.files.memory_snapshot import Snapshot
 
@@ -26,11 +27,16 @@ class Tree:
     snapshot: Snapshot
     touched: set[str] = field(default_factory=set)
     """Paths (relative to the root) written, moved or removed since `take_touched`."""
+    skipped: dict[str, str | None] = field(default_factory=dict)
+    """Files a pass skipped (`book.reindex`), each with the id it holds (a duplicate's, a
+    broken file's last good one) or None: their removal is still a person's change to
+    commit, and a duplicate takes its id over when the file holding it goes."""
 
     @classmethod
-    def open(cls, root: Path, *, read: bool = True) -> Tree:
-        """`read=False`: the snapshot's file is left unread (`Snapshot.load`)."""
-        return cls(MemoryFiles(root), Snapshot.load(root, read=read))
+    def open(cls, root: Path, *, read: bool = True, max_bytes: int = MAX_ENTRY_BYTES) -> Tree:
+        """`read=False`: the snapshot's file is left unread (`Snapshot.load`). `max_bytes`:
+        a bigger entry file is skipped (`memory_checks.max_entry_bytes`)."""
+        return cls(MemoryFiles(root, max_bytes=max_bytes), Snapshot.load(root, read=read))
 
     def remember(self, path: Path, digest: str, fact_id: str) -> None:
         rel = self.files.relative(path)
@@ -45,6 +51,7 @@ class Tree:
         self.touched.add(rel)
         if not path.exists():
             self.snapshot.drop(rel)
+            self.skipped.pop(rel, None)  # memlane removed it: no person's change
 
     def touch_scope(self, scope: str) -> None:
         """A scope written to: its folder's `.scope` file is new the first time."""

@@ -187,18 +187,6 @@ def _write_files(
     return deleted_at
 
 
-def erase_entries(tree: Tree | None, store: Store, facts: Sequence[Fact]) -> None:
-    """Remove entries entirely (`--purge`): their files, active or deleted, and rows."""
-    for fact in facts:
-        if tree is not None:
-            for candidate in (fact, replace(fact, deleted=not fact.deleted)):
-                path = tree.files.find(candidate)
-                if path is not None:
-                    tree.files.remove(path)
-                    tree.forget(path)
-        store.purge_fact(fact.id)
-
-
 def write_counts(
     store: Store, puts: Sequence[Fact], tombstones: Tombstones, new: Collection[str] = ()
 ) -> dict[str, int]:
