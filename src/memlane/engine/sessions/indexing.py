@@ -33,7 +33,7 @@ from memlane.engine.runtime import Runtime
 from memlane.engine.sessions.lifecycle import ensure_title
 from memlane.engine.sessions.metafile import meta_path, read_meta, write_meta
 from memlane.engine.sessions.models import cost_usd, index_model, usage_payload
-from memlane.engine.sessions.naming import free_name, pinned_name
+from memlane.engine.sessions.naming import pinned_name
 from memlane.engine.sessions.serialize import is_conversation, keep_tail, serialize
 from memlane.engine.turn import Turn
 from memlane.files.locks import INDEX_LOCKS, HomeLock
@@ -381,9 +381,7 @@ def _save(
     event: dict[str, Any],
 ) -> SessionMeta:
     """The successful attempt's event, then the metadata (one thread hop, one commit);
-    returns what was stored: a name a person gave the session stays (`naming.rename`),
-    and a generated one another session of the namespace shows already becomes the next
-    free `<name>-N` (`naming.free_name`), so `@@name` still designates one session."""
+    returns what was stored: a name a person gave the session stays (`naming.rename`)."""
     store = rt.store
     now = datetime.now(UTC).isoformat(timespec="seconds")
     last = stored[-1].position if stored else -1
@@ -394,13 +392,8 @@ def _save(
         if session is None:  # deleted while the model was thinking
             return meta
         kept = pinned_name(session)
-        fields["name"] = kept or free_name(
-            store,
-            fields["name"],
-            namespace=session.namespace,
-            tenant=session.tenant,
-            exclude=session.id,
-        )
+        if kept is not None:
+            fields["name"] = kept
         metadata = {
             **session.metadata,
             **fields,
@@ -426,4 +419,4 @@ def _save(
             "last_indexed_position": last,
         },
     )
-    return meta.model_copy(update={"name": fields["name"]})
+    return meta if kept is None else meta.model_copy(update={"name": kept})

@@ -69,10 +69,18 @@ def free_name(
     store: Store, name: str, *, namespace: str, tenant: str, exclude: str | None = None
 ) -> str:
     """`name` if no other session holds it (`holder`), else the first free `<name>-N`
-    from N = 2."""
-    sessions = store.list_sessions(tenant=tenant)
+    from N = 2: one pass over the tenant's sessions, however many already hold a
+    `<name>-N` (a model names many sessions of one topic alike)."""
+    exact: set[str] = set()  # keys and ids: looked up as typed
+    shown: set[str] = set()  # the namespace's names (or titles): looked up in any case
+    for session in store.list_sessions(tenant=tenant):
+        if session.id == exclude:
+            continue
+        exact.update((session.key, session.id))
+        if session.namespace == namespace:
+            shown.add(shown_name(session).lower())
     candidate, number = name, 1
-    while _holder(sessions, candidate, namespace, exclude) is not None:
+    while candidate in exact or candidate.lower() in shown:
         number += 1
         candidate = f"{name}-{number}"
     return candidate
