@@ -195,12 +195,13 @@ def test_admin_meta_fork_ask_index_export(
 
     indexed = httpx.post(f"{base}/copy/index", json={}, headers=proxy.admin)
     assert indexed.status_code == 200, indexed.text
-    assert indexed.json()["name"] == "queue-design"
-
-    # two sessions are now named queue-design: the name is ambiguous
-    ambiguous = httpx.get(f"{base}/queue-design/meta", headers=proxy.admin)
-    assert ambiguous.status_code == 409
-    assert ambiguous.json()["error"]["code"] == "ambiguous_session"
+    # the model named the copy as its source is named: it gets the next free name, and
+    # each name still designates one session
+    assert indexed.json()["name"] == "queue-design-2"
+    for name, session_id in (("queue-design", source.id), ("queue-design-2", forked["id"])):
+        found = httpx.get(f"{base}/{name}/meta", headers=proxy.admin)
+        assert found.status_code == 200, found.text
+        assert found.json()["id"] == session_id
 
     exported = httpx.get(f"{base}/{source.id}/export", headers=proxy.admin)
     lines = [json.loads(line) for line in exported.text.splitlines()]

@@ -113,6 +113,13 @@ def turn_documents(
     return out
 
 
+NAME_NUMBERED = "name_numbered"
+"""Session metadata flag: the name is the model's with `-N` added to keep it distinct
+(`engine.sessions.generated_names`). Its summary document indexes the model's name
+without the number, which would match every question that says it."""
+_NUMBER = re.compile(r"-\d+$")
+
+
 def session_doc(session: Session) -> tuple[Doc, str] | None:
     """A session's summary as a document of its namespace, with what the index reads for it
     (its name, description, summary and tags); None until session indexing wrote one.
@@ -123,7 +130,10 @@ def session_doc(session: Session) -> tuple[Doc, str] | None:
     if not summary:
         return None
     tags = meta.get("tags")
-    words = [_text(meta.get("name")), _text(meta.get("description")), summary]
+    name = _text(meta.get("name"))
+    if meta.get(NAME_NUMBERED) is True:
+        name = _NUMBER.sub("", name)
+    words = [name, _text(meta.get("description")), summary]
     if isinstance(tags, list):
         words.append(" ".join(_text(tag) for tag in tags))
     doc = Doc(

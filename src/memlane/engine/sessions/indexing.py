@@ -30,14 +30,15 @@ from memlane.config import Settings
 from memlane.engine import threads
 from memlane.engine.background import session_policy
 from memlane.engine.runtime import Runtime
+from memlane.engine.sessions.generated_names import generated_name
 from memlane.engine.sessions.lifecycle import ensure_title
 from memlane.engine.sessions.metafile import meta_path, read_meta, write_meta
 from memlane.engine.sessions.models import cost_usd, index_model, usage_payload
-from memlane.engine.sessions.naming import pinned_name
 from memlane.engine.sessions.serialize import is_conversation, keep_tail, serialize
 from memlane.engine.turn import Turn
 from memlane.files.locks import INDEX_LOCKS, HomeLock
 from memlane.store import SessionNotFound
+from memlane.store.documents import NAME_NUMBERED
 from memlane.text.llm import Completion, LLMError
 from memlane.text.redact import redact_fields
 from memlane.types import MessageText, Session
@@ -381,19 +382,21 @@ def _save(
     event: dict[str, Any],
 ) -> SessionMeta:
     """The successful attempt's event, then the metadata (one thread hop, one commit);
-    returns what was stored: a name a person gave the session stays (`naming.rename`)."""
+    returns what was stored, its name as `generated_names.generated_name` chose it (a
+    person's stays; one another session of the namespace shows becomes `<name>-N`)."""
     store = rt.store
     now = datetime.now(UTC).isoformat(timespec="seconds")
     last = stored[-1].position if stored else -1
     fields = redact_fields(meta.model_dump())  # what the model wrote may quote a credential
+    before = store.get_session(session_id)
+    if before is None:  # deleted while the model was thinking
+        return meta
+    fields["name"], numbered = generated_name(store, before, fields["name"])  # no lock held
     with store.transaction():
         store.add_event(session_id, INDEX_EVENT, event)
         session = store.get_session(session_id)
         if session is None:  # deleted while the model was thinking
             return meta
-        kept = pinned_name(session)
-        if kept is not None:
-            fields["name"] = kept
         metadata = {
             **session.metadata,
             **fields,
@@ -401,7 +404,10 @@ def _save(
             "indexed_at": now,
             "last_indexed_position": last,
             "index_cost_usd": round(float(session.metadata.get("index_cost_usd", 0.0)) + cost, 8),
+            NAME_NUMBERED: numbered,
         }
+        if not numbered:
+            del metadata[NAME_NUMBERED]
         store.update_session(session_id, metadata=metadata)
     path = meta_path(rt.settings.sessions_path, session.key, session.tenant)
     read_meta(path)  # a corrupt file is reported (warning) before it is replaced
@@ -419,4 +425,4 @@ def _save(
             "last_indexed_position": last,
         },
     )
-    return meta if kept is None else meta.model_copy(update={"name": kept})
+    return meta.model_copy(update={"name": fields["name"]})

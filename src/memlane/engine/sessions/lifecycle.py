@@ -36,6 +36,7 @@ from memlane.files.memory_snapshot import Snapshot
 from memlane.files.paths import session_dir
 from memlane.store import Store, StoreError
 from memlane.store.codec import message_to_json
+from memlane.store.documents import NAME_NUMBERED
 from memlane.text import tokens
 from memlane.text.redact import redact
 from memlane.types import Fact, Session
@@ -172,7 +173,8 @@ def fork(
             raise ForkPointOutOfRange(source.id, at_position, end)
     key = new_key or fork_key(source)
     forked = store.fork_session(source.id, new_key=key, at_position=at_position)
-    metadata = {k: v for k, v in forked.metadata.items() if k not in ("name", NAME_PINNED)}
+    dropped = ("name", NAME_PINNED, NAME_NUMBERED)
+    metadata = {k: v for k, v in forked.metadata.items() if k not in dropped}
     title = f"fork of {session_title(store, source)}"
     return store.update_session(forked.id, metadata=metadata, title=title_from_prompt(title))
 

@@ -19,6 +19,7 @@ from memlane.config import Settings
 from memlane.engine.sessions.lookup import session_name, shown_name
 from memlane.engine.sessions.metafile import meta_path, read_meta, write_meta
 from memlane.store import Store
+from memlane.store.documents import NAME_NUMBERED
 from memlane.text.redact import redact
 from memlane.types import Session
 
@@ -116,6 +117,7 @@ def rename(store: Store, settings: Settings, session: Session, name: str) -> Ses
             raise NameProblem(_taken(name, taken))
         current = store.get_session(session.id) or session
         metadata = {**current.metadata, "name": name, NAME_PINNED: True}
+        metadata.pop(NAME_NUMBERED, None)  # a person's name is indexed as given
         renamed = store.update_session(session.id, metadata=metadata)
     path = meta_path(settings.sessions_path, renamed.key, renamed.tenant)
     mirrored = read_meta(path) if path.exists() else None
