@@ -158,3 +158,19 @@ def test_serve_refuses_a_weak_token_from_the_environment_before_listening(
     assert result.exit_code == 1
     assert "at least 16 characters" in result.output
     assert "listening" not in result.output
+
+
+def test_a_text_set_over_its_limit_says_where_it_was_cut(mproxy: RunningProxy) -> None:
+    """As MCP `todo_set` and the inspector say it: the API's answer ended in the cut
+    marker, with nothing saying so."""
+    session = make_session(mproxy, "long-todo")
+    url = f"{mproxy.url}/memlane/sessions/{session}"
+    limit = mproxy.settings.todo_max_chars
+    long = httpx.put(f"{url}/todo", json={"text": "x" * (limit + 10)}, headers=mproxy.admin)
+    short = httpx.put(f"{url}/pinned", json={"text": "keep this"}, headers=mproxy.admin)
+    cleared = httpx.put(f"{url}/todo", json={"text": None}, headers=mproxy.admin)
+
+    assert long.status_code == 200, long.text
+    assert long.json()["cut"] == limit
+    assert (short.json()["cut"], short.json()["pinned"]) == (None, "keep this")
+    assert (cleared.json()["cut"], cleared.json()["todo"]) == (None, "")

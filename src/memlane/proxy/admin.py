@@ -22,6 +22,7 @@ from memlane.files.git_purge import PurgeError
 from memlane.proxy.errors import ProxyError
 from memlane.proxy.lookup import Caller, ExactSession, FoundSession
 from memlane.proxy.state import require_admin, runtime
+from memlane.types import Session
 from memlane.views.sessions import session_detail, session_json
 
 router = APIRouter(prefix="/v1/memlane", tags=["memlane"], dependencies=[Depends(require_admin)])
@@ -51,14 +52,19 @@ def show_session(rt: Rt, session: FoundSession) -> dict[str, Any]:
 
 @router.put("/sessions/{ref}/todo", summary="Set the session's TODO")
 def set_todo(rt: Rt, session: ExactSession, body: TextBody) -> dict[str, Any]:
-    scaffold.set_text(rt, session, "todo", body.text)
-    return session_detail(rt, session)
+    return _set_text(rt, session, "todo", body.text)
 
 
 @router.put("/sessions/{ref}/pinned", summary="Set the session's pinned text")
 def set_pinned(rt: Rt, session: ExactSession, body: TextBody) -> dict[str, Any]:
-    scaffold.set_text(rt, session, "pinned", body.text)
-    return session_detail(rt, session)
+    return _set_text(rt, session, "pinned", body.text)
+
+
+def _set_text(rt: Runtime, session: Session, name: str, text: str | None) -> dict[str, Any]:
+    """The session as set, and `cut`: the length the text was cut to (its setting, as every
+    face says it: `scaffold.cut_at`), or null when it was kept whole."""
+    scaffold.set_text(rt, session, name, text)
+    return session_detail(rt, session) | {"cut": scaffold.cut_at(rt.settings, name, text)}
 
 
 @router.post("/sessions/{ref}/approve-spec", summary="Approve the spec (ends Spec Mode)")
