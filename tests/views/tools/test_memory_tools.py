@@ -75,6 +75,10 @@ async def test_search_as_of_a_date_and_a_memory_s_history(rt: Runtime) -> None:
     opened = await call(rt, SHOP, "memory_get", ids=[old.id])
     assert "true: 2025-05-01 → 2026-02-01" in opened.text
     assert f"replaced by: {new.id}" in opened.text
+    today = await call(rt, SHOP, "memory_search", query="till runs", as_of="now")
+    assert not today.error, today.text  # read as every face reads a moment
+    assert "runs Linux" in today.text
+    assert "Windows" not in today.text
     bad = await call(rt, SHOP, "memory_search", query="till", as_of="soon")
     assert bad.error
     assert "as_of" in bad.text

@@ -24,6 +24,7 @@ from memlane.engine.memory.versions import interval
 from memlane.engine.retrieval.search import search
 from memlane.engine.runtime import Runtime
 from memlane.types import Fact
+from memlane.types.moments import parse_moment
 from memlane.views.memories import MemoryNotFound, get_memory
 from memlane.views.tools.binding import SCOPE_FORMS, Binding, ToolRefusal
 from memlane.views.tools.text import day, one_line, short_id
@@ -53,10 +54,16 @@ class MemorySearchArgs(BaseModel):
     )
     as_of: datetime | None = Field(
         default=None,
-        description="A date (YYYY-MM-DD) or time: what was true then. Default: what is true "
-        "now (a question about change, e.g. 'before' or 'used to', also finds what was "
-        "replaced).",
+        description="A date (YYYY-MM-DD), a time or 'now': what was true then. Default: what "
+        "is true now (a question about change, e.g. 'before' or 'used to', also finds what "
+        "was replaced).",
     )
+
+    @field_validator("as_of", mode="before")
+    @classmethod
+    def _moment(cls, value: object) -> object:
+        """A text is read as every face reads a moment (`types.moments`), 'now' included."""
+        return parse_moment(value) if isinstance(value, str) else value
 
     @field_validator("as_of")
     @classmethod
