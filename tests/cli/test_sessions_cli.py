@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,21 +14,6 @@ from memlane.store import NewMessage
 from memlane.store.sqlite import SQLiteStore
 from memlane.types import Message, Session
 from tests.support.upstream import Reply, ScriptedUpstream
-
-
-@pytest.fixture
-def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setenv("MEMLANE_HOME", str(tmp_path))
-    for name in ("OPENAI_BASE_URL", "MEMLANE_CONFIG", "OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    return CliRunner()
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SQLiteStore]:
-    opened = SQLiteStore(tmp_path / "memlane.db")
-    yield opened
-    opened.close()
 
 
 def add_session(

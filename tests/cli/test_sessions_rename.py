@@ -3,29 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from memlane.store.sqlite import SQLiteStore
 from tests.cli.test_sessions_cli import add_session, invoke
-
-
-@pytest.fixture
-def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setenv("MEMLANE_HOME", str(tmp_path))
-    for name in ("OPENAI_BASE_URL", "MEMLANE_CONFIG", "OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    return CliRunner()
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SQLiteStore]:
-    opened = SQLiteStore(tmp_path / "memlane.db")
-    yield opened
-    opened.close()
 
 
 def test_rename_names_a_session_by_an_exact_reference(

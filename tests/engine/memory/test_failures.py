@@ -51,6 +51,16 @@ def refuse_writes(rt: Runtime, monkeypatch: pytest.MonkeyPatch, times: int) -> N
     monkeypatch.setattr(rt.memory_book, "write", refused)
 
 
+def queued_failing(rt: Runtime, monkeypatch: pytest.MonkeyPatch, *, times: int) -> str:
+    """A session of two answered turns, queued for memory work whose first `times` book
+    writes fail; its id."""
+    session_id = two_turns(rt)
+    refuse_writes(rt, monkeypatch, times=times)
+    for item in pending_turns(rt):
+        ingest.queue(rt, item)
+    return session_id
+
+
 def remembered(rt: Runtime, session_id: str) -> list[str]:
     entries = rt.store.list_facts(conversation_id=session_id, roles=("user", "assistant"))
     return sorted(e.text for e in entries)
@@ -85,11 +95,8 @@ async def test_a_failed_batch_is_tried_again_while_the_process_runs(
 ) -> None:
     monkeypatch.setattr(failures, "RETRY_SECONDS", (0.05, 0.05))
     rt = runtime(settings, sqlite_store)
-    session_id = two_turns(rt)
-    refuse_writes(rt, monkeypatch, times=2)  # the first try and the first retry
+    session_id = queued_failing(rt, monkeypatch, times=2)  # the first try and the first retry
 
-    for item in pending_turns(rt):
-        ingest.queue(rt, item)
     for _ in range(200):
         await rt.background.drain()
         if not pending_turns(rt):
@@ -108,11 +115,8 @@ async def test_past_the_last_pause_the_turns_wait_for_the_next_start(
 ) -> None:
     monkeypatch.setattr(failures, "RETRY_SECONDS", (0.01,))
     rt = runtime(settings, sqlite_store)
-    session_id = two_turns(rt)
-    refuse_writes(rt, monkeypatch, times=2)
+    session_id = queued_failing(rt, monkeypatch, times=2)
 
-    for item in pending_turns(rt):
-        ingest.queue(rt, item)
     for _ in range(20):
         await rt.background.drain()
         await asyncio.sleep(0.02)
@@ -127,10 +131,7 @@ async def test_shutdown_cancels_a_planned_retry(
 ) -> None:
     monkeypatch.setattr(failures, "RETRY_SECONDS", (0.05,))
     rt = runtime(settings, sqlite_store)
-    session_id = two_turns(rt)
-    refuse_writes(rt, monkeypatch, times=1)
-    for item in pending_turns(rt):
-        ingest.queue(rt, item)
+    session_id = queued_failing(rt, monkeypatch, times=1)
     await rt.background.drain()
 
     await rt.background.cancel_all()
