@@ -37,6 +37,9 @@ class SessionChanges(TypedDict, total=False):
     """How many of the session's first messages the running summary covers."""
     metadata: Mapping[str, Any] | None
     """The index metadata (name, tags, summary), replaced as a whole."""
+    active: bool
+    """Whether the change marks the session as used now (`updated_at`, by which lists sort;
+    default True). A rename by hand is not use of the session."""
 
 
 class Tombstone(TypedDict, total=False):

@@ -195,6 +195,7 @@ class SqlSessions(SqlStore[D]):
                 changes.get("summary"),
                 changes.get("summarized_count"),
                 db.json(dict(metadata)) if metadata is not None else None,
+                active=changes.get("active", True),
             )
             if metadata is not None:
                 index_summaries(db, self._put_doc, [session_id])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memlane.engine.sessions.lookup import NoSuchSession, find_session
+from memlane.engine.sessions.lookup import AmbiguousSession, NoSuchSession, find_session
 from memlane.store.sqlite import SQLiteStore
 from memlane.types import Session
 from tests.engine.sessions.conftest import chat
@@ -68,3 +68,18 @@ def test_an_exact_lookup_in_a_namespace_says_no_session_matches_exactly(
             exact=True,
         )
     assert "exactly" in str(raised.value)
+
+
+def test_a_whole_name_that_is_also_an_id_prefix_is_ambiguous_not_shadowed(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """A name that happens to begin another session's id was found as that id's prefix:
+    `@@name` silently reached the wrong session. Both are plausible: the error lists them."""
+    other = chat(sqlite_store, "k-other", ["x"])
+    prefix = other.id[:8]
+    named = chat(sqlite_store, "k-named", ["y"], name=prefix)
+    with pytest.raises(AmbiguousSession) as raised:
+        find_session(sqlite_store, prefix, tenant=None, exact=True)
+    assert {s.id for s in raised.value.candidates} == {other.id, named.id}
+    assert find_session(sqlite_store, other.id[:9], tenant=None, exact=True).id == other.id
+    assert find_session(sqlite_store, named.id, tenant=None, exact=True).id == named.id

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -14,6 +16,8 @@ from memlane.engine.sessions.indexing import index_session
 from memlane.engine.sessions.lookup import find_session
 from memlane.engine.sessions.metafile import meta_path, read_meta, write_meta
 from memlane.engine.sessions.references import parse_references
+from memlane.store import Store
+from memlane.store.postgres import PostgresStore
 from memlane.store.sqlite import SQLiteStore
 from tests.engine.sessions.conftest import chat
 from tests.support.text import ScriptedLLM
@@ -132,3 +136,56 @@ def test_free_name_counts_up_past_every_holder(sqlite_store: SQLiteStore) -> Non
     assert naming.free_name(sqlite_store, "notes", namespace="repo", tenant="") == "notes-3"
     assert naming.free_name(sqlite_store, "notes", namespace="other", tenant="") == "notes"
     assert naming.free_name(sqlite_store, "fresh", namespace="repo", tenant="") == "fresh"
+
+
+def test_a_rename_leaves_the_session_where_the_lists_show_it(
+    sqlite_store: SQLiteStore, settings: Settings
+) -> None:
+    """Lists sort by last use; renaming an old session by hand is not using it."""
+    old = chat(sqlite_store, "old", ["x"])
+    newer = chat(sqlite_store, "newer", ["y"])
+    renamed = naming.rename(sqlite_store, settings, old, "archive")
+    assert renamed.updated_at == old.updated_at
+    assert [s.id for s in sqlite_store.list_sessions()] == [newer.id, old.id]
+
+
+def test_two_replicas_renaming_to_one_name_at_once_give_it_to_one_session(
+    pg_url: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each rename checks that the name is free, then writes it. Two PostgreSQL replicas
+    doing so at once both found it free (neither had committed), and two sessions of
+    one namespace got one name. The check here waits (up to a second) for the other
+    rename's check: without the lock, both pass it."""
+    store = PostgresStore(pg_url)
+    try:
+        first, second = chat(store, "a", ["x"]), chat(store, "b", ["y"])  # type: ignore[arg-type]
+        checked = threading.Barrier(2, timeout=1.0)
+        free_holder = naming.holder
+
+        def slow_holder(store: Store, name: str, **where: Any) -> Any:
+            found = free_holder(store, name, **where)
+            # the other rename may wait for the lock: this one then goes on alone
+            with contextlib.suppress(threading.BrokenBarrierError):
+                checked.wait()
+            return found
+
+        monkeypatch.setattr(naming, "holder", slow_holder)
+        outcomes: list[str] = []
+
+        def rename(session: Any) -> None:
+            try:
+                naming.rename(store, settings, session, "release-plan")
+                outcomes.append("renamed")
+            except naming.NameProblem:
+                outcomes.append("refused")
+
+        threads = [threading.Thread(target=rename, args=(s,)) for s in (first, second)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        assert sorted(outcomes) == ["refused", "renamed"]
+        names = [s.metadata.get("name") for s in store.list_sessions()]
+        assert names.count("release-plan") == 1
+    finally:
+        store.close()

@@ -3,7 +3,9 @@
 Resolution order: exact id, then the session key, then a unique id prefix, then
 the indexed name (or, for a session not yet named, the title the list shows)
 case-insensitively, then a fuzzy match on names and titles. Several
-candidates are an error listing them, never a guess. Only the sessions of the
+candidates are an error listing them, never a guess: a reference that is both an id
+prefix of one session and the whole name of another is one of those (the name is not
+shadowed by the prefix). Only the sessions of the
 caller's tenant take part (`engine.tenancy`), and, for `@@` references, only those
 of the caller's namespace unless `references_across_namespaces` is on.
 
@@ -142,10 +144,12 @@ def _resolve(
         raise AmbiguousSession(ref, by_key)
     others = [s for s in sessions if s.id != exclude]
     by_prefix = [s for s in others if len(ref) >= MIN_ID_PREFIX and s.id.startswith(ref)]
-    if len(by_prefix) == 1:
-        return by_prefix[0]
     wanted = ref.lower()
     named = [s for s in others if shown_name(s).lower() == wanted]
+    if len(by_prefix) == 1:
+        if any(s.id != by_prefix[0].id for s in named):  # a whole name is no less meant
+            raise AmbiguousSession(ref, [*by_prefix, *named])
+        return by_prefix[0]
     if named:
         return _one(ref, named, namespace)
     fuzzy = [] if exact else _fuzzy(wanted, others)

@@ -104,12 +104,17 @@ def _holder(
 def rename(store: Store, settings: Settings, session: Session, name: str) -> Session:
     """Give `session` the name `name` (a person's choice: later indexing keeps it), in its
     metadata and its `meta.json` when it has one. Raises `NameProblem` when the name is
-    not one `@@` reads, or another session holds it (`holder`)."""
+    not one `@@` reads, or another session holds it (`holder`).
+
+    The check and the write hold the store's batch lock (`Store.batch`): on PostgreSQL two
+    replicas renaming two sessions to one name at once would otherwise both find it free
+    (each reads before the other commits). A rename is not activity: the session keeps
+    its place in the lists, which sort by when it was last used."""
     name = name.strip()
     problem = name_problem(name)
     if problem:
         raise NameProblem(problem)
-    with store.transaction():  # the check and the write together
+    with store.batch():  # the check and the write together, one rename at a time
         taken = holder(
             store, name, namespace=session.namespace, tenant=session.tenant, exclude=session.id
         )
@@ -118,7 +123,7 @@ def rename(store: Store, settings: Settings, session: Session, name: str) -> Ses
         current = store.get_session(session.id) or session
         metadata = {**current.metadata, "name": name, NAME_PINNED: True}
         metadata.pop(NAME_NUMBERED, None)  # a person's name is indexed as given
-        renamed = store.update_session(session.id, metadata=metadata)
+        renamed = store.update_session(session.id, metadata=metadata, active=False)
     path = meta_path(settings.sessions_path, renamed.key, renamed.tenant)
     mirrored = read_meta(path) if path.exists() else None
     if mirrored is not None:  # the human-readable copy says the same
