@@ -351,6 +351,13 @@ def _basic(match: re.Match[str]) -> str:
     return "Basic [redacted basic-auth]" if b":" in decoded else match.group(0)
 
 
+PATH_NAMES = frozenset({"pwd", "passwd"})
+"""Names that are as often a path's as a credential's: `pwd: /home/ana/api` (a shell's
+working directory) and `passwd: /etc/passwd` (the file) keep a value that is a path."""
+PATH_VALUE = re.compile(r"(?:~|\.{1,2})?(?:/[\w.\-]+)+/?")
+"""A path of plain segments, nothing else (a credential holds `+`, `=`, `$`, `!`…)."""
+
+
 def _assignments(text: str) -> Iterator[tuple[int, int, str]]:
     """The values (quotes included) of the assignments whose name is a credential's."""
     for match in ASSIGNMENT.finditer(text):
@@ -360,6 +367,8 @@ def _assignments(text: str) -> Iterator[tuple[int, int, str]]:
         value = match.group("value")
         if value[0] in "\"'":
             value = value[1:-1]
+        if match.group("name").lower() in PATH_NAMES and PATH_VALUE.fullmatch(value):
+            continue
         if _is_credential(value, keyish=named.group("family") is not None):
             yield (*match.span("value"), "secret")
 
